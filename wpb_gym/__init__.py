@@ -1,0 +1,78 @@
+"""WritePolicyBench-Gym: memory write policies under byte budgets with drifting API streams.
+
+The benchmark core (spec v0 and the paper): the data model, byte accounting, the memory
+store, JSONL episodes and frozen sets, the drift-regime generators, the metrics and the
+exact hindsight oracle. Nothing here imports ``agents``.
+"""
+
+from .accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
+from .budget import BudgetExceededError, BudgetView, ByteBudget
+from .frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
+from .generator import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
+from .jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
+from .metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
+from .oracle import (
+    EpisodeOracle,
+    F1Bound,
+    OracleCurve,
+    episode_oracle,
+    hindsight_f1_bound,
+    oracle_curve,
+    oracle_utility,
+    oracle_write_set,
+)
+from .store import ByteMemoryStore, Decision, Reason, StoreView
+from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step
+from .types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
+from .version import __version__
+
+__all__ = [
+    "ACTION_TYPES",
+    "ActionType",
+    "BudgetExceededError",
+    "BudgetView",
+    "ByteBudget",
+    "ByteMemoryStore",
+    "Decision",
+    "Episode",
+    "EpisodeFormatError",
+    "EpisodeMetrics",
+    "EpisodeOracle",
+    "F1Bound",
+    "FrozenSet",
+    "FrozenSetError",
+    "GeneratorConfig",
+    "METRIC_NAMES",
+    "MemoryAction",
+    "MemoryItem",
+    "OracleCurve",
+    "PRIVILEGED",
+    "REGIMES",
+    "Reason",
+    "Step",
+    "StoreView",
+    "TRACKS",
+    "UNPRIVILEGED",
+    "__version__",
+    "canonical_delta",
+    "compute_metrics",
+    "episode_costs",
+    "episode_oracle",
+    "estimate_bytes",
+    "freeze_set",
+    "generate_episode",
+    "generate_episodes",
+    "hindsight_f1_bound",
+    "iter_jsonl",
+    "load_jsonl",
+    "make_config",
+    "merge_cost",
+    "open_frozen_set",
+    "oracle_curve",
+    "oracle_utility",
+    "oracle_write_set",
+    "policy_episode",
+    "policy_step",
+    "score_episode",
+    "write_jsonl",
+]

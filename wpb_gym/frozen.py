@@ -1,0 +1,210 @@
+"""Frozen episode sets: a folder of JSONL files and a ``MANIFEST.json`` that pins them.
+
+The paper freezes episodes "so future code changes do not silently change the benchmark
+instances". A frozen set records, for every file, the generator configuration, the seed,
+the episode count and the sha256 of its bytes, plus the package version that wrote it.
+Opening a set verifies every hash, so a set that changed after freezing is refused.
+
+Layout::
+
+    DIR/
+      MANIFEST.json
+      regime=default__T=200__seed=0__n=10.jsonl
+      regime=burst_drift__T=200__seed=0__n=10.jsonl
+      ...
+
+The manifest holds no timestamps: freezing the same grid twice gives identical bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from .generator import GeneratorConfig, generate_episodes, make_config
+from .jsonl import iter_jsonl, write_jsonl
+from .types import Episode
+from .version import __version__
+
+MANIFEST_NAME = "MANIFEST.json"
+FORMAT_NAME = "wpb-frozen-set"
+FORMAT_VERSION = 1
+
+
+class FrozenSetError(ValueError):
+    """A frozen set that cannot be trusted or read; the message names the file."""
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def set_file_name(config: GeneratorConfig, seed: int, n: int, compress: bool = False) -> str:
+    return f"regime={config.regime}__T={config.length}__seed={seed}__n={n}.jsonl" + (".gz" if compress else "")
+
+
+@dataclass(frozen=True)
+class FrozenFile:
+    """One file of a set and what the manifest says of it."""
+
+    path: Path
+    regime: str
+    length: int
+    seed: int
+    episodes: int
+    sha256: str
+    generator: dict[str, Any]
+
+    def iter_episodes(self) -> Iterator[Episode]:
+        return iter_jsonl(self.path)
+
+
+@dataclass(frozen=True)
+class FrozenSet:
+    """An opened, hash-verified frozen set."""
+
+    root: Path
+    manifest: dict[str, Any]
+    files: tuple[FrozenFile, ...]
+
+    @property
+    def total_episodes(self) -> int:
+        return sum(f.episodes for f in self.files)
+
+    def iter_episodes(self) -> Iterator[tuple[FrozenFile, Episode]]:
+        for f in self.files:
+            for episode in f.iter_episodes():
+                yield f, episode
+
+
+def freeze_set(
+    out_dir: str | os.PathLike[str],
+    regimes: Sequence[str],
+    lengths: Sequence[int],
+    episodes: int,
+    seed: int,
+    *,
+    overrides: dict[str, Any] | None = None,
+    compress: bool = False,
+    force: bool = False,
+    progress: Callable[[Iterable[Episode], int, str], Iterable[Episode]] | None = None,
+) -> FrozenSet:
+    """Generate and write a frozen set of ``episodes`` per (regime, length); return it opened.
+
+    The set is built in a temporary folder beside ``out_dir`` and renamed into place when
+    complete, so an interrupted freeze leaves no folder that looks like a set. An existing
+    ``out_dir`` is an error unless ``force`` is given (then it is replaced).
+    """
+    out = Path(out_dir)
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if not regimes or not lengths:
+        raise ValueError("freeze needs at least one regime and one length")
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
+    configs = [make_config(r, length=int(n), **(overrides or {})) for r in regimes for n in lengths]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        files: dict[str, Any] = {}
+        for config in configs:
+            name = set_file_name(config, seed, episodes, compress)
+            stream: Iterable[Episode] = generate_episodes(config, seed, episodes)
+            if progress is not None:
+                stream = progress(stream, episodes, f"{config.regime} T={config.length}")
+            written = write_jsonl(tmp / name, stream)
+            files[name] = {
+                "episodes": written,
+                "generator": config.to_dict(),
+                "length": config.length,
+                "regime": config.regime,
+                "seed": seed,
+                "sha256": sha256_file(tmp / name),
+            }
+        manifest = {
+            "created_by": "wpb freeze",
+            "episodes_per_file": episodes,
+            "files": files,
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "lengths": [int(n) for n in lengths],
+            "package_version": __version__,
+            "regimes": list(regimes),
+            "seed": seed,
+            "total_episodes": episodes * len(configs),
+        }
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return open_frozen_set(out)
+
+
+def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> FrozenSet:
+    """Open the set in ``root``, checking that every file exists and matches its sha256."""
+    root = Path(root)
+    manifest_path = root / MANIFEST_NAME
+    if not manifest_path.is_file():
+        raise FrozenSetError(f"{manifest_path}: missing (not a frozen set; load single files with load_jsonl)")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FrozenSetError(f"{manifest_path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise FrozenSetError(
+            f"{manifest_path}: field 'format': expected {FORMAT_NAME!r} (this manifest was not written by "
+            "wpb freeze; load its JSONL files with load_jsonl)"
+        )
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise FrozenSetError(
+            f"{manifest_path}: field 'format_version': expected {FORMAT_VERSION}, got {manifest.get('format_version')!r}"
+        )
+    entries = manifest.get("files")
+    if not isinstance(entries, dict) or not entries:
+        raise FrozenSetError(f"{manifest_path}: field 'files': expected a non-empty object")
+    files = []
+    for name, entry in sorted(entries.items()):
+        path = root / name
+        if Path(name).name != name:
+            raise FrozenSetError(f"{manifest_path}: files[{name!r}]: expected a plain file name")
+        for key in ("sha256", "episodes", "regime", "length", "seed", "generator"):
+            if key not in entry:
+                raise FrozenSetError(f"{manifest_path}: files[{name!r}].{key}: missing")
+        if not path.is_file():
+            raise FrozenSetError(f"{path}: listed in {MANIFEST_NAME} but missing")
+        if verify:
+            actual = sha256_file(path)
+            if actual != entry["sha256"]:
+                raise FrozenSetError(
+                    f"{path}: sha256 mismatch (manifest {entry['sha256'][:16]}..., file {actual[:16]}...): "
+                    "the file changed after it was frozen"
+                )
+        files.append(
+            FrozenFile(
+                path=path,
+                regime=entry["regime"],
+                length=int(entry["length"]),
+                seed=int(entry["seed"]),
+                episodes=int(entry["episodes"]),
+                sha256=entry["sha256"],
+                generator=entry["generator"],
+            )
+        )
+    listed = set(entries)
+    strays = sorted(p.name for p in root.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")) and p.name not in listed)
+    if strays:
+        raise FrozenSetError(f"{root / strays[0]}: episode file not listed in {MANIFEST_NAME}")
+    return FrozenSet(root=root, manifest=manifest, files=tuple(files))

@@ -1,0 +1,271 @@
+"""Synthetic drift regimes (paper §3, Table 1): streams of API snapshots with labelled drift.
+
+A pool of ``api_pool`` endpoints, each with a version, a parameter list and a deprecated
+flag. Every step shows one endpoint's current snapshot (spec §1.3)::
+
+    {"api": "api.v3.endpoint_5", "deprecated": false, "params": ["p5_0", "p5_2", "p5_6"], "version": 3}
+
+At a step, with probability ``drift_prob`` (``burst_drift_prob`` inside a burst window) the
+endpoint *drifts* before it is shown: its version rises by one (the ``api`` string carries
+it), one parameter is removed (probability ``remove_param_prob``, never the last one) or a
+new one added, and the deprecated flag is redrawn (true with probability ``deprecate_prob``)
+and kept until the next drift. Drift steps are the critical steps; a drift that removes a
+parameter or newly deprecates the endpoint is also a breaking change.
+
+Regimes (``REGIMES``):
+
+* ``default`` — each step shows a uniformly drawn endpoint; drift i.i.d. at ``drift_prob``.
+* ``burst_drift`` — steps with ``t % burst_interval < burst_len`` drift at ``burst_drift_prob``.
+* ``redundancy`` — with probability ``redundancy_prob`` a step shows the previous step's
+  endpoint again (usually with identical content).
+* ``burst_redundancy`` — both.
+
+Utilities (hidden): a drift step is worth 6 inside a burst window and 5 elsewhere; an
+ordinary step 1; a step whose observation repeats the previous step's exactly 0.5.
+
+Privileged metadata: ``priority = utility / 6`` (the paper's surrogate). With
+``priority_noise = s > 0`` it becomes ``clip(utility / 6 + N(0, s^2), 0, 1)``, drawn from a
+random stream of its own so the episode itself does not change with ``s``.
+
+Optional content of realistic size (spec §1.3, §2.2), off by default so the paper's regimes
+are reproduced: with ``doc_prob`` a step is a documentation section of 1–5 KB
+(``{"section", "content", "last_updated"}``, utility ``doc_utility``, not critical); with
+``migration_guides`` the step after an endpoint is deprecated is a migration guide
+(``{"old_api", "new_api", "deadline", "notes"}``), critical, worth as much as the deprecation.
+
+Determinism: episode ``index`` of a set with ``seed`` draws from
+``numpy.random.SeedSequence(seed, spawn_key=(index,))``, so it is the same in any process
+and independent of every other (seed, index) pair.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Iterator
+
+import numpy as np
+
+from .types import Episode, Step
+
+PRIORITY_SCALE = 6.0
+UTILITY_BURST_DRIFT = 6.0
+UTILITY_DRIFT = 5.0
+UTILITY_ORDINARY = 1.0
+UTILITY_REPEAT = 0.5
+BASE_DATE = _dt.date(2024, 1, 1)
+
+_DOC_TOPICS = ("overview", "authentication", "errors", "pagination", "rate-limits", "webhooks", "examples")
+_VOCABULARY = (
+    "the request returns object field param value endpoint client server token error status limit page "
+    "cursor header body schema version deprecated required optional string integer array list create "
+    "update delete retrieve expand filter sort response payload timeout retry idempotency key account "
+    "customer charge invoice event webhook signature secret scope permission migrate replace remove"
+).split()
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Every knob of the synthetic stream. Defaults are the paper's Table 1."""
+
+    regime: str = "default"
+    length: int = 200
+    api_pool: int = 8
+    drift_prob: float = 0.08
+    bursts: bool = False
+    burst_interval: int = 50
+    burst_len: int = 8
+    burst_drift_prob: float = 0.6
+    redundancy: bool = False
+    redundancy_prob: float = 0.7
+    min_params: int = 2
+    max_params: int = 6
+    remove_param_prob: float = 0.5
+    deprecate_prob: float = 0.3
+    priority_noise: float = 0.0
+    doc_prob: float = 0.0
+    doc_min_bytes: int = 1024
+    doc_max_bytes: int = 5120
+    doc_utility: float = 1.0
+    migration_guides: bool = False
+    guide_min_bytes: int = 1024
+    guide_max_bytes: int = 3072
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
+            if not isinstance(value, expected) or (f.type != "bool" and isinstance(value, bool)):
+                raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
+        for name in ("drift_prob", "burst_drift_prob", "redundancy_prob", "remove_param_prob", "deprecate_prob", "doc_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"GeneratorConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
+        for name in ("length", "api_pool", "burst_interval", "min_params", "doc_min_bytes", "guide_min_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GeneratorConfig.{name}: expected >= 1, got {getattr(self, name)}")
+        if not 0 <= self.burst_len <= self.burst_interval:
+            raise ValueError(f"GeneratorConfig.burst_len: expected 0..burst_interval, got {self.burst_len}")
+        for lo, hi in (("min_params", "max_params"), ("doc_min_bytes", "doc_max_bytes"), ("guide_min_bytes", "guide_max_bytes")):
+            if getattr(self, hi) < getattr(self, lo):
+                raise ValueError(f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}")
+        if self.priority_noise < 0 or self.doc_utility < 0:
+            raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GeneratorConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown generator option(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+
+REGIMES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "burst_drift": {"bursts": True},
+    "redundancy": {"redundancy": True},
+    "burst_redundancy": {"bursts": True, "redundancy": True},
+}
+
+
+def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
+    """The named regime's configuration with ``overrides`` applied (any ``GeneratorConfig`` field)."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; known regimes: {sorted(REGIMES)}")
+    return GeneratorConfig.from_dict({"regime": regime, **REGIMES[regime], **overrides})
+
+
+def _text(rng: np.random.Generator, n_bytes: int) -> str:
+    words = rng.choice(np.asarray(_VOCABULARY), size=n_bytes // 3 + 1)
+    text = " ".join(words.tolist())
+    return text[:n_bytes]
+
+
+def _date(t: int) -> str:
+    return (BASE_DATE + _dt.timedelta(days=t)).isoformat()
+
+
+def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
+    """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ValueError(f"index must be a non-negative int, got {index!r}")
+    c = config
+    T = c.length
+    struct_ss, noise_ss, text_ss = np.random.SeedSequence(seed, spawn_key=(index,)).spawn(3)
+    rng = np.random.default_rng(struct_ss)
+    text_rng = np.random.default_rng(text_ss)
+    # Every structural draw is made up front, in a fixed order, so options that change how a
+    # step is used (docs, guides) leave the draws of other steps where they were.
+    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T))
+    endpoint_draw = rng.integers(0, c.api_pool, size=T)
+
+    versions = [1] * c.api_pool
+    params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]
+    next_param = [int(n) for n in n_params]
+    deprecated = [False] * c.api_pool
+
+    steps_obs: list[Any] = []
+    utility = np.empty(T, dtype=np.float64)
+    critical: list[int] = []
+    breaking: list[int] = []
+    guides: list[int] = []
+    deprecations = 0
+    prev_obs: Any = None
+    prev_endpoint: int | None = None
+    pending_guide: tuple[dict[str, Any], float] | None = None
+
+    for t in range(T):
+        in_burst = c.bursts and (t % c.burst_interval) < c.burst_len
+        if pending_guide is not None:
+            obs, value = pending_guide
+            pending_guide = None
+            critical.append(t)
+            guides.append(t)
+            utility[t] = value
+        elif c.doc_prob > 0 and u_doc[t] < c.doc_prob:
+            i = int(endpoint_draw[t])
+            size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
+            topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
+            obs = {"content": _text(text_rng, size), "last_updated": _date(t), "section": f"endpoint_{i}/{topic}"}
+            utility[t] = c.doc_utility
+        else:
+            if c.redundancy and prev_endpoint is not None and u_repeat[t] < c.redundancy_prob:
+                i = prev_endpoint
+            else:
+                i = int(endpoint_draw[t])
+            drift = u_drift[t] < (c.burst_drift_prob if in_burst else c.drift_prob)
+            if drift:
+                versions[i] += 1
+                removed = u_kind[t] < c.remove_param_prob and len(params[i]) > 1
+                if removed:
+                    params[i].pop(int(u_which[t] * len(params[i])))
+                else:
+                    params[i].append(f"p{i}_{next_param[i]}")
+                    next_param[i] += 1
+                newly_deprecated = u_depr[t] < c.deprecate_prob and not deprecated[i]
+                deprecated[i] = bool(u_depr[t] < c.deprecate_prob)
+                critical.append(t)
+                if removed or newly_deprecated:
+                    breaking.append(t)
+                if deprecated[i]:
+                    deprecations += 1
+            obs = {
+                "api": f"api.v{versions[i]}.endpoint_{i}",
+                "deprecated": deprecated[i],
+                "params": list(params[i]),
+                "version": versions[i],
+            }
+            if drift:
+                utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
+                if c.migration_guides and newly_deprecated:
+                    guide = {
+                        "deadline": _date(t + 90),
+                        "new_api": f"api.v{versions[i] + 1}.endpoint_{i}",
+                        "notes": _text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
+                        "old_api": obs["api"],
+                    }
+                    pending_guide = (guide, float(utility[t]))
+            else:
+                utility[t] = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
+            prev_endpoint = i
+        steps_obs.append(obs)
+        prev_obs = obs
+
+    priority = utility / PRIORITY_SCALE
+    if c.priority_noise > 0:
+        noise = np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
+        priority = np.clip(priority + noise, 0.0, 1.0)
+    steps = tuple(
+        Step(t=t, observation=steps_obs[t], metadata={"mode": c.regime, "priority": float(priority[t])})
+        for t in range(T)
+    )
+    labels: dict[str, Any] = {
+        "breaking_changes": breaking,
+        "critical_steps": critical,
+        "deprecated_apis": deprecations,
+        "episode_id": index,
+        "max_utility": float(utility.sum()),
+        "mode": c.regime,
+        "seed": seed,
+        "total_drift_events": len(critical),
+        "utility_by_step": {t: float(utility[t]) for t in range(T)},
+    }
+    if c.migration_guides:
+        labels["migration_guide_steps"] = guides
+    return Episode(steps=steps, labels=labels)
+
+
+def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:
+    """Episodes ``start .. start+n-1`` of the set ``(config, seed)``, lazily."""
+    for index in range(start, start + n):
+        yield generate_episode(config, seed, index)
+
+
+def with_length(config: GeneratorConfig, length: int) -> GeneratorConfig:
+    return replace(config, length=length)

@@ -1,0 +1,320 @@
+"""The byte-accurate external memory (spec §2–3).
+
+``ByteMemoryStore.apply(action, current_t)`` is the only way to change memory. Every action
+is first judged by ``check`` — the same function answers "would this be accepted?" for
+action masks — and a rejected action leaves the store exactly as it was.
+
+Rules (spec §3.2, with the issue's precisions):
+
+* WRITE stores the current step (``step.t == current_t``) if no item holds that timestep,
+  charging ``estimate_bytes(step)``.
+* MERGE appends a delta item at the current timestep to the *base* (WRITE) item at
+  ``target_t``; both observations are dicts with exactly equal ``"api"``; the delta is the
+  canonical shallow diff, must be non-empty and, when the action supplies one, must equal it
+  (compared as canonical JSON text); cost ``len(json(delta)) + 16``.
+* EXPIRE removes the item at ``target_t < current_t`` and credits its exact cost.
+* SKIP always succeeds. Anything over budget is rejected.
+
+One item per timestep, so an item is addressed by its timestep. Items enter in increasing
+``t`` (only the current step can be stored and time never goes back), which keeps "oldest",
+"newest" and "newest base item of an endpoint" amortised O(1) with lazily cleaned indexes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, deque
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterator
+
+from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, merge_cost
+from .budget import BudgetView, ByteBudget
+from .types import MemoryAction, MemoryItem
+
+
+class Reason(str, Enum):
+    """Why ``check``/``apply`` accepted or rejected an action."""
+
+    ACCEPTED = "accepted"
+    OVER_BUDGET = "over_budget"
+    NOT_CURRENT_STEP = "not_current_step"  # WRITE/MERGE of a step other than the current one
+    TIMESTEP_OCCUPIED = "timestep_occupied"  # an item already holds the current timestep
+    TARGET_MISSING = "target_missing"  # no item at target_t
+    TARGET_NOT_BASE = "target_not_base"  # MERGE target is itself a MERGE item
+    NOT_SAME_ENDPOINT = "not_same_endpoint"  # MERGE across different / missing "api"
+    EMPTY_DELTA = "empty_delta"  # MERGE that changes nothing
+    DELTA_MISMATCH = "delta_mismatch"  # supplied delta differs from the canonical one
+    TARGET_NOT_OLDER = "target_not_older"  # EXPIRE of an item written at the current timestep
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Outcome of judging an action: accepted or not, why, and the change in bytes used."""
+
+    accepted: bool
+    reason: Reason
+    byte_delta: int = 0
+    delta: dict[str, Any] | None = None  # the canonical delta of an accepted MERGE
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
+def _index_key(api: Any) -> Any:
+    # "api" is a string in every known source; anything unhashable is indexed by its JSON text.
+    try:
+        hash(api)
+        return api
+    except TypeError:
+        return json.dumps(api, sort_keys=True)
+
+
+class ByteMemoryStore:
+    """Append-only memory under a ``ByteBudget``; see the module docstring for the rules."""
+
+    def __init__(self, budget: ByteBudget | int) -> None:
+        self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
+        if self.budget.used:
+            raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
+        self._items: dict[int, MemoryItem] = {}
+        self._order: deque[int] = deque()
+        self._bases_by_api: dict[Any, list[int]] = {}
+        self._clock: int | None = None
+        self.accepted_counts: Counter[str] = Counter()
+        self.rejected_counts: Counter[str] = Counter()
+        self._view = StoreView(self)
+
+    # ---------------------------------------------------------------- judging and applying
+    def check(self, action: MemoryAction, current_t: int) -> Decision:
+        """Judge ``action`` at timestep ``current_t`` without changing anything."""
+        if self._clock is not None and current_t < self._clock:
+            raise ValueError(f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward")
+        kind = action.action
+        if kind == "SKIP":
+            return Decision(True, Reason.ACCEPTED)
+        if kind == "EXPIRE":
+            item = self._items.get(action.target_t)
+            if item is None:
+                return Decision(False, Reason.TARGET_MISSING)
+            if action.target_t >= current_t:
+                return Decision(False, Reason.TARGET_NOT_OLDER)
+            return Decision(True, Reason.ACCEPTED, -item.byte_cost)
+        step = action.step
+        if step.t != current_t:
+            return Decision(False, Reason.NOT_CURRENT_STEP)
+        if current_t in self._items:
+            return Decision(False, Reason.TIMESTEP_OCCUPIED)
+        if kind == "WRITE":
+            cost = estimate_bytes(step)
+            if not self.budget.can_afford(cost):
+                return Decision(False, Reason.OVER_BUDGET, cost)
+            return Decision(True, Reason.ACCEPTED, cost)
+        # MERGE
+        target = self._items.get(action.target_t)
+        if target is None:
+            return Decision(False, Reason.TARGET_MISSING)
+        if target.kind != "WRITE":
+            return Decision(False, Reason.TARGET_NOT_BASE)
+        delta = canonical_delta(step.observation, target.step.observation)
+        if delta is None:
+            return Decision(False, Reason.NOT_SAME_ENDPOINT)
+        if not delta:
+            return Decision(False, Reason.EMPTY_DELTA)
+        if action.delta is not None and json.dumps(action.delta, sort_keys=True) != json.dumps(delta, sort_keys=True):
+            return Decision(False, Reason.DELTA_MISMATCH)
+        cost = merge_cost(delta)
+        if not self.budget.can_afford(cost):
+            return Decision(False, Reason.OVER_BUDGET, cost)
+        return Decision(True, Reason.ACCEPTED, cost, delta)
+
+    def would_accept(self, action: MemoryAction, current_t: int) -> bool:
+        return self.check(action, current_t).accepted
+
+    def execute(self, action: MemoryAction, current_t: int) -> Decision:
+        """Apply ``action`` at ``current_t`` and return the full decision (reason, bytes)."""
+        decision = self.check(action, current_t)
+        self._clock = current_t
+        if not decision.accepted:
+            self.rejected_counts[action.action] += 1
+            return decision
+        self.accepted_counts[action.action] += 1
+        kind = action.action
+        if kind == "WRITE" or kind == "MERGE":
+            step = action.step
+            self.budget.consume(decision.byte_delta)
+            metadata = {"reason": action.reason} if action.reason is not None else {}
+            if kind == "WRITE":
+                item = MemoryItem(step=step, written_at=current_t, byte_cost=decision.byte_delta, metadata=metadata)
+                obs = step.observation
+                if isinstance(obs, dict) and MERGE_KEY in obs:
+                    self._bases_by_api.setdefault(_index_key(obs[MERGE_KEY]), []).append(current_t)
+            else:
+                item = MemoryItem(
+                    step=step,
+                    written_at=current_t,
+                    byte_cost=decision.byte_delta,
+                    metadata=metadata,
+                    kind="MERGE",
+                    merge_parent_t=action.target_t,
+                    delta=decision.delta,
+                )
+            self._items[current_t] = item
+            self._order.append(current_t)
+        elif kind == "EXPIRE":
+            item = self._items.pop(action.target_t)
+            self.budget.release(item.byte_cost)
+        return decision
+
+    def apply(self, action: MemoryAction, current_t: int) -> bool:
+        """Apply ``action`` at timestep ``current_t``; True if accepted (spec §6.3)."""
+        return self.execute(action, current_t).accepted
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def bytes_used(self) -> int:
+        return self.budget.used
+
+    @property
+    def max_bytes(self) -> int:
+        return self.budget.max_bytes
+
+    def remaining(self) -> int:
+        return self.budget.remaining()
+
+    @property
+    def clock(self) -> int | None:
+        """The last ``current_t`` an action was applied at (None before the first)."""
+        return self._clock
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._items
+
+    def get(self, t: int) -> MemoryItem | None:
+        return self._items.get(t)
+
+    def items(self) -> tuple[MemoryItem, ...]:
+        """Stored items, oldest first (a snapshot: safe to iterate while applying actions)."""
+        return tuple(self._items.values())
+
+    def timesteps(self) -> tuple[int, ...]:
+        return tuple(self._items)
+
+    def oldest_item(self) -> MemoryItem | None:
+        order = self._order
+        while order and order[0] not in self._items:
+            order.popleft()
+        return self._items[order[0]] if order else None
+
+    def newest_item(self) -> MemoryItem | None:
+        order = self._order
+        while order and order[-1] not in self._items:
+            order.pop()
+        return self._items[order[-1]] if order else None
+
+    def newest_base_item(self, api: Any) -> MemoryItem | None:
+        """The most recent stored WRITE item whose ``observation["api"] == api``."""
+        stack = self._bases_by_api.get(_index_key(api))
+        if not stack:
+            return None
+        while stack and stack[-1] not in self._items:
+            stack.pop()
+        return self._items[stack[-1]] if stack else None
+
+    def retained_timesteps(self) -> tuple[int, ...]:
+        """The retained set W (spec §4.1), sorted.
+
+        WRITE items count; a MERGE item counts only while its parent base item is present
+        and has the same endpoint identity (``"api"``) as the merged step.
+        """
+        retained = []
+        for t, item in self._items.items():
+            if item.kind == "WRITE":
+                retained.append(t)
+                continue
+            parent = self._items.get(item.merge_parent_t)
+            if parent is not None and parent.kind == "WRITE" and parent.api == item.api:
+                retained.append(t)
+        return tuple(retained)
+
+    def view(self) -> StoreView:
+        """A read-only view for policies."""
+        return self._view
+
+    def __repr__(self) -> str:
+        return f"ByteMemoryStore(items={len(self._items)}, used={self.bytes_used}, max_bytes={self.max_bytes})"
+
+
+class StoreView:
+    """What a policy gets: everything about memory it may read, nothing it could change.
+
+    Mutation happens only through actions the runner applies; the budget is exposed as a
+    read-only ``BudgetView``.
+    """
+
+    __slots__ = ("_store", "_budget")
+
+    def __init__(self, store: ByteMemoryStore) -> None:
+        self._store = store
+        self._budget = BudgetView(store.budget)
+
+    @property
+    def budget(self) -> BudgetView:
+        return self._budget
+
+    @property
+    def bytes_used(self) -> int:
+        return self._store.bytes_used
+
+    @property
+    def max_bytes(self) -> int:
+        return self._store.max_bytes
+
+    def remaining(self) -> int:
+        return self._store.remaining()
+
+    @property
+    def clock(self) -> int | None:
+        return self._store.clock
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._store
+
+    def __iter__(self) -> Iterator[MemoryItem]:
+        return iter(self._store.items())
+
+    def get(self, t: int) -> MemoryItem | None:
+        return self._store.get(t)
+
+    def items(self) -> tuple[MemoryItem, ...]:
+        return self._store.items()
+
+    def timesteps(self) -> tuple[int, ...]:
+        return self._store.timesteps()
+
+    def oldest_item(self) -> MemoryItem | None:
+        return self._store.oldest_item()
+
+    def newest_item(self) -> MemoryItem | None:
+        return self._store.newest_item()
+
+    def newest_base_item(self, api: Any) -> MemoryItem | None:
+        return self._store.newest_base_item(api)
+
+    def retained_timesteps(self) -> tuple[int, ...]:
+        return self._store.retained_timesteps()
+
+    def check(self, action: MemoryAction, current_t: int) -> Decision:
+        return self._store.check(action, current_t)
+
+    def would_accept(self, action: MemoryAction, current_t: int) -> bool:
+        return self._store.would_accept(action, current_t)
+
+    def __repr__(self) -> str:
+        return f"StoreView(items={len(self)}, used={self.bytes_used}, max_bytes={self.max_bytes})"

@@ -1,0 +1,44 @@
+"""Evaluation tracks: which step metadata a policy may see.
+
+Both tracks are scored against the same hidden labels. The unprivileged policy sees the
+observation and the benign metadata (the regime name, ``mode``); the privileged one also
+sees the scalar ``priority`` hint. Keys are whitelisted rather than blacklisted so that a
+file carrying label-like metadata (the spec's example has ``breaking_change``) cannot leak
+it to a policy. Byte costs are computed on the step as the policy sees it, so the same
+step costs fewer bytes on the unprivileged track.
+"""
+
+from __future__ import annotations
+
+from .types import Episode, Step
+
+UNPRIVILEGED = "unprivileged"
+PRIVILEGED = "privileged"
+TRACKS: tuple[str, ...] = (UNPRIVILEGED, PRIVILEGED)
+
+VISIBLE_METADATA: dict[str, tuple[str, ...]] = {
+    UNPRIVILEGED: ("mode",),
+    PRIVILEGED: ("mode", "priority"),
+}
+
+
+def check_track(track: str) -> str:
+    if track not in VISIBLE_METADATA:
+        raise ValueError(f"unknown track {track!r}; expected one of {TRACKS}")
+    return track
+
+
+def policy_step(step: Step, track: str) -> Step:
+    """The step as a policy on ``track`` sees it (metadata restricted to the track's keys)."""
+    keys = VISIBLE_METADATA[check_track(track)]
+    metadata = step.metadata
+    visible = {k: metadata[k] for k in keys if k in metadata}
+    if len(visible) == len(metadata):
+        return step
+    return Step(t=step.t, observation=step.observation, metadata=visible)
+
+
+def policy_episode(episode: Episode, track: str) -> Episode:
+    """The episode with every step replaced by its ``track`` view; labels are kept for scoring."""
+    check_track(track)
+    return Episode(steps=tuple(policy_step(s, track) for s in episode.steps), labels=episode.labels)

@@ -1,0 +1,171 @@
+"""The benchmark's data model (spec §1–3): steps, episodes, memory items and actions.
+
+Everything here is a frozen dataclass. Observations and metadata are plain JSON-like
+values (dicts, lists, strings, numbers) so that byte accounting is a function of the
+JSON text and episodes survive a JSONL round trip unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+
+ActionType = Literal["SKIP", "WRITE", "MERGE", "EXPIRE"]
+ACTION_TYPES: tuple[str, ...] = ("SKIP", "WRITE", "MERGE", "EXPIRE")
+
+ItemKind = Literal["WRITE", "MERGE"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One element of the stream: timestep ``t``, a JSON-like ``observation`` and ``metadata``."""
+
+    t: int
+    observation: Any
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metadata": self.metadata, "observation": self.observation, "t": self.t}
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A finite stream of steps ``t = 0..T-1`` and its hidden ``labels``.
+
+    ``labels`` keeps what the file holds, with ``utility_by_step`` keyed by ``int``
+    (JSON turns those keys into strings; the loader turns them back). Derived views of the
+    labels (``critical_steps``, ``utilities``...) are computed once and cached.
+    """
+
+    steps: Sequence[Step]
+    labels: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        # A tuple makes the stream immutable; the spec types it as a list, which we accept.
+        if not isinstance(self.steps, tuple):
+            object.__setattr__(self, "steps", tuple(self.steps))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    @property
+    def length(self) -> int:
+        return len(self.steps)
+
+    @cached_property
+    def critical_steps(self) -> tuple[int, ...]:
+        """Sorted relevant timesteps R (``labels["critical_steps"]``)."""
+        return tuple(sorted(int(t) for t in self.labels.get("critical_steps", ())))
+
+    @cached_property
+    def critical_mask(self) -> np.ndarray:
+        mask = np.zeros(len(self.steps), dtype=bool)
+        mask[list(self.critical_steps)] = True
+        mask.setflags(write=False)
+        return mask
+
+    @cached_property
+    def total_drift_events(self) -> int:
+        """``labels["total_drift_events"]``, or ``|R|`` when the file does not give it."""
+        value = self.labels.get("total_drift_events")
+        return len(self.critical_steps) if value is None else int(value)
+
+    @cached_property
+    def utilities(self) -> np.ndarray:
+        """Hidden per-step utility ``u_t`` as a read-only float64 array of length T."""
+        u = np.zeros(len(self.steps), dtype=np.float64)
+        for t, value in self.labels.get("utility_by_step", {}).items():
+            u[int(t)] = float(value)
+        u.setflags(write=False)
+        return u
+
+    @property
+    def regime(self) -> str | None:
+        """The regime name: ``labels["mode"]`` (the paper's key), else the first step's ``mode``."""
+        mode = self.labels.get("mode")
+        if mode is None and self.steps and isinstance(self.steps[0].metadata, dict):
+            mode = self.steps[0].metadata.get("mode")
+        return mode
+
+    @property
+    def episode_id(self) -> Any:
+        return self.labels.get("episode_id")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"labels": self.labels, "steps": [s.to_dict() for s in self.steps]}
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    """An item held by the store.
+
+    ``kind`` is ``"WRITE"`` for a base item holding the full step, ``"MERGE"`` for a delta
+    item appended to the base item at ``merge_parent_t``. ``written_at`` is the timestep
+    the item was stored (always ``step.t``: only the current step can be stored).
+    """
+
+    step: Step
+    written_at: int
+    byte_cost: int
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    kind: ItemKind = "WRITE"
+    merge_parent_t: int | None = None
+    delta: dict[str, Any] | None = None
+
+    @property
+    def t(self) -> int:
+        return self.step.t
+
+    @property
+    def api(self) -> Any:
+        """The endpoint identity used by MERGE (``observation["api"]``), or None."""
+        obs = self.step.observation
+        return obs.get("api") if isinstance(obs, dict) else None
+
+
+@dataclass(frozen=True)
+class MemoryAction:
+    """A memory operation requested by a policy (spec §3.3).
+
+    ``step`` is required for WRITE and MERGE, ``target_t`` for MERGE and EXPIRE; ``delta``
+    is optional for MERGE (when given it must equal the canonical delta). Malformed actions
+    (unknown type, missing required field) raise ``ValueError`` here; actions that are
+    well formed but not allowed in the current memory state are *rejected* by the store.
+    """
+
+    action: ActionType
+    step: Step | None = None
+    target_t: int | None = None
+    delta: dict[str, Any] | None = None
+    reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.action not in ACTION_TYPES:
+            raise ValueError(f"MemoryAction.action must be one of {ACTION_TYPES}, got {self.action!r}")
+        if self.action in ("WRITE", "MERGE") and self.step is None:
+            raise ValueError(f"MemoryAction({self.action}) needs step=")
+        if self.action in ("MERGE", "EXPIRE") and self.target_t is None:
+            raise ValueError(f"MemoryAction({self.action}) needs target_t=")
+        if self.delta is not None and self.action != "MERGE":
+            raise ValueError(f"MemoryAction({self.action}) takes no delta (only MERGE does)")
+
+    @classmethod
+    def skip(cls, reason: str | None = None) -> MemoryAction:
+        return cls("SKIP", reason=reason)
+
+    @classmethod
+    def write(cls, step: Step, reason: str | None = None) -> MemoryAction:
+        return cls("WRITE", step=step, reason=reason)
+
+    @classmethod
+    def merge(
+        cls, step: Step, target_t: int, delta: dict[str, Any] | None = None, reason: str | None = None
+    ) -> MemoryAction:
+        return cls("MERGE", step=step, target_t=target_t, delta=delta, reason=reason)
+
+    @classmethod
+    def expire(cls, target_t: int, reason: str | None = None) -> MemoryAction:
+        return cls("EXPIRE", target_t=target_t, reason=reason)
