@@ -16,7 +16,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -72,10 +72,23 @@ def _override(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def _progress(stream: Iterable[Episode], total: int, label: str) -> Iterable[Episode]:
-    from tqdm import tqdm
+class _FreezeStats:
+    """Progress bar and per-file statistics, gathered from the episodes as they are written."""
 
-    return tqdm(stream, total=total, desc=f"freeze {label}", unit="ep", leave=False, file=sys.stderr)
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int], dict[str, list[float]]] = {}
+
+    def __call__(self, stream: Iterable[Episode], total: int, config: GeneratorConfig) -> Iterator[Episode]:
+        from tqdm import tqdm
+
+        stats = self.rows.setdefault((config.regime, config.length), {"critical": [], "breaking": [], **{t: [] for t in TRACKS}})
+        label = f"freeze {config.regime} T={config.length}"
+        for episode in tqdm(stream, total=total, desc=label, unit="ep", leave=False, file=sys.stderr):
+            stats["critical"].append(len(episode.critical_steps))
+            stats["breaking"].append(len(episode.labels.get("breaking_changes", ())))
+            for track in TRACKS:
+                stats[track].append(float(episode_costs(policy_episode(episode, track)).mean()))
+            yield episode
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -87,7 +100,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
-    overrides = dict(args.set or [])
+    stats = _FreezeStats()
     try:
         frozen = freeze_set(
             args.out,
@@ -95,28 +108,25 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
             args.lengths,
             args.episodes,
             args.seed,
-            overrides=overrides,
+            overrides=dict(args.set or []),
             compress=args.gzip,
             force=args.force,
-            progress=_progress,
+            progress=stats,
         )
     except (FileExistsError, ValueError) as exc:
         print(f"wpb freeze: error: {exc}", file=sys.stderr)
         return 2
     rows = []
-    for f in frozen.files:
-        episodes = list(f.iter_episodes())
-        crit = np.mean([len(e.critical_steps) for e in episodes])
-        breaking = np.mean([len(e.labels.get("breaking_changes", ())) for e in episodes])
-        cost = {t: np.mean([episode_costs(policy_episode(e, t)).mean() for e in episodes]) for t in TRACKS}
+    for f in sorted(frozen.files, key=lambda f: (args.regimes.index(f.regime), f.length)):
+        row = stats.rows[(f.regime, f.length)]
         rows.append(
             [
                 f.regime,
                 f.length,
                 f.episodes,
-                f"{crit:.1f}",
-                f"{breaking:.1f}",
-                f"{cost['unprivileged']:.0f} / {cost['privileged']:.0f}",
+                f"{np.mean(row['critical']):.1f}",
+                f"{np.mean(row['breaking']):.1f}",
+                f"{np.mean(row['unprivileged']):.0f} / {np.mean(row['privileged']):.0f}",
                 f"{f.path.stat().st_size / 1024:.0f} KB",
                 f.sha256[:12],
             ]
@@ -157,7 +167,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     header += [f"U*@{_kb(b)}" for b in budgets] + [f"F1 bound@{_kb(b)}" for b in budgets]
     rows = []
     for _, files in sources:
-        for path in files:
+        for path in files:  # frozen sets list files by name; rows are sorted below
             try:
                 episodes = list(iter_jsonl(path))
             except EpisodeFormatError as exc:
@@ -179,6 +189,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                     + [f"{u:.1f}" for u in utility]
                     + [f"{f:.3f}" for f in bound]
                 )
+    rows.sort(key=lambda r: (str(r[1]), int(r[2]), r[5]))
     print("Exact hindsight oracle per file (means over episodes): U*(B) = best retained utility,")
     print("F1 bound = best F1 a WRITE-only policy can reach within B.")
     print(_table(header, rows))

@@ -97,13 +97,15 @@ def freeze_set(
     overrides: dict[str, Any] | None = None,
     compress: bool = False,
     force: bool = False,
-    progress: Callable[[Iterable[Episode], int, str], Iterable[Episode]] | None = None,
+    progress: Callable[[Iterable[Episode], int, GeneratorConfig], Iterable[Episode]] | None = None,
 ) -> FrozenSet:
     """Generate and write a frozen set of ``episodes`` per (regime, length); return it opened.
 
     The set is built in a temporary folder beside ``out_dir`` and renamed into place when
     complete, so an interrupted freeze leaves no folder that looks like a set. An existing
-    ``out_dir`` is an error unless ``force`` is given (then it is replaced).
+    ``out_dir`` is an error unless ``force`` is given (then it is replaced). ``progress``
+    wraps each file's episode stream (for a progress bar or statistics) and must yield the
+    episodes unchanged.
     """
     out = Path(out_dir)
     if episodes < 1:
@@ -121,7 +123,7 @@ def freeze_set(
             name = set_file_name(config, seed, episodes, compress)
             stream: Iterable[Episode] = generate_episodes(config, seed, episodes)
             if progress is not None:
-                stream = progress(stream, episodes, f"{config.regime} T={config.length}")
+                stream = progress(stream, episodes, config)
             written = write_jsonl(tmp / name, stream)
             files[name] = {
                 "episodes": written,

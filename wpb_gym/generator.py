@@ -41,7 +41,7 @@ and independent of every other (seed, index) pair.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
 
 import numpy as np
@@ -265,7 +265,3 @@ def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0
     """Episodes ``start .. start+n-1`` of the set ``(config, seed)``, lazily."""
     for index in range(start, start + n):
         yield generate_episode(config, seed, index)
-
-
-def with_length(config: GeneratorConfig, length: int) -> GeneratorConfig:
-    return replace(config, length=length)

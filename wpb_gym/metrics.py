@@ -98,9 +98,10 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
     track), not once per policy. ``score_episode`` computes it for you.
     """
     T = len(episode)
+    stored = store.timesteps()  # every item, orphaned MERGE deltas included: they hold bytes too
+    if stored and (stored[0] < 0 or stored[-1] >= T):
+        raise ValueError(f"memory holds timesteps outside the episode (0..{T - 1}): {stored[0]}..{stored[-1]}")
     retained = store.retained_timesteps()
-    if retained and (retained[0] < 0 or retained[-1] >= T):
-        raise ValueError(f"memory holds timesteps outside the episode (0..{T - 1}): {retained[0]}..{retained[-1]}")
     relevant = set(episode.critical_steps)
     tp = sum(1 for t in retained if t in relevant)
     fp = len(retained) - tp
