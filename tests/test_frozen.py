@@ -345,16 +345,23 @@ def test_progress_wraps_every_file_stream(tmp_path):
         assert f.path.read_bytes() == (tmp_path / "plain" / f.path.name).read_bytes()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="frozen.freeze_set (configs = ... / total_episodes): a repeated regime or length is neither refused nor de-duplicated; the same file "
-    "is written twice and the manifest's total_episodes counts it twice (8 listed vs 2 on disk)",
-)
-def test_repeated_grid_entries_keep_the_manifest_consistent(tmp_path):
+@pytest.mark.parametrize("regimes, lengths, named", [(["default", "default"], [20], "regimes"), (["default"], [20, 20], "lengths")])
+def test_repeated_grid_entries_are_refused(tmp_path, regimes, lengths, named):
     root = tmp_path / "dup"
+    with pytest.raises(ValueError, match=f"{named}.*more than once"):
+        freeze_set(root, regimes, lengths, episodes=2, seed=0)
+    assert not root.exists()
+
+
+def test_a_frozen_set_is_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    old = os.umask(0o022)
     try:
-        frozen = freeze_set(root, ["default", "default"], [20, 20], episodes=2, seed=0)
-    except ValueError:
-        return  # refusing a repeated regime/length is fine too
-    manifest = _manifest(root)
-    assert manifest["total_episodes"] == frozen.total_episodes == sum(e["episodes"] for e in manifest["files"].values())
+        frozen = freeze_set(tmp_path / "set", ["default"], [10], episodes=1, seed=0)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(frozen.root.stat().st_mode) == 0o755
+    for path in frozen.root.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path

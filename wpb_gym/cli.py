@@ -57,6 +57,19 @@ def _positive_ints(text: str) -> list[int]:
     return values
 
 
+def _int_at_least(minimum: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
 def _override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -173,6 +186,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             except EpisodeFormatError as exc:
                 print(f"wpb inspect: error: {exc}", file=sys.stderr)
                 return 2
+            if not episodes:
+                print(f"wpb inspect: error: {path}: no episodes in the file", file=sys.stderr)
+                return 2
             for track in tracks:
                 oracles = [episode_oracle(e, budgets, track) for e in episodes]
                 utility = [np.mean([o.utility(b) for o in oracles]) for b in budgets]
@@ -208,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     freeze = sub.add_parser("freeze", help="generate a frozen episode set (folder + MANIFEST.json)")
     freeze.add_argument("--regimes", type=_regimes, default=list(REGIMES), help="comma-separated (default: all four)")
     freeze.add_argument("--lengths", type=_positive_ints, default=[200], help="episode lengths T (default: 200)")
-    freeze.add_argument("--episodes", type=int, default=10, help="episodes per (regime, length) (default: 10)")
-    freeze.add_argument("--seed", type=int, default=0, help="set seed (default: 0)")
+    freeze.add_argument("--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)")
+    freeze.add_argument("--seed", type=_int_at_least(0), default=0, help="set seed (default: 0)")
     freeze.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     freeze.add_argument("--set", type=_override, action="append", metavar="KEY=VALUE", help="generator option override")
     freeze.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
@@ -226,12 +242,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if getattr(args, "episodes", 1) is not None and getattr(args, "episodes", 1) < 1:
-        print("wpb: error: --episodes must be >= 1", file=sys.stderr)
-        return 2
-    if getattr(args, "seed", 0) < 0:
-        print("wpb: error: --seed must be >= 0", file=sys.stderr)
-        return 2
     return args.func(args)
 
 

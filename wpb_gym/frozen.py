@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .generator import GeneratorConfig, generate_episodes, make_config
-from .jsonl import iter_jsonl, write_jsonl
+from .jsonl import default_mode, iter_jsonl, write_jsonl
 from .types import Episode
 from .version import __version__
 
@@ -112,6 +112,10 @@ def freeze_set(
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     if not regimes or not lengths:
         raise ValueError("freeze needs at least one regime and one length")
+    for name, values in (("regimes", list(regimes)), ("lengths", [int(n) for n in lengths])):
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:
+            raise ValueError(f"{name}: {repeated} listed more than once (each file of a set is one regime and length)")
     if out.exists() and not force:
         raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
     configs = [make_config(r, length=int(n), **(overrides or {})) for r in regimes for n in lengths]
@@ -146,6 +150,8 @@ def freeze_set(
             "total_episodes": episodes * len(configs),
         }
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.chmod(tmp / MANIFEST_NAME, default_mode())
+        os.chmod(tmp, default_mode(directory=True))
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)

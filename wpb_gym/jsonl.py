@@ -172,6 +172,20 @@ def load_jsonl(path: str | os.PathLike[str]) -> list[Episode]:
     return list(iter_jsonl(path))
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode an ordinary new file or folder gets under the umask.
+
+    ``mkstemp``/``mkdtemp`` create 0600/0700, which would hide a released set from other users.
+    """
+    return (0o777 if directory else 0o666) & ~_current_umask()
+
+
 def dumps_episode(episode: Episode) -> str:
     """The canonical one-line JSON of an episode (sorted keys, ``json.dumps`` defaults)."""
     return json.dumps(episode.to_dict(), sort_keys=True, allow_nan=False)
@@ -201,6 +215,7 @@ def write_jsonl(path: str | os.PathLike[str], episodes: Iterable[Episode]) -> in
             finally:
                 if sink is not raw:
                     sink.close()
+        os.chmod(tmp_name, default_mode())
         os.replace(tmp_name, path)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

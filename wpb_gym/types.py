@@ -61,13 +61,6 @@ class Episode:
         return tuple(sorted(int(t) for t in self.labels.get("critical_steps", ())))
 
     @cached_property
-    def critical_mask(self) -> np.ndarray:
-        mask = np.zeros(len(self.steps), dtype=bool)
-        mask[list(self.critical_steps)] = True
-        mask.setflags(write=False)
-        return mask
-
-    @cached_property
     def total_drift_events(self) -> int:
         """``labels["total_drift_events"]``, or ``|R|`` when the file does not give it."""
         value = self.labels.get("total_drift_events")
