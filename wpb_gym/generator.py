@@ -23,7 +23,7 @@ Regimes (``REGIMES``):
 Utilities (hidden): a drift step is worth 6 inside a burst window and 5 elsewhere; an
 ordinary step 1; a step whose observation repeats the previous step's exactly 0.5.
 
-Privileged metadata: ``priority = utility / 6`` (the paper's surrogate). With
+Privileged metadata: ``priority = clip(utility / 6, 0, 1)`` (the paper's surrogate). With
 ``priority_noise = s > 0`` it becomes ``clip(utility / 6 + N(0, s^2), 0, 1)``, drawn from a
 random stream of its own so the episode itself does not change with ``s``.
 
@@ -31,16 +31,26 @@ Optional content of realistic size (spec §1.3, §2.2), off by default so the pa
 are reproduced: with ``doc_prob`` a step is a documentation section of 1–5 KB
 (``{"section", "content", "last_updated"}``, utility ``doc_utility``, not critical); with
 ``migration_guides`` the step after an endpoint is deprecated is a migration guide
-(``{"old_api", "new_api", "deadline", "notes"}``), critical, worth as much as the deprecation.
+(``{"old_api", "new_api", "deadline", "notes"}``, listed in ``labels["migration_guide_steps"]``),
+worth as much as the deprecation but not critical: R and ``total_drift_events`` count drift
+events only, so F1 and drift coverage keep their meaning while the oracle values the guides.
+
+Labels: ``critical_steps`` (drift steps), ``total_drift_events`` (their number),
+``breaking_changes``, ``deprecated_apis`` (the number of distinct API versions — ``api``
+strings — the episode shows as deprecated: every drift that leaves the endpoint deprecated
+publishes one), ``utility_by_step``, ``max_utility`` (their sum, as in the paper's files),
+``episode_id``, ``mode`` (the regime) and ``seed``.
 
 Determinism: episode ``index`` of a set with ``seed`` draws from
-``numpy.random.SeedSequence(seed, spawn_key=(index,))``, so it is the same in any process
-and independent of every other (seed, index) pair.
+``numpy.random.SeedSequence([seed, regime_key], spawn_key=(index,))`` where ``regime_key``
+comes from the sha256 of the regime name, so it is the same in any process and independent
+of every other (regime, seed, index).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
 
@@ -138,6 +148,13 @@ def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
     return GeneratorConfig.from_dict({"regime": regime, **REGIMES[regime], **overrides})
 
 
+def _episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
+    # The regime name is part of the entropy so that the regimes of one set draw independent
+    # streams (otherwise default and redundancy would share their drift schedule).
+    regime_key = int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
+    return np.random.SeedSequence([seed, regime_key], spawn_key=(index,))
+
+
 def _text(rng: np.random.Generator, n_bytes: int) -> str:
     words = rng.choice(np.asarray(_VOCABULARY), size=n_bytes // 3 + 1)
     text = " ".join(words.tolist())
@@ -156,7 +173,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         raise ValueError(f"index must be a non-negative int, got {index!r}")
     c = config
     T = c.length
-    struct_ss, noise_ss, text_ss = np.random.SeedSequence(seed, spawn_key=(index,)).spawn(3)
+    struct_ss, noise_ss, text_ss = _episode_seed(c.regime, seed, index).spawn(3)
     rng = np.random.default_rng(struct_ss)
     text_rng = np.random.default_rng(text_ss)
     # Every structural draw is made up front, in a fixed order, so options that change how a
@@ -185,7 +202,6 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         if pending_guide is not None:
             obs, value = pending_guide
             pending_guide = None
-            critical.append(t)
             guides.append(t)
             utility[t] = value
         elif c.doc_prob > 0 and u_doc[t] < c.doc_prob:
@@ -239,8 +255,8 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
 
     priority = utility / PRIORITY_SCALE
     if c.priority_noise > 0:
-        noise = np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
-        priority = np.clip(priority + noise, 0.0, 1.0)
+        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
+    priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     steps = tuple(
         Step(t=t, observation=steps_obs[t], metadata={"mode": c.regime, "priority": float(priority[t])})
         for t in range(T)
