@@ -333,3 +333,44 @@ def test_byte_budget_accounting_and_validation():
     used.consume(1)
     with pytest.raises(ValueError, match="fresh"):
         ByteMemoryStore(used)
+
+
+def test_mutating_what_a_policy_is_shown_cannot_change_the_store():
+    store = ByteMemoryStore(10_000)
+    view = store.view()
+    base = Step(0, {"api": "e", "params": ["a"]}, {})
+    store.apply(MemoryAction.write(base), 0)
+    store.apply(MemoryAction.merge(Step(1, {"api": "e", "params": ["a", "b"]}, {}), 0), 1)
+    shown = view.get(0)
+    shown.step.observation["api"] = "other"  # a misbehaving policy edits the payload it sees
+    shown.step.observation["params"].append("zzz")
+    view.get(1).delta["params"] = []
+    with pytest.raises(TypeError):
+        view.get(0).metadata["x"] = 1  # item metadata is read-only
+    assert store.retained_timesteps() == (0, 1)
+    assert store.newest_base_item("e").t == 0 and store.newest_base_item("other") is None
+    # MERGE is still judged against the base as it was written: params ["a"] -> ["a", "c"].
+    decision = store.execute(MemoryAction.merge(Step(2, {"api": "e", "params": ["a", "c"]}, {}), 0), 2)
+    assert decision.accepted and decision.delta == {"params": ["a", "c"]}
+
+
+def test_endpoint_identity_is_exact_equality_including_type():
+    store = ByteMemoryStore(10_000)
+    store.apply(MemoryAction.write(Step(0, {"api": 1, "x": 0}, {})), 0)
+    step = Step(1, {"api": True, "x": 1}, {})  # True == 1 in Python, but not the same endpoint
+    assert store.execute(MemoryAction.merge(step, 0), 1).reason is Reason.NOT_SAME_ENDPOINT
+    assert store.newest_base_item(True) is None and store.newest_base_item(1).t == 0
+
+
+def test_a_supplied_delta_that_is_not_json_is_rejected_not_raised():
+    store, _ = merge_fixture()
+    new = snap(1, params=("z",))
+    decision = store.execute(MemoryAction.merge(new, 0, delta={"params": {1, 2}}), 1)
+    assert not decision.accepted and decision.reason is Reason.DELTA_MISMATCH
+
+
+def test_a_rejection_reports_what_the_action_would_have_charged():
+    step = snap(0)
+    decision = ByteMemoryStore(10).execute(MemoryAction.write(step), 0)
+    assert decision.reason is Reason.OVER_BUDGET and decision.byte_delta == estimate_bytes(step)
+    assert ByteMemoryStore(10).execute(MemoryAction.expire(3), 5).byte_delta == 0

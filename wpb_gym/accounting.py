@@ -41,6 +41,11 @@ def estimate_bytes(step: Step) -> int:
     return cached
 
 
+def same_api(a: Any, b: Any) -> bool:
+    """MERGE's "exactly equal" endpoint identity: equal values of the same type (1 is not True)."""
+    return type(a) is type(b) and a == b
+
+
 def canonical_delta(new_observation: Any, base_observation: Any) -> dict[str, Any] | None:
     """The canonical MERGE delta ``{k: new[k] for k in new if k != "api" and new[k] != base.get(k)}``.
 
@@ -52,7 +57,7 @@ def canonical_delta(new_observation: Any, base_observation: Any) -> dict[str, An
         return None
     if MERGE_KEY not in new_observation or MERGE_KEY not in base_observation:
         return None
-    if new_observation[MERGE_KEY] != base_observation[MERGE_KEY]:
+    if not same_api(new_observation[MERGE_KEY], base_observation[MERGE_KEY]):
         return None
     return {k: v for k, v in new_observation.items() if k != MERGE_KEY and v != base_observation.get(k)}
 

@@ -26,9 +26,10 @@ import json
 from collections import Counter, deque
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Iterator
 
-from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, merge_cost
+from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, merge_cost, same_api
 from .budget import BudgetView, ByteBudget
 from .types import MemoryAction, MemoryItem
 
@@ -50,7 +51,12 @@ class Reason(str, Enum):
 
 @dataclass(frozen=True)
 class Decision:
-    """Outcome of judging an action: accepted or not, why, and the change in bytes used."""
+    """Outcome of judging an action: accepted or not, why, and its bytes.
+
+    ``byte_delta`` is the change in bytes used an accepted action makes (positive for WRITE
+    and MERGE, minus the item's cost for EXPIRE, 0 for SKIP). For a rejection it is what the
+    action would have charged when that is known (so OVER_BUDGET says by how much), else 0.
+    """
 
     accepted: bool
     reason: Reason
@@ -61,13 +67,33 @@ class Decision:
         return self.accepted
 
 
+def _json_copy(value: Any) -> Any:
+    # A private copy of JSON-like data: what a policy does to the items it is shown cannot
+    # change how the store judges later actions.
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return value
+
+
+def _same_json(supplied: Any, canonical: dict[str, Any]) -> bool:
+    try:
+        return json.dumps(supplied, sort_keys=True) == json.dumps(canonical, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON at all: it cannot be the canonical delta
+        return False
+
+
 def _index_key(api: Any) -> Any:
-    # "api" is a string in every known source; anything unhashable is indexed by its JSON text.
+    # Keyed with the type, as MERGE's identity is (True == 1 but is another endpoint). "api" is
+    # a string in every known source; anything unhashable is indexed by its JSON text.
     try:
         hash(api)
-        return api
+        return (type(api), api)
     except TypeError:
-        return json.dumps(api, sort_keys=True)
+        return (type(api), json.dumps(api, sort_keys=True))
 
 
 class ByteMemoryStore:
@@ -78,6 +104,9 @@ class ByteMemoryStore:
         if self.budget.used:
             raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
         self._items: dict[int, MemoryItem] = {}
+        # Rules are judged on these private copies of base observations, never on the items
+        # handed to policies.
+        self._base_observations: dict[int, Any] = {}
         self._order: deque[int] = deque()
         self._bases_by_api: dict[Any, list[int]] = {}
         self._clock: int | None = None
@@ -116,12 +145,12 @@ class ByteMemoryStore:
             return Decision(False, Reason.TARGET_MISSING)
         if target.kind != "WRITE":
             return Decision(False, Reason.TARGET_NOT_BASE)
-        delta = canonical_delta(step.observation, target.step.observation)
+        delta = canonical_delta(step.observation, self._base_observations.get(action.target_t))
         if delta is None:
             return Decision(False, Reason.NOT_SAME_ENDPOINT)
         if not delta:
             return Decision(False, Reason.EMPTY_DELTA)
-        if action.delta is not None and json.dumps(action.delta, sort_keys=True) != json.dumps(delta, sort_keys=True):
+        if action.delta is not None and not _same_json(action.delta, delta):
             return Decision(False, Reason.DELTA_MISMATCH)
         cost = merge_cost(delta)
         if not self.budget.can_afford(cost):
@@ -143,26 +172,31 @@ class ByteMemoryStore:
         if kind == "WRITE" or kind == "MERGE":
             step = action.step
             self.budget.consume(decision.byte_delta)
-            metadata = {"reason": action.reason} if action.reason is not None else {}
+            obs = step.observation
+            api = _json_copy(obs[MERGE_KEY]) if isinstance(obs, dict) and MERGE_KEY in obs else None
+            metadata = MappingProxyType({"reason": action.reason} if action.reason is not None else {})
             if kind == "WRITE":
-                item = MemoryItem(step=step, written_at=current_t, byte_cost=decision.byte_delta, metadata=metadata)
-                obs = step.observation
-                if isinstance(obs, dict) and MERGE_KEY in obs:
-                    self._bases_by_api.setdefault(_index_key(obs[MERGE_KEY]), []).append(current_t)
+                item = MemoryItem(step, current_t, decision.byte_delta, metadata, api=api)
+                if isinstance(obs, dict):
+                    self._base_observations[current_t] = _json_copy(obs)
+                    if MERGE_KEY in obs:
+                        self._bases_by_api.setdefault(_index_key(api), []).append(current_t)
             else:
                 item = MemoryItem(
-                    step=step,
-                    written_at=current_t,
-                    byte_cost=decision.byte_delta,
-                    metadata=metadata,
+                    step,
+                    current_t,
+                    decision.byte_delta,
+                    metadata,
                     kind="MERGE",
                     merge_parent_t=action.target_t,
-                    delta=decision.delta,
+                    delta=_json_copy(decision.delta),
+                    api=api,
                 )
             self._items[current_t] = item
             self._order.append(current_t)
         elif kind == "EXPIRE":
             item = self._items.pop(action.target_t)
+            self._base_observations.pop(action.target_t, None)
             self.budget.release(item.byte_cost)
         return decision
 
@@ -236,7 +270,7 @@ class ByteMemoryStore:
                 retained.append(t)
                 continue
             parent = self._items.get(item.merge_parent_t)
-            if parent is not None and parent.kind == "WRITE" and parent.api == item.api:
+            if parent is not None and parent.kind == "WRITE" and same_api(parent.api, item.api):
                 retained.append(t)
         return tuple(retained)
 

@@ -21,7 +21,11 @@ ItemKind = Literal["WRITE", "MERGE"]
 
 @dataclass(frozen=True)
 class Step:
-    """One element of the stream: timestep ``t``, a JSON-like ``observation`` and ``metadata``."""
+    """One element of the stream: timestep ``t``, a JSON-like ``observation`` and ``metadata``.
+
+    Treat ``observation`` and ``metadata`` as immutable: values derived from them (the byte
+    cost) are cached on the step.
+    """
 
     t: int
     observation: Any
@@ -107,16 +111,11 @@ class MemoryItem:
     kind: ItemKind = "WRITE"
     merge_parent_t: int | None = None
     delta: dict[str, Any] | None = None
+    api: Any = None  # the step's observation["api"] when stored (MERGE's endpoint identity), or None
 
     @property
     def t(self) -> int:
         return self.step.t
-
-    @property
-    def api(self) -> Any:
-        """The endpoint identity used by MERGE (``observation["api"]``), or None."""
-        obs = self.step.observation
-        return obs.get("api") if isinstance(obs, dict) else None
 
 
 @dataclass(frozen=True)
