@@ -131,10 +131,14 @@ def test_freeze_existing_folder_needs_force(tmp_path, capsys):
     assert "already exists" in captured.err and str(out) in captured.err
     assert "--force" in captured.err
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
-
+    # --force replaces frozen sets only, never a folder of other files.
+    assert main(_freeze_args(out, "--force")) == 2
+    assert "not a frozen set" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    (out / "keep.txt").unlink()
+    assert main(_freeze_args(out)) == 2
     assert main(_freeze_args(out, "--force")) == 0
     capsys.readouterr()
-    assert not (out / "keep.txt").exists()
     assert open_frozen_set(out).total_episodes == 4
 
 

@@ -33,6 +33,14 @@ def _manifest(root):
     return json.loads((root / MANIFEST_NAME).read_text(encoding="utf-8"))
 
 
+def _reseal(root, manifest):
+    """Write an edited manifest with a matching self-hash, to reach the checks behind it."""
+    from wpb_gym.frozen import _manifest_digest
+
+    manifest["manifest_sha256"] = _manifest_digest(manifest)
+    (root / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+
+
 def _expected_names(compress=False):
     return sorted(
         set_file_name(make_config(r, length=n), SEED, EPISODES, compress) for r in REGIMES for n in LENGTHS
@@ -226,7 +234,7 @@ def test_manifest_that_is_not_an_object_is_refused(frozen_root):
 def test_wrong_format_version_is_refused(frozen_root):
     manifest = _manifest(frozen_root)
     manifest["format_version"] = 99
-    (frozen_root / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+    _reseal(frozen_root, manifest)
     with pytest.raises(FrozenSetError, match="format_version"):
         open_frozen_set(frozen_root)
 
@@ -249,7 +257,7 @@ def test_path_outside_the_set_is_refused(frozen_root):
     manifest = _manifest(frozen_root)
     name = _expected_names()[0]
     manifest["files"]["../" + name] = manifest["files"].pop(name)
-    (frozen_root / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+    _reseal(frozen_root, manifest)
     with pytest.raises(FrozenSetError, match="plain file name"):
         open_frozen_set(frozen_root)
 
@@ -258,7 +266,7 @@ def test_manifest_entry_missing_key_is_refused(frozen_root):
     manifest = _manifest(frozen_root)
     name = _expected_names()[0]
     del manifest["files"][name]["sha256"]
-    (frozen_root / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+    _reseal(frozen_root, manifest)
     with pytest.raises(FrozenSetError) as excinfo:
         open_frozen_set(frozen_root)
     assert name in str(excinfo.value) and "sha256" in str(excinfo.value)
@@ -270,16 +278,50 @@ def test_manifest_entry_missing_key_is_refused(frozen_root):
 def test_existing_output_needs_force(tmp_path):
     root = tmp_path / "set"
     root.mkdir()
-    (root / "keep.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(FileExistsError):
+    frozen = _freeze(root, force=True)  # an empty folder may be filled
+    assert frozen.total_episodes == 12
+    with pytest.raises(FileExistsError, match="force"):
         _freeze(root)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+
+def test_force_never_replaces_a_folder_that_is_not_a_set(tmp_path):
+    root = tmp_path / "mine"
+    root.mkdir()
+    (root / "keep.txt").write_text("mine", encoding="utf-8")
+    for force in (False, True):
+        with pytest.raises(FileExistsError):
+            _freeze(root, force=force)
     assert [p.name for p in root.iterdir()] == ["keep.txt"]
 
-    frozen = _freeze(root, force=True)
-    assert not (root / "keep.txt").exists()
-    assert sorted(p.name for p in root.iterdir()) == sorted(_expected_names() + [MANIFEST_NAME])
-    assert frozen.total_episodes == 12
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["set"]
+
+def test_an_edited_manifest_is_refused(frozen_root):
+    manifest = _manifest(frozen_root)
+    name = _expected_names()[0]
+    manifest["files"][name]["episodes"] = 999
+    (frozen_root / MANIFEST_NAME).write_text(json.dumps(manifest), encoding="utf-8")
+    with pytest.raises(FrozenSetError, match="manifest_sha256"):
+        open_frozen_set(frozen_root)
+
+
+def test_a_file_changed_after_opening_is_caught_when_read(frozen_root):
+    frozen = open_frozen_set(frozen_root)
+    target = frozen.files[0]
+    lines = target.path.read_bytes().splitlines(keepends=True)
+    target.path.write_bytes(lines[0])  # truncated behind the opened set's back
+    with pytest.raises(FrozenSetError, match="sha256 mismatch"):
+        list(target.iter_episodes())
+
+
+def test_an_episode_count_that_disagrees_with_the_file_is_caught(frozen_root):
+    manifest = _manifest(frozen_root)
+    name = _expected_names()[0]
+    manifest["files"][name]["episodes"] += 1
+    _reseal(frozen_root, manifest)
+    frozen = open_frozen_set(frozen_root)
+    entry = next(f for f in frozen.files if f.path.name == name)
+    with pytest.raises(FrozenSetError, match="holds 3 episodes, the manifest says 4"):
+        list(entry.iter_episodes())
 
 
 def test_force_replaces_an_existing_set(tmp_path):

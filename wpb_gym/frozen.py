@@ -13,7 +13,9 @@ Layout::
       regime=burst_drift__T=200__seed=0__n=10.jsonl
       ...
 
-The manifest holds no timestamps: freezing the same grid twice gives identical bytes.
+The manifest holds no timestamps: freezing the same grid twice gives identical bytes. It
+carries ``manifest_sha256``, the sha256 of its own canonical JSON without that field, so an
+edited manifest is refused too; iterating a file checks its hash and episode count again.
 """
 
 from __future__ import annotations
@@ -49,6 +51,31 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def _mismatch(path: Path, expected: str, actual: str) -> str:
+    return (
+        f"{path}: sha256 mismatch (manifest {expected[:16]}..., file {actual[:16]}...): "
+        "the file changed after it was frozen"
+    )
+
+
+def _manifest_digest(manifest: dict[str, Any]) -> str:
+    body = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _is_replaceable(path: Path) -> bool:
+    """--force may only replace an empty folder or a frozen set, never arbitrary files."""
+    if not path.is_dir():
+        return False
+    if not any(path.iterdir()):
+        return True
+    try:
+        manifest = json.loads((path / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
+
+
 def set_file_name(config: GeneratorConfig, seed: int, n: int, compress: bool = False) -> str:
     return f"regime={config.regime}__T={config.length}__seed={seed}__n={n}.jsonl" + (".gz" if compress else "")
 
@@ -66,7 +93,16 @@ class FrozenFile:
     generator: dict[str, Any]
 
     def iter_episodes(self) -> Iterator[Episode]:
-        return iter_jsonl(self.path)
+        """The file's episodes, checked again against the manifest (hash first, count at the end)."""
+        actual = sha256_file(self.path)
+        if actual != self.sha256:
+            raise FrozenSetError(_mismatch(self.path, self.sha256, actual))
+        count = 0
+        for episode in iter_jsonl(self.path):
+            count += 1
+            yield episode
+        if count != self.episodes:
+            raise FrozenSetError(f"{self.path}: holds {count} episodes, the manifest says {self.episodes}")
 
 
 @dataclass(frozen=True)
@@ -110,6 +146,8 @@ def freeze_set(
     out = Path(out_dir)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
+    if out.exists() and force and not _is_replaceable(out):
+        raise FileExistsError(f"{out} exists and is not a frozen set or an empty folder; refusing to replace it")
     if not regimes or not lengths:
         raise ValueError("freeze needs at least one regime and one length")
     for name, values in (("regimes", list(regimes)), ("lengths", [int(n) for n in lengths])):
@@ -149,12 +187,19 @@ def freeze_set(
             "seed": seed,
             "total_episodes": episodes * len(configs),
         }
+        manifest["manifest_sha256"] = _manifest_digest(manifest)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.chmod(tmp / MANIFEST_NAME, default_mode())
         os.chmod(tmp, default_mode(directory=True))
+        # Move an old set aside, put the new one in place, then delete the old: at every
+        # moment one complete set exists under some name.
+        old = None
         if out.exists():
-            shutil.rmtree(out)
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
+            os.replace(out, old / out.name)
         os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -176,6 +221,11 @@ def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> Fro
             f"{manifest_path}: field 'format': expected {FORMAT_NAME!r} (this manifest was not written by "
             "wpb freeze; load its JSONL files with load_jsonl)"
         )
+    if manifest.get("manifest_sha256") != _manifest_digest(manifest):
+        raise FrozenSetError(
+            f"{manifest_path}: field 'manifest_sha256' does not match the manifest's content "
+            "(the manifest was edited after freezing)"
+        )
     if manifest.get("format_version") != FORMAT_VERSION:
         raise FrozenSetError(
             f"{manifest_path}: field 'format_version': expected {FORMAT_VERSION}, got {manifest.get('format_version')!r}"
@@ -196,10 +246,7 @@ def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> Fro
         if verify:
             actual = sha256_file(path)
             if actual != entry["sha256"]:
-                raise FrozenSetError(
-                    f"{path}: sha256 mismatch (manifest {entry['sha256'][:16]}..., file {actual[:16]}...): "
-                    "the file changed after it was frozen"
-                )
+                raise FrozenSetError(_mismatch(path, entry["sha256"], actual))
         files.append(
             FrozenFile(
                 path=path,
