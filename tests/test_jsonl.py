@@ -268,9 +268,9 @@ CASES = [
      "number"),
     ("utility_bool", _mut(_set(["labels", "utility_by_step", "3"], True)), "labels.utility_by_step['3']", "number"),
     ("utility_null", _mut(_set(["labels", "utility_by_step", "3"], None)), "labels.utility_by_step['3']", "number"),
-    ("nan_in_observation", _mut(_set(["steps", 3, "observation", "version"], math.nan)), None,
+    ("nan_in_observation", _mut(_set(["steps", 3, "observation", "version"], math.nan)), "steps[3].observation.version",
      "non-standard JSON constant NaN"),
-    ("infinity_in_metadata", _mut(_set(["steps", 2, "metadata", "priority"], math.inf)), None,
+    ("infinity_in_metadata", _mut(_set(["steps", 2, "metadata", "priority"], math.inf)), "steps[2].metadata.priority",
      "non-standard JSON constant Infinity"),
 ]
 

@@ -433,3 +433,23 @@ def test_as_row():
     assert (row["tp"], row["fp"], row["fn"], row["tn"]) == (2, 2, 2, 2)
     assert row["bytes_used"] == 525 and row["policy_utility"] == 12.5
     assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in row.values())
+
+
+def test_float_rounding_is_not_regret():
+    # 0.7 + 0.1 summed in floats is 0.7999999999999999; the oracle says 0.8 exactly.
+    steps = [Step(0, {"api": "a"}, {}), Step(1, {"api": "b"}, {})]
+    ep = Episode(steps=steps, labels={"critical_steps": [0], "utility_by_step": {0: 0.7, 1: 0.1}})
+    store = ByteMemoryStore(10_000)
+    for step in steps:
+        store.apply(MemoryAction.write(step), step.t)
+    metrics = score_episode(ep, store, track="unprivileged")
+    assert metrics.oracle_utility == pytest.approx(0.8) and metrics.regret_write_only == 0.0
+
+
+def test_zero_budget_through_the_oracle():
+    ep = _small_episode()
+    store = ByteMemoryStore(0)
+    for step in ep.steps:
+        assert not store.apply(MemoryAction.write(step), step.t)
+    metrics = score_episode(ep, store, track="unprivileged")
+    assert (metrics.oracle_utility, metrics.regret_write_only, metrics.utilization, metrics.f1) == (0.0, 0.0, 0.0, 0.0)

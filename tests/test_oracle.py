@@ -50,11 +50,13 @@ def instances(draw, unit_utilities):
     n = draw(st.integers(1, 9))
     costs = draw(st.lists(st.integers(0, 80), min_size=n, max_size=n))
     if unit_utilities:
-        values = st.sampled_from([0.0, 0.5, 1.0, 5.0, 6.0, 1 / 3, 2.25])
+        values = st.sampled_from([0.0, 0.5, 1.0, 5.0, 6.0, 1 / 3, 2.25, 0.1, 0.2, 0.3, 0.7, 0.001])
     else:
         values = st.floats(0, 10, allow_nan=False, allow_infinity=False)
     utilities = draw(st.lists(values, min_size=n, max_size=n))
-    budgets = draw(st.lists(st.integers(0, 400), min_size=1, max_size=3, unique=True))
+    budgets = draw(
+        st.lists(st.one_of(st.integers(0, 400), st.integers(10**9, 2**70)), min_size=1, max_size=3, unique=True)
+    )
     return costs, utilities, budgets
 
 

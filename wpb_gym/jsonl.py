@@ -147,6 +147,23 @@ def episode_from_dict(data: Any, *, path: str | os.PathLike[str] = "<episode>", 
     return Episode(steps=steps, labels=labels)
 
 
+def _first_non_finite(value: Any, where: str) -> str | None:
+    """Dotted path of the first NaN/Infinity inside decoded JSON (for the error's field)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    if isinstance(value, dict):
+        items = ((f"{where}.{k}" if where else str(k), v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{where}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for child_where, child in items:
+        found = _first_non_finite(child, child_where)
+        if found is not None:
+            return found
+    return None
+
+
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Episode]:
     """Stream the episodes of a ``.jsonl`` or ``.jsonl.gz`` file, validating each line."""
     path = Path(path)
@@ -163,7 +180,8 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Episode]:
                 raise EpisodeFormatError(path, lineno, None, f"malformed JSON: {exc.msg} at column {exc.colno}") from None
             episode = episode_from_dict(data, path=path, line=lineno)
             if constants:
-                raise EpisodeFormatError(path, lineno, None, f"non-standard JSON constant {constants[0]} (not allowed)")
+                where = _first_non_finite(data, "")
+                raise EpisodeFormatError(path, lineno, where, f"non-standard JSON constant {constants[0]} (not allowed)")
             yield episode
 
 

@@ -76,6 +76,12 @@ def _check_budgets(budgets: Iterable[int]) -> tuple[int, ...]:
     return out
 
 
+def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ...]:
+    # A budget above the total weight buys everything; capping keeps any int64 arithmetic safe.
+    total = int(w.sum()) if w.size else 0
+    return tuple(min(b, total) for b in budgets)
+
+
 def _utility_unit_scale(u: np.ndarray) -> int | None:
     """Smallest integer s such that every u*s is an integer, if one with a small denominator exists."""
     scale = 1
@@ -235,8 +241,9 @@ def oracle_curve(
     """U*(B) and the prefix curve U*(B, t) for every budget, in one pass over the steps."""
     w, u = _as_arrays(costs, utilities)
     budgets = _check_budgets(budgets)
-    solver = _Solver(w, u, max(budgets), keep_decisions=False, method=method)
-    prefix, _ = solver.run(budgets, w.size)
+    effective = _effective_budgets(budgets, w)
+    solver = _Solver(w, u, max(effective), keep_decisions=False, method=method)
+    prefix, _ = solver.run(effective, w.size)
     final = prefix[:, -1].copy() if w.size else np.zeros(len(budgets))
     return OracleCurve(budgets=budgets, final=final, prefix=prefix)
 
@@ -249,9 +256,13 @@ def oracle_utility(costs: Sequence[int], utilities: Sequence[float], budget: int
 def oracle_write_set(
     costs: Sequence[int], utilities: Sequence[float], budget: int, method: str = "auto"
 ) -> tuple[int, ...]:
-    """An optimal WRITE set for ``budget`` (timesteps, sorted); its utility equals U*(budget)."""
+    """An optimal WRITE set for ``budget`` (timesteps, sorted).
+
+    Its utility equals U*(budget) up to float rounding (summing 0.7 and 0.1 in floats gives
+    0.7999999999999999, the utility-indexed DP 0.8).
+    """
     w, u = _as_arrays(costs, utilities)
-    (budget,) = _check_budgets([budget])
+    (budget,) = _effective_budgets(_check_budgets([budget]), w)
     solver = _Solver(w, u, budget, keep_decisions=True, method=method)
     prefix, decisions = solver.run((budget,), w.size)
     final_units = int(round(prefix[0, -1] * solver.scale)) if (solver.by_utility and w.size) else 0
