@@ -16,7 +16,7 @@ import json
 import statistics
 import time
 
-from wpb_gym import episode_costs, generate_episode, make_config, oracle_curve, oracle_write_set, policy_episode
+from wpb_gym import generate_episode, make_config, oracle_curve, oracle_write_set, track_costs
 
 BUDGETS = (1024, 10240, 102400, 1048576)
 LENGTHS = (200, 1000, 10000)
@@ -42,7 +42,7 @@ def main() -> None:
     print(f"{'T':>6} {'budget':>9} {'oracle s':>9} {'U*(B)':>9} {'json.dumps s':>12} {'ratio':>6}")
     for length in LENGTHS:
         episode = generate_episode(make_config(args.regime, length=length), seed=0, index=0)
-        costs = episode_costs(policy_episode(episode, args.track))
+        costs = track_costs(episode, args.track)
         utilities = episode.utilities
         reference = median_time(lambda: [json.dumps(s.to_dict(), sort_keys=True) for s in episode.steps], args.repeats)
         for budget in BUDGETS:

@@ -181,3 +181,14 @@ def test_all_items_heavier_than_budget_or_worthless():
     assert oracle_write_set([500, 600], [5.0, 6.0], 100) == ()
     assert oracle_utility([10, 20], [0.0, 0.0], 100) == 0.0
     assert list(itertools.chain(oracle_curve([10], [0.0], [5, 50]).final)) == [0.0, 0.0]
+
+
+def test_track_views_and_costs_are_built_once_per_episode():
+    from wpb_gym import track_costs
+
+    episode = generate_episode(make_config("default", length=40), seed=0, index=0)
+    assert policy_episode(episode, "unprivileged") is policy_episode(episode, "unprivileged")
+    costs = track_costs(episode, "privileged")
+    assert costs is track_costs(episode, "privileged") and not costs.flags.writeable
+    assert costs.tolist() == episode_costs(policy_episode(episode, "privileged")).tolist()
+    assert (track_costs(episode, "unprivileged") < costs).all()

@@ -22,7 +22,7 @@ from .oracle import (
     oracle_write_set,
 )
 from .store import ByteMemoryStore, Decision, Reason, StoreView
-from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step
+from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
 from .types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
 from .version import __version__
 
@@ -74,5 +74,6 @@ __all__ = [
     "policy_episode",
     "policy_step",
     "score_episode",
+    "track_costs",
     "write_jsonl",
 ]

@@ -20,12 +20,11 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from .accounting import episode_costs
 from .frozen import FrozenSetError, freeze_set, open_frozen_set
 from .generator import REGIMES, GeneratorConfig
 from .jsonl import EpisodeFormatError, iter_jsonl
 from .oracle import episode_oracle
-from .tracks import TRACKS, check_track, policy_episode
+from .tracks import TRACKS, check_track, track_costs
 from .types import Episode
 from .version import __version__
 
@@ -100,7 +99,7 @@ class _FreezeStats:
             stats["critical"].append(len(episode.critical_steps))
             stats["breaking"].append(len(episode.labels.get("breaking_changes", ())))
             for track in TRACKS:
-                stats[track].append(float(episode_costs(policy_episode(episode, track)).mean()))
+                stats[track].append(float(track_costs(episode, track).mean()))
             yield episode
 
 

@@ -24,8 +24,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .accounting import episode_costs
-from .tracks import policy_episode
+from .tracks import track_costs
 from .types import Episode
 
 # Largest denominator accepted for the utility unit (0.5 -> 2, 0.25 -> 4, 1/3 -> 3, 0.01 -> 100).
@@ -304,7 +303,7 @@ class EpisodeOracle:
 def episode_oracle(episode: Episode, budgets: Iterable[int], track: str) -> EpisodeOracle:
     """U*(B), U*(B, t) and the F1 bound of ``episode`` with the WRITE costs of ``track``."""
     budgets = _check_budgets(budgets)
-    costs = episode_costs(policy_episode(episode, track))
+    costs = track_costs(episode, track)
     curve = oracle_curve(costs, episode.utilities, budgets)
     bounds = {b: hindsight_f1_bound(costs, episode.critical_steps, b) for b in budgets}
     return EpisodeOracle(track=track, costs=costs, curve=curve, f1_bounds=bounds)

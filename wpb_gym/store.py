@@ -67,6 +67,9 @@ class Decision:
         return self.accepted
 
 
+_SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
+
+
 def _json_copy(value: Any) -> Any:
     # A private copy of JSON-like data: what a policy does to the items it is shown cannot
     # change how the store judges later actions.
@@ -121,7 +124,7 @@ class ByteMemoryStore:
             raise ValueError(f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward")
         kind = action.action
         if kind == "SKIP":
-            return Decision(True, Reason.ACCEPTED)
+            return _SKIP_ACCEPTED
         if kind == "EXPIRE":
             item = self._items.get(action.target_t)
             if item is None:
@@ -173,13 +176,14 @@ class ByteMemoryStore:
             step = action.step
             self.budget.consume(decision.byte_delta)
             obs = step.observation
-            api = _json_copy(obs[MERGE_KEY]) if isinstance(obs, dict) and MERGE_KEY in obs else None
             metadata = MappingProxyType({"reason": action.reason} if action.reason is not None else {})
             if kind == "WRITE":
+                private = _json_copy(obs) if isinstance(obs, dict) else None
+                api = private.get(MERGE_KEY) if private is not None else None
                 item = MemoryItem(step, current_t, decision.byte_delta, metadata, api=api)
-                if isinstance(obs, dict):
-                    self._base_observations[current_t] = _json_copy(obs)
-                    if MERGE_KEY in obs:
+                if private is not None:
+                    self._base_observations[current_t] = private
+                    if MERGE_KEY in private:
                         self._bases_by_api.setdefault(_index_key(api), []).append(current_t)
             else:
                 item = MemoryItem(
@@ -190,7 +194,7 @@ class ByteMemoryStore:
                     kind="MERGE",
                     merge_parent_t=action.target_t,
                     delta=_json_copy(decision.delta),
-                    api=api,
+                    api=self._items[action.target_t].api,  # MERGE only joins an equal "api"
                 )
             self._items[current_t] = item
             self._order.append(current_t)

@@ -10,6 +10,9 @@ step costs fewer bytes on the unprivileged track.
 
 from __future__ import annotations
 
+import numpy as np
+
+from .accounting import episode_costs
 from .types import Episode, Step
 
 UNPRIVILEGED = "unprivileged"
@@ -39,6 +42,26 @@ def policy_step(step: Step, track: str) -> Step:
 
 
 def policy_episode(episode: Episode, track: str) -> Episode:
-    """The episode with every step replaced by its ``track`` view; labels are kept for scoring."""
+    """The episode with every step replaced by its ``track`` view; labels are kept for scoring.
+
+    The view is built once per (episode, track) and kept on the episode, so its steps — and
+    the byte costs cached on them — are shared by every later caller.
+    """
     check_track(track)
-    return Episode(steps=tuple(policy_step(s, track) for s in episode.steps), labels=episode.labels)
+    views = episode.__dict__.setdefault("_track_views", {})
+    view = views.get(track)
+    if view is None:
+        view = Episode(steps=tuple(policy_step(s, track) for s in episode.steps), labels=episode.labels)
+        views[track] = view
+    return view
+
+
+def track_costs(episode: Episode, track: str) -> np.ndarray:
+    """WRITE cost of every step as a policy on ``track`` sees it (read-only, computed once)."""
+    view = policy_episode(episode, track)
+    costs = view.__dict__.get("_write_costs")
+    if costs is None:
+        costs = episode_costs(view)
+        costs.setflags(write=False)
+        view.__dict__["_write_costs"] = costs
+    return costs
