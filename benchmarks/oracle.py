@@ -48,7 +48,9 @@ def main() -> None:
         for budget in BUDGETS:
             elapsed = median_time(lambda: oracle_curve(costs, utilities, [budget]), args.repeats)
             value = oracle_curve(costs, utilities, [budget]).at(budget)
-            print(f"{length:>6} {budget:>9} {elapsed:>9.4f} {value:>9.1f} {reference:>12.4f} {elapsed / reference:>6.2f}")
+            print(
+                f"{length:>6} {budget:>9} {elapsed:>9.4f} {value:>9.1f} {reference:>12.4f} {elapsed / reference:>6.2f}"
+            )
         grid = median_time(lambda: oracle_curve(costs, utilities, BUDGETS), args.repeats)
         print(f"{length:>6} {'all 4':>9} {grid:>9.4f} {'':>9} {reference:>12.4f} {grid / reference:>6.2f}")
         top = BUDGETS[-1]

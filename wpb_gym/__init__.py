@@ -2,11 +2,14 @@
 
 The benchmark core (spec v0 and the paper): the data model, byte accounting, the memory
 store, JSONL episodes and frozen sets, the drift-regime generators, the metrics and the
-exact hindsight oracle. Nothing here imports ``agents``.
+exact hindsight oracle; and the Gymnasium environment ``WritePolicyBench-v0`` built on them
+(registered on import, with variants per regime and track: ``ENV_IDS``). Nothing here
+imports ``agents``.
 """
 
 from .accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
 from .budget import BudgetExceededError, BudgetView, ByteBudget
+from .env import WritePolicyBenchEnv
 from .frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
 from .generator import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
 from .jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
@@ -21,13 +24,23 @@ from .oracle import (
     oracle_utility,
     oracle_write_set,
 )
+from .registration import ENV_IDS, register_envs
+from .sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .store import ByteMemoryStore, Decision, Reason, StoreView
 from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
 from .types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
 from .version import __version__
 
+register_envs()
+
 __all__ = [
     "ACTION_TYPES",
+    "ENV_IDS",
+    "METRIC_NAMES",
+    "PRIVILEGED",
+    "REGIMES",
+    "TRACKS",
+    "UNPRIVILEGED",
     "ActionType",
     "BudgetExceededError",
     "BudgetView",
@@ -36,23 +49,21 @@ __all__ = [
     "Decision",
     "Episode",
     "EpisodeFormatError",
+    "EpisodeList",
     "EpisodeMetrics",
     "EpisodeOracle",
     "F1Bound",
     "FrozenSet",
     "FrozenSetError",
+    "GeneratedEpisodes",
     "GeneratorConfig",
-    "METRIC_NAMES",
     "MemoryAction",
     "MemoryItem",
     "OracleCurve",
-    "PRIVILEGED",
-    "REGIMES",
     "Reason",
     "Step",
     "StoreView",
-    "TRACKS",
-    "UNPRIVILEGED",
+    "WritePolicyBenchEnv",
     "__version__",
     "canonical_delta",
     "compute_metrics",
@@ -73,6 +84,8 @@ __all__ = [
     "oracle_write_set",
     "policy_episode",
     "policy_step",
+    "read_episodes",
+    "register_envs",
     "score_episode",
     "track_costs",
     "write_jsonl",

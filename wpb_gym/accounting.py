@@ -30,13 +30,45 @@ def json_len(value: Any) -> int:
     return len(json.dumps(value, sort_keys=True))
 
 
+def observation_json(step: Step) -> str:
+    """``json.dumps(step.observation, sort_keys=True)``, computed once per step object.
+
+    The text both prices a WRITE and identifies equal observations (equal text, equal
+    value), so the environment reads it instead of serialising twice.
+    """
+    cached = step.__dict__.get("_observation_json")
+    if cached is None:
+        cached = json.dumps(step.observation, sort_keys=True)
+        step.__dict__["_observation_json"] = cached
+    return cached
+
+
+_metadata_lengths: dict[tuple[tuple[str, str], ...], int] = {}
+_METADATA_CACHE_LIMIT = 4096
+
+
+def _metadata_len(metadata: Any) -> int:
+    # The unprivileged view's metadata ({"mode": "default"}) repeats at every step: its length
+    # is memoised when every value is a string (equal strings have equal JSON; numbers do
+    # not always: 0.0 == -0.0 and 1 == True).
+    if type(metadata) is dict and all(type(k) is str and type(v) is str for k, v in metadata.items()):
+        key = tuple(metadata.items())
+        cached = _metadata_lengths.get(key)
+        if cached is None:
+            if len(_metadata_lengths) >= _METADATA_CACHE_LIMIT:
+                _metadata_lengths.clear()
+            cached = _metadata_lengths[key] = json_len(metadata)
+        return cached
+    return json_len(metadata)
+
+
 def estimate_bytes(step: Step) -> int:
     """Bytes charged for WRITE of ``step`` (pass the step as the policy sees it)."""
-    # Policies, masks and the store all ask for the same step's cost; serialising once per
-    # step object keeps that cheap. Steps are immutable, so the cached value cannot go stale.
+    # Policies, masks and the store all ask for the same step's cost; it is computed once
+    # per step object. Steps are immutable, so the cached value cannot go stale.
     cached = step.__dict__.get("_write_cost")
     if cached is None:
-        cached = json_len(step.observation) + json_len(step.metadata) + HEADER_BYTES + INDEX_BYTES
+        cached = len(observation_json(step)) + _metadata_len(step.metadata) + HEADER_BYTES + INDEX_BYTES
         step.__dict__["_write_cost"] = cached
     return cached
 

@@ -93,7 +93,9 @@ class _FreezeStats:
     def __call__(self, stream: Iterable[Episode], total: int, config: GeneratorConfig) -> Iterator[Episode]:
         from tqdm import tqdm
 
-        stats = self.rows.setdefault((config.regime, config.length), {"critical": [], "breaking": [], **{t: [] for t in TRACKS}})
+        stats = self.rows.setdefault(
+            (config.regime, config.length), {"critical": [], "breaking": [], **{t: [] for t in TRACKS}}
+        )
         label = f"freeze {config.regime} T={config.length}"
         for episode in tqdm(stream, total=total, desc=label, unit="ep", leave=False, file=sys.stderr):
             stats["critical"].append(len(episode.critical_steps))
@@ -223,7 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     freeze = sub.add_parser("freeze", help="generate a frozen episode set (folder + MANIFEST.json)")
     freeze.add_argument("--regimes", type=_regimes, default=list(REGIMES), help="comma-separated (default: all four)")
     freeze.add_argument("--lengths", type=_positive_ints, default=[200], help="episode lengths T (default: 200)")
-    freeze.add_argument("--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)")
+    freeze.add_argument(
+        "--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)"
+    )
     freeze.add_argument("--seed", type=_int_at_least(0), default=0, help="set seed (default: 0)")
     freeze.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
     freeze.add_argument("--set", type=_override, action="append", metavar="KEY=VALUE", help="generator option override")

@@ -107,7 +107,14 @@ class GeneratorConfig:
             expected = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
             if not isinstance(value, expected) or (f.type != "bool" and isinstance(value, bool)):
                 raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
-        for name in ("drift_prob", "burst_drift_prob", "redundancy_prob", "remove_param_prob", "deprecate_prob", "doc_prob"):
+        for name in (
+            "drift_prob",
+            "burst_drift_prob",
+            "redundancy_prob",
+            "remove_param_prob",
+            "deprecate_prob",
+            "doc_prob",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"GeneratorConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
         for name in ("length", "api_pool", "burst_interval", "min_params", "doc_min_bytes", "guide_min_bytes"):
@@ -115,9 +122,15 @@ class GeneratorConfig:
                 raise ValueError(f"GeneratorConfig.{name}: expected >= 1, got {getattr(self, name)}")
         if not 0 <= self.burst_len <= self.burst_interval:
             raise ValueError(f"GeneratorConfig.burst_len: expected 0..burst_interval, got {self.burst_len}")
-        for lo, hi in (("min_params", "max_params"), ("doc_min_bytes", "doc_max_bytes"), ("guide_min_bytes", "guide_max_bytes")):
+        for lo, hi in (
+            ("min_params", "max_params"),
+            ("doc_min_bytes", "doc_max_bytes"),
+            ("guide_min_bytes", "guide_max_bytes"),
+        ):
             if getattr(self, hi) < getattr(self, lo):
-                raise ValueError(f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}")
+                raise ValueError(
+                    f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}"
+                )
         if self.priority_noise < 0 or self.doc_utility < 0:
             raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
 

@@ -177,11 +177,15 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Episode]:
             try:
                 data = json.loads(text, parse_constant=lambda name: constants.append(name) or float(name))
             except json.JSONDecodeError as exc:
-                raise EpisodeFormatError(path, lineno, None, f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+                raise EpisodeFormatError(
+                    path, lineno, None, f"malformed JSON: {exc.msg} at column {exc.colno}"
+                ) from None
             episode = episode_from_dict(data, path=path, line=lineno)
             if constants:
                 where = _first_non_finite(data, "")
-                raise EpisodeFormatError(path, lineno, where, f"non-standard JSON constant {constants[0]} (not allowed)")
+                raise EpisodeFormatError(
+                    path, lineno, where, f"non-standard JSON constant {constants[0]} (not allowed)"
+                )
             yield episode
 
 

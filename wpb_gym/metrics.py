@@ -32,8 +32,9 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .oracle import episode_oracle
+from .oracle import oracle_utility
 from .store import ByteMemoryStore
+from .tracks import track_costs
 from .types import Episode
 
 # Column order of the paper's per-episode logs.
@@ -153,5 +154,5 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
 
 def score_episode(episode: Episode, store: ByteMemoryStore, *, track: str) -> EpisodeMetrics:
     """``compute_metrics`` with the oracle computed for the store's budget on ``track``."""
-    oracle = episode_oracle(episode, [store.max_bytes], track)
-    return compute_metrics(episode, store, oracle_utility=oracle.utility(store.max_bytes))
+    best = oracle_utility(track_costs(episode, track), episode.utilities, store.max_bytes)
+    return compute_metrics(episode, store, oracle_utility=best)

@@ -247,9 +247,74 @@ def oracle_curve(
     return OracleCurve(budgets=budgets, final=final, prefix=prefix)
 
 
+def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
+    """U*(budget) by utility class, or None when the method does not apply or would be slow.
+
+    Steps of equal utility are interchangeable but for their cost, so some optimal set takes
+    the cheapest n_c steps of each class c; only the counts are searched. With few classes
+    (the generators have 4) a DP over classes replaces the DP over steps: for each class,
+    ``need'[v] = min_n need[v - n k_c] + P_c[n]`` (P_c the prefix sums of its sorted costs),
+    one vectorised minimum per class. ``need[v]`` is the least weight of a set worth exactly
+    v units. The largest class is left out of the DP and added at the end: for every v, the
+    most of its steps that fit in ``budget - need[v]`` (a binary search on P_c). Same unit
+    scaling and LP cap as the step DP, so it returns the same float.
+    """
+    useful = (u > 0) & (w <= budget)
+    if not useful.any():
+        return 0.0
+    w, u = w[useful], u[useful]
+    scale = _utility_unit_scale(u)
+    if scale is None:
+        return None
+    units = np.rint(u * scale).astype(np.int64)
+    if int(w.sum()) <= budget:
+        return int(units.sum()) / scale
+    classes = np.unique(units)
+    if classes.size > _GROUPED_MAX_CLASSES:
+        return None
+    bound = _lp_bound(w, u, budget) * scale
+    cap = int(min(int(units.sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
+    size = cap + 1
+    # The largest class is not convolved: it is added last by a binary search per cell.
+    members = sorted(((int((units == k).sum()), int(k)) for k in classes))
+    *small, (_, last) = members
+    if sum(min(n, cap // k) + 1 for n, k in small) * size > _GROUPED_MAX_CELLS:
+        return None
+    infeasible = np.int64(1) << 60
+    need = np.full(size, infeasible, dtype=np.int64)
+    need[0] = 0
+    cells = np.arange(size, dtype=np.int64)
+    for _, k in small:
+        sorted_costs = np.sort(w[units == k])[: cap // k]
+        prefix = np.concatenate(([0], np.cumsum(sorted_costs)))
+        source = cells[None, :] - (np.arange(prefix.size, dtype=np.int64) * k)[:, None]
+        candidates = need[np.maximum(source, 0)] + prefix[:, None]
+        candidates[source < 0] = infeasible
+        need = np.minimum(candidates.min(axis=0), infeasible)
+    feasible = np.flatnonzero(need <= budget)
+    last_prefix = np.cumsum(np.sort(w[units == last]))
+    n_last = np.searchsorted(last_prefix, budget - need[feasible], side="right")
+    return int((feasible + n_last * last).max()) / scale
+
+
+# The grouped method runs when there are at most this many utility classes and its arrays
+# stay this small; otherwise the step DP answers.
+_GROUPED_MAX_CLASSES = 16
+_GROUPED_MAX_CELLS = 4_000_000
+
+
 def oracle_utility(costs: Sequence[int], utilities: Sequence[float], budget: int) -> float:
-    """U*(B): the best total utility of a WRITE-only subset of steps that fits ``budget``."""
-    return oracle_curve(costs, utilities, [budget]).at(int(budget))
+    """U*(B): the best total utility of a WRITE-only subset of steps that fits ``budget``.
+
+    For a single budget and no prefix curve this first tries the grouped method (a DP over
+    utility classes: fast when utilities take few values, as in every generated regime).
+    """
+    w, u = _as_arrays(costs, utilities)
+    (budget,) = _check_budgets([budget])
+    grouped = _grouped_optimum(w, u, budget)
+    if grouped is not None:
+        return grouped
+    return oracle_curve(w, u, [budget]).at(budget)
 
 
 def oracle_write_set(

@@ -26,12 +26,11 @@ import json
 from collections import Counter, deque
 from dataclasses import dataclass
 from enum import Enum
-from types import MappingProxyType
 from typing import Any, Iterator
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, merge_cost, same_api
 from .budget import BudgetView, ByteBudget
-from .types import MemoryAction, MemoryItem
+from .types import FrozenMapping, MemoryAction, MemoryItem
 
 
 class Reason(str, Enum):
@@ -70,9 +69,19 @@ class Decision:
 _SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
 
 
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
 def _json_copy(value: Any) -> Any:
     # A private copy of JSON-like data: what a policy does to the items it is shown cannot
-    # change how the store judges later actions.
+    # change how the store judges later actions. Immutable scalars are shared, not visited.
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else _json_copy(v) for v in value]
     if isinstance(value, dict):
         return {k: _json_copy(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -121,7 +130,9 @@ class ByteMemoryStore:
     def check(self, action: MemoryAction, current_t: int) -> Decision:
         """Judge ``action`` at timestep ``current_t`` without changing anything."""
         if self._clock is not None and current_t < self._clock:
-            raise ValueError(f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward")
+            raise ValueError(
+                f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward"
+            )
         kind = action.action
         if kind == "SKIP":
             return _SKIP_ACCEPTED
@@ -176,7 +187,7 @@ class ByteMemoryStore:
             step = action.step
             self.budget.consume(decision.byte_delta)
             obs = step.observation
-            metadata = MappingProxyType({"reason": action.reason} if action.reason is not None else {})
+            metadata = FrozenMapping({"reason": action.reason} if action.reason is not None else None)
             if kind == "WRITE":
                 private = _json_copy(obs) if isinstance(obs, dict) else None
                 api = private.get(MERGE_KEY) if private is not None else None
@@ -240,6 +251,10 @@ class ByteMemoryStore:
 
     def timesteps(self) -> tuple[int, ...]:
         return tuple(self._items)
+
+    def iter_timesteps(self) -> Iterator[int]:
+        """Stored timesteps, oldest first, without a copy (do not apply actions while iterating)."""
+        return iter(self._items)
 
     def oldest_item(self) -> MemoryItem | None:
         order = self._order

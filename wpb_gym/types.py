@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -93,6 +93,27 @@ class Episode:
 
     def to_dict(self) -> dict[str, Any]:
         return {"labels": self.labels, "steps": [s.to_dict() for s in self.steps]}
+
+
+class FrozenMapping(Mapping[str, Any]):
+    """A read-only mapping that, unlike ``types.MappingProxyType``, survives pickling."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, Any] | None = None) -> None:
+        self._data = dict(data or {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"FrozenMapping({self._data!r})"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,954 @@
+"""The Gymnasium environment ``WritePolicyBench-v0``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Mapping
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from .generator import GeneratorConfig, make_config
+from .metrics import compute_metrics
+from .oracle import oracle_curve, oracle_utility
+from .rewards import closing_reward, parse_reward, terminal_reward
+from .sources import EpisodeList, GeneratedEpisodes
+from .store import ByteMemoryStore, Decision, Reason
+from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, StreamTable, compare_versions
+from .tracks import PRIVILEGED, UNPRIVILEGED, check_track, track_costs
+from .types import Episode, MemoryAction, MemoryItem, Step
+
+STEP_FEATURES: tuple[str, ...] = (
+    "cost_budget",
+    "cost_remaining",
+    "fits",
+    "kind_endpoint",
+    "kind_doc",
+    "kind_guide",
+    "kind_other",
+    "family_in_memory",
+    "api_in_memory",
+    "identical_to_memory",
+    "version_up",
+    "version_down",
+    "version_changed",
+    "params_added",
+    "params_removed",
+    "required_added",
+    "required_removed",
+    "deprecated",
+    "newly_deprecated",
+    "undeprecated",
+    "fields_changed",
+    "merge_ok",
+    "merge_cost",
+    "reference_age",
+    "family_items",
+)
+MEMORY_FEATURES: tuple[str, ...] = ("remaining", "items", "hidden_items", "merge_items", "time", "expires_left")
+SLOT_FEATURES: tuple[str, ...] = (
+    "present",
+    "age",
+    "cost_budget",
+    "is_merge",
+    "orphan",
+    "kind_endpoint",
+    "kind_doc",
+    "kind_guide",
+    "same_family",
+    "same_api",
+    "superseded",
+    "deprecated",
+    "merge_ok",
+)
+PRIORITY_FEATURE = "priority"
+
+SLOT_ORDERS = ("relevance", "oldest")
+EPISODE_ORDERS = ("random", "cycle")
+OBSERVATION_MODES = ("box", "dict")
+RESET_OPTIONS = ("episode_index", "budget_bytes", "regime", "length", "episode")
+DEFAULT_LENGTH = 200
+DEFAULT_REGIME = "default"
+_RANDOM_INDEX_RANGE = 2**31 - 1
+# Env-level rejection reasons (the store's own are ``Reason`` values).
+EMPTY_SLOT = "empty_slot"
+EXPIRE_CAP = "expire_cap"
+EPISODE_OVER = "episode_over"
+
+_SKIP = MemoryAction("SKIP")
+_ACCEPTED = Reason.ACCEPTED.value
+
+
+class WritePolicyBenchEnv(gym.Env):
+    """
+    ## Description
+
+    A stream of API/documentation snapshots drifts over ``T`` timesteps (one benchmark
+    episode). At every timestep the agent decides what to do with the current snapshot
+    under a byte budget: SKIP it, WRITE it to memory, MERGE it as a delta into a stored item
+    of the same endpoint, or first EXPIRE stored items to make room. At the end the memory
+    is scored with the benchmark's metrics (spec §4, paper §6) against hidden labels: which
+    steps were critical (drift events) and how much each step is worth. Every action goes
+    through the core ``ByteMemoryStore``, so the environment and the offline evaluator
+    apply the same rules and compute the same metrics.
+
+    ## Action Space
+
+    ``Discrete(2 + 2K)`` where ``K`` is the number of memory slots shown (``slots``):
+
+    | Action        | Meaning                                                        | Advances time |
+    |---------------|----------------------------------------------------------------|---------------|
+    | 0             | SKIP the current step                                          | yes           |
+    | 1             | WRITE the current step                                         | yes           |
+    | 2 .. K+1      | MERGE the current step into the item in slot ``a - 2``         | yes           |
+    | K+2 .. 2K+1   | EXPIRE the item in slot ``a - K - 2``                          | no            |
+
+    EXPIRE frees room before the decision on the current step, as the spec's policies do;
+    at most ``max_expires_per_step`` EXPIREs per timestep (unlimited by default).
+    ``action_masks()`` returns exactly the actions the store would accept (SKIP always);
+    the mask is also ``info["action_mask"]`` and, in ``dict`` mode, part of the observation.
+    An action the store rejects never raises: it is reported in ``info`` (``accepted``,
+    ``reason``), costs ``invalid_action_penalty`` and is treated as SKIP.
+
+    ## Observation Space
+
+    ``Box(0, 1, (n,), float32)`` (``observation_mode="box"``): the current-step features,
+    then the memory features, then ``K`` rows of slot features. With
+    ``observation_mode="dict"``: ``{"step", "memory", "slots" (K x slot features),
+    "action_mask" (MultiBinary(2 + 2K))}``. ``n = 25 + 6 + 13 K`` on the unprivileged track
+    and ``26 + 6 + 14 K`` on the privileged one (which adds ``priority``); 135 at ``K = 8``.
+    Everything is computed from what a policy may see (the step's observation and visible
+    metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
+
+    The *reference* item is the newest stored item of the current step's endpoint family
+    (the endpoint with version segments removed from ``api``, e.g. ``api.v2.endpoint_5``
+    and ``api.v3.endpoint_5``; documentation sections by title; migration guides by the
+    old endpoint). Comparisons with a missing reference are 0.
+
+    | Current step        | Value                                                                         |
+    |---------------------|-------------------------------------------------------------------------------|
+    | cost_budget         | WRITE cost / budget                                                           |
+    | cost_remaining      | WRITE cost / bytes remaining (1 if it does not fit)                           |
+    | fits                | 1 if WRITE would be accepted                                                  |
+    | kind_endpoint       | 1 for an endpoint snapshot (observation has ``api``)                          |
+    | kind_doc            | 1 for a documentation section (``section``)                                   |
+    | kind_guide          | 1 for a migration guide (``old_api`` / ``new_api``)                           |
+    | kind_other          | 1 for anything else                                                           |
+    | family_in_memory    | 1 if a reference item exists                                                  |
+    | api_in_memory       | 1 if a WRITE item with exactly this ``api`` is stored (a MERGE target)        |
+    | identical_to_memory | 1 if the observation equals the reference item's                              |
+    | version_up          | 1 if ``version`` (else ``last_updated``) is later than the reference's        |
+    | version_down        | 1 if it is earlier (a revert)                                                 |
+    | version_changed     | 1 if it differs at all                                                        |
+    | params_added        | parameters not in the reference / parameters of the step                      |
+    | params_removed      | reference parameters missing now / parameters of the reference                |
+    | required_added      | as params_added, for the ``required`` list                                    |
+    | required_removed    | as params_removed, for the ``required`` list                                  |
+    | deprecated          | 1 if the step says ``deprecated: true``                                       |
+    | newly_deprecated    | 1 if deprecated now and not in the reference                                  |
+    | undeprecated        | 1 if the reference was deprecated and the step is not                         |
+    | fields_changed      | fraction of the step's fields whose value differs from the reference's        |
+    | merge_ok            | 1 if MERGE into the newest WRITE item of this ``api`` would be accepted       |
+    | merge_cost          | cost of that MERGE / WRITE cost (0 when there is nothing to merge into)       |
+    | reference_age       | (t - reference t) / T                                                         |
+    | family_items        | stored items of the family / K (clipped)                                      |
+    | priority            | privileged track only: the ``priority`` hint                                  |
+
+    | Memory              | Value                                                                         |
+    |---------------------|-------------------------------------------------------------------------------|
+    | remaining           | bytes remaining / budget                                                      |
+    | items               | n / (n + K) for n stored items                                                |
+    | hidden_items        | fraction of stored items not shown in a slot                                  |
+    | merge_items         | fraction of stored items that are MERGE deltas                                |
+    | time                | t / T                                                                         |
+    | expires_left        | EXPIREs still allowed this timestep / cap (1 when uncapped)                   |
+
+    | Slot (K rows)       | Value                                                                         |
+    |---------------------|-------------------------------------------------------------------------------|
+    | present             | 1 if the slot holds an item (the other features of an empty slot are 0)      |
+    | age                 | (t - item t) / T                                                              |
+    | cost_budget         | the item's bytes / budget                                                     |
+    | is_merge            | 1 for a MERGE delta, 0 for a base (WRITE) item                                |
+    | orphan              | 1 for a MERGE delta whose base was expired (it no longer counts as retained)  |
+    | kind_endpoint       | as for the current step                                                       |
+    | kind_doc            | as for the current step                                                       |
+    | kind_guide          | as for the current step                                                       |
+    | same_family         | 1 if of the current step's family                                             |
+    | same_api            | 1 if its ``api`` equals the current step's exactly                            |
+    | superseded          | 1 if a newer item of its family is stored                                     |
+    | deprecated          | 1 if the stored step said ``deprecated: true``                                |
+    | merge_ok            | 1 if MERGE of the current step into this slot would be accepted               |
+    | priority            | privileged track only: the stored step's ``priority``                         |
+
+    Which items the slots show (``slot_order``): ``"relevance"`` (default) shows the items of
+    the current step's family newest first, then the other items oldest first;
+    ``"oldest"`` shows the K oldest items. Either way every stored item can be reached: an
+    item not shown becomes visible once the shown items older than it (or of the current
+    family) are expired.
+
+    ## Rewards
+
+    ``reward="f1"`` (default) pays the episode's F1 on the last step and 0 before.
+    ``"utility"`` pays policy utility / U*(B), ``"neg_regret"`` pays -regret / U*(B), and a
+    weighted mix (``{"f1": 0.5, "utility": 0.5}``) pays their weighted sum. With
+    ``dense_reward=True`` the same metric is paid as per-step potential differences whose
+    sum equals the terminal value exactly (see ``wpb_gym.rewards``). A rejected action
+    costs ``invalid_action_penalty`` (default 0).
+
+    ## Starting State
+
+    Memory is empty and the first step of the episode is current. The episode is chosen at
+    reset: drawn from the source with the env's RNG (``episode_order="random"``) or taken
+    in order (``"cycle"``); ``options`` can choose it.
+
+    ## Episode End
+
+    ``terminated`` is True after the decision on the last step; ``truncated`` is always
+    False (wrap the env in ``TimeLimit`` if you want one). The final ``info`` holds
+    ``"metrics"``, the full metrics dict the offline scorer computes for the same
+    decisions, and each metric under its own key too (for ``Monitor(info_keywords=...)``).
+    EXPIREs do not advance time, so an episode takes between T and T + (items written)
+    env steps.
+
+    ## Arguments
+
+    ```python
+    gym.make(
+        "WritePolicyBench-v0",
+        regime=None,              # "default" for generated episodes; filters file episodes
+        budget_bytes=10240,
+        length=None,              # 200 for generated episodes; filters file episodes
+        track="unprivileged",     # or "privileged" (adds priority)
+        episodes=None,            # None: generated; a frozen set, directory or JSONL path; or a list of Episodes
+        episode_seed=0,           # the generated set's seed (episode i = `wpb freeze --seed S` episode i)
+        episode_order="random",   # or "cycle"
+        slots=8,                  # K
+        slot_order="relevance",   # or "oldest"
+        reward="f1",              # "utility", "neg_regret", or a weighted mix
+        dense_reward=False,
+        invalid_action_penalty=0.0,
+        observation_mode="box",   # or "dict"
+        max_expires_per_step=None,
+        render_mode=None,         # "ansi" or "rgb_array"
+        **generator_options,      # any GeneratorConfig field, e.g. drift_prob=0.2
+    )
+    ```
+
+    ``reset(seed=..., options=...)``: ``options`` may hold ``episode_index`` (which episode
+    of the source), ``budget_bytes``, ``regime`` and ``length`` (for this episode only, for
+    curricula and episode-by-episode evaluation), or ``episode`` (an ``Episode`` to play).
+    The same seed gives the same episode and the same observations. In ``"cycle"`` order a
+    seeded reset restarts the cycle at episode 0.
+
+    ## Vectorized
+
+    Plain Python and picklable: use ``gym.make_vec(..., vectorization_mode="sync"|"async")``
+    or SB3's ``make_vec_env`` with ``DummyVecEnv`` or ``SubprocVecEnv``; sb3-contrib's
+    ``MaskablePPO`` finds ``action_masks`` through the wrappers.
+
+    ## Version History
+
+    * v0: initial version (spec v0 and the paper's regimes).
+    """
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        regime: str | None = None,
+        budget_bytes: int = 10240,
+        length: int | None = None,
+        track: str = UNPRIVILEGED,
+        episodes: str | os.PathLike[str] | Sequence[Episode] | None = None,
+        episode_seed: int = 0,
+        episode_order: str = "random",
+        slots: int = 8,
+        slot_order: str = "relevance",
+        reward: str | Mapping[str, float] = "f1",
+        dense_reward: bool = False,
+        invalid_action_penalty: float = 0.0,
+        observation_mode: str = "box",
+        max_expires_per_step: int | None = None,
+        render_mode: str | None = None,
+        **generator_options: Any,
+    ) -> None:
+        self.track = check_track(track)
+        self.budget_bytes = _check_budget(budget_bytes, "budget_bytes")
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots must be a positive int, got {slots!r}")
+        self.K = slots
+        _check_choice("slot_order", slot_order, SLOT_ORDERS)
+        _check_choice("episode_order", episode_order, EPISODE_ORDERS)
+        _check_choice("observation_mode", observation_mode, OBSERVATION_MODES)
+        self.slot_order = slot_order
+        self.episode_order = episode_order
+        self.observation_mode = observation_mode
+        self.reward_weights = parse_reward(reward)
+        self.dense_reward = bool(dense_reward)
+        self.invalid_action_penalty = float(invalid_action_penalty)
+        if max_expires_per_step is not None and (
+            isinstance(max_expires_per_step, bool)
+            or not isinstance(max_expires_per_step, int)
+            or max_expires_per_step < 0
+        ):
+            raise ValueError(f"max_expires_per_step must be None or a non-negative int, got {max_expires_per_step!r}")
+        self.max_expires_per_step = max_expires_per_step
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None, got {render_mode!r}")
+        self.render_mode = render_mode
+
+        # Episode source.
+        self.regime = regime
+        self.length = length
+        self.generator_options = dict(generator_options)
+        if episodes is None:
+            self.episode_seed = _check_nonnegative_int(episode_seed, "episode_seed")
+            base = make_config(regime or DEFAULT_REGIME, length=length or DEFAULT_LENGTH, **self.generator_options)
+            self._configs: dict[tuple[str, int], GeneratorConfig] = {(base.regime, base.length): base}
+            self._source: GeneratedEpisodes | EpisodeList = GeneratedEpisodes(base, self.episode_seed)
+        else:
+            if self.generator_options:
+                raise ValueError(
+                    f"generator options {sorted(self.generator_options)} apply to generated episodes only, "
+                    "not to episodes read from files"
+                )
+            self.episode_seed = episode_seed
+            source = (
+                EpisodeList(tuple(episodes), "<episodes>")
+                if _is_episode_sequence(episodes)
+                else EpisodeList.from_path(episodes)
+            )
+            self._all_episodes = source
+            self._source = source.select(regime=regime, length=length)
+
+        self.privileged = self.track == PRIVILEGED
+        extra = 1 if self.privileged else 0
+        self.step_features = STEP_FEATURES + ((PRIORITY_FEATURE,) if self.privileged else ())
+        self.slot_features = SLOT_FEATURES + ((PRIORITY_FEATURE,) if self.privileged else ())
+        self._n_step = len(STEP_FEATURES) + extra
+        self._n_mem = len(MEMORY_FEATURES)
+        self._n_slot = len(SLOT_FEATURES) + extra
+        self.n_actions = 2 + 2 * self.K
+        self.action_space = spaces.Discrete(self.n_actions)
+        if observation_mode == "box":
+            n = self._n_step + self._n_mem + self.K * self._n_slot
+            self.observation_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+        else:
+            self.observation_space = spaces.Dict(
+                {
+                    "step": spaces.Box(0.0, 1.0, shape=(self._n_step,), dtype=np.float32),
+                    "memory": spaces.Box(0.0, 1.0, shape=(self._n_mem,), dtype=np.float32),
+                    "slots": spaces.Box(0.0, 1.0, shape=(self.K, self._n_slot), dtype=np.float32),
+                    "action_mask": spaces.MultiBinary(self.n_actions),
+                }
+            )
+        self._cycle_position = 0
+        self._episode: Episode | None = None
+        self.episode_index: int | None = None
+        self._done = True
+
+    # ------------------------------------------------------------------ public reading
+    @property
+    def episode(self) -> Episode:
+        """The current episode (with its hidden labels: for scoring and tooling, not for policies)."""
+        if self._episode is None:
+            raise RuntimeError("call reset() first")
+        return self._episode
+
+    @property
+    def store(self) -> ByteMemoryStore:
+        """The memory store of the current episode (apply actions through ``step`` only)."""
+        return self._store
+
+    @property
+    def t(self) -> int:
+        """The current timestep (T once the episode is over)."""
+        return self._t
+
+    @property
+    def current_step(self) -> Step | None:
+        """The current step as a policy on this track sees it (None once the episode is over)."""
+        return self._table.steps[self._t] if self._t < self._T else None
+
+    @property
+    def slot_timesteps(self) -> tuple[int | None, ...]:
+        """The timestep of the item each slot shows (None for an empty slot)."""
+        return tuple(self._slots) + (None,) * (self.K - len(self._slots))
+
+    def action_masks(self) -> np.ndarray:
+        """The valid actions now (bool, length 2 + 2K): exactly those the store would accept."""
+        return self._mask.copy()
+
+    def decode_action(self, action: int) -> MemoryAction:
+        """The ``MemoryAction`` that env action ``action`` stands for now (SKIP for an empty slot)."""
+        a = self._check_action(action)
+        if a == 0 or self._t >= self._T:
+            return _SKIP
+        if a == 1:
+            return MemoryAction("WRITE", step=self._table.steps[self._t])
+        k = (a - 2) % self.K
+        if k >= len(self._slots):
+            return _SKIP
+        if a < 2 + self.K:
+            return MemoryAction("MERGE", step=self._table.steps[self._t], target_t=self._slots[k])
+        return MemoryAction("EXPIRE", target_t=self._slots[k])
+
+    def encode_action(self, action: MemoryAction) -> int | None:
+        """The env action for ``action`` in the current slot layout (None if no slot shows its target)."""
+        if action.action == "SKIP":
+            return 0
+        if action.action == "WRITE":
+            return 1
+        try:
+            k = self._slots.index(action.target_t)
+        except ValueError:
+            return None
+        return 2 + k if action.action == "MERGE" else 2 + self.K + k
+
+    # ------------------------------------------------------------------ episode start
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(RESET_OPTIONS))
+        if unknown:
+            raise ValueError(f"reset options {unknown} are not known; expected some of {RESET_OPTIONS}")
+        if seed is not None:
+            self._cycle_position = 0
+        budget = _check_budget(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
+        episode = options.get("episode")
+        if episode is not None:
+            if not isinstance(episode, Episode):
+                raise ValueError(f"options['episode'] must be an Episode, got {type(episode).__name__}")
+            index = None
+        else:
+            source = self._source_for(options.get("regime"), options.get("length"))
+            index = options.get("episode_index")
+            if index is None:
+                if self.episode_order == "cycle":
+                    index = self._cycle_position
+                    self._cycle_position += 1
+                    if source.size is not None:
+                        index %= source.size
+                else:
+                    high = source.size if source.size is not None else _RANDOM_INDEX_RANGE
+                    index = int(self.np_random.integers(high))
+            else:
+                index = _check_nonnegative_int(index, "options['episode_index']")
+            episode = source.episode(index)
+        if len(episode) == 0:
+            raise ValueError("the episode has no steps")
+        self._start(episode, budget)
+        self.episode_index = index
+        return self._observation(), self._info(accepted=True, reason=_ACCEPTED)
+
+    def _source_for(self, regime: str | None, length: int | None) -> GeneratedEpisodes | EpisodeList:
+        if regime is None and length is None:
+            return self._source
+        if isinstance(self._source, GeneratedEpisodes):
+            base = self._source.config
+            key = (regime or base.regime, length or base.length)
+            config = self._configs.get(key)
+            if config is None:
+                config = make_config(key[0], length=key[1], **self.generator_options)
+                self._configs[key] = config
+            return GeneratedEpisodes(config, self.episode_seed)
+        return self._all_episodes.select(regime=regime or self.regime, length=length or self.length)
+
+    def _start(self, episode: Episode, budget: int) -> None:
+        self._episode = episode
+        self._budget = budget
+        self._table = StreamTable(episode, self.track)
+        self._T = len(episode)
+        self._inv_T = 1.0 / self._T
+        self._store = ByteMemoryStore(budget)
+        self._t = 0
+        self._done = False
+        self._expires_this_step = 0
+        self._family_items: dict[int, list[int]] = {}
+        self._family_live: dict[int, int] = {}
+        self._api_bases: dict[int, list[int]] = {}
+        self._api_live: dict[int, int] = {}
+        self._children: dict[int, list[int]] = {}
+        self._static_rows: dict[int, tuple[float, ...]] = {}
+        self._merges = 0
+        self._oracle_value: float | None = None
+        self._oracle_prefix: np.ndarray | None = None
+        # Hidden labels, used for rewards only.
+        critical = set(episode.critical_steps)
+        self._critical = [t in critical for t in range(self._T)]
+        self._utilities = episode.utilities.tolist()
+        self._critical_before = 0  # critical steps among those already decided
+        self._kept = 0
+        self._kept_critical = 0
+        self._kept_utility = 0.0
+        self._potential = 0.0
+        self._paid = 0.0
+        self._penalties = 0.0
+        # For the rgb_array picture: item t -> [expired at or None, is_merge], bytes after each step.
+        self._history: dict[int, list[Any]] | None = {} if self.render_mode == "rgb_array" else None
+        self._bytes_history: list[int] = []
+        self._last_action: tuple[int, str] | None = None
+        if self.dense_reward and ("utility" in self.reward_weights or "neg_regret" in self.reward_weights):
+            self._compute_oracle(prefix="neg_regret" in self.reward_weights)
+        self._update_view()
+
+    # ------------------------------------------------------------------ stepping
+    def _check_action(self, action: Any) -> int:
+        if type(action) is int and 0 <= action < self.n_actions:
+            return action
+        try:
+            a = int(action)
+        except (TypeError, ValueError):
+            raise ValueError(f"action must be an int in [0, {self.n_actions}), got {action!r}") from None
+        if a != action or not 0 <= a < self.n_actions:
+            raise ValueError(f"action must be an int in [0, {self.n_actions}), got {action!r}")
+        return a
+
+    def step(self, action: Any):
+        if self._done:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        a = self._check_action(action)
+        t = self._t
+        accepted = bool(self._mask[a])
+        penalty = 0.0
+        if accepted:
+            reason = _ACCEPTED
+            memory_action = self.decode_action(a)
+        else:
+            reason = self._rejection_reason(a)
+            memory_action = _SKIP
+            penalty = self.invalid_action_penalty
+        expired_item = self._store.get(memory_action.target_t) if memory_action.action == "EXPIRE" else None
+        decision = self._store.execute(memory_action, t)
+        if not decision.accepted:  # the mask said yes: the mask and the store disagree
+            raise AssertionError(f"store rejected {memory_action} ({decision.reason}) that the mask allowed")
+        kind = memory_action.action
+        if kind == "WRITE" or kind == "MERGE":
+            self._record_stored(t, memory_action)
+        elif kind == "EXPIRE":
+            self._record_expired(expired_item, t)
+        self._last_action = (a, reason)
+        if kind == "EXPIRE":
+            self._expires_this_step += 1
+        else:
+            if self._critical[t]:
+                self._critical_before += 1
+            self._t = t + 1
+            self._expires_this_step = 0
+            if self._history is not None:
+                self._bytes_history.append(self._store.bytes_used)
+        terminated = self._t >= self._T
+        reward = -penalty
+        self._penalties += penalty
+        if self.dense_reward and not terminated:
+            potential = self._current_potential()
+            reward += potential - self._potential
+            self._potential = potential
+        self._update_view()
+        info = self._info(accepted=accepted, reason=reason)
+        if terminated:
+            self._done = True
+            metrics = self.episode_metrics().as_row()
+            target = terminal_reward(self.reward_weights, metrics) - self._penalties
+            reward = closing_reward(target, self._paid)
+            info["metrics"] = metrics
+            info.update(metrics)
+        self._paid += reward
+        return self._observation(), reward, terminated, False, info
+
+    def _rejection_reason(self, a: int) -> str:
+        if a == 0:  # pragma: no cover - SKIP is always valid
+            return Reason.ACCEPTED.value
+        if a >= 2:
+            k = (a - 2) % self.K
+            if k >= len(self._slots):
+                return EMPTY_SLOT
+            if a >= 2 + self.K and self.max_expires_per_step is not None:
+                if self._expires_this_step >= self.max_expires_per_step:
+                    return EXPIRE_CAP
+        return self._store.check(self.decode_action(a), self._t).reason.value
+
+    def _record_stored(self, t: int, action: MemoryAction) -> None:
+        tab = self._table
+        fam = tab.families[t]
+        if fam >= 0:
+            self._family_items.setdefault(fam, []).append(t)
+            self._family_live[fam] = self._family_live.get(fam, 0) + 1
+        is_merge = action.action == "MERGE"
+        if is_merge:
+            self._children.setdefault(action.target_t, []).append(t)
+            self._merges += 1
+        elif tab.apis[t] >= 0:
+            api = tab.apis[t]
+            self._api_bases.setdefault(api, []).append(t)
+            self._api_live[api] = self._api_live.get(api, 0) + 1
+        # A new item is retained: a WRITE always, a MERGE because it joins a present base.
+        self._kept += 1
+        self._kept_critical += self._critical[t]
+        self._kept_utility += self._utilities[t]
+        if self._history is not None:
+            self._history[t] = [None, is_merge]
+
+    def _record_expired(self, item: MemoryItem, t: int) -> None:
+        s = item.t
+        tab = self._table
+        store = self._store
+        fam = tab.families[s]
+        if fam >= 0:
+            live = self._family_live[fam] - 1
+            self._family_live[fam] = live
+            stack = self._family_items[fam]
+            if len(stack) > 2 * live + 16:  # drop expired entries now and then: lookups stay O(K)
+                stack[:] = [x for x in stack if x in store]
+        if item.kind == "WRITE":
+            lost = [s]
+            api = tab.apis[s]
+            if api >= 0:
+                live = self._api_live[api] - 1
+                self._api_live[api] = live
+                bases = self._api_bases[api]
+                if len(bases) > 2 * live + 16:
+                    bases[:] = [x for x in bases if x in store]
+            # The base's MERGE deltas stay in memory but no longer count as retained.
+            lost.extend(c for c in self._children.pop(s, ()) if c in store)
+        else:
+            self._merges -= 1
+            lost = [s] if item.merge_parent_t in store else []
+        for x in lost:
+            self._kept -= 1
+            self._kept_critical -= self._critical[x]
+            self._kept_utility -= self._utilities[x]
+        if self._history is not None:
+            self._history[s][0] = t
+
+    # ------------------------------------------------------------------ observation
+    def _newest_live(self, stack: list[int] | None) -> int | None:
+        if not stack:
+            return None
+        contains = self._store.__contains__
+        while stack and not contains(stack[-1]):
+            stack.pop()
+        return stack[-1] if stack else None
+
+    def _select_slots(self, fam: int) -> list[int]:
+        K = self.K
+        contains = self._store.__contains__
+        shown: list[int] = []
+        if self.slot_order == "relevance" and fam >= 0 and self._family_live.get(fam, 0) > 0:
+            for s in reversed(self._family_items[fam]):
+                if contains(s):
+                    shown.append(s)
+                    if len(shown) == K:
+                        return shown
+            families = self._table.families
+            for s in self._store.iter_timesteps():
+                if families[s] != fam:
+                    shown.append(s)
+                    if len(shown) == K:
+                        break
+            return shown
+        for s in self._store.iter_timesteps():
+            shown.append(s)
+            if len(shown) == K:
+                break
+        return shown
+
+    def _merge_decision(self, t: int, s: int) -> Decision | None:
+        """The store's verdict on MERGE of step ``t`` into item ``s`` (None: identical content, nothing to merge)."""
+        tab = self._table
+        if tab.contents[t] == tab.contents[s]:
+            return None
+        return self._store.check(MemoryAction("MERGE", step=tab.steps[t], target_t=s), t)
+
+    def _update_view(self) -> None:
+        """Compute the slots, the features and the mask of the current state (once per step)."""
+        tab = self._table
+        t = self._t
+        store = self._store
+        contains = store.__contains__
+        K = self.K
+        budget = self._budget
+        remaining = store.remaining()
+        n_items = len(store)
+        live = t < self._T
+        inv_T = self._inv_T
+        fam = tab.families[t] if live else -1
+        api = tab.apis[t] if live else -1
+        slots = self._select_slots(fam)
+        self._slots = slots
+        cap = self.max_expires_per_step
+        expire_ok = live and (cap is None or self._expires_this_step < cap)
+        mask = [False] * self.n_actions
+        mask[0] = True
+        privileged = self.privileged
+
+        # ---- slots (first: the current step's MERGE features reuse their verdicts)
+        slot_rows: list[float] = []
+        verdicts: dict[int, Decision | None] = {}
+        static_rows = self._static_rows
+        families = tab.families
+        apis = tab.apis
+        age_now = t if live else self._T
+        newest_of: dict[int, int | None] = {}
+        for k, s in enumerate(slots):
+            static = static_rows.get(s)
+            if static is None:
+                static = self._static_row(s)
+            f = families[s]
+            same_api = api >= 0 and apis[s] == api
+            merge_ok = False
+            if static[1] == 1.0:  # a MERGE delta: never a MERGE target
+                orphan = 0.0 if contains(store.get(s).merge_parent_t) else 1.0
+            else:
+                orphan = 0.0
+                if same_api:
+                    verdict = verdicts[s] = self._merge_decision(t, s)
+                    merge_ok = verdict is not None and verdict.accepted
+            if merge_ok:
+                mask[2 + k] = True
+            if expire_ok:
+                mask[2 + K + k] = True
+            if f < 0:
+                newest = s
+            else:
+                newest = newest_of.get(f, -1)
+                if newest == -1:
+                    newest = newest_of[f] = self._newest_live(self._family_items.get(f))
+            slot_rows += (
+                1.0,
+                (age_now - s) * inv_T,
+                static[0],
+                static[1],
+                orphan,
+                static[2],
+                static[3],
+                static[4],
+                1.0 if f == fam and f >= 0 else 0.0,
+                1.0 if same_api else 0.0,
+                1.0 if newest != s else 0.0,
+                static[5],
+                1.0 if merge_ok else 0.0,
+            )
+            if privileged:
+                slot_rows.append(static[6])
+        slot_rows += [0.0] * (self._n_slot * (K - len(slots)))
+
+        # ---- current step
+        if live:
+            cost = tab.costs[t]
+            kind = tab.kinds[t]
+            fits = cost <= remaining
+            mask[1] = fits
+            ref = self._newest_live(self._family_items.get(fam)) if fam >= 0 else None
+            base = self._newest_live(self._api_bases.get(api)) if api >= 0 else None
+            step_row = [
+                min(1.0, cost / budget) if budget else 1.0,
+                min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
+                1.0 if fits else 0.0,
+                1.0 if kind == KIND_ENDPOINT else 0.0,
+                1.0 if kind == KIND_DOC else 0.0,
+                1.0 if kind == KIND_GUIDE else 0.0,
+                1.0 if kind > KIND_GUIDE else 0.0,
+            ]
+            if ref is None:
+                step_row += _NO_REFERENCE
+                step_row[17] = tab.deprecated[t]
+            else:
+                identical = tab.contents[t] == tab.contents[ref]
+                cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
+                pa, pr = tab.params[t], tab.params[ref]
+                ra, rr = tab.required[t], tab.required[ref]
+                dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
+                step_row += (
+                    1.0,
+                    1.0 if base is not None else 0.0,
+                    1.0 if identical else 0.0,
+                    1.0 if cmp == 1 else 0.0,
+                    1.0 if cmp == -1 else 0.0,
+                    0.0 if identical or cmp == 0 else 1.0,
+                    _added(pa, pr),
+                    _added(pr, pa),
+                    _added(ra, rr),
+                    _added(rr, ra),
+                    dep_t,
+                    1.0 if dep_t > dep_r else 0.0,
+                    1.0 if dep_r > dep_t else 0.0,
+                    0.0 if identical else _fields_changed(tab.steps[t].observation, tab.steps[ref].observation),
+                )
+            merge_ok, merge_cost = 0.0, 0.0
+            if base is not None:
+                verdict = verdicts[base] if base in verdicts else self._merge_decision(t, base)
+                if verdict is not None and verdict.reason in _MERGE_COSTED:
+                    merge_ok = 1.0 if verdict.accepted else 0.0
+                    merge_cost = min(1.0, verdict.byte_delta / cost) if cost else 1.0
+            step_row += (
+                merge_ok,
+                merge_cost,
+                (t - ref) * inv_T if ref is not None else 0.0,
+                min(1.0, self._family_live.get(fam, 0) / K) if fam >= 0 else 0.0,
+            )
+            if privileged:
+                step_row.append(tab.priorities[t])
+        else:
+            step_row = [0.0] * self._n_step
+
+        # ---- memory
+        if cap is None:
+            cap_left = 1.0 if live else 0.0
+        else:
+            cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
+        mem_row = [
+            remaining / budget if budget else 0.0,
+            n_items / (n_items + K),
+            (n_items - len(slots)) / n_items if n_items else 0.0,
+            self._merges / n_items if n_items else 0.0,
+            t * inv_T if live else 1.0,
+            cap_left,
+        ]
+        self._features = (step_row, mem_row, slot_rows)
+        self._mask = np.array(mask, dtype=bool)
+
+    def _static_row(self, s: int) -> tuple[float, ...]:
+        # What never changes about a stored item (the budget is fixed within an episode).
+        tab = self._table
+        item = self._store.get(s)
+        kind = tab.kinds[s]
+        row = (
+            min(1.0, item.byte_cost / self._budget) if self._budget else 1.0,
+            1.0 if item.kind == "MERGE" else 0.0,
+            1.0 if kind == KIND_ENDPOINT else 0.0,
+            1.0 if kind == KIND_DOC else 0.0,
+            1.0 if kind == KIND_GUIDE else 0.0,
+            tab.deprecated[s],
+        ) + ((tab.priorities[s],) if self.privileged else ())
+        self._static_rows[s] = row
+        return row
+
+    def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
+        step_row, mem_row, slot_rows = self._features
+        if self.observation_mode == "box":
+            return np.array(step_row + mem_row + slot_rows, dtype=np.float32)
+        return {
+            "step": np.array(step_row, dtype=np.float32),
+            "memory": np.array(mem_row, dtype=np.float32),
+            "slots": np.array(slot_rows, dtype=np.float32).reshape(self.K, self._n_slot),
+            "action_mask": self._mask.astype(np.int8),
+        }
+
+    def _info(self, *, accepted: bool, reason: str) -> dict[str, Any]:
+        return {
+            "t": self._t,
+            "accepted": accepted,
+            "reason": reason,
+            "bytes_used": self._store.bytes_used,
+            "action_mask": self._mask,  # a new array every step: never written to afterwards
+        }
+
+    # ------------------------------------------------------------------ rewards and metrics
+    def _compute_oracle(self, prefix: bool) -> None:
+        if prefix:
+            curve = oracle_curve(track_costs(self.episode, self.track), self.episode.utilities, [self._budget])
+            self._oracle_value = curve.at(self._budget)
+            self._oracle_prefix = curve.prefix[0]
+        else:
+            self._oracle_value = oracle_utility(
+                track_costs(self.episode, self.track), self.episode.utilities, self._budget
+            )
+
+    def oracle_utility(self) -> float:
+        """U*(B) of the current episode at its budget on this track (computed once per episode)."""
+        if self._oracle_value is None:
+            self._compute_oracle(prefix=False)
+        return self._oracle_value
+
+    def _current_potential(self) -> float:
+        """The weighted metric as if the episode ended now, against the steps already decided."""
+        total = 0.0
+        for name, weight in self.reward_weights.items():
+            if name == "f1":
+                denominator = self._kept + self._critical_before
+                value = 2.0 * self._kept_critical / denominator if denominator else 0.0
+            else:
+                oracle = self._oracle_value
+                if not oracle:
+                    value = 0.0
+                elif name == "utility":
+                    value = self._kept_utility / oracle
+                else:
+                    best_so_far = float(self._oracle_prefix[self._t - 1]) if self._t else 0.0
+                    value = -max(0.0, best_so_far - self._kept_utility) / oracle
+            total += weight * value
+        return total
+
+    def episode_metrics(self):
+        """The benchmark metrics of the memory as it is now (the final ones once the episode is over)."""
+        return compute_metrics(self.episode, self._store, oracle_utility=self.oracle_utility())
+
+    # ------------------------------------------------------------------ rendering
+    def last_action_text(self) -> str:
+        """The last action and its outcome, for rendering."""
+        if self._last_action is None:
+            return "reset"
+        a, reason = self._last_action
+        return f"{self._action_name(a)} -> {'accepted' if reason == _ACCEPTED else 'rejected: ' + reason}"
+
+    def _action_name(self, a: int) -> str:
+        if a == 0:
+            return "SKIP"
+        if a == 1:
+            return "WRITE"
+        if a < 2 + self.K:
+            return f"MERGE slot {a - 2}"
+        return f"EXPIRE slot {a - 2 - self.K}"
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() called without render_mode; pass render_mode='ansi' or 'rgb_array' to gym.make")
+            return None
+        if self._episode is None:
+            raise RuntimeError("call reset() before render()")
+        from . import render as _render
+
+        if self.render_mode == "ansi":
+            return _render.ansi(self)
+        return _render.memory_picture(self)
+
+
+_NO_REFERENCE = [0.0] * 14
+_MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
+
+
+def _added(a: int | None, b: int | None) -> float:
+    """|a - b| / |a| for two bit-mask sets (0 when either is missing or a is empty)."""
+    if a is None or b is None or not a:
+        return 0.0
+    return (a & ~b).bit_count() / a.bit_count()
+
+
+def _fields_changed(current: Any, reference: Any) -> float:
+    if not isinstance(current, dict) or not isinstance(reference, dict) or not current:
+        return 1.0 if current != reference else 0.0
+    missing = object()
+    changed = sum(1 for k, v in current.items() if reference.get(k, missing) != v)
+    return changed / len(current)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def _check_nonnegative_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+    return int(value)
+
+
+def _check_budget(value: Any, name: str) -> int:
+    return _check_nonnegative_int(value, name)
+
+
+def _is_episode_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(e, Episode) for e in value) and len(value) > 0

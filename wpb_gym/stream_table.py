@@ -1,0 +1,165 @@
+"""Per-episode tables the environment reads instead of re-parsing steps at every decision.
+
+``StreamTable(episode, track)`` looks at every step once, as a policy on ``track`` sees it,
+and keeps plain Python lists indexed by timestep: byte cost, content kind, endpoint family,
+exact endpoint identity, version, parameter sets as bit masks, deprecation and priority.
+Comparing the current step with a stored one is then a few list lookups and integer
+operations, with no JSON work at decision time.
+
+Only policy-visible data enters these tables; the hidden labels stay on the episode.
+
+Endpoint *family*: MERGE needs an exactly equal ``"api"``, but the synthetic streams put
+the version in the endpoint string (``api.v3.endpoint_5``), so the previous version of an
+endpoint is another ``"api"``. The family key removes version segments (``v`` + digits
+between ``.``/``/`` separators or at an end) so that ``api.v2.endpoint_5`` and
+``api.v3.endpoint_5`` are one family, which is what "how does this step differ from what
+memory holds about the endpoint" needs. Documentation sections form a family per
+``section`` title and migration guides per family of ``old_api``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from numbers import Real
+from typing import Any
+
+from .accounting import MERGE_KEY, observation_json
+from .tracks import PRIVILEGED, policy_episode, track_costs
+from .types import Episode
+
+KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER = 0, 1, 2, 3
+KIND_NAMES = ("endpoint", "doc", "guide", "other")
+
+_VERSION_SEGMENT = re.compile(r"(^|[./])v\d+(?=[./]|$)")
+
+
+def endpoint_family(api: Any) -> Any:
+    """The family key of an ``"api"`` value: version segments removed from strings."""
+    if isinstance(api, str):
+        return _VERSION_SEGMENT.sub(r"\1", api)
+    return api
+
+
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+        return (type(value), value)
+    except TypeError:
+        return (type(value), json.dumps(value, sort_keys=True, default=str))
+
+
+def _kind_and_family(obs: Any) -> tuple[int, Any]:
+    if isinstance(obs, dict):
+        if MERGE_KEY in obs:
+            return KIND_ENDPOINT, ("api", _hashable(endpoint_family(obs[MERGE_KEY])))
+        if "section" in obs:
+            return KIND_DOC, ("section", _hashable(obs["section"]))
+        if "old_api" in obs or "new_api" in obs:
+            return KIND_GUIDE, ("guide", _hashable(endpoint_family(obs.get("old_api"))))
+    return KIND_OTHER, None
+
+
+def compare_versions(current: Any, reference: Any) -> int | None:
+    """+1 if ``current`` is a later version than ``reference``, -1 if earlier, 0 if equal.
+
+    Numbers (not booleans) compare numerically and strings lexically (ISO dates sort); None
+    when the two cannot be ordered (missing, or of different types) and differ.
+    """
+    if current == reference and type(current) is type(reference):
+        return 0
+    both_numbers = (
+        isinstance(current, Real)
+        and isinstance(reference, Real)
+        and not isinstance(current, bool)
+        and not isinstance(reference, bool)
+    )
+    if both_numbers or (isinstance(current, str) and isinstance(reference, str)):
+        return (current > reference) - (current < reference)
+    return None
+
+
+class StreamTable:
+    """What the environment needs to know about each step of one episode on one track."""
+
+    def __init__(self, episode: Episode, track: str) -> None:
+        view = policy_episode(episode, track)
+        steps = view.steps
+        self.steps = steps
+        self.length = len(steps)
+        self.costs: list[int] = track_costs(episode, track).tolist()
+        privileged = track == PRIVILEGED
+        kinds, families, apis, versions = [], [], [], []
+        params, required, deprecated, contents, priorities = [], [], [], [], []
+        content_ids: dict[str, int] = {}
+        api_info: dict[Any, tuple[int, int]] = {}  # api value -> (family id, api id)
+        family_ids: dict[Any, int] = {}
+        masks: dict[Any, int | None] = {}
+        bits: dict[Any, int] = {}
+
+        def mask(values: Any) -> int | None:
+            if not isinstance(values, list):
+                return None
+            try:
+                key = tuple((type(v), v) for v in values)
+                cached = masks.get(key, -1)
+            except TypeError:
+                key, cached = None, -1
+            if cached != -1:
+                return cached
+            m = 0
+            for v in values:
+                b = _hashable(v)
+                bit = bits.get(b)
+                if bit is None:
+                    bit = bits[b] = len(bits)
+                m |= 1 << bit
+            if key is not None:
+                masks[key] = m
+            return m
+
+        for step in steps:
+            obs = step.observation
+            # Equal JSON text means equal observations (the text is cached for pricing anyway).
+            contents.append(content_ids.setdefault(observation_json(step), len(content_ids)))
+            if type(obs) is dict:
+                if MERGE_KEY in obs:
+                    api = obs[MERGE_KEY]
+                    key = _hashable(api)
+                    ids = api_info.get(key)
+                    if ids is None:
+                        family = family_ids.setdefault(("api", _hashable(endpoint_family(api))), len(family_ids))
+                        ids = api_info[key] = (family, len(api_info))
+                    kinds.append(KIND_ENDPOINT)
+                    families.append(ids[0])
+                    apis.append(ids[1])
+                else:
+                    kind, family = _kind_and_family(obs)
+                    kinds.append(kind)
+                    families.append(-1 if family is None else family_ids.setdefault(family, len(family_ids)))
+                    apis.append(-1)
+                versions.append(obs["version"] if "version" in obs else obs.get("last_updated"))
+                params.append(mask(obs.get("params")))
+                required.append(mask(obs.get("required")))
+                deprecated.append(1.0 if obs.get("deprecated") is True else 0.0)
+            else:
+                kinds.append(KIND_OTHER)
+                families.append(-1)
+                apis.append(-1)
+                versions.append(None)
+                params.append(None)
+                required.append(None)
+                deprecated.append(0.0)
+            if privileged:
+                p = step.metadata.get("priority")
+                ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
+                priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
+        self.kinds = kinds
+        self.families = families
+        self.apis = apis
+        self.versions = versions
+        self.params = params
+        self.required = required
+        self.deprecated = deprecated
+        self.contents = contents
+        self.priorities = priorities if privileged else None
