@@ -62,13 +62,18 @@ def _metadata_len(metadata: Any) -> int:
     return json_len(metadata)
 
 
+def write_cost(observation_text: str, metadata: Any) -> int:
+    """The WRITE formula, from the observation's JSON text and the metadata as seen."""
+    return len(observation_text) + _metadata_len(metadata) + HEADER_BYTES + INDEX_BYTES
+
+
 def estimate_bytes(step: Step) -> int:
     """Bytes charged for WRITE of ``step`` (pass the step as the policy sees it)."""
     # Policies, masks and the store all ask for the same step's cost; it is computed once
     # per step object. Steps are immutable, so the cached value cannot go stale.
     cached = step.__dict__.get("_write_cost")
     if cached is None:
-        cached = len(observation_json(step)) + _metadata_len(step.metadata) + HEADER_BYTES + INDEX_BYTES
+        cached = write_cost(observation_json(step), step.metadata)
         step.__dict__["_write_cost"] = cached
     return cached
 

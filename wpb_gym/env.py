@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Sequence
 from typing import Any, Mapping
 
@@ -17,7 +18,7 @@ from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Decision, Reason
 from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, StreamTable, compare_versions
-from .tracks import PRIVILEGED, UNPRIVILEGED, check_track, track_costs
+from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
 STEP_FEATURES: tuple[str, ...] = (
@@ -48,21 +49,19 @@ STEP_FEATURES: tuple[str, ...] = (
     "family_items",
 )
 MEMORY_FEATURES: tuple[str, ...] = ("remaining", "items", "hidden_items", "merge_items", "time", "expires_left")
+# Slot rows: present, age, the item's fixed features (its priority last, privileged track
+# only), then the features that depend on the current step.
 SLOT_FEATURES: tuple[str, ...] = (
     "present",
     "age",
     "cost_budget",
     "is_merge",
-    "orphan",
     "kind_endpoint",
     "kind_doc",
     "kind_guide",
-    "same_family",
-    "same_api",
-    "superseded",
     "deprecated",
-    "merge_ok",
 )
+SLOT_CONTEXT_FEATURES: tuple[str, ...] = ("orphan", "same_family", "same_api", "superseded", "merge_ok")
 PRIORITY_FEATURE = "priority"
 
 SLOT_ORDERS = ("relevance", "oldest")
@@ -167,20 +166,20 @@ class WritePolicyBenchEnv(gym.Env):
 
     | Slot (K rows)       | Value                                                                         |
     |---------------------|-------------------------------------------------------------------------------|
-    | present             | 1 if the slot holds an item (the other features of an empty slot are 0)      |
+    | present             | 1 if the slot holds an item (every feature of an empty slot is 0)            |
     | age                 | (t - item t) / T                                                              |
     | cost_budget         | the item's bytes / budget                                                     |
     | is_merge            | 1 for a MERGE delta, 0 for a base (WRITE) item                                |
-    | orphan              | 1 for a MERGE delta whose base was expired (it no longer counts as retained)  |
     | kind_endpoint       | as for the current step                                                       |
     | kind_doc            | as for the current step                                                       |
     | kind_guide          | as for the current step                                                       |
+    | deprecated          | 1 if the stored step said ``deprecated: true``                                |
+    | priority            | privileged track only: the stored step's ``priority``                         |
+    | orphan              | 1 for a MERGE delta whose base was expired (it no longer counts as retained)  |
     | same_family         | 1 if of the current step's family                                             |
     | same_api            | 1 if its ``api`` equals the current step's exactly                            |
     | superseded          | 1 if a newer item of its family is stored                                     |
-    | deprecated          | 1 if the stored step said ``deprecated: true``                                |
     | merge_ok            | 1 if MERGE of the current step into this slot would be accepted               |
-    | priority            | privileged track only: the stored step's ``priority``                         |
 
     Which items the slots show (``slot_order``): ``"relevance"`` (default) shows the items of
     the current step's family newest first, then the other items oldest first;
@@ -326,15 +325,16 @@ class WritePolicyBenchEnv(gym.Env):
         self.privileged = self.track == PRIVILEGED
         extra = 1 if self.privileged else 0
         self.step_features = STEP_FEATURES + ((PRIORITY_FEATURE,) if self.privileged else ())
-        self.slot_features = SLOT_FEATURES + ((PRIORITY_FEATURE,) if self.privileged else ())
+        self.slot_features = SLOT_FEATURES + ((PRIORITY_FEATURE,) if self.privileged else ()) + SLOT_CONTEXT_FEATURES
         self._n_step = len(STEP_FEATURES) + extra
         self._n_mem = len(MEMORY_FEATURES)
-        self._n_slot = len(SLOT_FEATURES) + extra
+        self._n_slot = len(SLOT_FEATURES) + extra + len(SLOT_CONTEXT_FEATURES)
         self.n_actions = 2 + 2 * self.K
         self.action_space = spaces.Discrete(self.n_actions)
         if observation_mode == "box":
             n = self._n_step + self._n_mem + self.K * self._n_slot
             self.observation_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
+            self._box_format = f"={n}f"  # a format string, not a Struct: Structs do not pickle
         else:
             self.observation_space = spaces.Dict(
                 {
@@ -370,7 +370,7 @@ class WritePolicyBenchEnv(gym.Env):
     @property
     def current_step(self) -> Step | None:
         """The current step as a policy on this track sees it (None once the episode is over)."""
-        return self._table.steps[self._t] if self._t < self._T else None
+        return self._table.step(self._t) if self._t < self._T else None
 
     @property
     def slot_timesteps(self) -> tuple[int | None, ...]:
@@ -387,12 +387,12 @@ class WritePolicyBenchEnv(gym.Env):
         if a == 0 or self._t >= self._T:
             return _SKIP
         if a == 1:
-            return MemoryAction("WRITE", step=self._table.steps[self._t])
+            return MemoryAction("WRITE", step=self._table.step(self._t))
         k = (a - 2) % self.K
         if k >= len(self._slots):
             return _SKIP
         if a < 2 + self.K:
-            return MemoryAction("MERGE", step=self._table.steps[self._t], target_t=self._slots[k])
+            return MemoryAction("MERGE", step=self._table.step(self._t), target_t=self._slots[k])
         return MemoryAction("EXPIRE", target_t=self._slots[k])
 
     def encode_action(self, action: MemoryAction) -> int | None:
@@ -468,6 +468,8 @@ class WritePolicyBenchEnv(gym.Env):
         self._expires_this_step = 0
         self._family_items: dict[int, list[int]] = {}
         self._family_live: dict[int, int] = {}
+        self._family_newest: dict[int, int] = {}  # family -> newest stored item (absent: none)
+        self._merge_parent: dict[int, int] = {}  # stored MERGE item -> its base
         self._api_bases: dict[int, list[int]] = {}
         self._api_live: dict[int, int] = {}
         self._children: dict[int, list[int]] = {}
@@ -576,9 +578,11 @@ class WritePolicyBenchEnv(gym.Env):
         if fam >= 0:
             self._family_items.setdefault(fam, []).append(t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
+            self._family_newest[fam] = t
         is_merge = action.action == "MERGE"
         if is_merge:
             self._children.setdefault(action.target_t, []).append(t)
+            self._merge_parent[t] = action.target_t
             self._merges += 1
         elif tab.apis[t] >= 0:
             api = tab.apis[t]
@@ -602,6 +606,12 @@ class WritePolicyBenchEnv(gym.Env):
             stack = self._family_items[fam]
             if len(stack) > 2 * live + 16:  # drop expired entries now and then: lookups stay O(K)
                 stack[:] = [x for x in stack if x in store]
+            if self._family_newest[fam] == s:
+                newest = self._newest_live(stack)
+                if newest is None:
+                    del self._family_newest[fam]
+                else:
+                    self._family_newest[fam] = newest
         if item.kind == "WRITE":
             lost = [s]
             api = tab.apis[s]
@@ -615,6 +625,7 @@ class WritePolicyBenchEnv(gym.Env):
             lost.extend(c for c in self._children.pop(s, ()) if c in store)
         else:
             self._merges -= 1
+            self._merge_parent.pop(s, None)
             lost = [s] if item.merge_parent_t in store else []
         for x in lost:
             self._kept -= 1
@@ -660,7 +671,7 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         if tab.contents[t] == tab.contents[s]:
             return None
-        return self._store.check(MemoryAction("MERGE", step=tab.steps[t], target_t=s), t)
+        return self._store.check(MemoryAction("MERGE", step=tab.step(t), target_t=s), t)
 
     def _update_view(self) -> None:
         """Compute the slots, the features and the mask of the current state (once per step)."""
@@ -691,48 +702,36 @@ class WritePolicyBenchEnv(gym.Env):
         families = tab.families
         apis = tab.apis
         age_now = t if live else self._T
-        newest_of: dict[int, int | None] = {}
+        newest_of = self._family_newest
+        merge_parent = self._merge_parent
         for k, s in enumerate(slots):
             static = static_rows.get(s)
             if static is None:
                 static = self._static_row(s)
             f = families[s]
-            same_api = api >= 0 and apis[s] == api
             merge_ok = False
-            if static[1] == 1.0:  # a MERGE delta: never a MERGE target
-                orphan = 0.0 if contains(store.get(s).merge_parent_t) else 1.0
+            parent = merge_parent.get(s)
+            if parent is not None:  # a MERGE delta: never a MERGE target
+                orphan = 0.0 if contains(parent) else 1.0
+                same_api = api >= 0 and apis[s] == api
             else:
                 orphan = 0.0
+                same_api = api >= 0 and apis[s] == api
                 if same_api:
                     verdict = verdicts[s] = self._merge_decision(t, s)
-                    merge_ok = verdict is not None and verdict.accepted
-            if merge_ok:
-                mask[2 + k] = True
-            if expire_ok:
-                mask[2 + K + k] = True
-            if f < 0:
-                newest = s
-            else:
-                newest = newest_of.get(f, -1)
-                if newest == -1:
-                    newest = newest_of[f] = self._newest_live(self._family_items.get(f))
-            slot_rows += (
-                1.0,
-                (age_now - s) * inv_T,
-                static[0],
-                static[1],
-                orphan,
-                static[2],
-                static[3],
-                static[4],
-                1.0 if f == fam and f >= 0 else 0.0,
-                1.0 if same_api else 0.0,
-                1.0 if newest != s else 0.0,
-                static[5],
-                1.0 if merge_ok else 0.0,
-            )
-            if privileged:
-                slot_rows.append(static[6])
+                    if verdict is not None and verdict.accepted:
+                        merge_ok = True
+                        mask[2 + k] = True
+            slot_rows.append(1.0)
+            slot_rows.append((age_now - s) * inv_T)
+            slot_rows += static
+            slot_rows.append(orphan)
+            slot_rows.append(1.0 if f == fam and f >= 0 else 0.0)
+            slot_rows.append(1.0 if same_api else 0.0)
+            slot_rows.append(1.0 if f >= 0 and newest_of[f] != s else 0.0)
+            slot_rows.append(1.0 if merge_ok else 0.0)
+        if expire_ok and slots:
+            mask[2 + K : 2 + K + len(slots)] = [True] * len(slots)
         slot_rows += [0.0] * (self._n_slot * (K - len(slots)))
 
         # ---- current step
@@ -741,7 +740,7 @@ class WritePolicyBenchEnv(gym.Env):
             kind = tab.kinds[t]
             fits = cost <= remaining
             mask[1] = fits
-            ref = self._newest_live(self._family_items.get(fam)) if fam >= 0 else None
+            ref = self._family_newest.get(fam) if fam >= 0 else None
             base = self._newest_live(self._api_bases.get(api)) if api >= 0 else None
             step_row = [
                 min(1.0, cost / budget) if budget else 1.0,
@@ -775,7 +774,7 @@ class WritePolicyBenchEnv(gym.Env):
                     dep_t,
                     1.0 if dep_t > dep_r else 0.0,
                     1.0 if dep_r > dep_t else 0.0,
-                    0.0 if identical else _fields_changed(tab.steps[t].observation, tab.steps[ref].observation),
+                    0.0 if identical else _fields_changed(tab.observation(t), tab.observation(ref)),
                 )
             merge_ok, merge_cost = 0.0, 0.0
             if base is not None:
@@ -827,9 +826,12 @@ class WritePolicyBenchEnv(gym.Env):
         return row
 
     def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
+        # struct packing into a fresh bytearray is about twice as fast as np.array(list)
+        # here, and every call still returns a new, writable array.
         step_row, mem_row, slot_rows = self._features
         if self.observation_mode == "box":
-            return np.array(step_row + mem_row + slot_rows, dtype=np.float32)
+            packed = struct.pack(self._box_format, *step_row, *mem_row, *slot_rows)
+            return np.frombuffer(bytearray(packed), dtype=np.float32)
         return {
             "step": np.array(step_row, dtype=np.float32),
             "memory": np.array(mem_row, dtype=np.float32),
@@ -849,13 +851,11 @@ class WritePolicyBenchEnv(gym.Env):
     # ------------------------------------------------------------------ rewards and metrics
     def _compute_oracle(self, prefix: bool) -> None:
         if prefix:
-            curve = oracle_curve(track_costs(self.episode, self.track), self.episode.utilities, [self._budget])
+            curve = oracle_curve(self._table.cost_array(), self.episode.utilities, [self._budget])
             self._oracle_value = curve.at(self._budget)
             self._oracle_prefix = curve.prefix[0]
         else:
-            self._oracle_value = oracle_utility(
-                track_costs(self.episode, self.track), self.episode.utilities, self._budget
-            )
+            self._oracle_value = oracle_utility(self._table.cost_array(), self.episode.utilities, self._budget)
 
     def oracle_utility(self) -> float:
         """U*(B) of the current episode at its budget on this track (computed once per episode)."""

@@ -24,9 +24,11 @@ import re
 from numbers import Real
 from typing import Any
 
-from .accounting import MERGE_KEY, observation_json
-from .tracks import PRIVILEGED, policy_episode, track_costs
-from .types import Episode
+import numpy as np
+
+from .accounting import MERGE_KEY, observation_json, write_cost
+from .tracks import PRIVILEGED, check_track, policy_step, visible_metadata
+from .types import Episode, Step
 
 KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER = 0, 1, 2, 3
 KIND_NAMES = ("endpoint", "doc", "guide", "other")
@@ -80,16 +82,22 @@ def compare_versions(current: Any, reference: Any) -> int | None:
 
 
 class StreamTable:
-    """What the environment needs to know about each step of one episode on one track."""
+    """What the environment needs to know about each step of one episode on one track.
+
+    The track's view of a step (a ``Step`` with the visible metadata) is only built when
+    something asks for it (``step(t)``): pricing every step needs the JSON text and the
+    visible metadata, not a new object per step.
+    """
 
     def __init__(self, episode: Episode, track: str) -> None:
-        view = policy_episode(episode, track)
-        steps = view.steps
-        self.steps = steps
-        self.length = len(steps)
-        self.costs: list[int] = track_costs(episode, track).tolist()
+        check_track(track)
+        self.track = track
+        raw_steps = episode.steps
+        self._raw = raw_steps
+        self._views: list[Step | None] = [None] * len(raw_steps)
+        self.length = len(raw_steps)
         privileged = track == PRIVILEGED
-        kinds, families, apis, versions = [], [], [], []
+        costs, kinds, families, apis, versions = [], [], [], [], []
         params, required, deprecated, contents, priorities = [], [], [], [], []
         content_ids: dict[str, int] = {}
         api_info: dict[Any, tuple[int, int]] = {}  # api value -> (family id, api id)
@@ -101,11 +109,11 @@ class StreamTable:
             if not isinstance(values, list):
                 return None
             try:
-                key = tuple((type(v), v) for v in values)
-                cached = masks.get(key, -1)
+                key = (tuple(values), tuple(map(type, values)))  # typed: 1 and True differ
+                cached = masks.get(key)
             except TypeError:
-                key, cached = None, -1
-            if cached != -1:
+                key, cached = None, None
+            if cached is not None:
                 return cached
             m = 0
             for v in values:
@@ -118,10 +126,12 @@ class StreamTable:
                 masks[key] = m
             return m
 
-        for step in steps:
+        for step in raw_steps:
             obs = step.observation
-            # Equal JSON text means equal observations (the text is cached for pricing anyway).
-            contents.append(content_ids.setdefault(observation_json(step), len(content_ids)))
+            text = observation_json(step)
+            costs.append(write_cost(text, visible_metadata(step.metadata, track)))
+            # Equal JSON text means equal observations.
+            contents.append(content_ids.setdefault(text, len(content_ids)))
             if type(obs) is dict:
                 if MERGE_KEY in obs:
                     api = obs[MERGE_KEY]
@@ -154,6 +164,7 @@ class StreamTable:
                 p = step.metadata.get("priority")
                 ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
                 priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
+        self.costs = costs
         self.kinds = kinds
         self.families = families
         self.apis = apis
@@ -163,3 +174,21 @@ class StreamTable:
         self.deprecated = deprecated
         self.contents = contents
         self.priorities = priorities if privileged else None
+
+    def step(self, t: int) -> Step:
+        """Step ``t`` as a policy on this track sees it (built once, its cost already known)."""
+        view = self._views[t]
+        if view is None:
+            view = policy_step(self._raw[t], self.track)
+            cache = view.__dict__
+            if "_write_cost" not in cache:
+                cache["_observation_json"] = observation_json(self._raw[t])
+                cache["_write_cost"] = self.costs[t]
+            self._views[t] = view
+        return view
+
+    def observation(self, t: int) -> Any:
+        return self._raw[t].observation
+
+    def cost_array(self) -> np.ndarray:
+        return np.asarray(self.costs, dtype=np.int64)

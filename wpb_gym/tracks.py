@@ -31,11 +31,16 @@ def check_track(track: str) -> str:
     return track
 
 
+def visible_metadata(metadata: dict, track: str) -> dict:
+    """The part of a step's metadata a policy on ``track`` sees."""
+    keys = VISIBLE_METADATA[check_track(track)]
+    return {k: metadata[k] for k in keys if k in metadata}
+
+
 def policy_step(step: Step, track: str) -> Step:
     """The step as a policy on ``track`` sees it (metadata restricted to the track's keys)."""
-    keys = VISIBLE_METADATA[check_track(track)]
     metadata = step.metadata
-    visible = {k: metadata[k] for k in keys if k in metadata}
+    visible = visible_metadata(metadata, track)
     if len(visible) == len(metadata):
         return step
     return Step(t=step.t, observation=step.observation, metadata=visible)
