@@ -5,8 +5,10 @@ and driven by uniformly random *valid* actions: CartPole has no invalid action, 
 WritePolicyBench the action is drawn among those ``info["action_mask"]`` allows. Random
 numbers are drawn in blocks up front so the sampler costs the same small amount for both.
 Episode resets are included: a generated episode is built and prepared at every reset.
+The machine's speed drifts during a run (a shared VM), so the environments are measured in
+alternating slices and each rate is total steps / total time.
 
-    python benchmarks/env_throughput.py [--seconds 5] [--profile]
+    python benchmarks/env_throughput.py [--seconds 10] [--rounds 6] [--profile]
 """
 
 from __future__ import annotations
@@ -27,57 +29,76 @@ SETTINGS = {
 }
 
 
-def run_cartpole(seconds: float, seed: int = 0) -> tuple[float, int]:
-    env = gym.make("CartPole-v1")
-    env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, 2, size=1 << 16)
-    n, start = 0, time.perf_counter()
-    while True:
-        for a in draws:
-            _, _, terminated, truncated, _ = env.step(int(a))
-            if terminated or truncated:
-                env.reset()
-        n += draws.size
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return n / elapsed, n
+class CartPoleRunner:
+    def __init__(self, seed: int = 0) -> None:
+        self.env = gym.make("CartPole-v1")
+        self.env.reset(seed=seed)
+        self.draws = np.random.default_rng(seed).integers(0, 2, size=1 << 12).tolist()
+
+    def run(self, seconds: float) -> tuple[int, float]:
+        env, n, start = self.env, 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for a in self.draws:
+                _, _, terminated, truncated, _ = env.step(a)
+                if terminated or truncated:
+                    env.reset()
+            n += len(self.draws)
+        return n, time.perf_counter() - start
 
 
-def run_wpb(seconds: float, kwargs: dict, seed: int = 0) -> tuple[float, int, int]:
-    env = gym.make("WritePolicyBench-v0", **kwargs)
-    _, info = env.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    draws = rng.random(1 << 16)
-    n, episodes, start = 0, 0, time.perf_counter()
-    while True:
-        for u in draws:
-            valid = np.flatnonzero(info["action_mask"])
-            _, _, terminated, _, info = env.step(int(valid[int(u * valid.size)]))
-            if terminated:
-                episodes += 1
-                _, info = env.reset()
-        n += draws.size
-        elapsed = time.perf_counter() - start
-        if elapsed >= seconds:
-            return n / elapsed, n, episodes
+class WritePolicyBenchRunner:
+    def __init__(self, kwargs: dict, seed: int = 0) -> None:
+        self.env = gym.make("WritePolicyBench-v0", **kwargs)
+        _, self.info = self.env.reset(seed=seed)
+        self.draws = np.random.default_rng(seed).random(1 << 12).tolist()
+        self.episodes = 0
+
+    def run(self, seconds: float) -> tuple[int, float]:
+        env, info, n, start = self.env, self.info, 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for u in self.draws:
+                valid = np.flatnonzero(info["action_mask"])
+                _, _, terminated, _, info = env.step(int(valid[int(u * valid.size)]))
+                if terminated:
+                    self.episodes += 1
+                    _, info = env.reset()
+            n += len(self.draws)
+        self.info = info
+        return n, time.perf_counter() - start
+
+
+def interleaved(runners: dict[str, object], seconds: float, rounds: int) -> dict[str, float]:
+    """Steps/s of each runner, measured in alternating slices so that drifts of the machine's
+    speed during the run hit every environment alike."""
+    steps = dict.fromkeys(runners, 0)
+    elapsed = dict.fromkeys(runners, 0.0)
+    for _ in range(rounds):
+        for name, runner in runners.items():
+            n, dt = runner.run(seconds / rounds)
+            steps[name] += n
+            elapsed[name] += dt
+    return {name: steps[name] / elapsed[name] for name in runners}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="minimum seconds per measurement")
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per environment")
+    parser.add_argument("--rounds", type=int, default=6, help="alternating slices per environment")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the default setting")
     args = parser.parse_args()
     if args.profile:
-        cProfile.runctx("run_wpb(args.seconds, {})", globals(), {"args": args, "run_wpb": run_wpb}, "/tmp/wpb_env.prof")
+        runner = WritePolicyBenchRunner({})
+        cProfile.runctx("runner.run(args.seconds)", globals(), {"args": args, "runner": runner}, "/tmp/wpb_env.prof")
         pstats.Stats("/tmp/wpb_env.prof").sort_stats("tottime").print_stats(25)
         return
-    cartpole, n_cp = run_cartpole(args.seconds)
-    print(f"{'environment':<44} {'steps/s':>10} {'vs CartPole-v1':>15}")
-    print(f"{'CartPole-v1 (reference)':<44} {cartpole:>10,.0f} {1.0:>14.2f}x")
+    runners = {"CartPole-v1 (reference)": CartPoleRunner()}
     for name, kwargs in SETTINGS.items():
-        rate, n, episodes = run_wpb(args.seconds, kwargs)
-        print(f"{'WritePolicyBench-v0 ' + name:<44} {rate:>10,.0f} {rate / cartpole:>14.2f}x   ({episodes} episodes)")
+        runners[f"WritePolicyBench-v0 {name}"] = WritePolicyBenchRunner(kwargs)
+    rates = interleaved(runners, args.seconds, args.rounds)
+    reference = rates["CartPole-v1 (reference)"]
+    print(f"{'environment':<46} {'steps/s':>10} {'vs CartPole-v1':>15}")
+    for name, rate in rates.items():
+        print(f"{name:<46} {rate:>10,.0f} {rate / reference:>14.2f}x")
 
 
 if __name__ == "__main__":

@@ -188,6 +188,31 @@ def test_different_seed_different_episode(env_id):
     env.close()
 
 
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_action_mask_is_exactly_what_the_store_accepts(env_id):
+    """What MaskablePPO relies on: a masked action is rejected (and penalised), an allowed one accepted."""
+    penalty = 0.25
+    env = gym.make(env_id, invalid_action_penalty=penalty).unwrapped
+    rng = np.random.default_rng(5)
+    _, info = env.reset(seed=21)
+    checked = {True: 0, False: 0}
+    for step in range(120):
+        mask = info["action_mask"]
+        if step % 24 == 0:
+            state = pickle.dumps(env)
+            for action in range(n_actions(env)):
+                probe = pickle.loads(state)
+                _, reward, terminated, _, probe_info = probe.step(action)
+                assert probe_info["accepted"] is bool(mask[action]), (action, probe_info["reason"])
+                assert (probe_info["reason"] == "accepted") is bool(mask[action])
+                if not terminated:
+                    assert reward == (0.0 if mask[action] else -penalty)
+                checked[bool(mask[action])] += 1
+        _, _, terminated, _, info = env.step(random_valid_action(rng, mask))
+        assert not terminated
+    assert checked[True] > 0 and checked[False] > 0
+
+
 # ---------------------------------------------------------------------------------------- 3. fresh process
 _FRESH_PROCESS_SCRIPT = """
 import hashlib, json, sys
@@ -209,6 +234,7 @@ def test_make_with_module_prefix_in_a_fresh_process(tmp_path):
     environ = dict(os.environ, PYTHONHASHSEED="4321")  # another hash seed: results must not depend on it
     result = subprocess.run(
         [sys.executable, "-c", _FRESH_PROCESS_SCRIPT],
+        check=False,
         capture_output=True,
         text=True,
         cwd=tmp_path,
@@ -224,7 +250,7 @@ def test_make_with_module_prefix_in_a_fresh_process(tmp_path):
     digest = hashlib.sha256(obs.tobytes())
     done = False
     while not done:
-        obs, reward, done, truncated, info = env.step(1 if info["action_mask"][1] else 0)
+        obs, reward, done, _, info = env.step(1 if info["action_mask"][1] else 0)
         digest.update(obs.tobytes())
     assert out == {"id": DEFAULT_ID, "digest": digest.hexdigest(), "f1": info["f1"], "reward": reward}
 
@@ -275,6 +301,7 @@ def test_gymnasium_make_vec(env_id, mode):
             masks = infos["action_mask"]
             assert masks.shape == (num_envs, n) and masks.dtype == np.bool_
             assert infos["_action_mask"].all() and masks[:, 0].all()
+            np.testing.assert_array_equal(np.stack(envs.call("action_masks")), masks)
             actions = np.array([random_valid_action(rng, m) for m in masks])
             obs, rewards, terminated, truncated, infos = envs.step(actions)
             assert envs.observation_space.contains(obs)
@@ -334,10 +361,10 @@ def test_sb3_make_vec_env(env_id, vec_env_cls, vec_env_kwargs):
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_monitor_logs_final_metrics(env_id):
     env = Monitor(gym.make(env_id), info_keywords=("f1", "recall"))
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     done = False
     while not done:
-        obs, reward, terminated, truncated, info = env.step(1 if info["action_mask"][1] else 0)
+        _, _, terminated, truncated, info = env.step(1 if info["action_mask"][1] else 0)
         done = terminated or truncated
     assert 0.0 < info["f1"] <= 1.0  # writing whatever fits keeps some critical steps
     assert info["f1"] == info["metrics"]["f1"] and info["recall"] == info["metrics"]["recall"]
@@ -383,43 +410,41 @@ def test_dict_observation_mode_passes_both_checkers():
         warnings.filterwarnings("always", message=SB3_SLOTS_WARNING, category=UserWarning)
         sb3_check_env(env, warn=True)
     # SB3 suggests flattening the (K, features) "slots" Box; that is the only thing it says.
-    assert [str(w.message)[:60] for w in caught] == [
-        "Your observation slots has an unconventional shape (neither "
-    ]
+    assert [str(w.message)[:60] for w in caught] == ["Your observation slots has an unconventional shape (neither "]
     # The mask in the observation is the info's mask.
     obs, info = env.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(50):
         assert env.observation_space.contains(obs)
         np.testing.assert_array_equal(obs["action_mask"].astype(bool), info["action_mask"])
-        obs, reward, terminated, truncated, info = env.step(random_valid_action(rng, info["action_mask"]))
+        obs, _, _, _, info = env.step(random_valid_action(rng, info["action_mask"]))
     env.close()
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_render_ansi(env_id):
     env = gym.make(env_id, render_mode="ansi")
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     first = env.render()
     assert isinstance(first, str) and first.startswith("t=0/")
     rng = np.random.default_rng(0)
     for _ in range(30):
-        obs, reward, terminated, truncated, info = env.step(random_valid_action(rng, info["action_mask"]))
+        _, _, _, _, info = env.step(random_valid_action(rng, info["action_mask"]))
     later = env.render()
     assert isinstance(later, str) and later != first
     env.close()
 
 
-@pytest.mark.parametrize("env_id", VECTOR_IDS)
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_render_rgb_array(env_id):
     env = gym.make(env_id, render_mode="rgb_array")
-    obs, info = env.reset(seed=0)
+    _, info = env.reset(seed=0)
     first = env.render()
     assert isinstance(first, np.ndarray) and first.dtype == np.uint8
     assert first.ndim == 3 and first.shape[2] == 3 and first.shape[0] > 0 and first.shape[1] > 0
     rng = np.random.default_rng(0)
     for _ in range(40):
-        obs, reward, terminated, truncated, info = env.step(random_valid_action(rng, info["action_mask"]))
+        _, _, _, _, info = env.step(random_valid_action(rng, info["action_mask"]))
     later = env.render()
     assert isinstance(later, np.ndarray) and later.dtype == np.uint8
     assert later.shape == first.shape  # a constant frame size, as video recorders need

@@ -42,7 +42,7 @@ from wpb_gym import (
     track_costs,
     write_jsonl,
 )
-from wpb_gym.env import MEMORY_FEATURES, SLOT_FEATURES, STEP_FEATURES, WritePolicyBenchEnv
+from wpb_gym.env import MEMORY_FEATURES, STEP_FEATURES, WritePolicyBenchEnv
 from wpb_gym.stream_table import endpoint_family
 
 REGIMES = ("default", "burst_drift", "redundancy", "burst_redundancy")
@@ -125,7 +125,8 @@ def env_configs(draw, *, dense: bool | None = False, mode: str | None = "box") -
     return kwargs
 
 
-# Each choice: (kind, r). kind 0-2: a raw action (often invalid), 3-9: a valid one from the mask.
+# Each choice: (kind, r). kind 0-2: a raw action (often invalid), 3-9: a valid action other than
+# SKIP when there is one (so memory fills up and turns over), else SKIP.
 choices = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2**16)), min_size=1, max_size=80)
 
 
@@ -133,8 +134,8 @@ def pick(env: WritePolicyBenchEnv, choice: tuple[int, int], mask: np.ndarray | N
     kind, r = choice
     if kind < 3:
         return r % env.n_actions
-    valid = np.flatnonzero(env.action_masks() if mask is None else mask)
-    return int(valid[r % len(valid)])
+    valid = np.flatnonzero((env.action_masks() if mask is None else mask)[1:]) + 1
+    return int(valid[r % len(valid)]) if len(valid) else 0
 
 
 def pick_invalid(env: WritePolicyBenchEnv, r: int) -> int | None:
@@ -217,7 +218,7 @@ def make_env(kwargs: dict, **overrides) -> WritePolicyBenchEnv:
 
 
 # ---------------------------------------------------------------------------- 1. mask exactness
-@settings(max_examples=60)
+@settings(max_examples=100)
 @given(env_configs(mode=None), choices, st.integers(0, 1000))
 def test_mask_is_exactly_what_the_store_accepts(kwargs, choice_list, seed):
     env = make_env(kwargs)
@@ -257,7 +258,7 @@ def test_invalid_actions_are_rejected_like_skip(kwargs, choice_list, seed):
     twin = make_env(kwargs, dense_reward=False)
     env.reset(seed=seed)
     twin.reset(seed=seed)
-    rewards, paid_penalties, n_invalid = [], 0.0, 0
+    rewards, paid_penalties = [], 0.0
     for kind, r in actions_until_done(choice_list):
         invalid = pick_invalid(env, r) if kind < 5 else None
         if invalid is None:
@@ -278,7 +279,6 @@ def test_invalid_actions_are_rejected_like_skip(kwargs, choice_list, seed):
                 assert expected_reason not in ENV_LEVEL_REASONS
             obs, reward, terminated, _, info = env.step(invalid)
             tobs, _, tterminated, _, _ = twin.step(0)
-            n_invalid += 1
             paid_penalties += penalty
             assert info["accepted"] is False
             assert isinstance(info["reason"], str) and info["reason"] and info["reason"] != "accepted"
@@ -301,7 +301,7 @@ def test_invalid_actions_are_rejected_like_skip(kwargs, choice_list, seed):
 
 
 # ---------------------------------------------------------------------------- 3. invariants
-@settings(max_examples=60)
+@settings(max_examples=80)
 @given(env_configs(mode=None), choices, st.integers(0, 1000))
 def test_invariants_after_every_step(kwargs, choice_list, seed):
     env = make_env(kwargs)
@@ -664,6 +664,22 @@ OBS = [
     {"api": "GET /b", "params": ["q"], "version": 1, "deprecated": False},
 ]
 PRIORITIES = [0.5, 1.0, 0.25, 0.0]
+# The slot features the docstring documents (the order is ``env.slot_features``).
+SLOT_NAMES = (
+    "present",
+    "age",
+    "cost_budget",
+    "is_merge",
+    "orphan",
+    "kind_endpoint",
+    "kind_doc",
+    "kind_guide",
+    "same_family",
+    "same_api",
+    "superseded",
+    "deprecated",
+    "merge_ok",
+)
 
 
 def golden_episode() -> Episode:
@@ -700,12 +716,12 @@ def check(features: dict, expected: dict) -> None:
 def test_golden_features_on_a_hand_made_episode():
     B, K, T = 10_000, 2, 4
     env = WritePolicyBenchEnv(episodes=[golden_episode()], budget_bytes=B, slots=K, max_expires_per_step=2)
-    assert env.step_features == STEP_FEATURES and env.slot_features == SLOT_FEATURES
+    assert env.step_features == STEP_FEATURES and set(env.slot_features) == set(SLOT_NAMES)
     meta = {"mode": "m"}  # the unprivileged view of the metadata
     cost = [write_cost(obs, meta) for obs in OBS]
     delta = {"deprecated": True, "params": ["x", "z"], "version": 2}  # step 1 against step 0
     mcost = len(json.dumps(delta, sort_keys=True)) + 16
-    empty_slot = {name: 0.0 for name in SLOT_FEATURES}
+    empty_slot = {name: 0.0 for name in env.slot_features}
 
     # t = 0: empty memory.
     obs, info = env.reset(seed=0)
@@ -864,7 +880,7 @@ def test_golden_features_oldest_order_and_privileged_priority():
         episodes=[golden_episode()], budget_bytes=B, slots=K, slot_order="oldest", track="privileged"
     )
     assert env.step_features == STEP_FEATURES + ("priority",)
-    assert env.slot_features == SLOT_FEATURES + ("priority",)
+    assert set(env.slot_features) == set(SLOT_NAMES) | {"priority"}
     cost = [write_cost(obs, {"mode": "m", "priority": p}) for obs, p in zip(OBS, PRIORITIES)]
     obs, _ = env.reset(seed=0)
     step, _, _ = split(env, obs)

@@ -199,6 +199,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]
     next_param = [int(n) for n in n_params]
     deprecated = [False] * c.api_pool
+    snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
 
     steps_obs: list[Any] = []
     utility = np.empty(T, dtype=np.float64)
@@ -244,12 +245,16 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
                     breaking.append(t)
                 if deprecated[i]:
                     deprecations += 1
-            obs = {
-                "api": f"api.v{versions[i]}.endpoint_{i}",
-                "deprecated": deprecated[i],
-                "params": list(params[i]),
-                "version": versions[i],
-            }
+            obs = snapshots[i]
+            if obs is None or drift:
+                # One object per endpoint state, shared by the steps that show it: consumers
+                # that key work on the observation object (pricing) do it once per state.
+                obs = snapshots[i] = {
+                    "api": f"api.v{versions[i]}.endpoint_{i}",
+                    "deprecated": deprecated[i],
+                    "params": list(params[i]),
+                    "version": versions[i],
+                }
             if drift:
                 utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
                 if c.migration_guides and newly_deprecated:

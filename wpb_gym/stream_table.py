@@ -126,40 +126,56 @@ class StreamTable:
                 masks[key] = m
             return m
 
-        for step in raw_steps:
+        # Everything but the cost depends on the observation alone. Generated steps share one
+        # object per endpoint state, so the work is done once per object (keyed by id: every
+        # observation stays alive, held by the episode, while the table is built).
+        by_object: dict[int, tuple[Any, ...]] = {}
+
+        def describe(step: Step) -> tuple[Any, ...]:
             obs = step.observation
             text = observation_json(step)
-            costs.append(write_cost(text, visible_metadata(step.metadata, track)))
-            # Equal JSON text means equal observations.
-            contents.append(content_ids.setdefault(text, len(content_ids)))
-            if type(obs) is dict:
-                if MERGE_KEY in obs:
-                    api = obs[MERGE_KEY]
-                    key = _hashable(api)
-                    ids = api_info.get(key)
-                    if ids is None:
-                        family = family_ids.setdefault(("api", _hashable(endpoint_family(api))), len(family_ids))
-                        ids = api_info[key] = (family, len(api_info))
-                    kinds.append(KIND_ENDPOINT)
-                    families.append(ids[0])
-                    apis.append(ids[1])
-                else:
-                    kind, family = _kind_and_family(obs)
-                    kinds.append(kind)
-                    families.append(-1 if family is None else family_ids.setdefault(family, len(family_ids)))
-                    apis.append(-1)
-                versions.append(obs["version"] if "version" in obs else obs.get("last_updated"))
-                params.append(mask(obs.get("params")))
-                required.append(mask(obs.get("required")))
-                deprecated.append(1.0 if obs.get("deprecated") is True else 0.0)
+            content = content_ids.setdefault(text, len(content_ids))  # equal JSON, equal observations
+            if type(obs) is not dict:
+                return (text, content, KIND_OTHER, -1, -1, None, None, None, 0.0)
+            if MERGE_KEY in obs:
+                api = obs[MERGE_KEY]
+                key = _hashable(api)
+                ids = api_info.get(key)
+                if ids is None:
+                    family = family_ids.setdefault(("api", _hashable(endpoint_family(api))), len(family_ids))
+                    ids = api_info[key] = (family, len(api_info))
+                kind, family, api_id = KIND_ENDPOINT, ids[0], ids[1]
             else:
-                kinds.append(KIND_OTHER)
-                families.append(-1)
-                apis.append(-1)
-                versions.append(None)
-                params.append(None)
-                required.append(None)
-                deprecated.append(0.0)
+                kind, family_key = _kind_and_family(obs)
+                family = -1 if family_key is None else family_ids.setdefault(family_key, len(family_ids))
+                api_id = -1
+            return (
+                text,
+                content,
+                kind,
+                family,
+                api_id,
+                obs["version"] if "version" in obs else obs.get("last_updated"),
+                mask(obs.get("params")),
+                mask(obs.get("required")),
+                1.0 if obs.get("deprecated") is True else 0.0,
+            )
+
+        for step in raw_steps:
+            info = by_object.get(id(step.observation))
+            if info is None:
+                info = by_object[id(step.observation)] = describe(step)
+            else:
+                step.__dict__.setdefault("_observation_json", info[0])
+            costs.append(write_cost(info[0], visible_metadata(step.metadata, track)))
+            contents.append(info[1])
+            kinds.append(info[2])
+            families.append(info[3])
+            apis.append(info[4])
+            versions.append(info[5])
+            params.append(info[6])
+            required.append(info[7])
+            deprecated.append(info[8])
             if privileged:
                 p = step.metadata.get("priority")
                 ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
