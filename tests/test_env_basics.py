@@ -70,7 +70,7 @@ def test_gym_make_overrides_every_argument():
     env.reset(seed=1)
     assert env.episode.regime == "redundancy" and len(env.episode) == 50
     assert env.store.max_bytes == 2048 and env.K == 3 and env.action_space.n == 8
-    assert env.observation_space["slots"].shape == (3, len(env.slot_features))
+    assert env.observation_space["slots"].shape == (3 * len(env.slot_features),)
     assert env._source.config.drift_prob == 0.3 and env._source.seed == 5
 
 
@@ -321,7 +321,8 @@ def test_ansi_render_shows_budget_step_and_memory():
     text = env.render()
     assert "budget [" in text and "current: api." in text and "WRITE -> accepted" in text
     assert re.search(r"^\s+0\s+0\s+2\s+WRITE", text, re.M)
-    assert WritePolicyBenchEnv(length=5).render() is None  # no render_mode: a warning, no output
+    with pytest.warns(UserWarning, match="render\\(\\) called without render_mode"):
+        assert WritePolicyBenchEnv(length=5).render() is None
 
 
 def test_rgb_render_is_an_image():

@@ -236,7 +236,7 @@ def test_mask_is_exactly_what_the_store_accepts(kwargs, choice_list, seed):
             assert env.encode_action(env.decode_action(int(a))) == a
         a = pick(env, choice)
         t_before = env.t
-        obs, reward, terminated, truncated, info = env.step(a)
+        obs, _, terminated, truncated, info = env.step(a)
         assert not truncated
         expires = expires + 1 if info["accepted"] and a >= 2 + env.K else 0
         assert (env.t == t_before) == (info["accepted"] and a >= 2 + env.K)
@@ -305,7 +305,7 @@ def test_invalid_actions_are_rejected_like_skip(kwargs, choice_list, seed):
 @given(env_configs(mode=None), choices, st.integers(0, 1000))
 def test_invariants_after_every_step(kwargs, choice_list, seed):
     env = make_env(kwargs)
-    obs, _ = env.reset(seed=seed)
+    obs, info = env.reset(seed=seed)
     previous = None
     for choice in actions_until_done(choice_list):
         store = env.store
@@ -333,9 +333,9 @@ def test_invariants_after_every_step(kwargs, choice_list, seed):
         env.action_masks()[:] = False
         assert_same_obs(env._observation(), expected)
         np.testing.assert_array_equal(env.action_masks(), mask)
-        assert not any(np.shares_memory(array, env._mask) for array in arrays)
+        assert not any(np.shares_memory(array, env._mask) for array in [*arrays, info["action_mask"]])
         previous = arrays
-        obs, _, terminated, _, _ = env.step(pick(env, choice, mask))
+        obs, _, terminated, _, info = env.step(pick(env, choice, mask))
         if terminated:
             break
     assert env.observation_space.contains(obs)
@@ -566,8 +566,8 @@ def test_dense_rewards_add_up_to_the_terminal_reward(spec, kwargs, choice_list, 
 def test_reset_same_seed_same_episode_and_observation():
     kwargs = {"length": 30, "budget_bytes": 1000, "slots": 3, "regime": "burst_redundancy", "doc_prob": 0.3}
     env_a, env_b = WritePolicyBenchEnv(**kwargs), WritePolicyBenchEnv(**kwargs)
-    obs_a, info_a = env_a.reset(seed=11)
-    obs_b, info_b = env_b.reset(seed=11)
+    obs_a, _ = env_a.reset(seed=11)
+    obs_b, _ = env_b.reset(seed=11)
     np.testing.assert_array_equal(obs_a, obs_b)
     assert env_a.episode.to_dict() == env_b.episode.to_dict()
     assert env_a.episode_index == env_b.episode_index
@@ -875,7 +875,7 @@ def test_golden_features_on_a_hand_made_episode():
 
 
 def test_golden_features_oldest_order_and_privileged_priority():
-    B, K, T = 10_000, 3, 4
+    B, K = 10_000, 3
     env = WritePolicyBenchEnv(
         episodes=[golden_episode()], budget_bytes=B, slots=K, slot_order="oldest", track="privileged"
     )
@@ -898,31 +898,32 @@ def test_golden_features_oldest_order_and_privileged_priority():
     assert env.store.get(2).byte_cost == cost[2]
 
 
-# ---------------------------------------------------------------------------- bugs found
-@pytest.mark.xfail(
-    strict=True,
-    reason="info['action_mask'] is the env's own mask array (not a copy): writing to it changes "
-    "which actions step() accepts, and a forced-valid WRITE then raises AssertionError",
-)
+# ---------------------------------------------------------------------------- regressions
 def test_writing_to_info_action_mask_does_not_change_the_env():
+    """info["action_mask"] used to be the env's own mask array: writing to it (e.g. a wrapper
+    post-processing info in place) changed which actions step() accepted, and the forced WRITE
+    then raised AssertionError("store rejected ... that the mask allowed")."""
     env = WritePolicyBenchEnv(episodes=[golden_episode()], budget_bytes=60, slots=2)
     _, info = env.reset(seed=0)
     assert not env.action_masks()[1]  # WRITE does not fit in 60 bytes
-    info["action_mask"][1] = True  # e.g. a wrapper post-processing info in place
+    info["action_mask"][1] = True
     assert not env.action_masks()[1]
     _, _, _, _, info = env.step(1)
-    assert info["accepted"] is False
+    assert info["accepted"] is False and info["reason"] == "over_budget"
+    info["action_mask"][:] = True  # step 1 does not fit either, and memory is empty
+    assert env.action_masks().tolist() == [True, False, False, False, False, False]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the MERGE mask treats equal JSON text as 'nothing to merge', but NaN != NaN makes the "
-    "store's canonical delta non-empty: the store accepts a MERGE the mask forbids",
-)
 def test_merge_mask_with_nan_observation_values():
+    """The MERGE mask used to treat equal JSON text as 'nothing to merge'; with NaN (NaN != NaN)
+    the store's canonical delta is not empty, so the store accepted a MERGE the mask forbade."""
     steps = [Step(t, {"api": "a", "v": float("nan")}, {"mode": "m"}) for t in range(3)]
     episode = Episode(steps=steps, labels={"critical_steps": [], "utility_by_step": {0: 1, 1: 1, 2: 1}})
     env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=5000, slots=2)
     env.reset(seed=0)
     env.step(1)
-    assert env.action_masks()[2] == env.store.check(env.decode_action(2), env.t).accepted
+    np.testing.assert_array_equal(env.action_masks(), expected_mask(env, 0))
+    assert env.action_masks()[2]
+    _, _, _, _, info = env.step(2)
+    assert info["accepted"] and env.store.get(1).kind == "MERGE"
+    np.testing.assert_array_equal(env.action_masks(), expected_mask(env, 0))

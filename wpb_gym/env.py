@@ -115,8 +115,9 @@ class WritePolicyBenchEnv(gym.Env):
 
     ``Box(0, 1, (n,), float32)`` (``observation_mode="box"``): the current-step features,
     then the memory features, then ``K`` rows of slot features. With
-    ``observation_mode="dict"``: ``{"step", "memory", "slots" (K x slot features),
-    "action_mask" (MultiBinary(2 + 2K))}``. ``n = 25 + 6 + 13 K`` on the unprivileged track
+    ``observation_mode="dict"``: ``{"step", "memory", "slots", "action_mask"}`` where
+    ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
+    flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``. ``n = 25 + 6 + 13 K`` on the unprivileged track
     and ``26 + 6 + 14 K`` on the privileged one (which adds ``priority``); 135 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
@@ -340,7 +341,8 @@ class WritePolicyBenchEnv(gym.Env):
                 {
                     "step": spaces.Box(0.0, 1.0, shape=(self._n_step,), dtype=np.float32),
                     "memory": spaces.Box(0.0, 1.0, shape=(self._n_mem,), dtype=np.float32),
-                    "slots": spaces.Box(0.0, 1.0, shape=(self.K, self._n_slot), dtype=np.float32),
+                    # Flat (row-major K x slot features), as SB3's MultiInputPolicy expects.
+                    "slots": spaces.Box(0.0, 1.0, shape=(self.K * self._n_slot,), dtype=np.float32),
                     "action_mask": spaces.MultiBinary(self.n_actions),
                 }
             )
@@ -542,7 +544,7 @@ class WritePolicyBenchEnv(gym.Env):
             if self._history is not None:
                 self._bytes_history.append(self._store.bytes_used)
         terminated = self._t >= self._T
-        reward = -penalty
+        reward = -penalty if penalty else 0.0  # not -0.0
         self._penalties += penalty
         if self.dense_reward and not terminated:
             potential = self._current_potential()
@@ -669,7 +671,7 @@ class WritePolicyBenchEnv(gym.Env):
     def _merge_decision(self, t: int, s: int) -> Decision | None:
         """The store's verdict on MERGE of step ``t`` into item ``s`` (None: identical content, nothing to merge)."""
         tab = self._table
-        if tab.contents[t] == tab.contents[s]:
+        if tab.contents[t] == tab.contents[s] and tab.contents[t] > 0:  # equal (NaN-free) JSON: empty delta
             return None
         return self._store.check(MemoryAction("MERGE", step=tab.step(t), target_t=s), t)
 
@@ -835,7 +837,7 @@ class WritePolicyBenchEnv(gym.Env):
         return {
             "step": np.array(step_row, dtype=np.float32),
             "memory": np.array(mem_row, dtype=np.float32),
-            "slots": np.array(slot_rows, dtype=np.float32).reshape(self.K, self._n_slot),
+            "slots": np.array(slot_rows, dtype=np.float32),
             "action_mask": self._mask.astype(np.int8),
         }
 
@@ -845,7 +847,7 @@ class WritePolicyBenchEnv(gym.Env):
             "accepted": accepted,
             "reason": reason,
             "bytes_used": self._store.bytes_used,
-            "action_mask": self._mask,  # a new array every step: never written to afterwards
+            "action_mask": self._mask.copy(),
         }
 
     # ------------------------------------------------------------------ rewards and metrics

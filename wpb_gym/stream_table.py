@@ -134,7 +134,11 @@ class StreamTable:
         def describe(step: Step) -> tuple[Any, ...]:
             obs = step.observation
             text = observation_json(step)
-            content = content_ids.setdefault(text, len(content_ids))  # equal JSON, equal observations
+            # Equal JSON, equal observations -- except that NaN != NaN: such contents get a
+            # negative id, which tells the env to let the store compare values itself.
+            content = content_ids.setdefault(text, len(content_ids) + 1)
+            if "NaN" in text:
+                content = -content
             if type(obs) is not dict:
                 return (text, content, KIND_OTHER, -1, -1, None, None, None, 0.0)
             if MERGE_KEY in obs:
