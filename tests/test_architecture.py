@@ -38,7 +38,16 @@ def test_importing_the_package_loads_no_agents_and_no_torch():
 
 
 def test_public_api_has_the_spec_names():
-    for name in ("Step", "Episode", "MemoryItem", "MemoryAction", "ByteBudget", "ByteMemoryStore",
-                 "estimate_bytes", "load_jsonl", "write_jsonl"):
+    for name in (
+        "Step",
+        "Episode",
+        "MemoryItem",
+        "MemoryAction",
+        "ByteBudget",
+        "ByteMemoryStore",
+        "estimate_bytes",
+        "load_jsonl",
+        "write_jsonl",
+    ):
         assert hasattr(wpb_gym, name), name
     assert set(wpb_gym.__all__) <= set(dir(wpb_gym))

@@ -19,8 +19,20 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _freeze_args(out, *extra):
-    return ["freeze", "--regimes", "default,burst_drift", "--lengths", "20", "--episodes", "2", "--seed", "3",
-            "--out", str(out), *extra]
+    return [
+        "freeze",
+        "--regimes",
+        "default,burst_drift",
+        "--lengths",
+        "20",
+        "--episodes",
+        "2",
+        "--seed",
+        "3",
+        "--out",
+        str(out),
+        *extra,
+    ]
 
 
 def _header(stdout):

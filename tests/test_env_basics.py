@@ -116,7 +116,7 @@ def test_layout_sizes_match_the_docstring():
 
 def test_every_feature_is_documented_in_the_env_docstring_and_the_readme():
     doc = WritePolicyBenchEnv.__doc__
-    readme = (wpb_gym.__file__.rsplit("/", 2)[0] + "/README.md")
+    readme = wpb_gym.__file__.rsplit("/", 2)[0] + "/README.md"
     readme_text = open(readme, encoding="utf-8").read()
     for name in (*STEP_FEATURES, *MEMORY_FEATURES, *SLOT_FEATURES, *SLOT_CONTEXT_FEATURES, "priority"):
         assert re.search(rf"^\s*\|\s*{name}\s*\|", doc, re.M), f"{name} missing from the env docstring tables"
@@ -195,7 +195,9 @@ def test_file_source_errors_name_the_path(tmp_path):
         WritePolicyBenchEnv(episodes=str(empty))
     path = tmp_path / "e.jsonl"
     write_jsonl(path, _episodes(n=2))
-    with pytest.raises(ValueError, match=r"no episode with regime='burst_drift'.*holds \(regime, length\) \[\('default', 12\)\]"):
+    with pytest.raises(
+        ValueError, match=r"no episode with regime='burst_drift'.*holds \(regime, length\) \[\('default', 12\)\]"
+    ):
         WritePolicyBenchEnv(episodes=str(path), regime="burst_drift")
     env = WritePolicyBenchEnv(episodes=str(path))
     with pytest.raises(IndexError, match="episode index 5 out of range \\(it holds 2\\)"):
@@ -210,6 +212,12 @@ def test_reset_options_are_checked():
         env.reset(options={"episode_index": -1})
     with pytest.raises(ValueError, match="options\\['episode'\\] must be an Episode"):
         env.reset(options={"episode": {"steps": []}})
+    with pytest.raises(ValueError, match="options\\['length'\\] must be a positive int, got 0"):
+        env.reset(options={"length": 0})
+    with pytest.raises(ValueError, match="unknown regime ''"):
+        env.reset(options={"regime": ""})
+    with pytest.raises(ValueError, match="length must be a positive int, got 0"):
+        WritePolicyBenchEnv(length=0)
     with pytest.raises(ValueError, match="the episode has no steps"):
         env.reset(options={"episode": Episode(steps=[], labels={})})
 

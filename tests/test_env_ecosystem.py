@@ -36,7 +36,6 @@ PRIVILEGED_ID = "WritePolicyBench-Privileged-v0"
 VECTOR_IDS = [DEFAULT_ID, PRIVILEGED_ID]  # vector tests on two ids only: they are the slow ones
 
 
-
 def n_actions(env: gym.Env) -> int:
     return int(env.action_space.n)
 

@@ -42,9 +42,7 @@ def _reseal(root, manifest):
 
 
 def _expected_names(compress=False):
-    return sorted(
-        set_file_name(make_config(r, length=n), SEED, EPISODES, compress) for r in REGIMES for n in LENGTHS
-    )
+    return sorted(set_file_name(make_config(r, length=n), SEED, EPISODES, compress) for r in REGIMES for n in LENGTHS)
 
 
 # --------------------------------------------------------------------------- manifest and contents
@@ -387,7 +385,9 @@ def test_progress_wraps_every_file_stream(tmp_path):
         assert f.path.read_bytes() == (tmp_path / "plain" / f.path.name).read_bytes()
 
 
-@pytest.mark.parametrize("regimes, lengths, named", [(["default", "default"], [20], "regimes"), (["default"], [20, 20], "lengths")])
+@pytest.mark.parametrize(
+    "regimes, lengths, named", [(["default", "default"], [20], "regimes"), (["default"], [20, 20], "lengths")]
+)
 def test_repeated_grid_entries_are_refused(tmp_path, regimes, lengths, named):
     root = tmp_path / "dup"
     with pytest.raises(ValueError, match=f"{named}.*more than once"):

@@ -67,7 +67,15 @@ def test_make_config_regimes(regime, bursts, redundancy):
     assert c.redundancy is redundancy
     # Everything else keeps the Table 1 values.
     base = GeneratorConfig()
-    for name in ("length", "api_pool", "drift_prob", "burst_interval", "burst_len", "burst_drift_prob", "redundancy_prob"):
+    for name in (
+        "length",
+        "api_pool",
+        "drift_prob",
+        "burst_interval",
+        "burst_len",
+        "burst_drift_prob",
+        "redundancy_prob",
+    ):
         assert getattr(c, name) == getattr(base, name)
 
 
@@ -178,8 +186,10 @@ def test_regimes_of_one_set_draw_independent_streams():
             if a < b:
                 same = sum(x == y for x, y in zip(schedules[a], schedules[b]))
                 assert same == 0, (a, b, same)
-    endpoints = {r: [s.observation["api"].rsplit("_", 1)[1] for s in generate_episode(make_config(r), 0, 0).steps]
-                 for r in ("default", "burst_drift")}
+    endpoints = {
+        r: [s.observation["api"].rsplit("_", 1)[1] for s in generate_episode(make_config(r), 0, 0).steps]
+        for r in ("default", "burst_drift")
+    }
     assert endpoints["default"] != endpoints["burst_drift"]
 
 
@@ -414,8 +424,11 @@ def test_non_redundancy_regimes_draw_endpoints_uniformly(regime):
 
 def test_redundancy_produces_exact_repeats():
     def repeat_share(regime):
-        values = [u for ep in generate_episodes(make_config(regime, length=200), 7, 5)
-                  for u in ep.labels["utility_by_step"].values()]
+        values = [
+            u
+            for ep in generate_episodes(make_config(regime, length=200), 7, 5)
+            for u in ep.labels["utility_by_step"].values()
+        ]
         return values.count(0.5) / len(values)
 
     assert repeat_share("redundancy") > 0.5

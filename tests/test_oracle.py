@@ -77,7 +77,9 @@ def check_against_brute_force(costs, utilities, budgets, method):
     assert curve.prefix.shape == (len(budgets), len(costs))
     for j, budget in enumerate(budgets):
         for t in range(len(costs)):
-            assert curve.prefix[j, t] == pytest.approx(brute_force(costs[: t + 1], utilities[: t + 1], budget), abs=1e-9)
+            assert curve.prefix[j, t] == pytest.approx(
+                brute_force(costs[: t + 1], utilities[: t + 1], budget), abs=1e-9
+            )
         assert curve.final[j] == curve.prefix[j, -1] == pytest.approx(curve.at(budget))
         chosen = oracle_write_set(costs, utilities, budget, method=method)
         assert list(chosen) == sorted(set(chosen))

@@ -42,7 +42,9 @@ def test_estimate_bytes_is_the_papers_formula_on_a_paper_step():
         {"api": "api.v1.endpoint_7", "deprecated": False, "params": ["p7_0", "p7_1", "p7_2", "p7_3"], "version": 1},
         {"mode": "default", "priority": 0.16666666666666666},
     )
-    obs_text = '{"api": "api.v1.endpoint_7", "deprecated": false, "params": ["p7_0", "p7_1", "p7_2", "p7_3"], "version": 1}'
+    obs_text = (
+        '{"api": "api.v1.endpoint_7", "deprecated": false, "params": ["p7_0", "p7_1", "p7_2", "p7_3"], "version": 1}'
+    )
     meta_text = '{"mode": "default", "priority": 0.16666666666666666}'
     assert estimate_bytes(step) == len(obs_text) + len(meta_text) + 32 + 16 == 207
     # The unprivileged view has no priority, so the same step is cheaper there.
@@ -76,7 +78,13 @@ def test_write_charges_estimate_bytes_and_stores_the_step():
     decision = store.execute(MemoryAction.write(step, reason="why"), current_t=0)
     assert decision.accepted and decision.reason is Reason.ACCEPTED and decision.byte_delta == cost
     item = store.get(0)
-    assert (item.kind, item.written_at, item.byte_cost, item.merge_parent_t, item.step) == ("WRITE", 0, cost, None, step)
+    assert (item.kind, item.written_at, item.byte_cost, item.merge_parent_t, item.step) == (
+        "WRITE",
+        0,
+        cost,
+        None,
+        step,
+    )
     assert item.metadata == {"reason": "why"}
     assert store.bytes_used == cost and store.remaining() == 1000 - cost and len(store) == 1
 

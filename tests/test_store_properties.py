@@ -112,7 +112,9 @@ class ReferenceStore:
         for t, (kind, _, parent, obs) in sorted(self.items.items()):
             if kind == "WRITE":
                 out.append(t)
-            elif parent in self.items and self.items[parent][0] == "WRITE" and self.items[parent][3]["api"] == obs["api"]:
+            elif (
+                parent in self.items and self.items[parent][0] == "WRITE" and self.items[parent][3]["api"] == obs["api"]
+            ):
                 out.append(t)
         return tuple(out)
 

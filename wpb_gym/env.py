@@ -300,12 +300,18 @@ class WritePolicyBenchEnv(gym.Env):
         self.render_mode = render_mode
 
         # Episode source.
+        if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
+            raise ValueError(f"length must be a positive int, got {length!r}")
         self.regime = regime
         self.length = length
         self.generator_options = dict(generator_options)
         if episodes is None:
             self.episode_seed = _check_nonnegative_int(episode_seed, "episode_seed")
-            base = make_config(regime or DEFAULT_REGIME, length=length or DEFAULT_LENGTH, **self.generator_options)
+            base = make_config(
+                DEFAULT_REGIME if regime is None else regime,
+                length=DEFAULT_LENGTH if length is None else length,
+                **self.generator_options,
+            )
             self._configs: dict[tuple[str, int], GeneratorConfig] = {(base.regime, base.length): base}
             self._source: GeneratedEpisodes | EpisodeList = GeneratedEpisodes(base, self.episode_seed)
         else:
@@ -425,7 +431,13 @@ class WritePolicyBenchEnv(gym.Env):
                 raise ValueError(f"options['episode'] must be an Episode, got {type(episode).__name__}")
             index = None
         else:
-            source = self._source_for(options.get("regime"), options.get("length"))
+            length = options.get("length")
+            if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
+                raise ValueError(f"options['length'] must be a positive int, got {length!r}")
+            regime = options.get("regime")
+            if regime is not None and not isinstance(regime, str):
+                raise ValueError(f"options['regime'] must be a regime name, got {regime!r}")
+            source = self._source_for(regime, length)
             index = options.get("episode_index")
             if index is None:
                 if self.episode_order == "cycle":
@@ -450,13 +462,15 @@ class WritePolicyBenchEnv(gym.Env):
             return self._source
         if isinstance(self._source, GeneratedEpisodes):
             base = self._source.config
-            key = (regime or base.regime, length or base.length)
+            key = (base.regime if regime is None else regime, base.length if length is None else length)
             config = self._configs.get(key)
             if config is None:
                 config = make_config(key[0], length=key[1], **self.generator_options)
                 self._configs[key] = config
             return GeneratedEpisodes(config, self.episode_seed)
-        return self._all_episodes.select(regime=regime or self.regime, length=length or self.length)
+        return self._all_episodes.select(
+            regime=self.regime if regime is None else regime, length=self.length if length is None else length
+        )
 
     def _start(self, episode: Episode, budget: int) -> None:
         self._episode = episode
