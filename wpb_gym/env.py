@@ -117,8 +117,9 @@ class WritePolicyBenchEnv(gym.Env):
     then the memory features, then ``K`` rows of slot features. With
     ``observation_mode="dict"``: ``{"step", "memory", "slots", "action_mask"}`` where
     ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
-    flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``. ``n = 25 + 6 + 13 K`` on the unprivileged track
-    and ``26 + 6 + 14 K`` on the privileged one (which adds ``priority``); 135 at ``K = 8``.
+    flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``.
+    ``n = 25 + 6 + 13 K`` on the unprivileged track and ``26 + 6 + 14 K`` on the privileged
+    one (which adds ``priority``); 135 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
 
@@ -718,34 +719,36 @@ class WritePolicyBenchEnv(gym.Env):
         families = tab.families
         apis = tab.apis
         age_now = t if live else self._T
-        newest_of = self._family_newest
-        merge_parent = self._merge_parent
+        newest_get = self._family_newest.get
+        parent_get = self._merge_parent.get
+        static_get = static_rows.get
+        same_fam_key = fam if fam >= 0 else -2  # never equal to a family id, nor to -1 (none)
+        same_api_key = api if api >= 0 else -2
         for k, s in enumerate(slots):
-            static = static_rows.get(s)
-            if static is None:
-                static = self._static_row(s)
+            static = static_get(s) or self._static_row(s)
             f = families[s]
-            merge_ok = False
-            parent = merge_parent.get(s)
+            same_api = apis[s] == same_api_key
+            merge_ok = 0.0
+            parent = parent_get(s)
             if parent is not None:  # a MERGE delta: never a MERGE target
                 orphan = 0.0 if contains(parent) else 1.0
-                same_api = api >= 0 and apis[s] == api
             else:
                 orphan = 0.0
-                same_api = api >= 0 and apis[s] == api
                 if same_api:
                     verdict = verdicts[s] = self._merge_decision(t, s)
                     if verdict is not None and verdict.accepted:
-                        merge_ok = True
+                        merge_ok = 1.0
                         mask[2 + k] = True
-            slot_rows.append(1.0)
-            slot_rows.append((age_now - s) * inv_T)
-            slot_rows += static
-            slot_rows.append(orphan)
-            slot_rows.append(1.0 if f == fam and f >= 0 else 0.0)
-            slot_rows.append(1.0 if same_api else 0.0)
-            slot_rows.append(1.0 if f >= 0 and newest_of[f] != s else 0.0)
-            slot_rows.append(1.0 if merge_ok else 0.0)
+            slot_rows += (
+                1.0,
+                (age_now - s) * inv_T,
+                *static,
+                orphan,
+                1.0 if f == same_fam_key else 0.0,
+                1.0 if same_api else 0.0,
+                1.0 if newest_get(f, s) != s else 0.0,  # f == -1 (no family) is never superseded
+                merge_ok,
+            )
         if expire_ok and slots:
             mask[2 + K : 2 + K + len(slots)] = [True] * len(slots)
         slot_rows += [0.0] * (self._n_slot * (K - len(slots)))

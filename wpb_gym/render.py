@@ -44,8 +44,8 @@ def ansi(env: WritePolicyBenchEnv) -> str:
     T = len(env.episode)
     lines = [
         f"t={env.t}/{T}  episode={env.episode.episode_id}  regime={env.episode.regime}  track={env.track}",
-        f"budget [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {used}/{budget} B ({100 * used / budget if budget else 100:.1f}%)"
-        f"  items={len(store)}",
+        f"budget [{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {used}/{budget} B "
+        f"({100 * used / budget if budget else 100:.1f}%)  items={len(store)}",
         f"last action: {env.last_action_text()}",
     ]
     step = env.current_step
@@ -63,9 +63,8 @@ def ansi(env: WritePolicyBenchEnv) -> str:
             lines.append(f"{k:>4} {'-':>6}")
             continue
         item = store.get(s)
-        lines.append(
-            f"{k:>4} {s:>6} {env.t - s:>5} {item.kind:<6} {item.byte_cost:>6}  {describe_observation(item.step.observation, 50)}"
-        )
+        content = describe_observation(item.step.observation, 50)
+        lines.append(f"{k:>4} {s:>6} {env.t - s:>5} {item.kind:<6} {item.byte_cost:>6}  {content}")
     hidden = len(store) - sum(1 for s in env.slot_timesteps if s is not None)
     if hidden:
         lines.append(f"     ... {hidden} more item(s) not shown")
