@@ -83,6 +83,18 @@ def same_api(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
+def identity_key(value: Any) -> Any:
+    """A hashable key with ``same_api``'s equality: the value with its type (1 and True differ).
+
+    Unhashable values (a list used as an ``"api"``) are keyed by their JSON text.
+    """
+    try:
+        hash(value)
+        return (type(value), value)
+    except TypeError:
+        return (type(value), json.dumps(value, sort_keys=True, default=str))
+
+
 def canonical_delta(new_observation: Any, base_observation: Any) -> dict[str, Any] | None:
     """The canonical MERGE delta ``{k: new[k] for k in new if k != "api" and new[k] != base.get(k)}``.
 

@@ -276,7 +276,7 @@ class WritePolicyBenchEnv(gym.Env):
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
-        self.budget_bytes = _check_budget(budget_bytes, "budget_bytes")
+        self.budget_bytes = _check_nonnegative_int(budget_bytes, "budget_bytes")
         if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
             raise ValueError(f"slots must be a positive int, got {slots!r}")
         self.K = slots
@@ -425,7 +425,7 @@ class WritePolicyBenchEnv(gym.Env):
             raise ValueError(f"reset options {unknown} are not known; expected some of {RESET_OPTIONS}")
         if seed is not None:
             self._cycle_position = 0
-        budget = _check_budget(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
+        budget = _check_nonnegative_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
         episode = options.get("episode")
         if episode is not None:
             if not isinstance(episode, Episode):
@@ -963,10 +963,6 @@ def _check_nonnegative_int(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
         raise ValueError(f"{name} must be a non-negative int, got {value!r}")
     return int(value)
-
-
-def _check_budget(value: Any, name: str) -> int:
-    return _check_nonnegative_int(value, name)
 
 
 def _is_episode_sequence(value: Any) -> bool:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterator
 
-from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, merge_cost, same_api
+from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost, same_api
 from .budget import BudgetView, ByteBudget
 from .types import FrozenMapping, MemoryAction, MemoryItem
 
@@ -96,16 +96,6 @@ def _same_json(supplied: Any, canonical: dict[str, Any]) -> bool:
         return json.dumps(supplied, sort_keys=True) == json.dumps(canonical, sort_keys=True)
     except (TypeError, ValueError):  # not JSON at all: it cannot be the canonical delta
         return False
-
-
-def _index_key(api: Any) -> Any:
-    # Keyed with the type, as MERGE's identity is (True == 1 but is another endpoint). "api" is
-    # a string in every known source; anything unhashable is indexed by its JSON text.
-    try:
-        hash(api)
-        return (type(api), api)
-    except TypeError:
-        return (type(api), json.dumps(api, sort_keys=True))
 
 
 class ByteMemoryStore:
@@ -195,7 +185,7 @@ class ByteMemoryStore:
                 if private is not None:
                     self._base_observations[current_t] = private
                     if MERGE_KEY in private:
-                        self._bases_by_api.setdefault(_index_key(api), []).append(current_t)
+                        self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
             else:
                 item = MemoryItem(
                     step,
@@ -270,7 +260,7 @@ class ByteMemoryStore:
 
     def newest_base_item(self, api: Any) -> MemoryItem | None:
         """The most recent stored WRITE item whose ``observation["api"] == api``."""
-        stack = self._bases_by_api.get(_index_key(api))
+        stack = self._bases_by_api.get(identity_key(api))
         if not stack:
             return None
         while stack and stack[-1] not in self._items:

@@ -19,14 +19,13 @@ memory holds about the endpoint" needs. Documentation sections form a family per
 
 from __future__ import annotations
 
-import json
 import re
 from numbers import Real
 from typing import Any
 
 import numpy as np
 
-from .accounting import MERGE_KEY, observation_json, write_cost
+from .accounting import MERGE_KEY, identity_key, observation_json, write_cost
 from .tracks import PRIVILEGED, check_track, policy_step, visible_metadata
 from .types import Episode, Step
 
@@ -43,22 +42,14 @@ def endpoint_family(api: Any) -> Any:
     return api
 
 
-def _hashable(value: Any) -> Any:
-    try:
-        hash(value)
-        return (type(value), value)
-    except TypeError:
-        return (type(value), json.dumps(value, sort_keys=True, default=str))
-
-
 def _kind_and_family(obs: Any) -> tuple[int, Any]:
     if isinstance(obs, dict):
         if MERGE_KEY in obs:
-            return KIND_ENDPOINT, ("api", _hashable(endpoint_family(obs[MERGE_KEY])))
+            return KIND_ENDPOINT, ("api", identity_key(endpoint_family(obs[MERGE_KEY])))
         if "section" in obs:
-            return KIND_DOC, ("section", _hashable(obs["section"]))
+            return KIND_DOC, ("section", identity_key(obs["section"]))
         if "old_api" in obs or "new_api" in obs:
-            return KIND_GUIDE, ("guide", _hashable(endpoint_family(obs.get("old_api"))))
+            return KIND_GUIDE, ("guide", identity_key(endpoint_family(obs.get("old_api"))))
     return KIND_OTHER, None
 
 
@@ -117,7 +108,7 @@ class StreamTable:
                 return cached
             m = 0
             for v in values:
-                b = _hashable(v)
+                b = identity_key(v)
                 bit = bits.get(b)
                 if bit is None:
                     bit = bits[b] = len(bits)
@@ -143,10 +134,10 @@ class StreamTable:
                 return (text, content, KIND_OTHER, -1, -1, None, None, None, 0.0)
             if MERGE_KEY in obs:
                 api = obs[MERGE_KEY]
-                key = _hashable(api)
+                key = identity_key(api)
                 ids = api_info.get(key)
                 if ids is None:
-                    family = family_ids.setdefault(("api", _hashable(endpoint_family(api))), len(family_ids))
+                    family = family_ids.setdefault(("api", identity_key(endpoint_family(api))), len(family_ids))
                     ids = api_info[key] = (family, len(api_info))
                 kind, family, api_id = KIND_ENDPOINT, ids[0], ids[1]
             else:
