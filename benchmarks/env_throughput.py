@@ -57,7 +57,7 @@ class WritePolicyBenchRunner:
         env, info, n, start = self.env, self.info, 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             for u in self.draws:
-                valid = np.flatnonzero(info["action_mask"])
+                valid = info["action_mask"].nonzero()[0]
                 _, _, terminated, _, info = env.step(int(valid[int(u * valid.size)]))
                 if terminated:
                     self.episodes += 1

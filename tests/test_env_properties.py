@@ -333,7 +333,7 @@ def test_invariants_after_every_step(kwargs, choice_list, seed):
         env.action_masks()[:] = False
         assert_same_obs(env._observation(), expected)
         np.testing.assert_array_equal(env.action_masks(), mask)
-        assert not any(np.shares_memory(array, env._mask) for array in [*arrays, info["action_mask"]])
+        assert not any(np.shares_memory(array, np.frombuffer(env._mask, dtype=bool)) for array in [*arrays, info["action_mask"]])
         previous = arrays
         obs, _, terminated, _, info = env.step(pick(env, choice, mask))
         if terminated:
@@ -701,8 +701,7 @@ def split(env: WritePolicyBenchEnv, obs: np.ndarray):
     memory = dict(zip(MEMORY_FEATURES, obs[n_step : n_step + n_mem].tolist(), strict=True))
     rows = obs[n_step + n_mem :].reshape(env.K, n_slot)
     slots = [dict(zip(env.slot_features, row.tolist(), strict=True)) for row in rows]
-    step_row, mem_row, slot_rows = env._features
-    np.testing.assert_array_equal(obs, np.array(step_row + mem_row + slot_rows, dtype=np.float32))
+    np.testing.assert_array_equal(obs, env._observation())
     return step, memory, slots
 
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any, Mapping
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from .accounting import canonical_delta, merge_cost
 from .generator import GeneratorConfig, make_config
 from .metrics import compute_metrics
 from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
-from .store import ByteMemoryStore, Decision, Reason
+from .store import ByteMemoryStore, Reason
 from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
@@ -338,11 +340,20 @@ class WritePolicyBenchEnv(gym.Env):
         self._n_mem = len(MEMORY_FEATURES)
         self._n_slot = len(SLOT_FEATURES) + extra + len(SLOT_CONTEXT_FEATURES)
         self.n_actions = 2 + 2 * self.K
+        # The observation is packed as float32: the step and memory features (the "head"),
+        # then the slot rows, each stored item's row packed once and patched per step.
+        n_static = len(SLOT_FEATURES) + extra
+        self._col_orphan, self._col_same_family, self._col_same_api, self._col_superseded, self._col_merge_ok = (
+            n_static + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES
+        )
+        self._head_size = self._n_step + self._n_mem
+        self._head_format = f"={self._head_size}f"  # format strings, not Structs: Structs do not pickle
+        self._row_format = f"={self._n_slot}f"
+        self._pad = [bytes(4 * self._n_slot * (self.K - n)) for n in range(self.K + 1)]
         self.action_space = spaces.Discrete(self.n_actions)
         if observation_mode == "box":
             n = self._n_step + self._n_mem + self.K * self._n_slot
             self.observation_space = spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32)
-            self._box_format = f"={n}f"  # a format string, not a Struct: Structs do not pickle
         else:
             self.observation_space = spaces.Dict(
                 {
@@ -388,7 +399,7 @@ class WritePolicyBenchEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """The valid actions now (bool, length 2 + 2K): exactly those the store would accept."""
-        return self._mask.copy()
+        return np.frombuffer(bytearray(self._mask), dtype=bool)
 
     def decode_action(self, action: int) -> MemoryAction:
         """The ``MemoryAction`` that env action ``action`` stands for now (SKIP for an empty slot)."""
@@ -456,7 +467,7 @@ class WritePolicyBenchEnv(gym.Env):
             raise ValueError("the episode has no steps")
         self._start(episode, budget)
         self.episode_index = index
-        return self._observation(), self._info(accepted=True, reason=_ACCEPTED)
+        return self._observation(), self._info(True, _ACCEPTED)
 
     def _source_for(self, regime: str | None, length: int | None) -> GeneratedEpisodes | EpisodeList:
         if regime is None and length is None:
@@ -490,7 +501,9 @@ class WritePolicyBenchEnv(gym.Env):
         self._api_bases: dict[int, list[int]] = {}
         self._api_live: dict[int, int] = {}
         self._children: dict[int, list[int]] = {}
-        self._static_rows: dict[int, tuple[float, ...]] = {}
+        self._row_values: dict[int, list[float]] = {}  # stored item -> its slot row
+        self._rows: dict[int, bytes] = {}  # the same rows, packed as float32
+        self._merge_costs: dict[tuple[int, int], int | None] = {}  # (content, content) -> MERGE bytes
         self._merges = 0
         self._oracle_value: float | None = None
         self._oracle_prefix: np.ndarray | None = None
@@ -528,28 +541,44 @@ class WritePolicyBenchEnv(gym.Env):
     def step(self, action: Any):
         if self._done:
             raise RuntimeError("the episode is over: call reset() before step()")
-        a = self._check_action(action)
+        a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
         t = self._t
-        accepted = bool(self._mask[a])
+        store = self._store
+        accepted = self._mask[a] == 1
         penalty = 0.0
-        if accepted:
-            reason = _ACCEPTED
-            memory_action = self.decode_action(a)
-        else:
+        expired = False
+        # The mask is the store's verdict (tested); the store still judges every action, so a
+        # disagreement fails loudly instead of corrupting the episode.
+        if not accepted:
             reason = self._rejection_reason(a)
-            memory_action = _SKIP
             penalty = self.invalid_action_penalty
-        expired_item = self._store.get(memory_action.target_t) if memory_action.action == "EXPIRE" else None
-        decision = self._store.execute(memory_action, t)
-        if not decision.accepted:  # the mask said yes: the mask and the store disagree
-            raise AssertionError(f"store rejected {memory_action} ({decision.reason}) that the mask allowed")
-        kind = memory_action.action
-        if kind == "WRITE" or kind == "MERGE":
-            self._record_stored(t, memory_action)
-        elif kind == "EXPIRE":
-            self._record_expired(expired_item, t)
+            decision = store.skip(t)
+        elif a == 0:
+            reason = _ACCEPTED
+            decision = store.skip(t)
+        elif a == 1:
+            reason = _ACCEPTED
+            decision = store.write(self._table.step(t), t)
+            if decision.accepted:
+                self._record_stored(t, None, decision.byte_delta)
+        elif a < 2 + self.K:
+            reason = _ACCEPTED
+            target = self._slots[a - 2]
+            decision = store.execute(MemoryAction("MERGE", step=self._table.step(t), target_t=target), t)
+            if decision.accepted:
+                self._record_stored(t, target, decision.byte_delta)
+        else:
+            reason = _ACCEPTED
+            target = self._slots[a - 2 - self.K]
+            item = store.get(target)
+            decision = store.expire(target, t)
+            if decision.accepted:
+                self._record_expired(item, t)
+            expired = True
+        if not decision.accepted:
+            raise AssertionError(f"store rejected action {a} ({decision.reason}) that the mask allowed")
         self._last_action = (a, reason)
-        if kind == "EXPIRE":
+        if expired:
             self._expires_this_step += 1
         else:
             if self._critical[t]:
@@ -557,7 +586,7 @@ class WritePolicyBenchEnv(gym.Env):
             self._t = t + 1
             self._expires_this_step = 0
             if self._history is not None:
-                self._bytes_history.append(self._store.bytes_used)
+                self._bytes_history.append(store.bytes_used)
         terminated = self._t >= self._T
         reward = -penalty if penalty else 0.0  # not -0.0
         self._penalties += penalty
@@ -566,7 +595,7 @@ class WritePolicyBenchEnv(gym.Env):
             reward += potential - self._potential
             self._potential = potential
         self._update_view()
-        info = self._info(accepted=accepted, reason=reason)
+        info = self._info(accepted, reason)
         if terminated:
             self._done = True
             metrics = self.episode_metrics().as_row()
@@ -589,22 +618,45 @@ class WritePolicyBenchEnv(gym.Env):
                     return EXPIRE_CAP
         return self._store.check(self.decode_action(a), self._t).reason.value
 
-    def _record_stored(self, t: int, action: MemoryAction) -> None:
+    def _record_stored(self, t: int, merge_target: int | None, cost: int) -> None:
+        """Bookkeeping after the store accepted WRITE (``merge_target`` None) or MERGE of step ``t``."""
         tab = self._table
         fam = tab.families[t]
         if fam >= 0:
             self._family_items.setdefault(fam, []).append(t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
+            previous = self._family_newest.get(fam)
+            if previous is not None:
+                self._set_row_flag(previous, self._col_superseded, 1.0)
             self._family_newest[fam] = t
-        is_merge = action.action == "MERGE"
+        is_merge = merge_target is not None
         if is_merge:
-            self._children.setdefault(action.target_t, []).append(t)
-            self._merge_parent[t] = action.target_t
+            self._children.setdefault(merge_target, []).append(t)
+            self._merge_parent[t] = merge_target
             self._merges += 1
         elif tab.apis[t] >= 0:
             api = tab.apis[t]
             self._api_bases.setdefault(api, []).append(t)
             self._api_live[api] = self._api_live.get(api, 0) + 1
+        # The item's slot row, kept packed: only age and the features that compare it with
+        # the current step change from step to step; orphan and superseded are set here.
+        kind = tab.kinds[t]
+        budget = self._budget
+        row = [
+            1.0,
+            0.0,  # age: written into the observation at every step
+            min(1.0, cost / budget) if budget else 1.0,
+            1.0 if is_merge else 0.0,
+            1.0 if kind == KIND_ENDPOINT else 0.0,
+            1.0 if kind == KIND_DOC else 0.0,
+            1.0 if kind == KIND_GUIDE else 0.0,
+            tab.deprecated[t],
+        ]
+        if self.privileged:
+            row.append(tab.priorities[t])
+        row += (0.0, 0.0, 0.0, 0.0, 0.0)  # orphan, same_family, same_api, superseded, merge_ok
+        self._row_values[t] = row
+        self._rows[t] = struct.pack(self._row_format, *row)
         # A new item is retained: a WRITE always, a MERGE because it joins a present base.
         self._kept += 1
         self._kept_critical += self._critical[t]
@@ -612,10 +664,18 @@ class WritePolicyBenchEnv(gym.Env):
         if self._history is not None:
             self._history[t] = [None, is_merge]
 
+    def _set_row_flag(self, s: int, index: int, value: float) -> None:
+        row = self._row_values[s]
+        if row[index] != value:
+            row[index] = value
+            self._rows[s] = struct.pack(self._row_format, *row)
+
     def _record_expired(self, item: MemoryItem, t: int) -> None:
         s = item.t
         tab = self._table
         store = self._store
+        del self._rows[s]
+        del self._row_values[s]
         fam = tab.families[s]
         if fam >= 0:
             live = self._family_live[fam] - 1
@@ -629,6 +689,7 @@ class WritePolicyBenchEnv(gym.Env):
                     del self._family_newest[fam]
                 else:
                     self._family_newest[fam] = newest
+                    self._set_row_flag(newest, self._col_superseded, 0.0)
         if item.kind == "WRITE":
             lost = [s]
             api = tab.apis[s]
@@ -638,8 +699,11 @@ class WritePolicyBenchEnv(gym.Env):
                 bases = self._api_bases[api]
                 if len(bases) > 2 * live + 16:
                     bases[:] = [x for x in bases if x in store]
-            # The base's MERGE deltas stay in memory but no longer count as retained.
-            lost.extend(c for c in self._children.pop(s, ()) if c in store)
+            # The base's MERGE deltas stay in memory, orphaned, and no longer count as retained.
+            for c in self._children.pop(s, ()):
+                if c in store:
+                    lost.append(c)
+                    self._set_row_flag(c, self._col_orphan, 1.0)
         else:
             self._merges -= 1
             self._merge_parent.pop(s, None)
@@ -662,9 +726,9 @@ class WritePolicyBenchEnv(gym.Env):
 
     def _select_slots(self, fam: int) -> list[int]:
         K = self.K
-        contains = self._store.__contains__
-        shown: list[int] = []
         if self.slot_order == "relevance" and fam >= 0 and self._family_live.get(fam, 0) > 0:
+            contains = self._store.__contains__
+            shown: list[int] = []
             for s in reversed(self._family_items[fam]):
                 if contains(s):
                     shown.append(s)
@@ -677,84 +741,47 @@ class WritePolicyBenchEnv(gym.Env):
                     if len(shown) == K:
                         break
             return shown
-        for s in self._store.iter_timesteps():
-            shown.append(s)
-            if len(shown) == K:
-                break
-        return shown
+        return list(islice(self._store.iter_timesteps(), K))
 
-    def _merge_decision(self, t: int, s: int) -> Decision | None:
-        """The store's verdict on MERGE of step ``t`` into item ``s`` (None: identical content, nothing to merge)."""
+    def _merge_cost(self, t: int, s: int) -> int | None:
+        """Bytes a MERGE of step ``t`` into the base item ``s`` would charge; None if the store
+        would refuse it whatever the budget (another endpoint, or nothing changed)."""
         tab = self._table
-        if tab.contents[t] == tab.contents[s] and tab.contents[t] > 0:  # equal (NaN-free) JSON: empty delta
-            return None
-        return self._store.check(MemoryAction("MERGE", step=tab.step(t), target_t=s), t)
+        ct, cs = tab.contents[t], tab.contents[s]
+        if ct > 0 and cs > 0:  # plain JSON: equal text pairs give equal deltas
+            key = (ct, cs)
+            cost = self._merge_costs.get(key, _UNKNOWN)
+            if cost is _UNKNOWN:
+                delta = canonical_delta(tab.observation(t), tab.observation(s))
+                cost = self._merge_costs[key] = merge_cost(delta) if delta else None
+            return cost
+        decision = self._store.check(MemoryAction("MERGE", step=tab.step(t), target_t=s), t)
+        return decision.byte_delta if decision.reason in _MERGE_COSTED else None
 
     def _update_view(self) -> None:
-        """Compute the slots, the features and the mask of the current state (once per step)."""
+        """Compute the slots, the observation and the mask of the current state (once per step)."""
         tab = self._table
         t = self._t
         store = self._store
-        contains = store.__contains__
         K = self.K
         budget = self._budget
-        remaining = store.remaining()
+        remaining = budget - store.bytes_used
         n_items = len(store)
         live = t < self._T
         inv_T = self._inv_T
         fam = tab.families[t] if live else -1
-        api = tab.apis[t] if live else -1
         slots = self._select_slots(fam)
         self._slots = slots
+        n_slots = len(slots)
         cap = self.max_expires_per_step
-        expire_ok = live and (cap is None or self._expires_this_step < cap)
-        mask = [False] * self.n_actions
-        mask[0] = True
-        privileged = self.privileged
-
-        # ---- slots (first: the current step's MERGE features reuse their verdicts)
-        slot_rows: list[float] = []
-        verdicts: dict[int, Decision | None] = {}
-        static_rows = self._static_rows
-        families = tab.families
-        apis = tab.apis
-        age_now = t if live else self._T
-        newest_get = self._family_newest.get
-        parent_get = self._merge_parent.get
-        static_get = static_rows.get
-        same_fam_key = fam if fam >= 0 else -2  # never equal to a family id, nor to -1 (none)
-        same_api_key = api if api >= 0 else -2
-        for k, s in enumerate(slots):
-            static = static_get(s) or self._static_row(s)
-            f = families[s]
-            same_api = apis[s] == same_api_key
-            merge_ok = 0.0
-            parent = parent_get(s)
-            if parent is not None:  # a MERGE delta: never a MERGE target
-                orphan = 0.0 if contains(parent) else 1.0
-            else:
-                orphan = 0.0
-                if same_api:
-                    verdict = verdicts[s] = self._merge_decision(t, s)
-                    if verdict is not None and verdict.accepted:
-                        merge_ok = 1.0
-                        mask[2 + k] = True
-            slot_rows += (
-                1.0,
-                (age_now - s) * inv_T,
-                *static,
-                orphan,
-                1.0 if f == same_fam_key else 0.0,
-                1.0 if same_api else 0.0,
-                1.0 if newest_get(f, s) != s else 0.0,  # f == -1 (no family) is never superseded
-                merge_ok,
-            )
-        if expire_ok and slots:
-            mask[2 + K : 2 + K + len(slots)] = [True] * len(slots)
-        slot_rows += [0.0] * (self._n_slot * (K - len(slots)))
+        mask = bytearray(self.n_actions)
+        mask[0] = 1
+        if live and n_slots and (cap is None or self._expires_this_step < cap):
+            mask[2 + K : 2 + K + n_slots] = b"\x01" * n_slots
 
         # ---- current step
         if live:
+            api = tab.apis[t]
             cost = tab.costs[t]
             kind = tab.kinds[t]
             fits = cost <= remaining
@@ -795,21 +822,22 @@ class WritePolicyBenchEnv(gym.Env):
                     1.0 if dep_r > dep_t else 0.0,
                     0.0 if identical else _fields_changed(tab.observation(t), tab.observation(ref)),
                 )
-            merge_ok, merge_cost = 0.0, 0.0
+            merge_ok, merge_share = 0.0, 0.0
             if base is not None:
-                verdict = verdicts[base] if base in verdicts else self._merge_decision(t, base)
-                if verdict is not None and verdict.reason in _MERGE_COSTED:
-                    merge_ok = 1.0 if verdict.accepted else 0.0
-                    merge_cost = min(1.0, verdict.byte_delta / cost) if cost else 1.0
+                delta_cost = self._merge_cost(t, base)
+                if delta_cost is not None:
+                    merge_ok = 1.0 if delta_cost <= remaining else 0.0
+                    merge_share = min(1.0, delta_cost / cost) if cost else 1.0
             step_row += (
                 merge_ok,
-                merge_cost,
+                merge_share,
                 (t - ref) * inv_T if ref is not None else 0.0,
                 min(1.0, self._family_live.get(fam, 0) / K) if fam >= 0 else 0.0,
             )
-            if privileged:
+            if self.privileged:
                 step_row.append(tab.priorities[t])
         else:
+            api = -1
             step_row = [0.0] * self._n_step
 
         # ---- memory
@@ -817,54 +845,69 @@ class WritePolicyBenchEnv(gym.Env):
             cap_left = 1.0 if live else 0.0
         else:
             cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
-        mem_row = [
+        n_hidden = n_items - n_slots
+        step_row += (
             remaining / budget if budget else 0.0,
             n_items / (n_items + K),
-            (n_items - len(slots)) / n_items if n_items else 0.0,
+            n_hidden / n_items if n_items else 0.0,
             self._merges / n_items if n_items else 0.0,
             t * inv_T if live else 1.0,
             cap_left,
-        ]
-        self._features = (step_row, mem_row, slot_rows)
-        self._mask = np.array(mask, dtype=bool)
+        )
 
-    def _static_row(self, s: int) -> tuple[float, ...]:
-        # What never changes about a stored item (the budget is fixed within an episode).
-        tab = self._table
-        item = self._store.get(s)
-        kind = tab.kinds[s]
-        row = (
-            min(1.0, item.byte_cost / self._budget) if self._budget else 1.0,
-            1.0 if item.kind == "MERGE" else 0.0,
-            1.0 if kind == KIND_ENDPOINT else 0.0,
-            1.0 if kind == KIND_DOC else 0.0,
-            1.0 if kind == KIND_GUIDE else 0.0,
-            tab.deprecated[s],
-        ) + ((tab.priorities[s],) if self.privileged else ())
-        self._static_rows[s] = row
-        return row
+        # ---- slots: the items' packed rows, then what changes with time and the current step
+        rows = self._rows
+        buf = bytearray(
+            b"".join([struct.pack(self._head_format, *step_row), *[rows[s] for s in slots], self._pad[n_slots]])
+        )
+        if n_slots:
+            values = memoryview(buf).cast("f")
+            n_slot = self._n_slot
+            i = self._head_size + 1
+            age_now = t if live else self._T
+            for s in slots:
+                values[i] = (age_now - s) * inv_T
+                i += n_slot
+            if fam >= 0 and self._family_live.get(fam, 0) > 0:
+                families = tab.families
+                apis = tab.apis
+                parent_get = self._merge_parent.get
+                i = self._head_size
+                for k, s in enumerate(slots):
+                    if families[s] == fam:
+                        values[i + self._col_same_family] = 1.0
+                        if apis[s] == api:
+                            values[i + self._col_same_api] = 1.0
+                            if parent_get(s) is None:  # a base item: a MERGE target
+                                delta_cost = self._merge_cost(t, s)
+                                if delta_cost is not None and delta_cost <= remaining:
+                                    values[i + self._col_merge_ok] = 1.0
+                                    mask[2 + k] = 1
+                    i += n_slot
+            values.release()
+        self._obs_buf = buf
+        self._mask = mask
 
     def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
-        # struct packing into a fresh bytearray is about twice as fast as np.array(list)
-        # here, and every call still returns a new, writable array.
-        step_row, mem_row, slot_rows = self._features
+        # A copy of the private buffer: every call returns a new, writable array.
+        buf = bytearray(self._obs_buf)
         if self.observation_mode == "box":
-            packed = struct.pack(self._box_format, *step_row, *mem_row, *slot_rows)
-            return np.frombuffer(bytearray(packed), dtype=np.float32)
+            return np.frombuffer(buf, dtype=np.float32)
+        n_step, n_mem = self._n_step, self._n_mem
         return {
-            "step": np.array(step_row, dtype=np.float32),
-            "memory": np.array(mem_row, dtype=np.float32),
-            "slots": np.array(slot_rows, dtype=np.float32),
-            "action_mask": self._mask.astype(np.int8),
+            "step": np.frombuffer(buf, dtype=np.float32, count=n_step),
+            "memory": np.frombuffer(buf, dtype=np.float32, count=n_mem, offset=4 * n_step),
+            "slots": np.frombuffer(buf, dtype=np.float32, offset=4 * (n_step + n_mem)),
+            "action_mask": np.frombuffer(bytearray(self._mask), dtype=np.int8),
         }
 
-    def _info(self, *, accepted: bool, reason: str) -> dict[str, Any]:
+    def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
         return {
             "t": self._t,
             "accepted": accepted,
             "reason": reason,
             "bytes_used": self._store.bytes_used,
-            "action_mask": self._mask.copy(),
+            "action_mask": np.frombuffer(bytearray(self._mask), dtype=bool),
         }
 
     # ------------------------------------------------------------------ rewards and metrics
@@ -936,6 +979,7 @@ class WritePolicyBenchEnv(gym.Env):
 
 
 _NO_REFERENCE = [0.0] * 14
+_UNKNOWN = object()
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
 
 

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost, same_api
 from .budget import BudgetView, ByteBudget
-from .types import FrozenMapping, MemoryAction, MemoryItem
+from .types import FrozenMapping, MemoryAction, MemoryItem, Step
 
 
 class Reason(str, Enum):
@@ -67,6 +67,11 @@ class Decision:
 
 
 _SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
+_NO_METADATA = FrozenMapping()  # read-only, so every item without a reason can share it
+
+
+def _metadata(reason: str | None) -> FrozenMapping:
+    return _NO_METADATA if reason is None else FrozenMapping({"reason": reason})
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -119,31 +124,19 @@ class ByteMemoryStore:
     # ---------------------------------------------------------------- judging and applying
     def check(self, action: MemoryAction, current_t: int) -> Decision:
         """Judge ``action`` at timestep ``current_t`` without changing anything."""
-        if self._clock is not None and current_t < self._clock:
-            raise ValueError(
-                f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward"
-            )
+        self._check_clock(current_t)
         kind = action.action
         if kind == "SKIP":
             return _SKIP_ACCEPTED
         if kind == "EXPIRE":
-            item = self._items.get(action.target_t)
-            if item is None:
-                return Decision(False, Reason.TARGET_MISSING)
-            if action.target_t >= current_t:
-                return Decision(False, Reason.TARGET_NOT_OLDER)
-            return Decision(True, Reason.ACCEPTED, -item.byte_cost)
+            return self._check_expire(action.target_t, current_t)
+        if kind == "WRITE":
+            return self._check_write(action.step, current_t)
         step = action.step
         if step.t != current_t:
             return Decision(False, Reason.NOT_CURRENT_STEP)
         if current_t in self._items:
             return Decision(False, Reason.TIMESTEP_OCCUPIED)
-        if kind == "WRITE":
-            cost = estimate_bytes(step)
-            if not self.budget.can_afford(cost):
-                return Decision(False, Reason.OVER_BUDGET, cost)
-            return Decision(True, Reason.ACCEPTED, cost)
-        # MERGE
         target = self._items.get(action.target_t)
         if target is None:
             return Decision(False, Reason.TARGET_MISSING)
@@ -161,49 +154,112 @@ class ByteMemoryStore:
             return Decision(False, Reason.OVER_BUDGET, cost)
         return Decision(True, Reason.ACCEPTED, cost, delta)
 
+    def _check_clock(self, current_t: int) -> None:
+        if self._clock is not None and current_t < self._clock:
+            raise ValueError(
+                f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward"
+            )
+
+    def _check_expire(self, target_t: int, current_t: int) -> Decision:
+        item = self._items.get(target_t)
+        if item is None:
+            return Decision(False, Reason.TARGET_MISSING)
+        if target_t >= current_t:
+            return Decision(False, Reason.TARGET_NOT_OLDER)
+        return Decision(True, Reason.ACCEPTED, -item.byte_cost)
+
+    def _check_write(self, step: Step, current_t: int) -> Decision:
+        if step.t != current_t:
+            return Decision(False, Reason.NOT_CURRENT_STEP)
+        if current_t in self._items:
+            return Decision(False, Reason.TIMESTEP_OCCUPIED)
+        cost = estimate_bytes(step)
+        if not self.budget.can_afford(cost):
+            return Decision(False, Reason.OVER_BUDGET, cost)
+        return Decision(True, Reason.ACCEPTED, cost)
+
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
         return self.check(action, current_t).accepted
 
     def execute(self, action: MemoryAction, current_t: int) -> Decision:
         """Apply ``action`` at ``current_t`` and return the full decision (reason, bytes)."""
         decision = self.check(action, current_t)
-        self._clock = current_t
-        if not decision.accepted:
-            self.rejected_counts[action.action] += 1
-            return decision
-        self.accepted_counts[action.action] += 1
         kind = action.action
-        if kind == "WRITE" or kind == "MERGE":
-            step = action.step
-            self.budget.consume(decision.byte_delta)
-            obs = step.observation
-            metadata = FrozenMapping({"reason": action.reason} if action.reason is not None else None)
-            if kind == "WRITE":
-                private = _json_copy(obs) if isinstance(obs, dict) else None
-                api = private.get(MERGE_KEY) if private is not None else None
-                item = MemoryItem(step, current_t, decision.byte_delta, metadata, api=api)
-                if private is not None:
-                    self._base_observations[current_t] = private
-                    if MERGE_KEY in private:
-                        self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
-            else:
-                item = MemoryItem(
-                    step,
-                    current_t,
-                    decision.byte_delta,
-                    metadata,
-                    kind="MERGE",
-                    merge_parent_t=action.target_t,
-                    delta=_json_copy(decision.delta),
-                    api=self._items[action.target_t].api,  # MERGE only joins an equal "api"
-                )
-            self._items[current_t] = item
-            self._order.append(current_t)
+        if not self._record(kind, decision, current_t):
+            return decision
+        if kind == "WRITE":
+            self._store_write(action.step, current_t, decision.byte_delta, action.reason)
+        elif kind == "MERGE":
+            self._store_merge(action, current_t, decision)
         elif kind == "EXPIRE":
-            item = self._items.pop(action.target_t)
-            self._base_observations.pop(action.target_t, None)
-            self.budget.release(item.byte_cost)
+            self._remove(action.target_t)
         return decision
+
+    # The three shortcuts below are ``execute`` for one kind of action without building a
+    # ``MemoryAction`` (the environment calls them at every step); same rules, same counts.
+    def skip(self, current_t: int) -> Decision:
+        """``execute(MemoryAction.skip(), current_t)``."""
+        self._check_clock(current_t)
+        self._clock = current_t
+        self.accepted_counts["SKIP"] += 1
+        return _SKIP_ACCEPTED
+
+    def write(self, step: Step, current_t: int, reason: str | None = None) -> Decision:
+        """``execute(MemoryAction.write(step, reason), current_t)``."""
+        self._check_clock(current_t)
+        decision = self._check_write(step, current_t)
+        if self._record("WRITE", decision, current_t):
+            self._store_write(step, current_t, decision.byte_delta, reason)
+        return decision
+
+    def expire(self, target_t: int, current_t: int) -> Decision:
+        """``execute(MemoryAction.expire(target_t), current_t)``."""
+        self._check_clock(current_t)
+        decision = self._check_expire(target_t, current_t)
+        if self._record("EXPIRE", decision, current_t):
+            self._remove(target_t)
+        return decision
+
+    def _record(self, kind: str, decision: Decision, current_t: int) -> bool:
+        self._clock = current_t
+        if decision.accepted:
+            self.accepted_counts[kind] += 1
+            return True
+        self.rejected_counts[kind] += 1
+        return False
+
+    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None) -> None:
+        self.budget.consume(cost)
+        obs = step.observation
+        private = _json_copy(obs) if isinstance(obs, dict) else None
+        api = private.get(MERGE_KEY) if private is not None else None
+        item = MemoryItem(step, current_t, cost, _metadata(reason), api=api)
+        if private is not None:
+            self._base_observations[current_t] = private
+            if MERGE_KEY in private:
+                self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
+        self._items[current_t] = item
+        self._order.append(current_t)
+
+    def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision) -> None:
+        self.budget.consume(decision.byte_delta)
+        item = MemoryItem(
+            action.step,
+            current_t,
+            decision.byte_delta,
+            _metadata(action.reason),
+            kind="MERGE",
+            merge_parent_t=action.target_t,
+            delta=_json_copy(decision.delta),
+            api=self._items[action.target_t].api,  # MERGE only joins an equal "api"
+        )
+        self._items[current_t] = item
+        self._order.append(current_t)
+
+    def _remove(self, target_t: int) -> None:
+        item = self._items.pop(target_t)
+        self._base_observations.pop(target_t, None)
+        self.budget.release(item.byte_cost)
 
     def apply(self, action: MemoryAction, current_t: int) -> bool:
         """Apply ``action`` at timestep ``current_t``; True if accepted (spec §6.3)."""

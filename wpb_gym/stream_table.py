@@ -72,6 +72,19 @@ def compare_versions(current: Any, reference: Any) -> int | None:
     return None
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_json(value: Any) -> bool:
+    """True for what ``json.loads`` can return: dicts with str keys, lists and scalars."""
+    kind = type(value)
+    if kind is dict:
+        return all(type(k) is str and _plain_json(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain_json(v) for v in value)
+    return kind in _SCALARS
+
+
 class StreamTable:
     """What the environment needs to know about each step of one episode on one track.
 
@@ -125,10 +138,11 @@ class StreamTable:
         def describe(step: Step) -> tuple[Any, ...]:
             obs = step.observation
             text = observation_json(step)
-            # Equal JSON, equal observations -- except that NaN != NaN: such contents get a
-            # negative id, which tells the env to let the store compare values itself.
+            # Equal JSON text means equal observations only for plain JSON values without NaN
+            # (NaN != NaN; a tuple and a list, or keys 1 and "1", print alike). Other contents
+            # get a negative id, which tells the env to let the store compare values itself.
             content = content_ids.setdefault(text, len(content_ids) + 1)
-            if "NaN" in text:
+            if "NaN" in text or not _plain_json(obs):
                 content = -content
             if type(obs) is not dict:
                 return (text, content, KIND_OTHER, -1, -1, None, None, None, 0.0)
