@@ -19,7 +19,7 @@ from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Reason
-from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, StreamTable, compare_versions
+from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, KIND_OTHER, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
@@ -341,15 +341,19 @@ class WritePolicyBenchEnv(gym.Env):
         self._n_slot = len(SLOT_FEATURES) + extra + len(SLOT_CONTEXT_FEATURES)
         self.n_actions = 2 + 2 * self.K
         # The observation is packed as float32: the step and memory features (the "head"),
-        # then the slot rows, each stored item's row packed once and patched per step.
+        # then the slot rows; each stored item's row (after present and age) is packed when
+        # it is stored and again only when its orphan or superseded flag changes. Columns
+        # below index that row.
         n_static = len(SLOT_FEATURES) + extra
         self._col_orphan, self._col_same_family, self._col_same_api, self._col_superseded, self._col_merge_ok = (
-            n_static + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES
+            n_static - 2 + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES
         )
         self._head_size = self._n_step + self._n_mem
         self._head_format = f"={self._head_size}f"  # format strings, not Structs: Structs do not pickle
-        self._row_format = f"={self._n_slot}f"
+        self._tail_format = f"={self._n_slot - 2}f"
         self._pad = [bytes(4 * self._n_slot * (self.K - n)) for n in range(self.K + 1)]
+        self._empty_step_row = (0.0,) * self._n_step
+        self._mask_arrays: dict[bytes, np.ndarray] = {}  # few masks recur: each is built once
         self.action_space = spaces.Discrete(self.n_actions)
         if observation_mode == "box":
             n = self._n_step + self._n_mem + self.K * self._n_slot
@@ -399,7 +403,7 @@ class WritePolicyBenchEnv(gym.Env):
 
     def action_masks(self) -> np.ndarray:
         """The valid actions now (bool, length 2 + 2K): exactly those the store would accept."""
-        return np.frombuffer(bytearray(self._mask), dtype=bool)
+        return self._mask_array()
 
     def decode_action(self, action: int) -> MemoryAction:
         """The ``MemoryAction`` that env action ``action`` stands for now (SKIP for an empty slot)."""
@@ -490,7 +494,9 @@ class WritePolicyBenchEnv(gym.Env):
         self._table = StreamTable(episode, self.track)
         self._T = len(episode)
         self._inv_T = 1.0 / self._T
+        self._step_fixed = self._fixed_step_features()
         self._store = ByteMemoryStore(budget)
+        self._used = 0
         self._t = 0
         self._done = False
         self._expires_this_step = 0
@@ -508,8 +514,10 @@ class WritePolicyBenchEnv(gym.Env):
         self._oracle_value: float | None = None
         self._oracle_prefix: np.ndarray | None = None
         # Hidden labels, used for rewards only.
-        critical = set(episode.critical_steps)
-        self._critical = [t in critical for t in range(self._T)]
+        self._critical = [False] * self._T
+        for t in episode.critical_steps:
+            if 0 <= t < self._T:
+                self._critical[t] = True
         self._utilities = episode.utilities.tolist()
         self._critical_before = 0  # critical steps among those already decided
         self._kept = 0
@@ -525,6 +533,22 @@ class WritePolicyBenchEnv(gym.Env):
         if self.dense_reward and ("utility" in self.reward_weights or "neg_regret" in self.reward_weights):
             self._compute_oracle(prefix="neg_regret" in self.reward_weights)
         self._update_view()
+
+    def _fixed_step_features(self) -> list[tuple[float, tuple[float, ...], tuple[float, ...]]]:
+        """Per timestep, the step features that do not depend on memory: (cost_budget, the
+        four kind flags, the priority on the privileged track or nothing)."""
+        tab = self._table
+        budget = self._budget
+        kinds = [tuple(1.0 if k == kind else 0.0 for k in range(4)) for kind in range(4)]
+        priorities = tab.priorities if self.privileged else None
+        return [
+            (
+                min(1.0, cost / budget) if budget else 1.0,
+                kinds[min(kind, KIND_OTHER)],
+                (priorities[t],) if priorities is not None else (),
+            )
+            for t, (cost, kind) in enumerate(zip(tab.costs, tab.kinds, strict=True))
+        ]
 
     # ------------------------------------------------------------------ stepping
     def _check_action(self, action: Any) -> int:
@@ -577,6 +601,7 @@ class WritePolicyBenchEnv(gym.Env):
             expired = True
         if not decision.accepted:
             raise AssertionError(f"store rejected action {a} ({decision.reason}) that the mask allowed")
+        self._used += decision.byte_delta  # the store's own change (0 for SKIP)
         self._last_action = (a, reason)
         if expired:
             self._expires_this_step += 1
@@ -642,9 +667,7 @@ class WritePolicyBenchEnv(gym.Env):
         # the current step change from step to step; orphan and superseded are set here.
         kind = tab.kinds[t]
         budget = self._budget
-        row = [
-            1.0,
-            0.0,  # age: written into the observation at every step
+        row = [  # the slot row after present and age, which the observation adds at every step
             min(1.0, cost / budget) if budget else 1.0,
             1.0 if is_merge else 0.0,
             1.0 if kind == KIND_ENDPOINT else 0.0,
@@ -656,7 +679,7 @@ class WritePolicyBenchEnv(gym.Env):
             row.append(tab.priorities[t])
         row += (0.0, 0.0, 0.0, 0.0, 0.0)  # orphan, same_family, same_api, superseded, merge_ok
         self._row_values[t] = row
-        self._rows[t] = struct.pack(self._row_format, *row)
+        self._rows[t] = struct.pack(self._tail_format, *row)
         # A new item is retained: a WRITE always, a MERGE because it joins a present base.
         self._kept += 1
         self._kept_critical += self._critical[t]
@@ -668,7 +691,7 @@ class WritePolicyBenchEnv(gym.Env):
         row = self._row_values[s]
         if row[index] != value:
             row[index] = value
-            self._rows[s] = struct.pack(self._row_format, *row)
+            self._rows[s] = struct.pack(self._tail_format, *row)
 
     def _record_expired(self, item: MemoryItem, t: int) -> None:
         s = item.t
@@ -724,24 +747,24 @@ class WritePolicyBenchEnv(gym.Env):
             stack.pop()
         return stack[-1] if stack else None
 
-    def _select_slots(self, fam: int) -> list[int]:
+    def _relevant_slots(self, fam: int) -> list[int]:
+        """The slots when the current step's family ``fam`` has items in memory: those items
+        newest first, then the other items oldest first."""
         K = self.K
-        if self.slot_order == "relevance" and fam >= 0 and self._family_live.get(fam, 0) > 0:
-            contains = self._store.__contains__
-            shown: list[int] = []
-            for s in reversed(self._family_items[fam]):
-                if contains(s):
-                    shown.append(s)
-                    if len(shown) == K:
-                        return shown
-            families = self._table.families
-            for s in self._store.iter_timesteps():
-                if families[s] != fam:
-                    shown.append(s)
-                    if len(shown) == K:
-                        break
-            return shown
-        return list(islice(self._store.iter_timesteps(), K))
+        rows = self._rows
+        shown: list[int] = []
+        for s in reversed(self._family_items[fam]):
+            if s in rows:
+                shown.append(s)
+                if len(shown) == K:
+                    return shown
+        families = self._table.families
+        for s in rows:
+            if families[s] != fam:
+                shown.append(s)
+                if len(shown) == K:
+                    break
+        return shown
 
     def _merge_cost(self, t: int, s: int) -> int | None:
         """Bytes a MERGE of step ``t`` into the base item ``s`` would charge; None if the store
@@ -760,17 +783,23 @@ class WritePolicyBenchEnv(gym.Env):
 
     def _update_view(self) -> None:
         """Compute the slots, the observation and the mask of the current state (once per step)."""
+        # Hot path: the env's own mirrors of the store (``_rows`` holds one entry per stored
+        # item, in the store's order; ``_used`` its bytes) spare a method call per read.
         tab = self._table
         t = self._t
-        store = self._store
         K = self.K
         budget = self._budget
-        remaining = budget - store.bytes_used
-        n_items = len(store)
+        rows = self._rows
+        remaining = budget - self._used
+        n_items = len(rows)
         live = t < self._T
         inv_T = self._inv_T
         fam = tab.families[t] if live else -1
-        slots = self._select_slots(fam)
+        fam_live = self._family_live.get(fam, 0) if fam >= 0 else 0
+        if fam_live and self.slot_order == "relevance":
+            slots = self._relevant_slots(fam)
+        else:
+            slots = list(islice(rows, K))
         self._slots = slots
         n_slots = len(slots)
         cap = self.max_expires_per_step
@@ -778,35 +807,32 @@ class WritePolicyBenchEnv(gym.Env):
         mask[0] = 1
         if live and n_slots and (cap is None or self._expires_this_step < cap):
             mask[2 + K : 2 + K + n_slots] = b"\x01" * n_slots
+        if cap is None:
+            cap_left = 1.0 if live else 0.0
+        else:
+            cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
 
-        # ---- current step
+        # ---- current step, then memory
         if live:
             api = tab.apis[t]
             cost = tab.costs[t]
-            kind = tab.kinds[t]
             fits = cost <= remaining
             mask[1] = fits
-            ref = self._family_newest.get(fam) if fam >= 0 else None
-            base = self._newest_live(self._api_bases.get(api)) if api >= 0 else None
-            step_row = [
-                min(1.0, cost / budget) if budget else 1.0,
-                min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
-                1.0 if fits else 0.0,
-                1.0 if kind == KIND_ENDPOINT else 0.0,
-                1.0 if kind == KIND_DOC else 0.0,
-                1.0 if kind == KIND_GUIDE else 0.0,
-                1.0 if kind > KIND_GUIDE else 0.0,
-            ]
+            ref = self._family_newest.get(fam) if fam_live else None
+            base = None
+            if api >= 0:
+                stack = self._api_bases.get(api)
+                if stack:
+                    base = stack[-1] if stack[-1] in rows else self._newest_live(stack)
             if ref is None:
-                step_row += _NO_REFERENCE
-                step_row[17] = tab.deprecated[t]
+                compared = _NO_REFERENCE[tab.deprecated[t]]
             else:
                 identical = tab.contents[t] == tab.contents[ref]
                 cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
                 pa, pr = tab.params[t], tab.params[ref]
                 ra, rr = tab.required[t], tab.required[ref]
                 dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
-                step_row += (
+                compared = (
                     1.0,
                     1.0 if base is not None else 0.0,
                     1.0 if identical else 0.0,
@@ -828,77 +854,82 @@ class WritePolicyBenchEnv(gym.Env):
                 if delta_cost is not None:
                     merge_ok = 1.0 if delta_cost <= remaining else 0.0
                     merge_share = min(1.0, delta_cost / cost) if cost else 1.0
-            step_row += (
+            cost_budget, kind_flags, priority = self._step_fixed[t]
+            head = struct.pack(
+                self._head_format,
+                cost_budget,
+                min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
+                1.0 if fits else 0.0,
+                *kind_flags,
+                *compared,
                 merge_ok,
                 merge_share,
                 (t - ref) * inv_T if ref is not None else 0.0,
-                min(1.0, self._family_live.get(fam, 0) / K) if fam >= 0 else 0.0,
+                min(1.0, fam_live / K),
+                *priority,
+                remaining / budget if budget else 0.0,
+                n_items / (n_items + K),
+                (n_items - n_slots) / n_items if n_items else 0.0,
+                self._merges / n_items if n_items else 0.0,
+                t * inv_T,
+                cap_left,
             )
-            if self.privileged:
-                step_row.append(tab.priorities[t])
         else:
             api = -1
-            step_row = [0.0] * self._n_step
+            head = struct.pack(
+                self._head_format,
+                *self._empty_step_row,
+                remaining / budget if budget else 0.0,
+                n_items / (n_items + K),
+                (n_items - n_slots) / n_items if n_items else 0.0,
+                self._merges / n_items if n_items else 0.0,
+                1.0,
+                cap_left,
+            )
 
-        # ---- memory
-        if cap is None:
-            cap_left = 1.0 if live else 0.0
-        else:
-            cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
-        n_hidden = n_items - n_slots
-        step_row += (
-            remaining / budget if budget else 0.0,
-            n_items / (n_items + K),
-            n_hidden / n_items if n_items else 0.0,
-            self._merges / n_items if n_items else 0.0,
-            t * inv_T if live else 1.0,
-            cap_left,
-        )
+        # ---- slots: present, age, then the item's packed row; the features that compare an
+        # item with the current step are packed afresh for the items of the current family.
+        parts = [head]
+        age_now = t if live else self._T
+        for k, s in enumerate(slots):
+            if fam_live and tab.families[s] == fam:
+                row = self._row_values[s][:]
+                row[self._col_same_family] = 1.0
+                if tab.apis[s] == api:
+                    row[self._col_same_api] = 1.0
+                    if s not in self._merge_parent:  # a base item: a MERGE target
+                        delta_cost = self._merge_cost(t, s)
+                        if delta_cost is not None and delta_cost <= remaining:
+                            row[self._col_merge_ok] = 1.0
+                            mask[2 + k] = 1
+                tail = struct.pack(self._tail_format, *row)
+            else:
+                tail = rows[s]
+            parts += (_PRESENT, _pack_float((age_now - s) * inv_T), tail)
+        parts.append(self._pad[n_slots])
+        self._obs_bytes = b"".join(parts)
+        self._mask = bytes(mask)
 
-        # ---- slots: the items' packed rows, then what changes with time and the current step
-        rows = self._rows
-        buf = bytearray(
-            b"".join([struct.pack(self._head_format, *step_row), *[rows[s] for s in slots], self._pad[n_slots]])
-        )
-        if n_slots:
-            values = memoryview(buf).cast("f")
-            n_slot = self._n_slot
-            i = self._head_size + 1
-            age_now = t if live else self._T
-            for s in slots:
-                values[i] = (age_now - s) * inv_T
-                i += n_slot
-            if fam >= 0 and self._family_live.get(fam, 0) > 0:
-                families = tab.families
-                apis = tab.apis
-                parent_get = self._merge_parent.get
-                i = self._head_size
-                for k, s in enumerate(slots):
-                    if families[s] == fam:
-                        values[i + self._col_same_family] = 1.0
-                        if apis[s] == api:
-                            values[i + self._col_same_api] = 1.0
-                            if parent_get(s) is None:  # a base item: a MERGE target
-                                delta_cost = self._merge_cost(t, s)
-                                if delta_cost is not None and delta_cost <= remaining:
-                                    values[i + self._col_merge_ok] = 1.0
-                                    mask[2 + k] = 1
-                    i += n_slot
-            values.release()
-        self._obs_buf = buf
-        self._mask = mask
+    def _mask_array(self) -> np.ndarray:
+        """A new bool array holding the current mask."""
+        cached = self._mask_arrays.get(self._mask)
+        if cached is None:
+            if len(self._mask_arrays) >= _MASK_CACHE_LIMIT:
+                self._mask_arrays.clear()
+            cached = self._mask_arrays[self._mask] = np.frombuffer(self._mask, np.bool_)
+        return cached.copy()
 
     def _observation(self) -> np.ndarray | dict[str, np.ndarray]:
         # A copy of the private buffer: every call returns a new, writable array.
-        buf = bytearray(self._obs_buf)
+        buf = bytearray(self._obs_bytes)
         if self.observation_mode == "box":
-            return np.frombuffer(buf, dtype=np.float32)
+            return np.frombuffer(buf, np.float32)  # dtype by position: measurably faster
         n_step, n_mem = self._n_step, self._n_mem
         return {
             "step": np.frombuffer(buf, dtype=np.float32, count=n_step),
             "memory": np.frombuffer(buf, dtype=np.float32, count=n_mem, offset=4 * n_step),
             "slots": np.frombuffer(buf, dtype=np.float32, offset=4 * (n_step + n_mem)),
-            "action_mask": np.frombuffer(bytearray(self._mask), dtype=np.int8),
+            "action_mask": self._mask_array().view(np.int8),
         }
 
     def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
@@ -906,8 +937,8 @@ class WritePolicyBenchEnv(gym.Env):
             "t": self._t,
             "accepted": accepted,
             "reason": reason,
-            "bytes_used": self._store.bytes_used,
-            "action_mask": np.frombuffer(bytearray(self._mask), dtype=bool),
+            "bytes_used": self._used,
+            "action_mask": self._mask_array(),
         }
 
     # ------------------------------------------------------------------ rewards and metrics
@@ -978,8 +1009,13 @@ class WritePolicyBenchEnv(gym.Env):
         return _render.memory_picture(self)
 
 
-_NO_REFERENCE = [0.0] * 14
+# The 14 features comparing the current step with memory when memory holds nothing of its
+# family: all 0 but "deprecated", keyed by it.
+_NO_REFERENCE = {d: (0.0,) * 10 + (d,) + (0.0,) * 3 for d in (0.0, 1.0)}
 _UNKNOWN = object()
+_PRESENT = struct.pack("=f", 1.0)
+_pack_float = struct.Struct("=f").pack
+_MASK_CACHE_LIMIT = 4096
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
 
 

@@ -276,8 +276,8 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     steps = tuple(
-        Step(t=t, observation=steps_obs[t], metadata={"mode": c.regime, "priority": float(priority[t])})
-        for t in range(T)
+        Step(t=t, observation=obs, metadata={"mode": c.regime, "priority": p})
+        for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
     )
     labels: dict[str, Any] = {
         "breaking_changes": breaking,
@@ -288,7 +288,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         "mode": c.regime,
         "seed": seed,
         "total_drift_events": len(critical),
-        "utility_by_step": {t: float(utility[t]) for t in range(T)},
+        "utility_by_step": dict(enumerate(utility.tolist())),
     }
     if c.migration_guides:
         labels["migration_guide_steps"] = guides

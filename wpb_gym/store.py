@@ -30,7 +30,7 @@ from typing import Any, Iterator
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost, same_api
 from .budget import BudgetView, ByteBudget
-from .types import FrozenMapping, MemoryAction, MemoryItem, Step
+from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
 
 class Reason(str, Enum):
@@ -67,6 +67,15 @@ class Decision:
 
 
 _SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
+
+
+def _accepted(byte_delta: int) -> Decision:
+    # Decision(True, Reason.ACCEPTED, byte_delta), built at the cost of a dict (see frozen_instance).
+    return frozen_instance(
+        Decision, {"accepted": True, "reason": Reason.ACCEPTED, "byte_delta": byte_delta, "delta": None}
+    )
+
+
 _NO_METADATA = FrozenMapping()  # read-only, so every item without a reason can share it
 
 
@@ -166,7 +175,7 @@ class ByteMemoryStore:
             return Decision(False, Reason.TARGET_MISSING)
         if target_t >= current_t:
             return Decision(False, Reason.TARGET_NOT_OLDER)
-        return Decision(True, Reason.ACCEPTED, -item.byte_cost)
+        return _accepted(-item.byte_cost)
 
     def _check_write(self, step: Step, current_t: int) -> Decision:
         if step.t != current_t:
@@ -176,7 +185,7 @@ class ByteMemoryStore:
         cost = estimate_bytes(step)
         if not self.budget.can_afford(cost):
             return Decision(False, Reason.OVER_BUDGET, cost)
-        return Decision(True, Reason.ACCEPTED, cost)
+        return _accepted(cost)
 
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
         return self.check(action, current_t).accepted
@@ -233,7 +242,19 @@ class ByteMemoryStore:
         obs = step.observation
         private = _json_copy(obs) if isinstance(obs, dict) else None
         api = private.get(MERGE_KEY) if private is not None else None
-        item = MemoryItem(step, current_t, cost, _metadata(reason), api=api)
+        item = frozen_instance(
+            MemoryItem,
+            {
+                "step": step,
+                "written_at": current_t,
+                "byte_cost": cost,
+                "metadata": _metadata(reason),
+                "kind": "WRITE",
+                "merge_parent_t": None,
+                "delta": None,
+                "api": api,
+            },
+        )
         if private is not None:
             self._base_observations[current_t] = private
             if MERGE_KEY in private:

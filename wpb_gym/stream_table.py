@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .accounting import MERGE_KEY, identity_key, observation_json, write_cost
-from .tracks import PRIVILEGED, check_track, policy_step, visible_metadata
+from .accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, observation_json
+from .tracks import PRIVILEGED, VISIBLE_METADATA, check_track, policy_step, visible_metadata
 from .types import Episode, Step
 
 KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER = 0, 1, 2, 3
@@ -51,6 +51,39 @@ def _kind_and_family(obs: Any) -> tuple[int, Any]:
         if "old_api" in obs or "new_api" in obs:
             return KIND_GUIDE, ("guide", identity_key(endpoint_family(obs.get("old_api"))))
     return KIND_OTHER, None
+
+
+def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
+    """``len(json.dumps(visible_metadata(step.metadata, track), sort_keys=True))`` per step.
+
+    Generated steps repeat the same visible metadata (``{"mode": regime}`` on the
+    unprivileged track), so lengths are memoised on the visible values when those are all
+    strings (equal strings, equal JSON; numbers are not memoised: 1 == 1.0 == True).
+    """
+    keys = VISIBLE_METADATA[track]
+    absent = (_ABSENT,) * len(keys)
+    memo: dict[tuple[Any, ...], int] = {}  # holds str-valued keys only
+    lengths = []
+    for step in steps:
+        metadata = step.metadata
+        length = None
+        if type(metadata) is dict:
+            key = tuple(map(metadata.get, keys, absent))
+            try:
+                length = memo.get(key)
+            except TypeError:  # an unhashable value: never memoised
+                key = None
+        else:
+            key = None
+        if length is None:
+            length = json_len(visible_metadata(metadata, track))
+            if key is not None and all(type(v) is str or v is _ABSENT for v in key):
+                memo[key] = length
+        lengths.append(length)
+    return lengths
+
+
+_ABSENT = object()  # a visible key the metadata lacks (hashable, never a JSON value)
 
 
 def compare_versions(current: Any, reference: Any) -> int | None:
@@ -101,8 +134,6 @@ class StreamTable:
         self._views: list[Step | None] = [None] * len(raw_steps)
         self.length = len(raw_steps)
         privileged = track == PRIVILEGED
-        costs, kinds, families, apis, versions = [], [], [], [], []
-        params, required, deprecated, contents, priorities = [], [], [], [], []
         content_ids: dict[str, int] = {}
         api_info: dict[Any, tuple[int, int]] = {}  # api value -> (family id, api id)
         family_ids: dict[Any, int] = {}
@@ -170,26 +201,19 @@ class StreamTable:
                 1.0 if obs.get("deprecated") is True else 0.0,
             )
 
+        infos = []
         for step in raw_steps:
             info = by_object.get(id(step.observation))
             if info is None:
                 info = by_object[id(step.observation)] = describe(step)
-            else:
-                step.__dict__.setdefault("_observation_json", info[0])
-            costs.append(write_cost(info[0], visible_metadata(step.metadata, track)))
-            contents.append(info[1])
-            kinds.append(info[2])
-            families.append(info[3])
-            apis.append(info[4])
-            versions.append(info[5])
-            params.append(info[6])
-            required.append(info[7])
-            deprecated.append(info[8])
-            if privileged:
-                p = step.metadata.get("priority")
-                ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
-                priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
-        self.costs = costs
+            infos.append(info)
+        columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(9)]
+        texts, contents, kinds, families, apis, versions, params, required, deprecated = columns
+        self._texts = texts
+        self.costs = [
+            len(text) + metadata_len + HEADER_BYTES + INDEX_BYTES
+            for text, metadata_len in zip(texts, _visible_metadata_lengths(raw_steps, track), strict=True)
+        ]
         self.kinds = kinds
         self.families = families
         self.apis = apis
@@ -198,7 +222,13 @@ class StreamTable:
         self.required = required
         self.deprecated = deprecated
         self.contents = contents
-        self.priorities = priorities if privileged else None
+        self.priorities = None
+        if privileged:
+            self.priorities = []
+            for step in raw_steps:
+                p = step.metadata.get("priority")
+                ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
+                self.priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
 
     def step(self, t: int) -> Step:
         """Step ``t`` as a policy on this track sees it (built once, its cost already known)."""
@@ -207,7 +237,7 @@ class StreamTable:
             view = policy_step(self._raw[t], self.track)
             cache = view.__dict__
             if "_write_cost" not in cache:
-                cache["_observation_json"] = observation_json(self._raw[t])
+                cache["_observation_json"] = self._texts[t]
                 cache["_write_cost"] = self.costs[t]
             self._views[t] = view
         return view

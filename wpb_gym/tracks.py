@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .accounting import episode_costs
-from .types import Episode, Step
+from .types import Episode, Step, frozen_instance
 
 UNPRIVILEGED = "unprivileged"
 PRIVILEGED = "privileged"
@@ -43,7 +43,8 @@ def policy_step(step: Step, track: str) -> Step:
     visible = visible_metadata(metadata, track)
     if len(visible) == len(metadata):
         return step
-    return Step(t=step.t, observation=step.observation, metadata=visible)
+    # Built without Step.__init__ (see frozen_instance): the environment makes one per WRITE.
+    return frozen_instance(Step, {"t": step.t, "observation": step.observation, "metadata": visible})
 
 
 def policy_episode(episode: Episode, track: str) -> Episode:

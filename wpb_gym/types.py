@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
+T = TypeVar("T")
 ActionType = Literal["SKIP", "WRITE", "MERGE", "EXPIRE"]
 ACTION_TYPES: tuple[str, ...] = ("SKIP", "WRITE", "MERGE", "EXPIRE")
 
@@ -93,6 +94,18 @@ class Episode:
 
     def to_dict(self) -> dict[str, Any]:
         return {"labels": self.labels, "steps": [s.to_dict() for s in self.steps]}
+
+
+def frozen_instance(cls: type[T], fields: dict[str, Any]) -> T:
+    """An instance of the frozen dataclass ``cls`` holding ``fields`` (every field, in order).
+
+    What ``cls(**fields)`` returns, built without ``__init__``: a frozen dataclass sets each
+    field through ``object.__setattr__``, which costs more than everything else the store
+    does for a WRITE. Only for classes without ``__post_init__`` (nothing to validate).
+    """
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
 
 
 class FrozenMapping(Mapping[str, Any]):
