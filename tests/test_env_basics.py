@@ -357,3 +357,29 @@ def test_hand_made_steps_without_api_work():
     total, steps_taken, info = _play(env, _write_when_possible)
     assert steps_taken == 5 and info["metrics"]["recall"] == 1.0
     assert total == info["metrics"]["f1"] == pytest.approx(2 / 6)
+
+
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_stream_table_costs_equal_the_write_formula_for_any_metadata(track):
+    """The table memoises metadata lengths on string values; every other kind of value (numbers,
+    unhashable lists, missing keys, non-dict metadata) is priced by the formula itself."""
+    from wpb_gym.accounting import estimate_bytes
+    from wpb_gym.stream_table import StreamTable
+    from wpb_gym.tracks import policy_step
+
+    metadata = [
+        {"mode": "m"},
+        {"mode": "m", "priority": 0.25},
+        {"mode": 1},
+        {"mode": True},
+        {"mode": 1.0},
+        {"mode": ["a", "b"]},
+        {"priority": -0.0},
+        {},
+        {"mode": "m", "other": "hidden"},
+        {"mode": "é\n"},
+        {"mode": "m"},
+    ]
+    steps = [Step(t, {"api": "a", "v": t}, m) for t, m in enumerate(metadata)]
+    table = StreamTable(Episode(steps=steps, labels={}), track)
+    assert table.costs == [estimate_bytes(policy_step(s, track)) for s in steps]

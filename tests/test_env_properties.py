@@ -927,3 +927,30 @@ def test_merge_mask_with_nan_observation_values():
     _, _, _, _, info = env.step(2)
     assert info["accepted"] and env.store.get(1).kind == "MERGE"
     np.testing.assert_array_equal(env.action_masks(), expected_mask(env, 0))
+
+
+@pytest.mark.parametrize(
+    "base, new",
+    [
+        ({"api": "a", "p": ["x"]}, {"api": "a", "p": ("x",)}),  # same JSON text, tuple != list
+        ({"api": "a", "n": {"1": 2}}, {"api": "a", "n": {1: 2}}),  # same JSON text, key 1 != "1"
+        ({"api": "a", "p": ["x"]}, {"api": "a", "p": ["x"]}),  # plain JSON, equal: nothing to merge
+        ({"api": "a", "p": ["x"]}, {"api": "a", "p": ["y"]}),
+    ],
+)
+def test_merge_mask_when_equal_json_text_hides_different_values(base, new):
+    """The env prices MERGE by content (equal JSON text, equal delta); values that print alike
+    but compare unequal must still get the store's own verdict."""
+    # Step 1 has base's value and text, step 2 new's: a verdict cached for (text, text) at
+    # step 1 must not be reused for step 2.
+    steps = [Step(0, base, {"mode": "m"}), Step(1, copy.deepcopy(base), {"mode": "m"}), Step(2, new, {"mode": "m"})]
+    episode = Episode(steps=steps, labels={"critical_steps": [], "utility_by_step": {0: 1, 1: 1, 2: 1}})
+    env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=5000, slots=2)
+    env.reset(seed=0)
+    env.step(1)
+    np.testing.assert_array_equal(env.action_masks(), expected_mask(env, 0))
+    env.step(0)
+    np.testing.assert_array_equal(env.action_masks(), expected_mask(env, 0))
+    if env.action_masks()[2]:
+        _, _, _, _, info = env.step(2)
+        assert info["accepted"] and env.store.get(2).kind == "MERGE"

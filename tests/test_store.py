@@ -382,3 +382,34 @@ def test_a_rejection_reports_what_the_action_would_have_charged():
     decision = ByteMemoryStore(10).execute(MemoryAction.write(step), 0)
     assert decision.reason is Reason.OVER_BUDGET and decision.byte_delta == estimate_bytes(step)
     assert ByteMemoryStore(10).execute(MemoryAction.expire(3), 5).byte_delta == 0
+
+
+def test_items_built_by_the_shortcut_equal_items_built_by_execute():
+    """``frozen_instance`` builds items and decisions without ``__init__``: they must be the
+    same values (equal, frozen, picklable) as the ones ``__init__`` builds."""
+    import pickle
+
+    from wpb_gym.types import MemoryItem, frozen_instance
+
+    step = Step(0, {"api": "a", "v": 1}, {"mode": "m"})
+    a, b = ByteMemoryStore(1000), ByteMemoryStore(1000)
+    assert a.execute(MemoryAction.write(step, reason="r"), 0) == b.write(step, 0, reason="r")
+    assert a.get(0) == b.get(0) and dict(b.get(0).metadata) == {"reason": "r"}
+    built = frozen_instance(
+        MemoryItem,
+        {
+            "step": step,
+            "written_at": 0,
+            "byte_cost": 5,
+            "metadata": {},
+            "kind": "WRITE",
+            "merge_parent_t": None,
+            "delta": None,
+            "api": "a",
+        },
+    )
+    assert built == MemoryItem(step, 0, 5, api="a")
+    with pytest.raises(AttributeError):
+        built.byte_cost = 1
+    assert pickle.loads(pickle.dumps(b.get(0))) == b.get(0)
+    assert b.expire(0, 1) == a.execute(MemoryAction.expire(0), 1)

@@ -179,3 +179,28 @@ def test_indexes_agree_with_the_items(case):
             else:
                 parent = store.get(item.merge_parent_t)
                 assert (item.t in retained) == (parent is not None and parent.kind == "WRITE")
+
+
+@given(streams())
+def test_shortcuts_do_what_execute_does(case):
+    """``skip``/``write``/``expire`` (the environment's hot path) judge and apply exactly as
+    ``execute`` with the corresponding ``MemoryAction``: same decision, same state, same counts."""
+    steps, budget, programs = case
+    via_execute, via_shortcut = ByteMemoryStore(budget), ByteMemoryStore(budget)
+    for t, actions in enumerate(programs):
+        for action in actions:
+            if action.action == "MERGE":
+                continue  # no shortcut: MERGE always goes through execute
+            expected = via_execute.execute(action, t)
+            if action.action == "SKIP":
+                got = via_shortcut.skip(t)
+            elif action.action == "WRITE":
+                got = via_shortcut.write(action.step, t)
+            else:
+                got = via_shortcut.expire(action.target_t, t)
+            assert got == expected, (action, t)
+            assert snapshot(via_shortcut) == snapshot(via_execute)
+            assert via_shortcut.items() == via_execute.items()
+            assert via_shortcut.accepted_counts == via_execute.accepted_counts
+            assert via_shortcut.rejected_counts == via_execute.rejected_counts
+            assert via_shortcut.clock == via_execute.clock

@@ -56,7 +56,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .types import Episode, Step
+from .types import Episode, Step, frozen_instance
 
 PRIORITY_SCALE = 6.0
 UTILITY_BURST_DRIFT = 6.0
@@ -275,8 +275,8 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     if c.priority_noise > 0:
         priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
-    steps = tuple(
-        Step(t=t, observation=obs, metadata={"mode": c.regime, "priority": p})
+    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
+        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
         for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
     )
     labels: dict[str, Any] = {

@@ -105,17 +105,29 @@ def compare_versions(current: Any, reference: Any) -> int | None:
     return None
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _plain_json(value: Any) -> bool:
     """True for what ``json.loads`` can return: dicts with str keys, lists and scalars."""
-    kind = type(value)
-    if kind is dict:
-        return all(type(k) is str and _plain_json(v) for k, v in value.items())
-    if kind is list:
-        return all(_plain_json(v) for v in value)
-    return kind in _SCALARS
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        kind = type(v)
+        if kind is dict:
+            for k, item in v.items():
+                if type(k) is not str:
+                    return False
+                if type(item) in _SCALARS:
+                    continue
+                stack.append(item)
+        elif kind is list:
+            for item in v:
+                if type(item) not in _SCALARS:
+                    stack.append(item)
+        elif kind not in _SCALARS:
+            return False
+    return True
 
 
 class StreamTable:

@@ -33,7 +33,9 @@ def check_track(track: str) -> str:
 
 def visible_metadata(metadata: dict, track: str) -> dict:
     """The part of a step's metadata a policy on ``track`` sees."""
-    keys = VISIBLE_METADATA[check_track(track)]
+    keys = VISIBLE_METADATA.get(track)
+    if keys is None:
+        check_track(track)  # raises, naming the tracks
     return {k: metadata[k] for k in keys if k in metadata}
 
 
