@@ -24,7 +24,9 @@ from .oracle import (
     oracle_utility,
     oracle_write_set,
 )
+from .policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
 from .registration import ENV_IDS, register_envs
+from .runner import EpisodeRun, run_episode
 from .sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .store import ByteMemoryStore, Decision, Reason, StoreView
 from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
@@ -37,6 +39,8 @@ __all__ = [
     "ACTION_TYPES",
     "ENV_IDS",
     "METRIC_NAMES",
+    "ORACLE",
+    "POLICY_TRACKS",
     "PRIVILEGED",
     "REGIMES",
     "TRACKS",
@@ -48,10 +52,13 @@ __all__ = [
     "ByteMemoryStore",
     "Decision",
     "Episode",
+    "EpisodeContext",
     "EpisodeFormatError",
     "EpisodeList",
     "EpisodeMetrics",
     "EpisodeOracle",
+    "EpisodeOutcome",
+    "EpisodeRun",
     "F1Bound",
     "FrozenSet",
     "FrozenSetError",
@@ -60,6 +67,7 @@ __all__ = [
     "MemoryAction",
     "MemoryItem",
     "OracleCurve",
+    "Policy",
     "Reason",
     "Step",
     "StoreView",
@@ -86,6 +94,7 @@ __all__ = [
     "policy_step",
     "read_episodes",
     "register_envs",
+    "run_episode",
     "score_episode",
     "track_costs",
     "write_jsonl",

@@ -213,6 +213,13 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_agents(args: argparse.Namespace) -> int:
+    from agents.registry import registry_table  # the CLI is the one module that joins the packages
+
+    print(registry_table())
+    return 0
+
+
 def _kb(b: int) -> str:
     return f"{b // 1024}KB" if b % 1024 == 0 else f"{b}B"
 
@@ -240,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--budgets", type=_positive_ints, default=list(DEFAULT_BUDGETS), help="bytes, comma-separated")
     inspect.add_argument("--tracks", type=lambda s: _csv(str, s), default=list(TRACKS), help="comma-separated tracks")
     inspect.set_defaults(func=_cmd_inspect)
+
+    agents = sub.add_parser("agents", help="list the registered agents (name, aliases, track, kind, parameters)")
+    agents.set_defaults(func=_cmd_agents)
     return parser
 
 

@@ -369,6 +369,7 @@ class WritePolicyBenchEnv(gym.Env):
                 }
             )
         self._cycle_position = 0
+        self.reset_count = 0  # resets so far: tells adapters that a new episode began
         self._episode: Episode | None = None
         self.episode_index: int | None = None
         self._done = True
@@ -418,6 +419,23 @@ class WritePolicyBenchEnv(gym.Env):
         if a < 2 + self.K:
             return MemoryAction("MERGE", step=self._table.step(self._t), target_t=self._slots[k])
         return MemoryAction("EXPIRE", target_t=self._slots[k])
+
+    def expose_item(self, t: int) -> int:
+        """Show stored item ``t`` in a slot and return the slot index.
+
+        For adapters that drive the environment with ``MemoryAction``s (scripted agents): an
+        item the layout does not show takes the last slot until the next step. The mask, the
+        slots and ``action_masks()`` follow; the observation already returned does not.
+        """
+        if self._done:
+            raise RuntimeError("the episode is over: call reset() first")
+        if t not in self._rows:
+            raise ValueError(f"memory holds no item at timestep {t}")
+        if t in self._slots:
+            return self._slots.index(t)
+        slots = self._slots[: self.K - 1] + [t]  # the layout is full: every item would be shown otherwise
+        self._update_view(slots)
+        return self.K - 1
 
     def encode_action(self, action: MemoryAction) -> int | None:
         """The env action for ``action`` in the current slot layout (None if no slot shows its target)."""
@@ -470,6 +488,7 @@ class WritePolicyBenchEnv(gym.Env):
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
         self._start(episode, budget)
+        self.reset_count += 1
         self.episode_index = index
         return self._observation(), self._info(True, _ACCEPTED)
 
@@ -781,8 +800,8 @@ class WritePolicyBenchEnv(gym.Env):
         decision = self._store.check(MemoryAction("MERGE", step=tab.step(t), target_t=s), t)
         return decision.byte_delta if decision.reason in _MERGE_COSTED else None
 
-    def _update_view(self) -> None:
-        """Compute the slots, the observation and the mask of the current state (once per step)."""
+    def _update_view(self, slots: list[int] | None = None) -> None:
+        """Compute the slots (unless given), the observation and the mask of the current state."""
         # Hot path: the env's own mirrors of the store (``_rows`` holds one entry per stored
         # item, in the store's order; ``_used`` its bytes) spare a method call per read.
         tab = self._table
@@ -796,7 +815,9 @@ class WritePolicyBenchEnv(gym.Env):
         inv_T = self._inv_T
         fam = tab.families[t] if live else -1
         fam_live = self._family_live.get(fam, 0) if fam >= 0 else 0
-        if fam_live and self.slot_order == "relevance":
+        if slots is not None:
+            pass
+        elif fam_live and self.slot_order == "relevance":
             slots = self._relevant_slots(fam)
         else:
             slots = list(islice(rows, K))

@@ -42,7 +42,8 @@ def endpoint_family(api: Any) -> Any:
     return api
 
 
-def _kind_and_family(obs: Any) -> tuple[int, Any]:
+def kind_and_family(obs: Any) -> tuple[int, Any]:
+    """The content kind (KIND_*) of an observation and its family key (None: no family)."""
     if isinstance(obs, dict):
         if MERGE_KEY in obs:
             return KIND_ENDPOINT, ("api", identity_key(endpoint_family(obs[MERGE_KEY])))
@@ -198,7 +199,7 @@ class StreamTable:
                     ids = api_info[key] = (family, len(api_info))
                 kind, family, api_id = KIND_ENDPOINT, ids[0], ids[1]
             else:
-                kind, family_key = _kind_and_family(obs)
+                kind, family_key = kind_and_family(obs)
                 family = -1 if family_key is None else family_ids.setdefault(family_key, len(family_ids))
                 api_id = -1
             return (

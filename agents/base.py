@@ -1,0 +1,87 @@
+"""The base class of every agent: the spec's policy interface plus what tables and tools need.
+
+An agent is a policy (``wpb_gym.policy``): ``select(step, store)`` yields ``MemoryAction``s,
+applied as they are yielded. On top of that every agent has
+
+* ``name`` / ``description`` (class attributes, shown by the registry and in tables),
+* ``track``: ``"unprivileged"``, ``"privileged"`` (reads ``priority``) or ``"oracle"``
+  (reads hidden labels; an upper bound),
+* ``kind``: ``"scripted"``, ``"learner"``, ``"oracle"`` or ``"sb3"``,
+* ``start_episode(context)`` / ``end_episode(outcome)`` hooks (no-ops here),
+* ``params()``: the constructor parameters, for the registry and result tables,
+* SB3's predictor protocol, ``predict(obs, state, episode_start, deterministic,
+  action_masks)``, once ``attach(env)`` has bound the agent to the environment it acts in.
+
+Rules every agent follows so that it behaves identically in the offline evaluator and in
+``WritePolicyBench-v0``: at most one WRITE or MERGE per step, and it is the last action the
+agent yields for that step (in the environment it ends the timestep); EXPIREs come before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from wpb_gym.policy import EpisodeContext, EpisodeOutcome
+from wpb_gym.store import StoreView
+from wpb_gym.types import MemoryAction, Step
+
+AGENT_KINDS = ("scripted", "learner", "oracle", "sb3")
+
+
+class Agent:
+    name: ClassVar[str] = "agent"
+    aliases: ClassVar[tuple[str, ...]] = ()  # the spec's names for the paper's agents
+    description: ClassVar[str] = ""
+    track: ClassVar[str] = "unprivileged"
+    kind: ClassVar[str] = "scripted"
+    needs_stream: ClassVar[bool] = False
+
+    def start_episode(self, context: EpisodeContext) -> None:
+        """Called before the first step of every episode."""
+
+    def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
+        raise NotImplementedError
+
+    def end_episode(self, outcome: EpisodeOutcome) -> None:
+        """Called after the last step of every episode."""
+
+    def params(self) -> dict[str, Any]:
+        """The constructor parameters of this agent (for tables and the registry)."""
+        return {}
+
+    # ---------------------------------------------------------------- SB3 predictor protocol
+    def attach(self, env: Any) -> Agent:
+        """Bind the agent to ``env`` (a WritePolicyBench env, wrapped or not, or a DummyVecEnv of
+        them) so that ``predict`` can read the current step and memory of each sub-env."""
+        from .env_adapter import EnvDrivers
+
+        self._drivers = EnvDrivers(self, env)
+        return self
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+        action_masks: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, None]:
+        """SB3's predictor protocol: the env actions this agent takes now (one per sub-env).
+
+        The observation is not read: the agent decides from the step and the memory of the
+        env it was attached to (``attach``), exactly as in the offline evaluator.
+        """
+        drivers = getattr(self, "_drivers", None)
+        if drivers is None:
+            raise RuntimeError(
+                f"agent {self.name!r} is not attached to an environment: call agent.attach(env) "
+                "(a WritePolicyBench env or a DummyVecEnv of them) before predict()"
+            )
+        return drivers.predict(observation, episode_start), None
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
+        return f"{type(self).__name__}({args})"

@@ -1,0 +1,198 @@
+"""Agents acting in ``WritePolicyBench-v0``: their ``MemoryAction``s become env actions.
+
+``EnvDriver`` follows one env. At each timestep it asks the agent for its actions and hands
+them to the env one at a time, as they are yielded, through the slot layout: WRITE is
+action 1, MERGE / EXPIRE of item ``s`` the slot showing ``s`` (an item the layout does not
+show is put in a slot first, ``env.expose_item``). An action the store would reject is
+dropped, as the offline evaluator's store rejects it; when the agent has nothing more to
+say the driver sends SKIP. So the memory evolves exactly as in ``wpb_gym.runner``.
+
+In the env a WRITE or MERGE ends the timestep, so an agent must yield it last (the offline
+evaluator would let it continue): the driver raises if the agent yields anything after it.
+
+``run_agent_in_env`` plays one episode and reports the per-timestep rewards to the agent's
+``end_episode`` hook (learners learn from them). ``EnvDrivers`` is the SB3 predictor side:
+one driver per sub-env of a ``DummyVecEnv`` (each with its own copy of a stateful agent).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.env import WritePolicyBenchEnv
+from wpb_gym.policy import EpisodeOutcome, call_hook, check_action, check_can_run, episode_context, policy_name
+from wpb_gym.tracks import policy_episode
+from wpb_gym.types import MemoryAction
+
+SKIP, WRITE = 0, 1
+
+
+def _unwrapped(env: Any) -> WritePolicyBenchEnv:
+    base = getattr(env, "unwrapped", env)
+    if not isinstance(base, WritePolicyBenchEnv):
+        raise TypeError(f"agents act in WritePolicyBench environments, got {type(base).__name__}")
+    return base
+
+
+class EnvDriver:
+    """Translates one agent's actions for one environment (see the module docstring)."""
+
+    def __init__(self, agent: Any, env: Any) -> None:
+        self.agent = agent
+        self.env = env
+        self.base = _unwrapped(env)
+        check_can_run(agent, self.base.track)
+        if self.base.max_expires_per_step is not None:
+            raise ValueError(
+                "agents run in envs with max_expires_per_step=None: the offline evaluator has no cap, "
+                f"and this env caps EXPIREs at {self.base.max_expires_per_step} per timestep"
+            )
+        self._episode_seen: int | None = None
+        self._actions: Any = None  # the agent's pending iterator for the current timestep
+        self._actions_t: int | None = None
+        self._ended = False  # the pending iterator already ended its timestep
+        self.dropped = 0  # actions the store rejected (the offline store rejects them too)
+
+    def next_action(self) -> int:
+        """The env action to take now."""
+        base = self.base
+        self._follow_episode()
+        if base.current_step is None:
+            raise RuntimeError("the episode is over: reset the environment")
+        t = base.t
+        if self._actions is not None and self._actions_t != t:
+            self._finish_timestep()
+        if self._actions is None:
+            self._actions = iter(self.agent.select(base.current_step, base.store.view()) or ())
+            self._actions_t, self._ended = t, False
+        while True:
+            action = next(self._actions, None)
+            if action is None:  # nothing more for this step: SKIP ends it
+                self._actions = None
+                return SKIP
+            action = check_action(self.agent, action, t)
+            if action.action == "SKIP":
+                continue
+            a = self._translate(action)
+            if a is None:
+                self.dropped += 1
+                continue
+            if action.action != "EXPIRE":
+                self._ended = True
+            return a
+
+    def finish(self) -> None:
+        """Check that the agent yielded nothing after the action that ended its last step."""
+        if self._actions is not None:
+            self._finish_timestep()
+
+    def _follow_episode(self) -> None:
+        base = self.base
+        if base.reset_count == self._episode_seen:
+            return
+        self._episode_seen = base.reset_count
+        if self._actions is not None:  # a step of the previous episode: abandoned with it
+            close = getattr(self._actions, "close", None)
+            if close is not None:
+                close()
+            self._actions = None
+        episode = base.episode
+        stream = policy_episode(episode, base.track)
+        call_hook(
+            self.agent, "start_episode", episode_context(self.agent, episode, stream, base.store.max_bytes, base.track)
+        )
+
+    def _finish_timestep(self) -> None:
+        leftover = next(self._actions, None) if self._ended else None
+        self._actions = None
+        if leftover is not None:
+            raise RuntimeError(
+                f"agent {policy_name(self.agent)!r} yielded {leftover!r} after the WRITE/MERGE of timestep "
+                f"{self._actions_t}; in the environment a WRITE or MERGE ends the timestep, so it must come last"
+            )
+
+    def _translate(self, action: MemoryAction) -> int | None:
+        base = self.base
+        t = base.t
+        if not base.store.check(action, t).accepted:
+            return None
+        kind = action.action
+        if kind in ("WRITE", "MERGE") and action.step != base.current_step:
+            raise ValueError(
+                f"agent {policy_name(self.agent)!r} tried to {kind} a step other than the one it was shown at "
+                f"t={t}; the environment stores the current step only"
+            )
+        if kind == "WRITE":
+            a = WRITE
+        else:
+            a = base.encode_action(action)
+            if a is None:
+                k = base.expose_item(action.target_t)
+                a = 2 + k if kind == "MERGE" else 2 + base.K + k
+        if not base.action_masks()[a]:  # pragma: no cover - the mask is the store's verdict
+            raise AssertionError(f"env mask refuses {action} that the store accepts")
+        return a
+
+
+@dataclass(frozen=True)
+class EnvEpisode:
+    """One episode an agent played in the env: final metric row, rewards per timestep, last info."""
+
+    metrics: dict[str, float]
+    rewards: tuple[float, ...]
+    info: dict[str, Any]
+
+
+def run_agent_in_env(agent: Any, env: Any, *, seed: int | None = None, options: dict | None = None) -> EnvEpisode:
+    """Play one episode of ``env`` with ``agent``; its ``end_episode`` gets the rewards."""
+    env.reset(seed=seed, options=options)
+    driver = EnvDriver(agent, env)
+    base = driver.base
+    rewards = [0.0] * len(base.episode)
+    while True:
+        t = base.t
+        _, reward, terminated, truncated, info = env.step(driver.next_action())
+        rewards[t] += float(reward)
+        if terminated or truncated:
+            break
+    if terminated:
+        driver.finish()
+    metrics = info.get("metrics") or base.episode_metrics().as_row()
+    outcome = EpisodeOutcome(metrics=dict(metrics), rewards=tuple(rewards))
+    call_hook(agent, "end_episode", outcome)
+    return EnvEpisode(metrics=outcome.metrics, rewards=outcome.rewards, info=info)
+
+
+class EnvDrivers:
+    """``predict`` for SB3: one driver per sub-env of a DummyVecEnv (or one env).
+
+    ``start_episode`` is called when a sub-env resets; ``end_episode`` is not: ``predict``
+    never sees rewards, so a learner driven this way acts but does not learn (train it with
+    ``run_agent_in_env``, e.g. through its ``fit``).
+    """
+
+    def __init__(self, agent: Any, env: Any) -> None:
+        if hasattr(env, "envs"):
+            envs = list(env.envs)
+        elif hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
+            raise TypeError(
+                f"{type(env).__name__} runs its envs elsewhere (another process?): an agent reads each env's "
+                "memory directly, so attach it to a single env or a DummyVecEnv"
+            )
+        else:
+            envs = [env]
+        # Agents keep per-episode state: each sub-env gets its own copy.
+        agents = [agent] if len(envs) == 1 else [copy.deepcopy(agent) for _ in envs]
+        self.drivers = [EnvDriver(a, e) for a, e in zip(agents, envs, strict=True)]
+
+    def predict(self, observation: Any, episode_start: Any = None) -> np.ndarray:
+        n = len(self.drivers)
+        batch = np.asarray(observation["action_mask"] if isinstance(observation, dict) else observation)
+        if batch.ndim >= 2 and batch.shape[0] != n:
+            raise ValueError(f"got observations for {batch.shape[0]} envs; the agent is attached to {n}")
+        actions = np.array([d.next_action() for d in self.drivers], dtype=np.int64)
+        return actions if batch.ndim >= 2 else actions[0]

@@ -1,0 +1,574 @@
+"""Bandit learners (spec §5.3): contextual arm selection per step type, learned from env rewards.
+
+Both learners see a step the way every unprivileged agent does (``agents.observe``): its
+kind, whether its endpoint family was shown before, whether and how it changed since, whether
+memory holds the family, whether a WRITE fits, plus a coarse bucket of the remaining budget.
+That *context* is a small discrete tuple (tens of values in practice)::
+
+    (kind, status, in_memory, fits, budget_bucket)
+
+``kind`` is ``"endpoint"``, ``"doc"``, ``"guide"`` or ``"other"``; ``status`` is ``"new"``
+(family not shown before), ``"same"`` (shown, unchanged) or ``"changed:"`` followed by the
+change flags, ``v`` (version up), ``p`` (parameters added or removed) and ``d`` (deprecation
+flipped), e.g. ``"changed:vp"``; ``budget_bucket`` is ``floor(remaining / budget * buckets)``
+(capped at ``buckets - 1``).
+
+Arms are the write decisions ``SKIP``, ``WRITE`` and ``MERGE`` (MERGE only when the store
+would accept a MERGE into the newest stored base item of the step's ``api`` now). What a
+WRITE that does not fit needs is scripted: the oldest items are expired until it fits, the
+whole eviction planned before the first EXPIRE, and nothing is expired (and WRITE is not an
+arm) when the step would not fit even in empty memory. Per step the agent yields its EXPIREs
+first, then at most one WRITE or MERGE, last.
+
+The learning signal is the environment's reward and nothing else: ``end_episode`` gets, per
+timestep, the rewards the env paid while the agent decided that step
+(``EpisodeOutcome.rewards``; with ``dense_reward=True`` their sum is the episode's F1). In
+training mode each ``(context, arm)`` chosen in the episode has its incremental mean updated
+with its timestep's reward. Labels are never read, and the offline evaluator, which gives no
+rewards (``rewards=None``), teaches nothing.
+
+* ``epsilon_greedy``: in training, a uniformly random available arm with probability
+  ``epsilon``, else the arm with the best mean.
+* ``bandit_ucb``: UCB1 in training — an arm never tried in the context first, else the arm
+  maximising ``mean + c * sqrt(ln N / n)``; pulls made earlier in the current episode, whose
+  rewards are not known yet, count in ``n`` and ``N``.
+
+Modes: ``train()`` turns exploration and learning on (from the next episode), ``eval()``
+turns them off. A new learner is in evaluation mode, as ``fit`` leaves it: in evaluation
+mode both learners act greedily on the means and learn nothing, so they are deterministic
+and carry nothing from one episode to the next. Greedy choices compare SKIP (worth 0 before
+it has data: the reward of doing nothing) with the available arms that have data; ties go to
+the first arm in ``SKIP, WRITE, MERGE`` order, so an untrained agent skips everything.
+Exploration draws from ``numpy.random.default_rng([seed, n])`` in the n-th training
+episode, so training is reproducible. ``fit`` / ``train_learner`` train through
+``agents.env_adapter`` in a ``WritePolicyBench-v0`` env with ``dense_reward=True``;
+``save`` / ``load`` keep the state as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from wpb_gym.policy import EpisodeContext, EpisodeOutcome
+from wpb_gym.store import StoreView
+from wpb_gym.types import MemoryAction, Step
+
+from .base import Agent
+from .observe import StepChange, StreamObserver
+
+ARMS: tuple[str, ...] = ("SKIP", "WRITE", "MERGE")
+STATE_FORMAT = "wpb-learner"
+STATE_VERSION = 1
+DEFAULT_BUDGET_BUCKETS = 3
+
+Context = tuple[str, str, int, int, int]
+
+
+# ---------------------------------------------------------------------------- contexts
+def change_status(change: StepChange) -> str:
+    """``"new"``, ``"same"`` or ``"changed:<flags>"`` (flags among ``v``, ``p``, ``d``)."""
+    if not change.seen_before:
+        return "new"
+    if not change.changed:
+        return "same"
+    flags = (
+        ("v" if change.version_up else "")
+        + ("p" if change.params_added or change.params_removed else "")
+        + ("d" if change.deprecation_changed else "")
+    )
+    return "changed:" + flags
+
+
+def budget_bucket(store: StoreView, buckets: int) -> int:
+    """``floor(remaining / budget * buckets)``, capped at ``buckets - 1`` (0 for a zero budget)."""
+    max_bytes = store.max_bytes
+    if max_bytes <= 0:
+        return 0
+    return min(buckets - 1, store.remaining() * buckets // max_bytes)
+
+
+def step_context(change: StepChange, store: StoreView, buckets: int = DEFAULT_BUDGET_BUCKETS) -> Context:
+    """The learners' context of a step: only what an unprivileged policy can see."""
+    return (change.kind, change_status(change), int(change.in_memory), int(change.fits), budget_bucket(store, buckets))
+
+
+def eviction_plan(store: StoreView, cost: int, t: int) -> list[int] | None:
+    """Timesteps to expire, oldest first, so that ``cost`` bytes fit at ``t``.
+
+    ``[]`` when it fits already; None when it cannot fit (more than the budget, or not
+    enough bytes held by items older than ``t``).
+    """
+    need = cost - store.remaining()
+    if need <= 0:
+        return []
+    if cost > store.max_bytes:
+        return None
+    plan = []
+    for item in store.items():  # oldest first
+        if need <= 0:
+            break
+        if item.t >= t:
+            break
+        plan.append(item.t)
+        need -= item.byte_cost
+    return plan if need <= 0 else None
+
+
+def merge_target(step: Step, store: StoreView) -> int | None:
+    """The newest base item of the step's ``api`` if the store would accept the MERGE now."""
+    obs = step.observation
+    if not isinstance(obs, dict) or "api" not in obs:
+        return None
+    try:
+        base = store.newest_base_item(obs["api"])
+    except TypeError:  # an api value that cannot be an identity key
+        return None
+    if base is None:
+        return None
+    if not store.would_accept(MemoryAction("MERGE", step=step, target_t=base.t), step.t):
+        return None
+    return base.t
+
+
+# ---------------------------------------------------------------------------- the learners
+class BanditLearner(Agent):
+    """Shared machinery of the bandit learners (see the module docstring); not registered itself."""
+
+    kind: ClassVar[str] = "learner"
+    track: ClassVar[str] = "unprivileged"
+    aliases: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if isinstance(budget_buckets, bool) or not isinstance(budget_buckets, int) or budget_buckets < 1:
+            raise ValueError(f"budget_buckets must be a positive int, got {budget_buckets!r}")
+        self.seed = seed
+        self.budget_buckets = budget_buckets
+        self.training = False  # a new learner evaluates; train() / fit() switch training on
+        self.episodes_trained = 0  # training episodes started (they number the RNG streams)
+        self.updates = 0  # (context, arm) updates made
+        self.counts: dict[Context, list[int]] = {}
+        self.means: dict[Context, list[float]] = {}
+        self._observer = StreamObserver()
+        self._rng: np.random.Generator | None = None
+        self._choices: list[tuple[int, Context, int]] = []
+        self._pending: dict[Context, list[int]] = {}
+        self._episode_training = False
+        self._started = False
+
+    # ---------------------------------------------------------------- modes
+    def train(self, mode: bool = True) -> BanditLearner:
+        """Training mode: explore and learn from env rewards (takes effect at the next episode)."""
+        self.training = bool(mode)
+        return self
+
+    def eval(self) -> BanditLearner:
+        """Evaluation mode: greedy on the means, no exploration, no learning."""
+        return self.train(False)
+
+    # ---------------------------------------------------------------- episode hooks
+    def start_episode(self, context: EpisodeContext | None = None) -> None:
+        self._observer.reset()
+        self._choices = []
+        self._pending = {}
+        self._episode_training = self.training
+        if self.training:
+            self._rng = np.random.default_rng([self.seed, self.episodes_trained])
+            self.episodes_trained += 1
+        else:
+            self._rng = None
+        self._started = True
+
+    def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
+        # Not a generator: the decision (and the eviction plan) is made when select() is called.
+        if not self._started:  # used without the hooks: behave as at an episode start
+            self.start_episode(None)
+        change = self._observer.describe(step, store)
+        self._observer.remember(step)
+        ctx = step_context(change, store, self.budget_buckets)
+        t = step.t
+        plan = eviction_plan(store, change.cost, t)
+        target = merge_target(step, store)
+        available = (True, plan is not None, target is not None)
+        arm = self._choose(ctx, available)
+        self._choices.append((t, ctx, arm))
+        if self._episode_training:
+            self._pending.setdefault(ctx, [0] * len(ARMS))[arm] += 1
+        if arm == 1:
+            actions = [MemoryAction("EXPIRE", target_t=s, reason="evict oldest") for s in plan]
+            actions.append(MemoryAction("WRITE", step=step, reason=f"{self.name} {ctx[1]}"))
+            return iter(actions)
+        if arm == 2:
+            return iter((MemoryAction("MERGE", step=step, target_t=target, reason=f"{self.name} {ctx[1]}"),))
+        return iter(())
+
+    def end_episode(self, outcome: EpisodeOutcome) -> None:
+        self._started = False
+        choices, self._choices, self._pending = self._choices, [], {}
+        if not self._episode_training or outcome.rewards is None:
+            return
+        rewards = outcome.rewards
+        for t, ctx, arm in choices:
+            if not 0 <= t < len(rewards):
+                raise ValueError(f"{self.name}: no reward for timestep {t} (the outcome has {len(rewards)} rewards)")
+            self._update(ctx, arm, float(rewards[t]))
+
+    def _update(self, ctx: Context, arm: int, reward: float) -> None:
+        counts = self.counts.setdefault(ctx, [0] * len(ARMS))
+        means = self.means.setdefault(ctx, [0.0] * len(ARMS))
+        counts[arm] += 1
+        means[arm] += (reward - means[arm]) / counts[arm]
+        self.updates += 1
+
+    # ---------------------------------------------------------------- arm choice
+    def _choose(self, ctx: Context, available: tuple[bool, ...]) -> int:
+        if self._episode_training:
+            return self._explore(ctx, available)
+        return self._greedy(ctx, available)
+
+    def _greedy(self, ctx: Context, available: tuple[bool, ...]) -> int:
+        """The best available arm by mean: SKIP always competes (worth 0 without data, the
+        reward of doing nothing), other arms only once they have data; ties to the first arm."""
+        counts = self.counts.get(ctx)
+        if counts is None:
+            return 0
+        means = self.means[ctx]
+        best, best_value = 0, means[0] if counts[0] else 0.0
+        for arm in range(1, len(ARMS)):
+            if available[arm] and counts[arm] and means[arm] > best_value:
+                best, best_value = arm, means[arm]
+        return best
+
+    def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- inspection
+    def value_table(self) -> list[dict[str, Any]]:
+        """One row per (context, arm) with data: context, arm, count, mean (sorted)."""
+        rows = []
+        for ctx in sorted(self.counts):
+            for arm, name in enumerate(ARMS):
+                n = self.counts[ctx][arm]
+                if n:
+                    rows.append({"context": list(ctx), "arm": name, "count": n, "mean": self.means[ctx][arm]})
+        return rows
+
+    def policy_table(self) -> dict[Context, str]:
+        """The arm the greedy policy takes in each context seen in training (all arms available)."""
+        return {ctx: ARMS[self._greedy(ctx, (True, True, True))] for ctx in sorted(self.counts)}
+
+    # ---------------------------------------------------------------- training
+    def fit(
+        self,
+        env: Any,
+        episodes: int,
+        *,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        progress: bool = False,
+    ) -> list[dict[str, float]]:
+        """Train for ``episodes`` episodes of ``env`` (a ``WritePolicyBench-v0`` env with
+        ``dense_reward=True``); return each episode's metric row.
+
+        ``seed`` seeds the env's first reset (which episodes are drawn); ``options`` are passed
+        to every reset. The agent trains in training mode and is left in evaluation mode.
+        """
+        from .env_adapter import run_agent_in_env
+
+        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
+            raise ValueError(f"episodes must be a non-negative int, got {episodes!r}")
+        base = getattr(env, "unwrapped", env)
+        if not getattr(base, "dense_reward", False):
+            raise ValueError(
+                f"{self.name} learns from per-step rewards: train it in an env made with dense_reward=True, "
+                "e.g. gymnasium.make('WritePolicyBench-v0', dense_reward=True)"
+            )
+        indices: Iterable[int] = range(episodes)
+        if progress:
+            from tqdm.auto import tqdm
+
+            indices = tqdm(indices, desc=f"training {self.name}", unit="episode")
+        history = []
+        self.train()
+        try:
+            for i in indices:
+                run = run_agent_in_env(self, env, seed=seed if i == 0 else None, options=options)
+                history.append(run.metrics)
+        finally:
+            self.eval()
+        return history
+
+    # ---------------------------------------------------------------- parameters and state
+    def params(self) -> dict[str, Any]:
+        return {"seed": self.seed, "budget_buckets": self.budget_buckets}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything ``load`` needs to rebuild an agent that acts identically (JSON-ready)."""
+        return {
+            "format": STATE_FORMAT,
+            "version": STATE_VERSION,
+            "agent": self.name,
+            "params": self.params(),
+            "training": self.training,
+            "episodes_trained": self.episodes_trained,
+            "updates": self.updates,
+            "table": [
+                {"context": list(ctx), "counts": list(self.counts[ctx]), "means": list(self.means[ctx])}
+                for ctx in sorted(self.counts)
+            ],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the agent's parameters and value tables to ``path`` as JSON."""
+        path = Path(path)
+        path.write_text(json.dumps(self.state_dict(), indent=1) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> BanditLearner:
+        """The agent saved at ``path`` (``BanditLearner.load`` accepts either learner)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"learner state file {str(path)!r} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read learner state file {str(path)!r}: {exc}") from None
+        try:
+            state = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{str(path)!r} is not a learner state file: invalid JSON ({exc})") from None
+        try:
+            return cls.from_state(state)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{str(path)!r} is not a valid learner state file: {exc}") from None
+
+    @classmethod
+    def from_state(cls, state: Any) -> BanditLearner:
+        """Rebuild an agent from ``state_dict()`` output."""
+        if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+            raise ValueError(f"expected a JSON object with format {STATE_FORMAT!r}")
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unsupported state version {state.get('version')!r} (this code reads {STATE_VERSION})")
+        name = state.get("agent")
+        target = LEARNERS.get(name)
+        if target is None:
+            raise ValueError(f"it holds agent {name!r}, not one of the learners {sorted(LEARNERS)}")
+        if not issubclass(target, cls):
+            raise ValueError(f"it holds a {name!r} learner, not {cls.name!r}")
+        params = state["params"]
+        if not isinstance(params, dict):
+            raise TypeError("'params' must be an object")
+        agent = target(**params)
+        agent.training = bool(state["training"])
+        agent.episodes_trained = _nonnegative_int(state["episodes_trained"], "episodes_trained")
+        agent.updates = _nonnegative_int(state.get("updates", 0), "updates")
+        for row in state["table"]:
+            ctx = _context(row["context"])
+            counts = [_nonnegative_int(n, "counts") for n in row["counts"]]
+            means = [float(m) for m in row["means"]]
+            if len(counts) != len(ARMS) or len(means) != len(ARMS):
+                raise ValueError(f"context {list(ctx)}: expected {len(ARMS)} counts and means (arms {ARMS})")
+            if not all(math.isfinite(m) for m in means):
+                raise ValueError(f"context {list(ctx)}: means must be finite")
+            agent.counts[ctx] = counts
+            agent.means[ctx] = means
+        return agent
+
+
+def _nonnegative_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be a non-negative int, got {value!r}")
+    return value
+
+
+def _context(value: Any) -> Context:
+    if (
+        not isinstance(value, list)
+        or len(value) != 5
+        or not all(isinstance(v, str) for v in value[:2])
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value[2:])
+    ):
+        raise ValueError(f"a context is [kind, status, in_memory, fits, budget_bucket], got {value!r}")
+    return tuple(value)  # type: ignore[return-value]
+
+
+class EpsilonGreedyAgent(BanditLearner):
+    name: ClassVar[str] = "epsilon_greedy"
+    aliases: ClassVar[tuple[str, ...]] = ("EpsilonGreedy",)
+    description: ClassVar[str] = (
+        "Contextual epsilon-greedy bandit over SKIP/WRITE/MERGE per step type, learned from env rewards"
+    )
+
+    def __init__(self, epsilon: float = 0.1, seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0.0 <= epsilon <= 1.0:
+            raise ValueError(f"epsilon must be a probability in [0, 1], got {epsilon!r}")
+        super().__init__(seed=seed, budget_buckets=budget_buckets)
+        self.epsilon = float(epsilon)
+
+    def params(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, **super().params()}
+
+    def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:
+        if self.epsilon > 0.0 and self._rng.random() < self.epsilon:
+            arms = [arm for arm, ok in enumerate(available) if ok]
+            return arms[int(self._rng.integers(len(arms)))]
+        return self._greedy(ctx, available)
+
+
+class BanditUCBAgent(BanditLearner):
+    name: ClassVar[str] = "bandit_ucb"
+    aliases: ClassVar[tuple[str, ...]] = ("BanditUCB",)
+    description: ClassVar[str] = "Contextual UCB1 bandit over SKIP/WRITE/MERGE per step type, learned from env rewards"
+
+    def __init__(self, c: float = math.sqrt(2), seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+            raise ValueError(f"c must be a finite non-negative number, got {c!r}")
+        super().__init__(seed=seed, budget_buckets=budget_buckets)
+        self.c = float(c)
+
+    def params(self) -> dict[str, Any]:
+        return {"c": self.c, **super().params()}
+
+    def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:
+        counts = self.counts.get(ctx) or [0] * len(ARMS)
+        means = self.means.get(ctx) or [0.0] * len(ARMS)
+        pending = self._pending.get(ctx) or [0] * len(ARMS)
+        pulls = [n + p for n, p in zip(counts, pending, strict=True)]
+        for arm, ok in enumerate(available):  # untried arms first
+            if ok and pulls[arm] == 0:
+                return arm
+        log_total = math.log(sum(p for p, ok in zip(pulls, available, strict=True) if ok))
+        best, best_value = 0, -math.inf
+        for arm, ok in enumerate(available):
+            if ok:
+                value = means[arm] + self.c * math.sqrt(log_total / pulls[arm])
+                if value > best_value:
+                    best, best_value = arm, value
+        return best
+
+
+LEARNERS: dict[str, type[BanditLearner]] = {cls.name: cls for cls in (EpsilonGreedyAgent, BanditUCBAgent)}
+
+
+def make_learner(name: str, **params: Any) -> BanditLearner:
+    """A new learner by name or alias (``epsilon_greedy`` / ``EpsilonGreedy``, ``bandit_ucb`` / ``BanditUCB``)."""
+    for cls in LEARNERS.values():
+        if name == cls.name or name in cls.aliases:
+            return cls(**params)
+    known = sorted(n for cls in LEARNERS.values() for n in (cls.name, *cls.aliases))
+    raise ValueError(f"unknown learner {name!r}; known learners: {known}")
+
+
+def make_training_env(
+    regime: str = "default", budget_bytes: int = 10240, length: int = 200, episode_seed: int = 0, **env_options: Any
+) -> Any:
+    """A ``WritePolicyBench-v0`` env with dense rewards, for ``fit``."""
+    import gymnasium as gym
+
+    import wpb_gym  # noqa: F401  (registers WritePolicyBench-v0)
+
+    return gym.make(
+        "WritePolicyBench-v0",
+        regime=regime,
+        budget_bytes=budget_bytes,
+        length=length,
+        episode_seed=episode_seed,
+        dense_reward=True,
+        **env_options,
+    )
+
+
+def train_learner(
+    agent: BanditLearner | str,
+    episodes: int,
+    *,
+    regime: str = "default",
+    budget_bytes: int = 10240,
+    length: int = 200,
+    episode_seed: int = 0,
+    seed: int | None = 0,
+    progress: bool = False,
+    **env_options: Any,
+) -> tuple[BanditLearner, list[dict[str, float]]]:
+    """Train ``agent`` (or a new learner of that name) for ``episodes`` episodes of a dense-reward
+    env of ``regime`` (``seed`` seeds the env's first reset); return the agent, in evaluation
+    mode, and the training metric rows."""
+    learner = make_learner(agent) if isinstance(agent, str) else agent
+    env = make_training_env(regime, budget_bytes, length, episode_seed, **env_options)
+    try:
+        history = learner.fit(env, episodes, seed=seed, progress=progress)
+    finally:
+        env.close()
+    return learner, history
+
+
+def held_out_f1(
+    agent: Any,
+    regime: str,
+    n: int,
+    *,
+    seed: int = 1000,
+    budget_bytes: int = 10240,
+    length: int = 200,
+) -> float:
+    """Mean F1 of ``agent`` in the offline evaluator (unprivileged track) on episodes ``0..n-1``
+    of the generated set ``(regime, seed)``; the default seed is not the env's training set."""
+    from wpb_gym.generator import generate_episode, make_config
+    from wpb_gym.runner import run_episode
+
+    config = make_config(regime, length=length)
+    scores = [
+        run_episode(agent, generate_episode(config, seed=seed, index=i), budget_bytes, "unprivileged").metrics.f1
+        for i in range(n)
+    ]
+    return float(np.mean(scores)) if scores else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train each learner per regime and compare held-out F1 with its untrained self and ``random``."""
+    import argparse
+    import time
+
+    from .registry import make_agent
+
+    parser = argparse.ArgumentParser(prog="python -m agents.learners", description=main.__doc__)
+    parser.add_argument("--episodes", type=int, default=30, help="training episodes per learner and regime")
+    parser.add_argument("--held-out", type=int, default=50, help="held-out episodes (generated set --eval-seed)")
+    parser.add_argument("--regimes", nargs="+", default=["default", "burst_redundancy"])
+    parser.add_argument("--budget", type=int, default=10240)
+    parser.add_argument("--seed", type=int, default=0, help="learner seed, env episode_seed and first reset seed")
+    parser.add_argument("--eval-seed", type=int, default=1000)
+    args = parser.parse_args(argv)
+    print(f"{'regime':18} {'agent':15} {'untrained':>9} {'exploring':>9} {'trained':>8} {'random':>7} {'train s':>7}")
+    for regime in args.regimes:
+
+        def score(agent: Any, regime: str = regime) -> float:
+            return held_out_f1(agent, regime, args.held_out, seed=args.eval_seed, budget_bytes=args.budget)
+
+        random_f1 = score(make_agent("random"))
+        for name in LEARNERS:
+            untrained = score(make_learner(name, seed=args.seed))
+            exploring = score(make_learner(name, seed=args.seed).train())
+            start = time.perf_counter()
+            agent, _ = train_learner(
+                name, args.episodes, regime=regime, budget_bytes=args.budget, episode_seed=args.seed, seed=args.seed
+            )
+            seconds = time.perf_counter() - start
+            print(
+                f"{regime:18} {name:15} {untrained:9.3f} {exploring:9.3f} {score(agent):8.3f} {random_f1:7.3f} "
+                f"{seconds:7.2f}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

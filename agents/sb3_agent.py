@@ -1,0 +1,147 @@
+"""A trained Stable-Baselines3 model as an agent of the offline evaluator.
+
+The model decides from the environment's observation, so the agent keeps a private copy of
+``WritePolicyBenchEnv`` in step with the evaluator: it is built at every episode start from
+the stream (the steps as the track shows them, never the labels), and every action the
+model picks is yielded to the evaluator and then stepped in the private env. The two
+memories apply the same rules to the same actions, so they stay equal.
+
+The env arguments the model was trained with (slots, track, observation mode...) are read
+from ``<model>.env.json`` beside the model file when it exists, or given as ``env_kwargs``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.env import WritePolicyBenchEnv
+from wpb_gym.policy import EpisodeContext
+from wpb_gym.store import StoreView
+from wpb_gym.types import MemoryAction, Step
+
+from .base import Agent
+
+# Arguments that choose episodes or rewards: the evaluator decides those, not the model.
+_IGNORED_ENV_KWARGS = {
+    "episodes",
+    "episode_seed",
+    "episode_order",
+    "regime",
+    "length",
+    "budget_bytes",
+    "reward",
+    "dense_reward",
+    "invalid_action_penalty",
+    "render_mode",
+}
+
+
+def env_kwargs_path(model_path: str | Path) -> Path:
+    """Where the env arguments of a saved model live: ``<model>.env.json``."""
+    path = Path(model_path)
+    return path.with_name(path.name.removesuffix(".zip") + ".env.json")
+
+
+def load_sb3_model(path: str | Path, algo: str = "auto") -> Any:
+    """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: MaskablePPO, then PPO, A2C, DQN)."""
+    from sb3_contrib import MaskablePPO, RecurrentPPO
+    from stable_baselines3 import A2C, DQN, PPO
+
+    classes = {"MaskablePPO": MaskablePPO, "PPO": PPO, "A2C": A2C, "DQN": DQN, "RecurrentPPO": RecurrentPPO}
+    path = Path(path)
+    if not path.is_file() and not path.with_suffix(".zip").is_file():
+        raise FileNotFoundError(f"no SB3 model at {path}")
+    if algo != "auto":
+        if algo not in classes:
+            raise ValueError(f"algo must be 'auto' or one of {sorted(classes)}, got {algo!r}")
+        return classes[algo].load(path, device="cpu")
+    errors = []
+    for name in ("MaskablePPO", "PPO", "A2C", "DQN"):
+        try:
+            return classes[name].load(path, device="cpu")
+        except Exception as error:  # the wrong class fails while loading its policy
+            errors.append(f"{name}: {type(error).__name__}: {error}")
+    raise ValueError(f"{path} is not a model of MaskablePPO, PPO, A2C or DQN:\n  " + "\n  ".join(errors))
+
+
+class SB3Agent(Agent):
+    name = "sb3"
+    aliases = ()
+    description = "a trained Stable-Baselines3 model (by path), acting through the env's observation"
+    kind = "sb3"
+    needs_stream = True
+
+    def __init__(
+        self,
+        path: str | Path,
+        env_kwargs: dict[str, Any] | None = None,
+        deterministic: bool = True,
+        algo: str = "auto",
+    ) -> None:
+        self.path = str(path)
+        self.deterministic = bool(deterministic)
+        self.algo = algo
+        if env_kwargs is None:
+            sidecar = env_kwargs_path(path)
+            if sidecar.is_file():
+                try:
+                    env_kwargs = json.loads(sidecar.read_text(encoding="utf-8"))
+                except json.JSONDecodeError as error:
+                    raise ValueError(f"{sidecar}: not valid JSON ({error})") from None
+                if not isinstance(env_kwargs, dict):
+                    raise ValueError(f"{sidecar}: expected a JSON object of env arguments")
+            else:
+                env_kwargs = {}
+        self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in _IGNORED_ENV_KWARGS}
+        self.track = self.env_kwargs.get("track", "unprivileged")
+        self.model = load_sb3_model(path, algo)
+        probe = WritePolicyBenchEnv(**self.env_kwargs)
+        if probe.observation_space != self.model.observation_space:
+            raise ValueError(
+                f"{self.path}: the model expects observations {self.model.observation_space}, but the env built "
+                f"from {self.env_kwargs or 'the default arguments'} gives {probe.observation_space}; pass the "
+                f"env_kwargs it was trained with (or put them in {env_kwargs_path(path)})"
+            )
+        self._maskable = "action_masks" in inspect.signature(self.model.predict).parameters
+        self._env: WritePolicyBenchEnv | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "env_kwargs": self.env_kwargs,
+            "deterministic": self.deterministic,
+            "algo": self.algo,
+        }
+
+    def start_episode(self, context: EpisodeContext) -> None:
+        if context.stream is None:
+            raise ValueError("SB3Agent needs the episode's stream at start_episode (needs_stream = True)")
+        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[context.stream], budget_bytes=context.budget_bytes)
+        self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
+
+    def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
+        env = self._env
+        if env is None:
+            raise RuntimeError("SB3Agent.select before start_episode")
+        if env.t != step.t:
+            raise RuntimeError(f"SB3Agent's env is at t={env.t}, the evaluator at t={step.t}: they went out of step")
+        while True:
+            mask = env.action_masks()
+            if self._maskable:
+                action, _ = self.model.predict(self._obs, deterministic=self.deterministic, action_masks=mask)
+            else:
+                action, _ = self.model.predict(self._obs, deterministic=self.deterministic)
+            a = int(np.asarray(action).reshape(-1)[0])
+            if not mask[a]:
+                a = 0  # the env treats an invalid action as SKIP
+            if a != 0:
+                yield env.decode_action(a)
+            self._obs, _, _, _, _ = env.step(a)
+            if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
+                return

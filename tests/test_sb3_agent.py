@@ -1,0 +1,65 @@
+"""An SB3 model saved to a file becomes an agent of the offline evaluator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.registry import make_agent
+from agents.sb3_agent import SB3Agent, env_kwargs_path
+from wpb_gym.env import WritePolicyBenchEnv
+from wpb_gym.generator import generate_episode, make_config
+from wpb_gym.runner import run_episode
+
+ENV_KWARGS = {"slots": 4, "track": "privileged"}
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)  # 2 cores: one thread trains several times faster
+    env = WritePolicyBenchEnv(length=40, **ENV_KWARGS)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(128)
+    path = tmp_path_factory.mktemp("model") / "tiny.zip"
+    model.save(path)
+    env_kwargs_path(path).write_text(json.dumps(ENV_KWARGS), encoding="utf-8")
+    return path
+
+
+def test_the_model_as_agent_makes_the_models_decisions(model_path):
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO.load(model_path, device="cpu")
+    agent = make_agent("sb3", path=str(model_path))
+    assert agent.track == "privileged" and agent.kind == "sb3"
+    for index in range(2):
+        episode = generate_episode(make_config("default", length=60), seed=1, index=index)
+        offline = run_episode(agent, episode, 10240, "privileged")
+        # The same model stepping the env itself.
+        env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=10240, **ENV_KWARGS)
+        obs, _ = env.reset(seed=0)
+        terminated = False
+        while not terminated:
+            action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
+            obs, _, terminated, _, info = env.step(int(action))
+        assert info["metrics"] == offline.metrics.as_row()
+        assert env.store.timesteps() == offline.store.timesteps()
+
+
+def test_the_model_agent_refuses_wrong_files_and_arguments(model_path, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no SB3 model"):
+        SB3Agent(tmp_path / "missing.zip")
+    with pytest.raises(ValueError, match="expects observations"):
+        SB3Agent(model_path, env_kwargs={"slots": 8})
+    broken = tmp_path / "m.zip"
+    broken.write_bytes(model_path.read_bytes())
+    env_kwargs_path(broken).write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="m.env.json: not valid JSON"):
+        SB3Agent(broken)
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    with pytest.raises(ValueError, match="cannot run on the unprivileged track"):
+        run_episode(SB3Agent(model_path), episode, 1024, "unprivileged")
