@@ -285,6 +285,11 @@ class MergeAggressive(BaselineAgent):
     that base until it does. If it cannot fit even then (or there is no such base, or the
     delta is empty, or the observation has no ``"api"``), behave exactly like ``last_kb``.
 
+    ``if_merge_fails="skip"`` is the paper's code as its Table 2/3 numbers imply: once memory
+    holds a base of the same ``api``, the step is merged or dropped, never written (on the
+    paper's released episodes this gives its 0.513 at 10 KB, default regime). The default,
+    ``"last_kb"``, is the rule as the issue words it.
+
     In the synthetic regimes the version is part of the ``api`` string
     (``"api.v3.endpoint_5"``) and every drift bumps it, so two snapshots with the same ``api``
     are identical, their delta is empty and exact-``api`` MERGE never applies: there this
@@ -297,6 +302,12 @@ class MergeAggressive(BaselineAgent):
     description = "MERGEs a changed snapshot into the newest stored item of the same api; otherwise acts as last_kb."
     track = "unprivileged"
     kind = "scripted"
+    _param_names = ("if_merge_fails",)
+
+    def __init__(self, if_merge_fails: str = "last_kb") -> None:
+        if if_merge_fails not in ("last_kb", "skip"):
+            raise ValueError(f"if_merge_fails must be 'last_kb' or 'skip', got {if_merge_fails!r}")
+        self.if_merge_fails = if_merge_fails
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         obs = step.observation
@@ -311,6 +322,8 @@ class MergeAggressive(BaselineAgent):
                         yield MemoryAction.expire(t, reason="make room for MERGE (oldest first)")
                     yield MemoryAction.merge(step, base.t, delta=delta, reason="same api, changed fields")
                     return
+            if self.if_merge_fails == "skip":
+                return
         yield from _last_kb_actions(step, store)
 
 

@@ -29,6 +29,7 @@ from wpb_gym.tracks import policy_episode
 from wpb_gym.types import MemoryAction
 
 SKIP, WRITE = 0, 1
+_DONE = object()  # end of an agent's actions (None could be a yielded value)
 
 
 def _unwrapped(env: Any) -> WritePolicyBenchEnv:
@@ -60,9 +61,11 @@ class EnvDriver:
     def next_action(self) -> int:
         """The env action to take now."""
         base = self.base
-        self._follow_episode()
         if base.current_step is None:
-            raise RuntimeError("the episode is over: reset the environment")
+            # Over, and not reset yet: gymnasium's vector envs reset on the next step and
+            # ignore its action. A single env refuses the step itself.
+            return SKIP
+        self._follow_episode()
         t = base.t
         if self._actions is not None and self._actions_t != t:
             self._finish_timestep()
@@ -70,11 +73,11 @@ class EnvDriver:
             self._actions = iter(self.agent.select(base.current_step, base.store.view()) or ())
             self._actions_t, self._ended = t, False
         while True:
-            action = next(self._actions, None)
-            if action is None:  # nothing more for this step: SKIP ends it
+            action = next(self._actions, _DONE)
+            if action is _DONE:  # nothing more for this step: SKIP ends it
                 self._actions = None
                 return SKIP
-            action = check_action(self.agent, action, t)
+            action = check_action(self.agent, action, base.current_step)
             if action.action == "SKIP":
                 continue
             a = self._translate(action)
@@ -107,9 +110,9 @@ class EnvDriver:
         )
 
     def _finish_timestep(self) -> None:
-        leftover = next(self._actions, None) if self._ended else None
+        leftover = next(self._actions, _DONE) if self._ended else _DONE
         self._actions = None
-        if leftover is not None:
+        if leftover is not _DONE:
             raise RuntimeError(
                 f"agent {policy_name(self.agent)!r} yielded {leftover!r} after the WRITE/MERGE of timestep "
                 f"{self._actions_t}; in the environment a WRITE or MERGE ends the timestep, so it must come last"
@@ -121,11 +124,6 @@ class EnvDriver:
         if not base.store.check(action, t).accepted:
             return None
         kind = action.action
-        if kind in ("WRITE", "MERGE") and action.step != base.current_step:
-            raise ValueError(
-                f"agent {policy_name(self.agent)!r} tried to {kind} a step other than the one it was shown at "
-                f"t={t}; the environment stores the current step only"
-            )
         if kind == "WRITE":
             a = WRITE
         else:
@@ -178,7 +176,7 @@ class EnvDrivers:
     def __init__(self, agent: Any, env: Any) -> None:
         if hasattr(env, "envs"):
             envs = list(env.envs)
-        elif hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
+        elif hasattr(env, "num_envs") and (hasattr(env, "env_method") or not hasattr(env, "unwrapped")):
             raise TypeError(
                 f"{type(env).__name__} runs its envs elsewhere (another process?): an agent reads each env's "
                 "memory directly, so attach it to a single env or a DummyVecEnv"

@@ -344,7 +344,7 @@ class BanditLearner(Agent):
             raise ValueError(f"cannot read learner state file {str(path)!r}: {exc}") from None
         try:
             state = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise ValueError(f"{str(path)!r} is not a learner state file: invalid JSON ({exc})") from None
         try:
             return cls.from_state(state)
@@ -368,12 +368,18 @@ class BanditLearner(Agent):
         if not isinstance(params, dict):
             raise TypeError("'params' must be an object")
         agent = target(**params)
-        agent.training = bool(state["training"])
+        if not isinstance(state["training"], bool):
+            raise ValueError(f"'training' must be true or false, got {state['training']!r}")
+        agent.training = state["training"]
         agent.episodes_trained = _nonnegative_int(state["episodes_trained"], "episodes_trained")
         agent.updates = _nonnegative_int(state.get("updates", 0), "updates")
         for row in state["table"]:
             ctx = _context(row["context"])
+            if ctx in agent.counts:
+                raise ValueError(f"context {list(ctx)} appears twice in the table")
             counts = [_nonnegative_int(n, "counts") for n in row["counts"]]
+            if not all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in row["means"]):
+                raise ValueError(f"context {list(ctx)}: means must be numbers, got {row['means']!r}")
             means = [float(m) for m in row["means"]]
             if len(counts) != len(ARMS) or len(means) != len(ARMS):
                 raise ValueError(f"context {list(ctx)}: expected {len(ARMS)} counts and means (arms {ARMS})")

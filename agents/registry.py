@@ -29,12 +29,13 @@ class AgentEntry:
     defaults: dict[str, Any]
 
 
+REQUIRED = inspect.Parameter.empty  # the default of a parameter that has none
+
+
 def _defaults(cls: type) -> dict[str, Any]:
     parameters = inspect.signature(cls.__init__).parameters.values()
     return {
-        p.name: (p.default if p.default is not inspect.Parameter.empty else None)
-        for p in parameters
-        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        p.name: p.default for p in parameters if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     }
 
 
@@ -50,7 +51,7 @@ def _entries() -> dict[str, AgentEntry]:
             entry = AgentEntry(
                 name=cls.name,
                 aliases=tuple(getattr(cls, "aliases", ())),
-                track=cls.track if isinstance(cls.track, str) else "unprivileged",
+                track="the model's" if cls.kind == "sb3" else cls.track,
                 kind=cls.kind,
                 description=cls.description,
                 cls=cls,
@@ -82,6 +83,8 @@ def list_agents() -> list[AgentEntry]:
 
 
 def agent_entry(name: str) -> AgentEntry:
+    if not isinstance(name, str):
+        raise TypeError(f"an agent name is a string, got {name!r}")
     entry = _registry().get(name.lower())
     if entry is None:
         known = ", ".join(e.name for e in list_agents())
@@ -102,7 +105,7 @@ def registry_table() -> str:
     """The registry as a text table: name, aliases, track, kind, parameters, description."""
     rows = [("name", "aliases", "track", "kind", "parameters", "description")]
     for e in list_agents():
-        params = ", ".join(f"{k}={v!r}" for k, v in e.defaults.items())
+        params = ", ".join(f"{k}=<required>" if v is REQUIRED else f"{k}={v!r}" for k, v in e.defaults.items())
         rows.append((e.name, ", ".join(e.aliases), e.track, e.kind, params, e.description))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows)

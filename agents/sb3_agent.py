@@ -12,8 +12,10 @@ from ``<model>.env.json`` beside the model file when it exists, or given as ``en
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
+import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from wpb_gym.env import WritePolicyBenchEnv
+from wpb_gym.generator import GeneratorConfig
 from wpb_gym.policy import EpisodeContext
 from wpb_gym.store import StoreView
 from wpb_gym.types import MemoryAction, Step
@@ -39,7 +42,7 @@ _IGNORED_ENV_KWARGS = {
     "dense_reward",
     "invalid_action_penalty",
     "render_mode",
-}
+} | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
 
 
 def env_kwargs_path(model_path: str | Path) -> Path:
@@ -50,17 +53,22 @@ def env_kwargs_path(model_path: str | Path) -> Path:
 
 def load_sb3_model(path: str | Path, algo: str = "auto") -> Any:
     """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: MaskablePPO, then PPO, A2C, DQN)."""
-    from sb3_contrib import MaskablePPO, RecurrentPPO
+    from sb3_contrib import MaskablePPO
     from stable_baselines3 import A2C, DQN, PPO
 
-    classes = {"MaskablePPO": MaskablePPO, "PPO": PPO, "A2C": A2C, "DQN": DQN, "RecurrentPPO": RecurrentPPO}
+    classes = {"MaskablePPO": MaskablePPO, "PPO": PPO, "A2C": A2C, "DQN": DQN}
     path = Path(path)
     if not path.is_file() and not path.with_suffix(".zip").is_file():
         raise FileNotFoundError(f"no SB3 model at {path}")
+    if algo == "RecurrentPPO" or _is_recurrent(path):
+        raise ValueError(f"{path}: recurrent policies (RecurrentPPO) are not supported: the agent keeps no LSTM state")
     if algo != "auto":
         if algo not in classes:
             raise ValueError(f"algo must be 'auto' or one of {sorted(classes)}, got {algo!r}")
-        return classes[algo].load(path, device="cpu")
+        try:
+            return classes[algo].load(path, device="cpu")
+        except Exception as error:
+            raise ValueError(f"{path} is not a {algo} model: {type(error).__name__}: {error}") from None
     errors = []
     for name in ("MaskablePPO", "PPO", "A2C", "DQN"):
         try:
@@ -68,6 +76,18 @@ def load_sb3_model(path: str | Path, algo: str = "auto") -> Any:
         except Exception as error:  # the wrong class fails while loading its policy
             errors.append(f"{name}: {type(error).__name__}: {error}")
     raise ValueError(f"{path} is not a model of MaskablePPO, PPO, A2C or DQN:\n  " + "\n  ".join(errors))
+
+
+def _is_recurrent(path: Path) -> bool:
+    # SB3 saves its arguments as JSON in the zip's "data" member; a recurrent policy's class
+    # lives in sb3_contrib's recurrent module.
+    file = path if path.is_file() else path.with_suffix(".zip")
+    try:
+        with zipfile.ZipFile(file) as archive:
+            data = archive.read("data").decode("utf-8", "replace")
+    except (zipfile.BadZipFile, KeyError, OSError):
+        return False  # not an SB3 file: the loaders say why
+    return "recurrent" in data.lower() and "lstm" in data.lower()
 
 
 class SB3Agent(Agent):
@@ -122,6 +142,11 @@ class SB3Agent(Agent):
     def start_episode(self, context: EpisodeContext) -> None:
         if context.stream is None:
             raise ValueError("SB3Agent needs the episode's stream at start_episode (needs_stream = True)")
+        if context.track != self.track:
+            # Byte costs depend on the track: the model's private memory would drift apart.
+            raise ValueError(
+                f"{self.path} was trained on the {self.track} track; evaluate it on that track, not {context.track}"
+            )
         self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[context.stream], budget_bytes=context.budget_bytes)
         self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
 
@@ -141,7 +166,12 @@ class SB3Agent(Agent):
             if not mask[a]:
                 a = 0  # the env treats an invalid action as SKIP
             if a != 0:
-                yield env.decode_action(a)
+                chosen = env.decode_action(a)
+                if chosen.action == "WRITE":
+                    chosen = MemoryAction.write(step)  # the step as the evaluator showed it
+                elif chosen.action == "MERGE":
+                    chosen = MemoryAction.merge(step, chosen.target_t)
+                yield chosen
             self._obs, _, _, _, _ = env.step(a)
             if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
                 return

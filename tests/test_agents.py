@@ -262,3 +262,97 @@ def test_actions_are_applied_as_they_are_yielded(path):
     else:
         run_agent_in_env(agent, WritePolicyBenchEnv(episodes=[episode], budget_bytes=10_000))
     assert agent.seen == [False, False, False]
+
+
+# ---------------------------------------------------------------------------- MERGE and hidden items
+def stable_api_episode(regime: str, index: int, length: int = 120) -> Episode:
+    """A generated episode whose endpoints keep one "api" across versions (as in real API
+    histories), so MERGE deltas are non-empty and merge_aggressive really merges."""
+    from wpb_gym.stream_table import endpoint_family
+
+    episode = generate_episode(make_config(regime, length=length), seed=5, index=index)
+    steps = []
+    for step in episode.steps:
+        obs = step.observation
+        if isinstance(obs, dict) and "api" in obs:
+            obs = {**obs, "api": endpoint_family(obs["api"])}
+        steps.append(Step(step.t, obs, step.metadata))
+    return Episode(steps=steps, labels=episode.labels)
+
+
+def items(store):
+    return [(i.t, i.kind, i.byte_cost, i.merge_parent_t, i.delta, i.step) for i in store.items()]
+
+
+@pytest.mark.parametrize("if_merge_fails", ["last_kb", "skip"])
+@pytest.mark.parametrize("slots", [2, 8])
+def test_merging_agents_match_offline_and_in_the_env(if_merge_fails, slots):
+    merged = 0
+    for regime in ("default", "burst_redundancy"):
+        eps = [stable_api_episode(regime, i) for i in range(2)]
+        for budget in (1024, 10240):
+            env = WritePolicyBenchEnv(episodes=eps, budget_bytes=budget, slots=slots)
+            for i, episode in enumerate(eps):
+                agent = make_agent("merge_aggressive", if_merge_fails=if_merge_fails)
+                offline = run_episode(agent, episode, budget)
+                in_env = run_agent_in_env(
+                    make_agent("merge_aggressive", if_merge_fails=if_merge_fails), env, options={"episode_index": i}
+                )
+                assert in_env.metrics == offline.metrics.as_row()
+                assert items(env.store) == items(offline.store)  # the env keeps no action reasons
+                merged += sum(1 for item in offline.store.items() if item.kind == "MERGE")
+    assert merged > 0  # the MERGE path was exercised
+
+
+def test_expose_item_takes_the_last_slot_when_the_layout_is_full():
+    env = WritePolicyBenchEnv(episodes=[tiny_episode(n=6)], budget_bytes=10_000, slots=3)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(1)
+    shown = env.slot_timesteps
+    assert len(shown) == 3 and len(env.store) == 5
+    hidden = next(t for t in env.store.timesteps() if t not in shown)
+    assert env.expose_item(hidden) == 2
+    assert env.slot_timesteps == (*shown[:2], hidden)
+    mask = env.action_masks()
+    assert mask[2 + env.K + 2] and env.decode_action(2 + env.K + 2) == MemoryAction.expire(hidden)
+    env.step(2 + env.K + 2)
+    assert hidden not in env.store
+
+
+def test_a_yielded_none_or_a_forged_step_is_an_error_on_both_paths():
+    agent = ScriptAgent({0: [lambda step, store: None, write]})
+    with pytest.raises(TypeError, match="must yield MemoryAction"):
+        run_episode(agent, tiny_episode(), 1000)
+    with pytest.raises(TypeError, match="must yield MemoryAction"):
+        run_agent_in_env(agent, WritePolicyBenchEnv(episodes=[tiny_episode()], budget_bytes=1000))
+    forged = ScriptAgent({0: [lambda step, store: MemoryAction.write(Step(step.t, {}, {}))]})
+    with pytest.raises(ValueError, match="other than the one it was shown"):
+        run_episode(forged, tiny_episode(), 1000)
+    with pytest.raises(ValueError, match="other than the one it was shown"):
+        run_agent_in_env(forged, WritePolicyBenchEnv(episodes=[tiny_episode()], budget_bytes=1000))
+
+
+def test_predict_across_episodes_of_a_gymnasium_vector_env():
+    eps = episodes("default", n=2, length=30)
+    vec = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync", episodes=eps)
+    agent = make_agent("last_kb").attach(vec)
+    obs, _ = vec.reset(seed=0)
+    finished = 0
+    for _ in range(200):  # several episodes per sub-env, through gymnasium's next-step autoreset
+        obs, _, terminated, _, _ = vec.step(agent.predict(obs)[0])
+        finished += int(terminated.sum())
+    assert finished >= 4
+    vec.close()
+
+
+def test_attach_refuses_envs_in_other_processes():
+    class RemoteVecEnv:  # what SB3's SubprocVecEnv looks like from here
+        num_envs = 2
+        unwrapped = None
+
+        def env_method(self, *args, **kwargs):
+            raise AssertionError
+
+    with pytest.raises(TypeError, match="another process"):
+        make_agent("no_mem").attach(RemoteVecEnv())

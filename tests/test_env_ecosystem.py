@@ -174,13 +174,13 @@ def test_different_seed_different_episode(env_id):
     observations_0, _, _ = rollout(env, seed=0, action_seed=0)
     observations_1, _, _ = rollout(env, seed=1, action_seed=0)
     same = len(observations_0) == len(observations_1) and all(
-        np.array_equal(a, b) for a, b in zip(observations_0, observations_1)
+        np.array_equal(a, b) for a, b in zip(observations_0, observations_1, strict=False)
     )
     assert not same
     # and the seed, not the actions, is what decides: seed 0 again gives the first episode back
     observations_again, _, _ = rollout(env, seed=0, action_seed=0)
     assert len(observations_again) == len(observations_0)
-    assert all(np.array_equal(a, b) for a, b in zip(observations_0, observations_again))
+    assert all(np.array_equal(a, b) for a, b in zip(observations_0, observations_again, strict=False))
     env.close()
 
 

@@ -323,7 +323,7 @@ def test_invariants_after_every_step(kwargs, choice_list, seed):
         for array in arrays[:3]:
             assert array.dtype == np.float32
         if previous is not None:  # a fresh array every step
-            for array, old in zip(arrays, previous):
+            for array, old in zip(arrays, previous, strict=False):
                 assert array is not old and not np.shares_memory(array, old)
         # Mutating what the env returned changes nothing inside it.
         expected = copy.deepcopy(obs)
@@ -684,7 +684,9 @@ SLOT_NAMES = (
 
 
 def golden_episode() -> Episode:
-    steps = [Step(t, obs, {"mode": "m", "priority": p}) for t, (obs, p) in enumerate(zip(OBS, PRIORITIES))]
+    steps = [
+        Step(t, obs, {"mode": "m", "priority": p}) for t, (obs, p) in enumerate(zip(OBS, PRIORITIES, strict=False))
+    ]
     labels = {"critical_steps": [1], "total_drift_events": 1, "utility_by_step": {0: 1, 1: 5, 2: 1, 3: 1}, "mode": "m"}
     return Episode(steps=steps, labels=labels)
 
@@ -881,7 +883,7 @@ def test_golden_features_oldest_order_and_privileged_priority():
     )
     assert env.step_features == STEP_FEATURES + ("priority",)
     assert set(env.slot_features) == set(SLOT_NAMES) | {"priority"}
-    cost = [write_cost(obs, {"mode": "m", "priority": p}) for obs, p in zip(OBS, PRIORITIES)]
+    cost = [write_cost(obs, {"mode": "m", "priority": p}) for obs, p in zip(OBS, PRIORITIES, strict=False)]
     obs, _ = env.reset(seed=0)
     step, _, _ = split(env, obs)
     assert step["priority"] == 0.5 and step["cost_budget"] == pytest.approx(cost[0] / B)

@@ -184,7 +184,7 @@ def test_regimes_of_one_set_draw_independent_streams():
     for a in ALL_REGIMES:
         for b in ALL_REGIMES:
             if a < b:
-                same = sum(x == y for x, y in zip(schedules[a], schedules[b]))
+                same = sum(x == y for x, y in zip(schedules[a], schedules[b], strict=False))
                 assert same == 0, (a, b, same)
     endpoints = {
         r: [s.observation["api"].rsplit("_", 1)[1] for s in generate_episode(make_config(r), 0, 0).steps]
@@ -407,7 +407,7 @@ def _repeat_rate(regime, n=20, T=200):
     repeats = total = 0
     for ep in generate_episodes(make_config(regime, length=T), 200, n):
         ends = [endpoint_of(s.observation) for s in ep.steps]
-        repeats += sum(a == b for a, b in zip(ends, ends[1:]))
+        repeats += sum(a == b for a, b in zip(ends, ends[1:], strict=False))
         total += T - 1
     return repeats / total
 

@@ -33,7 +33,7 @@ def test_round_trip_plain_is_lossless_and_byte_identical(tmp_path):
     loaded = load_jsonl(first)
     assert loaded == episodes
     assert all(isinstance(t, int) for e in loaded for t in e.labels["utility_by_step"])
-    for got, want in zip(loaded, episodes):
+    for got, want in zip(loaded, episodes, strict=False):
         np.testing.assert_array_equal(got.utilities, want.utilities)
         assert got.critical_steps == want.critical_steps
 

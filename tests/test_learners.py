@@ -190,10 +190,25 @@ def test_only_the_reward_of_the_step_updates_its_arm():
 
 
 def test_labels_are_never_read(trained):
+    """Even a context that carries the episode and its labels (the evaluator gives them to
+    oracle agents only) changes nothing a learner does."""
+    from wpb_gym.policy import EpisodeContext
+
     agent = trained["bandit_ucb", "burst_redundancy"]
     episode = episodes("burst_redundancy", 1)[0]
     relabelled = Episode(steps=episode.steps, labels={"critical_steps": [0, 1, 2], "utility_by_step": {0: 9.0}})
-    assert action_log(agent, episode)[0] == action_log(agent, relabelled)[0]
+
+    def actions(context_episode):
+        store = ByteMemoryStore(BUDGET)
+        agent.start_episode(EpisodeContext(len(episode), BUDGET, "unprivileged", episode=context_episode))
+        log = []
+        for step in policy_episode(episode, "unprivileged").steps:
+            for action in agent.select(step, store.view()):
+                log.append((step.t, action.action, action.target_t, store.apply(action, step.t)))
+        return log
+
+    assert actions(None) == actions(episode) == actions(relabelled)
+    assert any(kind == "WRITE" for _, kind, _, _ in actions(None))  # a trained agent that acts
 
 
 # ---------------------------------------------------------------------------- the hard rule

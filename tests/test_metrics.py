@@ -340,7 +340,9 @@ def test_score_episode_uses_unprivileged_oracle():
         snap(4, params=("a", "b", "c", "d")),
         snap(5),
     ]
-    steps = [Step(t, o, {"mode": "default", "priority": u / 6}) for t, (o, u) in enumerate(zip(obs, utilities))]
+    steps = [
+        Step(t, o, {"mode": "default", "priority": u / 6}) for t, (o, u) in enumerate(zip(obs, utilities, strict=False))
+    ]
     ep = Episode(steps=steps, labels={"critical_steps": [0, 2, 5], "utility_by_step": dict(enumerate(utilities))})
     budget = 500
 
@@ -359,7 +361,7 @@ def test_score_episode_uses_unprivileged_oracle():
     expected = brute_force(costs)
     assert expected == 16.0  # e.g. steps 0, 2, 5 (5 + 6 + 5) for 152 + 152 + 162 = 466 bytes
     # The privileged costs (priority visible) are larger and only buy 11 here: the track matters.
-    privileged_costs = [jlen(o) + jlen(s.metadata) + OVERHEAD for o, s in zip(obs, steps)]
+    privileged_costs = [jlen(o) + jlen(s.metadata) + OVERHEAD for o, s in zip(obs, steps, strict=False)]
     assert brute_force(privileged_costs) == 11.0
 
     store = ByteMemoryStore(budget)

@@ -161,7 +161,7 @@ def test_episode_oracle_uses_the_tracks_costs():
 def brute_force_small_grouped(costs, utilities, budget):
     # Exact knapsack by a plain byte-indexed DP written in Python (independent of the module).
     best = [0.0] * (budget + 1)
-    for w, u in zip(costs.tolist(), utilities.tolist()):
+    for w, u in zip(costs.tolist(), utilities.tolist(), strict=False):
         for c in range(budget, w - 1, -1):
             best[c] = max(best[c], best[c - w] + u)
     return best[budget]

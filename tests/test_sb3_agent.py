@@ -63,3 +63,35 @@ def test_the_model_agent_refuses_wrong_files_and_arguments(model_path, tmp_path)
     episode = generate_episode(make_config("default", length=10), seed=1, index=0)
     with pytest.raises(ValueError, match="cannot run on the unprivileged track"):
         run_episode(SB3Agent(model_path), episode, 1024, "unprivileged")
+
+
+def test_the_model_agent_matches_in_the_env_and_through_predict(model_path):
+    from agents.env_adapter import run_agent_in_env
+
+    episode = generate_episode(make_config("default", length=50), seed=2, index=0)
+    offline = run_episode(SB3Agent(model_path), episode, 4096, "privileged")
+    env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=4096, track="privileged")
+    assert run_agent_in_env(SB3Agent(model_path), env).metrics == offline.metrics.as_row()
+
+
+def test_the_model_agent_runs_on_its_own_track_only_and_ignores_generator_options(model_path, tmp_path):
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    unprivileged = tmp_path / "u.zip"
+    unprivileged.write_bytes(model_path.read_bytes())
+    # Generator options in the sidecar only shaped training episodes; the evaluator's episode wins.
+    env_kwargs_path(unprivileged).write_text(json.dumps({**ENV_KWARGS, "doc_prob": 0.3, "length": 40}), "utf-8")
+    run_episode(SB3Agent(unprivileged), episode, 1024, "privileged")
+    env_kwargs_path(unprivileged).write_text(json.dumps({"slots": 4}), "utf-8")  # an unprivileged layout
+    with pytest.raises(ValueError, match="expects observations"):
+        SB3Agent(unprivileged)  # the model was trained with the priority feature
+    with pytest.raises(ValueError, match="not a PPO model"):
+        SB3Agent(tmp_path / "u.env.json", algo="PPO")
+
+
+def test_the_model_agent_refuses_another_tracks_byte_costs(model_path):
+    from wpb_gym.policy import EpisodeContext
+
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    context = EpisodeContext(length=10, budget_bytes=1024, track="unprivileged", stream=episode)
+    with pytest.raises(ValueError, match="trained on the privileged track"):
+        SB3Agent(model_path).start_episode(context)

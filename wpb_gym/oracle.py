@@ -219,7 +219,7 @@ class _Solver:
         chosen = []
         items = self.items.tolist()
         state = final_units if self.by_utility else min(budget, self.cap_w)
-        for (hi, row), t in zip(reversed(decisions), reversed(items)):
+        for (hi, row), t in zip(reversed(decisions), reversed(items), strict=False):
             if self.by_utility and state == 0:
                 break
             if self.by_utility:

@@ -117,9 +117,19 @@ def call_hook(policy: Any, hook: str, argument: Any) -> None:
         method(argument)
 
 
-def check_action(policy: Any, action: Any, t: int) -> MemoryAction:
+def check_action(policy: Any, action: Any, step: Step) -> MemoryAction:
+    """``action`` as yielded by ``policy`` while deciding ``step``, or a clear error.
+
+    A WRITE or MERGE must carry the step the policy was shown: the store checks only its
+    timestep, and a policy must not store a trimmed or edited copy of the stream.
+    """
     if not isinstance(action, MemoryAction):
         raise TypeError(
-            f"policy {policy_name(policy)!r} yielded {action!r} at t={t}; select() must yield MemoryAction objects"
+            f"policy {policy_name(policy)!r} yielded {action!r} at t={step.t}; select() must yield MemoryAction objects"
+        )
+    if action.step is not None and action.step is not step and action.step != step:
+        raise ValueError(
+            f"policy {policy_name(policy)!r} tried to {action.action} a step other than the one it was shown at "
+            f"t={step.t}; only the current step, as shown, can be stored"
         )
     return action

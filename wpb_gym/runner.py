@@ -57,7 +57,7 @@ def run_episode(
         t = step.t
         # A plain for loop asks for the next action only after applying the previous one.
         for action in policy.select(step, view) or ():
-            decision = store.execute(check_action(policy, action, t), t)
+            decision = store.execute(check_action(policy, action, step), t)
             log.append(LoggedAction(t, action, decision))
     if oracle_utility is None:
         oracle_utility = _oracle_utility(track_costs(episode, track), episode.utilities, budget_bytes)
