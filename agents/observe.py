@@ -53,7 +53,10 @@ class StreamObserver:
 
     def reset(self) -> None:
         self._last_seen: dict[Any, Any] = {}
-        self._family_at: dict[int, Any] = {}  # timestep -> family of the step shown then
+        # Per family, past timesteps that may still be in memory. A past step that memory does
+        # not hold can never enter it again (only the current step is stored), so pruning
+        # keeps each list to the family's stored items plus the latest step.
+        self._maybe_stored: dict[Any, list[int]] = {}
 
     def describe(self, step: Step, store: StoreView) -> StepChange:
         obs = step.observation
@@ -80,7 +83,7 @@ class StreamObserver:
             params_added=params_added,
             params_removed=params_removed,
             deprecation_changed=deprecation_changed,
-            in_memory=family is not None and any(self._family_at.get(s) == family for s in store.timesteps()),
+            in_memory=family is not None and self._in_memory(family, store),
             cost=cost,
             fits=cost <= store.remaining(),
         )
@@ -88,9 +91,16 @@ class StreamObserver:
     def remember(self, step: Step) -> None:
         """Record that ``step`` was shown (call once per step, after ``describe``)."""
         family = family_of(step)
-        self._family_at[step.t] = family
         if family is not None:
             self._last_seen[family] = step.observation
+            self._maybe_stored.setdefault(family, []).append(step.t)
+
+    def _in_memory(self, family: Any, store: StoreView) -> bool:
+        candidates = self._maybe_stored.get(family)
+        if not candidates:
+            return False
+        candidates[:] = [t for t in candidates if t in store]
+        return bool(candidates)
 
 
 def family_of(step: Step) -> Any:

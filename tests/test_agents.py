@@ -356,3 +356,31 @@ def test_attach_refuses_envs_in_other_processes():
 
     with pytest.raises(TypeError, match="another process"):
         make_agent("no_mem").attach(RemoteVecEnv())
+
+
+@pytest.mark.parametrize("name", ["last_kb", "random", "expire_oldest"])
+def test_stream_observer_in_memory_agrees_with_a_scan_of_memory(name):
+    from agents.observe import StreamObserver, family_of
+
+    class Watching(Agent):
+        def __init__(self):
+            self.inner = make_agent(name)
+            self.observer = StreamObserver()
+            self.checked = 0
+
+        def start_episode(self, context):
+            self.observer.reset()
+            self.inner.start_episode(context)
+
+        def select(self, step, store):
+            change = self.observer.describe(step, store)
+            scanned = change.family is not None and any(family_of(i.step) == change.family for i in store.items())
+            assert change.in_memory == scanned
+            self.checked += scanned
+            self.observer.remember(step)
+            yield from self.inner.select(step, store) or ()
+
+    agent = Watching()
+    for episode in episodes("burst_redundancy", n=2, length=150):
+        run_episode(agent, episode, 2048)
+    assert agent.checked > 0
