@@ -213,6 +213,123 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+EVAL_DEFAULTS: dict[str, Any] = {
+    "agents": None,
+    "episodes": None,
+    "regimes": ["default"],
+    "lengths": [200],
+    "episodes_per_condition": 10,
+    "seed": 0,
+    "budgets": list(DEFAULT_BUDGETS),
+    "tracks": list(TRACKS),
+    "jobs": 1,
+}
+
+
+def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's settings: defaults, then the YAML file (if any), then the command line."""
+    import yaml
+
+    config = dict(EVAL_DEFAULTS)
+    if args.config is not None:
+        path = Path(args.config)
+        try:
+            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SystemExit(f"wpb eval: config file {path} does not exist") from None
+        except yaml.YAMLError as error:
+            raise SystemExit(f"wpb eval: {path} is not valid YAML: {error}") from None
+        if not isinstance(loaded, dict):
+            raise SystemExit(f"wpb eval: {path} must hold a mapping of settings")
+        unknown = sorted(set(loaded) - set(EVAL_DEFAULTS))
+        if unknown:
+            raise SystemExit(f"wpb eval: {path}: unknown setting(s) {unknown}; known: {sorted(EVAL_DEFAULTS)}")
+        for key, value in loaded.items():
+            config[key] = (
+                _csv(str, value) if key in ("agents", "regimes", "tracks") and isinstance(value, str) else value
+            )
+    for key in EVAL_DEFAULTS:
+        value = getattr(args, key, None)
+        if value is not None:
+            config[key] = value
+    if not config["agents"]:
+        raise SystemExit("wpb eval: name the agents (--agents NAME[,NAME...] or 'agents:' in the config)")
+    for key in ("budgets", "lengths"):
+        values = config[key]
+        if (
+            not isinstance(values, list)
+            or not values
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values)
+        ):
+            raise SystemExit(f"wpb eval: {key} must be a non-empty list of non-negative integers, got {values!r}")
+    for track in config["tracks"]:
+        if track not in TRACKS:
+            raise SystemExit(f"wpb eval: unknown track {track!r}; known: {', '.join(TRACKS)}")
+    for regime in config["regimes"]:
+        if regime not in REGIMES:
+            raise SystemExit(f"wpb eval: unknown regime {regime!r}; known: {', '.join(REGIMES)}")
+    return config
+
+
+def _policy_specs(names: Sequence[str]) -> list[Any]:
+    from functools import partial
+
+    from agents.registry import agent_entry, make_agent  # the CLI joins the packages
+
+    from .grid import PolicySpec
+
+    specs = []
+    for name in names:
+        if name.startswith("sb3:"):
+            path = name[4:]
+            factory = partial(make_agent, "sb3", path=path)
+            specs.append(PolicySpec(f"sb3:{Path(path).stem}", factory, factory().track))
+            continue
+        try:
+            entry = agent_entry(name)
+        except KeyError as error:
+            raise SystemExit(f"wpb eval: {error.args[0]}") from None
+        specs.append(PolicySpec(entry.name, partial(make_agent, entry.name), entry.track))
+    return specs
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .grid import generated_refs, given_refs, run_grid, skipped
+    from .report import leaderboard, results_csv, run_metadata, write_atomic
+    from .sources import read_episodes
+
+    config = _eval_config(args)
+    out = Path(args.out)
+    if (out / "results.csv").exists() and not args.force:
+        raise SystemExit(f"wpb eval: {out} already holds results.csv; pass --force to replace it")
+    policies = _policy_specs(config["agents"])
+    if config["episodes"] is not None:
+        try:
+            episodes = read_episodes(config["episodes"])
+        except (OSError, ValueError, EpisodeFormatError, FrozenSetError) as error:
+            raise SystemExit(f"wpb eval: {error}") from None
+        refs = given_refs(episodes, str(config["episodes"]))
+    else:
+        refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], config["seed"])
+    notes = skipped(policies, config["tracks"])
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+    def progress(results, total):
+        return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=args.quiet)
+
+    rows = run_grid(refs, policies, config["budgets"], config["tracks"], jobs=config["jobs"], progress=progress)
+    recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
+    run = run_metadata(recorded, notes, __version__)
+    write_atomic(out / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
+    write_atomic(out / "results.csv", results_csv(rows, run))
+    write_atomic(out / "leaderboard.md", leaderboard(rows))
+    print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/results.csv, leaderboard.md, run.json")
+    return 0
+
+
 def _cmd_agents(args: argparse.Namespace) -> int:
     from agents.registry import registry_table  # the CLI is the one module that joins the packages
 
@@ -250,6 +367,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     agents = sub.add_parser("agents", help="list the registered agents (name, aliases, track, kind, parameters)")
     agents.set_defaults(func=_cmd_agents)
+
+    ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
+    ev.add_argument("--config", help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it")
+    ev.add_argument("--agents", type=lambda s: _csv(str, s), help="agent names or aliases, or sb3:PATH to a model")
+    ev.add_argument("--episodes", help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)")
+    ev.add_argument("--regimes", type=_regimes, help="generated regimes (default: default)")
+    ev.add_argument("--lengths", type=_positive_ints, help="generated episode lengths (default: 200)")
+    ev.add_argument("--episodes-per-condition", type=_int_at_least(1), help="generated episodes per regime/length")
+    ev.add_argument("--seed", type=_int_at_least(0), help="seed of the generated episodes (default: 0)")
+    ev.add_argument("--budgets", type=_positive_ints, help="bytes, comma-separated (default: 1KB,10KB,100KB,1MB)")
+    ev.add_argument("--tracks", type=lambda s: _csv(str, s), help="comma-separated tracks (default: both)")
+    ev.add_argument("--jobs", type=_int_at_least(1), help="worker processes (results do not depend on it)")
+    ev.add_argument("--out", required=True, help="run folder for results.csv, leaderboard.md, run.json")
+    ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.set_defaults(func=_cmd_eval)
     return parser
 
 

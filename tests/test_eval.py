@@ -1,0 +1,179 @@
+"""``wpb eval``: the grid runner, its files and its statistics."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from agents.registry import agent_entry, make_agent
+from wpb_gym import grid as grid_module
+from wpb_gym.cli import _eval_config, build_parser
+from wpb_gym.cli import main as wpb
+from wpb_gym.grid import ROW_COLUMNS, PolicySpec, generated_refs, given_refs, run_grid, skipped
+from wpb_gym.report import RUN_COLUMNS, bootstrap_ci, leaderboard, write_atomic
+from wpb_gym.runner import run_episode
+from wpb_gym.types import Episode, Step
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec(name: str) -> PolicySpec:
+    return PolicySpec(name, partial(make_agent, name), agent_entry(name).track)
+
+
+POLICIES = [spec(n) for n in ("fifo_store_all", "last_kb", "change_detector", "priority_threshold", "oracle_optimal")]
+
+
+def small_grid(jobs: int):
+    refs = generated_refs(["default", "burst_redundancy"], [60], 3, seed=4)
+    return run_grid(refs, POLICIES, [1024, 4096], ["unprivileged", "privileged"], jobs=jobs)
+
+
+def test_rows_do_not_depend_on_jobs_and_match_the_evaluator():
+    rows = small_grid(jobs=1)
+    assert rows == small_grid(jobs=2)
+    # 2 regimes x 3 episodes x 2 budgets x (3 policies unprivileged + 5 privileged)
+    assert len(rows) == 2 * 3 * 2 * (3 + 5)
+    for row in rows[:: len(rows) // 7]:
+        ref = generated_refs([row["mode"]], [row["steps"]], row["episode_index"] + 1, seed=4)[-1]
+        run = run_episode(make_agent(row["policy"]), ref.load(), row["budget_bytes"], row["track"])
+        assert {k: row[k] for k in run.metrics.as_row() if k in row} == {
+            k: v for k, v in run.metrics.as_row().items() if k in row
+        }
+
+
+def test_the_oracle_is_computed_once_per_episode_and_track(monkeypatch):
+    calls = []
+    real = grid_module.episode_oracle
+
+    def counting(episode, budgets, track):
+        calls.append((id(episode), track))
+        return real(episode, budgets, track)
+
+    monkeypatch.setattr(grid_module, "episode_oracle", counting)
+    refs = generated_refs(["default"], [40], 2, seed=1)
+    run_grid(refs, POLICIES, [1024, 2048, 4096], ["unprivileged", "privileged"])
+    assert len(calls) == len(set(calls)) == 2 * 2
+
+
+def test_agents_that_cannot_run_on_a_track_are_skipped_with_a_note():
+    notes = skipped(POLICIES, ["unprivileged", "privileged"])
+    assert notes == [
+        "priority_threshold (privileged track) is not run on the unprivileged track",
+        "oracle_optimal (oracle track) is not run on the unprivileged track",
+    ]
+
+
+def test_episodes_from_files_take_their_regime_from_the_data():
+    steps = [Step(t, {"api": "a", "v": t}, {"mode": "custom"}) for t in range(5)]
+    episode = Episode(steps=steps, labels={"critical_steps": [1], "utility_by_step": {1: 1.0}})
+    refs = given_refs([episode, episode])
+    assert [(r.mode, r.steps, r.index) for r in refs] == [("custom", 5, 0), ("custom", 5, 1)]
+    nameless = Episode(steps=[Step(0, {}, {})], labels={})
+    with pytest.raises(ValueError, match="episode 0 names no regime"):
+        given_refs([nameless], "file.jsonl")
+
+
+# ---------------------------------------------------------------------------- the command
+def run_cli(tmp_path: Path, *extra: str) -> Path:
+    out = tmp_path / "run"
+    argv = ["eval", "--agents", "fifo_store_all,priority_threshold,oracle_optimal", "--regimes", "default"]
+    argv += ["--lengths", "40", "--episodes-per-condition", "3", "--budgets", "1024,10240", "--out", str(out)]
+    assert wpb([*argv, "--quiet", *extra]) == 0
+    return out
+
+
+def test_wpb_eval_writes_every_file_and_they_parse(tmp_path, capsys):
+    out = run_cli(tmp_path)
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == list(ROW_COLUMNS + RUN_COLUMNS)
+    assert len(rows) == 3 * 2 * (1 + 3)  # fifo on both tracks, the other two on privileged only
+    assert {r["policy"] for r in rows if r["track"] == "unprivileged"} == {"fifo_store_all"}
+    assert all(0.0 <= float(r["f1"]) <= 1.0 for r in rows)
+    run = json.loads((out / "run.json").read_text())
+    assert run["config"]["agents"] == ["fifo_store_all", "priority_threshold", "oracle_optimal"]
+    assert len(run["notes"]) == 2 and run["config_hash"] == rows[0]["config_hash"]
+    assert rows[0]["seed"] == "0" and rows[0]["version"] == run["version"]
+    board = (out / "leaderboard.md").read_text()
+    assert "oracle_optimal (oracle bound)" in board and "F1@10KB" in board
+    assert "## default, T=40, unprivileged track" in board and "## default, T=40, privileged track" in board
+    assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+    assert "note: priority_threshold (privileged track)" in capsys.readouterr().err
+
+
+def test_wpb_eval_refuses_to_overwrite_and_explains_bad_settings(tmp_path):
+    run_cli(tmp_path)
+    with pytest.raises(SystemExit, match="already holds results.csv"):
+        run_cli(tmp_path)
+    run_cli(tmp_path, "--force")
+    with pytest.raises(SystemExit, match="no agent named 'lru'"):
+        wpb(["eval", "--agents", "lru", "--out", str(tmp_path / "x")])
+    config = tmp_path / "c.yaml"
+    config.write_text("agents: [no_mem]\nbudget: [1]\n")
+    with pytest.raises(SystemExit, match=r"unknown setting\(s\) \['budget'\]"):
+        wpb(["eval", "--config", str(config), "--out", str(tmp_path / "y")])
+    config.write_text("agents: [no_mem]\nbudgets: [1, -2]\n")
+    with pytest.raises(SystemExit, match="budgets must be a non-empty list of non-negative integers"):
+        wpb(["eval", "--config", str(config), "--out", str(tmp_path / "y")])
+
+
+@pytest.mark.parametrize("name", ["paper.yaml", "spec.yaml"])
+def test_shipped_configs_are_valid(name):
+    path = ROOT / "configs" / "eval" / name
+    args = build_parser().parse_args(["eval", "--config", str(path), "--out", "unused"])
+    config = _eval_config(args)
+    for agent in config["agents"]:
+        agent_entry(agent)
+    assert config["budgets"] == [1024, 10240, 102400, 1048576]
+    raw = yaml.safe_load(path.read_text())
+    assert set(raw) <= set(config)
+
+
+def test_command_line_options_override_the_config(tmp_path):
+    path = ROOT / "configs" / "eval" / "paper.yaml"
+    args = build_parser().parse_args(["eval", "--config", str(path), "--budgets", "2048", "--out", "unused"])
+    assert _eval_config(args)["budgets"] == [2048]
+
+
+# ---------------------------------------------------------------------------- statistics and files
+def test_bootstrap_interval_covers_the_true_mean_about_95_percent_of_the_time():
+    rng = np.random.default_rng(0)
+    hits = 0
+    trials = 200
+    for i in range(trials):
+        sample = rng.exponential(scale=2.0, size=40)  # skewed: the true mean is 2
+        low, high = bootstrap_ci(sample, seed=i)
+        hits += low <= 2.0 <= high
+    assert 0.88 <= hits / trials <= 0.99
+
+
+def test_bootstrap_interval_edge_cases():
+    assert all(math.isnan(x) for x in bootstrap_ci([0.5]))
+    assert bootstrap_ci([0.25, 0.25, 0.25]) == (0.25, 0.25)
+    assert bootstrap_ci([0.0, 1.0, 0.5, 0.2], seed=3) == bootstrap_ci([0.0, 1.0, 0.5, 0.2], seed=3)
+
+
+def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
+    target = tmp_path / "results.csv"
+
+    def fail(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("wpb_gym.report.os.replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(target, "a,b\n1,2\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_leaderboard_falls_back_to_the_nearest_budget():
+    rows = small_grid(jobs=1)
+    board = leaderboard(rows, budget=10240)
+    assert "Recall@4KB" in board and "| 3 |" in board
