@@ -107,6 +107,70 @@ def test_wpb_eval_writes_every_file_and_they_parse(tmp_path, capsys):
     assert "## default, T=40, unprivileged track" in board and "## default, T=40, privileged track" in board
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     assert "note: priority_threshold (privileged track)" in capsys.readouterr().err
+    # The aggregates and pictures.
+    with open(out / "recall_at_budget.csv", newline="") as handle:
+        recall = list(csv.DictReader(handle))
+    assert len(recall) == 2 * (1 + 3)  # budgets x (policy, track) pairs
+    assert all(float(r["recall_ci_low"]) <= float(r["recall_mean"]) <= float(r["recall_ci_high"]) for r in recall)
+    utility = json.loads((out / "utility_per_kb.json").read_text())
+    assert set(utility["default/T=40"]) == {"unprivileged", "privileged"}
+    with open(out / "confusion_matrix.csv", newline="") as handle:
+        confusion = list(csv.DictReader(handle))
+    fifo = [
+        r
+        for r in rows
+        if r["policy"] == "fifo_store_all" and r["track"] == "privileged" and r["budget_bytes"] == "1024"
+    ]
+    summed = next(
+        c
+        for c in confusion
+        if c["policy"] == "fifo_store_all" and c["track"] == "privileged" and c["budget_bytes"] == "1024"
+    )
+    assert int(summed["tp"]) == sum(int(r["tp"]) for r in fifo) and int(summed["episodes"]) == 3
+    for name in ("f1_vs_budget.png", "regret_curve.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_wpb_report_paper_tables(tmp_path, capsys):
+    out = run_cli(tmp_path)
+    capsys.readouterr()
+    assert wpb(["report", str(out), "--paper-tables"]) == 0
+    text = capsys.readouterr().out
+    assert text == (out / "paper_tables.md").read_text()
+    assert "## Mean F1 vs memory budget: default, T=40" in text
+    assert "| `oracle_optimal` |" in text and "## Memory diagnostics at 10240 bytes: default, T=40" in text
+    with pytest.raises(SystemExit, match="no such results file"):
+        wpb(["report", str(tmp_path / "nothing"), "--paper-tables"])
+
+
+def test_results_are_read_back_with_clear_errors(tmp_path):
+    from wpb_gym.report import read_results
+
+    out = run_cli(tmp_path)
+    rows = read_results(out / "results.csv")
+    assert rows[0]["budget_bytes"] == 1024 and isinstance(rows[0]["f1"], float)
+    text = (out / "results.csv").read_text().splitlines()
+    broken = tmp_path / "broken.csv"
+    cells = text[2].split(",")
+    cells[ROW_COLUMNS.index("f1")] = "high"
+    broken.write_text("\n".join([text[0], text[1], ",".join(cells)]) + "\n")
+    with pytest.raises(ValueError, match="broken.csv, line 3, column 'f1': expected a number, got 'high'"):
+        read_results(broken)
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="not a results.csv"):
+        read_results(tmp_path / "other.csv")
+
+
+def test_a_failed_forced_run_leaves_no_results_file(tmp_path, monkeypatch):
+    out = run_cli(tmp_path)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr("wpb_gym.grid.run_grid", fail)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        run_cli(tmp_path, "--force")
+    assert not (out / "results.csv").exists()
 
 
 def test_wpb_eval_refuses_to_overwrite_and_explains_bad_settings(tmp_path):

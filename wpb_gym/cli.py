@@ -297,13 +297,24 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .grid import generated_refs, given_refs, run_grid, skipped
-    from .report import leaderboard, results_csv, run_metadata, write_atomic
+    from .plots import write_pictures
+    from .report import (
+        confusion_matrix_csv,
+        leaderboard,
+        recall_at_budget_csv,
+        results_csv,
+        run_metadata,
+        utility_per_kb_json,
+        write_atomic,
+    )
     from .sources import read_episodes
 
     config = _eval_config(args)
     out = Path(args.out)
-    if (out / "results.csv").exists() and not args.force:
-        raise SystemExit(f"wpb eval: {out} already holds results.csv; pass --force to replace it")
+    if (out / "results.csv").exists():
+        if not args.force:
+            raise SystemExit(f"wpb eval: {out} already holds results.csv; pass --force to replace it")
+        (out / "results.csv").unlink()  # until the new run completes, the folder must not look complete
     policies = _policy_specs(config["agents"])
     if config["episodes"] is not None:
         try:
@@ -324,9 +335,28 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
     run = run_metadata(recorded, notes, __version__)
     write_atomic(out / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
-    write_atomic(out / "results.csv", results_csv(rows, run))
     write_atomic(out / "leaderboard.md", leaderboard(rows))
-    print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/results.csv, leaderboard.md, run.json")
+    write_atomic(out / "recall_at_budget.csv", recall_at_budget_csv(rows))
+    write_atomic(out / "utility_per_kb.json", utility_per_kb_json(rows))
+    write_atomic(out / "confusion_matrix.csv", confusion_matrix_csv(rows))
+    pictures = write_pictures(rows, out)
+    # results.csv last: its presence says the run is complete.
+    write_atomic(out / "results.csv", results_csv(rows, run))
+    print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .report import paper_tables, read_results, write_atomic
+
+    run = Path(args.run)
+    try:
+        rows = read_results(run / "results.csv")
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"wpb report: {error}") from None
+    text = paper_tables(rows, track=args.track, diagnostics_budget=args.diagnostics_budget)
+    write_atomic(run / "paper_tables.md", text)
+    print(text, end="")
     return 0
 
 
@@ -383,6 +413,15 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
+
+    report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout)")
+    report.add_argument("run", help="a run folder written by wpb eval")
+    report.add_argument("--paper-tables", action="store_true", required=True, help="F1 vs budget and diagnostics")
+    report.add_argument(
+        "--track", choices=TRACKS, default="privileged", help="the track to tabulate (default: privileged)"
+    )
+    report.add_argument("--diagnostics-budget", type=_int_at_least(0), default=10240, help="Table 4's budget (bytes)")
+    report.set_defaults(func=_cmd_report)
     return parser
 
 

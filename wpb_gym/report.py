@@ -35,13 +35,18 @@ LEADERBOARD_METRICS = (
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
+    return write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """``write_atomic`` for bytes (pictures)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -153,3 +158,139 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
         "git_commit": git_commit(),
         "notes": list(notes),
     }
+
+
+# ---------------------------------------------------------------------------- reading results back
+_INT_COLUMNS = {
+    "steps",
+    "budget_bytes",
+    "episode_index",
+    "bytes_used",
+    "write_actions",
+    "expire_actions",
+    "merge_actions",
+    "tp",
+    "fp",
+    "fn",
+    "tn",
+}
+_TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id"}
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """The rows of a ``results.csv`` with their types; errors name the file, line and column."""
+    path = Path(path)
+    try:
+        handle = open(path, newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such results file (run `wpb eval --out ...` first)") from None
+    rows = []
+    with handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: not a results.csv of wpb eval; missing columns {missing}")
+        for line, raw in enumerate(reader, start=2):
+            row: dict[str, Any] = {}
+            for column in ROW_COLUMNS:
+                text = raw[column]
+                try:
+                    if column in _TEXT_COLUMNS:
+                        row[column] = text
+                    elif column in _INT_COLUMNS:
+                        row[column] = int(text)
+                    else:
+                        row[column] = float(text)
+                except (TypeError, ValueError):
+                    raise ValueError(
+                        f"{path}, line {line}, column {column!r}: expected a number, got {text!r}"
+                    ) from None
+            rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------- aggregates
+def _groups(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tuple, list[dict[str, Any]]]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return dict(
+        sorted(groups.items(), key=lambda kv: tuple(str(x) if not isinstance(x, int) else f"{x:020d}" for x in kv[0]))
+    )
+
+
+CONDITION = ("mode", "steps", "track", "policy", "budget_bytes")
+
+
+def recall_at_budget_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """Recall vs budget (spec §6.4): mean and bootstrap 95% CI per condition and policy."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CONDITION, "recall_mean", "recall_ci_low", "recall_ci_high", "episodes"])
+    for key, group in _groups(rows, CONDITION).items():
+        values = [r["recall"] for r in group]
+        low, high = bootstrap_ci(values)
+        writer.writerow([*key, repr(float(np.mean(values))), repr(low), repr(high), len(values)])
+    return out.getvalue()
+
+
+def utility_per_kb_json(rows: Sequence[dict[str, Any]]) -> str:
+    """Utility per KB by episode type (regime and length), track, policy and budget."""
+    tree: dict[str, Any] = {}
+    for (mode, steps, track, policy, budget), group in _groups(rows, CONDITION).items():
+        values = [r["utility_per_kb"] for r in group]
+        low, high = bootstrap_ci(values)
+        node = tree.setdefault(f"{mode}/T={steps}", {}).setdefault(track, {}).setdefault(policy, {})
+        node[str(budget)] = {
+            "mean": float(np.mean(values)),
+            "ci95": [None if math.isnan(low) else low, None if math.isnan(high) else high],
+            "episodes": len(values),
+        }
+    return json.dumps(tree, indent=2) + "\n"
+
+
+def confusion_matrix_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """Confusion counts summed over episodes, with the micro precision and recall they give."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CONDITION, "tp", "fp", "fn", "tn", "precision_micro", "recall_micro", "episodes"])
+    for key, group in _groups(rows, CONDITION).items():
+        tp, fp, fn, tn = (sum(r[c] for r in group) for c in ("tp", "fp", "fn", "tn"))
+        precision = tp / (tp + fp) if tp + fp else 0.0
+        recall = tp / (tp + fn) if tp + fn else 0.0
+        writer.writerow([*key, tp, fp, fn, tn, repr(precision), repr(recall), len(group)])
+    return out.getvalue()
+
+
+def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diagnostics_budget: int = 10240) -> str:
+    """The paper's Tables 2-3 layout (mean F1 vs budget, per regime) and Table 4 (diagnostics)."""
+    lines = [f"# Paper tables ({track} track; means over episodes)"]
+    chosen = [r for r in rows if r["track"] == track]
+    if not chosen:
+        return lines[0] + f"\n\nNo results on the {track} track.\n"
+    budgets = sorted({r["budget_bytes"] for r in chosen})
+    for (mode, steps), group in _groups(chosen, ("mode", "steps")).items():
+        lines += ["", f"## Mean F1 vs memory budget: {mode}, T={steps}", ""]
+        lines.append("| Policy | " + " | ".join(str(b) for b in budgets) + " |")
+        lines.append("|---" * (len(budgets) + 1) + "|")
+        for policy, prows in _groups(group, ("policy",)).items():
+            cells = []
+            for b in budgets:
+                values = [r["f1"] for r in prows if r["budget_bytes"] == b]
+                cells.append(f"{np.mean(values):.3f}" if values else "")
+            lines.append(f"| `{policy[0]}` | " + " | ".join(cells) + " |")
+    diag = ("utilization", "write_density", "expire_rate", "avg_staleness", "drift_coverage")
+    at = [r for r in chosen if r["budget_bytes"] == diagnostics_budget]
+    for (mode, steps), group in _groups(at, ("mode", "steps")).items():
+        lines += ["", f"## Memory diagnostics at {diagnostics_budget} bytes: {mode}, T={steps}", ""]
+        lines.append("| Policy | " + " | ".join(diag) + " |")
+        lines.append("|---" * (len(diag) + 1) + "|")
+        for policy, prows in _groups(group, ("policy",)).items():
+            cells = [
+                f"{np.mean([r[d] for r in prows]):.1f}"
+                if d == "avg_staleness"
+                else f"{np.mean([r[d] for r in prows]):.3f}"
+                for d in diag
+            ]
+            lines.append(f"| {policy[0]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
