@@ -241,3 +241,62 @@ def test_leaderboard_falls_back_to_the_nearest_budget():
     rows = small_grid(jobs=1)
     board = leaderboard(rows, budget=10240)
     assert "Recall@4KB" in board and "| 3 |" in board
+
+
+# ---------------------------------------------------------------------------- comparisons
+def test_clopper_pearson_matches_tabulated_intervals():
+    from wpb_gym.compare import clopper_pearson
+
+    # Exact binomial 95% intervals (tabulated; e.g. 0/10 -> upper 1 - 0.025**(1/10)).
+    assert clopper_pearson(0, 10)[1:] == pytest.approx((0.0, 0.308497), abs=1e-6)
+    assert clopper_pearson(10, 10)[1:] == pytest.approx((0.691503, 1.0), abs=1e-6)
+    assert clopper_pearson(5, 10)[1:] == pytest.approx((0.187086, 0.812914), abs=1e-6)
+    assert clopper_pearson(1, 20)[1:] == pytest.approx((0.001265, 0.248733), abs=1e-6)
+    assert all(math.isnan(x) for x in clopper_pearson(0, 0))
+
+
+def test_probability_of_improvement_and_iqm():
+    from wpb_gym.compare import iqm, probability_of_improvement
+
+    assert probability_of_improvement([0, 0], [1, 1]) == 1.0
+    assert probability_of_improvement([1, 1], [0, 0]) == 0.0
+    assert probability_of_improvement([0.5, 0.5], [0.5, 0.5]) == 0.5
+    assert probability_of_improvement([0, 1], [0.5, 2]) == 0.75
+    assert iqm([1, 2, 3, 4, 5, 6, 7, 100]) == 4.5
+
+
+def test_compare_flags_a_regression_and_the_baseline_check_fails(tmp_path, capsys):
+    out = run_cli(tmp_path)
+    store = tmp_path / "baseline"
+    assert wpb(["baseline", "set", str(out), "--store", str(store)]) == 0
+    assert wpb(["compare", "--against-baseline", str(out), "--store", str(store)]) == 0  # same run: no regression
+    # A worse run: fifo_store_all loses its F1 on the privileged track at 10 KB.
+    worse = tmp_path / "worse"
+    worse.mkdir()
+    with open(out / "results.csv", newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = list(reader)
+        fields = reader.fieldnames
+    for r in rows:
+        if r["policy"] == "fifo_store_all" and r["track"] == "privileged" and r["budget_bytes"] == "10240":
+            r["f1"] = repr(float(r["f1"]) - 0.05 - 0.01 * int(r["episode_index"]))
+    with open(worse / "results.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    capsys.readouterr()
+    assert wpb(["compare", "--against-baseline", str(worse), "--store", str(store)]) == 1
+    text = capsys.readouterr().out
+    flagged = [line for line in text.splitlines() if "**regression**" in line]
+    assert len(flagged) == 1 and "| fifo_store_all |" in flagged[0] and "| 10240 | privileged |" in flagged[0]
+    assert "1 regression(s)" in text
+    assert wpb(["compare", str(out), str(worse), "--agents", "oracle_optimal"]) == 0
+
+
+def test_compare_explains_bad_calls(tmp_path):
+    with pytest.raises(SystemExit, match="two run folders"):
+        wpb(["compare", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no baseline in"):
+        wpb(["compare", "--against-baseline", str(tmp_path), "--store", str(tmp_path / "none")])
+    with pytest.raises(SystemExit, match="no such results file"):
+        wpb(["baseline", "set", str(tmp_path / "missing"), "--store", str(tmp_path / "b")])

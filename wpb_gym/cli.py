@@ -360,6 +360,58 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_BASELINE_STORE = "runs/baseline"
+
+
+def _read_run(path: Path, command: str) -> list[dict[str, Any]]:
+    from .report import read_results
+
+    try:
+        return read_results(path / "results.csv")
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"wpb {command}: {error}") from None
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_runs, comparison_markdown
+
+    if args.against_baseline:
+        if len(args.runs) != 1:
+            raise SystemExit("wpb compare --against-baseline takes one run folder (the new run)")
+        base = Path(args.store)
+        if not (base / "results.csv").exists():
+            raise SystemExit(f"wpb compare: no baseline in {base}; record one with `wpb baseline set RUN`")
+        run_a, run_b = base, Path(args.runs[0])
+    else:
+        if len(args.runs) != 2:
+            raise SystemExit("wpb compare takes two run folders: RUN_A RUN_B (B is compared with A)")
+        run_a, run_b = (Path(r) for r in args.runs)
+    rows_a, rows_b = _read_run(run_a, "compare"), _read_run(run_b, "compare")
+    comparisons = compare_runs(rows_a, rows_b, metric=args.metric, agents=args.agents)
+    if not comparisons:
+        raise SystemExit("wpb compare: the two runs share no (condition, agent, episode)")
+    print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b)), end="")
+    regressions = [c for c in comparisons if c.regression]
+    if args.against_baseline:
+        print(f"\n{len(regressions)} regression(s) against the baseline in {run_a}")
+        return 1 if regressions else 0
+    return 0
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from .report import write_atomic
+
+    run = Path(args.run)
+    _read_run(run, "baseline")  # a complete, readable run only
+    store = Path(args.store)
+    for name in ("run.json", "results.csv"):  # results.csv last: a half-copied baseline is not one
+        source = run / name
+        if source.exists():
+            write_atomic(store / name, source.read_text(encoding="utf-8"))
+    print(f"baseline recorded in {store} (from {run})")
+    return 0
+
+
 def _cmd_agents(args: argparse.Namespace) -> int:
     from agents.registry import registry_table  # the CLI is the one module that joins the packages
 
@@ -422,6 +474,40 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--diagnostics-budget", type=_int_at_least(0), default=10240, help="Table 4's budget (bytes)")
     report.set_defaults(func=_cmd_report)
+
+    compare = sub.add_parser("compare", help="paired comparison of two runs (lift, P(improvement), IQM, exact CIs)")
+    compare.add_argument("runs", nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
+    compare.add_argument("--agents", type=lambda s: _csv(str, s), help="only these agents")
+    compare.add_argument(
+        "--metric",
+        default="f1",
+        choices=[
+            "f1",
+            "recall",
+            "precision",
+            "utility_per_kb",
+            "regret_write_only",
+            "policy_utility",
+            "drift_coverage",
+        ],
+        help="metric (default: f1)",
+    )
+    compare.add_argument(
+        "--against-baseline",
+        action="store_true",
+        help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
+    )
+    compare.add_argument("--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})")
+    compare.set_defaults(func=_cmd_compare)
+
+    baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
+    baseline_sub = baseline.add_subparsers(dest="action", required=True)
+    baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
+    baseline_set.add_argument("run", help="a run folder written by wpb eval")
+    baseline_set.add_argument(
+        "--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+    )
+    baseline_set.set_defaults(func=_cmd_baseline)
     return parser
 
 

@@ -48,6 +48,8 @@ METRIC_COLUMNS = (
     "fp",
     "fn",
     "tn",
+    "actions",
+    "rejected_actions",
 )
 ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
 
@@ -141,7 +143,9 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
                     "episode_id": episode.episode_id if episode.episode_id is not None else task.ref.index,
                     "episode_index": task.ref.index,
                 }
-                row.update({name: metrics[name] for name in METRIC_COLUMNS})
+                row.update({name: metrics[name] for name in METRIC_COLUMNS if name in metrics})
+                row["actions"] = len(run.actions)
+                row["rejected_actions"] = sum(1 for logged in run.actions if not logged.decision.accepted)
                 rows.append(row)
     return rows
 

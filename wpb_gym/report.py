@@ -173,6 +173,8 @@ _INT_COLUMNS = {
     "fp",
     "fn",
     "tn",
+    "actions",
+    "rejected_actions",
 }
 _TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id"}
 

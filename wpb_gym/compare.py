@@ -1,0 +1,158 @@
+"""Comparing two evaluation runs, episode by episode.
+
+For every condition (regime, length, budget, track) and agent present in both runs, the
+rows are paired by episode (``episode_index``) and compared on one metric:
+
+* lift: mean of B − A over the paired episodes, with a paired bootstrap 95% interval
+  (``scipy.stats.bootstrap`` on the differences);
+* probability of improvement P(B > A) + ½ P(B = A) over all pairs of episodes, as in rliable
+  (the Mann–Whitney U statistic divided by n·m, ``scipy.stats.mannwhitneyu``);
+* the interquartile mean (IQM) of each run, as in rliable (``scipy.stats.trim_mean`` with
+  25% cut at each end);
+* exact Clopper–Pearson 95% intervals (``scipy.stats.binomtest``) for pooled rates:
+  recall = Σtp / Σ(tp + fn) and the rejected-action rate = Σrejected / Σactions.
+
+A regression is a comparison whose lift interval lies wholly below zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from .report import bootstrap_ci
+
+CONDITION_KEYS = ("mode", "steps", "budget_bytes", "track", "policy")
+
+
+@dataclass(frozen=True)
+class Comparison:
+    condition: tuple
+    episodes: int
+    mean_a: float
+    mean_b: float
+    lift: float
+    lift_low: float
+    lift_high: float
+    p_improvement: float
+    iqm_a: float
+    iqm_b: float
+    recall_a: tuple[float, float, float]  # pooled rate, CP low, CP high
+    recall_b: tuple[float, float, float]
+    rejected_a: tuple[float, float, float]
+    rejected_b: tuple[float, float, float]
+
+    @property
+    def regression(self) -> bool:
+        """B is worse than A beyond the 95% interval of the paired lift."""
+        return not math.isnan(self.lift_high) and self.lift_high < 0
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(rate, low, high): the exact binomial interval; (nan, nan, nan) without trials."""
+    if trials == 0:
+        return (math.nan, math.nan, math.nan)
+    interval = stats.binomtest(successes, trials).proportion_ci(confidence_level=confidence, method="exact")
+    return (successes / trials, float(interval.low), float(interval.high))
+
+
+def probability_of_improvement(a: Sequence[float], b: Sequence[float]) -> float:
+    """P(B > A) + ½ P(B = A) over all pairs (rliable's definition)."""
+    if len(a) == 0 or len(b) == 0:
+        return math.nan
+    u = stats.mannwhitneyu(b, a, alternative="two-sided").statistic
+    return float(u) / (len(a) * len(b))
+
+
+def iqm(values: Sequence[float]) -> float:
+    """Interquartile mean: the mean of the middle 50% (rliable's IQM)."""
+    return float(stats.trim_mean(np.asarray(values, dtype=float), 0.25)) if len(values) else math.nan
+
+
+def compare_runs(
+    rows_a: Sequence[dict[str, Any]],
+    rows_b: Sequence[dict[str, Any]],
+    metric: str = "f1",
+    agents: Sequence[str] | None = None,
+) -> list[Comparison]:
+    """One comparison per condition and agent present in both runs (paired by episode)."""
+
+    def index(rows):
+        table: dict[tuple, dict[int, dict[str, Any]]] = {}
+        for r in rows:
+            if agents is None or r["policy"] in agents:
+                table.setdefault(tuple(r[k] for k in CONDITION_KEYS), {})[r["episode_index"]] = r
+        return table
+
+    a_table, b_table = index(rows_a), index(rows_b)
+    results = []
+    for condition in sorted(set(a_table) & set(b_table), key=lambda c: tuple(map(str, c))):
+        shared = sorted(set(a_table[condition]) & set(b_table[condition]))
+        if not shared:
+            continue
+        a_rows = [a_table[condition][i] for i in shared]
+        b_rows = [b_table[condition][i] for i in shared]
+        a = np.array([r[metric] for r in a_rows], dtype=float)
+        b = np.array([r[metric] for r in b_rows], dtype=float)
+        low, high = bootstrap_ci(b - a)
+        results.append(
+            Comparison(
+                condition=condition,
+                episodes=len(shared),
+                mean_a=float(a.mean()),
+                mean_b=float(b.mean()),
+                lift=float((b - a).mean()),
+                lift_low=low,
+                lift_high=high,
+                p_improvement=probability_of_improvement(a, b),
+                iqm_a=iqm(a),
+                iqm_b=iqm(b),
+                recall_a=_pooled_recall(a_rows),
+                recall_b=_pooled_recall(b_rows),
+                rejected_a=_pooled_rejections(a_rows),
+                rejected_b=_pooled_rejections(b_rows),
+            )
+        )
+    return results
+
+
+def _pooled_recall(rows) -> tuple[float, float, float]:
+    tp = sum(int(r["tp"]) for r in rows)
+    return clopper_pearson(tp, tp + sum(int(r["fn"]) for r in rows))
+
+
+def _pooled_rejections(rows) -> tuple[float, float, float]:
+    return clopper_pearson(sum(int(r["rejected_actions"]) for r in rows), sum(int(r["actions"]) for r in rows))
+
+
+def _interval(rate: tuple[float, float, float]) -> str:
+    value, low, high = rate
+    return "n/a" if math.isnan(value) else f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def comparison_markdown(comparisons: Sequence[Comparison], metric: str, label_a: str, label_b: str) -> str:
+    lines = [
+        f"# {label_b} vs {label_a} on {metric}",
+        "",
+        "Lift = mean of B − A over paired episodes [paired bootstrap 95% CI]; P(B>A) as in rliable; IQM = "
+        "interquartile mean; recall and rejected-action rate pooled over episodes [exact Clopper–Pearson 95%].",
+        "",
+        "| regime | T | budget | track | agent | n | A | B | lift [95% CI] | P(B>A) | IQM A | IQM B | recall A | "
+        "recall B | rejected A | rejected B | |",
+        "|---" * 17 + "|",
+    ]
+    for c in comparisons:
+        mode, steps, budget, track, policy = c.condition
+        ci = "" if math.isnan(c.lift_low) else f" [{c.lift_low:+.3f}, {c.lift_high:+.3f}]"
+        flag = "**regression**" if c.regression else ""
+        lines.append(
+            f"| {mode} | {steps} | {budget} | {track} | {policy} | {c.episodes} | {c.mean_a:.3f} | {c.mean_b:.3f} | "
+            f"{c.lift:+.3f}{ci} | {c.p_improvement:.2f} | {c.iqm_a:.3f} | {c.iqm_b:.3f} | {_interval(c.recall_a)} | "
+            f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {flag} |"
+        )
+    return "\n".join(lines) + "\n"
