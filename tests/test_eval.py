@@ -300,3 +300,28 @@ def test_compare_explains_bad_calls(tmp_path):
         wpb(["compare", "--against-baseline", str(tmp_path), "--store", str(tmp_path / "none")])
     with pytest.raises(SystemExit, match="no such results file"):
         wpb(["baseline", "set", str(tmp_path / "missing"), "--store", str(tmp_path / "b")])
+
+
+def test_resume_after_an_interrupt_gives_the_same_results(tmp_path, monkeypatch):
+    fresh = run_cli(tmp_path / "fresh")
+    real = grid_module.run_task
+    calls = []
+
+    def interrupted(task):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(task.ref.index)
+        return real(task)
+
+    monkeypatch.setattr(grid_module, "run_task", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_cli(tmp_path / "cut")
+    out = tmp_path / "cut" / "run"
+    assert not (out / "results.csv").exists()
+    assert len(list(out.glob(".partial-*/*.json"))) == 2
+    calls.clear()
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    run_cli(tmp_path / "cut", "--resume")
+    assert calls == [2]  # only the episode the interrupt left
+    assert (out / "results.csv").read_text() == (fresh / "results.csv").read_text()
+    assert not list(out.glob(".partial-*"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -293,6 +294,10 @@ def _policy_specs(names: Sequence[str]) -> list[Any]:
     return specs
 
 
+def _ref_name(ref: Any) -> str:
+    return f"{ref.mode}__T{ref.steps}__{ref.index}"
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -331,9 +336,39 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     def progress(results, total):
         return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=args.quiet)
 
-    rows = run_grid(refs, policies, config["budgets"], config["tracks"], jobs=config["jobs"], progress=progress)
     recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
     run = run_metadata(recorded, notes, __version__)
+    # Each episode's rows are checkpointed as they arrive; --resume reuses those of the same
+    # configuration (same hash) and runs the rest.
+    partial = out / f".partial-{run['config_hash']}"
+    done: dict[str, list[dict[str, Any]]] = {}
+    if args.resume and partial.is_dir():
+        for file in sorted(partial.glob("*.json")):
+            try:
+                done[file.stem] = json.loads(file.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                continue  # a checkpoint cut short: its episode runs again
+        print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
+    elif partial.is_dir():
+        shutil.rmtree(partial)
+    todo = [ref for ref in refs if _ref_name(ref) not in done]
+
+    def checkpoint(ref, chunk):
+        write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
+
+    rows = run_grid(
+        todo,
+        policies,
+        config["budgets"],
+        config["tracks"],
+        jobs=config["jobs"],
+        progress=progress,
+        on_episode_done=checkpoint,
+    )
+    if done:
+        from .grid import row_key
+
+        rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
     write_atomic(out / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
     write_atomic(out / "leaderboard.md", leaderboard(rows))
     write_atomic(out / "recall_at_budget.csv", recall_at_budget_csv(rows))
@@ -342,6 +377,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     pictures = write_pictures(rows, out)
     # results.csv last: its presence says the run is complete.
     write_atomic(out / "results.csv", results_csv(rows, run))
+    shutil.rmtree(partial, ignore_errors=True)
     print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
     return 0
 
@@ -463,6 +499,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--jobs", type=_int_at_least(1), help="worker processes (results do not depend on it)")
     ev.add_argument("--out", required=True, help="run folder for results.csv, leaderboard.md, run.json")
     ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
+    ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
 

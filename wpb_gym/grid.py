@@ -179,8 +179,13 @@ def run_grid(
     *,
     jobs: int = 1,
     progress: Callable[[Iterator[list[dict[str, Any]]], int], Iterator[list[dict[str, Any]]]] | None = None,
+    on_episode_done: Callable[[EpisodeRef, list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``)."""
+    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``).
+
+    ``on_episode_done(ref, rows)`` is called as each episode's rows arrive (in ``refs`` order),
+    e.g. to checkpoint them for a resumable run.
+    """
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
         raise ValueError(f"policy labels must be unique, got {labels}")
@@ -194,17 +199,20 @@ def run_grid(
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks)) for ref in refs]
     if jobs == 1:
         results: Iterator[list[dict[str, Any]]] = map(run_task, tasks)
-        rows = _collect(results, len(tasks), progress)
+        rows = _collect(results, refs, progress, on_episode_done)
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
-            rows = _collect(results, len(tasks), progress)
+            rows = _collect(results, refs, progress, on_episode_done)
     rows.sort(key=row_key)
     return rows
 
 
-def _collect(results, total, progress) -> list[dict[str, Any]]:
+def _collect(results, refs, progress, on_episode_done) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for chunk in progress(results, total) if progress is not None else results:
+    chunks = progress(results, len(refs)) if progress is not None else results
+    for ref, chunk in zip(refs, chunks, strict=False):  # map keeps the order of refs
+        if on_episode_done is not None:
+            on_episode_done(ref, chunk)
         rows.extend(chunk)
     return rows
