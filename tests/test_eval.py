@@ -325,3 +325,33 @@ def test_resume_after_an_interrupt_gives_the_same_results(tmp_path, monkeypatch)
     assert calls == [2]  # only the episode the interrupt left
     assert (out / "results.csv").read_text() == (fresh / "results.csv").read_text()
     assert not list(out.glob(".partial-*"))
+
+
+def test_wpb_ablate_reports_mean_std_and_paired_tests(tmp_path, capsys):
+    from scipy import stats
+
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    common = "lengths: [60]\nepisodes_per_condition: 3\nbudgets: [2048]\ntracks: [unprivileged]\n"
+    a.write_text("agents: [last_kb]\n" + common)
+    b.write_text("agents: [change_detector]\n" + common)
+    assert wpb(["ablate", str(a), str(b), "--seeds", "3", "--out", str(tmp_path / "ablation.md")]) == 0
+    text = capsys.readouterr().out
+    assert text == (tmp_path / "ablation.md").read_text()
+    line = next(x for x in text.splitlines() if "last_kb → change_detector" in x)
+    # The same numbers computed independently: per seed, the mean F1 over its 3 episodes.
+    per_seed = {}
+    for name in ("last_kb", "change_detector"):
+        per_seed[name] = []
+        for seed in range(3):
+            refs = generated_refs(["default"], [60], 3, seed)
+            per_seed[name].append(np.mean([run_episode(make_agent(name), r.load(), 2048).metrics.f1 for r in refs]))
+    p = stats.ttest_rel(per_seed["change_detector"], per_seed["last_kb"]).pvalue
+    assert f"{np.mean(per_seed['last_kb']):.3f} ± {np.std(per_seed['last_kb'], ddof=1):.3f}" in line
+    assert f"{p:.3g}" in line and line.rstrip(" |").endswith("*")
+    assert wpb(["ablate", str(a), str(a), "--seeds", "2"]) == 0
+    same = next(x for x in capsys.readouterr().out.splitlines() if "| last_kb |" in x or "→" in x)
+    assert "+0.000" in same and "n/a" in same
+    c = tmp_path / "c.yaml"
+    c.write_text("agents: [last_kb]\nepisodes: some/folder\n")
+    with pytest.raises(SystemExit, match="reads episodes from files"):
+        wpb(["ablate", str(a), str(c), "--seeds", "2"])

@@ -448,6 +448,32 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ablate(args: argparse.Namespace) -> int:
+    from .compare import ablation_markdown
+    from .grid import generated_refs, run_grid
+    from .report import write_atomic
+
+    runs = []
+    for path in (args.config_a, args.config_b):
+        namespace = build_parser().parse_args(["eval", "--config", path, "--out", "unused"])
+        config = _eval_config(namespace)
+        if config["episodes"] is not None:
+            raise SystemExit(f"wpb ablate: {path} reads episodes from files; ablations vary the seed of generated ones")
+        policies = _policy_specs(config["agents"])
+        per_seed = []
+        for seed in range(args.seeds):
+            refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
+            per_seed.append(
+                run_grid(refs, policies, config["budgets"], config["tracks"], jobs=args.jobs or config["jobs"])
+            )
+        runs.append(per_seed)
+    text = ablation_markdown(runs[0], runs[1], Path(args.config_a).stem, Path(args.config_b).stem)
+    if args.out:
+        write_atomic(args.out, text)
+    print(text, end="")
+    return 0
+
+
 def _cmd_agents(args: argparse.Namespace) -> int:
     from agents.registry import registry_table  # the CLI is the one module that joins the packages
 
@@ -545,6 +571,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
     )
     baseline_set.set_defaults(func=_cmd_baseline)
+
+    ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
+    ablate.add_argument("config_a", help="YAML settings of variant A (as for wpb eval --config)")
+    ablate.add_argument("config_b", help="YAML settings of variant B")
+    ablate.add_argument("--seeds", type=_int_at_least(2), default=5, help="seeds 0..N-1 of the generated episodes")
+    ablate.add_argument("--jobs", type=_int_at_least(1), help="worker processes")
+    ablate.add_argument("--out", help="also write the markdown table to this file")
+    ablate.set_defaults(func=_cmd_ablate)
     return parser
 
 

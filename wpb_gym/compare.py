@@ -156,3 +156,73 @@ def comparison_markdown(comparisons: Sequence[Comparison], metric: str, label_a:
             f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {flag} |"
         )
     return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------- ablations
+ABLATION_METRICS = ("f1", "recall", "utility_per_kb", "avg_staleness")
+
+
+def seed_means(rows: Sequence[dict[str, Any]], metric: str, by_agent: bool = True) -> dict[tuple, float]:
+    """Mean of ``metric`` over episodes per (condition, agent) for one seed's run (per
+    condition only when ``by_agent`` is False: the run holds one agent)."""
+    keys = CONDITION_KEYS if by_agent else CONDITION_KEYS[:-1]
+    groups: dict[tuple, list[float]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(float(r[metric]))
+    return {key: float(np.mean(values)) for key, values in groups.items()}
+
+
+def _std(values: np.ndarray) -> float:
+    return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
+
+
+def ablation_markdown(
+    runs_a: Sequence[Sequence[dict[str, Any]]],
+    runs_b: Sequence[Sequence[dict[str, Any]]],
+    label_a: str,
+    label_b: str,
+    metrics: Sequence[str] = ABLATION_METRICS,
+) -> str:
+    """Variant B against A over the same seeds: mean ± std across seeds of each seed's episode
+    mean, and a paired t-test over seeds (``scipy.stats.ttest_rel``) per metric.
+
+    Rows are matched by condition and agent; when each variant runs a single agent (an
+    ablation of one agent against another), by condition only.
+    """
+    seeds = len(runs_a)
+    agents_a = {r["policy"] for rows in runs_a for r in rows}
+    agents_b = {r["policy"] for rows in runs_b for r in rows}
+    by_agent = not (len(agents_a) == 1 and len(agents_b) == 1)
+    lines = [
+        f"# Ablation: {label_b} (B) vs {label_a} (A), {seeds} seeds",
+        "",
+        "Per seed, the mean over its episodes; then mean ± std across seeds. p: paired t-test over seeds "
+        "(two-sided); * marks p < 0.05.",
+    ]
+    for metric in metrics:
+        a_by_seed = [seed_means(rows, metric, by_agent) for rows in runs_a]
+        b_by_seed = [seed_means(rows, metric, by_agent) for rows in runs_b]
+        keys = sorted(set.intersection(*(set(m) for m in a_by_seed + b_by_seed)), key=lambda c: tuple(map(str, c)))
+        lines += [
+            "",
+            f"## {metric}",
+            "",
+            "| regime | T | budget | track | agent | A | B | B − A | p |",
+            "|---" * 9 + "|",
+        ]
+        for key in keys:
+            a = np.array([m[key] for m in a_by_seed])
+            b = np.array([m[key] for m in b_by_seed])
+            if seeds > 1 and np.any(a != b):
+                p = float(stats.ttest_rel(b, a).pvalue)
+            else:
+                p = math.nan
+            mark = "*" if p < 0.05 else ""
+            mode, steps, budget, track = key[:4]
+            policy = key[4] if by_agent else f"{next(iter(agents_a))} → {next(iter(agents_b))}"
+            p_text = "n/a" if math.isnan(p) else f"{p:.3g}{mark}"
+            lines.append(
+                f"| {mode} | {steps} | {budget} | {track} | {policy} | {a.mean():.3f} ± {_std(a):.3f} | "
+                f"{b.mean():.3f} ± {_std(b):.3f} | {b.mean() - a.mean():+.3f} | {p_text} |"
+            )
+    return "\n".join(lines) + "\n"
