@@ -83,7 +83,7 @@ def plan_oldest_evictions(store: StoreView, need: int, keep: int | None = None) 
         return []
     plan: list[int] = []
     freed = 0
-    for item in store.items():  # oldest first; a snapshot
+    for item in store.iter_items():  # oldest first; the plan is complete before any action is yielded
         if item.t == keep:
             continue
         plan.append(item.t)
@@ -201,7 +201,7 @@ def _last_kb_actions(
             return
     else:
         plan = []
-        for item in store.items() if cost > room else ():
+        for item in store.iter_items() if cost > room else ():
             if len(plan) == max_expires or cost <= room:
                 break
             plan.append(item.t)

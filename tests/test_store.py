@@ -413,3 +413,44 @@ def test_items_built_by_the_shortcut_equal_items_built_by_execute():
         built.byte_cost = 1
     assert pickle.loads(pickle.dumps(b.get(0))) == b.get(0)
     assert b.expire(0, 1) == a.execute(MemoryAction.expire(0), 1)
+
+
+def test_one_private_copy_per_observation_object_and_items_cannot_change_it():
+    obs = {"api": "a", "p": [1]}
+    store = ByteMemoryStore(10_000)
+    store.apply(MemoryAction.write(Step(0, obs, {})), 0)
+    store.apply(MemoryAction.write(Step(1, obs, {})), 1)  # the same object shown again
+    assert store._base_observations[0] is store._base_observations[1]
+    assert store._base_observations[0] is not obs
+    store.get(0).step.observation["p"].append(2)  # a policy mutating what it was shown
+    assert store._base_observations[1] == {"api": "a", "p": [1]}
+    # MERGE is still judged against the copy: {"p": [1, 2]} differs from it.
+    assert store.check(MemoryAction.merge(Step(2, {"api": "a", "p": [1, 2]}, {}), 1), 2).accepted
+
+
+def test_action_constructors_validate_what_they_skip_in_init():
+    with pytest.raises(ValueError, match="WRITE"):
+        MemoryAction.write(None)
+    with pytest.raises(ValueError, match="MERGE"):
+        MemoryAction.merge(Step(0, {}, {}), None)
+    with pytest.raises(ValueError, match="EXPIRE"):
+        MemoryAction.expire(None)
+    assert MemoryAction.expire(3, reason="r") == MemoryAction("EXPIRE", target_t=3, reason="r")
+    assert MemoryAction.skip() == MemoryAction("SKIP")
+
+
+def test_runs_without_an_action_log_score_the_same():
+    from wpb_gym.generator import generate_episode, make_config
+    from wpb_gym.runner import run_episode
+
+    class Fill:
+        def select(self, step, store):
+            if estimate_bytes(step) <= store.remaining():
+                yield MemoryAction.write(step)
+
+    episode = generate_episode(make_config("default", length=50), seed=0, index=0)
+    logged = run_episode(Fill(), episode, 2048)
+    silent = run_episode(Fill(), episode, 2048, record_actions=False)
+    assert silent.actions == () and len(logged.actions) == silent.store.accepted_counts["WRITE"]
+    assert silent.metrics == logged.metrics
+    assert [i.t for i in silent.store.view().iter_items()] == list(silent.store.timesteps())

@@ -131,7 +131,7 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
             for spec in task.policies:
                 if not spec.runs_on(track):
                     continue
-                run = run_episode(spec.factory(), episode, budget, track, oracle_utility=best)
+                run = run_episode(spec.factory(), episode, budget, track, oracle_utility=best, record_actions=False)
                 metrics = run.metrics.as_row()
                 row = {
                     "mode": task.ref.mode,
@@ -144,8 +144,9 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
                     "episode_index": task.ref.index,
                 }
                 row.update({name: metrics[name] for name in METRIC_COLUMNS if name in metrics})
-                row["actions"] = len(run.actions)
-                row["rejected_actions"] = sum(1 for logged in run.actions if not logged.decision.accepted)
+                rejected = sum(run.store.rejected_counts.values())
+                row["actions"] = sum(run.store.accepted_counts.values()) + rejected
+                row["rejected_actions"] = rejected
                 rows.append(row)
     return rows
 

@@ -30,7 +30,7 @@ deltas included: they still occupy memory.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from .oracle import oracle_utility
 from .store import ByteMemoryStore
@@ -86,7 +86,8 @@ class EpisodeMetrics:
 
     def as_row(self) -> dict[str, float | int]:
         """Scalar metrics and confusion counts (no retained set), for tables and CSV."""
-        row = asdict(self)
+        # Every field is a scalar but ``retained``: a shallow copy (``asdict`` deep-copies).
+        row = dict(self.__dict__)
         del row["retained"]
         return row
 

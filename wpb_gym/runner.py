@@ -8,7 +8,7 @@ final memory is scored with the benchmark's metrics against the hidden labels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
@@ -18,8 +18,9 @@ from .tracks import UNPRIVILEGED, policy_episode, track_costs
 from .types import Episode, MemoryAction
 
 
-@dataclass(frozen=True)
-class LoggedAction:
+class LoggedAction(NamedTuple):
+    """An action the policy yielded at ``t`` and the store's decision on it."""
+
     t: int
     action: MemoryAction
     decision: Decision
@@ -41,11 +42,13 @@ def run_episode(
     track: str = UNPRIVILEGED,
     *,
     oracle_utility: float | None = None,
+    record_actions: bool = True,
 ) -> EpisodeRun:
     """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
 
     ``oracle_utility`` (U*(B) on ``track``) may be passed when it is already known, e.g. when
-    several policies share an episode; it is computed otherwise.
+    several policies share an episode; it is computed otherwise. With ``record_actions``
+    False the run keeps no action log (``actions`` is empty; the store still counts them).
     """
     check_can_run(policy, track)
     stream = policy_episode(episode, track)
@@ -53,12 +56,16 @@ def run_episode(
     view = store.view()
     log: list[LoggedAction] = []
     call_hook(policy, "start_episode", episode_context(policy, episode, stream, budget_bytes, track))
+    select, execute, record = policy.select, store.execute, log.append
     for step in stream.steps:
         t = step.t
         # A plain for loop asks for the next action only after applying the previous one.
-        for action in policy.select(step, view) or ():
-            decision = store.execute(check_action(policy, action, step), t)
-            log.append(LoggedAction(t, action, decision))
+        for action in select(step, view) or ():
+            if type(action) is not MemoryAction or (action.step is not None and action.step is not step):
+                check_action(policy, action, step)  # raises unless it is a valid action after all
+            decision = execute(action, t)
+            if record_actions:
+                record(LoggedAction(t, action, decision))
     if oracle_utility is None:
         oracle_utility = _oracle_utility(track_costs(episode, track), episode.utilities, budget_bytes)
     metrics = compute_metrics(episode, store, oracle_utility=oracle_utility)

@@ -69,18 +69,38 @@ class Decision:
 _SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
 
 
+_ACCEPTED_DECISIONS: dict[int, Decision] = {}  # decisions are immutable: equal ones are shared
+
+
 def _accepted(byte_delta: int) -> Decision:
-    # Decision(True, Reason.ACCEPTED, byte_delta), built at the cost of a dict (see frozen_instance).
-    return frozen_instance(
-        Decision, {"accepted": True, "reason": Reason.ACCEPTED, "byte_delta": byte_delta, "delta": None}
-    )
+    """``Decision(True, Reason.ACCEPTED, byte_delta)``, one object per byte change."""
+    decision = _ACCEPTED_DECISIONS.get(byte_delta)
+    if decision is None:
+        if len(_ACCEPTED_DECISIONS) >= 65536:
+            _ACCEPTED_DECISIONS.clear()
+        decision = _ACCEPTED_DECISIONS[byte_delta] = frozen_instance(
+            Decision, {"accepted": True, "reason": Reason.ACCEPTED, "byte_delta": byte_delta, "delta": None}
+        )
+    return decision
 
 
 _NO_METADATA = FrozenMapping()  # read-only, so every item without a reason can share it
 
 
+_REASON_METADATA: dict[str, FrozenMapping] = {}  # policies repeat a few reasons: share their mappings
+
+
 def _metadata(reason: str | None) -> FrozenMapping:
-    return _NO_METADATA if reason is None else FrozenMapping({"reason": reason})
+    if reason is None:
+        return _NO_METADATA
+    metadata = _REASON_METADATA.get(reason) if type(reason) is str else None
+    if metadata is None:
+        metadata = FrozenMapping({"reason": reason})
+        if type(reason) is str:
+            if len(_REASON_METADATA) >= 4096:
+                _REASON_METADATA.clear()
+            _REASON_METADATA[reason] = metadata
+    return metadata
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -123,6 +143,7 @@ class ByteMemoryStore:
         # Rules are judged on these private copies of base observations, never on the items
         # handed to policies.
         self._base_observations: dict[int, Any] = {}
+        self._private_copies: dict[int, tuple[Any, Any]] = {}  # id(observation) -> (observation, copy)
         self._order: deque[int] = deque()
         self._bases_by_api: dict[Any, list[int]] = {}
         self._clock: int | None = None
@@ -240,7 +261,7 @@ class ByteMemoryStore:
     def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None) -> None:
         self.budget.consume(cost)
         obs = step.observation
-        private = _json_copy(obs) if isinstance(obs, dict) else None
+        private = self._private_copy(obs) if isinstance(obs, dict) else None
         api = private.get(MERGE_KEY) if private is not None else None
         item = frozen_instance(
             MemoryItem,
@@ -261,6 +282,17 @@ class ByteMemoryStore:
                 self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
         self._items[current_t] = item
         self._order.append(current_t)
+
+    def _private_copy(self, obs: dict) -> dict:
+        # One private copy per observation object: observations are immutable by contract
+        # (their byte cost is cached on the step), and generated streams show one object at
+        # many steps. The object is kept with its copy, so its id cannot be reused meanwhile.
+        entry = self._private_copies.get(id(obs))
+        if entry is not None and entry[0] is obs:
+            return entry[1]
+        private = _json_copy(obs)
+        self._private_copies[id(obs)] = (obs, private)
+        return private
 
     def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision) -> None:
         self.budget.consume(decision.byte_delta)
@@ -322,6 +354,10 @@ class ByteMemoryStore:
     def iter_timesteps(self) -> Iterator[int]:
         """Stored timesteps, oldest first, without a copy (do not apply actions while iterating)."""
         return iter(self._items)
+
+    def iter_items(self) -> Iterator[MemoryItem]:
+        """Stored items, oldest first, without a copy (do not apply actions while iterating)."""
+        return iter(self._items.values())
 
     def oldest_item(self) -> MemoryItem | None:
         order = self._order
@@ -414,6 +450,10 @@ class StoreView:
 
     def items(self) -> tuple[MemoryItem, ...]:
         return self._store.items()
+
+    def iter_items(self) -> Iterator[MemoryItem]:
+        """Items oldest first without a copy: finish iterating before yielding any action."""
+        return self._store.iter_items()
 
     def timesteps(self) -> tuple[int, ...]:
         return self._store.timesteps()

@@ -178,20 +178,36 @@ class MemoryAction:
         if self.delta is not None and self.action != "MERGE":
             raise ValueError(f"MemoryAction({self.action}) takes no delta (only MERGE does)")
 
+    # The constructors below build well-formed actions by construction, so they skip the
+    # validation of ``__init__`` (see frozen_instance): policies call them at every step.
     @classmethod
     def skip(cls, reason: str | None = None) -> MemoryAction:
-        return cls("SKIP", reason=reason)
+        return _action(cls, "SKIP", None, None, None, reason)
 
     @classmethod
     def write(cls, step: Step, reason: str | None = None) -> MemoryAction:
-        return cls("WRITE", step=step, reason=reason)
+        if step is None:
+            raise ValueError("MemoryAction(WRITE) needs step=")
+        return _action(cls, "WRITE", step, None, None, reason)
 
     @classmethod
     def merge(
         cls, step: Step, target_t: int, delta: dict[str, Any] | None = None, reason: str | None = None
     ) -> MemoryAction:
-        return cls("MERGE", step=step, target_t=target_t, delta=delta, reason=reason)
+        if step is None or target_t is None:
+            raise ValueError("MemoryAction(MERGE) needs step= and target_t=")
+        return _action(cls, "MERGE", step, target_t, delta, reason)
 
     @classmethod
     def expire(cls, target_t: int, reason: str | None = None) -> MemoryAction:
-        return cls("EXPIRE", target_t=target_t, reason=reason)
+        if target_t is None:
+            raise ValueError("MemoryAction(EXPIRE) needs target_t=")
+        return _action(cls, "EXPIRE", None, target_t, None, reason)
+
+
+def _action(cls: type, action: str, step: Any, target_t: Any, delta: Any, reason: Any) -> Any:
+    if cls is not MemoryAction:  # a subclass may validate more: let it
+        return cls(action, step=step, target_t=target_t, delta=delta, reason=reason)
+    return frozen_instance(
+        MemoryAction, {"action": action, "step": step, "target_t": target_t, "delta": delta, "reason": reason}
+    )
