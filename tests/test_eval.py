@@ -355,3 +355,106 @@ def test_wpb_ablate_reports_mean_std_and_paired_tests(tmp_path, capsys):
     c.write_text("agents: [last_kb]\nepisodes: some/folder\n")
     with pytest.raises(SystemExit, match="reads episodes from files"):
         wpb(["ablate", str(a), str(c), "--seeds", "2"])
+
+
+# ---------------------------------------------------------------------------- golden results
+def golden_file(tmp_path: Path) -> Path:
+    """Two hand-made 4-step episodes of regime "g". Every WRITE costs 81 bytes on the
+    unprivileged track: len('{"api": "a", "v": 0}') = 20, len('{"mode": "g"}') = 13, + 48."""
+    from wpb_gym.jsonl import write_jsonl
+
+    episodes = []
+    for e in range(2):
+        steps = [Step(t, {"api": "a", "v": t}, {"mode": "g", "priority": 0.5}) for t in range(4)]
+        labels = {
+            "critical_steps": [1, 3],
+            "utility_by_step": {0: 1.0, 1: 2.0, 2: 1.0, 3: 2.0},
+            "mode": "g",
+            "episode_id": e,
+        }
+        episodes.append(Episode(steps=steps, labels=labels))
+    path = tmp_path / "golden.jsonl"
+    write_jsonl(path, episodes)
+    return path
+
+
+def test_golden_results_on_a_hand_made_set(tmp_path):
+    from wpb_gym.report import read_results
+
+    out = tmp_path / "run"
+    argv = ["eval", "--episodes", str(golden_file(tmp_path)), "--agents", "fifo_store_all,last_kb"]
+    assert wpb([*argv, "--budgets", "170,1000", "--tracks", "unprivileged", "--out", str(out), "--quiet"]) == 0
+    rows = {(r["policy"], r["budget_bytes"], r["episode_index"]): r for r in read_results(out / "results.csv")}
+    assert len(rows) == 2 * 2 * 2 and {r["mode"] for r in rows.values()} == {"g"}
+    expected = {
+        # fifo at 170: writes t=0, 1 (162 bytes), nothing more fits. W = {0, 1}, R = {1, 3}.
+        ("fifo_store_all", 170): dict(
+            tp=1,
+            fp=1,
+            fn=1,
+            tn=1,
+            f1=0.5,
+            policy_utility=3.0,
+            oracle_utility=4.0,
+            regret_write_only=1.0,
+            bytes_used=162,
+            avg_staleness=2.5,
+            expire_actions=0,
+        ),
+        # last_kb at 170: t=2 expires t=0, t=3 expires t=1. W = {2, 3}.
+        ("last_kb", 170): dict(
+            tp=1,
+            fp=1,
+            fn=1,
+            tn=1,
+            f1=0.5,
+            policy_utility=3.0,
+            oracle_utility=4.0,
+            regret_write_only=1.0,
+            bytes_used=162,
+            avg_staleness=0.5,
+            expire_actions=2,
+            expire_rate=0.5,
+        ),
+        # Everything fits in 1000 bytes: W = {0, 1, 2, 3}.
+        ("fifo_store_all", 1000): dict(
+            tp=2,
+            fp=2,
+            fn=0,
+            tn=0,
+            f1=2 / 3,
+            recall=1.0,
+            precision=0.5,
+            policy_utility=6.0,
+            oracle_utility=6.0,
+            regret_write_only=0.0,
+            bytes_used=324,
+            utilization=0.324,
+            write_density=1.0,
+        ),
+    }
+    for (policy, budget), values in expected.items():
+        for episode in range(2):
+            row = rows[(policy, budget, episode)]
+            for key, value in values.items():
+                assert row[key] == pytest.approx(value), (policy, budget, episode, key)
+    assert rows[("fifo_store_all", 170, 0)]["utility_per_kb"] == pytest.approx(3.0 / (162 / 1024))
+
+
+def test_agents_with_parameters_in_the_config(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "agents:\n  - random\n  - {name: random, p: 0.5, label: random_half}\n  - {name: last_kb, max_expires: 1}\n"
+        "lengths: [40]\nepisodes_per_condition: 2\nbudgets: [2048]\ntracks: [unprivileged]\n"
+    )
+    out = tmp_path / "run"
+    assert wpb(["eval", "--config", str(config), "--out", str(out), "--quiet"]) == 0
+    with open(out / "results.csv", newline="") as handle:
+        policies = {r["policy"] for r in csv.DictReader(handle)}
+    assert policies == {"random", "random_half", "last_kb(max_expires=1)"}
+    config.write_text("agents:\n  - {name: random, q: 1}\n")
+    with pytest.raises(SystemExit, match="no parameter"):
+        wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])
+    config.write_text("agents:\n  - {p: 1}\n")
+    with pytest.raises(SystemExit, match="needs 'name'"):
+        wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])

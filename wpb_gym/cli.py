@@ -272,7 +272,9 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def _policy_specs(names: Sequence[str]) -> list[Any]:
+def _policy_specs(names: Sequence[Any]) -> list[Any]:
+    """Grid policies from agent entries: a name or alias, ``sb3:PATH``, or (in YAML) a mapping
+    ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with other parameters."""
     from functools import partial
 
     from agents.registry import agent_entry, make_agent  # the CLI joins the packages
@@ -280,17 +282,28 @@ def _policy_specs(names: Sequence[str]) -> list[Any]:
     from .grid import PolicySpec
 
     specs = []
-    for name in names:
+    for item in names:
+        if isinstance(item, dict):
+            params = dict(item)
+            name, label = params.pop("name", None), params.pop("label", None)
+            if not isinstance(name, str):
+                raise SystemExit(f"wpb eval: an agent given as a mapping needs 'name': {item!r}")
+        elif isinstance(item, str):
+            name, label, params = item, None, {}
+        else:
+            raise SystemExit(f"wpb eval: an agent is a name or a mapping with 'name', got {item!r}")
         if name.startswith("sb3:"):
-            path = name[4:]
-            factory = partial(make_agent, "sb3", path=path)
-            specs.append(PolicySpec(f"sb3:{Path(path).stem}", factory, factory().track))
-            continue
+            params["path"] = name[4:]
+            name, label = "sb3", label or f"sb3:{Path(name[4:]).stem}"
         try:
             entry = agent_entry(name)
-        except KeyError as error:
-            raise SystemExit(f"wpb eval: {error.args[0]}") from None
-        specs.append(PolicySpec(entry.name, partial(make_agent, entry.name), entry.track))
+            factory = partial(make_agent, entry.name, **params)
+            track = factory().track  # builds one now: bad parameters fail here, with their names
+        except (KeyError, TypeError, ValueError, FileNotFoundError) as error:
+            raise SystemExit(f"wpb eval: agent {item!r}: {error.args[0] if error.args else error}") from None
+        if label is None:
+            label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
+        specs.append(PolicySpec(str(label), factory, track))
     return specs
 
 
