@@ -71,6 +71,15 @@ def test_agents_that_cannot_run_on_a_track_are_skipped_with_a_note():
     ]
 
 
+def test_models_run_on_their_own_track_only():
+    model = PolicySpec("sb3:m", object, "unprivileged", only_own_track=True)
+    assert model.runs_on("unprivileged") and not model.runs_on("privileged")
+    assert skipped([model], ["unprivileged", "privileged"]) == [
+        "sb3:m (unprivileged track) is not run on the privileged track"
+    ]
+    assert PolicySpec("x", object).runs_on("privileged")
+
+
 def test_episodes_from_files_take_their_regime_from_the_data():
     steps = [Step(t, {"api": "a", "v": t}, {"mode": "custom"}) for t in range(5)]
     episode = Episode(steps=steps, labels={"critical_steps": [1], "utility_by_step": {1: 1.0}})
@@ -127,6 +136,22 @@ def test_wpb_eval_writes_every_file_and_they_parse(tmp_path, capsys):
         if c["policy"] == "fifo_store_all" and c["track"] == "privileged" and c["budget_bytes"] == "1024"
     )
     assert int(summed["tp"]) == sum(int(r["tp"]) for r in fifo) and int(summed["episodes"]) == 3
+    with open(out / "summary.csv", newline="") as handle:
+        summary = list(csv.DictReader(handle))
+    from wpb_gym.report import SUMMARY_METRICS
+
+    assert len(summary) == len(recall) * len(SUMMARY_METRICS) and "f1" in SUMMARY_METRICS
+    for s in summary:
+        assert float(s["ci_low"]) <= float(s["mean"]) + 1e-12 and float(s["mean"]) <= float(s["ci_high"]) + 1e-12
+    f1 = next(
+        s
+        for s in summary
+        if s["metric"] == "f1"
+        and s["policy"] == "fifo_store_all"
+        and s["track"] == "privileged"
+        and s["budget_bytes"] == "1024"
+    )
+    assert float(f1["mean"]) == pytest.approx(np.mean([float(r["f1"]) for r in fifo]))
     for name in ("f1_vs_budget.png", "regret_curve.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

@@ -95,3 +95,21 @@ def test_the_model_agent_refuses_another_tracks_byte_costs(model_path):
     context = EpisodeContext(length=10, budget_bytes=1024, track="unprivileged", stream=episode)
     with pytest.raises(ValueError, match="trained on the privileged track"):
         SB3Agent(model_path).start_episode(context)
+
+
+def test_wpb_eval_runs_a_saved_model(model_path, tmp_path):
+    import csv
+
+    from wpb_gym.cli import main as wpb
+
+    out = tmp_path / "run"
+    argv = ["eval", "--agents", f"sb3:{model_path},last_kb", "--lengths", "30", "--episodes-per-condition", "2"]
+    assert wpb([*argv, "--budgets", "2048", "--out", str(out), "--quiet"]) == 0
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    model_rows = [r for r in rows if r["policy"] == "sb3:tiny"]
+    # The model was trained on the privileged track: it is skipped on the unprivileged one.
+    assert {r["track"] for r in model_rows} == {"privileged"} and len(model_rows) == 2
+    episode = generate_episode(make_config("default", length=30), seed=0, index=0)
+    expected = run_episode(SB3Agent(model_path), episode, 2048, "privileged").metrics.f1
+    assert float(next(r for r in model_rows if r["episode_index"] == "0")["f1"]) == expected

@@ -303,7 +303,7 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
             raise SystemExit(f"wpb eval: agent {item!r}: {error.args[0] if error.args else error}") from None
         if label is None:
             label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
-        specs.append(PolicySpec(str(label), factory, track))
+        specs.append(PolicySpec(str(label), factory, track, only_own_track=entry.kind == "sb3"))
     return specs
 
 
@@ -322,6 +322,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         recall_at_budget_csv,
         results_csv,
         run_metadata,
+        summary_csv,
         utility_per_kb_json,
         write_atomic,
     )
@@ -384,6 +385,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
     write_atomic(out / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
     write_atomic(out / "leaderboard.md", leaderboard(rows))
+    write_atomic(out / "summary.csv", summary_csv(rows))
     write_atomic(out / "recall_at_budget.csv", recall_at_budget_csv(rows))
     write_atomic(out / "utility_per_kb.json", utility_per_kb_json(rows))
     write_atomic(out / "confusion_matrix.csv", confusion_matrix_csv(rows))

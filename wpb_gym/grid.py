@@ -61,12 +61,15 @@ class PolicySpec:
     label: str
     factory: Callable[[], Any]
     track: str = UNPRIVILEGED
+    only_own_track: bool = False  # a model trained on one track's byte costs runs on that track only
 
     def __post_init__(self) -> None:
         if self.track not in POLICY_TRACKS:
             raise ValueError(f"policy {self.label!r}: track must be one of {POLICY_TRACKS}, got {self.track!r}")
 
     def runs_on(self, track: str) -> bool:
+        if self.only_own_track:
+            return track == self.track
         return self.track == UNPRIVILEGED or track != UNPRIVILEGED
 
 

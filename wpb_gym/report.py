@@ -296,3 +296,55 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
             ]
             lines.append(f"| {policy[0]} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+SUMMARY_METRICS = tuple(
+    c for c in ROW_COLUMNS if c not in CONDITION and c not in ("policy_track", "episode_id", "episode_index")
+)
+
+
+def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
+    """Every metric per condition and agent: mean and bootstrap 95% CI over episodes.
+
+    One vectorised ``scipy.stats.bootstrap`` call per condition covers all metrics (BCa, and
+    the percentile interval where BCa is undefined); equal values give (v, v), a single
+    episode no interval.
+    """
+    import warnings
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CONDITION, "metric", "mean", "ci_low", "ci_high", "episodes"])
+    for key, group in _groups(rows, CONDITION).items():
+        data = np.array([[float(r[m]) for r in group] for m in SUMMARY_METRICS])  # metrics x episodes
+        means = data.mean(axis=1)
+        low = np.full(len(SUMMARY_METRICS), math.nan)
+        high = np.full(len(SUMMARY_METRICS), math.nan)
+        if data.shape[1] >= 2:
+            constant = np.all(data == data[:, :1], axis=1)
+            low[constant] = high[constant] = means[constant]
+            varying = ~constant
+            if varying.any():
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # BCa's degenerate-data warnings: handled below
+                    for method in ("BCa", "percentile"):
+                        todo = varying & np.isnan(low)
+                        if not todo.any():
+                            break
+                        result = stats.bootstrap(
+                            (data[todo],),
+                            np.mean,
+                            axis=-1,
+                            vectorized=True,
+                            confidence_level=0.95,
+                            n_resamples=2000,
+                            method=method,
+                            random_state=np.random.default_rng(seed),
+                        )
+                        low[todo] = result.confidence_interval.low
+                        high[todo] = result.confidence_interval.high
+        for i, metric in enumerate(SUMMARY_METRICS):
+            writer.writerow(
+                [*key, metric, repr(float(means[i])), repr(float(low[i])), repr(float(high[i])), data.shape[1]]
+            )
+    return out.getvalue()
