@@ -473,8 +473,8 @@ class PriorityGreedy(BaselineAgent):
         if need > 0:
             if cost > store.max_bytes:
                 return
-            candidates = sorted(
-                (p, item.t, item.byte_cost) for item in store.items() if (p := step_priority(item.step)) < priority
+            candidates = sorted(  # complete before any action is yielded, so iterating without a copy is safe
+                (p, item.t, item.byte_cost) for item in store.iter_items() if (p := step_priority(item.step)) < priority
             )
             plan, freed = [], 0
             for _, t, byte_cost in candidates:

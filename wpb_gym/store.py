@@ -411,11 +411,12 @@ class StoreView:
     read-only ``BudgetView``.
     """
 
-    __slots__ = ("_store", "_budget")
+    __slots__ = ("_store", "_budget", "_charged")
 
     def __init__(self, store: ByteMemoryStore) -> None:
         self._store = store
         self._budget = BudgetView(store.budget)
+        self._charged = store.budget  # read here only: policies ask for remaining() at every step
 
     @property
     def budget(self) -> BudgetView:
@@ -430,7 +431,7 @@ class StoreView:
         return self._store.max_bytes
 
     def remaining(self) -> int:
-        return self._store.remaining()
+        return self._charged.remaining()
 
     @property
     def clock(self) -> int | None:
