@@ -480,6 +480,9 @@ def test_agents_with_parameters_in_the_config(tmp_path):
     config.write_text("agents:\n  - {name: random, q: 1}\n")
     with pytest.raises(SystemExit, match="no parameter"):
         wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])
+    config.write_text("agents:\n  - random\n  - {name: random}\n")
+    with pytest.raises(SystemExit, match=r"agents \['random'\] appear twice"):
+        wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])
     config.write_text("agents:\n  - {p: 1}\n")
     with pytest.raises(SystemExit, match="needs 'name'"):
         wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])

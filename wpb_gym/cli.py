@@ -304,6 +304,10 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
         if label is None:
             label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
         specs.append(PolicySpec(str(label), factory, track, only_own_track=entry.kind == "sb3"))
+    labels = [spec.label for spec in specs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise SystemExit(f"wpb eval: agents {repeated} appear twice; give one of them a 'label' in the config")
     return specs
 
 
