@@ -19,6 +19,7 @@ agent yields for that step (in the environment it ends the timestep); EXPIREs co
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -31,7 +32,7 @@ from wpb_gym.types import MemoryAction, Step
 AGENT_KINDS = ("scripted", "learner", "oracle", "sb3")
 
 
-class Agent:
+class Agent(ABC):
     name: ClassVar[str] = "agent"
     aliases: ClassVar[tuple[str, ...]] = ()  # the spec's names for the paper's agents
     description: ClassVar[str] = ""
@@ -39,13 +40,14 @@ class Agent:
     kind: ClassVar[str] = "scripted"
     needs_stream: ClassVar[bool] = False
 
-    def start_episode(self, context: EpisodeContext) -> None:
+    def start_episode(self, context: EpisodeContext) -> None:  # noqa: B027 - an optional hook: no-op by default
         """Called before the first step of every episode."""
 
+    @abstractmethod
     def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
-        raise NotImplementedError
+        """The actions for ``step``: EXPIREs first, then at most one WRITE or MERGE, last."""
 
-    def end_episode(self, outcome: EpisodeOutcome) -> None:
+    def end_episode(self, outcome: EpisodeOutcome) -> None:  # noqa: B027 - an optional hook: no-op by default
         """Called after the last step of every episode."""
 
     def params(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
@@ -508,8 +509,9 @@ class _OracleAgent(BaselineAgent):
         costs = track_costs(context.episode, context.track)
         self._write_set = frozenset(int(t) for t in self._choose(costs, context.episode.utilities, context))
 
+    @abstractmethod
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
-        raise NotImplementedError
+        """The timesteps to WRITE in this episode."""
 
     @property
     def write_set(self) -> tuple[int, ...]:

@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -247,8 +248,9 @@ class BanditLearner(Agent):
                 best, best_value = arm, means[arm]
         return best
 
+    @abstractmethod
     def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:
-        raise NotImplementedError
+        """The arm to try in training mode."""
 
     # ---------------------------------------------------------------- inspection
     def value_table(self) -> list[dict[str, Any]]:
