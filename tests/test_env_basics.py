@@ -106,8 +106,8 @@ def test_generator_options_with_a_file_source_are_refused(tmp_path):
 def test_layout_sizes_match_the_docstring():
     unpriv = WritePolicyBenchEnv()
     priv = WritePolicyBenchEnv(track="privileged")
-    assert unpriv.observation_space.shape == (25 + 6 + 13 * 8,) == (135,)
-    assert priv.observation_space.shape == (26 + 6 + 14 * 8,)
+    assert unpriv.observation_space.shape == (28 + 6 + 13 * 8,) == (138,)
+    assert priv.observation_space.shape == (29 + 6 + 14 * 8,)
     assert unpriv.step_features == STEP_FEATURES and "priority" not in unpriv.slot_features
     assert priv.step_features[-1] == "priority"
     assert priv.slot_features == (*SLOT_FEATURES, "priority", *SLOT_CONTEXT_FEATURES)

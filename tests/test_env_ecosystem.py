@@ -108,9 +108,9 @@ def test_spaces_match_the_docstring(env_id):
     K = unwrapped.K
     assert env.action_space == gym.spaces.Discrete(2 + 2 * K)
     if unwrapped.track == "privileged":
-        n = 26 + 6 + 14 * K
+        n = 29 + 6 + 14 * K
     else:
-        n = 25 + 6 + 13 * K
+        n = 28 + 6 + 13 * K
     assert env.observation_space == gym.spaces.Box(0.0, 1.0, (n,), np.float32)
     obs, info = env.reset(seed=0)
     assert obs.shape == (n,) and obs.dtype == np.float32

@@ -756,6 +756,10 @@ def test_golden_features_on_a_hand_made_episode():
             "merge_cost": mcost / cost[1],
             "reference_age": 1 / T,
             "family_items": 1 / K,
+            # Against the stream: step 0 of the family was shown, version 1 -> 2.
+            "family_seen": 1,
+            "changed_since_seen": 1,
+            "version_up_since_seen": 1,
         },
     )
     check(memory, {"remaining": (B - cost[0]) / B, "items": 1 / (1 + K), "time": 1 / T, "expires_left": 1})
@@ -795,6 +799,9 @@ def test_golden_features_on_a_hand_made_episode():
             "fields_changed": 1,  # api, params, version, deprecated
             "reference_age": 1 / T,
             "family_items": 2 / K,
+            "family_seen": 1,
+            "changed_since_seen": 1,
+            "version_up_since_seen": 1,  # version 2 -> 3
         },
     )
     check(
@@ -956,3 +963,20 @@ def test_merge_mask_when_equal_json_text_hides_different_values(base, new):
     if env.action_masks()[2]:
         _, _, _, _, info = env.step(2)
         assert info["accepted"] and env.store.get(2).kind == "MERGE"
+
+
+def test_stream_features_see_a_change_that_memory_does_not_hold():
+    """Skipping step 0 leaves memory without the family; the stream features still show that
+    step 1 changed against what was shown, which is what lets a policy find drifts."""
+    env = WritePolicyBenchEnv(episodes=[golden_episode()], budget_bytes=10_000, slots=2)
+    obs, _ = env.reset(seed=0)
+    step, _, _ = split(env, obs)
+    assert (step["family_seen"], step["changed_since_seen"], step["version_up_since_seen"]) == (0.0, 0.0, 0.0)
+    obs, *_ = env.step(0)  # SKIP step 0
+    step, _, _ = split(env, obs)
+    assert step["family_in_memory"] == 0.0 and step["version_up"] == 0.0
+    assert (step["family_seen"], step["changed_since_seen"], step["version_up_since_seen"]) == (1.0, 1.0, 1.0)
+    env.step(0)
+    obs, *_ = env.step(0)  # t = 3: GET /b, a family never shown
+    step, _, _ = split(env, obs)
+    assert step["family_seen"] == 0.0

@@ -493,6 +493,33 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from agents.train import load_config, parse_env_kwargs, train  # the CLI joins the packages
+
+    try:
+        config = load_config(args.algo, args.config)
+        env_kwargs = parse_env_kwargs(args.env_kwargs)
+    except (FileNotFoundError, ValueError) as error:
+        raise SystemExit(f"wpb train: {error}") from None
+    if args.subproc:
+        config["vec_env"] = "subproc"
+    try:
+        saved = train(
+            args.algo,
+            args.out,
+            config=config,
+            env_kwargs=env_kwargs,
+            timesteps=args.timesteps,
+            seed=args.seed,
+            resume=args.resume,
+            progress=not args.quiet,
+        )
+    except FileNotFoundError as error:
+        raise SystemExit(f"wpb train: {error}") from None
+    print(f"trained {args.algo} for {saved['timesteps']} steps -> {args.out}/best_model.zip, final_model.zip")
+    return 0
+
+
 def _cmd_agents(args: argparse.Namespace) -> int:
     from agents.registry import registry_table  # the CLI is the one module that joins the packages
 
@@ -598,6 +625,20 @@ def build_parser() -> argparse.ArgumentParser:
     ablate.add_argument("--jobs", type=_int_at_least(1), help="worker processes")
     ablate.add_argument("--out", help="also write the markdown table to this file")
     ablate.set_defaults(func=_cmd_ablate)
+
+    tr = sub.add_parser(
+        "train", help="train an SB3 agent on WritePolicyBench-v0 (best model kept on held-out episodes)"
+    )
+    tr.add_argument("--algo", required=True, choices=["ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo"])
+    tr.add_argument("--config", help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
+    tr.add_argument("--env-kwargs", nargs="*", metavar="KEY=VALUE", help="env arguments, e.g. regime=burst_drift")
+    tr.add_argument("--timesteps", type=_int_at_least(1), help="total environment steps (default: the config's)")
+    tr.add_argument("--seed", type=_int_at_least(0), default=0, help="training seed (held-out episodes use another)")
+    tr.add_argument("--out", required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json")
+    tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    tr.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(func=_cmd_train)
     return parser
 
 

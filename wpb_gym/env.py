@@ -49,6 +49,9 @@ STEP_FEATURES: tuple[str, ...] = (
     "merge_cost",
     "reference_age",
     "family_items",
+    "family_seen",
+    "changed_since_seen",
+    "version_up_since_seen",
 )
 MEMORY_FEATURES: tuple[str, ...] = ("remaining", "items", "hidden_items", "merge_items", "time", "expires_left")
 # Slot rows: present, age, the item's fixed features (its priority last, privileged track
@@ -120,10 +123,14 @@ class WritePolicyBenchEnv(gym.Env):
     ``observation_mode="dict"``: ``{"step", "memory", "slots", "action_mask"}`` where
     ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
     flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``.
-    ``n = 25 + 6 + 13 K`` on the unprivileged track and ``26 + 6 + 14 K`` on the privileged
-    one (which adds ``priority``); 135 at ``K = 8``.
+    ``n = 28 + 6 + 13 K`` on the unprivileged track and ``29 + 6 + 14 K`` on the privileged
+    one (which adds ``priority``); 138 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
+
+    The last three step features compare with the stream the agent was shown, not with
+    memory: a policy that skipped the previous version of an endpoint can still see that
+    this one changed.
 
     The *reference* item is the newest stored item of the current step's endpoint family
     (the endpoint with version segments removed from ``api``, e.g. ``api.v2.endpoint_5``
@@ -157,6 +164,9 @@ class WritePolicyBenchEnv(gym.Env):
     | merge_cost          | cost of that MERGE / WRITE cost (0 when there is nothing to merge into)       |
     | reference_age       | (t - reference t) / T                                                         |
     | family_items        | stored items of the family / K (clipped)                                      |
+    | family_seen         | 1 if a step of this family was shown before (stored or not)                   |
+    | changed_since_seen  | 1 if the observation differs from the last shown step of its family           |
+    | version_up_since_seen | 1 if its version is later than that last shown step's                      |
     | priority            | privileged track only: the ``priority`` hint                                  |
 
     | Memory              | Value                                                                         |
@@ -553,21 +563,34 @@ class WritePolicyBenchEnv(gym.Env):
             self._compute_oracle(prefix="neg_regret" in self.reward_weights)
         self._update_view()
 
-    def _fixed_step_features(self) -> list[tuple[float, tuple[float, ...], tuple[float, ...]]]:
+    def _fixed_step_features(self) -> list[tuple[float, tuple[float, ...], tuple[float, ...], tuple[float, ...]]]:
         """Per timestep, the step features that do not depend on memory: (cost_budget, the
-        four kind flags, the priority on the privileged track or nothing)."""
+        four kind flags, the three comparisons with the last shown step of the family, the
+        priority on the privileged track or nothing)."""
         tab = self._table
         budget = self._budget
         kinds = [tuple(1.0 if k == kind else 0.0 for k in range(4)) for kind in range(4)]
         priorities = tab.priorities if self.privileged else None
-        return [
-            (
-                min(1.0, cost / budget) if budget else 1.0,
-                kinds[min(kind, KIND_OTHER)],
-                (priorities[t],) if priorities is not None else (),
+        rows = []
+        for t, (cost, kind, previous) in enumerate(zip(tab.costs, tab.kinds, tab.previous_shown, strict=True)):
+            if previous < 0:
+                seen = (0.0, 0.0, 0.0)
+            else:
+                if tab.contents[t] > 0 and tab.contents[previous] > 0:  # plain JSON: compare the texts' ids
+                    changed = tab.contents[t] != tab.contents[previous]
+                else:
+                    changed = tab.observation(t) != tab.observation(previous)
+                up = compare_versions(tab.versions[t], tab.versions[previous]) == 1
+                seen = (1.0, 1.0 if changed else 0.0, 1.0 if up else 0.0)
+            rows.append(
+                (
+                    min(1.0, cost / budget) if budget else 1.0,
+                    kinds[min(kind, KIND_OTHER)],
+                    seen,
+                    (priorities[t],) if priorities is not None else (),
+                )
             )
-            for t, (cost, kind) in enumerate(zip(tab.costs, tab.kinds, strict=True))
-        ]
+        return rows
 
     # ------------------------------------------------------------------ stepping
     def _check_action(self, action: Any) -> int:
@@ -875,7 +898,7 @@ class WritePolicyBenchEnv(gym.Env):
                 if delta_cost is not None:
                     merge_ok = 1.0 if delta_cost <= remaining else 0.0
                     merge_share = min(1.0, delta_cost / cost) if cost else 1.0
-            cost_budget, kind_flags, priority = self._step_fixed[t]
+            cost_budget, kind_flags, seen, priority = self._step_fixed[t]
             head = struct.pack(
                 self._head_format,
                 cost_budget,
@@ -887,6 +910,7 @@ class WritePolicyBenchEnv(gym.Env):
                 merge_share,
                 (t - ref) * inv_T if ref is not None else 0.0,
                 min(1.0, fam_live / K),
+                *seen,
                 *priority,
                 remaining / budget if budget else 0.0,
                 n_items / (n_items + K),

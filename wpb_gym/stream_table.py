@@ -229,6 +229,13 @@ class StreamTable:
         ]
         self.kinds = kinds
         self.families = families
+        # The previous step of the same family (-1: none), whatever memory holds.
+        self.previous_shown = []
+        last: dict[int, int] = {}
+        for t, family in enumerate(families):
+            self.previous_shown.append(last.get(family, -1) if family >= 0 else -1)
+            if family >= 0:
+                last[family] = t
         self.apis = apis
         self.versions = versions
         self.params = params

@@ -1,0 +1,251 @@
+"""Training SB3 agents on ``WritePolicyBench-v0`` (``wpb train``).
+
+A run folder gets:
+- ``config.json``: the exact settings and seeds, and the package versions;
+- ``tb/``: TensorBoard logs;
+- ``checkpoints/``: periodic models (``--resume`` continues from the newest);
+- ``best_model.zip``: the best model on held-out episodes, from periodic evaluation
+  (``MaskableEvalCallback`` for the masked algorithm);
+- ``final_model.zip``;
+- ``eval/evaluations.npz``.
+
+Every model file has an ``<model>.env.json`` beside it, holding the env arguments that shape
+the observation, so ``make_agent("sb3", path=...)`` and ``wpb eval --agents sb3:PATH``
+rebuild the right env.
+
+Held-out episodes come from another episode seed (``seed + HELD_OUT_SEED_OFFSET``) than the
+training episodes (``seed``), so evaluation never sees a training episode.
+
+Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's default threads
+train PPO several times slower.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wpb_gym.version import __version__
+
+ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
+HELD_OUT_SEED_OFFSET = 1_000_003
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs" / "train"
+
+DEFAULTS: dict[str, Any] = {
+    "policy": "MlpPolicy",
+    "n_envs": 4,
+    "vec_env": "dummy",  # or "subproc"
+    "timesteps": 200_000,
+    "torch_threads": 1,
+    "hyperparams": {},
+    "env": {"budget_bytes": 10240, "dense_reward": True},
+    "eval": {"episodes": 20, "every_steps": 20_000},
+    "checkpoint_every_steps": 50_000,
+}
+# Env arguments that decide what the model observes: saved beside every model file.
+OBSERVATION_KWARGS = ("track", "slots", "slot_order", "observation_mode", "max_expires_per_step")
+
+
+def algo_class(algo: str) -> type:
+    from sb3_contrib import MaskablePPO, RecurrentPPO
+    from stable_baselines3 import A2C, DQN, PPO
+
+    classes = {"ppo": PPO, "maskable_ppo": MaskablePPO, "a2c": A2C, "dqn": DQN, "recurrent_ppo": RecurrentPPO}
+    if algo not in classes:
+        raise ValueError(f"unknown algorithm {algo!r}; expected one of {ALGOS}")
+    return classes[algo]
+
+
+def load_config(algo: str, path: str | Path | None = None) -> dict[str, Any]:
+    """The defaults, then ``configs/train/<algo>.yaml`` (or ``path``)."""
+    if algo not in ALGOS:
+        raise ValueError(f"unknown algorithm {algo!r}; expected one of {ALGOS}")
+    config = json.loads(json.dumps(DEFAULTS))  # a deep copy
+    file = Path(path) if path is not None else CONFIG_DIR / f"{algo}.yaml"
+    if path is not None or file.exists():
+        try:
+            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no training config at {file}") from None
+        except yaml.YAMLError as error:
+            raise ValueError(f"{file}: not valid YAML: {error}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{file}: expected a mapping of settings")
+        unknown = sorted(set(loaded) - set(DEFAULTS))
+        if unknown:
+            raise ValueError(f"{file}: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+        for key, value in loaded.items():
+            if isinstance(value, dict) and isinstance(config[key], dict):
+                config[key].update(value)
+            else:
+                config[key] = value
+    if config["vec_env"] not in ("dummy", "subproc"):
+        raise ValueError(f"vec_env must be 'dummy' or 'subproc', got {config['vec_env']!r}")
+    return config
+
+
+def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
+    """``k=v`` pairs, each value read as YAML (``slots=4``, ``dense_reward=false``, ``regime=default``)."""
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ValueError(f"--env-kwargs expects key=value, got {item!r}")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str):
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from wpb_gym.env import WritePolicyBenchEnv
+
+    return make_vec_env(
+        WritePolicyBenchEnv,
+        n_envs=n_envs,
+        seed=seed,
+        env_kwargs=dict(env_kwargs),
+        vec_env_cls=SubprocVecEnv if vec_env == "subproc" else DummyVecEnv,
+    )
+
+
+def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
+    from wpb_gym.report import write_atomic
+
+    from .sb3_agent import env_kwargs_path
+
+    kept = {k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS}
+    write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
+
+
+def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
+    found = []
+    for path in folder.glob("model_*_steps.zip"):
+        match = re.fullmatch(r"model_(\d+)_steps\.zip", path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    if not found:
+        return None
+    steps, path = max(found)
+    return path, steps
+
+
+def train(
+    algo: str,
+    out: str | Path,
+    *,
+    config: dict[str, Any] | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    timesteps: int | None = None,
+    seed: int = 0,
+    resume: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train ``algo`` into the run folder ``out``; returns the saved configuration."""
+    import torch
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
+
+    from wpb_gym.report import write_atomic
+
+    config = load_config(algo) if config is None else config
+    env_config = {**config["env"], **dict(env_kwargs or {})}
+    total = int(config["timesteps"] if timesteps is None else timesteps)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(int(config["torch_threads"]))
+
+    saved = {
+        "algo": algo,
+        "seed": seed,
+        "held_out_episode_seed": seed + HELD_OUT_SEED_OFFSET,
+        "timesteps": total,
+        "config": {**config, "env": env_config},
+        "versions": _versions(),
+    }
+    n_envs = 1 if algo == "dqn" else int(config["n_envs"])
+    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"])
+    eval_env = _vec_env(
+        {**env_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle", "dense_reward": False},
+        1,
+        seed + HELD_OUT_SEED_OFFSET,
+        "dummy",
+    )
+    cls = algo_class(algo)
+    policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
+    start = 0
+    newest = _newest_checkpoint(out / "checkpoints") if resume else None
+    if resume and newest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoints'}")
+    if newest is not None:
+        path, start = newest
+        model = cls.load(path, env=train_env, device="cpu", tensorboard_log=str(out / "tb"))
+    else:
+        model = cls(
+            policy,
+            train_env,
+            seed=seed,
+            device="cpu",
+            tensorboard_log=str(out / "tb"),
+            verbose=0,
+            **config["hyperparams"],
+        )
+    write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
+
+    every = max(1, int(config["eval"]["every_steps"]) // n_envs)
+    eval_kwargs = dict(
+        n_eval_episodes=int(config["eval"]["episodes"]),
+        eval_freq=every,
+        best_model_save_path=str(out),
+        log_path=str(out / "eval"),
+        deterministic=True,
+        verbose=0,
+    )
+    if algo == "maskable_ppo":
+        from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+
+        evaluator = MaskableEvalCallback(eval_env, **eval_kwargs)
+    else:
+        evaluator = EvalCallback(eval_env, **eval_kwargs)
+    checkpoints = CheckpointCallback(
+        save_freq=max(1, int(config["checkpoint_every_steps"]) // n_envs),
+        save_path=str(out / "checkpoints"),
+        name_prefix="model",
+    )
+    model.learn(
+        total_timesteps=max(0, total - start),
+        callback=CallbackList([evaluator, checkpoints]),
+        progress_bar=progress,
+        reset_num_timesteps=newest is None,
+        tb_log_name=algo,
+    )
+    model.save(out / "final_model.zip")
+    # The checkpoint at the end, so that --resume of a finished run has nothing left to do.
+    model.save(out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")
+    if not (out / "best_model.zip").exists():  # no evaluation happened (very short runs)
+        model.save(out / "best_model.zip")
+    for name in ("final_model.zip", "best_model.zip"):
+        save_env_kwargs(out / name, env_config)
+    train_env.close()
+    eval_env.close()
+    return saved
+
+
+def _versions() -> dict[str, str]:
+    import gymnasium
+    import sb3_contrib
+    import stable_baselines3
+    import torch
+
+    return {
+        "writepolicybench_gym": __version__,
+        "gymnasium": gymnasium.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__,
+        "torch": torch.__version__,
+    }
