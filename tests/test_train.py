@@ -1,0 +1,139 @@
+"""``wpb train``: a run folder that evaluation and resumption can use."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from agents.sb3_agent import SB3Agent
+from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs
+from wpb_gym.cli import main as wpb
+from wpb_gym.generator import generate_episode, make_config
+from wpb_gym.runner import run_episode
+
+TINY = {
+    "n_envs": 2,
+    "timesteps": 256,
+    "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+    "env": {"length": 20, "budget_bytes": 2048, "slots": 4},
+    "eval": {"episodes": 2, "every_steps": 128},
+    "checkpoint_every_steps": 128,
+}
+
+
+def tiny_config(tmp_path, **changes):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **changes}))
+    return path
+
+
+def test_configs_merge_and_explain_their_errors(tmp_path):
+    config = load_config("maskable_ppo", tiny_config(tmp_path))
+    assert config["n_envs"] == 2 and config["env"]["dense_reward"] is True  # defaults kept under env
+    assert config["env"]["slots"] == 4
+    shipped = load_config("maskable_ppo")
+    assert shipped["hyperparams"]["gamma"] == 1.0 and shipped["torch_threads"] == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("n_env: 3\n")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_env'\]"):
+        load_config("ppo", bad)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        load_config("sac")
+    assert parse_env_kwargs(["regime=burst_drift", "slots=4", "dense_reward=false"]) == {
+        "regime": "burst_drift",
+        "slots": 4,
+        "dense_reward": False,
+    }
+    with pytest.raises(ValueError, match="key=value"):
+        parse_env_kwargs(["slots"])
+
+
+def test_wpb_train_writes_a_usable_run_folder(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--seed", "3"]
+    assert wpb([*argv, "--env-kwargs", "regime=burst_drift", "--out", str(out), "--quiet"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["seed"] == 3 and saved["held_out_episode_seed"] == 3 + HELD_OUT_SEED_OFFSET
+    assert saved["config"]["env"]["regime"] == "burst_drift" and saved["versions"]["torch"]
+    for name in ("best_model.zip", "final_model.zip", "eval/evaluations.npz"):
+        assert (out / name).is_file(), name
+    assert json.loads((out / "best_model.env.json").read_text()) == {"slots": 4}
+    assert any((out / "tb").rglob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.zip"))
+    # The best model is an agent of the offline evaluator.
+    agent = SB3Agent(out / "best_model.zip")
+    episode = generate_episode(make_config("burst_drift", length=20), seed=99, index=0)
+    assert 0.0 <= run_episode(agent, episode, 2048).metrics.f1 <= 1.0
+
+
+def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path)
+    assert (
+        wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--timesteps",
+                "128",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--timesteps",
+                "256",
+                "--out",
+                str(out),
+                "--resume",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert MaskablePPO.load(out / "final_model.zip").num_timesteps == 256
+    with pytest.raises(SystemExit, match="no checkpoint"):
+        wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "new"),
+                "--resume",
+                "--quiet",
+            ]
+        )
+
+
+@pytest.mark.parametrize("algo", [a for a in ALGOS if a != "maskable_ppo"])
+def test_every_algorithm_trains(tmp_path, algo):
+    hyper = {
+        "ppo": TINY["hyperparams"],
+        "a2c": {"n_steps": 8},
+        "dqn": {"learning_starts": 16, "buffer_size": 500},
+        "recurrent_ppo": {"n_steps": 16, "batch_size": 32, "n_epochs": 1},
+    }[algo]
+    out = tmp_path / algo
+    config = tiny_config(tmp_path, hyperparams=hyper, timesteps=64)
+    assert wpb(["train", "--algo", algo, "--config", str(config), "--out", str(out), "--quiet"]) == 0
+    assert (out / "final_model.zip").is_file()
