@@ -50,6 +50,7 @@ METRIC_COLUMNS = (
     "tn",
     "actions",
     "rejected_actions",
+    "oracle_f1",  # the hindsight WRITE-only F1 bound of the episode at this budget and track
 )
 ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
 
@@ -150,6 +151,7 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
                 rejected = sum(run.store.rejected_counts.values())
                 row["actions"] = sum(run.store.accepted_counts.values()) + rejected
                 row["rejected_actions"] = rejected
+                row["oracle_f1"] = oracle.f1_bounds[budget].f1
                 rows.append(row)
     return rows
 
