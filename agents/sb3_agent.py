@@ -51,8 +51,17 @@ def env_kwargs_path(model_path: str | Path) -> Path:
     return path.with_name(path.name.removesuffix(".zip") + ".env.json")
 
 
-def load_sb3_model(path: str | Path, algo: str = "auto") -> Any:
-    """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: MaskablePPO, then PPO, A2C, DQN)."""
+def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:
+    """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: MaskablePPO, then PPO, A2C, DQN).
+
+    ``torch_threads`` sets PyTorch's threads for this process (None leaves them): predicting
+    one observation at a time gains nothing from more threads, and evaluation workers that
+    each keep PyTorch's default oversubscribe the cores many times over.
+    """
+    import torch
+
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import A2C, DQN, PPO
 

@@ -113,3 +113,11 @@ def test_wpb_eval_runs_a_saved_model(model_path, tmp_path):
     episode = generate_episode(make_config("default", length=30), seed=0, index=0)
     expected = run_episode(SB3Agent(model_path), episode, 2048, "privileged").metrics.f1
     assert float(next(r for r in model_rows if r["episode_index"] == "0")["f1"]) == expected
+
+
+def test_loading_a_model_sets_torch_threads(model_path):
+    import torch
+
+    torch.set_num_threads(2)
+    SB3Agent(model_path)
+    assert torch.get_num_threads() == 1  # evaluation workers must not oversubscribe the cores
