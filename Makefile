@@ -18,9 +18,12 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(VENV)/bin/wpb freeze --regimes default,burst_drift,redundancy,burst_redundancy \
-	    --lengths 100,200,1000,10000 --episodes 10 --seed 0 --out runs/frozen --force
-	$(VENV)/bin/wpb inspect runs/frozen --budgets 1024,10240,102400,1048576
+	$(VENV)/bin/wpb eval --config configs/eval/paper.yaml --out runs/main/baselines --force --jobs 2
+	rm -rf runs/main/maskable_ppo
+	$(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=default --out runs/main/maskable_ppo
+	$(VENV)/bin/wpb eval --config configs/eval/main.yaml --out runs/main/learned --force --jobs 2
+	@cat runs/main/learned/leaderboard.md
+	@echo "Plots and tables: runs/main/baselines/ (the paper's grid) and runs/main/learned/ (the learned policy)"
 
 test: $(STAMP)
 	$(PY) -m pytest -q
