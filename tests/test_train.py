@@ -137,3 +137,24 @@ def test_every_algorithm_trains(tmp_path, algo):
     config = tiny_config(tmp_path, hyperparams=hyper, timesteps=64)
     assert wpb(["train", "--algo", algo, "--config", str(config), "--out", str(out), "--quiet"]) == 0
     assert (out / "final_model.zip").is_file()
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c", "dqn", "ppo_lstm"])
+def test_rl_zoo_files_hold_valid_hyperparameters(name):
+    """``configs/rl_zoo/*.yml`` build their model (rl-zoo3 itself is not a dependency)."""
+    from pathlib import Path
+
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3 import A2C, DQN, PPO
+
+    from wpb_gym.env import WritePolicyBenchEnv
+
+    path = Path(__file__).resolve().parent.parent / "configs" / "rl_zoo" / f"{name}.yml"
+    settings = dict(yaml.safe_load(path.read_text())["WritePolicyBench-v0"])
+    for key in ("n_envs", "n_timesteps"):
+        settings.pop(key, None)
+    policy = settings.pop("policy")
+    env = WritePolicyBenchEnv(**settings.pop("env_kwargs"))
+    algo = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "ppo_lstm": RecurrentPPO}[name]
+    model = algo(policy, env, device="cpu", **settings)
+    assert model.gamma == settings["gamma"]
