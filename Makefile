@@ -23,6 +23,7 @@ run: $(STAMP)
 	$(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=default --out runs/main/maskable_ppo
 	$(VENV)/bin/wpb eval --config configs/eval/main.yaml --out runs/main/learned --force --jobs 2
 	@cat runs/main/learned/leaderboard.md
+	@$(VENV)/bin/wpb compare runs/main/learned --versus sb3:best_model
 	@echo "Plots and tables: runs/main/baselines/ (the paper's grid) and runs/main/learned/ (the learned policy)"
 
 test: $(STAMP)

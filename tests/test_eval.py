@@ -486,3 +486,15 @@ def test_agents_with_parameters_in_the_config(tmp_path):
     config.write_text("agents:\n  - {p: 1}\n")
     with pytest.raises(SystemExit, match="needs 'name'"):
         wpb(["eval", "--config", str(config), "--out", str(tmp_path / "x")])
+
+
+def test_compare_versus_pairs_one_agent_with_every_other(tmp_path, capsys):
+    out = run_cli(tmp_path)
+    capsys.readouterr()
+    assert wpb(["compare", str(out), "--versus", "oracle_optimal"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if "oracle_optimal vs" in x]
+    # privileged track: vs fifo_store_all and priority_threshold, at 2 budgets
+    assert len(lines) == 4 and all("| 3 |" in x for x in lines)
+    assert not any("regression" in x for x in lines)
+    with pytest.raises(SystemExit, match="no agent 'nobody'"):
+        wpb(["compare", str(out), "--versus", "nobody"])

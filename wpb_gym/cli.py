@@ -430,6 +430,24 @@ def _read_run(path: Path, command: str) -> list[dict[str, Any]]:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare_runs, comparison_markdown
 
+    if args.versus:
+        if len(args.runs) != 1:
+            raise SystemExit("wpb compare --versus AGENT takes one run folder")
+        rows = _read_run(Path(args.runs[0]), "compare")
+        ours = [r for r in rows if r["policy"] == args.versus]
+        if not ours:
+            raise SystemExit(f"wpb compare: no agent {args.versus!r} in {args.runs[0]}")
+        comparisons = []
+        for other in sorted({r["policy"] for r in rows} - {args.versus}):
+            if args.agents and other not in args.agents:
+                continue
+            label = f"{args.versus} vs {other}"
+            a = [{**r, "policy": label} for r in rows if r["policy"] == other]
+            b = [{**r, "policy": label} for r in ours]
+            comparisons += compare_runs(a, b, metric=args.metric)
+        text = comparison_markdown(comparisons, args.metric, "each other agent (A)", f"{args.versus} (B)", "worse")
+        print(text, end="")
+        return 0
     if args.against_baseline:
         if len(args.runs) != 1:
             raise SystemExit("wpb compare --against-baseline takes one run folder (the new run)")
@@ -607,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
     )
     compare.add_argument("--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})")
+    compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
     compare.set_defaults(func=_cmd_compare)
 
     baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")

@@ -135,7 +135,10 @@ def _interval(rate: tuple[float, float, float]) -> str:
     return "n/a" if math.isnan(value) else f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def comparison_markdown(comparisons: Sequence[Comparison], metric: str, label_a: str, label_b: str) -> str:
+def comparison_markdown(
+    comparisons: Sequence[Comparison], metric: str, label_a: str, label_b: str, flag: str = "**regression**"
+) -> str:
+    """The comparisons as a markdown table; ``flag`` marks a lift whose interval is below zero."""
     lines = [
         f"# {label_b} vs {label_a} on {metric}",
         "",
@@ -149,11 +152,11 @@ def comparison_markdown(comparisons: Sequence[Comparison], metric: str, label_a:
     for c in comparisons:
         mode, steps, budget, track, policy = c.condition
         ci = "" if math.isnan(c.lift_low) else f" [{c.lift_low:+.3f}, {c.lift_high:+.3f}]"
-        flag = "**regression**" if c.regression else ""
+        mark = flag if c.regression else ""
         lines.append(
             f"| {mode} | {steps} | {budget} | {track} | {policy} | {c.episodes} | {c.mean_a:.3f} | {c.mean_b:.3f} | "
             f"{c.lift:+.3f}{ci} | {c.p_improvement:.2f} | {c.iqm_a:.3f} | {c.iqm_b:.3f} | {_interval(c.recall_a)} | "
-            f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {flag} |"
+            f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {mark} |"
         )
     return "\n".join(lines) + "\n"
 
