@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from wpb_gym.settings import read_settings
 from wpb_gym.version import __version__
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
@@ -68,17 +69,7 @@ def load_config(algo: str, path: str | Path | None = None) -> dict[str, Any]:
     config = json.loads(json.dumps(DEFAULTS))  # a deep copy
     file = Path(path) if path is not None else CONFIG_DIR / f"{algo}.yaml"
     if path is not None or file.exists():
-        try:
-            loaded = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no training config at {file}") from None
-        except yaml.YAMLError as error:
-            raise ValueError(f"{file}: not valid YAML: {error}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{file}: expected a mapping of settings")
-        unknown = sorted(set(loaded) - set(DEFAULTS))
-        if unknown:
-            raise ValueError(f"{file}: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+        loaded = read_settings(file, DEFAULTS)
         for key, value in loaded.items():
             if isinstance(value, dict) and isinstance(config[key], dict):
                 config[key].update(value)

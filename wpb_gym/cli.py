@@ -229,22 +229,14 @@ EVAL_DEFAULTS: dict[str, Any] = {
 
 def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings: defaults, then the YAML file (if any), then the command line."""
-    import yaml
+    from .settings import read_settings
 
     config = dict(EVAL_DEFAULTS)
     if args.config is not None:
-        path = Path(args.config)
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SystemExit(f"wpb eval: config file {path} does not exist") from None
-        except yaml.YAMLError as error:
-            raise SystemExit(f"wpb eval: {path} is not valid YAML: {error}") from None
-        if not isinstance(loaded, dict):
-            raise SystemExit(f"wpb eval: {path} must hold a mapping of settings")
-        unknown = sorted(set(loaded) - set(EVAL_DEFAULTS))
-        if unknown:
-            raise SystemExit(f"wpb eval: {path}: unknown setting(s) {unknown}; known: {sorted(EVAL_DEFAULTS)}")
+            loaded = read_settings(args.config, EVAL_DEFAULTS)
+        except (FileNotFoundError, ValueError) as error:
+            raise SystemExit(f"wpb eval: {error}") from None
         for key, value in loaded.items():
             config[key] = (
                 _csv(str, value) if key in ("agents", "regimes", "tracks") and isinstance(value, str) else value

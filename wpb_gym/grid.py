@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .generator import make_config
+from .metrics import CONFUSION_NAMES, METRIC_NAMES
 from .oracle import episode_oracle
 from .policy import POLICY_TRACKS
 from .runner import run_episode
@@ -28,29 +29,18 @@ from .types import Episode
 # Columns of results.csv, in order: the condition, then the paper's metric names, then the rest.
 KEY_COLUMNS = ("mode", "steps", "budget_bytes", "track", "policy", "policy_track", "episode_id", "episode_index")
 METRIC_COLUMNS = (
-    "recall",
-    "precision",
-    "f1",
-    "utility_per_kb",
-    "regret_write_only",
-    "oracle_utility",
-    "policy_utility",
-    "drift_coverage",
-    "avg_staleness",
-    "expire_rate",
-    "utilization",
-    "write_density",
-    "bytes_used",
-    "write_actions",
-    "expire_actions",
+    *METRIC_NAMES,  # the paper's metric names, in the paper's order
     "merge_actions",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
+    *CONFUSION_NAMES,
     "actions",
     "rejected_actions",
     "oracle_f1",  # the hindsight WRITE-only F1 bound of the episode at this budget and track
+)
+# Columns holding counts (the other metric columns hold floats).
+INT_COLUMNS = frozenset(
+    {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
+    | set(CONFUSION_NAMES)
+    | {"actions", "rejected_actions"}
 )
 ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .grid import ROW_COLUMNS
+from .grid import INT_COLUMNS, ROW_COLUMNS
 from .policy import ORACLE
 
 LEADERBOARD_METRICS = (
@@ -161,21 +161,7 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
 
 
 # ---------------------------------------------------------------------------- reading results back
-_INT_COLUMNS = {
-    "steps",
-    "budget_bytes",
-    "episode_index",
-    "bytes_used",
-    "write_actions",
-    "expire_actions",
-    "merge_actions",
-    "tp",
-    "fp",
-    "fn",
-    "tn",
-    "actions",
-    "rejected_actions",
-}
+_INT_COLUMNS = INT_COLUMNS
 _TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id"}
 
 
