@@ -417,18 +417,8 @@ class ChangeDetector(BaselineAgent):
             return iter(())
         if not (change.version_up if self.trigger == "version_up" else change.changed):
             return iter(())
-        return self._write(step, store, change.cost)
-
-    @staticmethod
-    def _write(step: Step, store: StoreView, cost: int) -> Iterator[MemoryAction]:
-        if cost > store.max_bytes:
-            return
-        plan = plan_oldest_evictions(store, cost - store.remaining())
-        if plan is None:  # pragma: no cover - every stored item is older than the current step
-            return
-        for t in plan:
-            yield MemoryAction.expire(t, reason="make room (oldest first)")
-        yield MemoryAction.write(step, reason="changed since last shown")
+        # The eviction of last_kb: the oldest items until the step fits, none if it never can.
+        return _last_kb_actions(step, store, reason="changed since last shown")
 
 
 # ---------------------------------------------------------------------------- privileged
