@@ -47,6 +47,8 @@ def test_registered_ids_cover_every_regime_and_both_tracks():
         assert env.unwrapped.track == kwargs["track"]
         env.reset(seed=0)
         assert env.unwrapped.episode.regime == kwargs["regime"]
+        assert len(env.unwrapped.episode) == kwargs.get("length", 200)
+        assert env.unwrapped.budget_bytes == kwargs.get("budget_bytes", 10240)
         assert ("Privileged" in env_id) == (kwargs["track"] == "privileged")
 
 

@@ -89,7 +89,8 @@ def rollout(env: gym.Env, seed: int, action_seed: int) -> tuple[list[np.ndarray]
 
 # ---------------------------------------------------------------------------------------- registry
 def test_registry_holds_every_id_with_its_kwargs():
-    assert len(ENV_IDS) == 8
+    # One per regime and two long-stream variants, each on both tracks.
+    assert len(ENV_IDS) == 2 * (len(wpb_gym.REGIMES) + 2)
     for env_id, kwargs in wpb_gym.ENV_IDS.items():
         spec = gym.spec(env_id)
         assert spec.entry_point == "wpb_gym.env:WritePolicyBenchEnv"

@@ -168,6 +168,40 @@ def test_wpb_report_paper_tables(tmp_path, capsys):
         wpb(["report", str(tmp_path / "nothing"), "--paper-tables"])
 
 
+def test_headroom_table_is_the_bound_against_the_best_policy_per_track(tmp_path, capsys):
+    from wpb_gym.report import headroom_table
+
+    names = ("last_kb", "change_detector", "breaking_detector", "priority_threshold", "priority_greedy")
+    refs = generated_refs(["reverts"], [80], 4, seed=1)
+    rows = run_grid(refs, [spec(n) for n in names], [1024, 10240], ["unprivileged", "privileged"])
+    text = headroom_table(rows, highlight=["breaking_detector"])
+    lines = {line.split(" | ")[2]: line for line in text.splitlines() if line.startswith("| reverts |")}
+    assert set(lines) == {"1KB", "10KB"}
+    for budget, at in ((1024, "1KB"), (10240, "10KB")):
+
+        def f1(policy, track, budget=budget):
+            return np.mean(
+                [r["f1"] for r in rows if (r["policy"], r["track"], r["budget_bytes"]) == (policy, track, budget)]
+            )
+
+        bound = np.mean([r["oracle_f1"] for r in rows if r["budget_bytes"] == budget and r["track"] == "unprivileged"])
+        unprivileged = max(names[:3], key=lambda n: (f1(n, "unprivileged"), n))
+        privileged = max(names[3:], key=lambda n: (f1(n, "privileged"), n))
+        best = max(f1(unprivileged, "unprivileged"), f1(privileged, "privileged"))
+        assert lines[at] == (
+            f"| reverts | 80 | {at} | {bound:.3f} | {f1(unprivileged, 'unprivileged'):.3f} (`{unprivileged}`) | "
+            f"{f1(privileged, 'privileged'):.3f} (`{privileged}`) | {f1('breaking_detector', 'unprivileged'):.3f} | "
+            f"{bound - best:+.3f} |"
+        )
+    # Through the command line: --headroom writes headroom.md.
+    out = run_cli(tmp_path)
+    capsys.readouterr()
+    assert wpb(["report", str(out), "--headroom", "--highlight", "last_kb"]) == 0
+    assert capsys.readouterr().out == (out / "headroom.md").read_text()
+    with pytest.raises(SystemExit):
+        wpb(["report", str(out), "--headroom", "--paper-tables"])
+
+
 def test_results_are_read_back_with_clear_errors(tmp_path):
     from wpb_gym.report import read_results
 

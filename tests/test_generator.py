@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wpb_gym.generator import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
+from wpb_gym.generator import (
+    CONTRACT_REGIMES,
+    PAPER_REGIMES,
+    REGIMES,
+    GeneratorConfig,
+    generate_episode,
+    generate_episodes,
+    make_config,
+)
 from wpb_gym.jsonl import dumps_episode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,8 +87,13 @@ def test_make_config_regimes(regime, bursts, redundancy):
         assert getattr(c, name) == getattr(base, name)
 
 
-def test_regimes_are_exactly_the_four():
-    assert set(REGIMES) == set(ALL_REGIMES)
+def test_regimes_are_the_papers_four_then_the_contract_ones():
+    assert PAPER_REGIMES == ALL_REGIMES
+    assert list(REGIMES) == [*PAPER_REGIMES, *CONTRACT_REGIMES]
+    for regime in PAPER_REGIMES:
+        assert make_config(regime).change_model == "paper"
+    for regime in CONTRACT_REGIMES:
+        assert make_config(regime).change_model == "contract"
 
 
 def test_make_config_overrides_apply():

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .frozen import FrozenSetError, freeze_set, open_frozen_set
-from .generator import REGIMES, GeneratorConfig
+from .generator import PAPER_REGIMES, REGIMES, GeneratorConfig
 from .jsonl import EpisodeFormatError, iter_jsonl
 from .oracle import episode_oracle
 from .tracks import TRACKS, check_track, track_costs
@@ -394,15 +394,19 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import paper_tables, read_results, write_atomic
+    from .report import headroom_table, paper_tables, read_results, write_atomic
 
     run = Path(args.run)
     try:
         rows = read_results(run / "results.csv")
     except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"wpb report: {error}") from None
-    text = paper_tables(rows, track=args.track, diagnostics_budget=args.diagnostics_budget)
-    write_atomic(run / "paper_tables.md", text)
+    if args.headroom:
+        text = headroom_table(rows, highlight=args.highlight or ())
+        write_atomic(run / "headroom.md", text)
+    else:
+        text = paper_tables(rows, track=args.track, diagnostics_budget=args.diagnostics_budget)
+        write_atomic(run / "paper_tables.md", text)
     print(text, end="")
     return 0
 
@@ -547,7 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     freeze = sub.add_parser("freeze", help="generate a frozen episode set (folder + MANIFEST.json)")
-    freeze.add_argument("--regimes", type=_regimes, default=list(REGIMES), help="comma-separated (default: all four)")
+    freeze.add_argument(
+        "--regimes", type=_regimes, default=list(PAPER_REGIMES), help="comma-separated (default: the paper's four)"
+    )
     freeze.add_argument("--lengths", type=_positive_ints, default=[200], help="episode lengths T (default: 200)")
     freeze.add_argument(
         "--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)"
@@ -585,9 +591,19 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval)
 
-    report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout)")
+    report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout, or headroom)")
     report.add_argument("run", help="a run folder written by wpb eval")
-    report.add_argument("--paper-tables", action="store_true", required=True, help="F1 vs budget and diagnostics")
+    which = report.add_mutually_exclusive_group(required=True)
+    which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
+    which.add_argument(
+        "--headroom", action="store_true", help="hindsight F1 bound vs the best policy per track -> headroom.md"
+    )
+    report.add_argument(
+        "--highlight",
+        type=lambda s: _csv(str, s),
+        default=None,
+        help="with --headroom: policies shown in columns of their own",
+    )
     report.add_argument(
         "--track", choices=TRACKS, default="privileged", help="the track to tabulate (default: privileged)"
     )

@@ -20,12 +20,32 @@ Regimes (``REGIMES``):
   endpoint again (usually with identical content).
 * ``burst_redundancy`` — both.
 
+Discriminative regimes (``change_model="contract"``, see ``contract_generator.py``): every
+change raises the version but only breaking changes still in force at the end are critical;
+64 endpoints (some changes come at an endpoint's first sighting, with nothing to compare
+with); priority hint with latent correlation 0.8 (``priority_correlation``).
+
+* ``breaking`` — breaking (param removed / made required, deprecation) vs cosmetic
+  (param added, requirement relaxed) changes, half each; ``drift_prob`` 0.2.
+* ``reverts`` — ``breaking`` with ``drift_prob`` 0.3 and half the revertible changes rolled
+  back within 1–60 steps (``revert_prob``, ``revert_window``).
+* ``noisy_priority`` — ``breaking`` with ``priority_correlation`` 0.5.
+* ``mixed_sizes`` — ``breaking`` plus renames whose migration guides (1–3 KB) are critical
+  and documentation sections (1–5 KB, utility 1.5) at ``doc_prob`` 0.2.
+* ``contract_mix`` — everything above at once (``reverts`` + ``mixed_sizes``); with
+  ``length`` 1,000 or 10,000 it is the long-stream setting (env ids ``*-Long1k-*`` and
+  ``*-Long10k-*``).
+
 Utilities (hidden): a drift step is worth 6 inside a burst window and 5 elsewhere; an
 ordinary step 1; a step whose observation repeats the previous step's exactly 0.5.
 
 Privileged metadata: ``priority = clip(utility / 6, 0, 1)`` (the paper's surrogate). With
-``priority_noise = s > 0`` it becomes ``clip(utility / 6 + N(0, s^2), 0, 1)``, drawn from a
-random stream of its own so the episode itself does not change with ``s``.
+``priority_correlation = rho < 1`` it is ``Phi(rho * z + sqrt(1 - rho^2) * N(0, 1))``, where
+``z`` is the episode's standardised utility and ``Phi`` the normal CDF: the latent's Pearson
+correlation with utility is ``rho`` and ``Phi`` keeps its order, so a threshold on priority
+is a hint, not the answer. With ``priority_noise = s > 0`` it becomes ``clip(priority +
+N(0, s^2), 0, 1)``. Both draw from a random stream of their own, so the episode itself does
+not change with them.
 
 Optional content of realistic size (spec §1.3, §2.2), off by default so the paper's regimes
 are reproduced: with ``doc_prob`` a step is a documentation section of 1–5 KB
@@ -55,7 +75,9 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
 
 import numpy as np
+from scipy import special
 
+from .contract_generator import generate_contract_steps
 from .types import Episode, Step, frozen_instance
 
 PRIORITY_SCALE = 6.0
@@ -100,6 +122,13 @@ class GeneratorConfig:
     migration_guides: bool = False
     guide_min_bytes: int = 1024
     guide_max_bytes: int = 3072
+    # The contract change model (contract_generator.py); "paper" keeps the paper's streams.
+    change_model: str = "paper"
+    breaking_prob: float = 0.5
+    renames: bool = False
+    revert_prob: float = 0.0
+    revert_window: int = 30
+    priority_correlation: float = 1.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -114,10 +143,25 @@ class GeneratorConfig:
             "remove_param_prob",
             "deprecate_prob",
             "doc_prob",
+            "breaking_prob",
+            "revert_prob",
+            "priority_correlation",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"GeneratorConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
-        for name in ("length", "api_pool", "burst_interval", "min_params", "doc_min_bytes", "guide_min_bytes"):
+        if self.change_model not in CHANGE_MODELS:
+            raise ValueError(
+                f"GeneratorConfig.change_model: expected one of {CHANGE_MODELS}, got {self.change_model!r}"
+            )
+        for name in (
+            "length",
+            "api_pool",
+            "burst_interval",
+            "min_params",
+            "doc_min_bytes",
+            "guide_min_bytes",
+            "revert_window",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"GeneratorConfig.{name}: expected >= 1, got {getattr(self, name)}")
         if not 0 <= self.burst_len <= self.burst_interval:
@@ -146,12 +190,36 @@ class GeneratorConfig:
         return cls(**data)
 
 
+CHANGE_MODELS = ("paper", "contract")
+
+# The contract regimes' shared settings: 64 endpoints, so that in 200 steps an endpoint is
+# seen about three times and some changes come at its first sighting (nothing to compare
+# with), and a priority hint whose latent has correlation 0.8 with utility.
+_CONTRACT = {"change_model": "contract", "api_pool": 64, "drift_prob": 0.2, "priority_correlation": 0.8}
+
 REGIMES: dict[str, dict[str, Any]] = {
+    # The paper's four (Table 1).
     "default": {},
     "burst_drift": {"bursts": True},
     "redundancy": {"redundancy": True},
     "burst_redundancy": {"bursts": True, "redundancy": True},
+    # Discriminative regimes (contract_generator.py).
+    "breaking": dict(_CONTRACT),
+    "reverts": {**_CONTRACT, "drift_prob": 0.3, "revert_prob": 0.5, "revert_window": 60},
+    "noisy_priority": {**_CONTRACT, "priority_correlation": 0.5},
+    "mixed_sizes": {**_CONTRACT, "renames": True, "doc_prob": 0.2, "doc_utility": 1.5},
+    "contract_mix": {
+        **_CONTRACT,
+        "drift_prob": 0.3,
+        "revert_prob": 0.5,
+        "revert_window": 60,
+        "renames": True,
+        "doc_prob": 0.2,
+        "doc_utility": 1.5,
+    },
 }
+PAPER_REGIMES = ("default", "burst_drift", "redundancy", "burst_redundancy")
+CONTRACT_REGIMES = ("breaking", "reverts", "noisy_priority", "mixed_sizes", "contract_mix")
 
 
 def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
@@ -189,6 +257,46 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     struct_ss, noise_ss, text_ss = _episode_seed(c.regime, seed, index).spawn(3)
     rng = np.random.default_rng(struct_ss)
     text_rng = np.random.default_rng(text_ss)
+    if c.change_model == "contract":
+        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
+    else:
+        steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
+
+    if c.priority_correlation < 1.0:
+        # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
+        priority = _correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
+    else:
+        priority = utility / PRIORITY_SCALE
+    if c.priority_noise > 0:
+        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
+    priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
+    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
+        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
+        for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
+    )
+    labels.update(
+        {
+            "episode_id": index,
+            "max_utility": float(utility.sum()),
+            "mode": c.regime,
+            "seed": seed,
+            "utility_by_step": dict(enumerate(utility.tolist())),
+        }
+    )
+    return Episode(steps=steps, labels=dict(sorted(labels.items())))
+
+
+def _correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """``Phi(rho * z(u) + sqrt(1 - rho^2) * N(0, 1))``: a hint whose latent has correlation ``rho`` with utility."""
+    spread = float(utility.std())
+    z = (utility - utility.mean()) / spread if spread > 0 else np.zeros_like(utility)
+    latent = rho * z + np.sqrt(1.0 - rho * rho) * rng.standard_normal(utility.shape[0])
+    return special.ndtr(latent)
+
+
+def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator):
+    """The observations, utilities and labels of one episode of the paper's change model."""
+    T = c.length
     # Every structural draw is made up front, in a fixed order, so options that change how a
     # step is used (docs, guides) leave the draws of other steps where they were.
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
@@ -271,28 +379,15 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         steps_obs.append(obs)
         prev_obs = obs
 
-    priority = utility / PRIORITY_SCALE
-    if c.priority_noise > 0:
-        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
-    priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
-    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
-        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
-        for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
-    )
     labels: dict[str, Any] = {
         "breaking_changes": breaking,
         "critical_steps": critical,
         "deprecated_apis": deprecations,
-        "episode_id": index,
-        "max_utility": float(utility.sum()),
-        "mode": c.regime,
-        "seed": seed,
         "total_drift_events": len(critical),
-        "utility_by_step": dict(enumerate(utility.tolist())),
     }
     if c.migration_guides:
         labels["migration_guide_steps"] = guides
-    return Episode(steps=steps, labels=labels)
+    return steps_obs, utility, labels
 
 
 def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:

@@ -1,4 +1,4 @@
-"""The registered environment ids: the default env, one per paper regime, and their privileged variants.
+"""The registered environment ids: one per regime, two long-stream variants, and their privileged variants.
 
 ``import wpb_gym`` registers them; ``gym.make("wpb_gym:WritePolicyBench-v0")`` imports the
 package first, so it works without an import. Every id accepts every argument of
@@ -18,14 +18,26 @@ _REGIME_NAMES = {
     "burst_drift": "BurstDrift-",
     "redundancy": "Redundancy-",
     "burst_redundancy": "BurstRedundancy-",
+    "breaking": "Breaking-",
+    "reverts": "Reverts-",
+    "noisy_priority": "NoisyPriority-",
+    "mixed_sizes": "MixedSizes-",
+    "contract_mix": "ContractMix-",
+}
+# Long streams of the combined contract regime, with budgets that bind: storing every step
+# would take about 9x the budget (documentation sections of 1-5 KB are a fifth of the steps).
+_LONG_STREAMS = {
+    "Long1k-": {"regime": "contract_mix", "length": 1_000, "budget_bytes": 102_400},
+    "Long10k-": {"regime": "contract_mix", "length": 10_000, "budget_bytes": 1_048_576},
 }
 
 
 def _ids() -> dict[str, dict[str, Any]]:
     ids: dict[str, dict[str, Any]] = {}
-    for regime, name in _REGIME_NAMES.items():
+    variants = [(name, {"regime": regime}) for regime, name in _REGIME_NAMES.items()] + list(_LONG_STREAMS.items())
+    for name, kwargs in variants:
         for track, suffix in (("unprivileged", ""), ("privileged", "Privileged-")):
-            ids[f"WritePolicyBench-{name}{suffix}v0"] = {"regime": regime, "track": track}
+            ids[f"WritePolicyBench-{name}{suffix}v0"] = {**kwargs, "track": track}
     return ids
 
 

@@ -284,6 +284,56 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
     return "\n".join(lines) + "\n"
 
 
+def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), gap_budget: int = 10240) -> str:
+    """Per regime and budget: the hindsight F1 bound against the best policy of each track.
+
+    The bound is the mean of ``oracle_f1`` (the best F1 any policy could reach with the
+    budget, from the labels) on the unprivileged track. "Best" is the policy with the
+    highest mean F1 on its own track, among the run's non-oracle policies; ``highlight``
+    names policies shown in columns of their own. The gap is the bound minus the best mean
+    F1 of any of them; a benchmark leaves room for learning where it is large.
+    """
+    lines = [
+        "# Headroom (mean F1 over episodes; bound = hindsight F1 bound)",
+        "",
+        f"Gap = bound - best policy shown; regimes where every policy is 0.15 or more below the bound at "
+        f"{gap_budget} bytes leave room for learning.",
+    ]
+    if not rows:
+        return lines[0] + "\n\nNo results.\n"
+    extra = " | ".join(f"`{name}`" for name in highlight)
+    lines += [
+        "",
+        "| Regime | T | Budget | Bound | Best unprivileged | Best privileged | "
+        + (extra + " | " if extra else "")
+        + "Gap |",
+        "|---" * (7 + len(highlight)) + "|",
+    ]
+
+    def mean_f1(group: list[dict[str, Any]]) -> float:
+        return float(np.mean([r["f1"] for r in group]))
+
+    for (mode, steps, budget), group in sorted(_groups(rows, ("mode", "steps", "budget_bytes")).items()):
+        bound_rows = [r for r in group if r["track"] == "unprivileged"] or group
+        bound = float(np.mean([r["oracle_f1"] for r in bound_rows]))
+        best: dict[str, tuple[str, float] | None] = {}
+        for track in ("unprivileged", "privileged"):
+            own = _groups([r for r in group if r["track"] == track and r["policy_track"] == track], ("policy",))
+            scored = [(policy[0], mean_f1(prows)) for policy, prows in own.items()]
+            best[track] = max(scored, key=lambda item: (item[1], item[0])) if scored else None
+        cells, shown = [], [b[1] for b in best.values() if b is not None]
+        for name in highlight:
+            prows = [r for r in group if r["policy"] == name and r["track"] == r["policy_track"]]
+            if prows:
+                shown.append(mean_f1(prows))
+            cells.append(f"{mean_f1(prows):.3f}" if prows else "")
+        at = f"{budget // 1024}KB" if budget % 1024 == 0 else f"{budget}B"
+        best_cells = [f"{b[1]:.3f} (`{b[0]}`)" if b else "" for b in best.values()]
+        gap = f"{bound - max(shown):+.3f}" if shown else ""
+        lines.append(f"| {mode} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
+    return "\n".join(lines) + "\n"
+
+
 SUMMARY_METRICS = tuple(
     c for c in ROW_COLUMNS if c not in CONDITION and c not in ("policy_track", "episode_id", "episode_index")
 )

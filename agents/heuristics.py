@@ -1,0 +1,116 @@
+"""``breaking_detector``: our strong unprivileged heuristic for the contract regimes.
+
+Reads only what a policy may see: the step's observation, the store and its own memory of
+the stream (the last snapshot shown per endpoint family, kept outside the byte budget, as a
+recurrent agent could keep it in its state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from wpb_gym.accounting import estimate_bytes
+from wpb_gym.policy import EpisodeContext
+from wpb_gym.store import StoreView
+from wpb_gym.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
+from wpb_gym.types import MemoryAction, Step
+
+from .baselines import BaselineAgent
+
+
+def _contract(obs: dict[str, Any]) -> tuple[frozenset, frozenset, bool] | None:
+    params, required = obs.get("params"), obs.get("required", [])
+    if not isinstance(params, list) or not isinstance(required, list):
+        return None
+    try:
+        return frozenset(params), frozenset(required), bool(obs.get("deprecated"))
+    except TypeError:  # unhashable entries: not a contract this heuristic understands
+        return None
+
+
+def is_breaking(before: tuple[frozenset, frozenset, bool], after: tuple[frozenset, frozenset, bool]) -> bool:
+    """A parameter removed, a parameter newly required, or the endpoint newly deprecated."""
+    params_before, required_before, deprecated_before = before
+    params_after, required_after, deprecated_after = after
+    return (
+        bool(params_before - params_after)
+        or bool(required_after - required_before)
+        or (deprecated_after and not deprecated_before)
+    )
+
+
+class BreakingDetector(BaselineAgent):
+    """``breaking_detector``: WRITE breaking changes and migration guides; EXPIRE a change when it is reverted.
+
+    * An endpoint snapshot is written when, compared with the last snapshot of its family
+      that was shown, a parameter disappeared, a parameter became required or the endpoint
+      became deprecated. Cosmetic changes (a parameter added, a requirement relaxed), first
+      sightings and documentation sections are skipped.
+    * A migration guide (``old_api`` -> ``new_api``) is written: a rename is breaking.
+    * A stored change whose endpoint later shows the contract it had *before* that change
+      again has been reverted: it is expired.
+    * When a chosen step does not fit, the largest stored items are expired while they are
+      larger than the step and until it fits (each retained step counts once in F1, so
+      small items are worth keeping); if that cannot make room, the step is skipped.
+    """
+
+    name = "breaking_detector"
+    aliases = ()
+    description = "Writes breaking changes (params removed/required, deprecations, renames), expires reverted ones."
+    track = "unprivileged"
+    kind = "scripted"
+    _param_names = ()
+
+    def __init__(self) -> None:
+        self.start_episode(None)
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        self._last_contract: dict[Any, tuple[frozenset, frozenset, bool]] = {}
+        # family -> [(stored change's t, the contract before it)]
+        self._changes: dict[Any, list[tuple[int, tuple[frozenset, frozenset, bool]]]] = {}
+
+    def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
+        # Not a generator: the stream memory must be updated even if the caller never iterates.
+        obs = step.observation
+        kind, family = kind_and_family(obs)
+        actions: list[MemoryAction] = []
+        if kind == KIND_GUIDE:
+            actions = self._write(step, store, "migration guide")
+        elif kind == KIND_ENDPOINT and isinstance(obs, dict):
+            now = _contract(obs)
+            before = self._last_contract.get(family)
+            if now is not None:
+                self._last_contract[family] = now
+            if now is not None and before is not None and now != before:
+                changes = [(t, old) for t, old in self._changes.get(family, []) if t in store]
+                reverted = [t for t, old in changes if old == now]
+                actions = [MemoryAction.expire(t, reason="change reverted") for t in reverted]
+                changes = [(t, old) for t, old in changes if t not in reverted]
+                if not reverted and is_breaking(before, now):
+                    writes = self._write(step, store, "breaking change")
+                    if writes:
+                        changes.append((step.t, before))
+                    actions += writes
+                self._changes[family] = changes
+        return iter(actions)
+
+    @staticmethod
+    def _write(step: Step, store: StoreView, reason: str) -> list[MemoryAction]:
+        cost = estimate_bytes(step)
+        if cost > store.max_bytes:
+            return []
+        room = store.remaining()
+        plan: list[int] = []
+        if cost > room:
+            for item in sorted(store.iter_items(), key=lambda item: -item.byte_cost):
+                if cost <= room or item.byte_cost <= cost:
+                    break
+                plan.append(item.t)
+                room += item.byte_cost
+        if cost > room:
+            return []
+        return [
+            *(MemoryAction.expire(t, reason="make room (largest first)") for t in plan),
+            MemoryAction.write(step, reason=reason),
+        ]
