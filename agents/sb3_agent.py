@@ -52,7 +52,8 @@ def env_kwargs_path(model_path: str | Path) -> Path:
 
 
 def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:
-    """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: MaskablePPO, then PPO, A2C, DQN).
+    """Load an SB3 / sb3-contrib model; ``algo`` names its class (auto: RecurrentPPO if the file says
+    so, else MaskablePPO, then PPO, A2C, DQN).
 
     ``torch_threads`` sets PyTorch's threads for this process (None leaves them): predicting
     one observation at a time gains nothing from more threads, and evaluation workers that
@@ -62,15 +63,15 @@ def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | No
 
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
-    from sb3_contrib import MaskablePPO
+    from sb3_contrib import MaskablePPO, RecurrentPPO
     from stable_baselines3 import A2C, DQN, PPO
 
-    classes = {"MaskablePPO": MaskablePPO, "PPO": PPO, "A2C": A2C, "DQN": DQN}
+    classes = {"MaskablePPO": MaskablePPO, "PPO": PPO, "A2C": A2C, "DQN": DQN, "RecurrentPPO": RecurrentPPO}
     path = Path(path)
     if not path.is_file() and not path.with_suffix(".zip").is_file():
         raise FileNotFoundError(f"no SB3 model at {path}")
-    if algo == "RecurrentPPO" or _is_recurrent(path):
-        raise ValueError(f"{path}: recurrent policies (RecurrentPPO) are not supported: the agent keeps no LSTM state")
+    if algo == "auto" and _is_recurrent(path):
+        algo = "RecurrentPPO"
     if algo != "auto":
         if algo not in classes:
             raise ValueError(f"algo must be 'auto' or one of {sorted(classes)}, got {algo!r}")
@@ -138,6 +139,11 @@ class SB3Agent(Agent):
                 f"env_kwargs it was trained with (or put them in {env_kwargs_path(path)})"
             )
         self._maskable = "action_masks" in inspect.signature(self.model.predict).parameters
+        # A recurrent policy carries its LSTM state from one decision to the next within an
+        # episode; episode_start resets it at the first decision.
+        self._recurrent = "episode_start" in inspect.signature(self.model.predict).parameters
+        self._state: Any = None
+        self._episode_start = np.ones((1,), dtype=bool)
         self._env: WritePolicyBenchEnv | None = None
 
     def params(self) -> dict[str, Any]:
@@ -158,6 +164,8 @@ class SB3Agent(Agent):
             )
         self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[context.stream], budget_bytes=context.budget_bytes)
         self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
+        self._state = None
+        self._episode_start = np.ones((1,), dtype=bool)
 
     def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
         env = self._env
@@ -169,6 +177,11 @@ class SB3Agent(Agent):
             mask = env.action_masks()
             if self._maskable:
                 action, _ = self.model.predict(self._obs, deterministic=self.deterministic, action_masks=mask)
+            elif self._recurrent:
+                action, self._state = self.model.predict(
+                    self._obs, state=self._state, episode_start=self._episode_start, deterministic=self.deterministic
+                )
+                self._episode_start = np.zeros((1,), dtype=bool)
             else:
                 action, _ = self.model.predict(self._obs, deterministic=self.deterministic)
             a = int(np.asarray(action).reshape(-1)[0])

@@ -137,6 +137,33 @@ def test_every_algorithm_trains(tmp_path, algo):
     config = tiny_config(tmp_path, hyperparams=hyper, timesteps=64)
     assert wpb(["train", "--algo", algo, "--config", str(config), "--out", str(out), "--quiet"]) == 0
     assert (out / "final_model.zip").is_file()
+    # Every algorithm's model is an agent of the offline evaluator, and scores what the same
+    # model scores acting in the env itself (a recurrent one carrying its LSTM state).
+    agent = SB3Agent(out / "final_model.zip")
+    episode = generate_episode(make_config("default", length=40), seed=99)
+    offline = run_episode(agent, episode, 2048, "unprivileged").metrics.as_row()
+    assert offline == _rollout(agent.model, agent.env_kwargs, episode, 2048)
+
+
+def _rollout(model, env_kwargs, episode, budget):
+    import inspect
+
+    import numpy as np
+
+    from wpb_gym.env import WritePolicyBenchEnv
+
+    env = WritePolicyBenchEnv(**env_kwargs, episodes=[episode], budget_bytes=budget)
+    obs, _ = env.reset(seed=0)
+    state, start, done = None, np.ones((1,), dtype=bool), False
+    while not done:
+        if "episode_start" in inspect.signature(model.predict).parameters:  # RecurrentPPO
+            action, state = model.predict(obs, state=state, episode_start=start, deterministic=True)
+            start = np.zeros((1,), dtype=bool)
+        else:
+            action, _ = model.predict(obs, deterministic=True)
+        a = int(np.asarray(action).reshape(-1)[0])
+        obs, _, done, _, info = env.step(a if env.action_masks()[a] else 0)
+    return info["metrics"]
 
 
 @pytest.mark.parametrize("name", ["ppo", "a2c", "dqn", "ppo_lstm"])
