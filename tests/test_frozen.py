@@ -411,7 +411,7 @@ def test_a_frozen_set_is_readable_by_others(tmp_path):
 
 def test_contract_regimes_freeze_deterministically_and_verify(tmp_path):
     regimes = ["reverts", "contract_mix"]
-    a = freeze_set(tmp_path / "a", regimes, [40], episodes=2, seed=3)
+    freeze_set(tmp_path / "a", regimes, [40], episodes=2, seed=3)
     b = freeze_set(tmp_path / "b", regimes, [40], episodes=2, seed=3)
     files_a, files_b = _manifest(tmp_path / "a")["files"], _manifest(tmp_path / "b")["files"]
     assert {n: f["sha256"] for n, f in files_a.items()} == {n: f["sha256"] for n, f in files_b.items()}

@@ -36,7 +36,9 @@ def episode(steps, critical=()):
 
 def log(ep, budget=10_000):
     run = run_episode(BreakingDetector(), ep, budget, "unprivileged")
-    return [(a.t, a.action.action, a.action.target_t if a.action.action == "EXPIRE" else None) for a in run.actions], run
+    return [
+        (a.t, a.action.action, a.action.target_t if a.action.action == "EXPIRE" else None) for a in run.actions
+    ], run
 
 
 def test_is_breaking_is_removal_requirement_or_deprecation():

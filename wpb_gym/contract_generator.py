@@ -54,6 +54,7 @@ changes in force at the end (the critical steps).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -116,7 +117,11 @@ def _applicable(e: _Endpoint, breaking: bool, renames: bool) -> list[str]:
 
 
 def generate_contract_steps(
-    c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator, text, date
+    c: GeneratorConfig,
+    rng: np.random.Generator,
+    text_rng: np.random.Generator,
+    text: Callable[[np.random.Generator, int], str],
+    date: Callable[[int], str],
 ) -> tuple[list[Any], np.ndarray, dict[str, Any]]:
     """The observations, utilities and labels of one ``contract`` episode (see the module docstring).
 

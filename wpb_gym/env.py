@@ -263,7 +263,10 @@ class WritePolicyBenchEnv(gym.Env):
 
     ## Version History
 
-    * v0: initial version (spec v0 and the paper's regimes).
+    * v0: initial version (spec v0 and the paper's regimes). The discriminative regimes
+      (``breaking``, ``reverts``, ``noisy_priority``, ``mixed_sizes``, ``contract_mix``) and
+      the long-stream ids were added as new episode sources; the observation and action
+      spaces are unchanged, so v0 episodes of the paper's regimes are not affected.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
