@@ -17,16 +17,14 @@ from wpb_gym.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
 from wpb_gym.types import MemoryAction, Step
 
 from .baselines import BaselineAgent
+from .observe import as_set
 
 
 def _contract(obs: dict[str, Any]) -> tuple[frozenset, frozenset, bool] | None:
-    params, required = obs.get("params"), obs.get("required", [])
-    if not isinstance(params, list) or not isinstance(required, list):
+    params, required = as_set(obs.get("params")), as_set(obs.get("required", []))
+    if params is None or required is None:
         return None
-    try:
-        return frozenset(params), frozenset(required), bool(obs.get("deprecated"))
-    except TypeError:  # unhashable entries: not a contract this heuristic understands
-        return None
+    return params, required, bool(obs.get("deprecated"))
 
 
 def is_breaking(before: tuple[frozenset, frozenset, bool], after: tuple[frozenset, frozenset, bool]) -> bool:

@@ -36,7 +36,7 @@ class StepChange:
     fits: bool  # the WRITE fits in the remaining budget now
 
 
-def _as_set(values: Any) -> frozenset | None:
+def as_set(values: Any) -> frozenset | None:
     if not isinstance(values, list):
         return None
     try:
@@ -69,7 +69,7 @@ class StreamObserver:
             version = obs.get("version", obs.get("last_updated"))
             before = previous.get("version", previous.get("last_updated"))
             version_up = compare_versions(version, before) == 1
-            now, then = _as_set(obs.get("params")), _as_set(previous.get("params"))
+            now, then = as_set(obs.get("params")), as_set(previous.get("params"))
             if now is not None and then is not None:
                 params_added, params_removed = bool(now - then), bool(then - now)
             deprecation_changed = bool(obs.get("deprecated")) != bool(previous.get("deprecated"))

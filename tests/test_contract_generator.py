@@ -20,10 +20,6 @@ from wpb_gym.jsonl import load_jsonl, write_jsonl
 from wpb_gym.stream_table import endpoint_family
 
 
-def _family(api):
-    return endpoint_family(api)
-
-
 def _replay(episode):
     """Per change step: (kind, the endpoint's previous snapshot or None, the step's observation)."""
     last: dict = {}
@@ -31,11 +27,11 @@ def _replay(episode):
     for step in episode.steps:
         obs = step.observation
         if "api" in obs:
-            family = _family(obs["api"])
+            family = endpoint_family(obs["api"])
             out[step.t] = (last.get(family), obs)
             last[family] = obs
         elif "old_api" in obs:
-            out[step.t] = (last.get(_family(obs["old_api"])), obs)
+            out[step.t] = (last.get(endpoint_family(obs["old_api"])), obs)
     return out
 
 
@@ -250,7 +246,7 @@ def test_contract_streams_are_consistent(
         if "api" in obs:
             assert obs["params"] and set(obs["required"]) <= set(obs["params"])
             assert obs["api"].startswith(f"api.v{obs['version']}.")
-            family = _family(obs["api"])
+            family = endpoint_family(obs["api"])
             assert obs["version"] >= versions.get(family, obs["version"])
             versions[family] = obs["version"]
     priority = [s.metadata["priority"] for s in episode.steps]

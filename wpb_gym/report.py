@@ -98,6 +98,11 @@ def _cell(values: Sequence[float], digits: int) -> str:
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def budget_label(budget: int) -> str:
+    """``10240`` -> ``"10KB"``; budgets that are not whole KB stay in bytes."""
+    return f"{budget // 1024}KB" if budget % 1024 == 0 else f"{budget}B"
+
+
 def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
     """Spec §6.4's leaderboard per (regime, length, track) at ``budget``: mean [95% CI]."""
     budgets = sorted({r["budget_bytes"] for r in rows})
@@ -105,7 +110,7 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         return "# Leaderboard\n\nNo results.\n"
     if budget not in budgets:
         budget = min(budgets, key=lambda b: (abs(b - budget), b))
-    at = f"{budget // 1024}KB" if budget % 1024 == 0 else f"{budget}B"
+    at = budget_label(budget)
     lines = [
         "# Leaderboard",
         "",
@@ -327,7 +332,7 @@ def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = ()
             if prows:
                 shown.append(mean_f1(prows))
             cells.append(f"{mean_f1(prows):.3f}" if prows else "")
-        at = f"{budget // 1024}KB" if budget % 1024 == 0 else f"{budget}B"
+        at = budget_label(budget)
         best_cells = [f"{b[1]:.3f} (`{b[0]}`)" if b else "" for b in best.values()]
         gap = f"{bound - max(shown):+.3f}" if shown else ""
         lines.append(f"| {mode} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
