@@ -33,7 +33,8 @@ class EpisodeFormatError(ValueError):
         super().__init__(f"{where}: {field + ': ' if field else ''}{message}")
 
 
-def _open_text(path: Path, mode: str) -> IO[str]:
+def open_text(path: Path, mode: str) -> IO[str]:
+    """A text handle on ``path`` (UTF-8, ``\\n`` newlines), gzip-decoded when it ends in ``.gz``."""
     if path.suffix == ".gz":
         return io.TextIOWrapper(gzip.open(path, mode + "b"), encoding="utf-8", newline="\n")
     return open(path, mode, encoding="utf-8", newline="\n")
@@ -167,7 +168,7 @@ def _first_non_finite(value: Any, where: str) -> str | None:
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Episode]:
     """Stream the episodes of a ``.jsonl`` or ``.jsonl.gz`` file, validating each line."""
     path = Path(path)
-    with _open_text(path, "r") as fh:
+    with open_text(path, "r") as fh:
         for lineno, text in enumerate(fh, start=1):
             if not text.strip():
                 raise EpisodeFormatError(path, lineno, None, "empty line (one episode per line, no blank lines)")
@@ -219,6 +220,15 @@ def write_jsonl(path: str | os.PathLike[str], episodes: Iterable[Episode]) -> in
     The file appears under ``path`` only once complete: an exception part-way leaves no file
     (and no earlier file is clobbered by a partial one).
     """
+    return write_lines_atomically(path, (dumps_episode(episode) for episode in episodes))
+
+
+def write_lines_atomically(path: str | os.PathLike[str], lines: Iterable[str]) -> int:
+    """Write ``lines`` (without newlines) to ``path``, gzip if it ends in ``.gz``; returns the count.
+
+    The data goes to a temporary file in the same folder, renamed into place only once
+    complete, so a failure part-way leaves neither a partial file nor a clobbered old one.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -231,8 +241,8 @@ def write_jsonl(path: str | os.PathLike[str], episodes: Iterable[Episode]) -> in
             else:
                 sink = raw
             try:
-                for episode in episodes:
-                    sink.write(dumps_episode(episode).encode("utf-8") + b"\n")
+                for line in lines:
+                    sink.write(line.encode("utf-8") + b"\n")
                     count += 1
             finally:
                 if sink is not raw:
