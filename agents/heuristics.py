@@ -19,22 +19,26 @@ from wpb_gym.types import MemoryAction, Step
 from .baselines import BaselineAgent
 from .observe import as_set
 
+# An endpoint's contract as a policy sees it: params, required params, deprecated, removed.
+Contract = tuple[frozenset, frozenset, bool, bool]
 
-def _contract(obs: dict[str, Any]) -> tuple[frozenset, frozenset, bool] | None:
+
+def _contract(obs: dict[str, Any]) -> Contract | None:
     params, required = as_set(obs.get("params")), as_set(obs.get("required", []))
     if params is None or required is None:
         return None
-    return params, required, bool(obs.get("deprecated"))
+    return params, required, bool(obs.get("deprecated")), obs.get("removed") is True
 
 
-def is_breaking(before: tuple[frozenset, frozenset, bool], after: tuple[frozenset, frozenset, bool]) -> bool:
-    """A parameter removed, a parameter newly required, or the endpoint newly deprecated."""
-    params_before, required_before, deprecated_before = before
-    params_after, required_after, deprecated_after = after
+def is_breaking(before: Contract, after: Contract) -> bool:
+    """A parameter removed, a parameter newly required, or the endpoint newly deprecated or removed."""
+    params_before, required_before, deprecated_before, removed_before = before
+    params_after, required_after, deprecated_after, removed_after = after
     return (
         bool(params_before - params_after)
         or bool(required_after - required_before)
         or (deprecated_after and not deprecated_before)
+        or (removed_after and not removed_before)
     )
 
 
@@ -43,8 +47,9 @@ class BreakingDetector(BaselineAgent):
 
     * An endpoint snapshot is written when, compared with the last snapshot of its family
       that was shown, a parameter disappeared, a parameter became required or the endpoint
-      became deprecated. Cosmetic changes (a parameter added, a requirement relaxed), first
-      sightings and documentation sections are skipped.
+      became deprecated or was removed (``"removed": true``, as real-drift episodes show
+      it). Cosmetic changes (a parameter added, a requirement relaxed), first sightings and
+      documentation sections are skipped.
     * A migration guide (``old_api`` -> ``new_api``) is written: a rename is breaking.
     * A stored change whose endpoint later shows the contract it had *before* that change
       again has been reverted: it is expired.
@@ -64,9 +69,9 @@ class BreakingDetector(BaselineAgent):
         self.start_episode(None)
 
     def start_episode(self, context: EpisodeContext | None) -> None:
-        self._last_contract: dict[Any, tuple[frozenset, frozenset, bool]] = {}
+        self._last_contract: dict[Any, Contract] = {}
         # family -> [(stored change's t, the contract before it)]
-        self._changes: dict[Any, list[tuple[int, tuple[frozenset, frozenset, bool]]]] = {}
+        self._changes: dict[Any, list[tuple[int, Contract]]] = {}
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         # Not a generator: the stream memory must be updated even if the caller never iterates.

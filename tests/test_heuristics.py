@@ -41,14 +41,18 @@ def log(ep, budget=10_000):
     ], run
 
 
-def test_is_breaking_is_removal_requirement_or_deprecation():
-    base = (frozenset("ab"), frozenset(), False)
-    assert is_breaking(base, (frozenset("a"), frozenset(), False))  # removed
-    assert is_breaking(base, (frozenset("ab"), frozenset("a"), False))  # made required
-    assert is_breaking(base, (frozenset("ab"), frozenset(), True))  # deprecated
-    assert not is_breaking(base, (frozenset("abc"), frozenset(), False))  # added
-    assert not is_breaking((frozenset("ab"), frozenset("a"), False), (frozenset("ab"), frozenset(), False))
-    assert not is_breaking((frozenset("ab"), frozenset(), True), (frozenset("ab"), frozenset(), True))
+def test_is_breaking_is_removal_requirement_deprecation_or_endpoint_removal():
+    base = (frozenset("ab"), frozenset(), False, False)
+    assert is_breaking(base, (frozenset("a"), frozenset(), False, False))  # removed
+    assert is_breaking(base, (frozenset("ab"), frozenset("a"), False, False))  # made required
+    assert is_breaking(base, (frozenset("ab"), frozenset(), True, False))  # deprecated
+    assert is_breaking(base, (frozenset("ab"), frozenset(), False, True))  # endpoint removed
+    assert not is_breaking(base, (frozenset("abc"), frozenset(), False, False))  # added
+    assert not is_breaking(
+        (frozenset("ab"), frozenset("a"), False, False), (frozenset("ab"), frozenset(), False, False)
+    )
+    assert not is_breaking((frozenset("ab"), frozenset(), True, False), (frozenset("ab"), frozenset(), True, False))
+    assert not is_breaking((frozenset(), frozenset(), False, True), (frozenset("ab"), frozenset(), False, False))
 
 
 def test_writes_breaking_changes_only_and_never_first_sightings():

@@ -156,6 +156,43 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
+    from .real_episodes import RealEpisodeOptions, episodes_from_events, parse_windows, period_summary
+
+    cuts = []
+    try:
+        options = RealEpisodeOptions(
+            source=args.source,
+            length=args.length,
+            stride=args.stride,
+            revert_window_days=args.revert_window_days,
+            count_reverted=args.count_reverted,
+            min_critical=args.min_critical,
+            priority_correlation=args.priority_correlation,
+            seed=args.seed,
+        )
+        periods = None if args.windows == "auto" else parse_windows(args.windows)
+        frozen = episodes_from_events(
+            args.events,
+            args.out,
+            options,
+            periods,
+            heldout_fraction=args.heldout_fraction,
+            compress=args.gzip,
+            force=args.force,
+            on_period=cuts.append,
+        )
+    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        print(f"wpb episodes from-events: error: {exc}", file=sys.stderr)
+        return 2
+    rows = period_summary(cuts)
+    print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes of {options.regime}, T={options.length})")
+    print(_table(list(rows[0]), [list(r.values()) for r in rows]))
+    for f in frozen.files:
+        print(f"  {f.path.name}: {f.episodes} episodes, sha256 {f.sha256[:12]}")
+    return 0
+
+
 def _episode_sources(paths: Sequence[str]) -> list[tuple[str, list[Path]]]:
     sources = []
     for raw in paths:
@@ -564,6 +601,49 @@ def build_parser() -> argparse.ArgumentParser:
     freeze.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
     freeze.add_argument("--force", action="store_true", help="replace an existing output folder")
     freeze.set_defaults(func=_cmd_freeze)
+
+    episodes = sub.add_parser("episodes", help="episode sets from other sources (real API drift)")
+    episodes_sub = episodes.add_subparsers(dest="action", required=True)
+    from_events = episodes_sub.add_parser(
+        "from-events",
+        help="cut a change-event log (wpb ingest openapi) into a frozen set of real episodes, one file per period",
+    )
+    from_events.add_argument("events", help="the change-event log (.jsonl or .jsonl.gz)")
+    from_events.add_argument("--source", required=True, help="the API's name; the regime is real:SOURCE")
+    from_events.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    from_events.add_argument("--length", type=_int_at_least(1), default=200, help="change events per episode (200)")
+    from_events.add_argument(
+        "--windows",
+        default="auto",
+        help="periods NAME=START..END (UTC days, inclusive, either end may be empty), comma-separated and not "
+        "overlapping, e.g. train=..2021-06-30,heldout=2021-07-01..; 'auto' (default): train, then heldout = the "
+        "last --heldout-fraction of the change events",
+    )
+    from_events.add_argument(
+        "--heldout-fraction", type=float, default=0.3, help="share of change events held out by --windows auto (0.3)"
+    )
+    from_events.add_argument(
+        "--stride", type=_int_at_least(1), help="events between episode starts (default: --length, no overlap)"
+    )
+    from_events.add_argument(
+        "--min-critical", type=_int_at_least(0), default=1, help="leave out windows with fewer critical steps (1)"
+    )
+    from_events.add_argument(
+        "--revert-window-days",
+        type=float,
+        default=30.0,
+        help="a breaking change reverted within this many days is not critical (30)",
+    )
+    from_events.add_argument(
+        "--count-reverted", action="store_true", help="every breaking change is critical, reverted or not"
+    )
+    from_events.add_argument(
+        "--priority-correlation", type=float, default=0.8, help="latent correlation of the privileged hint (0.8)"
+    )
+    from_events.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of the priority hint (0)")
+    from_events.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
+    from_events.add_argument("--force", action="store_true", help="replace an existing output set")
+    from_events.set_defaults(func=_cmd_episodes_from_events)
 
     inspect = sub.add_parser("inspect", help="summarise episode files / frozen sets and their oracle bounds")
     inspect.add_argument("paths", nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders")

@@ -157,35 +157,66 @@ def freeze_set(
     if out.exists() and not force:
         raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
     configs = [make_config(r, length=int(n), **(overrides or {})) for r in regimes for n in lengths]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+
+    def write_files(folder: Path) -> dict[str, Any]:
         files: dict[str, Any] = {}
         for config in configs:
             name = set_file_name(config, seed, episodes, compress)
             stream: Iterable[Episode] = generate_episodes(config, seed, episodes)
             if progress is not None:
                 stream = progress(stream, episodes, config)
-            written = write_jsonl(tmp / name, stream)
             files[name] = {
-                "episodes": written,
+                "episodes": write_jsonl(folder / name, stream),
                 "generator": config.to_dict(),
                 "length": config.length,
                 "regime": config.regime,
                 "seed": seed,
-                "sha256": sha256_file(tmp / name),
+                "sha256": sha256_file(folder / name),
             }
+        return files
+
+    manifest = {
+        "created_by": "wpb freeze",
+        "episodes_per_file": episodes,
+        "lengths": [int(n) for n in lengths],
+        "regimes": list(regimes),
+        "seed": seed,
+        "total_episodes": episodes * len(configs),
+    }
+    write_frozen_set(out, write_files, manifest, force=force)
+    return open_frozen_set(out)
+
+
+def write_frozen_set(
+    out_dir: str | os.PathLike[str],
+    write_files: Callable[[Path], dict[str, Any]],
+    manifest_fields: dict[str, Any],
+    *,
+    force: bool = False,
+) -> None:
+    """Write a frozen set atomically: ``write_files(folder)`` writes the episode files into
+    ``folder`` and returns their manifest entries (``sha256``, ``episodes``, ``regime``,
+    ``length``, ``seed``, ``generator``), keyed by file name.
+
+    The set is built in a temporary folder beside ``out_dir`` and renamed into place when
+    complete, so an interrupted write leaves no folder that looks like a set. An existing
+    ``out_dir`` is an error unless ``force`` is given and it is a set or an empty folder.
+    """
+    out = Path(out_dir)
+    if out.exists() and not force:
+        raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
+    if out.exists() and not _is_replaceable(out):
+        raise FileExistsError(f"{out} exists and is not a frozen set or an empty folder; refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
+    try:
+        files = write_files(tmp)
         manifest = {
-            "created_by": "wpb freeze",
-            "episodes_per_file": episodes,
+            **manifest_fields,
             "files": files,
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
-            "lengths": [int(n) for n in lengths],
             "package_version": __version__,
-            "regimes": list(regimes),
-            "seed": seed,
-            "total_episodes": episodes * len(configs),
         }
         manifest["manifest_sha256"] = _manifest_digest(manifest)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -203,7 +234,6 @@ def freeze_set(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return open_frozen_set(out)
 
 
 def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> FrozenSet:

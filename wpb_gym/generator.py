@@ -229,7 +229,7 @@ def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
     return GeneratorConfig.from_dict({"regime": regime, **REGIMES[regime], **overrides})
 
 
-def _episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
+def episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
     # The regime name is part of the entropy so that the regimes of one set draw independent
     # streams (otherwise default and redundancy would share their drift schedule).
     regime_key = int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
@@ -254,7 +254,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         raise ValueError(f"index must be a non-negative int, got {index!r}")
     c = config
     T = c.length
-    struct_ss, noise_ss, text_ss = _episode_seed(c.regime, seed, index).spawn(3)
+    struct_ss, noise_ss, text_ss = episode_seed(c.regime, seed, index).spawn(3)
     rng = np.random.default_rng(struct_ss)
     text_rng = np.random.default_rng(text_ss)
     if c.change_model == "contract":
@@ -264,7 +264,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
 
     if c.priority_correlation < 1.0:
         # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
-        priority = _correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
+        priority = correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
     else:
         priority = utility / PRIORITY_SCALE
     if c.priority_noise > 0:
@@ -286,7 +286,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     return Episode(steps=steps, labels=dict(sorted(labels.items())))
 
 
-def _correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
     """``Phi(rho * z(u) + sqrt(1 - rho^2) * N(0, 1))``: a hint whose latent has correlation ``rho`` with utility."""
     spread = float(utility.std())
     z = (utility - utility.mean()) / spread if spread > 0 else np.zeros_like(utility)

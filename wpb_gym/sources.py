@@ -7,7 +7,7 @@ the set ``(config, seed)``, exactly what ``wpb freeze --seed`` writes as that se
 * a frozen set (a directory with a ``wpb freeze`` manifest: every file hash-verified),
 * any other directory: every ``*.jsonl`` / ``*.jsonl.gz`` in it, in name order (for
   example the paper's released episodes, whose manifest is not ours),
-* one JSONL file.
+* one JSONL file (verified against the manifest when it lies in a frozen set).
 """
 
 from __future__ import annotations
@@ -54,6 +54,11 @@ def read_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     path = Path(path)
     if path.is_dir() and (path / MANIFEST_NAME).is_file() and _is_our_manifest(path / MANIFEST_NAME):
         return [episode for _, episode in open_frozen_set(path).iter_episodes()]
+    if path.is_file() and (path.parent / MANIFEST_NAME).is_file() and _is_our_manifest(path.parent / MANIFEST_NAME):
+        # One file of a frozen set (say its training window): verified like the whole set.
+        for frozen_file in open_frozen_set(path.parent, verify=False).files:
+            if frozen_file.path.name == path.name:
+                return list(frozen_file.iter_episodes())
     episodes: list[Episode] = []
     for file in episode_files(path):
         episodes.extend(iter_jsonl(file))
