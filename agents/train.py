@@ -14,7 +14,13 @@ the observation, so ``make_agent("sb3", path=...)`` and ``wpb eval --agents sb3:
 rebuild the right env.
 
 Held-out episodes come from another episode seed (``seed + HELD_OUT_SEED_OFFSET``) than the
-training episodes (``seed``), so evaluation never sees a training episode.
+training episodes (``seed``), so evaluation never sees a training episode. When the training
+episodes come from files (``episodes=`` in the env arguments, e.g. the training period of a
+real-drift set), the held-out ones must be given too (``eval_episodes``, ``--eval-episodes``):
+every one of them is evaluated, in order, at each evaluation.
+
+``init_from`` (``--init-from MODEL.zip``) starts from another run's model, for example one
+trained on synthetic regimes and then trained further on real episodes.
 
 Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's default threads
 train PPO several times slower.
@@ -137,6 +143,8 @@ def train(
     seed: int = 0,
     resume: bool = False,
     progress: bool = True,
+    eval_episodes: str | Path | None = None,
+    init_from: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``algo`` into the run folder ``out``; returns the saved configuration."""
     import torch
@@ -147,6 +155,11 @@ def train(
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}
     total = int(config["timesteps"] if timesteps is None else timesteps)
+    eval_config = _held_out_env(env_config, eval_episodes)
+    if resume and init_from is not None:
+        raise ValueError("--resume continues this run's own checkpoints; it cannot start --init-from another model")
+    if init_from is not None and not Path(init_from).is_file():
+        raise FileNotFoundError(f"--init-from: {init_from}: no such model file")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(int(config["torch_threads"]))
@@ -155,6 +168,8 @@ def train(
         "algo": algo,
         "seed": seed,
         "held_out_episode_seed": seed + HELD_OUT_SEED_OFFSET,
+        "held_out_episodes": None if eval_episodes is None else str(eval_episodes),
+        "init_from": None if init_from is None else str(init_from),
         "timesteps": total,
         "config": {**config, "env": env_config},
         "versions": _versions(),
@@ -162,11 +177,17 @@ def train(
     n_envs = 1 if algo == "dqn" else int(config["n_envs"])
     train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"])
     eval_env = _vec_env(
-        {**env_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle", "dense_reward": False},
+        {**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle", "dense_reward": False},
         1,
         seed + HELD_OUT_SEED_OFFSET,
         "dummy",
     )
+    n_eval = int(config["eval"]["episodes"])
+    if eval_episodes is not None:  # every held-out episode once, in order
+        from wpb_gym.sources import EpisodeList
+
+        held_out = EpisodeList.from_path(eval_episodes)
+        n_eval = held_out.select(regime=eval_config.get("regime"), length=eval_config.get("length")).size
     cls = algo_class(algo)
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
     start = 0
@@ -176,6 +197,9 @@ def train(
     if newest is not None:
         path, start = newest
         model = cls.load(path, env=train_env, device="cpu", tensorboard_log=str(out / "tb"))
+    elif init_from is not None:
+        # The other model's weights and hyperparameters; its step count starts again from 0.
+        model = cls.load(init_from, env=train_env, device="cpu", tensorboard_log=str(out / "tb"), seed=seed)
     else:
         model = cls(
             policy,
@@ -190,7 +214,7 @@ def train(
 
     every = max(1, int(config["eval"]["every_steps"]) // n_envs)
     eval_kwargs = dict(
-        n_eval_episodes=int(config["eval"]["episodes"]),
+        n_eval_episodes=n_eval,
         eval_freq=every,
         best_model_save_path=str(out),
         log_path=str(out / "eval"),
@@ -225,6 +249,23 @@ def train(
     train_env.close()
     eval_env.close()
     return saved
+
+
+def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | None) -> dict[str, Any]:
+    """The env arguments of the held-out evaluation env."""
+    if eval_episodes is None:
+        if env_config.get("episodes") is not None:
+            raise ValueError(
+                "training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH): "
+                "otherwise the best model would be chosen on the episodes it trained on"
+            )
+        return dict(env_config)
+    if (
+        env_config.get("episodes") is not None
+        and Path(env_config["episodes"]).resolve() == Path(eval_episodes).resolve()
+    ):
+        raise ValueError(f"--eval-episodes {eval_episodes} is the training source itself; give held-out episodes")
+    return {**env_config, "episodes": str(eval_episodes)}
 
 
 def _versions() -> dict[str, str]:

@@ -104,7 +104,7 @@ def test_registry_holds_every_id_with_its_kwargs():
 def test_spaces_match_the_docstring(env_id):
     env = gym.make(env_id)
     unwrapped = env.unwrapped
-    assert unwrapped.regime == wpb_gym.ENV_IDS[env_id]["regime"]
+    assert unwrapped.regime == wpb_gym.ENV_IDS[env_id].get("regime")  # None: the default regime
     assert unwrapped.track == wpb_gym.ENV_IDS[env_id]["track"]
     K = unwrapped.K
     assert env.action_space == gym.spaces.Discrete(2 + 2 * K)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import yaml
 
@@ -121,6 +122,70 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
                 str(tmp_path / "new"),
                 "--resume",
                 "--quiet",
+            ]
+        )
+
+
+def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path):
+    from sb3_contrib import MaskablePPO
+
+    from wpb_gym.frozen import freeze_set
+
+    train_set = freeze_set(tmp_path / "train", ["breaking"], [20], 3, seed=1)
+    held_set = freeze_set(tmp_path / "held", ["breaking"], [20], 2, seed=2)
+    train_file, held_file = train_set.files[0].path, held_set.files[0].path
+    config = str(tiny_config(tmp_path))
+    argv = ["train", "--algo", "maskable_ppo", "--config", config, "--quiet"]
+    with pytest.raises(SystemExit, match="needs held-out episodes"):
+        wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
+    with pytest.raises(SystemExit, match="the training source itself"):
+        wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                f"episodes={train_file}",
+                "--eval-episodes",
+                str(train_file),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+    synthetic = tmp_path / "synthetic"
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "--out", str(synthetic)]) == 0
+    tuned = tmp_path / "tuned"
+    assert (
+        wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                f"episodes={train_file}",
+                "--eval-episodes",
+                str(held_file),
+                "--init-from",
+                str(synthetic / "final_model.zip"),
+                "--timesteps",
+                "128",
+                "--out",
+                str(tuned),
+            ]
+        )
+        == 0
+    )
+    saved = json.loads((tuned / "config.json").read_text())
+    assert saved["held_out_episodes"] == str(held_file) and saved["init_from"].endswith("final_model.zip")
+    assert MaskablePPO.load(tuned / "final_model.zip").num_timesteps == 128
+    evaluations = np.load(tuned / "eval" / "evaluations.npz")
+    assert evaluations["results"].shape[1] == 2  # every held-out episode, once
+    with pytest.raises(SystemExit, match="no such model file"):
+        wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                "regime=breaking",
+                "--init-from",
+                str(tmp_path / "none.zip"),
+                "--out",
+                str(tmp_path / "y"),
             ]
         )
 

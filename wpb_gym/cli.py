@@ -564,8 +564,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
             seed=args.seed,
             resume=args.resume,
             progress=not args.quiet,
+            eval_episodes=args.eval_episodes,
+            init_from=args.init_from,
         )
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:
         raise SystemExit(f"wpb train: {error}") from None
     print(f"trained {args.algo} for {saved['timesteps']} steps -> {args.out}/best_model.zip, final_model.zip")
     return 0
@@ -744,6 +746,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json")
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     tr.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    tr.add_argument(
+        "--eval-episodes",
+        help="held-out episode file or set for model selection (required when --env-kwargs has episodes=PATH)",
+    )
+    tr.add_argument("--init-from", help="start from this model (e.g. one trained on synthetic regimes)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=_cmd_train)
     return parser

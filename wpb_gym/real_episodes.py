@@ -291,6 +291,8 @@ def episodes_from_events(
     names the period and why), and nothing is written.
     """
     events_path = Path(events_path)
+    if Path(out_dir).exists() and not force:  # before the work, not after it
+        raise FileExistsError(f"{out_dir} already exists (pass force=True / --force to replace it)")
     events = read_events(events_path)
     periods = check_periods(periods) if periods is not None else auto_periods(events, heldout_fraction)
     cuts = [cut_period(events, period, options) for period in periods]

@@ -34,7 +34,10 @@ _LONG_STREAMS = {
 
 def _ids() -> dict[str, dict[str, Any]]:
     ids: dict[str, dict[str, Any]] = {}
-    variants = [(name, {"regime": regime}) for regime, name in _REGIME_NAMES.items()] + list(_LONG_STREAMS.items())
+    # The base id names no regime: it generates the default regime, and given episode files
+    # (real-drift episodes, say) it takes every episode in them rather than only "default" ones.
+    variants = [(name, {"regime": regime} if name else {}) for regime, name in _REGIME_NAMES.items()]
+    variants += list(_LONG_STREAMS.items())
     for name, kwargs in variants:
         for track, suffix in (("unprivileged", ""), ("privileged", "Privileged-")):
             ids[f"WritePolicyBench-{name}{suffix}v0"] = {**kwargs, "track": track}
