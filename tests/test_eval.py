@@ -202,6 +202,65 @@ def test_headroom_table_is_the_bound_against_the_best_policy_per_track(tmp_path,
         wpb(["report", str(out), "--headroom", "--paper-tables"])
 
 
+def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3):
+    """Grid-like rows: ``scores[(policy, track)] = f1`` per episode i as f1 + 0.01 * i."""
+    rows = []
+    for (policy, track), f1 in scores.items():
+        for budget in budgets:
+            for i in range(episodes):
+                rows.append(
+                    {
+                        "mode": mode,
+                        "steps": 50,
+                        "budget_bytes": budget,
+                        "track": track,
+                        "policy": policy,
+                        "policy_track": track,
+                        "episode_index": i,
+                        "f1": f1 + 0.01 * i,
+                        "oracle_f1": 0.9,
+                    }
+                )
+    return rows
+
+
+def test_f1_by_budget_table_ranks_policies_with_intervals_and_the_bound():
+    from wpb_gym.report import f1_by_budget_table
+
+    rows = fake_rows("real:toy", {("a", "unprivileged"): 0.2, ("b", "privileged"): 0.5})
+    text = f1_by_budget_table(rows)
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0] == "| Policy | Track | 1KB | 10KB |"
+    assert lines[1].startswith("| b | privileged | 0.510 [") and lines[2].startswith("| a | unprivileged | 0.210 [")
+    assert lines[3] == "| **hindsight bound** | | 0.900 [0.900, 0.900] | 0.900 [0.900, 0.900] |"
+    assert "## real:toy, T=50, 3 episodes" in text
+
+
+def test_transfer_table_ranks_synthetic_regimes_by_rank_agreement():
+    from scipy import stats
+
+    from wpb_gym.report import transfer_table
+
+    real = {
+        ("p1", "unprivileged"): 0.12,
+        ("p2", "unprivileged"): 0.4,
+        ("p3", "privileged"): 0.7,
+        ("p4", "privileged"): 0.3,
+    }
+    same_order = {k: v / 2 for k, v in real.items()}
+    reversed_order = {k: 1.0 - v for k, v in real.items()}
+    rows = fake_rows("real:toy", real)
+    synthetic = fake_rows("alike", same_order) + fake_rows("opposite", reversed_order)
+    text = transfer_table(rows, synthetic)
+    table = [line for line in text.splitlines() if line.startswith("| ") and "rho" not in line]
+    assert table[0].startswith("| alike | +1.00 | +1.00 (p=") and table[1].startswith("| opposite | -1.00 |")
+    keys = sorted(real)
+    gap = np.mean([abs(real[k] - same_order[k]) for k in keys])
+    assert f"+1.00 / {gap:.3f} (n=4)" in table[0]
+    rho = stats.spearmanr([same_order[k] for k in keys], [real[k] for k in keys]).statistic
+    assert rho == pytest.approx(1.0)
+
+
 def test_results_are_read_back_with_clear_errors(tmp_path):
     from wpb_gym.report import read_results
 

@@ -67,6 +67,12 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     agent = SB3Agent(out / "best_model.zip")
     episode = generate_episode(make_config("burst_drift", length=20), seed=99, index=0)
     assert 0.0 <= run_episode(agent, episode, 2048).metrics.f1 <= 1.0
+    # ... and of wpb eval, twice under labels of its own (LABEL=sb3:PATH).
+    run = tmp_path / "eval"
+    models = f"a=sb3:{out / 'best_model.zip'},b=sb3:{out / 'final_model.zip'}"
+    argv = ["eval", "--agents", models, "--regimes", "burst_drift", "--lengths", "20", "--budgets", "2048"]
+    assert wpb([*argv, "--episodes-per-condition", "1", "--tracks", "unprivileged", "--out", str(run), "--quiet"]) == 0
+    assert {line.split(",")[4] for line in (run / "results.csv").read_text().splitlines()[1:]} == {"a", "b"}
 
 
 def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):

@@ -302,8 +302,9 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _policy_specs(names: Sequence[Any]) -> list[Any]:
-    """Grid policies from agent entries: a name or alias, ``sb3:PATH``, or (in YAML) a mapping
-    ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with other parameters."""
+    """Grid policies from agent entries: a name or alias, ``sb3:PATH`` (``LABEL=sb3:PATH`` to name it),
+    or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
+    other parameters."""
     from functools import partial
 
     from agents.registry import agent_entry, make_agent  # the CLI joins the packages
@@ -319,6 +320,9 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
                 raise SystemExit(f"wpb eval: an agent given as a mapping needs 'name': {item!r}")
         elif isinstance(item, str):
             name, label, params = item, None, {}
+            prefix, sep, rest = item.partition("=")
+            if sep and rest.startswith("sb3:") and prefix:
+                name, label = rest, prefix
         else:
             raise SystemExit(f"wpb eval: an agent is a name or a mapping with 'name', got {item!r}")
         if name.startswith("sb3:"):
@@ -431,7 +435,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import headroom_table, paper_tables, read_results, write_atomic
+    from .report import f1_by_budget_table, headroom_table, paper_tables, read_results, transfer_table, write_atomic
 
     run = Path(args.run)
     try:
@@ -441,6 +445,13 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.headroom:
         text = headroom_table(rows, highlight=args.highlight or ())
         write_atomic(run / "headroom.md", text)
+    elif args.f1_by_budget:
+        text = f1_by_budget_table(rows)
+        write_atomic(run / "f1_by_budget.md", text)
+    elif args.transfer:
+        sources = [r for path in args.transfer for r in _read_run(Path(path), "report")]
+        text = transfer_table(rows, sources)
+        write_atomic(run / "transfer.md", text)
     else:
         text = paper_tables(rows, track=args.track, diagnostics_budget=args.diagnostics_budget)
         write_atomic(run / "paper_tables.md", text)
@@ -658,7 +669,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
     ev.add_argument("--config", help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it")
-    ev.add_argument("--agents", type=lambda s: _csv(str, s), help="agent names or aliases, or sb3:PATH to a model")
+    ev.add_argument(
+        "--agents",
+        type=lambda s: _csv(str, s),
+        help="agent names or aliases, or sb3:PATH to a model (LABEL=sb3:PATH names it)",
+    )
     ev.add_argument("--episodes", help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)")
     ev.add_argument("--regimes", type=_regimes, help="generated regimes (default: default)")
     ev.add_argument("--lengths", type=_positive_ints, help="generated episode lengths (default: 200)")
@@ -679,6 +694,17 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
     which.add_argument(
         "--headroom", action="store_true", help="hindsight F1 bound vs the best policy per track -> headroom.md"
+    )
+    which.add_argument(
+        "--f1-by-budget",
+        action="store_true",
+        help="every policy's mean F1 [95%% CI] at each budget, and the hindsight bound -> f1_by_budget.md",
+    )
+    which.add_argument(
+        "--transfer",
+        nargs="+",
+        metavar="SYNTHETIC_RUN",
+        help="rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
     )
     report.add_argument(
         "--highlight",

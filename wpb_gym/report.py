@@ -389,3 +389,109 @@ def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
                 [*key, metric, repr(float(means[i])), repr(float(low[i])), repr(float(high[i])), data.shape[1]]
             )
     return out.getvalue()
+
+
+def f1_by_budget_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Per regime: every (policy, track) with its mean F1 [bootstrap 95% CI] at each budget, and the bound.
+
+    Policies run on their own track (and unprivileged policies on the privileged one too, as
+    the eval grid does); rows are ranked by mean F1 over the budgets. The bound row is the mean
+    of ``oracle_f1`` on the unprivileged track.
+    """
+    lines = ["# F1 by budget (mean over episodes [bootstrap 95% CI])"]
+    if not rows:
+        return lines[0] + "\n\nNo results.\n"
+    for (mode, steps), group in sorted(_groups(rows, ("mode", "steps")).items()):
+        budgets = sorted({r["budget_bytes"] for r in group})
+        episodes = len({r["episode_index"] for r in group})
+        lines += [
+            "",
+            f"## {mode}, T={steps}, {episodes} episodes",
+            "",
+            "| Policy | Track | " + " | ".join(budget_label(b) for b in budgets) + " |",
+            "|---|---" + "|---" * len(budgets) + "|",
+        ]
+        bound_rows = [r for r in group if r["track"] == "unprivileged"] or group
+        bound = [_cell(_per_episode(bound_rows, b, "oracle_f1"), 3) for b in budgets]
+        entries = []
+        for (policy, track), prows in _groups(group, ("policy", "track")).items():
+            if prows[0]["policy_track"] == ORACLE:
+                continue
+            cells = [[r["f1"] for r in prows if r["budget_bytes"] == b] for b in budgets]
+            mean = float(np.mean([np.mean(c) for c in cells if c]))
+            entries.append((-mean, policy, track, [_cell(c, 3) if c else "" for c in cells]))
+        for _, policy, track, cells in sorted(entries):
+            lines.append(f"| {policy} | {track} | " + " | ".join(cells) + " |")
+        lines.append("| **hindsight bound** | | " + " | ".join(bound) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _per_episode(rows: Sequence[dict[str, Any]], budget: int, key: str) -> list[float]:
+    """One value per episode (the bound is the same for every policy of an episode)."""
+    seen: dict[Any, float] = {}
+    for r in rows:
+        if r["budget_bytes"] == budget:
+            seen.setdefault(r["episode_index"], r[key])
+    return list(seen.values())
+
+
+def agent_means(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, int], dict[tuple[str, str], float]]:
+    """``{(regime, budget): {(policy, track): mean F1}}`` over the non-oracle policies."""
+    out: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
+    for (mode, budget, policy, track), prows in _groups(rows, ("mode", "budget_bytes", "policy", "track")).items():
+        if prows[0]["policy_track"] != ORACLE:
+            out.setdefault((mode, budget), {})[(policy, track)] = float(np.mean([r["f1"] for r in prows]))
+    return out
+
+
+def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[dict[str, Any]]) -> str:
+    """Which synthetic regime predicts performance on the target (real) regime(s)?
+
+    For every target regime, source regime and budget they share, the policies both runs
+    evaluated (same name, same track) are compared: Spearman's rank correlation and
+    Kendall's tau of their mean F1 (``scipy.stats``), with the p-value of Spearman's, and the
+    mean absolute difference of F1. A regime whose ranking of policies matches the real one
+    predicts which policy will do best on real drift; a small absolute difference means it
+    also predicts the level.
+    """
+    target, source = agent_means(target_rows), agent_means(source_rows)
+    lines = [
+        "# Transfer: how well each synthetic regime predicts the real regime's ranking of policies",
+        "",
+        "Spearman's rho and Kendall's tau between the policies' mean F1 on the synthetic regime and on the",
+        "real one (same policies, same track, same budget); |dF1| is the mean absolute difference of F1.",
+        "Rows are sorted by the mean rho over the budgets the two share.",
+    ]
+    if not target or not source:
+        return "\n".join(lines) + "\n\nNo results.\n"
+    for real in sorted({mode for mode, _ in target}):
+        budgets = sorted(b for mode, b in target if mode == real)
+        entries = []
+        for synthetic in sorted({mode for mode, _ in source} - {real}):
+            cells, rhos = [], []
+            for budget in budgets:
+                a, b = source.get((synthetic, budget), {}), target[(real, budget)]
+                common = sorted(set(a) & set(b))
+                if len(common) < 3:
+                    cells.append("")
+                    continue
+                x, y = [a[k] for k in common], [b[k] for k in common]
+                rho, p = stats.spearmanr(x, y)
+                tau = stats.kendalltau(x, y).statistic
+                gap = float(np.mean(np.abs(np.subtract(x, y))))
+                rhos.append(rho)
+                cells.append(f"{rho:+.2f} (p={p:.2g}) / {tau:+.2f} / {gap:.3f} (n={len(common)})")
+            if rhos:
+                entries.append((-float(np.nanmean(rhos)), synthetic, cells))
+        lines += [
+            "",
+            f"## {real}",
+            "",
+            "| Synthetic regime | mean rho | "
+            + " | ".join(f"{budget_label(b)}: rho / tau / abs dF1" for b in budgets)
+            + " |",
+            "|---|---" + "|---" * len(budgets) + "|",
+        ]
+        for neg_mean, synthetic, cells in sorted(entries):
+            lines.append(f"| {synthetic} | {-neg_mean:+.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
