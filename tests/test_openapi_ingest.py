@@ -475,7 +475,15 @@ def test_operation_id_change_alone_emits_nothing():
 # --- revert times -----------------------------------------------------------------------------
 
 
-def state(params=("a", "b"), required=(), deprecated=False, nested_=(), deprecated_params=(), api="GET /x"):
+def state(
+    params=("a", "b"),
+    required=(),
+    deprecated=False,
+    nested_=(),
+    nested_required_=(),
+    deprecated_params=(),
+    api="GET /x",
+):
     return EndpointState(
         api=api,
         operation_id=None,
@@ -483,6 +491,7 @@ def state(params=("a", "b"), required=(), deprecated=False, nested_=(), deprecat
         required=frozenset(required),
         deprecated=deprecated,
         nested=frozenset(tuple(n.split(".")) for n in nested_),
+        nested_required=frozenset(tuple(n.split(".")) for n in nested_required_),
         deprecated_params=frozenset(deprecated_params),
     )
 
@@ -553,6 +562,22 @@ def test_nested_removal_reverts_when_the_names_are_back():
         ]
     )
     assert events[1].change == ("nested_param_removed",) and events[1].reverted_after_days == 30.0
+
+
+def test_a_nested_requirement_is_undone_by_relaxing_or_removing_the_name_not_its_parent():
+    def with_card(*names, required=()):
+        return {"GET /x": state(params=("card", "other"), nested_=names, nested_required_=required)}
+
+    events = run_history(
+        [
+            ("2021-01-01T00:00:00Z", with_card("card.name")),
+            ("2021-01-02T00:00:00Z", with_card("card.name", required=("card.name",))),
+            ("2021-01-03T00:00:00Z", {"GET /x": state(params=("other",))}),  # the parent param goes
+            ("2021-01-04T00:00:00Z", with_card("card.name", required=("card.name",))),  # and comes back
+            ("2021-01-06T00:00:00Z", with_card("card.cvc")),  # the name itself removed: undone
+        ]
+    )
+    assert events[1].change == ("nested_required_added",) and events[1].reverted_after_days == 4.0
 
 
 def test_an_endpoint_removal_does_not_revert_a_new_requirement():

@@ -146,6 +146,12 @@ class StateTimeline:
                 self._history.setdefault(key, []).append((seq, date, new))
         self._current = dict(states)
 
+    def at(self, key: str, seq: int) -> EndpointState | None:
+        """The endpoint's state in snapshot ``seq`` (``None`` when absent)."""
+        history = self._history.get(key, [])
+        index = bisect.bisect_right([entry[0] for entry in history], seq)
+        return history[index - 1][2] if index else None
+
     def after(self, key: str, seq: int) -> Iterator[tuple[str, EndpointState | None]]:
         """``(date, state)`` of the endpoint's state changes after snapshot ``seq``, in order."""
         history = self._history.get(key, [])
@@ -162,33 +168,39 @@ class Breakage:
     params: frozenset[str] = frozenset()
     nested: frozenset[str] = frozenset()
     required: frozenset[str] = frozenset()
-    nested_required: frozenset[str] = frozenset()
+    nested_required: frozenset[tuple[str, ...]] = frozenset()  # property paths, to find their parents
     deprecated: bool = False
     deprecated_params: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, event: ChangeEvent) -> Breakage:
+    def of(cls, event: ChangeEvent, state: EndpointState | None = None) -> Breakage:
+        """The breakage of ``event``; ``state`` (the endpoint right after it) spells the newly
+        required nested names as paths, which dotted names cannot do when names hold dots."""
+        paths = {".".join(path): path for path in (state.nested_required if state else ())}
         return cls(
             endpoint=event.removed_endpoint,
             params=frozenset(event.removed or ()),
             nested=frozenset(event.nested_removed or ()),
             required=frozenset(event.newly_required or ()),
-            nested_required=frozenset(event.nested_newly_required or ()),
+            nested_required=frozenset(paths.get(n, tuple(n.split("."))) for n in event.nested_newly_required or ()),
             deprecated="deprecated" in event.change,
             deprecated_params=frozenset(event.newly_deprecated_params or ()),
         )
 
     def restored_in(self, state: EndpointState | None) -> bool:
-        """True when ``state`` undoes all of it: removed things are back, new requirements are
-        relaxed (or their params gone), deprecations are lifted. An absent endpoint restores
-        nothing."""
+        """True when ``state`` undoes all of it: removed things are back, deprecations are
+        lifted, new requirements are relaxed or their params removed. A requirement counts as
+        undone only while the endpoint (for a nested name: its parent) is there; losing the
+        whole parent restores nothing to a client that used it."""
         if state is None:
             return False
+        present_parents = {(name,) for name in state.params} | state.nested
         return (
             self.params <= state.params
             and self.nested <= set(dotted(state.nested))
             and not self.required & state.required
-            and not self.nested_required & set(dotted(state.nested_required))
+            and all(path[:-1] in present_parents for path in self.nested_required)
+            and not self.nested_required & state.nested_required
             and not (self.deprecated and state.deprecated)
             and self.deprecated_params <= state.params - state.deprecated_params
         )
@@ -200,7 +212,7 @@ def with_revert_times(events: Sequence[ChangeEvent], timeline: StateTimeline) ->
     out = []
     for event in events:
         if event.breaking:
-            breakage = Breakage.of(event)
+            breakage = Breakage.of(event, timeline.at(event.endpoint_key, event.seq))
             for date, state in timeline.after(event.endpoint_key, event.seq):
                 if breakage.restored_in(state):
                     event = replace(event, reverted_after_days=days_between(event.date, date))
