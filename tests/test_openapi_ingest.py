@@ -867,6 +867,8 @@ def test_spec_sources_and_glob_matching():
     assert SpecSource.parse("./a.json | a.yaml").alternatives == ("a.json", "a.yaml")
     with pytest.raises(ValueError, match="expected FILE_OR_GLOB"):
         SpecSource.parse("a.json|")
+    with pytest.raises(ValueError, match="relative to the repository root"):
+        SpecSource.parse("/abs/a.json")
     assert path_matches("spec/json/twilio_*.json", "spec/json/twilio_api_v2010.json")
     assert not path_matches("spec/*.json", "spec/json/twilio_api.json")  # '*' stays within a folder
     source = SpecSource.parse("x/*.json|x/*.yaml")

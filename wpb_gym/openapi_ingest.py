@@ -66,6 +66,8 @@ class SpecSource:
         alternatives = tuple(_normalise(part) for part in text.split("|"))
         if not all(alternatives):
             raise ValueError(f"expected FILE_OR_GLOB[|FALLBACK...], got {text!r}")
+        if any(part.startswith("/") or part.startswith("../") for part in alternatives):
+            raise ValueError(f"expected paths relative to the repository root, got {text!r}")
         return cls(alternatives)
 
     def pathspecs(self) -> list[str]:
@@ -122,7 +124,9 @@ def ingest_openapi(
 
     ``specs`` are files or globs relative to the repository root (see ``SpecSource``);
     ``with_host`` prefixes each path with its server host, for descriptions split over one file
-    per product (Twilio). ``progress(iterable, total)`` may wrap the loop over versions.
+    per product (Twilio). With ``version_from="info"`` a version is labelled with the
+    ``info.version`` of the first file read that has one. ``progress(iterable, total)`` may wrap
+    the loop over versions.
     """
     if version_from not in VERSION_SOURCES:
         raise ValueError(f"version_from must be one of {VERSION_SOURCES}, got {version_from!r}")
