@@ -312,6 +312,14 @@ def test_unreadable_documents_name_file_commit_and_expectation(data, path, expec
         load_document(data, path, "c0ffee")
 
 
+def test_a_document_without_paths_has_no_endpoints_and_bad_paths_are_named():
+    assert states({"openapi": "3.1.0", "paths": None}) == {}
+    with pytest.raises(SpecError, match=r"spec\.json at commit c0ffee: paths: expected a mapping of paths, got list"):
+        states({"openapi": "3.0.0", "paths": ["/a"]})
+    with pytest.raises(SpecError, match=r"expected an 'openapi: 3\.x' field, got 'none'"):
+        states({"paths": {}})
+
+
 def test_swagger_2_and_dangling_refs_are_refused_clearly():
     with pytest.raises(SpecError, match=r"Swagger 2\.0 is not supported; expected OpenAPI 3\.x"):
         states({"swagger": "2.0", "paths": {}})

@@ -113,7 +113,7 @@ def endpoint_states(
     """
     doc = _Document(document, path, commit)
     doc.check_openapi3()
-    paths = document.get("paths", {})
+    paths = document.get("paths") or {}  # absent or empty (``paths:`` in YAML): no endpoints
     if not isinstance(paths, dict):
         raise doc.error("paths", f"expected a mapping of paths, got {type(paths).__name__}")
     states: dict[str, EndpointState] = {}
