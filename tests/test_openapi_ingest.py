@@ -812,6 +812,15 @@ def test_fallback_file_where_the_first_is_absent_and_yaml_input(tmp_path):
     assert result.events[2].reverted_after_days is None
 
 
+def test_a_committer_date_going_back_takes_the_previous_date(tmp_path):
+    repo = Repo(tmp_path / "r")
+    repo.commit({"s.json": ops("a")})
+    repo.commit({"s.json": ops("a", "b")}, days=-0.5)  # e.g. a rebased commit
+    result = ingest_openapi(repo.root, ["s.json"])
+    assert result.dates_clamped == 1
+    assert [e.date for e in result.events] == ["2021-01-02T00:00:00Z", "2021-01-02T00:00:00Z"]
+
+
 def test_commits_without_any_spec_file_are_skipped(tmp_path):
     repo = Repo(tmp_path / "r")
     repo.commit({"s.json": ops("a")})
