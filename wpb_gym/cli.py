@@ -8,6 +8,7 @@ Subcommands:
 * ``wpb freeze`` — generate a frozen episode set (a folder with ``MANIFEST.json``).
 * ``wpb inspect`` — summarise episode files or frozen sets: sizes, drift, and what the
   exact hindsight oracle can reach at each budget (U*(B) and the WRITE-only F1 bound).
+* ``wpb ingest openapi`` — turn the git history of an OpenAPI description into a change-event log.
 """
 
 from __future__ import annotations
@@ -555,6 +556,62 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spec_source(text: str) -> Any:
+    from .openapi_ingest import SpecSource
+
+    try:
+        return SpecSource.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from .change_events import write_events
+    from .openapi_ingest import IngestError, ingest_openapi
+
+    out = Path(args.out)
+    if out.exists() and not args.force:
+        raise SystemExit(f"wpb ingest openapi: {out} already exists; pass --force to replace it")
+
+    def progress(versions, total):
+        return tqdm(versions, total=total, desc="spec versions", unit="version", file=sys.stderr, disable=args.quiet)
+
+    try:
+        result = ingest_openapi(
+            args.repo,
+            args.spec,
+            since=args.since,
+            until=args.until,
+            version_from=args.version_from,
+            with_host=args.with_host,
+            skip_invalid=args.skip_invalid,
+            progress=progress,
+        )
+    except IngestError as error:
+        raise SystemExit(f"wpb ingest openapi: {error}") from None
+    if not result.events:
+        specs = ", ".join("|".join(s.alternatives) for s in args.spec)
+        raise SystemExit(f"wpb ingest openapi: no commit in the range has a file matching {specs}; nothing written")
+    write_events(out, result.events)  # atomic: an interrupted run leaves no partial log
+    for message in result.skipped_invalid:
+        print(f"note: skipped unreadable version: {message}", file=sys.stderr)
+    if result.commits_without_spec:
+        print(f"note: {result.commits_without_spec} commit(s) had no spec file and were skipped", file=sys.stderr)
+    if result.dates_clamped:
+        print(f"note: {result.dates_clamped} version(s) dated before the previous one took its date", file=sys.stderr)
+    breaking = [e for e in result.events if e.breaking]
+    reverted = [e.reverted_after_days for e in breaking if e.reverted_after_days is not None]
+    first, last = result.events[0].date[:10], result.events[-1].date[:10]
+    print(f"{result.versions} spec versions walked ({first} .. {last}) -> {len(result.events)} events in {out}")
+    print(
+        f"breaking events: {len(breaking)}; reverted within 30 days: {sum(d <= 30 for d in reverted)}, "
+        f"ever: {len(reverted)}"
+    )
+    return 0
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from agents.train import load_config, parse_env_kwargs, train  # the CLI joins the packages
 
@@ -752,6 +809,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
     )
     baseline_set.set_defaults(func=_cmd_baseline)
+
+    ingest = sub.add_parser("ingest", help="build a change-event log from a real API's history")
+    ingest_sub = ingest.add_subparsers(dest="source", required=True)
+    openapi = ingest_sub.add_parser(
+        "openapi",
+        help="walk the git history of an OpenAPI 3 description into a change-event log",
+        description="Walk the first-parent git history of OpenAPI 3 spec file(s), oldest first, and write one "
+        "change event per endpoint that changed in each spec version (the apidrift extraction rules).",
+    )
+    openapi.add_argument("--repo", required=True, help="a git clone holding the spec")
+    openapi.add_argument(
+        "--spec",
+        required=True,
+        action="append",
+        type=_spec_source,
+        metavar="FILE_OR_GLOB[|FALLBACK]",
+        help="spec file or glob relative to the repo root (e.g. 'spec/json/twilio_*.json'); 'a.json|a.yaml' reads "
+        "a.yaml where a.json is absent; repeat to read several (the first declaring an endpoint wins)",
+    )
+    openapi.add_argument("--since", metavar="REV", help="walk only the commits after REV")
+    openapi.add_argument("--until", metavar="REV", default="HEAD", help="walk up to and including REV (HEAD)")
+    openapi.add_argument(
+        "--version-from",
+        choices=["info", "tag"],
+        default="info",
+        help="version label: the spec's info.version (default) or the earliest tag containing the commit",
+    )
+    openapi.add_argument(
+        "--with-host", action="store_true", help="prefix paths with the server host (one file per product, Twilio)"
+    )
+    openapi.add_argument(
+        "--skip-invalid", action="store_true", help="skip spec versions that cannot be read instead of stopping"
+    )
+    openapi.add_argument("--out", required=True, help="the log to write (.jsonl or .jsonl.gz)")
+    openapi.add_argument("--force", action="store_true", help="replace an existing --out")
+    openapi.add_argument("--quiet", action="store_true", help="no progress bar")
+    openapi.set_defaults(func=_cmd_ingest_openapi)
 
     ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
     ablate.add_argument("config_a", help="YAML settings of variant A (as for wpb eval --config)")
