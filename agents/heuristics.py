@@ -48,8 +48,9 @@ class BreakingDetector(BaselineAgent):
     * An endpoint snapshot is written when, compared with the last snapshot of its family
       that was shown, a parameter disappeared, a parameter became required or the endpoint
       became deprecated or was removed (``"removed": true``, as real-drift episodes show
-      it). Cosmetic changes (a parameter added, a requirement relaxed), first sightings and
-      documentation sections are skipped.
+      it). An endpoint shown removed is written even at its first sighting. Cosmetic changes
+      (a parameter added, a requirement relaxed), other first sightings and documentation
+      sections are skipped.
     * A migration guide (``old_api`` -> ``new_api``) is written: a rename is breaking.
     * A stored change whose endpoint later shows the contract it had *before* that change
       again has been reverted: it is expired.
@@ -70,8 +71,8 @@ class BreakingDetector(BaselineAgent):
 
     def start_episode(self, context: EpisodeContext | None) -> None:
         self._last_contract: dict[Any, Contract] = {}
-        # family -> [(stored change's t, the contract before it)]
-        self._changes: dict[Any, list[tuple[int, Contract]]] = {}
+        # family -> [(stored change's t, the contract before it, None if unknown)]
+        self._changes: dict[Any, list[tuple[int, Contract | None]]] = {}
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         # Not a generator: the stream memory must be updated even if the caller never iterates.
@@ -85,9 +86,14 @@ class BreakingDetector(BaselineAgent):
             before = self._last_contract.get(family)
             if now is not None:
                 self._last_contract[family] = now
-            if now is not None and before is not None and now != before:
+            if now is not None and before is None and now[3]:
+                # A removal breaks every client whatever came before, so no history is needed.
+                actions = self._write(step, store, "endpoint removed")
+                if actions:  # the contract before is unknown: any re-added endpoint undoes it
+                    self._changes[family] = [(step.t, None)]
+            elif now is not None and before is not None and now != before:
                 changes = [(t, old) for t, old in self._changes.get(family, []) if t in store]
-                reverted = [t for t, old in changes if old == now]
+                reverted = [t for t, old in changes if old == now or (old is None and not now[3])]
                 actions = [MemoryAction.expire(t, reason="change reverted") for t in reverted]
                 changes = [(t, old) for t, old in changes if t not in reverted]
                 if not reverted and is_breaking(before, now):

@@ -113,3 +113,20 @@ def test_it_beats_the_version_rule_and_stays_below_the_bound(regime):
         version_rule = run_episode(make_agent("change_detector"), ep, 10240, "unprivileged").metrics.f1
         bound = hindsight_f1_bound(track_costs(ep, "unprivileged"), ep.critical_steps, 10240).f1
         assert version_rule < strong <= bound + 1e-12
+
+
+def test_endpoint_removals_are_written_even_unseen_and_expired_when_re_added():
+    def gone(t, name):
+        step = snap(t, name=name, params=())
+        return Step(t, {**step.observation, "removed": True}, step.metadata)
+
+    steps = [
+        gone(0, "x"),  # never shown before: a removal still breaks every client
+        snap(1, name="y"),
+        gone(2, "y"),  # shown, then removed: breaking by the diff
+        snap(3, name="x", version=2),  # x is back: its removal was undone
+        snap(4, name="z"),
+    ]
+    actions, run = log(episode(steps, critical=(2,)))
+    assert actions == [(0, "WRITE", None), (2, "WRITE", None), (3, "EXPIRE", 0)]
+    assert run.metrics.f1 == 1.0

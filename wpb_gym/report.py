@@ -459,7 +459,7 @@ def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[
         "# Transfer: how well each synthetic regime predicts the real regime's ranking of policies",
         "",
         "Spearman's rho and Kendall's tau between the policies' mean F1 on the synthetic regime and on the",
-        "real one (same policies, same track, same budget); |dF1| is the mean absolute difference of F1.",
+        "real one (same policies, same track, same budget); abs dF1 is the mean absolute difference of F1.",
         "Rows are sorted by the mean rho over the budgets the two share.",
     ]
     if not target or not source:
