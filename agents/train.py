@@ -20,7 +20,9 @@ real-drift set), the held-out ones must be given too (``eval_episodes``, ``--eva
 every one of them is evaluated, in order, at each evaluation.
 
 ``init_from`` (``--init-from MODEL.zip``) starts from another run's model, for example one
-trained on synthetic regimes and then trained further on real episodes.
+trained on synthetic regimes and then trained further on real episodes. The model keeps the
+hyperparameters it was saved with (SB3's ``load``); ``config.json`` then records them under
+``init_from_hyperparams`` beside the config file's, which were not used.
 
 Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's default threads
 train PPO several times slower.
@@ -200,6 +202,11 @@ def train(
     elif init_from is not None:
         # The other model's weights and hyperparameters; its step count starts again from 0.
         model = cls.load(init_from, env=train_env, device="cpu", tensorboard_log=str(out / "tb"), seed=seed)
+        saved["init_from_hyperparams"] = {
+            key: getattr(model, key)
+            for key in config["hyperparams"]
+            if isinstance(getattr(model, key, None), (int, float, str, bool))
+        }
     else:
         model = cls(
             policy,
@@ -252,20 +259,42 @@ def train(
 
 
 def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | None) -> dict[str, Any]:
-    """The env arguments of the held-out evaluation env."""
+    """The env arguments of the held-out evaluation env (refusing held-out episodes that are not)."""
+    train_source = env_config.get("episodes")
     if eval_episodes is None:
-        if env_config.get("episodes") is not None:
+        if train_source is not None:
             raise ValueError(
                 "training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH): "
                 "otherwise the best model would be chosen on the episodes it trained on"
             )
         return dict(env_config)
-    if (
-        env_config.get("episodes") is not None
-        and Path(env_config["episodes"]).resolve() == Path(eval_episodes).resolve()
-    ):
-        raise ValueError(f"--eval-episodes {eval_episodes} is the training source itself; give held-out episodes")
+    if train_source is not None and isinstance(train_source, (str, Path)):
+        _check_held_out(Path(train_source), Path(eval_episodes))
     return {**env_config, "episodes": str(eval_episodes)}
+
+
+def _check_held_out(train: Path, held: Path) -> None:
+    """The held-out source is neither the training source, nor inside it, nor around it, and
+    real-drift episodes (``first_date`` / ``last_date`` labels) do not overlap in time."""
+    from wpb_gym.sources import read_episodes
+
+    a, b = train.resolve(), held.resolve()
+    if a == b or a in b.parents or b in a.parents:
+        raise ValueError(
+            f"--eval-episodes {held} and the training source {train} hold the same episodes (one is the "
+            "other or inside it); give held-out episodes, e.g. the heldout.jsonl of a real-drift set and train.jsonl"
+        )
+    spans = []
+    for path in (train, held):
+        dated = [e.labels for e in read_episodes(path) if "first_date" in e.labels and "last_date" in e.labels]
+        spans.append((min(d["first_date"] for d in dated), max(d["last_date"] for d in dated)) if dated else None)
+    if spans[0] is not None and spans[1] is not None:
+        (train_first, train_last), (held_first, held_last) = spans
+        if not (train_last < held_first or held_last < train_first):
+            raise ValueError(
+                f"--eval-episodes {held} ({held_first[:10]}..{held_last[:10]}) overlaps the training episodes "
+                f"{train} ({train_first[:10]}..{train_last[:10]}) in time"
+            )
 
 
 def _versions() -> dict[str, str]:

@@ -202,7 +202,7 @@ def test_headroom_table_is_the_bound_against_the_best_policy_per_track(tmp_path,
         wpb(["report", str(out), "--headroom", "--paper-tables"])
 
 
-def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3):
+def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3, steps=50):
     """Grid-like rows: ``scores[(policy, track)] = f1`` per episode i as f1 + 0.01 * i."""
     rows = []
     for (policy, track), f1 in scores.items():
@@ -211,7 +211,7 @@ def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3):
                 rows.append(
                     {
                         "mode": mode,
-                        "steps": 50,
+                        "steps": steps,
                         "budget_bytes": budget,
                         "track": track,
                         "policy": policy,
@@ -259,6 +259,9 @@ def test_transfer_table_ranks_synthetic_regimes_by_rank_agreement():
     assert f"+1.00 / {gap:.3f} (n=4)" in table[0]
     rho = stats.spearmanr([same_order[k] for k in keys], [real[k] for k in keys]).statistic
     assert rho == pytest.approx(1.0)
+    # Only regimes evaluated at the same episode length are compared.
+    longer = transfer_table(rows, fake_rows("alike", same_order, steps=200))
+    assert "No synthetic regime was evaluated at T=50." in longer and "| alike |" not in longer
 
 
 def test_results_are_read_back_with_clear_errors(tmp_path):

@@ -26,7 +26,10 @@ nested below a top-level parameter (``nested_param_*``) does not show at all.
 Critical steps are the *durable* breaking changes: breaking events (``change_events.BREAKING_TYPES``)
 except those whose ``reverted_after_days`` is at most ``revert_window_days`` (default 30: the
 log's README marks shorter-lived changes as artefacts, e.g. a commit that regressed the spec
-for a day). ``count_reverted=True`` counts every breaking event. Utilities use the synthetic
+for a day). ``count_reverted=True`` counts every breaking event. Two consequences of reading
+the revert time off the whole log: a training event's label can depend on events of a later
+period (its observation does not), and a breaking event in the log's last
+``revert_window_days`` counts as durable because its revert could not have been seen yet. Utilities use the synthetic
 regimes' scale: ``UTILITY_DRIFT`` (5) for a critical step, ``UTILITY_COSMETIC`` (2) for every
 other change. The privileged ``priority`` is the ``contract`` regimes' hint: ``Phi(rho * z +
 sqrt(1 - rho^2) * N(0, 1))`` of the episode's standardised utility, ``rho =

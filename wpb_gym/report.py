@@ -435,20 +435,22 @@ def _per_episode(rows: Sequence[dict[str, Any]], budget: int, key: str) -> list[
     return list(seen.values())
 
 
-def agent_means(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, int], dict[tuple[str, str], float]]:
-    """``{(regime, budget): {(policy, track): mean F1}}`` over the non-oracle policies."""
-    out: dict[tuple[str, int], dict[tuple[str, str], float]] = {}
-    for (mode, budget, policy, track), prows in _groups(rows, ("mode", "budget_bytes", "policy", "track")).items():
+def agent_means(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, int, int], dict[tuple[str, str], float]]:
+    """``{(regime, T, budget): {(policy, track): mean F1}}`` over the non-oracle policies."""
+    out: dict[tuple[str, int, int], dict[tuple[str, str], float]] = {}
+    keys = ("mode", "steps", "budget_bytes", "policy", "track")
+    for (mode, steps, budget, policy, track), prows in _groups(rows, keys).items():
         if prows[0]["policy_track"] != ORACLE:
-            out.setdefault((mode, budget), {})[(policy, track)] = float(np.mean([r["f1"] for r in prows]))
+            out.setdefault((mode, steps, budget), {})[(policy, track)] = float(np.mean([r["f1"] for r in prows]))
     return out
 
 
 def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[dict[str, Any]]) -> str:
     """Which synthetic regime predicts performance on the target (real) regime(s)?
 
-    For every target regime, source regime and budget they share, the policies both runs
-    evaluated (same name, same track) are compared: Spearman's rank correlation and
+    For every target regime, source regime and budget they share, at the same episode length
+    (a budget is tighter per step in longer episodes), the policies both runs evaluated (same
+    name, same track) are compared: Spearman's rank correlation and
     Kendall's tau of their mean F1 (``scipy.stats``), with the p-value of Spearman's, and the
     mean absolute difference of F1. A regime whose ranking of policies matches the real one
     predicts which policy will do best on real drift; a small absolute difference means it
@@ -464,13 +466,13 @@ def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[
     ]
     if not target or not source:
         return "\n".join(lines) + "\n\nNo results.\n"
-    for real in sorted({mode for mode, _ in target}):
-        budgets = sorted(b for mode, b in target if mode == real)
+    for real, steps in sorted({(mode, t) for mode, t, _ in target}):
+        budgets = sorted(b for mode, t, b in target if (mode, t) == (real, steps))
         entries = []
-        for synthetic in sorted({mode for mode, _ in source} - {real}):
+        for synthetic in sorted({mode for mode, t, _ in source if t == steps} - {real}):
             cells, rhos = [], []
             for budget in budgets:
-                a, b = source.get((synthetic, budget), {}), target[(real, budget)]
+                a, b = source.get((synthetic, steps, budget), {}), target[(real, steps, budget)]
                 common = sorted(set(a) & set(b))
                 if len(common) < 3:
                     cells.append("")
@@ -483,9 +485,12 @@ def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[
                 cells.append(f"{rho:+.2f} (p={p:.2g}) / {tau:+.2f} / {gap:.3f} (n={len(common)})")
             if rhos:
                 entries.append((-float(np.nanmean(rhos)), synthetic, cells))
+        if not entries:
+            lines += ["", f"## {real}, T={steps}", "", f"No synthetic regime was evaluated at T={steps}."]
+            continue
         lines += [
             "",
-            f"## {real}",
+            f"## {real}, T={steps}",
             "",
             "| Synthetic regime | mean rho | "
             + " | ".join(f"{budget_label(b)}: rho / tau / abs dF1" for b in budgets)
