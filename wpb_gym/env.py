@@ -19,7 +19,7 @@ from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Reason
-from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, KIND_OTHER, StreamTable, compare_versions
+from .stream_table import KIND_OTHER, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
@@ -730,7 +730,7 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         fam = tab.families[t]
         if fam >= 0:
-            self._family_items.setdefault(fam, []).append(t)
+            _append_to(self._family_items, fam, t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
             previous = self._family_newest.get(fam)
             if previous is not None:
@@ -738,28 +738,31 @@ class WritePolicyBenchEnv(gym.Env):
             self._family_newest[fam] = t
         is_merge = merge_target is not None
         if is_merge:
-            self._children.setdefault(merge_target, []).append(t)
+            _append_to(self._children, merge_target, t)
             self._merge_parent[t] = merge_target
             self._merges += 1
-        elif tab.apis[t] >= 0:
+            budget = self._budget
+            cost_budget = min(1.0, cost / budget) if budget else 1.0
+        else:
             api = tab.apis[t]
-            self._api_bases.setdefault(api, []).append(t)
-            self._api_live[api] = self._api_live.get(api, 0) + 1
+            if api >= 0:
+                _append_to(self._api_bases, api, t)
+                self._api_live[api] = self._api_live.get(api, 0) + 1
+            cost_budget = self._cost_budget[t]  # a WRITE costs the step's cost
         # The item's slot row, kept packed: only age and the features that compare it with
         # the current step change from step to step; orphan and superseded are set here.
-        kind = tab.kinds[t]
-        budget = self._budget
         row = [  # the slot row after present and age, which the observation adds at every step
-            min(1.0, cost / budget) if budget else 1.0,
+            cost_budget,
             1.0 if is_merge else 0.0,
-            1.0 if kind == KIND_ENDPOINT else 0.0,
-            1.0 if kind == KIND_DOC else 0.0,
-            1.0 if kind == KIND_GUIDE else 0.0,
+            *_SLOT_KIND_FLAGS[tab.kinds[t]],
             tab.deprecated[t],
+            *((tab.priorities[t],) if self.privileged else ()),
+            0.0,  # orphan
+            0.0,  # same_family
+            0.0,  # same_api
+            0.0,  # superseded
+            0.0,  # merge_ok
         ]
-        if self.privileged:
-            row.append(tab.priorities[t])
-        row += (0.0, 0.0, 0.0, 0.0, 0.0)  # orphan, same_family, same_api, superseded, merge_ok
         self._row_values[t] = row
         self._rows[t] = struct.pack(self._tail_format, *row)
         # A new item is retained: a WRITE always, a MERGE because it joins a present base.
@@ -1115,6 +1118,8 @@ _SEEN_UNCHANGED = _SEEN[False, False]
 _LENGTH_CACHE_LIMIT = 16
 # The four kind flags, by kind (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER).
 _KIND_FLAGS = tuple(tuple(1.0 if k == kind else 0.0 for k in range(KIND_OTHER + 1)) for kind in range(KIND_OTHER + 1))
+# A slot row's kind flags (endpoint, doc, guide: "other" has none), by kind.
+_SLOT_KIND_FLAGS = tuple(flags[:KIND_OTHER] for flags in _KIND_FLAGS)
 _UNKNOWN = object()
 # Module-level Structs (an env attribute holding one would not pickle).
 _pack_step_start = struct.Struct("=3f").pack
@@ -1123,6 +1128,15 @@ _pack_f = struct.Struct("=f").pack
 _pack_memory = struct.Struct(f"={len(MEMORY_FEATURES)}f").pack
 _MASK_CACHE_LIMIT = 4096
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
+
+
+def _append_to(lists: dict[int, list[int]], key: int, value: int) -> None:
+    """``lists.setdefault(key, []).append(value)`` without building a list per call."""
+    items = lists.get(key)
+    if items is None:
+        lists[key] = [value]
+    else:
+        items.append(value)
 
 
 def _no_reference(deprecated: float) -> tuple[float, ...]:

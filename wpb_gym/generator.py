@@ -272,7 +272,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
         frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
-        for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
+        for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
     )
     labels.update(
         {
@@ -300,8 +300,9 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
     # Every structural draw is made up front, in a fixed order, so options that change how a
     # step is used (docs, guides) leave the draws of other steps where they were.
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
-    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T))
-    endpoint_draw = rng.integers(0, c.api_pool, size=T)
+    # As Python floats and ints (the same values): the loop below reads them one at a time.
+    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T)).tolist()
+    endpoint_draw = rng.integers(0, c.api_pool, size=T).tolist()
 
     versions = [1] * c.api_pool
     params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]

@@ -19,6 +19,7 @@ memory holds about the endpoint" needs. Documentation sections form a family per
 
 from __future__ import annotations
 
+import functools
 import re
 from numbers import Real
 from typing import Any
@@ -38,8 +39,14 @@ _VERSION_SEGMENT = re.compile(r"(^|[./])v\d+(?=[./]|$)")
 def endpoint_family(api: Any) -> Any:
     """The family key of an ``"api"`` value: version segments removed from strings."""
     if isinstance(api, str):
-        return _VERSION_SEGMENT.sub(r"\1", api)
+        return _string_family(api)
     return api
+
+
+@functools.lru_cache(maxsize=65536)
+def _string_family(api: str) -> str:
+    # Memoised: generated streams repeat the same endpoint strings from episode to episode.
+    return _VERSION_SEGMENT.sub(r"\1", api)
 
 
 def kind_and_family(obs: Any) -> tuple[int, Any]:
@@ -165,8 +172,12 @@ class StreamTable:
                 return cached
             m = 0
             for v in values:
-                b = identity_key(v)
-                bit = bits.get(b)
+                b = (type(v), v)  # identity_key(v), without a call, for a hashable v
+                try:
+                    bit = bits.get(b)
+                except TypeError:
+                    b = identity_key(v)
+                    bit = bits.get(b)
                 if bit is None:
                     bit = bits[b] = len(bits)
                 m |= 1 << bit
