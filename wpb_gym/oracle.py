@@ -17,6 +17,7 @@ it is cheaper) the classic byte-indexed DP is used instead; both are exact.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -84,14 +85,24 @@ def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ..
 def _utility_unit_scale(u: np.ndarray) -> int | None:
     """Smallest integer s such that every u*s is an integer, if one with a small denominator exists."""
     scale = 1
-    for value in np.unique(u):
-        frac = Fraction(float(value)).limit_denominator(_MAX_UNIT_DENOMINATOR)
-        if float(frac) != float(value):
+    for value in np.unique(u).tolist():
+        denominator = _unit_denominator(value)
+        if denominator is None:
             return None
-        scale = scale * frac.denominator // math.gcd(scale, frac.denominator)
+        scale = scale * denominator // math.gcd(scale, denominator)
         if scale > _MAX_UNIT_DENOMINATOR:
             return None
     return scale
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_denominator(value: float) -> int | None:
+    """The denominator of ``value`` as a fraction with a small denominator, None if it is not one.
+
+    Memoised: the generators' utilities take a handful of values, met again in every episode.
+    """
+    frac = Fraction(value).limit_denominator(_MAX_UNIT_DENOMINATOR)
+    return frac.denominator if float(frac) == value else None
 
 
 def _lp_bound(w: np.ndarray, u: np.ndarray, budget: int) -> float:
