@@ -69,11 +69,21 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
     strings (equal strings, equal JSON; numbers are not memoised: 1 == 1.0 == True).
     """
     keys = VISIBLE_METADATA[track]
+    metadatas = [step.metadata for step in steps]
+    if set(map(type, metadatas)) == {dict}:
+        columns = [[m.get(k, _ABSENT) for m in metadatas] for k in keys]
+        if all(map(_strings_or_absent, columns)):
+            # Every visible value is a string: one JSON text per distinct combination.
+            combos = list(zip(*columns, strict=True))
+            memo = {
+                key: json_len({k: v for k, v in zip(keys, key, strict=True) if v is not _ABSENT})
+                for key in set(combos)
+            }
+            return [memo[key] for key in combos]
     absent = (_ABSENT,) * len(keys)
     memo: dict[tuple[Any, ...], int] = {}  # holds str-valued keys only
     lengths = []
-    for step in steps:
-        metadata = step.metadata
+    for metadata in metadatas:
         length = None
         if type(metadata) is dict:
             key = tuple(map(metadata.get, keys, absent))
@@ -92,6 +102,14 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
 
 
 _ABSENT = object()  # a visible key the metadata lacks (hashable, never a JSON value)
+
+
+def _strings_or_absent(values: list[Any]) -> bool:
+    """True if every value is a ``str`` or ``_ABSENT`` (set operations: no Python loop in the common case)."""
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return True
+    return kinds <= {str, object} and all(v is _ABSENT for v in values if type(v) is not str)
 
 
 def compare_versions(current: Any, reference: Any) -> int | None:
