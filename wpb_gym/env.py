@@ -857,6 +857,8 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         ct, cs = tab.contents[t], tab.contents[s]
         if ct > 0 and cs > 0:  # plain JSON: equal text pairs give equal deltas
+            if ct == cs:  # the same text: nothing changed, which MERGE refuses
+                return None
             key = (ct, cs)
             cost = self._merge_costs.get(key, _UNKNOWN)
             if cost is _UNKNOWN:
@@ -921,7 +923,8 @@ class WritePolicyBenchEnv(gym.Env):
                         merge_slots.append(k)
                 else:
                     tail = rows[s]
-                parts += (slot_heads[age_now - s], tail)
+                parts.append(slot_heads[age_now - s])
+                parts.append(tail)
             if merge_slots:
                 mask = bytearray(mask)
                 for k in merge_slots:
@@ -929,7 +932,8 @@ class WritePolicyBenchEnv(gym.Env):
                 mask = bytes(mask)
         else:
             for s in slots:
-                parts += (slot_heads[age_now - s], rows[s])
+                parts.append(slot_heads[age_now - s])
+                parts.append(rows[s])
         parts.append(self._pad[n_slots])
         self._obs_bytes = b"".join(parts)
         self._mask = mask

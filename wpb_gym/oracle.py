@@ -280,14 +280,14 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     units = np.rint(u * scale).astype(np.int64)
     if int(w.sum()) <= budget:
         return int(units.sum()) / scale
-    classes = np.unique(units)
+    classes, counts = np.unique(units, return_counts=True)
     if classes.size > _GROUPED_MAX_CLASSES:
         return None
     bound = _lp_bound(w, u, budget) * scale
     cap = int(min(int(units.sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
     size = cap + 1
     # The largest class is not convolved: it is added last by a binary search per cell.
-    members = sorted(((int((units == k).sum()), int(k)) for k in classes))
+    members = sorted(zip(counts.tolist(), classes.tolist(), strict=True))  # (steps in the class, its units)
     *small, (_, last) = members
     if sum(min(n, cap // k) + 1 for n, k in small) * size > _GROUPED_MAX_CELLS:
         return None

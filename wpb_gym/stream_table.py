@@ -76,8 +76,7 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
             # Every visible value is a string: one JSON text per distinct combination.
             combos = list(zip(*columns, strict=True))
             memo = {
-                key: json_len({k: v for k, v in zip(keys, key, strict=True) if v is not _ABSENT})
-                for key in set(combos)
+                key: json_len({k: v for k, v in zip(keys, key, strict=True) if v is not _ABSENT}) for key in set(combos)
             }
             return [memo[key] for key in combos]
     absent = (_ABSENT,) * len(keys)
