@@ -256,10 +256,11 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     T = c.length
     struct_ss, noise_ss, text_ss = _episode_seed(c.regime, seed, index).spawn(3)
     rng = np.random.default_rng(struct_ss)
-    text_rng = np.random.default_rng(text_ss)
     if c.change_model == "contract":
-        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
+        steps_obs, utility, labels = generate_contract_steps(c, rng, np.random.default_rng(text_ss), _text, _date)
     else:
+        # Only documentation sections and migration guides draw text: no generator without them.
+        text_rng = np.random.default_rng(text_ss) if c.doc_prob > 0 or c.migration_guides else None
         steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
 
     if c.priority_correlation < 1.0:
@@ -283,7 +284,11 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
             "utility_by_step": dict(enumerate(utility.tolist())),
         }
     )
-    return Episode(steps=steps, labels=dict(sorted(labels.items())))
+    episode = Episode(steps=steps, labels=dict(sorted(labels.items())))
+    # The array the cached ``utilities`` property would rebuild from utility_by_step.
+    utility.setflags(write=False)
+    episode.__dict__["utilities"] = utility
+    return episode
 
 
 def _correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -294,7 +299,7 @@ def _correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generat
     return special.ndtr(latent)
 
 
-def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator):
+def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
     """The observations, utilities and labels of one episode of the paper's change model."""
     T = c.length
     # Every structural draw is made up front, in a fixed order, so options that change how a
