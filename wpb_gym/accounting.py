@@ -26,8 +26,12 @@ MERGE_OVERHEAD_BYTES = 16
 MERGE_KEY = "api"
 
 
+# ``json.dumps(value, sort_keys=True)`` builds this same encoder at every call; one is kept.
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+
+
 def json_len(value: Any) -> int:
-    return len(json.dumps(value, sort_keys=True))
+    return len(_sorted_json(value))
 
 
 def observation_json(step: Step) -> str:
@@ -38,7 +42,7 @@ def observation_json(step: Step) -> str:
     """
     cached = step.__dict__.get("_observation_json")
     if cached is None:
-        cached = json.dumps(step.observation, sort_keys=True)
+        cached = _sorted_json(step.observation)
         step.__dict__["_observation_json"] = cached
     return cached
 

@@ -35,7 +35,7 @@ class ByteBudget:
     def consume(self, n_bytes: int) -> None:
         if n_bytes < 0:
             raise ValueError(f"cannot consume a negative number of bytes ({n_bytes})")
-        if not self.can_afford(n_bytes):
+        if n_bytes > self._max_bytes - self._used:  # not can_afford (inlined: every WRITE comes here)
             raise BudgetExceededError(
                 f"charge of {n_bytes} bytes exceeds the remaining {self.remaining()} of {self._max_bytes}"
             )

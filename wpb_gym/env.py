@@ -19,7 +19,7 @@ from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Reason
-from .stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE, KIND_OTHER, StreamTable, compare_versions
+from .stream_table import KIND_OTHER, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
@@ -361,11 +361,20 @@ class WritePolicyBenchEnv(gym.Env):
         self._col_orphan, self._col_same_family, self._col_same_api, self._col_superseded, self._col_merge_ok = (
             n_static - 2 + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES
         )
-        self._head_size = self._n_step + self._n_mem
-        self._head_format = f"={self._head_size}f"  # format strings, not Structs: Structs do not pickle
+        self._step_format = f"={self._n_step}f"  # format strings, not Structs: Structs do not pickle
         self._tail_format = f"={self._n_slot - 2}f"
         self._pad = [bytes(4 * self._n_slot * (self.K - n)) for n in range(self.K + 1)]
-        self._empty_step_row = (0.0,) * self._n_step
+        # Packed per-step rows shared by the episodes of this environment (see _prepare_step_features).
+        self._middle_format = f"={len(STEP_FEATURES) - 3}f"
+        self._middle_rows: dict[tuple[int, float, tuple[float, ...]], bytes] = {}
+        self._slot_heads_by_length: dict[int, list[bytes]] = {}
+        self._final_step_row = bytes(4 * self._n_step)  # every step feature is 0 once the episode is over
+        # The mask without MERGE bits, by [WRITE fits][EXPIREs allowed]: SKIP, WRITE, then
+        # EXPIRE for the first n slots.
+        self._mask_templates = [
+            [bytes([1, fits, *[0] * self.K, *[1] * n, *[0] * (self.K - n)]) for n in range(self.K + 1)]
+            for fits in (0, 1)
+        ]
         self._mask_arrays: dict[bytes, np.ndarray] = {}  # few masks recur: each is built once
         self.action_space = spaces.Discrete(self.n_actions)
         if observation_mode == "box":
@@ -526,7 +535,7 @@ class WritePolicyBenchEnv(gym.Env):
         self._table = StreamTable(episode, self.track)
         self._T = len(episode)
         self._inv_T = 1.0 / self._T
-        self._step_fixed = self._fixed_step_features()
+        self._prepare_step_features()
         self._store = ByteMemoryStore(budget)
         self._used = 0
         self._t = 0
@@ -566,34 +575,62 @@ class WritePolicyBenchEnv(gym.Env):
             self._compute_oracle(prefix="neg_regret" in self.reward_weights)
         self._update_view()
 
-    def _fixed_step_features(self) -> list[tuple[float, tuple[float, ...], tuple[float, ...], tuple[float, ...]]]:
-        """Per timestep, the step features that do not depend on memory: (cost_budget, the
-        four kind flags, the three comparisons with the last shown step of the family, the
-        priority on the privileged track or nothing)."""
+    def _prepare_step_features(self) -> None:
+        """Per timestep, what of the observation does not depend on memory, computed once per
+        episode: ``_cost_budget``, ``_seen`` (the three comparisons with the last shown step of
+        the family) and ``_step_middle`` (the step features after the first three, packed, as
+        they are when memory holds nothing of the step's family); and ``_slot_heads``, a
+        slot's present and age features, packed, per age in steps."""
         tab = self._table
         budget = self._budget
-        kinds = [tuple(1.0 if k == kind else 0.0 for k in range(4)) for kind in range(4)]
-        priorities = tab.priorities if self.privileged else None
+        # min(1, cost / budget), without a call per step
+        self._cost_budget = [c / budget if c < budget else 1.0 for c in tab.costs] if budget else [1.0] * self._T
+        self._seen = seen = self._seen_features()
+        # Without priority the middle row takes few values (kind, deprecated, seen): each is
+        # packed once per environment.
+        middles = self._middle_rows
         rows = []
-        for t, (cost, kind, previous) in enumerate(zip(tab.costs, tab.kinds, tab.previous_shown, strict=True)):
+        for key in zip(tab.kinds, tab.deprecated, seen, strict=True):
+            row = middles.get(key)
+            if row is None:
+                kind, deprecated, seen_t = key
+                values = (*_KIND_FLAGS[kind], *_no_reference(deprecated), *seen_t)
+                row = middles[key] = struct.pack(self._middle_format, *values)
+            rows.append(row)
+        if self.privileged:
+            rows = [row + _pack_f(p) for row, p in zip(rows, tab.priorities, strict=True)]
+        self._step_middle = rows
+        self._slot_heads = self._slot_heads_for(self._T)
+
+    def _seen_features(self) -> list[tuple[float, float, float]]:
+        """family_seen, changed_since_seen, version_up_since_seen of every step."""
+        tab = self._table
+        contents, versions = tab.contents, tab.versions
+        seen = []
+        for t, previous in enumerate(tab.previous_shown):
             if previous < 0:
-                seen = (0.0, 0.0, 0.0)
+                seen.append(_NOT_SEEN)
+                continue
+            if contents[t] > 0 and contents[previous] > 0:  # plain JSON: compare the texts' ids
+                if contents[t] == contents[previous]:  # the same text, so the same version
+                    seen.append(_SEEN_UNCHANGED)
+                    continue
+                changed = True
             else:
-                if tab.contents[t] > 0 and tab.contents[previous] > 0:  # plain JSON: compare the texts' ids
-                    changed = tab.contents[t] != tab.contents[previous]
-                else:
-                    changed = tab.observation(t) != tab.observation(previous)
-                up = compare_versions(tab.versions[t], tab.versions[previous]) == 1
-                seen = (1.0, 1.0 if changed else 0.0, 1.0 if up else 0.0)
-            rows.append(
-                (
-                    min(1.0, cost / budget) if budget else 1.0,
-                    kinds[min(kind, KIND_OTHER)],
-                    seen,
-                    (priorities[t],) if priorities is not None else (),
-                )
-            )
-        return rows
+                changed = tab.observation(t) != tab.observation(previous)
+            up = compare_versions(versions[t], versions[previous]) == 1
+            seen.append(_SEEN[changed, up])
+        return seen
+
+    def _slot_heads_for(self, T: int) -> list[bytes]:
+        """A slot's present and age features, packed, for every age 0..T in steps (kept per T)."""
+        heads = self._slot_heads_by_length.get(T)
+        if heads is None:
+            if len(self._slot_heads_by_length) >= _LENGTH_CACHE_LIMIT:
+                self._slot_heads_by_length.clear()
+            inv_T = 1.0 / T
+            heads = self._slot_heads_by_length[T] = [_pack_slot_head(1.0, age * inv_T) for age in range(T + 1)]
+        return heads
 
     # ------------------------------------------------------------------ stepping
     def _check_action(self, action: Any) -> int:
@@ -693,7 +730,7 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         fam = tab.families[t]
         if fam >= 0:
-            self._family_items.setdefault(fam, []).append(t)
+            _append_to(self._family_items, fam, t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
             previous = self._family_newest.get(fam)
             if previous is not None:
@@ -701,28 +738,31 @@ class WritePolicyBenchEnv(gym.Env):
             self._family_newest[fam] = t
         is_merge = merge_target is not None
         if is_merge:
-            self._children.setdefault(merge_target, []).append(t)
+            _append_to(self._children, merge_target, t)
             self._merge_parent[t] = merge_target
             self._merges += 1
-        elif tab.apis[t] >= 0:
+            budget = self._budget
+            cost_budget = min(1.0, cost / budget) if budget else 1.0
+        else:
             api = tab.apis[t]
-            self._api_bases.setdefault(api, []).append(t)
-            self._api_live[api] = self._api_live.get(api, 0) + 1
+            if api >= 0:
+                _append_to(self._api_bases, api, t)
+                self._api_live[api] = self._api_live.get(api, 0) + 1
+            cost_budget = self._cost_budget[t]  # a WRITE costs the step's cost
         # The item's slot row, kept packed: only age and the features that compare it with
         # the current step change from step to step; orphan and superseded are set here.
-        kind = tab.kinds[t]
-        budget = self._budget
         row = [  # the slot row after present and age, which the observation adds at every step
-            min(1.0, cost / budget) if budget else 1.0,
+            cost_budget,
             1.0 if is_merge else 0.0,
-            1.0 if kind == KIND_ENDPOINT else 0.0,
-            1.0 if kind == KIND_DOC else 0.0,
-            1.0 if kind == KIND_GUIDE else 0.0,
+            *_SLOT_KIND_FLAGS[tab.kinds[t]],
             tab.deprecated[t],
+            *((tab.priorities[t],) if self.privileged else ()),
+            0.0,  # orphan
+            0.0,  # same_family
+            0.0,  # same_api
+            0.0,  # superseded
+            0.0,  # merge_ok
         ]
-        if self.privileged:
-            row.append(tab.priorities[t])
-        row += (0.0, 0.0, 0.0, 0.0, 0.0)  # orphan, same_family, same_api, superseded, merge_ok
         self._row_values[t] = row
         self._rows[t] = struct.pack(self._tail_format, *row)
         # A new item is retained: a WRITE always, a MERGE because it joins a present base.
@@ -817,6 +857,8 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         ct, cs = tab.contents[t], tab.contents[s]
         if ct > 0 and cs > 0:  # plain JSON: equal text pairs give equal deltas
+            if ct == cs:  # the same text: nothing changed, which MERGE refuses
+                return None
             key = (ct, cs)
             cost = self._merge_costs.get(key, _UNKNOWN)
             if cost is _UNKNOWN:
@@ -832,131 +874,145 @@ class WritePolicyBenchEnv(gym.Env):
         # item, in the store's order; ``_used`` its bytes) spare a method call per read.
         tab = self._table
         t = self._t
-        K = self.K
-        budget = self._budget
         rows = self._rows
-        remaining = budget - self._used
-        n_items = len(rows)
         live = t < self._T
-        inv_T = self._inv_T
         fam = tab.families[t] if live else -1
         fam_live = self._family_live.get(fam, 0) if fam >= 0 else 0
-        if slots is not None:
-            pass
-        elif fam_live and self.slot_order == "relevance":
-            slots = self._relevant_slots(fam)
-        else:
-            slots = list(islice(rows, K))
+        if slots is None:
+            if fam_live and self.slot_order == "relevance":
+                slots = self._relevant_slots(fam)
+            else:
+                slots = list(islice(rows, self.K))
         self._slots = slots
         n_slots = len(slots)
+        remaining = self._budget - self._used
         cap = self.max_expires_per_step
-        mask = bytearray(self.n_actions)
-        mask[0] = 1
-        if live and n_slots and (cap is None or self._expires_this_step < cap):
-            mask[2 + K : 2 + K + n_slots] = b"\x01" * n_slots
         if cap is None:
             cap_left = 1.0 if live else 0.0
         else:
             cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
-
-        # ---- current step, then memory
-        if live:
-            api = tab.apis[t]
-            cost = tab.costs[t]
-            fits = cost <= remaining
-            mask[1] = fits
-            ref = self._family_newest.get(fam) if fam_live else None
-            base = None
-            if api >= 0:
-                stack = self._api_bases.get(api)
-                if stack:
-                    base = stack[-1] if stack[-1] in rows else self._newest_live(stack)
-            if ref is None:
-                compared = _NO_REFERENCE[tab.deprecated[t]]
-            else:
-                identical = tab.contents[t] == tab.contents[ref]
-                cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
-                pa, pr = tab.params[t], tab.params[ref]
-                ra, rr = tab.required[t], tab.required[ref]
-                dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
-                compared = (
-                    1.0,
-                    1.0 if base is not None else 0.0,
-                    1.0 if identical else 0.0,
-                    1.0 if cmp == 1 else 0.0,
-                    1.0 if cmp == -1 else 0.0,
-                    0.0 if identical or cmp == 0 else 1.0,
-                    _added(pa, pr),
-                    _added(pr, pa),
-                    _added(ra, rr),
-                    _added(rr, ra),
-                    dep_t,
-                    1.0 if dep_t > dep_r else 0.0,
-                    1.0 if dep_r > dep_t else 0.0,
-                    0.0 if identical else _fields_changed(tab.observation(t), tab.observation(ref)),
-                )
-            merge_ok, merge_share = 0.0, 0.0
-            if base is not None:
-                delta_cost = self._merge_cost(t, base)
-                if delta_cost is not None:
-                    merge_ok = 1.0 if delta_cost <= remaining else 0.0
-                    merge_share = min(1.0, delta_cost / cost) if cost else 1.0
-            cost_budget, kind_flags, seen, priority = self._step_fixed[t]
-            head = struct.pack(
-                self._head_format,
-                cost_budget,
-                min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
-                1.0 if fits else 0.0,
-                *kind_flags,
-                *compared,
-                merge_ok,
-                merge_share,
-                (t - ref) * inv_T if ref is not None else 0.0,
-                min(1.0, fam_live / K),
-                *seen,
-                *priority,
-                remaining / budget if budget else 0.0,
-                n_items / (n_items + K),
-                (n_items - n_slots) / n_items if n_items else 0.0,
-                self._merges / n_items if n_items else 0.0,
-                t * inv_T,
-                cap_left,
-            )
+        # The mask but for MERGE, from the templates: SKIP, WRITE if it fits, EXPIRE per shown item.
+        expirable = n_slots if live and (cap is None or self._expires_this_step < cap) else 0
+        mask = self._mask_templates[live and tab.costs[t] <= remaining][expirable]
+        memory = _pack_memory(
+            remaining / self._budget if self._budget else 0.0,
+            len(rows) / (len(rows) + self.K),
+            (len(rows) - n_slots) / len(rows) if rows else 0.0,
+            self._merges / len(rows) if rows else 0.0,
+            t * self._inv_T if live else 1.0,
+            cap_left,
+        )
+        if not live:
+            parts = [self._final_step_row, memory]
+        elif fam_live:
+            parts = [self._step_row(t, fam, fam_live, remaining), memory]
         else:
-            api = -1
-            head = struct.pack(
-                self._head_format,
-                *self._empty_step_row,
-                remaining / budget if budget else 0.0,
-                n_items / (n_items + K),
-                (n_items - n_slots) / n_items if n_items else 0.0,
-                self._merges / n_items if n_items else 0.0,
-                1.0,
-                cap_left,
-            )
+            parts = [self._step_row_without_reference(t, remaining), self._step_middle[t], memory]
 
-        # ---- slots: present, age, then the item's packed row; the features that compare an
-        # item with the current step are packed afresh for the items of the current family.
-        parts = [head]
+        # ---- slots: present and age (packed per age at reset), then the item's packed row.
+        # The features that compare an item with the current step are packed afresh for the
+        # items of the current family; no other item has them set.
+        slot_heads = self._slot_heads
         age_now = t if live else self._T
-        for k, s in enumerate(slots):
-            if fam_live and tab.families[s] == fam:
-                row = self._row_values[s][:]
-                row[self._col_same_family] = 1.0
-                if tab.apis[s] == api:
-                    row[self._col_same_api] = 1.0
-                    if s not in self._merge_parent:  # a base item: a MERGE target
-                        delta_cost = self._merge_cost(t, s)
-                        if delta_cost is not None and delta_cost <= remaining:
-                            row[self._col_merge_ok] = 1.0
-                            mask[2 + k] = 1
-                tail = struct.pack(self._tail_format, *row)
-            else:
-                tail = rows[s]
-            parts += (_PRESENT, _pack_float((age_now - s) * inv_T), tail)
+        if fam_live:
+            merge_slots = []
+            for k, s in enumerate(slots):
+                if tab.families[s] == fam:
+                    tail, merge_ok = self._family_slot_row(t, s, remaining)
+                    if merge_ok:
+                        merge_slots.append(k)
+                else:
+                    tail = rows[s]
+                parts.append(slot_heads[age_now - s])
+                parts.append(tail)
+            if merge_slots:
+                mask = bytearray(mask)
+                for k in merge_slots:
+                    mask[2 + k] = 1
+                mask = bytes(mask)
+        else:
+            for s in slots:
+                parts.append(slot_heads[age_now - s])
+                parts.append(rows[s])
         parts.append(self._pad[n_slots])
         self._obs_bytes = b"".join(parts)
-        self._mask = bytes(mask)
+        self._mask = mask
+
+    def _step_row_without_reference(self, t: int, remaining: int) -> bytes:
+        """The first three step features when memory holds nothing of the step's family; the
+        others are then fixed per timestep and were packed at reset (``_step_middle``)."""
+        cost = self._table.costs[t]
+        return _pack_step_start(
+            self._cost_budget[t],
+            min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
+            1.0 if cost <= remaining else 0.0,
+        )
+
+    def _step_row(self, t: int, fam: int, fam_live: int, remaining: int) -> bytes:
+        """Every step feature, when memory holds items of the step's family ``fam``."""
+        tab = self._table
+        api = tab.apis[t]
+        cost = tab.costs[t]
+        ref = self._family_newest[fam]
+        base = None
+        if api >= 0:
+            stack = self._api_bases.get(api)
+            if stack:
+                base = stack[-1] if stack[-1] in self._rows else self._newest_live(stack)
+        identical = tab.contents[t] == tab.contents[ref]
+        cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
+        pa, pr = tab.params[t], tab.params[ref]
+        ra, rr = tab.required[t], tab.required[ref]
+        dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
+        merge_ok, merge_share = 0.0, 0.0
+        if base is not None:
+            delta_cost = self._merge_cost(t, base)
+            if delta_cost is not None:
+                merge_ok = 1.0 if delta_cost <= remaining else 0.0
+                merge_share = min(1.0, delta_cost / cost) if cost else 1.0
+        return struct.pack(
+            self._step_format,
+            self._cost_budget[t],
+            min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
+            1.0 if cost <= remaining else 0.0,
+            *_KIND_FLAGS[tab.kinds[t]],
+            1.0,
+            1.0 if base is not None else 0.0,
+            1.0 if identical else 0.0,
+            1.0 if cmp == 1 else 0.0,
+            1.0 if cmp == -1 else 0.0,
+            0.0 if identical or cmp == 0 else 1.0,
+            _added(pa, pr),
+            _added(pr, pa),
+            _added(ra, rr),
+            _added(rr, ra),
+            dep_t,
+            1.0 if dep_t > dep_r else 0.0,
+            1.0 if dep_r > dep_t else 0.0,
+            0.0 if identical else _fields_changed(tab.observation(t), tab.observation(ref)),
+            merge_ok,
+            merge_share,
+            (t - ref) * self._inv_T,
+            min(1.0, fam_live / self.K),
+            *self._seen[t],
+            *((tab.priorities[t],) if self.privileged else ()),
+        )
+
+    def _family_slot_row(self, t: int, s: int, remaining: int) -> tuple[bytes, bool]:
+        """The packed row of stored item ``s`` of the current step's family, and whether MERGE
+        of step ``t`` into it would be accepted."""
+        tab = self._table
+        row = self._row_values[s][:]
+        row[self._col_same_family] = 1.0
+        merge_ok = False
+        if tab.apis[s] == tab.apis[t]:
+            row[self._col_same_api] = 1.0
+            if s not in self._merge_parent:  # a base item: a MERGE target
+                delta_cost = self._merge_cost(t, s)
+                if delta_cost is not None and delta_cost <= remaining:
+                    row[self._col_merge_ok] = 1.0
+                    merge_ok = True
+        return struct.pack(self._tail_format, *row), merge_ok
 
     def _mask_array(self) -> np.ndarray:
         """A new bool array holding the current mask."""
@@ -1059,12 +1115,38 @@ class WritePolicyBenchEnv(gym.Env):
 
 # The 14 features comparing the current step with memory when memory holds nothing of its
 # family: all 0 but "deprecated", keyed by it.
-_NO_REFERENCE = {d: (0.0,) * 10 + (d,) + (0.0,) * 3 for d in (0.0, 1.0)}
+# family_seen, changed_since_seen, version_up_since_seen: by (changed, up) once seen.
+_NOT_SEEN = (0.0, 0.0, 0.0)
+_SEEN = {(changed, up): (1.0, float(changed), float(up)) for changed in (False, True) for up in (False, True)}
+_SEEN_UNCHANGED = _SEEN[False, False]
+_LENGTH_CACHE_LIMIT = 16
+# The four kind flags, by kind (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER).
+_KIND_FLAGS = tuple(tuple(1.0 if k == kind else 0.0 for k in range(KIND_OTHER + 1)) for kind in range(KIND_OTHER + 1))
+# A slot row's kind flags (endpoint, doc, guide: "other" has none), by kind.
+_SLOT_KIND_FLAGS = tuple(flags[:KIND_OTHER] for flags in _KIND_FLAGS)
 _UNKNOWN = object()
-_PRESENT = struct.pack("=f", 1.0)
-_pack_float = struct.Struct("=f").pack
+# Module-level Structs (an env attribute holding one would not pickle).
+_pack_step_start = struct.Struct("=3f").pack
+_pack_slot_head = struct.Struct("=2f").pack
+_pack_f = struct.Struct("=f").pack
+_pack_memory = struct.Struct(f"={len(MEMORY_FEATURES)}f").pack
 _MASK_CACHE_LIMIT = 4096
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
+
+
+def _append_to(lists: dict[int, list[int]], key: int, value: int) -> None:
+    """``lists.setdefault(key, []).append(value)`` without building a list per call."""
+    items = lists.get(key)
+    if items is None:
+        lists[key] = [value]
+    else:
+        items.append(value)
+
+
+def _no_reference(deprecated: float) -> tuple[float, ...]:
+    """The 14 features comparing the current step with memory, and the 4 after them, when
+    memory holds nothing of its family: all 0 but "deprecated"."""
+    return (0.0,) * 10 + (deprecated,) + (0.0,) * 7
 
 
 def _added(a: int | None, b: int | None) -> float:

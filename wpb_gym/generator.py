@@ -256,10 +256,11 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     T = c.length
     struct_ss, noise_ss, text_ss = episode_seed(c.regime, seed, index).spawn(3)
     rng = np.random.default_rng(struct_ss)
-    text_rng = np.random.default_rng(text_ss)
     if c.change_model == "contract":
-        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
+        steps_obs, utility, labels = generate_contract_steps(c, rng, np.random.default_rng(text_ss), _text, _date)
     else:
+        # Only documentation sections and migration guides draw text: no generator without them.
+        text_rng = np.random.default_rng(text_ss) if c.doc_prob > 0 or c.migration_guides else None
         steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
 
     if c.priority_correlation < 1.0:
@@ -272,7 +273,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
         frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
-        for t, (obs, p) in enumerate(zip(steps_obs, priority.tolist(), strict=True))
+        for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
     )
     labels.update(
         {
@@ -283,7 +284,11 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
             "utility_by_step": dict(enumerate(utility.tolist())),
         }
     )
-    return Episode(steps=steps, labels=dict(sorted(labels.items())))
+    episode = Episode(steps=steps, labels=dict(sorted(labels.items())))
+    # The array the cached ``utilities`` property would rebuild from utility_by_step.
+    utility.setflags(write=False)
+    episode.__dict__["utilities"] = utility
+    return episode
 
 
 def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
@@ -294,14 +299,15 @@ def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generato
     return special.ndtr(latent)
 
 
-def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator):
+def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
     """The observations, utilities and labels of one episode of the paper's change model."""
     T = c.length
     # Every structural draw is made up front, in a fixed order, so options that change how a
     # step is used (docs, guides) leave the draws of other steps where they were.
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
-    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T))
-    endpoint_draw = rng.integers(0, c.api_pool, size=T)
+    # As Python floats and ints (the same values): the loop below reads them one at a time.
+    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T)).tolist()
+    endpoint_draw = rng.integers(0, c.api_pool, size=T).tolist()
 
     versions = [1] * c.api_pool
     params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]

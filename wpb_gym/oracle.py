@@ -17,6 +17,7 @@ it is cheaper) the classic byte-indexed DP is used instead; both are exact.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -84,14 +85,24 @@ def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ..
 def _utility_unit_scale(u: np.ndarray) -> int | None:
     """Smallest integer s such that every u*s is an integer, if one with a small denominator exists."""
     scale = 1
-    for value in np.unique(u):
-        frac = Fraction(float(value)).limit_denominator(_MAX_UNIT_DENOMINATOR)
-        if float(frac) != float(value):
+    for value in np.unique(u).tolist():
+        denominator = _unit_denominator(value)
+        if denominator is None:
             return None
-        scale = scale * frac.denominator // math.gcd(scale, frac.denominator)
+        scale = scale * denominator // math.gcd(scale, denominator)
         if scale > _MAX_UNIT_DENOMINATOR:
             return None
     return scale
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_denominator(value: float) -> int | None:
+    """The denominator of ``value`` as a fraction with a small denominator, None if it is not one.
+
+    Memoised: the generators' utilities take a handful of values, met again in every episode.
+    """
+    frac = Fraction(value).limit_denominator(_MAX_UNIT_DENOMINATOR)
+    return frac.denominator if float(frac) == value else None
 
 
 def _lp_bound(w: np.ndarray, u: np.ndarray, budget: int) -> float:
@@ -269,14 +280,14 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     units = np.rint(u * scale).astype(np.int64)
     if int(w.sum()) <= budget:
         return int(units.sum()) / scale
-    classes = np.unique(units)
+    classes, counts = np.unique(units, return_counts=True)
     if classes.size > _GROUPED_MAX_CLASSES:
         return None
     bound = _lp_bound(w, u, budget) * scale
     cap = int(min(int(units.sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
     size = cap + 1
     # The largest class is not convolved: it is added last by a binary search per cell.
-    members = sorted(((int((units == k).sum()), int(k)) for k in classes))
+    members = sorted(zip(counts.tolist(), classes.tolist(), strict=True))  # (steps in the class, its units)
     *small, (_, last) = members
     if sum(min(n, cap // k) + 1 for n, k in small) * size > _GROUPED_MAX_CELLS:
         return None

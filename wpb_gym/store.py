@@ -269,7 +269,7 @@ class ByteMemoryStore:
                 "step": step,
                 "written_at": current_t,
                 "byte_cost": cost,
-                "metadata": _metadata(reason),
+                "metadata": _NO_METADATA if reason is None else _metadata(reason),
                 "kind": "WRITE",
                 "merge_parent_t": None,
                 "delta": None,

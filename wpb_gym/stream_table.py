@@ -19,6 +19,7 @@ memory holds about the endpoint" needs. Documentation sections form a family per
 
 from __future__ import annotations
 
+import functools
 import re
 from numbers import Real
 from typing import Any
@@ -38,8 +39,14 @@ _VERSION_SEGMENT = re.compile(r"(^|[./])v\d+(?=[./]|$)")
 def endpoint_family(api: Any) -> Any:
     """The family key of an ``"api"`` value: version segments removed from strings."""
     if isinstance(api, str):
-        return _VERSION_SEGMENT.sub(r"\1", api)
+        return _string_family(api)
     return api
+
+
+@functools.lru_cache(maxsize=65536)
+def _string_family(api: str) -> str:
+    # Memoised: generated streams repeat the same endpoint strings from episode to episode.
+    return _VERSION_SEGMENT.sub(r"\1", api)
 
 
 def kind_and_family(obs: Any) -> tuple[int, Any]:
@@ -62,11 +69,20 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
     strings (equal strings, equal JSON; numbers are not memoised: 1 == 1.0 == True).
     """
     keys = VISIBLE_METADATA[track]
+    metadatas = [step.metadata for step in steps]
+    if set(map(type, metadatas)) == {dict}:
+        columns = [[m.get(k, _ABSENT) for m in metadatas] for k in keys]
+        if all(map(_strings_or_absent, columns)):
+            # Every visible value is a string: one JSON text per distinct combination.
+            combos = list(zip(*columns, strict=True))
+            memo = {
+                key: json_len({k: v for k, v in zip(keys, key, strict=True) if v is not _ABSENT}) for key in set(combos)
+            }
+            return [memo[key] for key in combos]
     absent = (_ABSENT,) * len(keys)
     memo: dict[tuple[Any, ...], int] = {}  # holds str-valued keys only
     lengths = []
-    for step in steps:
-        metadata = step.metadata
+    for metadata in metadatas:
         length = None
         if type(metadata) is dict:
             key = tuple(map(metadata.get, keys, absent))
@@ -85,6 +101,14 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
 
 
 _ABSENT = object()  # a visible key the metadata lacks (hashable, never a JSON value)
+
+
+def _strings_or_absent(values: list[Any]) -> bool:
+    """True if every value is a ``str`` or ``_ABSENT`` (set operations: no Python loop in the common case)."""
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return True
+    return kinds <= {str, object} and all(v is _ABSENT for v in values if type(v) is not str)
 
 
 def compare_versions(current: Any, reference: Any) -> int | None:
@@ -165,8 +189,12 @@ class StreamTable:
                 return cached
             m = 0
             for v in values:
-                b = identity_key(v)
-                bit = bits.get(b)
+                b = (type(v), v)  # identity_key(v), without a call, for a hashable v
+                try:
+                    bit = bits.get(b)
+                except TypeError:
+                    b = identity_key(v)
+                    bit = bits.get(b)
                 if bit is None:
                     bit = bits[b] = len(bits)
                 m |= 1 << bit

@@ -36,7 +36,11 @@ def visible_metadata(metadata: dict, track: str) -> dict:
     keys = VISIBLE_METADATA.get(track)
     if keys is None:
         check_track(track)  # raises, naming the tracks
-    return {k: metadata[k] for k in keys if k in metadata}
+    visible = {}
+    for k in keys:  # a loop, not a comprehension: cheaper for one or two keys
+        if k in metadata:
+            visible[k] = metadata[k]
+    return visible
 
 
 def policy_step(step: Step, track: str) -> Step:

@@ -74,9 +74,10 @@ class Episode:
     @cached_property
     def utilities(self) -> np.ndarray:
         """Hidden per-step utility ``u_t`` as a read-only float64 array of length T."""
-        u = np.zeros(len(self.steps), dtype=np.float64)
+        values = [0.0] * len(self.steps)  # filled as a list: one array at the end
         for t, value in self.labels.get("utility_by_step", {}).items():
-            u[int(t)] = float(value)
+            values[int(t)] = float(value)
+        u = np.array(values, dtype=np.float64)
         u.setflags(write=False)
         return u
 
