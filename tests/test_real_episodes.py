@@ -42,20 +42,15 @@ def synthetic_log(commits: int = 60, endpoints: int = 12, per_commit: int = 4, s
             stamp += dt.timedelta(hours=2)
         date = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
         common = {"date": date, "version": f"r{seq // 10}", "commit": f"{seq:010x}", "seq": seq}
+
+        def event(api, change, breaking, common=common, **details):
+            return ChangeEvent(
+                **common, api=api, operation_id=None, params=tuple(state[api]), required=(), deprecated=False,
+                change=change, breaking=breaking, **details,
+            )  # fmt: skip
+
         if seq == 0:
-            for api in sorted(state):
-                events.append(
-                    ChangeEvent(
-                        **common,
-                        api=api,
-                        operation_id=None,
-                        params=tuple(state[api]),
-                        required=(),
-                        deprecated=False,
-                        change=("initial",),
-                        breaking=False,
-                    )
-                )
+            events += [event(api, ("initial",), False) for api in sorted(state)]
             continue
         for api in sorted(rng.choice(sorted(state), size=per_commit, replace=False).tolist()):
             params = state[api]
@@ -63,36 +58,11 @@ def synthetic_log(commits: int = 60, endpoints: int = 12, per_commit: int = 4, s
                 gone = params[int(rng.integers(len(params)))]
                 state[api] = [p for p in params if p != gone]
                 reverted = 4.5 if seq % 3 == 0 else None
-                events.append(
-                    ChangeEvent(
-                        **common,
-                        api=api,
-                        operation_id=None,
-                        params=tuple(state[api]),
-                        required=(),
-                        deprecated=False,
-                        change=("param_removed",),
-                        breaking=True,
-                        removed=(gone,),
-                        reverted_after_days=reverted,
-                    )
-                )
+                events.append(event(api, ("param_removed",), True, removed=(gone,), reverted_after_days=reverted))
             else:
                 new = f"q{seq}"
                 state[api] = sorted([*params, new])
-                events.append(
-                    ChangeEvent(
-                        **common,
-                        api=api,
-                        operation_id=None,
-                        params=tuple(state[api]),
-                        required=(),
-                        deprecated=False,
-                        change=("param_added",),
-                        breaking=False,
-                        added=(new,),
-                    )
-                )
+                events.append(event(api, ("param_added",), False, added=(new,)))
     return events
 
 
