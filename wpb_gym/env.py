@@ -267,6 +267,9 @@ class WritePolicyBenchEnv(gym.Env):
       (``breaking``, ``reverts``, ``noisy_priority``, ``mixed_sizes``, ``contract_mix``) and
       the long-stream ids were added as new episode sources; the observation and action
       spaces are unchanged, so v0 episodes of the paper's regimes are not affected.
+      Real-drift episodes (``wpb episodes from-events``, regimes ``real:SOURCE``) load through
+      ``episodes=``; the base id ``WritePolicyBench-v0`` names no regime, so it takes every
+      episode of such a file (it still generates ``default`` episodes without one).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
