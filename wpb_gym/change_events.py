@@ -139,6 +139,11 @@ class ChangeEvent:
         return endpoint_key(self.api)
 
     @property
+    def initial(self) -> bool:
+        """A line of the starting state (seq 0), not a change."""
+        return self.change == ("initial",)
+
+    @property
     def removed_endpoint(self) -> bool:
         return "endpoint_removed" in self.change
 
@@ -296,7 +301,7 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[ChangeEvent]:
             if key in seen_in_commit:
                 raise ChangeEventError(path, lineno, "api", f"{event.api!r} already changed in seq {event.seq}")
             seen_in_commit.add(key)
-            if (event.change == ("initial",)) != (event.seq == 0):
+            if event.initial != (event.seq == 0):
                 raise ChangeEventError(path, lineno, "change", "'initial' lines are exactly those of seq 0")
             if event.seq > 0:
                 exists = key in live or (event.previous_api is not None and endpoint_key(event.previous_api) in live)

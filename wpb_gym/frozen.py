@@ -146,16 +146,12 @@ def freeze_set(
     out = Path(out_dir)
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
-    if out.exists() and force and not _is_replaceable(out):
-        raise FileExistsError(f"{out} exists and is not a frozen set or an empty folder; refusing to replace it")
     if not regimes or not lengths:
         raise ValueError("freeze needs at least one regime and one length")
     for name, values in (("regimes", list(regimes)), ("lengths", [int(n) for n in lengths])):
         repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
         if repeated:
             raise ValueError(f"{name}: {repeated} listed more than once (each file of a set is one regime and length)")
-    if out.exists() and not force:
-        raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
     configs = [make_config(r, length=int(n), **(overrides or {})) for r in regimes for n in lengths]
 
     def write_files(folder: Path) -> dict[str, Any]:

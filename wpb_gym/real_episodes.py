@@ -174,7 +174,7 @@ def auto_periods(events: Sequence[ChangeEvent], heldout_fraction: float = 0.3) -
     extended back to the start of the day the split falls on (a day is never split)."""
     if not 0.0 < heldout_fraction < 1.0:
         raise ValueError(f"heldout_fraction: expected a value in (0, 1), got {heldout_fraction}")
-    changes = [e for e in events if e.change != ("initial",)]
+    changes = [e for e in events if not e.initial]
     if len(changes) < 2:
         raise ValueError("the log holds fewer than two change events: nothing to split")
     split_day = _dt.date.fromisoformat(changes[int(len(changes) * (1.0 - heldout_fraction))].date[:10])
@@ -263,7 +263,7 @@ class PeriodCut:
 
 def cut_period(events: Sequence[ChangeEvent], period: Period, options: RealEpisodeOptions) -> PeriodCut:
     """Episodes of ``length`` consecutive change events of ``period`` (see the module docstring)."""
-    changes = [e for e in events if e.change != ("initial",) and period.contains(e)]
+    changes = [e for e in events if not e.initial and period.contains(e)]
     length, stride = options.length, options.step_stride
     starts = list(range(0, len(changes) - length + 1, stride))
     episodes, dropped = [], 0
