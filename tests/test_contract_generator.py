@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wpb_gym.contract_generator import BREAKING_KINDS, COSMETIC_KINDS, REVERTIBLE_KINDS, UTILITY_COSMETIC
+from wpb_gym.contract_generator import (
+    BREAKING_KINDS,
+    COSMETIC_KINDS,
+    FIRST_VERSION_MAX,
+    REVERTIBLE_KINDS,
+    UTILITY_COSMETIC,
+)
 from wpb_gym.generator import (
     CONTRACT_REGIMES,
     UTILITY_DRIFT,
@@ -251,3 +257,69 @@ def test_contract_streams_are_consistent(
             versions[family] = obs["version"]
     priority = [s.metadata["priority"] for s in episode.steps]
     assert all(0 <= p <= 1 for p in priority)
+
+
+def _first_sightings(episode):
+    """Per endpoint family, the first snapshot shown and the change kind at that step (None: unchanged)."""
+    kinds = dict(episode.labels["change_kinds"])
+    seen = {}
+    for step in episode.steps:
+        obs = step.observation
+        if "api" in obs:
+            seen.setdefault(endpoint_family(obs["api"]), (obs, kinds.get(step.t)))
+    return seen
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_snapshots_carry_no_trace_of_their_history(regime):
+    # A name or a position must not tell when a parameter appeared: lists are sorted and the
+    # names are random word pairs, not numbered in order of creation.
+    added_last = added = 0
+    for index in range(10):
+        episode = generate_episode(make_config(regime, length=300), seed=5, index=index)
+        kinds = dict(episode.labels["change_kinds"])
+        replay = _replay(episode)
+        for t, step in enumerate(episode.steps):
+            obs = step.observation
+            if "api" not in obs:
+                continue
+            assert obs["params"] == sorted(obs["params"]) and obs["required"] == sorted(obs["required"])
+            assert all(p.count("_") >= 1 and not p[-1].isdigit() for p in obs["params"])
+            if kinds.get(t) == "add_param":
+                (new,) = set(obs["params"]) - set(replay[t][0]["params"]) if replay[t][0] else (None,)
+                if new is not None:
+                    added += 1
+                    added_last += obs["params"][-1] == new
+    assert added > 20
+    assert added_last / added < 0.6  # an addition lands anywhere in the sorted list
+
+
+def test_first_sightings_do_not_reveal_whether_or_how_the_endpoint_just_changed():
+    # Changed and unchanged first sightings show the same range of versions, and a deprecated
+    # first sighting is sometimes a deprecation just made, sometimes none.
+    versions = {"changed": set(), "unchanged": set()}
+    deprecated_first = {"deprecate": 0, "other": 0}
+    for index in range(20):
+        episode = generate_episode(make_config("breaking", length=200), seed=11, index=index)
+        for obs, kind in _first_sightings(episode).values():
+            versions["unchanged" if kind is None else "changed"].add(obs["version"])
+            if obs["deprecated"]:
+                deprecated_first["deprecate" if kind == "deprecate" else "other"] += 1
+    assert versions["unchanged"] == set(range(1, FIRST_VERSION_MAX + 1))
+    assert versions["changed"] == set(range(2, FIRST_VERSION_MAX + 2))
+    assert deprecated_first["deprecate"] > 0 and deprecated_first["other"] > 0
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_initially_deprecated(p):
+    episode = generate_episode(make_config("breaking", length=300, initially_deprecated=p), seed=2)
+    kinds = dict(episode.labels["change_kinds"])
+    firsts = [obs for obs, kind in _first_sightings(episode).values() if kind is None]
+    assert firsts and all(obs["deprecated"] is bool(p) for obs in firsts)
+    if p == 1.0:
+        assert "deprecate" not in kinds.values()  # nothing left to deprecate
+
+
+def test_initially_deprecated_must_be_a_probability():
+    with pytest.raises(ValueError, match="initially_deprecated"):
+        make_config("breaking", initially_deprecated=1.5)

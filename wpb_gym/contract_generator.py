@@ -7,8 +7,15 @@ is critical, and only if it is still in force at the end of the stream.
 
 An endpoint's snapshot::
 
-    {"api": "api.v4.endpoint_3", "deprecated": false, "params": ["p3_0", "p3_2", "p3_7"],
-     "required": ["p3_0"], "version": 4}
+    {"api": "api.v4.endpoint_3", "deprecated": false, "params": ["card_token", "email_limit", "page_scope"],
+     "required": ["email_limit"], "version": 4}
+
+A snapshot seen for the first time carries no trace of its history. Parameter names are
+random word pairs and both lists are sorted, so nothing tells when a parameter was added or
+which one disappeared. Endpoints start at versions 1..``FIRST_VERSION_MAX``, so a version
+does not tell whether the endpoint just changed. With ``initially_deprecated`` an endpoint
+starts deprecated with that probability, so a deprecated endpoint may or may not have just
+been deprecated.
 
 A change (probability ``drift_prob``, ``burst_drift_prob`` inside bursts) is breaking with
 probability ``breaking_prob``; its kind is drawn uniformly among those that apply:
@@ -66,18 +73,55 @@ BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "rename")
 COSMETIC_KINDS = ("add_param", "relax_param")
 REVERTIBLE_KINDS = ("remove_param", "require_param", "deprecate")
 UTILITY_COSMETIC = 2.0
+# Endpoints start at a version drawn from 1..FIRST_VERSION_MAX, as a crawl finds real ones:
+# were they all to start at 1, a first sighting at version 2 would betray a change just made.
+FIRST_VERSION_MAX = 5
+
+
+# Parameter names are word pairs drawn at random, and snapshots list parameters sorted: a
+# name or a position says nothing about when the parameter appeared, so a snapshot seen for
+# the first time does not betray which parameters were removed, added or made required.
+_PARAM_WORDS = (
+    "account address amount balance card charge city code country coupon currency customer date "
+    "description discount email event expand filter invoice item key label limit locale metadata "
+    "method mode name note number order owner page phone plan price product quantity reason "
+    "reference region scope source status tax token type url"
+).split()
+
+
+class _ParamNames:
+    """Fresh parameter names for one endpoint, never repeated within it."""
+
+    __slots__ = ("rng", "taken")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.taken: set[str] = set()
+
+    def new(self) -> str:
+        n = len(_PARAM_WORDS)
+        while True:
+            a, b = self.rng.integers(0, n, size=2).tolist()
+            name = f"{_PARAM_WORDS[a]}_{_PARAM_WORDS[b]}"
+            if len(self.taken) >= n * n // 2:  # the pairs run short: number them instead
+                name = f"{name}_{len(self.taken)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
 
 
 class _Endpoint:
-    __slots__ = ("name", "version", "params", "required", "deprecated", "next_param", "renames", "frozen_until")
+    __slots__ = ("name", "version", "params", "required", "deprecated", "param_names", "renames", "frozen_until")
 
-    def __init__(self, index: int, n_params: int, n_required: int) -> None:
+    def __init__(
+        self, index: int, version: int, n_params: int, n_required: int, deprecated: bool, names: _ParamNames
+    ) -> None:
         self.name = f"endpoint_{index}"
-        self.version = 1
-        self.params = [f"p{index}_{k}" for k in range(n_params)]
+        self.version = version
+        self.param_names = names
+        self.params = [names.new() for _ in range(n_params)]
         self.required = self.params[:n_required]
-        self.deprecated = False
-        self.next_param = n_params
+        self.deprecated = deprecated
         self.renames = 0
         self.frozen_until = -1  # a revert is pending until this step
 
@@ -91,8 +135,8 @@ class _Endpoint:
         return {
             "api": self.api(),
             "deprecated": self.deprecated,
-            "params": list(self.params),
-            "required": [p for p in self.params if p in self.required],
+            "params": sorted(self.params),
+            "required": sorted(self.required),
             "version": self.version,
         }
 
@@ -137,7 +181,15 @@ def generate_contract_steps(
     endpoint_draw = rng.integers(0, c.api_pool, size=T)
     revert_delay = rng.integers(1, c.revert_window + 1, size=T)
 
-    endpoints = [_Endpoint(i, int(n_params[i]), n_required[i]) for i in range(c.api_pool)]
+    # Names and the initial deprecated flags come from their own stream, drawn last, so the
+    # draws above keep their order.
+    name_rng = np.random.default_rng(int(rng.integers(2**63)))
+    first_versions = name_rng.integers(1, FIRST_VERSION_MAX + 1, size=c.api_pool).tolist()
+    initially_deprecated = (name_rng.random(c.api_pool) < c.initially_deprecated).tolist()
+    endpoints = [
+        _Endpoint(i, first_versions[i], int(n_params[i]), n_required[i], initially_deprecated[i], _ParamNames(name_rng))
+        for i in range(c.api_pool)
+    ]
     snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
     # step -> (endpoint, contract to restore, the change's step)
     pending_reverts: dict[int, tuple[int, tuple[list[str], list[str], bool], int]] = {}
@@ -219,8 +271,7 @@ def generate_contract_steps(
                 elif kind == "deprecate":
                     e.deprecated = True
                 elif kind == "add_param":
-                    e.params = [*e.params, f"p{i}_{e.next_param}"]
-                    e.next_param += 1
+                    e.params = [*e.params, e.param_names.new()]
                 else:  # relax_param
                     victim = e.required[int(u_which[t] * len(e.required))]
                     e.required = [p for p in e.required if p != victim]

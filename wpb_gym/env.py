@@ -270,6 +270,9 @@ class WritePolicyBenchEnv(gym.Env):
       Real-drift episodes (``wpb episodes from-events``, regimes ``real:SOURCE``) load through
       ``episodes=``; the base id ``WritePolicyBench-v0`` names no regime, so it takes every
       episode of such a file (it still generates ``default`` episodes without one).
+      The contract regimes' snapshots later stopped betraying their history (random sorted
+      parameter names, first versions 1–5, some endpoints deprecated from the start), which
+      changed their episodes: frozen sets of them made before differ.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

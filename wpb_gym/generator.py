@@ -128,6 +128,7 @@ class GeneratorConfig:
     renames: bool = False
     revert_prob: float = 0.0
     revert_window: int = 30
+    initially_deprecated: float = 0.0
     priority_correlation: float = 1.0
 
     def __post_init__(self) -> None:
@@ -145,6 +146,7 @@ class GeneratorConfig:
             "doc_prob",
             "breaking_prob",
             "revert_prob",
+            "initially_deprecated",
             "priority_correlation",
         ):
             if not 0.0 <= getattr(self, name) <= 1.0:
@@ -194,8 +196,15 @@ CHANGE_MODELS = ("paper", "contract")
 
 # The contract regimes' shared settings: 64 endpoints, so that in 200 steps an endpoint is
 # seen about three times and some changes come at its first sighting (nothing to compare
-# with), and a priority hint whose latent has correlation 0.8 with utility.
-_CONTRACT = {"change_model": "contract", "api_pool": 64, "drift_prob": 0.2, "priority_correlation": 0.8}
+# with), a tenth of them deprecated from the start (so a deprecated first sighting is a hint
+# of a deprecation, not proof), and a priority hint whose latent has correlation 0.8 with utility.
+_CONTRACT = {
+    "change_model": "contract",
+    "api_pool": 64,
+    "drift_prob": 0.2,
+    "initially_deprecated": 0.1,
+    "priority_correlation": 0.8,
+}
 
 REGIMES: dict[str, dict[str, Any]] = {
     # The paper's four (Table 1).
