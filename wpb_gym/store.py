@@ -149,7 +149,9 @@ class ByteMemoryStore:
         self._clock: int | None = None
         self.accepted_counts: Counter[str] = Counter()
         self.rejected_counts: Counter[str] = Counter()
-        self._view = StoreView(self)
+        # Built on first request: the view refers back to the store, and a cycle would leave
+        # every store (an environment makes one per episode) to the cyclic garbage collector.
+        self._view: StoreView | None = None
 
     # ---------------------------------------------------------------- judging and applying
     def check(self, action: MemoryAction, current_t: int) -> Decision:
@@ -398,7 +400,10 @@ class ByteMemoryStore:
 
     def view(self) -> StoreView:
         """A read-only view for policies."""
-        return self._view
+        view = self._view
+        if view is None:
+            view = self._view = StoreView(self)
+        return view
 
     def __repr__(self) -> str:
         return f"ByteMemoryStore(items={len(self._items)}, used={self.bytes_used}, max_bytes={self.max_bytes})"
