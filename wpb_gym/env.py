@@ -593,14 +593,16 @@ class WritePolicyBenchEnv(gym.Env):
         # Without priority the middle row takes few values (kind, deprecated, seen): each is
         # packed once per environment.
         middles = self._middle_rows
-        rows = []
-        for key in zip(tab.kinds, tab.deprecated, seen, strict=True):
-            row = middles.get(key)
-            if row is None:
-                kind, deprecated, seen_t = key
-                values = (*_KIND_FLAGS[kind], *_no_reference(deprecated), *seen_t)
-                row = middles[key] = struct.pack(self._middle_format, *values)
-            rows.append(row)
+        keys = list(zip(tab.kinds, tab.deprecated, seen, strict=True))
+        rows = list(map(middles.get, keys))
+        if None in rows:  # a combination this environment has not packed yet
+            for t, key in enumerate(keys):
+                row = middles.get(key)
+                if row is None:
+                    kind, deprecated, seen_t = key
+                    values = (*_KIND_FLAGS[kind], *_no_reference(deprecated), *seen_t)
+                    row = middles[key] = struct.pack(self._middle_format, *values)
+                rows[t] = row
         if self.privileged:
             rows = [row + _pack_f(p) for row, p in zip(rows, tab.priorities, strict=True)]
         self._step_middle = rows
