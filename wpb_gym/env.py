@@ -593,10 +593,9 @@ class WritePolicyBenchEnv(gym.Env):
         # Without priority the middle row takes few values (kind, deprecated, seen): each is
         # packed once per environment.
         middles = self._middle_rows
-        keys = list(zip(tab.kinds, tab.deprecated, seen, strict=True))
-        rows = list(map(middles.get, keys))
+        rows = list(map(middles.get, zip(tab.kinds, tab.deprecated, seen, strict=True)))
         if None in rows:  # a combination this environment has not packed yet
-            for t, key in enumerate(keys):
+            for t, key in enumerate(zip(tab.kinds, tab.deprecated, seen, strict=True)):
                 row = middles.get(key)
                 if row is None:
                     kind, deprecated, seen_t = key
