@@ -19,7 +19,7 @@ from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Reason
-from .stream_table import KIND_OTHER, StreamTable, compare_versions
+from .stream_table import KIND_OTHER, ObservationShapes, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
@@ -382,6 +382,7 @@ class WritePolicyBenchEnv(gym.Env):
             for fits in (0, 1)
         ]
         self._mask_arrays: dict[bytes, np.ndarray] = {}  # few masks recur: each is built once
+        self._shapes = ObservationShapes()  # observation descriptions shared by the episodes
         self.action_space = spaces.Discrete(self.n_actions)
         if observation_mode == "box":
             n = self._n_step + self._n_mem + self.K * self._n_slot
@@ -538,7 +539,7 @@ class WritePolicyBenchEnv(gym.Env):
     def _start(self, episode: Episode, budget: int) -> None:
         self._episode = episode
         self._budget = budget
-        self._table = StreamTable(episode, self.track)
+        self._table = StreamTable(episode, self.track, self._shapes)
         self._T = len(episode)
         self._inv_T = 1.0 / self._T
         self._prepare_step_features()
@@ -595,14 +596,15 @@ class WritePolicyBenchEnv(gym.Env):
         # Without priority the middle row takes few values (kind, deprecated, seen): each is
         # packed once per environment.
         middles = self._middle_rows
-        rows = []
-        for key in zip(tab.kinds, tab.deprecated, seen, strict=True):
-            row = middles.get(key)
-            if row is None:
-                kind, deprecated, seen_t = key
-                values = (*_KIND_FLAGS[kind], *_no_reference(deprecated), *seen_t)
-                row = middles[key] = struct.pack(self._middle_format, *values)
-            rows.append(row)
+        rows = list(map(middles.get, zip(tab.kinds, tab.deprecated, seen, strict=True)))
+        if None in rows:  # a combination this environment has not packed yet
+            for t, key in enumerate(zip(tab.kinds, tab.deprecated, seen, strict=True)):
+                row = middles.get(key)
+                if row is None:
+                    kind, deprecated, seen_t = key
+                    values = (*_KIND_FLAGS[kind], *_no_reference(deprecated), *seen_t)
+                    row = middles[key] = struct.pack(self._middle_format, *values)
+                rows[t] = row
         if self.privileged:
             rows = [row + _pack_f(p) for row, p in zip(rows, tab.priorities, strict=True)]
         self._step_middle = rows

@@ -70,6 +70,7 @@ of every other (regime, seed, index).
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
@@ -78,7 +79,7 @@ import numpy as np
 from scipy import special
 
 from .contract_generator import generate_contract_steps
-from .types import Episode, Step, frozen_instance
+from .types import Episode, Step
 
 PRIORITY_SCALE = 6.0
 UTILITY_BURST_DRIFT = 6.0
@@ -241,8 +242,18 @@ def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
 def episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
     # The regime name is part of the entropy so that the regimes of one set draw independent
     # streams (otherwise default and redundancy would share their drift schedule).
-    regime_key = int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
-    return np.random.SeedSequence([seed, regime_key], spawn_key=(index,))
+    return np.random.SeedSequence([seed, _regime_key(regime)], spawn_key=(index,))
+
+
+@functools.lru_cache(maxsize=256)
+def _regime_key(regime: str) -> int:
+    return int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
+
+
+def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random.SeedSequence:
+    """``episode_seed(regime, seed, index).spawn(3)[child]``, without building the parent and
+    its other children (a reset needs one stream of three in the paper's regimes)."""
+    return np.random.SeedSequence([seed, _regime_key(regime)], spawn_key=(index, child))
 
 
 def _text(rng: np.random.Generator, n_bytes: int) -> str:
@@ -263,15 +274,22 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         raise ValueError(f"index must be a non-negative int, got {index!r}")
     c = config
     T = c.length
-    struct_ss, noise_ss, text_ss = episode_seed(c.regime, seed, index).spawn(3)
-    rng = np.random.default_rng(struct_ss)
+    # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.
+    rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 0))
     if c.change_model == "contract":
-        steps_obs, utility, labels = generate_contract_steps(c, rng, np.random.default_rng(text_ss), _text, _date)
+        text_rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
+        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
     else:
         # Only documentation sections and migration guides draw text: no generator without them.
-        text_rng = np.random.default_rng(text_ss) if c.doc_prob > 0 or c.migration_guides else None
+        text_rng = (
+            np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
+            if c.doc_prob > 0 or c.migration_guides
+            else None
+        )
         steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
 
+    if c.priority_correlation < 1.0 or c.priority_noise > 0:
+        noise_ss = _episode_stream(c.regime, seed, index, 1)
     if c.priority_correlation < 1.0:
         # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
         priority = correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
@@ -280,10 +298,18 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     if c.priority_noise > 0:
         priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
-    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
-        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": c.regime, "priority": p}})
-        for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
-    )
+    # Built without Step.__init__ (see frozen_instance): a reset makes T of them. Attributes
+    # set one by one stay in the instance (no separate dict object until one is asked for),
+    # which leaves the cyclic garbage collector fewer objects to visit while the episode lives.
+    steps_list = []
+    new, set_attribute, mode = object.__new__, object.__setattr__, c.regime
+    for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True):
+        step = new(Step)
+        set_attribute(step, "t", t)
+        set_attribute(step, "observation", obs)
+        set_attribute(step, "metadata", {"mode": mode, "priority": p})
+        steps_list.append(step)
+    steps = tuple(steps_list)
     labels.update(
         {
             "episode_id": index,
@@ -325,7 +351,7 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
     snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
 
     steps_obs: list[Any] = []
-    utility = np.empty(T, dtype=np.float64)
+    utility: list[float] = []  # one array at the end: a NumPy item write per step costs more
     critical: list[int] = []
     breaking: list[int] = []
     guides: list[int] = []
@@ -333,36 +359,40 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
     prev_obs: Any = None
     prev_endpoint: int | None = None
     pending_guide: tuple[dict[str, Any], float] | None = None
+    # The settings the loop reads at every step, as locals (a dataclass attribute costs more).
+    bursts, burst_interval, burst_len = c.bursts, c.burst_interval, c.burst_len
+    doc_prob, redundancy, redundancy_prob = c.doc_prob, c.redundancy, c.redundancy_prob
+    drift_prob, burst_drift_prob = c.drift_prob, c.burst_drift_prob
+    remove_param_prob, deprecate_prob = c.remove_param_prob, c.deprecate_prob
 
     for t in range(T):
-        in_burst = c.bursts and (t % c.burst_interval) < c.burst_len
+        in_burst = bursts and (t % burst_interval) < burst_len
         if pending_guide is not None:
             obs, value = pending_guide
             pending_guide = None
             guides.append(t)
-            utility[t] = value
-        elif c.doc_prob > 0 and u_doc[t] < c.doc_prob:
+        elif doc_prob > 0 and u_doc[t] < doc_prob:
             i = int(endpoint_draw[t])
             size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
             topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
             obs = {"content": _text(text_rng, size), "last_updated": _date(t), "section": f"endpoint_{i}/{topic}"}
-            utility[t] = c.doc_utility
+            value = c.doc_utility
         else:
-            if c.redundancy and prev_endpoint is not None and u_repeat[t] < c.redundancy_prob:
+            if redundancy and prev_endpoint is not None and u_repeat[t] < redundancy_prob:
                 i = prev_endpoint
             else:
-                i = int(endpoint_draw[t])
-            drift = u_drift[t] < (c.burst_drift_prob if in_burst else c.drift_prob)
+                i = endpoint_draw[t]
+            drift = u_drift[t] < (burst_drift_prob if in_burst else drift_prob)
             if drift:
                 versions[i] += 1
-                removed = u_kind[t] < c.remove_param_prob and len(params[i]) > 1
+                removed = u_kind[t] < remove_param_prob and len(params[i]) > 1
                 if removed:
                     params[i].pop(int(u_which[t] * len(params[i])))
                 else:
                     params[i].append(f"p{i}_{next_param[i]}")
                     next_param[i] += 1
-                newly_deprecated = u_depr[t] < c.deprecate_prob and not deprecated[i]
-                deprecated[i] = bool(u_depr[t] < c.deprecate_prob)
+                newly_deprecated = u_depr[t] < deprecate_prob and not deprecated[i]
+                deprecated[i] = bool(u_depr[t] < deprecate_prob)
                 critical.append(t)
                 if removed or newly_deprecated:
                     breaking.append(t)
@@ -379,7 +409,7 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
                     "version": versions[i],
                 }
             if drift:
-                utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
+                value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
                 if c.migration_guides and newly_deprecated:
                     guide = {
                         "deadline": _date(t + 90),
@@ -387,10 +417,11 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
                         "notes": _text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
                         "old_api": obs["api"],
                     }
-                    pending_guide = (guide, float(utility[t]))
+                    pending_guide = (guide, float(value))
             else:
-                utility[t] = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
+                value = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
             prev_endpoint = i
+        utility.append(value)
         steps_obs.append(obs)
         prev_obs = obs
 
@@ -402,7 +433,7 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
     }
     if c.migration_guides:
         labels["migration_guide_steps"] = guides
-    return steps_obs, utility, labels
+    return steps_obs, np.array(utility, dtype=np.float64), labels
 
 
 def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:

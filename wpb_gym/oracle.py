@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
@@ -85,7 +86,7 @@ def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ..
 def _utility_unit_scale(u: np.ndarray) -> int | None:
     """Smallest integer s such that every u*s is an integer, if one with a small denominator exists."""
     scale = 1
-    for value in np.unique(u).tolist():
+    for value in set(u.tolist()):  # any order: the least common multiple does not depend on it
         denominator = _unit_denominator(value)
         if denominator is None:
             return None
@@ -280,14 +281,18 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     units = np.rint(u * scale).astype(np.int64)
     if int(w.sum()) <= budget:
         return int(units.sum()) / scale
-    classes, counts = np.unique(units, return_counts=True)
-    if classes.size > _GROUPED_MAX_CLASSES:
+    by_class = Counter(units.tolist())
+    if len(by_class) > _GROUPED_MAX_CLASSES:
         return None
+    classes, counts = list(by_class), list(by_class.values())
+    enumerated = _enumerated_optimum(w, units, classes, counts, budget)
+    if enumerated is not None:
+        return enumerated / scale
     bound = _lp_bound(w, u, budget) * scale
     cap = int(min(int(units.sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
     size = cap + 1
     # The largest class is not convolved: it is added last by a binary search per cell.
-    members = sorted(zip(counts.tolist(), classes.tolist(), strict=True))  # (steps in the class, its units)
+    members = sorted(zip(counts, classes, strict=True))  # (steps in the class, its units)
     *small, (_, last) = members
     if sum(min(n, cap // k) + 1 for n, k in small) * size > _GROUPED_MAX_CELLS:
         return None
@@ -308,10 +313,41 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     return int((feasible + n_last * last).max()) / scale
 
 
+def _enumerated_optimum(
+    w: np.ndarray, units: np.ndarray, classes: list[int], counts: list[int], budget: int
+) -> int | None:
+    """The optimum in utility units, by trying every count of every class but the largest,
+    or None when there are too many such combinations.
+
+    The grouped method's search without its DP: with the generators' few small classes
+    there are a few hundred combinations, and a handful of array operations try them all
+    (the DP takes several per class). The largest class is added by binary search, as there.
+    """
+    last = max(zip(counts, classes, strict=True))[1]  # the grouped method's order: count, then units
+    weight = np.zeros(1, dtype=np.int64)
+    value = np.zeros(1, dtype=np.int64)
+    for k in classes:
+        if k == last:
+            continue
+        prefix = np.cumsum(np.sort(w[units == k]))
+        fits = int(prefix.searchsorted(budget, side="right"))  # more of this class cannot fit
+        if weight.size * (fits + 1) > _ENUMERATED_MAX_COMBINATIONS:
+            return None
+        weight = (weight[:, None] + np.concatenate(([0], prefix[:fits]))).ravel()
+        value = (value[:, None] + np.arange(0, (fits + 1) * k, k)).ravel()
+        keep = weight <= budget
+        weight, value = weight[keep], value[keep]
+    last_prefix = np.cumsum(np.sort(w[units == last]))
+    n_last = last_prefix.searchsorted(budget - weight, side="right")
+    return int((value + n_last * last).max())
+
+
 # The grouped method runs when there are at most this many utility classes and its arrays
-# stay this small; otherwise the step DP answers.
+# stay this small; otherwise the step DP answers. It tries the combinations of class counts
+# directly when there are at most _ENUMERATED_MAX_COMBINATIONS.
 _GROUPED_MAX_CLASSES = 16
 _GROUPED_MAX_CELLS = 4_000_000
+_ENUMERATED_MAX_COMBINATIONS = 20_000
 
 
 def oracle_utility(costs: Sequence[int], utilities: Sequence[float], budget: int) -> float:

@@ -73,6 +73,10 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
     if set(map(type, metadatas)) == {dict}:
         columns = [[m.get(k, _ABSENT) for m in metadatas] for k in keys]
         if all(map(_strings_or_absent, columns)):
+            distinct = [set(column) for column in columns]
+            if all(len(values) == 1 for values in distinct):  # the same at every step (the usual case)
+                only = [values.pop() for values in distinct]
+                return [json_len({k: v for k, v in zip(keys, only, strict=True) if v is not _ABSENT})] * len(steps)
             # Every visible value is a string: one JSON text per distinct combination.
             combos = list(zip(*columns, strict=True))
             memo = {
@@ -155,6 +159,94 @@ def _plain_json(value: Any) -> bool:
     return True
 
 
+class ObservationShapes:
+    """What a plain JSON observation tells the table, memoised on its JSON text, with the ids
+    (families, endpoints, parameter bits) those descriptions use.
+
+    An environment keeps one for all its episodes: generated streams show the same endpoint
+    states again and again, and the text must be computed anyway (it prices the step). For
+    plain JSON without NaN, equal text means an equal value of equal types, so the text is a
+    sound key; anything else is described afresh. Ids only need to be consistent within one
+    table, so the memo is emptied (between tables, never during one) when it grows large.
+    """
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        self.by_text: dict[str, tuple[Any, ...]] = {}
+        self._api_info: dict[Any, tuple[int, int]] = {}  # api value -> (family id, api id)
+        self._family_ids: dict[Any, int] = {}
+        self._masks: dict[Any, int | None] = {}
+        self._bits: dict[Any, int] = {}
+
+    def start_table(self) -> None:
+        if len(self.by_text) > _SHAPES_LIMIT or len(self._bits) > _BITS_LIMIT or len(self._masks) > _SHAPES_LIMIT:
+            self._clear()
+
+    def _mask(self, values: Any) -> int | None:
+        if not isinstance(values, list):
+            return None
+        masks, bits = self._masks, self._bits
+        try:
+            key = (tuple(values), tuple(map(type, values)))  # typed: 1 and True differ
+            cached = masks.get(key)
+        except TypeError:
+            key, cached = None, None
+        if cached is not None:
+            return cached
+        m = 0
+        for v in values:
+            b = (type(v), v)  # identity_key(v), without a call, for a hashable v
+            try:
+                bit = bits.get(b)
+            except TypeError:
+                b = identity_key(v)
+                bit = bits.get(b)
+            if bit is None:
+                bit = bits[b] = len(bits)
+            m |= 1 << bit
+        if key is not None:
+            masks[key] = m
+        return m
+
+    def describe(self, obs: Any) -> tuple[Any, ...]:
+        """kind, family id, api id, version, params mask, required mask, deprecated."""
+        if type(obs) is not dict:
+            return _NOT_A_DICT
+        if MERGE_KEY in obs:
+            api = obs[MERGE_KEY]
+            key = identity_key(api)
+            ids = self._api_info.get(key)
+            if ids is None:
+                family_ids = self._family_ids
+                family = family_ids.setdefault(("api", identity_key(endpoint_family(api))), len(family_ids))
+                ids = self._api_info[key] = (family, len(self._api_info))
+            kind, family, api_id = KIND_ENDPOINT, ids[0], ids[1]
+        else:
+            kind, family_key = kind_and_family(obs)
+            family_ids = self._family_ids
+            family = -1 if family_key is None else family_ids.setdefault(family_key, len(family_ids))
+            api_id = -1
+        return (
+            kind,
+            family,
+            api_id,
+            obs["version"] if "version" in obs else obs.get("last_updated"),
+            self._mask(obs.get("params")),
+            self._mask(obs.get("required")),
+            1.0 if obs.get("deprecated") is True else 0.0,
+        )
+
+
+_NOT_A_DICT = (KIND_OTHER, -1, -1, None, None, None, 0.0)
+# Past these sizes ObservationShapes starts afresh; texts longer than _SHAPES_TEXT_LIMIT
+# (documentation, guides: random text that never comes back) are not memoised at all.
+_SHAPES_LIMIT = 8192
+_BITS_LIMIT = 4096
+_SHAPES_TEXT_LIMIT = 1024
+
+
 class StreamTable:
     """What the environment needs to know about each step of one episode on one track.
 
@@ -163,7 +255,7 @@ class StreamTable:
     visible metadata, not a new object per step.
     """
 
-    def __init__(self, episode: Episode, track: str) -> None:
+    def __init__(self, episode: Episode, track: str, shapes: ObservationShapes | None = None) -> None:
         check_track(track)
         self.track = track
         raw_steps = episode.steps
@@ -171,90 +263,49 @@ class StreamTable:
         self._views: list[Step | None] = [None] * len(raw_steps)
         self.length = len(raw_steps)
         privileged = track == PRIVILEGED
+        if shapes is None:
+            shapes = ObservationShapes()
+        else:
+            shapes.start_table()
+        by_text = shapes.by_text
+        describe = shapes.describe
         content_ids: dict[str, int] = {}
-        api_info: dict[Any, tuple[int, int]] = {}  # api value -> (family id, api id)
-        family_ids: dict[Any, int] = {}
-        masks: dict[Any, int | None] = {}
-        bits: dict[Any, int] = {}
-
-        def mask(values: Any) -> int | None:
-            if not isinstance(values, list):
-                return None
-            try:
-                key = (tuple(values), tuple(map(type, values)))  # typed: 1 and True differ
-                cached = masks.get(key)
-            except TypeError:
-                key, cached = None, None
-            if cached is not None:
-                return cached
-            m = 0
-            for v in values:
-                b = (type(v), v)  # identity_key(v), without a call, for a hashable v
-                try:
-                    bit = bits.get(b)
-                except TypeError:
-                    b = identity_key(v)
-                    bit = bits.get(b)
-                if bit is None:
-                    bit = bits[b] = len(bits)
-                m |= 1 << bit
-            if key is not None:
-                masks[key] = m
-            return m
 
         # Everything but the cost depends on the observation alone. Generated steps share one
         # object per endpoint state, so the work is done once per object (keyed by id: every
-        # observation stays alive, held by the episode, while the table is built).
+        # observation stays alive, held by the episode, while the table is built), in the
+        # order the objects first appear. The per-step passes run in C (map, zip, dict).
+        object_ids = list(map(id, [step.observation for step in raw_steps]))
+        first_step = dict(zip(reversed(object_ids), reversed(raw_steps), strict=True))
         by_object: dict[int, tuple[Any, ...]] = {}
-
-        def describe(step: Step) -> tuple[Any, ...]:
+        for key in dict.fromkeys(object_ids):
+            step = first_step[key]
             obs = step.observation
             text = observation_json(step)
+            content = content_ids.setdefault(text, len(content_ids) + 1)
             # Equal JSON text means equal observations only for plain JSON values without NaN
             # (NaN != NaN; a tuple and a list, or keys 1 and "1", print alike). Other contents
             # get a negative id, which tells the env to let the store compare values itself.
-            content = content_ids.setdefault(text, len(content_ids) + 1)
             if "NaN" in text or not _plain_json(obs):
-                content = -content
-            if type(obs) is not dict:
-                return (text, content, KIND_OTHER, -1, -1, None, None, None, 0.0)
-            if MERGE_KEY in obs:
-                api = obs[MERGE_KEY]
-                key = identity_key(api)
-                ids = api_info.get(key)
-                if ids is None:
-                    family = family_ids.setdefault(("api", identity_key(endpoint_family(api))), len(family_ids))
-                    ids = api_info[key] = (family, len(api_info))
-                kind, family, api_id = KIND_ENDPOINT, ids[0], ids[1]
-            else:
-                kind, family_key = kind_and_family(obs)
-                family = -1 if family_key is None else family_ids.setdefault(family_key, len(family_ids))
-                api_id = -1
-            return (
-                text,
-                content,
-                kind,
-                family,
-                api_id,
-                obs["version"] if "version" in obs else obs.get("last_updated"),
-                mask(obs.get("params")),
-                mask(obs.get("required")),
-                1.0 if obs.get("deprecated") is True else 0.0,
-            )
-
-        infos = []
-        for step in raw_steps:
-            info = by_object.get(id(step.observation))
-            if info is None:
-                info = by_object[id(step.observation)] = describe(step)
-            infos.append(info)
+                by_object[key] = (text, -content, *describe(obs))
+                continue
+            shape = by_text.get(text)
+            if shape is None:
+                shape = describe(obs)
+                if len(text) <= _SHAPES_TEXT_LIMIT:
+                    by_text[text] = shape
+            by_object[key] = (text, content, *shape)
+        infos = list(map(by_object.__getitem__, object_ids))
         columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(9)]
         texts, contents, kinds, families, apis, versions, params, required, deprecated = columns
         self._texts = texts
-        self.costs = [
-            len(text) + metadata_len + HEADER_BYTES + INDEX_BYTES
-            for text, metadata_len in zip(texts, _visible_metadata_lengths(raw_steps, track), strict=True)
-        ]
+        lengths = _visible_metadata_lengths(raw_steps, track)
+        fixed = HEADER_BYTES + INDEX_BYTES
+        if lengths and lengths.count(lengths[0]) == len(lengths):  # one metadata length: a constant
+            fixed += lengths[0]
+            self.costs = [n + fixed for n in map(len, texts)]
+        else:
+            self.costs = [n + m + fixed for n, m in zip(map(len, texts), lengths, strict=True)]
         self.kinds = kinds
         self.families = families
         # The previous step of the same family (-1: none), whatever memory holds.
