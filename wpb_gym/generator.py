@@ -79,7 +79,7 @@ import numpy as np
 from scipy import special
 
 from .contract_generator import generate_contract_steps
-from .types import Episode, Step
+from .types import Episode, Step, frozen_instance
 
 PRIORITY_SCALE = 6.0
 UTILITY_BURST_DRIFT = 6.0
@@ -298,18 +298,11 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     if c.priority_noise > 0:
         priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
-    # Built without Step.__init__ (see frozen_instance): a reset makes T of them. Attributes
-    # set one by one stay in the instance (no separate dict object until one is asked for),
-    # which leaves the cyclic garbage collector fewer objects to visit while the episode lives.
-    steps_list = []
-    new, set_attribute, mode = object.__new__, object.__setattr__, c.regime
-    for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True):
-        step = new(Step)
-        set_attribute(step, "t", t)
-        set_attribute(step, "observation", obs)
-        set_attribute(step, "metadata", {"mode": mode, "priority": p})
-        steps_list.append(step)
-    steps = tuple(steps_list)
+    mode = c.regime
+    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
+        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": mode, "priority": p}})
+        for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
+    )
     labels.update(
         {
             "episode_id": index,

@@ -84,8 +84,6 @@ def _accepted(byte_delta: int) -> Decision:
     return decision
 
 
-_new = object.__new__
-
 _NO_METADATA = FrozenMapping()  # read-only, so every item without a reason can share it
 
 
@@ -240,28 +238,18 @@ class ByteMemoryStore:
 
     def write(self, step: Step, current_t: int, reason: str | None = None) -> Decision:
         """``execute(MemoryAction.write(step, reason), current_t)``."""
-        if self._clock is not None and current_t < self._clock:
-            self._check_clock(current_t)  # raises
+        self._check_clock(current_t)
         decision = self._check_write(step, current_t)
-        self._clock = current_t  # _record, inlined (as in expire): the env writes at every other step
-        if decision.accepted:
-            self.accepted_counts["WRITE"] += 1
+        if self._record("WRITE", decision, current_t):
             self._store_write(step, current_t, decision.byte_delta, reason)
-        else:
-            self.rejected_counts["WRITE"] += 1
         return decision
 
     def expire(self, target_t: int, current_t: int) -> Decision:
         """``execute(MemoryAction.expire(target_t), current_t)``."""
-        if self._clock is not None and current_t < self._clock:
-            self._check_clock(current_t)  # raises
+        self._check_clock(current_t)
         decision = self._check_expire(target_t, current_t)
-        self._clock = current_t
-        if decision.accepted:
-            self.accepted_counts["EXPIRE"] += 1
+        if self._record("EXPIRE", decision, current_t):
             self._remove(target_t)
-        else:
-            self.rejected_counts["EXPIRE"] += 1
         return decision
 
     def _record(self, kind: str, decision: Decision, current_t: int) -> bool:
@@ -275,32 +263,25 @@ class ByteMemoryStore:
     def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None) -> None:
         self.budget.consume(cost)
         obs = step.observation
-        if isinstance(obs, dict):
-            entry = self._private_copies.get(id(obs))  # _private_copy's hit, without the call
-            private = entry[1] if entry is not None and entry[0] is obs else self._private_copy(obs)
-            api = private.get(MERGE_KEY)
-        else:
-            private = api = None
-        # frozen_instance, inlined: filling the new instance's dict in place is the cheapest way.
-        item = _new(MemoryItem)
-        fields = item.__dict__
-        fields["step"] = step
-        fields["written_at"] = current_t
-        fields["byte_cost"] = cost
-        fields["metadata"] = _NO_METADATA if reason is None else _metadata(reason)
-        fields["kind"] = "WRITE"
-        fields["merge_parent_t"] = None
-        fields["delta"] = None
-        fields["api"] = api
+        private = self._private_copy(obs) if isinstance(obs, dict) else None
+        api = private.get(MERGE_KEY) if private is not None else None
+        item = frozen_instance(
+            MemoryItem,
+            {
+                "step": step,
+                "written_at": current_t,
+                "byte_cost": cost,
+                "metadata": _NO_METADATA if reason is None else _metadata(reason),
+                "kind": "WRITE",
+                "merge_parent_t": None,
+                "delta": None,
+                "api": api,
+            },
+        )
         if private is not None:
             self._base_observations[current_t] = private
             if MERGE_KEY in private:
-                key = (str, api) if type(api) is str else identity_key(api)
-                stack = self._bases_by_api.get(key)
-                if stack is None:
-                    self._bases_by_api[key] = [current_t]
-                else:
-                    stack.append(current_t)
+                self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
         self._items[current_t] = item
         self._order.append(current_t)
 

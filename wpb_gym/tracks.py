@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .accounting import episode_costs
-from .types import Episode, Step
+from .types import Episode, Step, frozen_instance
 
 UNPRIVILEGED = "unprivileged"
 PRIVILEGED = "privileged"
@@ -49,17 +49,8 @@ def policy_step(step: Step, track: str) -> Step:
     visible = visible_metadata(metadata, track)
     if len(visible) == len(metadata):
         return step
-    # Built without Step.__init__ (see frozen_instance), filling the new instance's dict in
-    # place (cheaper than frozen_instance's copy): the environment makes one per WRITE.
-    view = _new(Step)
-    fields = view.__dict__
-    fields["t"] = step.t
-    fields["observation"] = step.observation
-    fields["metadata"] = visible
-    return view
-
-
-_new = object.__new__
+    # Built without Step.__init__ (see frozen_instance): the environment makes one per WRITE.
+    return frozen_instance(Step, {"t": step.t, "observation": step.observation, "metadata": visible})
 
 
 def policy_episode(episode: Episode, track: str) -> Episode:
