@@ -373,6 +373,7 @@ class WritePolicyBenchEnv(gym.Env):
         # Packed per-step rows shared by the episodes of this environment (see _prepare_step_features).
         self._middle_format = f"={len(STEP_FEATURES) - 3}f"
         self._middle_rows: dict[tuple[int, float, tuple[float, ...]], bytes] = {}
+        self._write_rows: dict[tuple[Any, ...], tuple[tuple[float, ...], bytes]] = {}  # see _record_stored
         self._slot_heads_by_length: dict[int, list[bytes]] = {}
         self._final_step_row = bytes(4 * self._n_step)  # every step feature is 0 once the episode is over
         # The mask without MERGE bits, by [WRITE fits][EXPIREs allowed]: SKIP, WRITE, then
@@ -738,28 +739,54 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         fam = tab.families[t]
         if fam >= 0:
-            _append_to(self._family_items, fam, t)
+            items = self._family_items.get(fam)
+            if items is None:
+                self._family_items[fam] = [t]
+            else:
+                items.append(t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
             previous = self._family_newest.get(fam)
             if previous is not None:
                 self._set_row_flag(previous, self._col_superseded, 1.0)
             self._family_newest[fam] = t
-        is_merge = merge_target is not None
-        if is_merge:
-            _append_to(self._children, merge_target, t)
-            self._merge_parent[t] = merge_target
-            self._merges += 1
-            budget = self._budget
-            cost_budget = min(1.0, cost / budget) if budget else 1.0
-        else:
+        # The item's slot row, kept packed: only age and the features that compare it with
+        # the current step change from step to step; orphan and superseded are set later.
+        if merge_target is None:
             api = tab.apis[t]
             if api >= 0:
                 _append_to(self._api_bases, api, t)
                 self._api_live[api] = self._api_live.get(api, 0) + 1
-            cost_budget = self._cost_budget[t]  # a WRITE costs the step's cost
-        # The item's slot row, kept packed: only age and the features that compare it with
-        # the current step change from step to step; orphan and superseded are set here.
-        row = [  # the slot row after present and age, which the observation adds at every step
+            # A WRITE costs the step's cost: its row depends on the step alone, and steps that
+            # show one observation share it (packed once per environment).
+            priority = tab.priorities[t] if self.privileged else None
+            key = (self._cost_budget[t], tab.kinds[t], tab.deprecated[t], priority)
+            row = self._write_rows.get(key)
+            if row is None:
+                if len(self._write_rows) >= _ROW_CACHE_LIMIT:
+                    self._write_rows.clear()
+                values = self._slot_row(key[0], False, t)
+                row = self._write_rows[key] = (values, struct.pack(self._tail_format, *values))
+            self._row_values[t] = list(row[0])
+            self._rows[t] = row[1]
+        else:
+            _append_to(self._children, merge_target, t)
+            self._merge_parent[t] = merge_target
+            self._merges += 1
+            budget = self._budget
+            values = self._slot_row(min(1.0, cost / budget) if budget else 1.0, True, t)
+            self._row_values[t] = list(values)
+            self._rows[t] = struct.pack(self._tail_format, *values)
+        # A new item is retained: a WRITE always, a MERGE because it joins a present base.
+        self._kept += 1
+        self._kept_critical += self._critical[t]
+        self._kept_utility += self._utilities[t]
+        if self._history is not None:
+            self._history[t] = [None, merge_target is not None]
+
+    def _slot_row(self, cost_budget: float, is_merge: bool, t: int) -> tuple[float, ...]:
+        """The slot row after present and age of a new item holding step ``t``."""
+        tab = self._table
+        return (
             cost_budget,
             1.0 if is_merge else 0.0,
             *_SLOT_KIND_FLAGS[tab.kinds[t]],
@@ -770,15 +797,7 @@ class WritePolicyBenchEnv(gym.Env):
             0.0,  # same_api
             0.0,  # superseded
             0.0,  # merge_ok
-        ]
-        self._row_values[t] = row
-        self._rows[t] = struct.pack(self._tail_format, *row)
-        # A new item is retained: a WRITE always, a MERGE because it joins a present base.
-        self._kept += 1
-        self._kept_critical += self._critical[t]
-        self._kept_utility += self._utilities[t]
-        if self._history is not None:
-            self._history[t] = [None, is_merge]
+        )
 
     def _set_row_flag(self, s: int, index: int, value: float) -> None:
         row = self._row_values[s]
@@ -1139,6 +1158,7 @@ _pack_slot_head = struct.Struct("=2f").pack
 _pack_f = struct.Struct("=f").pack
 _pack_memory = struct.Struct(f"={len(MEMORY_FEATURES)}f").pack
 _MASK_CACHE_LIMIT = 4096
+_ROW_CACHE_LIMIT = 4096
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
 
 

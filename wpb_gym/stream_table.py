@@ -28,7 +28,7 @@ import numpy as np
 
 from .accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, observation_json
 from .tracks import PRIVILEGED, VISIBLE_METADATA, check_track, policy_step, visible_metadata
-from .types import Episode, Step
+from .types import Episode, Step, frozen_instance
 
 KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER = 0, 1, 2, 3
 KIND_NAMES = ("endpoint", "doc", "guide", "other")
@@ -61,8 +61,9 @@ def kind_and_family(obs: Any) -> tuple[int, Any]:
     return KIND_OTHER, None
 
 
-def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
-    """``len(json.dumps(visible_metadata(step.metadata, track), sort_keys=True))`` per step.
+def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> tuple[list[int], dict[str, str] | None]:
+    """``len(json.dumps(visible_metadata(step.metadata, track), sort_keys=True))`` per step,
+    and the visible metadata itself when it is the same string-valued dict at every step.
 
     Generated steps repeat the same visible metadata (``{"mode": regime}`` on the
     unprivileged track), so lengths are memoised on the visible values when those are all
@@ -76,13 +77,14 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
             distinct = [set(column) for column in columns]
             if all(len(values) == 1 for values in distinct):  # the same at every step (the usual case)
                 only = [values.pop() for values in distinct]
-                return [json_len({k: v for k, v in zip(keys, only, strict=True) if v is not _ABSENT})] * len(steps)
+                visible = {k: v for k, v in zip(keys, only, strict=True) if v is not _ABSENT}
+                return [json_len(visible)] * len(steps), visible
             # Every visible value is a string: one JSON text per distinct combination.
             combos = list(zip(*columns, strict=True))
             memo = {
                 key: json_len({k: v for k, v in zip(keys, key, strict=True) if v is not _ABSENT}) for key in set(combos)
             }
-            return [memo[key] for key in combos]
+            return [memo[key] for key in combos], None
     absent = (_ABSENT,) * len(keys)
     memo: dict[tuple[Any, ...], int] = {}  # holds str-valued keys only
     lengths = []
@@ -101,7 +103,7 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> list[int]:
             if key is not None and all(type(v) is str or v is _ABSENT for v in key):
                 memo[key] = length
         lengths.append(length)
-    return lengths
+    return lengths, None
 
 
 _ABSENT = object()  # a visible key the metadata lacks (hashable, never a JSON value)
@@ -299,7 +301,7 @@ class StreamTable:
         columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(9)]
         texts, contents, kinds, families, apis, versions, params, required, deprecated = columns
         self._texts = texts
-        lengths = _visible_metadata_lengths(raw_steps, track)
+        lengths, self._shared_visible = _visible_metadata_lengths(raw_steps, track)
         fixed = HEADER_BYTES + INDEX_BYTES
         if lengths and lengths.count(lengths[0]) == len(lengths):  # one metadata length: a constant
             fixed += lengths[0]
@@ -333,11 +335,27 @@ class StreamTable:
         """Step ``t`` as a policy on this track sees it (built once, its cost already known)."""
         view = self._views[t]
         if view is None:
-            view = policy_step(self._raw[t], self.track)
-            cache = view.__dict__
-            if "_write_cost" not in cache:
-                cache["_observation_json"] = self._texts[t]
-                cache["_write_cost"] = self.costs[t]
+            raw = self._raw[t]
+            shared = self._shared_visible
+            if shared is not None and len(raw.metadata) != len(shared):
+                # Every step shows the same visible metadata: the views share one dict (steps
+                # are immutable) and are built without Step.__init__ (see frozen_instance).
+                view = frozen_instance(
+                    Step,
+                    {
+                        "t": raw.t,
+                        "observation": raw.observation,
+                        "metadata": shared,
+                        "_observation_json": self._texts[t],
+                        "_write_cost": self.costs[t],
+                    },
+                )
+            else:
+                view = policy_step(raw, self.track)
+                cache = view.__dict__
+                if "_write_cost" not in cache:
+                    cache["_observation_json"] = self._texts[t]
+                    cache["_write_cost"] = self.costs[t]
             self._views[t] = view
         return view
 
