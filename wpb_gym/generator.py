@@ -79,7 +79,7 @@ import numpy as np
 from scipy import special
 
 from .contract_generator import generate_contract_steps
-from .types import Episode, Step, frozen_instance
+from .types import Episode, Step, frozen_instances
 
 PRIORITY_SCALE = 6.0
 UTILITY_BURST_DRIFT = 6.0
@@ -300,8 +300,13 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     mode = c.regime
     steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
-        frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": mode, "priority": p}})
-        for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
+        frozen_instances(
+            Step,
+            [
+                {"t": t, "observation": obs, "metadata": {"mode": mode, "priority": p}}
+                for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
+            ],
+        )
     )
     labels.update(
         {

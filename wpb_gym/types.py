@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Iterator, Literal, Mapping, Sequence, TypeVar
+from itertools import repeat
+from typing import Any, Iterable, Iterator, Literal, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -107,6 +108,16 @@ def frozen_instance(cls: type[T], fields: dict[str, Any]) -> T:
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
+
+
+def frozen_instances(cls: type[T], field_dicts: Iterable[dict[str, Any]]) -> list[T]:
+    """``[frozen_instance(cls, fields) for fields in field_dicts]``, each dict becoming the
+    instance's ``__dict__`` itself (so do not reuse them): an episode reset builds T steps."""
+    dicts = list(field_dicts)
+    instances = list(map(object.__new__, repeat(cls, len(dicts))))
+    for _ in map(object.__setattr__, instances, repeat("__dict__"), dicts):
+        pass
+    return instances
 
 
 class FrozenMapping(Mapping[str, Any]):
