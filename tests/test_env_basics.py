@@ -386,3 +386,29 @@ def test_stream_table_costs_equal_the_write_formula_for_any_metadata(track):
     steps = [Step(t, {"api": "a", "v": t}, m) for t, m in enumerate(metadata)]
     table = StreamTable(Episode(steps=steps, labels={}), track)
     assert table.costs == [estimate_bytes(policy_step(s, track)) for s in steps]
+
+
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+@pytest.mark.parametrize("regime", ["default", "contract_mix"])
+def test_stream_table_views_are_the_tracks_policy_steps(track, regime):
+    """``StreamTable.step`` builds the track's view of a step itself when every step shows the
+    same visible metadata (the views then share one metadata dict): each view must equal what
+    ``policy_step`` returns and carry the same byte cost."""
+    from wpb_gym.accounting import estimate_bytes, observation_json
+    from wpb_gym.generator import generate_episode, make_config
+    from wpb_gym.stream_table import StreamTable
+    from wpb_gym.tracks import policy_step
+
+    episode = generate_episode(make_config(regime, length=60), 3, 1)
+    table = StreamTable(episode, track)
+    for t, raw in enumerate(episode.steps):
+        expected = policy_step(raw, track)
+        view = table.step(t)
+        assert view == expected and view.t == t
+        assert estimate_bytes(view) == table.costs[t] == estimate_bytes(expected)
+        assert observation_json(view) == observation_json(expected)
+        assert table.step(t) is view  # built once
+    # Metadata with differing visible values goes through policy_step: still equal views.
+    steps = [Step(t, {"api": "a", "v": t}, {"mode": f"m{t % 2}", "priority": 0.5}) for t in range(4)]
+    mixed = StreamTable(Episode(steps=steps, labels={}), track)
+    assert [mixed.step(t) for t in range(4)] == [policy_step(s, track) for s in steps]

@@ -980,3 +980,24 @@ def test_stream_features_see_a_change_that_memory_does_not_hold():
     obs, *_ = env.step(0)  # t = 3: GET /b, a family never shown
     step, _, _ = split(env, obs)
     assert step["family_seen"] == 0.0
+
+
+def test_items_of_one_observation_keep_their_own_slot_rows():
+    """WRITE rows are packed once per (cost, kind, deprecated, priority) and shared by the steps
+    that show one observation; each item must still get its own flags (superseded here), also
+    in a later episode of the same env with another budget."""
+    shown = {"api": "GET /a", "params": ["x"], "version": 1, "deprecated": False}
+    steps = [Step(t, shown, {"mode": "m", "priority": 0.5}) for t in range(3)]
+    labels = {"critical_steps": [], "total_drift_events": 0, "utility_by_step": {0: 1, 1: 1, 2: 1}, "mode": "m"}
+    env = WritePolicyBenchEnv(episodes=[Episode(steps=steps, labels=labels)], slots=2, slot_order="oldest")
+    cost = write_cost(shown, {"mode": "m"})
+    for budget in (10_000, 5_000):
+        env.reset(seed=0, options={"budget_bytes": budget})
+        env.step(1)
+        obs, *_ = env.step(1)  # t = 2: items 0 and 1, oldest first
+        _, _, slots = split(env, obs)
+        assert [s["cost_budget"] for s in slots] == pytest.approx([cost / budget] * 2)
+        assert [s["superseded"] for s in slots] == [1.0, 0.0]
+        obs, *_ = env.step(2 + env.K + 1)  # EXPIRE item 1: item 0 is the newest again
+        _, _, slots = split(env, obs)
+        assert slots[0]["superseded"] == 0.0 and slots[0]["present"] == 1.0 and slots[1]["present"] == 0.0

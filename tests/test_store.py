@@ -415,6 +415,25 @@ def test_items_built_by_the_shortcut_equal_items_built_by_execute():
     assert b.expire(0, 1) == a.execute(MemoryAction.expire(0), 1)
 
 
+def test_frozen_instances_equal_instances_built_by_init():
+    """``frozen_instances`` (the generator's way to build T steps) gives each instance the
+    given dict as its attributes: equal to ``__init__``'s, frozen, independent, picklable."""
+    import pickle
+
+    from wpb_gym.types import frozen_instances
+
+    fields = [
+        {"t": t, "observation": {"api": "a", "v": t}, "metadata": {"mode": "m", "priority": 0.1 * t}} for t in range(3)
+    ]
+    built = frozen_instances(Step, fields)
+    assert built == [Step(t, {"api": "a", "v": t}, {"mode": "m", "priority": 0.1 * t}) for t in range(3)]
+    assert len({id(s.__dict__) for s in built}) == 3
+    with pytest.raises(AttributeError):
+        built[0].t = 5
+    assert pickle.loads(pickle.dumps(built)) == built
+    assert frozen_instances(Step, []) == []
+
+
 def test_one_private_copy_per_observation_object_and_items_cannot_change_it():
     obs = {"api": "a", "p": [1]}
     store = ByteMemoryStore(10_000)
