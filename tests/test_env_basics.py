@@ -412,3 +412,22 @@ def test_stream_table_views_are_the_tracks_policy_steps(track, regime):
     steps = [Step(t, {"api": "a", "v": t}, {"mode": f"m{t % 2}", "priority": 0.5}) for t in range(4)]
     mixed = StreamTable(Episode(steps=steps, labels={}), track)
     assert [mixed.step(t) for t in range(4)] == [policy_step(s, track) for s in steps]
+
+
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_stream_table_reads_columns_and_steps_alike(track):
+    """A generated episode is read from its columns (no steps made); the same episode with
+    its steps made gives the same table."""
+    from wpb_gym.generator import generate_episode, make_config
+    from wpb_gym.stream_table import StreamTable
+
+    config = make_config("default", length=80, doc_prob=0.2, migration_guides=True)
+    lazy, built = generate_episode(config, 1, 4), generate_episode(config, 1, 4)
+    assert len(built.steps) == 80  # makes its steps
+    a, b = StreamTable(lazy, track), StreamTable(built, track)
+    assert "steps" not in lazy.__dict__
+    for column in ("costs", "kinds", "families", "apis", "versions", "params", "required", "deprecated"):
+        assert getattr(a, column) == getattr(b, column), column
+    assert a.contents == b.contents and a.previous_shown == b.previous_shown and a.priorities == b.priorities
+    assert [a.step(t) for t in range(80)] == [b.step(t) for t in range(80)]
+    assert [a.observation(t) for t in range(80)] == [s.observation for s in built.steps]

@@ -530,3 +530,38 @@ def test_guides_off_by_default():
     ep = generate_episode(make_config("burst_drift", length=200), 12, 0)
     assert "migration_guide_steps" not in ep.labels
     assert all(set(s.observation) == SNAPSHOT_KEYS for s in ep.steps)
+
+
+def test_generated_episodes_make_their_steps_on_first_use():
+    """Generated episodes keep columns and make ``Step`` objects only when ``steps`` is read:
+    an environment reset reads the columns and makes none. Once made, the steps are the
+    ones an eagerly built episode holds, and the episode behaves like one."""
+    import copy
+    import pickle
+
+    import gymnasium as gym
+
+    from wpb_gym.types import Episode, Step
+
+    config = make_config("burst_redundancy", length=40)
+    lazy = generate_episode(config, 5, 2)
+    assert "steps" not in lazy.__dict__ and len(lazy) == lazy.length == 40
+    observations, metadata = lazy.columns()
+    assert len(observations) == len(metadata) == 40 and "steps" not in lazy.__dict__
+    eager = Episode(
+        steps=[Step(t, obs, m) for t, (obs, m) in enumerate(zip(observations, metadata, strict=True))],
+        labels=lazy.labels,
+    )
+    assert pickle.loads(pickle.dumps(lazy)) == eager  # pickles its columns
+    assert copy.deepcopy(lazy) == eager and eager == lazy and lazy == eager
+    assert lazy.steps is lazy.steps and isinstance(lazy.steps, tuple) and lazy.steps == eager.steps
+    assert lazy.columns()[0] == observations and dumps_episode(lazy) == dumps_episode(eager)
+    assert not hasattr(lazy, "not_an_attribute")
+    with pytest.raises(ValueError, match="2 observations but 1 metadata"):
+        Episode.from_columns([{}, {}], [{}], {})
+
+    env = gym.make("WritePolicyBench-v0", regime="redundancy", length=30).unwrapped
+    env.reset(seed=0)
+    while not env.step(1)[2]:
+        pass
+    assert "steps" not in env.episode.__dict__

@@ -30,6 +30,11 @@ MERGE_KEY = "api"
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
 
 
+def json_text(value: Any) -> str:
+    """``json.dumps(value, sort_keys=True)``: the text every byte cost is the length of."""
+    return _sorted_json(value)
+
+
 def json_len(value: Any) -> int:
     return len(_sorted_json(value))
 

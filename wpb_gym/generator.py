@@ -79,7 +79,7 @@ import numpy as np
 from scipy import special
 
 from .contract_generator import generate_contract_steps
-from .types import Episode, Step, frozen_instances
+from .types import Episode
 
 PRIORITY_SCALE = 6.0
 UTILITY_BURST_DRIFT = 6.0
@@ -299,15 +299,8 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
     priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
     mode = c.regime
-    steps = tuple(  # built without Step.__init__ (see frozen_instance): a reset makes T of them
-        frozen_instances(
-            Step,
-            [
-                {"t": t, "observation": obs, "metadata": {"mode": mode, "priority": p}}
-                for t, obs, p in zip(range(T), steps_obs, priority.tolist(), strict=True)
-            ],
-        )
-    )
+    # Steps are made when something reads episode.steps; an environment reset reads the columns.
+    metadata = [{"mode": mode, "priority": p} for p in priority.tolist()]
     labels.update(
         {
             "episode_id": index,
@@ -317,7 +310,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
             "utility_by_step": dict(enumerate(utility.tolist())),
         }
     )
-    episode = Episode(steps=steps, labels=dict(sorted(labels.items())))
+    episode = Episode.from_columns(steps_obs, metadata, dict(sorted(labels.items())))
     # The array the cached ``utilities`` property would rebuild from utility_by_step.
     utility.setflags(write=False)
     episode.__dict__["utilities"] = utility

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, observation_json
+from .accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, json_text, observation_json
 from .tracks import PRIVILEGED, VISIBLE_METADATA, check_track, policy_step, visible_metadata
 from .types import Episode, Step, frozen_instance
 
@@ -61,7 +61,7 @@ def kind_and_family(obs: Any) -> tuple[int, Any]:
     return KIND_OTHER, None
 
 
-def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> tuple[list[int], dict[str, str] | None]:
+def _visible_metadata_lengths(metadatas: list[Any], track: str) -> tuple[list[int], dict[str, str] | None]:
     """``len(json.dumps(visible_metadata(step.metadata, track), sort_keys=True))`` per step,
     and the visible metadata itself when it is the same string-valued dict at every step.
 
@@ -70,7 +70,6 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> tuple[list
     strings (equal strings, equal JSON; numbers are not memoised: 1 == 1.0 == True).
     """
     keys = VISIBLE_METADATA[track]
-    metadatas = [step.metadata for step in steps]
     if set(map(type, metadatas)) == {dict}:
         columns = [[m.get(k, _ABSENT) for m in metadatas] for k in keys]
         if all(map(_strings_or_absent, columns)):
@@ -78,7 +77,7 @@ def _visible_metadata_lengths(steps: tuple[Step, ...], track: str) -> tuple[list
             if all(len(values) == 1 for values in distinct):  # the same at every step (the usual case)
                 only = [values.pop() for values in distinct]
                 visible = {k: v for k, v in zip(keys, only, strict=True) if v is not _ABSENT}
-                return [json_len(visible)] * len(steps), visible
+                return [json_len(visible)] * len(metadatas), visible
             # Every visible value is a string: one JSON text per distinct combination.
             combos = list(zip(*columns, strict=True))
             memo = {
@@ -260,10 +259,12 @@ class StreamTable:
     def __init__(self, episode: Episode, track: str, shapes: ObservationShapes | None = None) -> None:
         check_track(track)
         self.track = track
-        raw_steps = episode.steps
-        self._raw = raw_steps
-        self._views: list[Step | None] = [None] * len(raw_steps)
-        self.length = len(raw_steps)
+        # Columns, so that an episode made by Episode.from_columns is read without making its
+        # steps; an episode that has its steps lends them, and the JSON text cached on them.
+        observations, metadatas = self._observations, self._metadata = episode.columns()
+        raw_steps = self._raw = episode.__dict__.get("steps")
+        self._views: list[Step | None] = [None] * len(observations)
+        self.length = len(observations)
         privileged = track == PRIVILEGED
         if shapes is None:
             shapes = ObservationShapes()
@@ -277,13 +278,13 @@ class StreamTable:
         # object per endpoint state, so the work is done once per object (keyed by id: every
         # observation stays alive, held by the episode, while the table is built), in the
         # order the objects first appear. The per-step passes run in C (map, zip, dict).
-        object_ids = list(map(id, [step.observation for step in raw_steps]))
-        first_step = dict(zip(reversed(object_ids), reversed(raw_steps), strict=True))
+        object_ids = list(map(id, observations))
+        first_shown = dict(zip(reversed(object_ids), range(self.length - 1, -1, -1), strict=True))
         by_object: dict[int, tuple[Any, ...]] = {}
         for key in dict.fromkeys(object_ids):
-            step = first_step[key]
-            obs = step.observation
-            text = observation_json(step)
+            t = first_shown[key]
+            obs = observations[t]
+            text = json_text(obs) if raw_steps is None else observation_json(raw_steps[t])
             content = content_ids.setdefault(text, len(content_ids) + 1)
             # Equal JSON text means equal observations only for plain JSON values without NaN
             # (NaN != NaN; a tuple and a list, or keys 1 and "1", print alike). Other contents
@@ -301,7 +302,7 @@ class StreamTable:
         columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(9)]
         texts, contents, kinds, families, apis, versions, params, required, deprecated = columns
         self._texts = texts
-        lengths, self._shared_visible = _visible_metadata_lengths(raw_steps, track)
+        lengths, self._shared_visible = _visible_metadata_lengths(metadatas, track)
         fixed = HEADER_BYTES + INDEX_BYTES
         if lengths and lengths.count(lengths[0]) == len(lengths):  # one metadata length: a constant
             fixed += lengths[0]
@@ -326,8 +327,8 @@ class StreamTable:
         self.priorities = None
         if privileged:
             self.priorities = []
-            for step in raw_steps:
-                p = step.metadata.get("priority")
+            for metadata in metadatas:
+                p = metadata.get("priority")
                 ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
                 self.priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
 
@@ -335,22 +336,24 @@ class StreamTable:
         """Step ``t`` as a policy on this track sees it (built once, its cost already known)."""
         view = self._views[t]
         if view is None:
-            raw = self._raw[t]
+            metadata = self._metadata[t]
             shared = self._shared_visible
-            if shared is not None and len(raw.metadata) != len(shared):
+            if shared is not None and len(metadata) != len(shared):
                 # Every step shows the same visible metadata: the views share one dict (steps
-                # are immutable) and are built without Step.__init__ (see frozen_instance).
+                # are immutable) and are built without Step.__init__ (see frozen_instance),
+                # with the text and cost the table computed.
                 view = frozen_instance(
                     Step,
                     {
-                        "t": raw.t,
-                        "observation": raw.observation,
+                        "t": t if self._raw is None else self._raw[t].t,
+                        "observation": self._observations[t],
                         "metadata": shared,
                         "_observation_json": self._texts[t],
                         "_write_cost": self.costs[t],
                     },
                 )
             else:
+                raw = self._raw[t] if self._raw is not None else Step(t, self._observations[t], metadata)
                 view = policy_step(raw, self.track)
                 cache = view.__dict__
                 if "_write_cost" not in cache:
@@ -360,7 +363,7 @@ class StreamTable:
         return view
 
     def observation(self, t: int) -> Any:
-        return self._raw[t].observation
+        return self._observations[t]
 
     def cost_array(self) -> np.ndarray:
         return np.asarray(self.costs, dtype=np.int64)

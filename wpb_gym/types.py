@@ -44,6 +44,10 @@ class Episode:
     ``labels`` keeps what the file holds, with ``utility_by_step`` keyed by ``int``
     (JSON turns those keys into strings; the loader turns them back). Derived views of the
     labels (``critical_steps``, ``utilities``...) are computed once and cached.
+
+    ``Episode.from_columns`` builds an episode whose ``Step`` objects are only made when
+    ``steps`` is first read: the environment reads the columns (``columns()``) and a reset
+    that generates an episode then makes no step objects at all.
     """
 
     steps: Sequence[Step]
@@ -54,12 +58,52 @@ class Episode:
         if not isinstance(self.steps, tuple):
             object.__setattr__(self, "steps", tuple(self.steps))
 
+    @classmethod
+    def from_columns(cls, observations: list[Any], metadata: list[dict[str, Any]], labels: dict[str, Any]) -> Episode:
+        """The episode of steps ``Step(t, observations[t], metadata[t])``, built on first use.
+
+        The lists are kept, not copied: like a step's observation, treat them as immutable.
+        """
+        if len(observations) != len(metadata):
+            raise ValueError(f"{len(observations)} observations but {len(metadata)} metadata dicts: one each per step")
+        episode = object.__new__(cls)
+        episode.__dict__.update({"labels": labels, "_columns": (observations, metadata)})
+        return episode
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when the attribute is missing: the steps of an episode made by
+        # from_columns, built now and kept.
+        columns = self.__dict__.get("_columns") if name == "steps" else None
+        if columns is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        observations, metadata = columns
+        steps = tuple(
+            frozen_instances(
+                Step,
+                [
+                    {"t": t, "observation": obs, "metadata": m}
+                    for t, obs, m in zip(range(len(observations)), observations, metadata, strict=True)
+                ],
+            )
+        )
+        self.__dict__["steps"] = steps
+        return steps
+
+    def columns(self) -> tuple[list[Any], list[Any]]:
+        """(the observation of every step, the metadata of every step), without making steps
+        that are not made yet. Read-only: the lists may be the episode's own."""
+        columns = self.__dict__.get("_columns")
+        if columns is not None:
+            return columns
+        return [step.observation for step in self.steps], [step.metadata for step in self.steps]
+
     def __len__(self) -> int:
-        return len(self.steps)
+        columns = self.__dict__.get("_columns")
+        return len(self.steps) if columns is None else len(columns[0])
 
     @property
     def length(self) -> int:
-        return len(self.steps)
+        return len(self)
 
     @cached_property
     def critical_steps(self) -> tuple[int, ...]:
@@ -75,7 +119,7 @@ class Episode:
     @cached_property
     def utilities(self) -> np.ndarray:
         """Hidden per-step utility ``u_t`` as a read-only float64 array of length T."""
-        values = [0.0] * len(self.steps)  # filled as a list: one array at the end
+        values = [0.0] * len(self)  # filled as a list: one array at the end
         for t, value in self.labels.get("utility_by_step", {}).items():
             values[int(t)] = float(value)
         u = np.array(values, dtype=np.float64)
