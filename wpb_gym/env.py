@@ -909,10 +909,11 @@ class WritePolicyBenchEnv(gym.Env):
             if fam_live and self.slot_order == "relevance":
                 slots = self._relevant_slots(fam)
             else:
-                slots = list(islice(rows, self.K))
+                slots = list(islice(rows, self.K)) if rows else []
         self._slots = slots
         n_slots = len(slots)
-        remaining = self._budget - self._used
+        budget = self._budget
+        remaining = budget - self._used
         cap = self.max_expires_per_step
         if cap is None:
             cap_left = 1.0 if live else 0.0
@@ -920,12 +921,14 @@ class WritePolicyBenchEnv(gym.Env):
             cap_left = (cap - self._expires_this_step) / cap if live and cap else 0.0
         # The mask but for MERGE, from the templates: SKIP, WRITE if it fits, EXPIRE per shown item.
         expirable = n_slots if live and (cap is None or self._expires_this_step < cap) else 0
-        mask = self._mask_templates[live and tab.costs[t] <= remaining][expirable]
+        cost = tab.costs[t] if live else 0
+        mask = self._mask_templates[live and cost <= remaining][expirable]
+        n_items = len(rows)
         memory = _pack_memory(
-            remaining / self._budget if self._budget else 0.0,
-            len(rows) / (len(rows) + self.K),
-            (len(rows) - n_slots) / len(rows) if rows else 0.0,
-            self._merges / len(rows) if rows else 0.0,
+            remaining / budget if budget else 0.0,
+            n_items / (n_items + self.K),
+            (n_items - n_slots) / n_items if n_items else 0.0,
+            self._merges / n_items if n_items else 0.0,
             t * self._inv_T if live else 1.0,
             cap_left,
         )
@@ -934,7 +937,14 @@ class WritePolicyBenchEnv(gym.Env):
         elif fam_live:
             parts = [self._step_row(t, fam, fam_live, remaining), memory]
         else:
-            parts = [self._step_row_without_reference(t, remaining), self._step_middle[t], memory]
+            # The first three step features; the others are fixed per timestep when memory holds
+            # nothing of the step's family, packed at reset (_step_middle).
+            start = _pack_step_start(
+                self._cost_budget[t],
+                min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
+                1.0 if cost <= remaining else 0.0,
+            )
+            parts = [start, self._step_middle[t], memory]
 
         # ---- slots: present and age (packed per age at reset), then the item's packed row.
         # The features that compare an item with the current step are packed afresh for the
@@ -964,16 +974,6 @@ class WritePolicyBenchEnv(gym.Env):
         parts.append(self._pad[n_slots])
         self._obs_bytes = b"".join(parts)
         self._mask = mask
-
-    def _step_row_without_reference(self, t: int, remaining: int) -> bytes:
-        """The first three step features when memory holds nothing of the step's family; the
-        others are then fixed per timestep and were packed at reset (``_step_middle``)."""
-        cost = self._table.costs[t]
-        return _pack_step_start(
-            self._cost_budget[t],
-            min(1.0, cost / remaining) if remaining > 0 else (0.0 if cost == 0 else 1.0),
-            1.0 if cost <= remaining else 0.0,
-        )
 
     def _step_row(self, t: int, fam: int, fam_live: int, remaining: int) -> bytes:
         """Every step feature, when memory holds items of the step's family ``fam``."""
@@ -1064,12 +1064,13 @@ class WritePolicyBenchEnv(gym.Env):
         }
 
     def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
+        mask = self._mask_arrays.get(self._mask)  # _mask_array() without a call when cached
         return {
             "t": self._t,
             "accepted": accepted,
             "reason": reason,
             "bytes_used": self._used,
-            "action_mask": self._mask_array(),
+            "action_mask": self._mask_array() if mask is None else mask.copy(),
         }
 
     # ------------------------------------------------------------------ rewards and metrics
