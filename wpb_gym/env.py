@@ -559,6 +559,7 @@ class WritePolicyBenchEnv(gym.Env):
         self._row_values: dict[int, list[float]] = {}  # stored item -> its slot row
         self._rows: dict[int, bytes] = {}  # the same rows, packed as float32
         self._merge_costs: dict[tuple[int, int], int | None] = {}  # (content, content) -> MERGE bytes
+        self._comparisons: dict[tuple[int, int], tuple[float, ...]] = {}  # (content, content) -> see _compare
         self._merges = 0
         self._oracle_value: float | None = None
         self._oracle_prefix: np.ndarray | None = None
@@ -986,17 +987,19 @@ class WritePolicyBenchEnv(gym.Env):
             stack = self._api_bases.get(api)
             if stack:
                 base = stack[-1] if stack[-1] in self._rows else self._newest_live(stack)
-        identical = tab.contents[t] == tab.contents[ref]
-        cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
-        pa, pr = tab.params[t], tab.params[ref]
-        ra, rr = tab.required[t], tab.required[ref]
-        dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
         merge_ok, merge_share = 0.0, 0.0
         if base is not None:
             delta_cost = self._merge_cost(t, base)
             if delta_cost is not None:
                 merge_ok = 1.0 if delta_cost <= remaining else 0.0
                 merge_share = min(1.0, delta_cost / cost) if cost else 1.0
+        ct, cr = tab.contents[t], tab.contents[ref]
+        if ct > 0 and cr > 0:  # plain JSON: the comparison depends on the two texts alone
+            comparison = self._comparisons.get((ct, cr))
+            if comparison is None:
+                comparison = self._comparisons[ct, cr] = self._compare(t, ref)
+        else:
+            comparison = self._compare(t, ref)
         return struct.pack(
             self._step_format,
             self._cost_budget[t],
@@ -1005,6 +1008,25 @@ class WritePolicyBenchEnv(gym.Env):
             *_KIND_FLAGS[tab.kinds[t]],
             1.0,
             1.0 if base is not None else 0.0,
+            *comparison,
+            merge_ok,
+            merge_share,
+            (t - ref) * self._inv_T,
+            min(1.0, fam_live / self.K),
+            *self._seen[t],
+            *((tab.priorities[t],) if self.privileged else ()),
+        )
+
+    def _compare(self, t: int, ref: int) -> tuple[float, ...]:
+        """The step features comparing step ``t`` with the stored item ``ref`` of its family,
+        from identical to fields_changed."""
+        tab = self._table
+        identical = tab.contents[t] == tab.contents[ref]
+        cmp = 0 if identical else compare_versions(tab.versions[t], tab.versions[ref])
+        pa, pr = tab.params[t], tab.params[ref]
+        ra, rr = tab.required[t], tab.required[ref]
+        dep_t, dep_r = tab.deprecated[t], tab.deprecated[ref]
+        return (
             1.0 if identical else 0.0,
             1.0 if cmp == 1 else 0.0,
             1.0 if cmp == -1 else 0.0,
@@ -1017,12 +1039,6 @@ class WritePolicyBenchEnv(gym.Env):
             1.0 if dep_t > dep_r else 0.0,
             1.0 if dep_r > dep_t else 0.0,
             0.0 if identical else _fields_changed(tab.observation(t), tab.observation(ref)),
-            merge_ok,
-            merge_share,
-            (t - ref) * self._inv_T,
-            min(1.0, fam_live / self.K),
-            *self._seen[t],
-            *((tab.priorities[t],) if self.privileged else ()),
         )
 
     def _family_slot_row(self, t: int, s: int, remaining: int) -> tuple[bytes, bool]:
