@@ -67,17 +67,23 @@ class WritePolicyBenchRunner:
         return n, time.perf_counter() - start
 
 
-def interleaved(runners: dict[str, object], seconds: float, rounds: int) -> dict[str, float]:
-    """Steps/s of each runner, measured in alternating slices so that drifts of the machine's
-    speed during the run hit every environment alike."""
+def interleaved(
+    runners: dict[str, object], seconds: float, rounds: int
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Steps/s of each runner over the whole run, and per round, measured in alternating
+    slices so that drifts of the machine's speed during the run hit every environment alike."""
     steps = dict.fromkeys(runners, 0)
     elapsed = dict.fromkeys(runners, 0.0)
+    per_round = []
     for _ in range(rounds):
+        rates = {}
         for name, runner in runners.items():
             n, dt = runner.run(seconds / rounds)
             steps[name] += n
             elapsed[name] += dt
-    return {name: steps[name] / elapsed[name] for name in runners}
+            rates[name] = n / dt
+        per_round.append(rates)
+    return {name: steps[name] / elapsed[name] for name in runners}, per_round
 
 
 def main() -> None:
@@ -94,11 +100,14 @@ def main() -> None:
     runners = {"CartPole-v1 (reference)": CartPoleRunner()}
     for name, kwargs in SETTINGS.items():
         runners[f"WritePolicyBench-v0 {name}"] = WritePolicyBenchRunner(kwargs)
-    rates = interleaved(runners, args.seconds, args.rounds)
+    rates, per_round = interleaved(runners, args.seconds, args.rounds)
     reference = rates["CartPole-v1 (reference)"]
-    print(f"{'environment':<46} {'steps/s':>10} {'vs CartPole-v1':>15}")
+    # The spread of the per-round ratios shows how much the machine's phase moved the figure.
+    print(f"{'environment':<46} {'steps/s':>10} {'vs CartPole-v1':>15} {'per round':>13}")
     for name, rate in rates.items():
-        print(f"{name:<46} {rate:>10,.0f} {rate / reference:>14.2f}x")
+        ratios = [r[name] / r["CartPole-v1 (reference)"] for r in per_round]
+        spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+        print(f"{name:<46} {rate:>10,.0f} {rate / reference:>14.2f}x {spread:>13}")
 
 
 if __name__ == "__main__":
