@@ -81,7 +81,7 @@ def interleaved(
             n, dt = runner.run(seconds / rounds)
             steps[name] += n
             elapsed[name] += dt
-            rates[name] = n / dt
+            rates[name] = n / dt if dt > 0 else 0.0
         per_round.append(rates)
     return {name: steps[name] / elapsed[name] for name in runners}, per_round
 

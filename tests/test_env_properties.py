@@ -1001,3 +1001,39 @@ def test_items_of_one_observation_keep_their_own_slot_rows():
         obs, *_ = env.step(2 + env.K + 1)  # EXPIRE item 1: item 0 is the newest again
         _, _, slots = split(env, obs)
         assert slots[0]["superseded"] == 0.0 and slots[0]["present"] == 1.0 and slots[1]["present"] == 0.0
+
+
+def test_privileged_items_of_one_observation_show_their_own_priority():
+    """WRITE rows are shared per (cost, kind, deprecated, priority): on the privileged track two
+    steps showing one observation with different priorities must show different rows."""
+    shown = {"api": "GET /a", "params": ["x"], "version": 1, "deprecated": False}
+    steps = [Step(t, shown, {"mode": "m", "priority": p}) for t, p in enumerate([0.25, 0.75, 0.5])]
+    labels = {"critical_steps": [], "total_drift_events": 0, "utility_by_step": {0: 1, 1: 1, 2: 1}, "mode": "m"}
+    env = WritePolicyBenchEnv(
+        episodes=[Episode(steps=steps, labels=labels)], slots=2, slot_order="oldest", track="privileged"
+    )
+    env.reset(seed=0)
+    env.step(1)
+    obs, *_ = env.step(1)
+    _, _, slots = split(env, obs)
+    assert [s["priority"] for s in slots] == pytest.approx([0.25, 0.75])
+
+
+def test_comparisons_are_not_carried_from_one_episode_to_the_next():
+    """The step features comparing the current step with memory are memoised per pair of
+    contents within an episode; content ids restart with every episode, so two episodes
+    whose ids coincide but whose versions go opposite ways must show opposite features."""
+    labels = {"critical_steps": [], "total_drift_events": 0, "utility_by_step": {0: 1, 1: 1}, "mode": "m"}
+
+    def episode(api, versions):
+        obs = [{"api": api, "params": ["x"], "version": v, "deprecated": False} for v in versions]
+        return Episode(steps=[Step(t, o, {"mode": "m"}) for t, o in enumerate(obs)], labels=labels)
+
+    env = WritePolicyBenchEnv(episodes=[episode("a", [1, 2]), episode("b", [2, 1])], episode_order="cycle")
+    seen = []
+    for _ in range(2):
+        env.reset()
+        obs, *_ = env.step(1)  # WRITE step 0: step 1 is compared with it
+        step, _, _ = split(env, obs)
+        seen.append((step["version_up"], step["version_down"]))
+    assert seen == [(1.0, 0.0), (0.0, 1.0)]

@@ -75,7 +75,9 @@ class Episode:
         # from_columns, built now and kept.
         columns = self.__dict__.get("_columns") if name == "steps" else None
         if columns is None:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            # The normal lookup again, so that its own error surfaces (an AttributeError raised
+            # inside a property, or a missing name with Python's "did you mean" hint).
+            return object.__getattribute__(self, name)
         observations, metadata = columns
         steps = tuple(
             frozen_instances(
