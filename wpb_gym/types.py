@@ -158,7 +158,7 @@ def frozen_instance(cls: type[T], fields: dict[str, Any]) -> T:
 
 def frozen_instances(cls: type[T], field_dicts: Iterable[dict[str, Any]]) -> list[T]:
     """``[frozen_instance(cls, fields) for fields in field_dicts]``, each dict becoming the
-    instance's ``__dict__`` itself (so do not reuse them): an episode reset builds T steps."""
+    instance's ``__dict__`` itself (so do not reuse them): a lazy episode builds its T steps at once."""
     dicts = list(field_dicts)
     instances = list(map(object.__new__, repeat(cls, len(dicts))))
     for _ in map(object.__setattr__, instances, repeat("__dict__"), dicts):
