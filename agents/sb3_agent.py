@@ -26,7 +26,8 @@ from wpb_gym.env import WritePolicyBenchEnv
 from wpb_gym.generator import GeneratorConfig
 from wpb_gym.policy import EpisodeContext
 from wpb_gym.store import StoreView
-from wpb_gym.types import MemoryAction, Step
+from wpb_gym.readonly import thaw
+from wpb_gym.types import Episode, MemoryAction, Step
 
 from .base import Agent
 
@@ -162,7 +163,10 @@ class SB3Agent(Agent):
             raise ValueError(
                 f"{self.path} was trained on the {self.track} track; evaluate it on that track, not {context.track}"
             )
-        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[context.stream], budget_bytes=context.budget_bytes)
+        # The evaluator shows read-only copies; the env reads plain JSON fastest, so the model's
+        # private env gets a plain copy of them.
+        stream = Episode(steps=[Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps], labels={})
+        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes)
         self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
         self._state = None
         self._episode_start = np.ones((1,), dtype=bool)

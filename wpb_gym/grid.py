@@ -5,9 +5,14 @@ builds a fresh policy for every run (so no state leaks between episodes or budge
 track it needs. The core never imports ``agents``: the CLI passes factories in.
 
 Work is split by episode: one task runs every policy at every budget and track on one
-episode, with the exact oracle computed once per (episode, track) for all budgets. Tasks
-run in worker processes when ``jobs > 1``; the rows are sorted afterwards, so the result
-does not depend on ``jobs``.
+episode, in lockstep (``wpb_gym.runner.play``), with the exact oracle computed once per
+(episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1``; the rows
+are sorted afterwards, so the result does not depend on ``jobs``.
+
+``isolate=True`` runs every policy in a process of its own (``wpb_gym.isolation``), which
+is what a leaderboard submission must use; in-process evaluation is the fast default for
+trusted code. Either way ``limits`` caps each policy's actions and time per timestep, and a
+run stopped by a limit keeps its row, with the error in the ``error`` column.
 """
 
 from __future__ import annotations
@@ -17,11 +22,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from .child_processes import end_with_parent
 from .generator import make_config
 from .metrics import CONFUSION_NAMES, METRIC_NAMES
 from .oracle import episode_oracle
 from .policy import POLICY_TRACKS
-from .runner import run_episode
+from .referee import DEFAULT_LIMITS, RunLimits
+from .runner import PlayedRun, Seat, end_episode, play, score
 from .sources import GeneratedEpisodes
 from .tracks import TRACKS, UNPRIVILEGED
 from .types import Episode
@@ -36,13 +43,16 @@ METRIC_COLUMNS = (
     "rejected_actions",
     "oracle_f1",  # the hindsight WRITE-only F1 bound of the episode at this budget and track
 )
+# Empty, or why the run's policy was stopped (a limit) or its memory view diverged. Results
+# written before the column existed read as "".
+ERROR_COLUMN = "error"
 # Columns holding counts (the other metric columns hold floats).
 INT_COLUMNS = frozenset(
     {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
     | set(CONFUSION_NAMES)
     | {"actions", "rejected_actions"}
 )
-ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS
+ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + (ERROR_COLUMN,)
 
 
 @dataclass(frozen=True)
@@ -112,38 +122,84 @@ class GridTask:
     policies: tuple[PolicySpec, ...]
     budgets: tuple[int, ...]
     tracks: tuple[str, ...]
+    limits: RunLimits = DEFAULT_LIMITS
+    isolate: bool = False
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
     """Every policy × budget × track on one episode: one row each."""
     episode = task.ref.load()
-    rows = []
-    for track in task.tracks:
-        oracle = episode_oracle(episode, task.budgets, track)
-        for budget in task.budgets:
-            best = oracle.utility(budget)
-            for spec in task.policies:
-                if not spec.runs_on(track):
-                    continue
-                run = run_episode(spec.factory(), episode, budget, track, oracle_utility=best, record_actions=False)
-                metrics = run.metrics.as_row()
-                row = {
-                    "mode": task.ref.mode,
-                    "steps": task.ref.steps,
-                    "budget_bytes": budget,
-                    "track": track,
-                    "policy": spec.label,
-                    "policy_track": spec.track,
-                    "episode_id": episode.episode_id if episode.episode_id is not None else task.ref.index,
-                    "episode_index": task.ref.index,
-                }
-                row.update({name: metrics[name] for name in METRIC_COLUMNS if name in metrics})
-                rejected = sum(run.store.rejected_counts.values())
-                row["actions"] = sum(run.store.accepted_counts.values()) + rejected
-                row["rejected_actions"] = rejected
-                row["oracle_f1"] = oracle.f1_bounds[budget].f1
-                rows.append(row)
-    return rows
+    plan = [
+        (i, track, budget)
+        for track in task.tracks
+        for i, spec in enumerate(task.policies)
+        if spec.runs_on(track)
+        for budget in task.budgets
+    ]
+    if task.isolate:
+        pool = _isolated_pool(task.policies, task.limits)
+        runs = pool.play(episode, plan)
+    else:
+        seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
+        runs = play(episode, seats, limits=task.limits)
+    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    if task.isolate:
+        pool.end(runs, results)
+    else:
+        for run, result in zip(runs, results, strict=True):
+            end_episode(run, result)
+    return [_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)]
+
+
+def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict[str, Any]:
+    track, budget = run.seat.track, run.seat.budget
+    metrics = result.metrics.as_row()
+    row = {
+        "mode": task.ref.mode,
+        "steps": task.ref.steps,
+        "budget_bytes": budget,
+        "track": track,
+        "policy": spec.label,
+        "policy_track": spec.track,
+        "episode_id": episode.episode_id if episode.episode_id is not None else task.ref.index,
+        "episode_index": task.ref.index,
+    }
+    row.update({name: metrics[name] for name in METRIC_COLUMNS if name in metrics})
+    rejected = sum(run.store.rejected_counts.values())
+    row["actions"] = sum(run.store.accepted_counts.values()) + rejected
+    row["rejected_actions"] = rejected
+    row["oracle_f1"] = oracles[track].f1_bounds[budget].f1
+    problems = []
+    if run.error is not None:
+        problems.append(f"stopped: {run.error}")
+    if run.diverged_at is not None:
+        problems.append(f"memory view diverged from the evaluator's at t={run.diverged_at}")
+    row["error"] = "; ".join(problems)
+    return row
+
+
+# One set of policy processes per process of the grid, kept from one episode to the next.
+_POOLS: dict[bytes, Any] = {}
+
+
+def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
+    import pickle
+
+    from .isolation import IsolatedPolicies
+
+    key = pickle.dumps(([(p.label, p.factory) for p in policies], limits))
+    pool = _POOLS.get(key)
+    if pool is None:
+        close_isolated_pools()
+        pool = _POOLS[key] = IsolatedPolicies([(p.label, p.factory) for p in policies], limits)
+    return pool
+
+
+def close_isolated_pools() -> None:
+    """Stop the policy processes this process started for isolated grids."""
+    while _POOLS:
+        _POOLS.popitem()[1].close()
 
 
 def row_key(row: dict[str, Any]) -> tuple:
@@ -176,11 +232,15 @@ def run_grid(
     jobs: int = 1,
     progress: Callable[[Iterator[list[dict[str, Any]]], int], Iterator[list[dict[str, Any]]]] | None = None,
     on_episode_done: Callable[[EpisodeRef, list[dict[str, Any]]], None] | None = None,
+    isolate: bool = False,
+    limits: RunLimits = DEFAULT_LIMITS,
 ) -> list[dict[str, Any]]:
-    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``).
+    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``
+    and either ``isolate``).
 
     ``on_episode_done(ref, rows)`` is called as each episode's rows arrive (in ``refs`` order),
-    e.g. to checkpoint them for a resumable run.
+    e.g. to checkpoint them for a resumable run. ``isolate`` runs each policy in its own
+    process (see the module docstring); ``limits`` bounds each policy per timestep.
     """
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
@@ -192,12 +252,17 @@ def run_grid(
         raise ValueError(f"budgets must be non-negative ints, got {list(budgets)}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
-    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks)) for ref in refs]
+    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
     if jobs == 1:
-        results: Iterator[list[dict[str, Any]]] = map(run_task, tasks)
-        rows = _collect(results, refs, progress, on_episode_done)
+        try:
+            results: Iterator[list[dict[str, Any]]] = map(run_task, tasks)
+            rows = _collect(results, refs, progress, on_episode_done)
+        finally:
+            close_isolated_pools()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
+        # shut the pool down); their policy processes end with them.
+        with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
             results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
             rows = _collect(results, refs, progress, on_episode_done)
     rows.sort(key=row_key)

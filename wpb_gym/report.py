@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .grid import INT_COLUMNS, ROW_COLUMNS
+from .grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
 from .policy import ORACLE
 
 LEADERBOARD_METRICS = (
@@ -132,8 +132,36 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
             cells = [
                 _cell([r[key] for r in prows], 2 if key == "avg_staleness" else 3) for key, _ in LEADERBOARD_METRICS
             ]
+            if any(r.get(ERROR_COLUMN) for r in prows):
+                name += " †"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(prows)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _error_notes(rows)) + "\n"
+
+
+def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """A section on the runs the evaluator stopped or found diverged (†), if there are any."""
+    by_policy: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get(ERROR_COLUMN):
+            by_policy.setdefault(r["policy"], []).append(r)
+    if not by_policy:
+        return []
+    lines = [
+        "",
+        "## † Runs with errors",
+        "",
+        "A policy over a limit is stopped: the rest of its episode counts as SKIP. The `error` column of "
+        "results.csv has every message.",
+        "",
+    ]
+    for policy, prows in sorted(by_policy.items()):
+        first = prows[0]
+        lines.append(
+            f"- `{policy}`: {len(prows)} of {sum(r['policy'] == policy for r in rows)} runs; first: "
+            f"{first['mode']}, episode {first['episode_index']}, {budget_label(first['budget_bytes'])}, "
+            f"{first['track']} track: {first[ERROR_COLUMN]}"
+        )
+    return lines
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -167,7 +195,8 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
 
 # ---------------------------------------------------------------------------- reading results back
 _INT_COLUMNS = INT_COLUMNS
-_TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id"}
+_TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id", ERROR_COLUMN}
+_OPTIONAL_COLUMNS = {ERROR_COLUMN: ""}  # absent from results written by earlier versions
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -180,13 +209,13 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     rows = []
     with handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in ROW_COLUMNS if c not in (reader.fieldnames or []) and c not in _OPTIONAL_COLUMNS]
         if missing:
             raise ValueError(f"{path}: not a results.csv of wpb eval; missing columns {missing}")
         for line, raw in enumerate(reader, start=2):
             row: dict[str, Any] = {}
             for column in ROW_COLUMNS:
-                text = raw[column]
+                text = raw.get(column, _OPTIONAL_COLUMNS.get(column))
                 try:
                     if column in _TEXT_COLUMNS:
                         row[column] = text
@@ -340,7 +369,9 @@ def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = ()
 
 
 SUMMARY_METRICS = tuple(
-    c for c in ROW_COLUMNS if c not in CONDITION and c not in ("policy_track", "episode_id", "episode_index")
+    c
+    for c in ROW_COLUMNS
+    if c not in CONDITION and c not in ("policy_track", "episode_id", "episode_index", ERROR_COLUMN)
 )
 
 

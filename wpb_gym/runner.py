@@ -1,25 +1,49 @@
-"""The offline evaluator's inner loop (spec §6.3): one policy over one episode at one budget.
+"""The offline evaluator's inner loop (spec §6.3): policies over one episode, each at a budget.
 
-Each step is shown to the policy as its track sees it; every action is applied the moment
-the policy yields it, so a generator resumes on the memory its earlier actions made. The
-final memory is scored with the benchmark's metrics against the hidden labels.
+Each step is shown to a policy as its track sees it; every action is applied the moment the
+policy yields it, so a generator resumes on the memory its earlier actions made. The final
+memory is scored with the benchmark's metrics against the hidden labels.
+
+What a policy can and cannot change (the evaluator's integrity rules):
+
+* The store judges and prices every action from the evaluator's **canonical** copy of the
+  step (the episode's track view), which no policy is ever handed. A policy is shown its own
+  read-only copy (``wpb_gym.readonly``), shared only by that policy's runs on this episode
+  and track; editing it, or the byte cost cached on it, changes nothing that is judged.
+* Actions are normalised once into exact built-in types before they are judged
+  (``wpb_gym.referee``); memory items and decisions a policy reads are not what the store
+  reads its rules from.
+* ``RunLimits`` caps the actions and the time a policy spends on one timestep.
+
+What stays reachable in one process — the store behind a view, the labels through the
+interpreter's frames or the garbage collector, the next runs of the same code through its
+globals — is closed by isolated evaluation, which runs each policy in its own process and
+sends it each step only when its turn comes (``wpb_gym.isolation``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any, NamedTuple
 
 from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
-from .policy import EpisodeOutcome, call_hook, check_action, check_can_run, episode_context
+from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from .readonly import freeze, thaw
+from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
+from .accounting import estimate_bytes
 from .store import ByteMemoryStore, Decision
 from .tracks import UNPRIVILEGED, policy_episode, track_costs
-from .types import Episode, MemoryAction
+from .types import Episode, MemoryAction, Step, frozen_instance
+
+ORACLE_TRACK = "oracle"
 
 
 class LoggedAction(NamedTuple):
-    """An action the policy yielded at ``t`` and the store's decision on it."""
+    """An action the policy yielded at ``t`` (normalised; a WRITE or MERGE names the canonical
+    step) and the store's decision on it."""
 
     t: int
     action: MemoryAction
@@ -28,11 +52,233 @@ class LoggedAction(NamedTuple):
 
 @dataclass(frozen=True)
 class EpisodeRun:
-    """The outcome of ``run_episode``: the metrics, the final memory and every action applied."""
+    """The outcome of a run: the metrics, the final memory, every action applied, the limit
+    the policy went over (``None`` when it ran to the end) and, in isolated evaluation, the
+    first timestep at which the policy's replica of its memory disagreed with the evaluator's
+    decisions (``None`` for a policy that left its replica alone)."""
 
     metrics: EpisodeMetrics
     store: ByteMemoryStore
     actions: tuple[LoggedAction, ...]
+    error: PolicyLimitError | None = None
+    diverged_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Seat:
+    """One run of ``play``: ``policy`` (a fresh instance) at ``budget`` bytes on ``track``.
+
+    Seats with the same ``group`` are runs of the same policy: on one track they are shown the
+    same read-only copies of the steps (one copy per policy, not one per budget). ``label``
+    names the policy in errors (by default its ``name``).
+    """
+
+    policy: Any
+    budget: int
+    track: str = UNPRIVILEGED
+    group: Hashable = None
+    label: str | None = None
+
+
+@dataclass
+class PlayedRun:
+    """What ``play`` leaves of a seat: its store, its action log and its error, if any."""
+
+    seat: Seat
+    name: str
+    store: ByteMemoryStore
+    actions: list[LoggedAction] = field(default_factory=list)
+    error: PolicyLimitError | None = None
+    diverged_at: int | None = None
+
+
+class StepCopies:
+    """The read-only copies of one track's steps shown to one policy (one group).
+
+    Generated streams show one observation object at many steps: each object is frozen once,
+    and the copy carries the canonical step's byte cost, so a policy does not serialise it
+    again (a policy that edits its copy's cached cost only misleads itself).
+    """
+
+    def __init__(self, canonical: Sequence[Step]) -> None:
+        self.canonical = canonical  # may grow as steps arrive (isolated evaluation)
+        self._frozen: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its frozen copy)
+        self._steps: dict[int, Step] = {}
+
+    def _freeze(self, value: Any) -> Any:
+        entry = self._frozen.get(id(value))
+        if entry is None or entry[0] is not value:
+            entry = self._frozen[id(value)] = (value, freeze(value))
+        return entry[1]
+
+    def step(self, t: int) -> Step:
+        shown = self._steps.get(t)
+        if shown is None:
+            source = self.canonical[t]
+            fields = {"t": t, "observation": self._freeze(source.observation), "metadata": self._freeze(source.metadata)}
+            # The canonical step's cost, computed now (the store needs it anyway): a policy reads
+            # it from its copy without serialising the copy again.
+            fields["_write_cost"] = estimate_bytes(source)
+            fields["_observation_json"] = source.__dict__["_observation_json"]
+            shown = self._steps[t] = frozen_instance(Step, fields)
+        return shown
+
+    def all(self) -> list[Step]:
+        """The copy of every step, in order."""
+        return [self.step(t) for t in range(len(self.canonical))]
+
+    def stream(self) -> Episode:
+        """Every shown step, without labels (for policies with ``needs_stream``)."""
+        return Episode(steps=tuple(self.all()), labels={})
+
+
+def private_episode(episode: Episode) -> Episode:
+    """A copy of ``episode`` (labels included) sharing no mutable object with it: what an
+    oracle-track policy is given, so that nothing it does reaches the scoring."""
+    steps = tuple(Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in episode.steps)
+    return Episode(steps=steps, labels=thaw(episode.labels))
+
+
+def contexts(seats: Sequence[Seat], episode: Episode, copies: dict[tuple[Hashable, str], StepCopies]) -> list[Any]:
+    """The ``EpisodeContext`` of every seat (an oracle policy's private episode made once per group)."""
+    episodes: dict[Hashable, Episode] = {}
+    out = []
+    for seat in seats:
+        oracle = None
+        if policy_track(seat.policy) == ORACLE_TRACK:
+            oracle = episodes.get(seat.group)
+            if oracle is None:
+                oracle = episodes[seat.group] = private_episode(episode)
+        stream = copies[seat.group, seat.track].stream() if getattr(seat.policy, "needs_stream", False) else None
+        out.append(
+            EpisodeContext(
+                length=len(episode),
+                budget_bytes=seat.budget,
+                track=seat.track,
+                episode_id=thaw(episode.episode_id),
+                episode=oracle,
+                stream=stream,
+            )
+        )
+    return out
+
+
+def play(
+    episode: Episode, seats: Sequence[Seat], *, limits: RunLimits = DEFAULT_LIMITS, record_actions: bool = False
+) -> list[PlayedRun]:
+    """Run every seat over ``episode`` in this process; one ``PlayedRun`` each.
+
+    Runs are played one after another (trusted code: see the module docstring); a policy's
+    runs share its read-only copies of the steps.
+    """
+    for seat in seats:
+        check_can_run(seat.policy, seat.track)
+    canonical = {track: policy_episode(episode, track).steps for track in {seat.track for seat in seats}}
+    copies = {(s.group, s.track): StepCopies(canonical[s.track]) for s in seats}
+    runs = [PlayedRun(seat, seat.label or policy_name(seat.policy), ByteMemoryStore(seat.budget)) for seat in seats]
+    for run, context in zip(runs, contexts(seats, episode, copies), strict=True):
+        start = getattr(run.seat.policy, "start_episode", None)
+        if start is not None:
+            start(context)
+    for run in runs:
+        seat = run.seat
+        shown = copies[seat.group, seat.track].all()
+        play_steps(run, 0, shown, canonical[seat.track], limits, record_actions)
+    return runs
+
+
+def play_steps(
+    run: PlayedRun, first_t: int, shown: Sequence[Step], steps: Sequence[Step], limits: RunLimits, record: bool
+) -> None:
+    """Play ``run`` over consecutive timesteps from ``first_t``: at each, its policy is shown
+    ``shown[i]`` and every action it yields is normalised and judged on ``steps[i]`` at once.
+    A limit crossed stops the run (``run.error``) where it is.
+
+    Actions of exact built-in types (a ``MemoryAction`` as its constructors build it, naming
+    the shown step) go to the store directly: reading them cannot run a policy's code, so they
+    need no normalising. Everything else, and every action when ``record`` is set, takes
+    ``normalise`` and ``apply``; tests check that both ways leave the same memory.
+    """
+    policy, store, name = run.seat.policy, run.store, run.name
+    select, view = policy.select, store.view()
+    max_actions = limits.max_actions_per_step or _NEVER
+    max_seconds = limits.max_seconds_per_step or _NEVER
+    write, expire, skip = store.write, store.expire, store.skip
+    t = first_t - 1
+    try:
+        for shown_t, canonical in zip(shown, steps, strict=True):
+            t += 1
+            started = perf_counter()
+            actions = select(shown_t, view)
+            if actions:
+                iterator = iter(actions)
+                count = 0
+                try:
+                    for action in iterator:
+                        count += 1
+                        if count > max_actions:
+                            raise PolicyLimitError(name, t, f"yielded more than {max_actions} actions at one timestep")
+                        if perf_counter() - started > max_seconds:
+                            raise _over_time(name, t, max_seconds)
+                        if type(action) is MemoryAction and not record:
+                            kind = action.action
+                            if kind == "WRITE" and type(kind) is str and action.step is shown_t:
+                                reason = action.reason
+                                if reason is None or type(reason) is str:
+                                    write(canonical, t, reason, shown=shown_t)
+                                    continue
+                            elif kind == "EXPIRE" and type(kind) is str and type(action.target_t) is int:
+                                expire(action.target_t, t)
+                                continue
+                            elif kind == "SKIP" and type(kind) is str:
+                                skip(t)
+                                continue
+                        plain = normalise(action, shown_t, t, name)
+                        decision = apply(store, plain, t, canonical, shown_t)
+                        if record:
+                            run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
+                except PolicyLimitError:
+                    _close(iterator)
+                    raise
+            if perf_counter() - started > max_seconds:
+                raise _over_time(name, t, max_seconds)
+    except PolicyLimitError as error:
+        run.error = error
+
+
+_NEVER = float("inf")
+
+
+def _over_time(name: str, t: int, seconds: float) -> PolicyLimitError:
+    return PolicyLimitError(name, t, f"spent more than {seconds:g} s deciding one timestep")
+
+
+def _close(iterator: Any) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # noqa: BLE001 - a stopped policy's generator may refuse to close
+            pass
+
+
+def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None) -> EpisodeRun:
+    """The metrics of a played run (``oracle_utility``: U*(B) on its track, computed if not given)."""
+    seat = run.seat
+    if oracle_utility is None:
+        oracle_utility = _oracle_utility(track_costs(episode, seat.track), episode.utilities, seat.budget)
+    metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)
+    return EpisodeRun(
+        metrics=metrics, store=run.store, actions=tuple(run.actions), error=run.error, diverged_at=run.diverged_at
+    )
+
+
+def end_episode(run: PlayedRun, result: EpisodeRun) -> None:
+    """Tell the run's policy how it did (a policy stopped by a limit is not called again)."""
+    if run.error is None:
+        end = getattr(run.seat.policy, "end_episode", None)
+        if end is not None:
+            end(EpisodeOutcome(metrics=result.metrics.as_row(), rewards=None))
 
 
 def run_episode(
@@ -43,31 +289,23 @@ def run_episode(
     *,
     oracle_utility: float | None = None,
     record_actions: bool = True,
+    limits: RunLimits = DEFAULT_LIMITS,
+    isolate: bool = False,
 ) -> EpisodeRun:
     """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
 
     ``oracle_utility`` (U*(B) on ``track``) may be passed when it is already known, e.g. when
     several policies share an episode; it is computed otherwise. With ``record_actions``
     False the run keeps no action log (``actions`` is empty; the store still counts them).
+    ``isolate=True`` runs the policy in its own process (``wpb_gym.isolation``): the policy
+    object is pickled there, and what it learns in that process does not come back.
     """
-    check_can_run(policy, track)
-    stream = policy_episode(episode, track)
-    store = ByteMemoryStore(budget_bytes)
-    view = store.view()
-    log: list[LoggedAction] = []
-    call_hook(policy, "start_episode", episode_context(policy, episode, stream, budget_bytes, track))
-    select, execute, record = policy.select, store.execute, log.append
-    for step in stream.steps:
-        t = step.t
-        # A plain for loop asks for the next action only after applying the previous one.
-        for action in select(step, view) or ():
-            if type(action) is not MemoryAction or (action.step is not None and action.step is not step):
-                check_action(policy, action, step)  # raises unless it is a valid action after all
-            decision = execute(action, t)
-            if record_actions:
-                record(LoggedAction(t, action, decision))
-    if oracle_utility is None:
-        oracle_utility = _oracle_utility(track_costs(episode, track), episode.utilities, budget_bytes)
-    metrics = compute_metrics(episode, store, oracle_utility=oracle_utility)
-    call_hook(policy, "end_episode", EpisodeOutcome(metrics=metrics.as_row(), rewards=None))
-    return EpisodeRun(metrics=metrics, store=store, actions=tuple(log))
+    seat = Seat(policy, budget_bytes, track)
+    if isolate:
+        from .isolation import run_isolated
+
+        return run_isolated(episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions)
+    (run,) = play(episode, [seat], limits=limits, record_actions=record_actions)
+    result = score(run, episode, oracle_utility)
+    end_episode(run, result)
+    return result

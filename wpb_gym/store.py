@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import json
 from collections import Counter, deque
-from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost, same_api
+from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import BudgetView, ByteBudget
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
@@ -48,13 +47,15 @@ class Reason(str, Enum):
     TARGET_NOT_OLDER = "target_not_older"  # EXPIRE of an item written at the current timestep
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     """Outcome of judging an action: accepted or not, why, and its bytes.
 
     ``byte_delta`` is the change in bytes used an accepted action makes (positive for WRITE
     and MERGE, minus the item's cost for EXPIRE, 0 for SKIP). For a rejection it is what the
     action would have charged when that is known (so OVER_BUDGET says by how much), else 0.
+
+    A tuple, so that nobody holding a decision (``StoreView.check`` hands them to policies,
+    and equal ones are shared) can change what the store reads from it later.
     """
 
     accepted: bool
@@ -78,29 +79,8 @@ def _accepted(byte_delta: int) -> Decision:
     if decision is None:
         if len(_ACCEPTED_DECISIONS) >= 65536:
             _ACCEPTED_DECISIONS.clear()
-        decision = _ACCEPTED_DECISIONS[byte_delta] = frozen_instance(
-            Decision, {"accepted": True, "reason": Reason.ACCEPTED, "byte_delta": byte_delta, "delta": None}
-        )
+        decision = _ACCEPTED_DECISIONS[byte_delta] = Decision(True, Reason.ACCEPTED, byte_delta)
     return decision
-
-
-_NO_METADATA = FrozenMapping()  # read-only, so every item without a reason can share it
-
-
-_REASON_METADATA: dict[str, FrozenMapping] = {}  # policies repeat a few reasons: share their mappings
-
-
-def _metadata(reason: str | None) -> FrozenMapping:
-    if reason is None:
-        return _NO_METADATA
-    metadata = _REASON_METADATA.get(reason) if type(reason) is str else None
-    if metadata is None:
-        metadata = FrozenMapping({"reason": reason})
-        if type(reason) is str:
-            if len(_REASON_METADATA) >= 4096:
-                _REASON_METADATA.clear()
-            _REASON_METADATA[reason] = metadata
-    return metadata
 
 
 _ATOMS = frozenset({str, int, float, bool, type(None)})
@@ -139,7 +119,12 @@ class ByteMemoryStore:
         self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
         if self.budget.used:
             raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
+        # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
+        # these: a policy can reach an item's fields (object.__setattr__), not the records.
         self._items: dict[int, MemoryItem] = {}
+        # t -> (byte cost, kind, merge parent's t, identity key of the "api"): the store's own
+        # record of every item, which every rule and every credit reads.
+        self._records: dict[int, tuple[int, str, int | None, Any]] = {}
         # Rules are judged on these private copies of base observations, never on the items
         # handed to policies.
         self._base_observations: dict[int, Any] = {}
@@ -147,6 +132,8 @@ class ByteMemoryStore:
         self._order: deque[int] = deque()
         self._bases_by_api: dict[Any, list[int]] = {}
         self._clock: int | None = None
+        # Item metadata mappings, per store: an item's mapping is shared with no other store's.
+        self._reason_metadata: dict[Any, FrozenMapping] = {None: FrozenMapping()}
         self.accepted_counts: Counter[str] = Counter()
         self.rejected_counts: Counter[str] = Counter()
         # Built on first request: the view refers back to the store, and a cycle would leave
@@ -169,10 +156,10 @@ class ByteMemoryStore:
             return Decision(False, Reason.NOT_CURRENT_STEP)
         if current_t in self._items:
             return Decision(False, Reason.TIMESTEP_OCCUPIED)
-        target = self._items.get(action.target_t)
+        target = self._records.get(action.target_t)
         if target is None:
             return Decision(False, Reason.TARGET_MISSING)
-        if target.kind != "WRITE":
+        if target[1] != "WRITE":
             return Decision(False, Reason.TARGET_NOT_BASE)
         delta = canonical_delta(step.observation, self._base_observations.get(action.target_t))
         if delta is None:
@@ -193,12 +180,12 @@ class ByteMemoryStore:
             )
 
     def _check_expire(self, target_t: int, current_t: int) -> Decision:
-        item = self._items.get(target_t)
-        if item is None:
+        record = self._records.get(target_t)
+        if record is None:
             return Decision(False, Reason.TARGET_MISSING)
         if target_t >= current_t:
             return Decision(False, Reason.TARGET_NOT_OLDER)
-        return _accepted(-item.byte_cost)
+        return _accepted(-record[0])
 
     def _check_write(self, step: Step, current_t: int) -> Decision:
         if step.t != current_t:
@@ -213,16 +200,23 @@ class ByteMemoryStore:
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
         return self.check(action, current_t).accepted
 
-    def execute(self, action: MemoryAction, current_t: int) -> Decision:
-        """Apply ``action`` at ``current_t`` and return the full decision (reason, bytes)."""
+    def execute(self, action: MemoryAction, current_t: int, *, shown: Step | None = None) -> Decision:
+        """Apply ``action`` at ``current_t`` and return the full decision (reason, bytes).
+
+        ``shown``: for a WRITE or MERGE, the policy's own copy of the step, which the new item
+        presents (``item.step``). The action's step is then the caller's private, canonical
+        copy — the one the store judges and prices — and the store keeps it without copying
+        (the evaluator's runner passes both; see ``wpb_gym.runner``). Without ``shown`` the
+        item presents the action's step, and the store judges later MERGEs on a private copy.
+        """
         decision = self.check(action, current_t)
         kind = action.action
         if not self._record(kind, decision, current_t):
             return decision
         if kind == "WRITE":
-            self._store_write(action.step, current_t, decision.byte_delta, action.reason)
+            self._store_write(action.step, current_t, decision.byte_delta, action.reason, shown)
         elif kind == "MERGE":
-            self._store_merge(action, current_t, decision)
+            self._store_merge(action, current_t, decision, shown)
         elif kind == "EXPIRE":
             self._remove(action.target_t)
         return decision
@@ -236,12 +230,12 @@ class ByteMemoryStore:
         self.accepted_counts["SKIP"] += 1
         return _SKIP_ACCEPTED
 
-    def write(self, step: Step, current_t: int, reason: str | None = None) -> Decision:
-        """``execute(MemoryAction.write(step, reason), current_t)``."""
+    def write(self, step: Step, current_t: int, reason: str | None = None, *, shown: Step | None = None) -> Decision:
+        """``execute(MemoryAction.write(step, reason), current_t, shown=shown)``."""
         self._check_clock(current_t)
         decision = self._check_write(step, current_t)
         if self._record("WRITE", decision, current_t):
-            self._store_write(step, current_t, decision.byte_delta, reason)
+            self._store_write(step, current_t, decision.byte_delta, reason, shown)
         return decision
 
     def expire(self, target_t: int, current_t: int) -> Decision:
@@ -260,30 +254,51 @@ class ByteMemoryStore:
         self.rejected_counts[kind] += 1
         return False
 
-    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None) -> None:
+    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None, shown: Step | None) -> None:
         self.budget.consume(cost)
         obs = step.observation
-        private = self._private_copy(obs) if isinstance(obs, dict) else None
-        api = private.get(MERGE_KEY) if private is not None else None
-        item = frozen_instance(
-            MemoryItem,
-            {
-                "step": step,
-                "written_at": current_t,
-                "byte_cost": cost,
-                "metadata": _NO_METADATA if reason is None else _metadata(reason),
-                "kind": "WRITE",
-                "merge_parent_t": None,
-                "delta": None,
-                "api": api,
-            },
-        )
+        if shown is None:
+            private = self._private_copy(obs) if isinstance(obs, dict) else None
+            shown_api = private.get(MERGE_KEY) if private is not None else None
+        else:  # the caller's canonical copy, which no policy holds
+            private = obs if isinstance(obs, dict) else None
+            shown_obs = shown.observation
+            shown_api = shown_obs.get(MERGE_KEY) if isinstance(shown_obs, dict) else None
+        key = None
         if private is not None:
             self._base_observations[current_t] = private
             if MERGE_KEY in private:
-                self._bases_by_api.setdefault(identity_key(api), []).append(current_t)
-        self._items[current_t] = item
+                key = identity_key(private[MERGE_KEY])
+                self._bases_by_api.setdefault(key, []).append(current_t)
+        self._records[current_t] = (cost, "WRITE", None, key)
+        self._items[current_t] = frozen_instance(
+            MemoryItem,
+            {
+                "step": step if shown is None else shown,
+                "written_at": current_t,
+                "byte_cost": cost,
+                "metadata": self._reason_metadata.get(reason) or self._metadata(reason)
+                if reason is None or type(reason) is str
+                else self._metadata(reason),
+                "kind": "WRITE",
+                "merge_parent_t": None,
+                "delta": None,
+                "api": shown_api,
+            },
+        )
         self._order.append(current_t)
+
+    def _metadata(self, reason: Any) -> FrozenMapping:
+        # Policies repeat a few reasons: their mappings are shared within this store.
+        try:
+            metadata = self._reason_metadata.get(reason)
+        except TypeError:  # an unhashable reason
+            return FrozenMapping({"reason": reason})
+        if metadata is None:
+            metadata = FrozenMapping({"reason": reason})
+            if type(reason) is str and len(self._reason_metadata) < 4096:
+                self._reason_metadata[reason] = metadata
+        return metadata
 
     def _private_copy(self, obs: dict) -> dict:
         # One private copy per observation object: observations are immutable by contract
@@ -296,25 +311,27 @@ class ByteMemoryStore:
         self._private_copies[id(obs)] = (obs, private)
         return private
 
-    def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision) -> None:
+    def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision, shown: Step | None) -> None:
         self.budget.consume(decision.byte_delta)
-        item = MemoryItem(
-            action.step,
+        parent_t = action.target_t
+        self._records[current_t] = (decision.byte_delta, "MERGE", parent_t, self._records[parent_t][3])
+        self._items[current_t] = MemoryItem(
+            action.step if shown is None else shown,
             current_t,
             decision.byte_delta,
-            _metadata(action.reason),
+            self._metadata(action.reason),
             kind="MERGE",
-            merge_parent_t=action.target_t,
+            merge_parent_t=parent_t,
             delta=_json_copy(decision.delta),
-            api=self._items[action.target_t].api,  # MERGE only joins an equal "api"
+            api=self._items[parent_t].api,  # MERGE only joins an equal "api"
         )
-        self._items[current_t] = item
         self._order.append(current_t)
 
     def _remove(self, target_t: int) -> None:
-        item = self._items.pop(target_t)
+        cost = self._records.pop(target_t)[0]
+        del self._items[target_t]
         self._base_observations.pop(target_t, None)
-        self.budget.release(item.byte_cost)
+        self.budget.release(cost)
 
     def apply(self, action: MemoryAction, current_t: int) -> bool:
         """Apply ``action`` at timestep ``current_t``; True if accepted (spec §6.3)."""
@@ -389,12 +406,13 @@ class ByteMemoryStore:
         and has the same endpoint identity (``"api"``) as the merged step.
         """
         retained = []
-        for t, item in self._items.items():
-            if item.kind == "WRITE":
+        records = self._records
+        for t, (_, kind, parent_t, key) in records.items():
+            if kind == "WRITE":
                 retained.append(t)
                 continue
-            parent = self._items.get(item.merge_parent_t)
-            if parent is not None and parent.kind == "WRITE" and same_api(parent.api, item.api):
+            parent = records.get(parent_t)
+            if parent is not None and parent[1] == "WRITE" and parent[3] == key:
                 retained.append(t)
         return tuple(retained)
 

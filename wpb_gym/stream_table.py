@@ -213,7 +213,7 @@ class ObservationShapes:
 
     def describe(self, obs: Any) -> tuple[Any, ...]:
         """kind, family id, api id, version, params mask, required mask, deprecated."""
-        if type(obs) is not dict:
+        if not isinstance(obs, dict):  # a dict subclass (read-only copies) is described alike
             return _NOT_A_DICT
         if MERGE_KEY in obs:
             api = obs[MERGE_KEY]
