@@ -325,9 +325,9 @@ class ForgedReply(Attacker):
 
     def select(self, step: Step, store: Any):
         if self.tamper:
-            from wpb_gym import isolation
+            from wpb_gym import policy_process
 
-            isolation._encode = lambda entry: ["WRITE", None, None, True, None, True]
+            policy_process._encode = lambda entry: ["WRITE", None, None, True, None, True]
         if step.t % 2 == 0:
             yield MemoryAction.write(step)
         else:

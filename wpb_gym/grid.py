@@ -18,6 +18,7 @@ run stopped by a limit keeps its row, with the error in the ``error`` column.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,29 +128,44 @@ class GridTask:
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
-    """Every policy × budget × track on one episode: one row each."""
+    """Every policy × budget × track on one episode: one row each (in this process)."""
     episode = task.ref.load()
-    plan = [
+    plan = _plan(task)
+    seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
+    runs = play(episode, seats, limits=task.limits)
+    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    for run, result in zip(runs, results, strict=True):
+        end_episode(run, result)
+    return [_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)]
+
+
+def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
+    """``run_task`` for several episodes at once, every policy in a process of its own: their
+    runs advance in lockstep, one message per policy and timestep for all of them."""
+    pool = _isolated_pool(tasks[0].policies, tasks[0].limits)
+    episodes = [task.ref.load() for task in tasks]
+    plans = [_plan(task) for task in tasks]
+    played = pool.play_many(list(zip(episodes, plans, strict=True)))
+    out, flat_runs, flat_results = [], [], []
+    for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
+        oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+        results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+        flat_runs += runs
+        flat_results += results
+        out.append([_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)])
+    pool.end(flat_runs, flat_results)
+    return out
+
+
+def _plan(task: GridTask) -> list[tuple[int, str, int]]:
+    return [
         (i, track, budget)
         for track in task.tracks
         for i, spec in enumerate(task.policies)
         if spec.runs_on(track)
         for budget in task.budgets
     ]
-    if task.isolate:
-        pool = _isolated_pool(task.policies, task.limits)
-        runs = pool.play(episode, plan)
-    else:
-        seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
-        runs = play(episode, seats, limits=task.limits)
-    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
-    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
-    if task.isolate:
-        pool.end(runs, results)
-    else:
-        for run, result in zip(runs, results, strict=True):
-            end_episode(run, result)
-    return [_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)]
 
 
 def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict[str, Any]:
@@ -179,6 +195,8 @@ def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, res
     return row
 
 
+# Episodes played at once in isolated evaluation: more means fewer messages, more memory.
+ISOLATED_BATCH = 8
 # One set of policy processes per process of the grid, kept from one episode to the next.
 _POOLS: dict[bytes, Any] = {}
 
@@ -253,9 +271,14 @@ def run_grid(
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
+    # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
+    batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
     if jobs == 1:
         try:
-            results: Iterator[list[dict[str, Any]]] = map(run_task, tasks)
+            if isolate:
+                results: Iterator[list[dict[str, Any]]] = chain.from_iterable(map(run_isolated_tasks, batches))
+            else:
+                results = map(run_task, tasks)
             rows = _collect(results, refs, progress, on_episode_done)
         finally:
             close_isolated_pools()
@@ -263,7 +286,10 @@ def run_grid(
         # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
         # shut the pool down); their policy processes end with them.
         with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
-            results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
+            if isolate:
+                results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
+            else:
+                results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
             rows = _collect(results, refs, progress, on_episode_done)
     rows.sort(key=row_key)
     return rows

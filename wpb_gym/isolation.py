@@ -28,36 +28,27 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
-import signal
-import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from .policy import policy_name
+from .policy_process import serve
 from .readonly import thaw
-from .referee import (
-    ACTION_KINDS,
-    DEFAULT_LIMITS,
-    NOT_JSON,
-    PlainAction,
-    PolicyError,
-    PolicyLimitError,
-    RunLimits,
-    apply,
-    as_action,
-)
-from .runner import EpisodeRun, LoggedAction, PlayedRun, Seat, StepCopies, play_steps, score
+from .referee import ACTION_KINDS, DEFAULT_LIMITS, NOT_JSON, PlainAction, PolicyError, PolicyLimitError, RunLimits, apply, as_action
+from .runner import EpisodeRun, LoggedAction, PlayedRun, Seat, score
 from .store import ByteMemoryStore
 from .tracks import policy_episode
 from .types import Episode, Step
 
-__all__ = ["IsolatedPolicies", "run_isolated"]
+__all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
 
 _CONTEXT = multiprocessing.get_context("spawn")
 _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
 _GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
 _START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
+
+# (policy index, track, budget): one run of a plan
+Plan = Sequence[tuple[int, str, int]]
 
 
 class PickledPolicy:
@@ -76,146 +67,6 @@ class PickledPolicy:
         return pickle.loads(self.data)
 
 
-# ------------------------------------------------------------------------------ the policy's side
-
-
-class _Timeout(BaseException):
-    """Raised by the interval timer inside a policy that overran its time (BaseException, so
-    that a policy's ``except Exception`` does not swallow it)."""
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Timeout
-
-
-@dataclass
-class _Run:
-    index: int
-    policy: Any
-    played: PlayedRun  # its replica store, and the log of one timestep's actions
-    track: str
-    stopped: bool = False
-
-
-class _Server:
-    """The policy's process: builds a policy per run and plays the steps it is sent."""
-
-    def __init__(self, factory: Callable[[], Any], limits: RunLimits) -> None:
-        self.factory, self.limits = factory, limits
-        self.runs: list[_Run] = []
-        self.copies: dict[str, StepCopies] = {}
-        self.canonical: dict[str, list[Step]] = {}
-        self.name = "?"
-        # The interval timer, not the clock between actions, keeps the time in this process.
-        self.untimed = RunLimits(limits.max_actions_per_step, None)
-
-    def probe(self) -> dict[str, Any]:
-        policy = self.factory()  # bad parameters fail here, in the policy's process
-        self.name = policy_name(policy)
-        return {"name": self.name, "track": policy_track(policy), "needs_stream": bool(getattr(policy, "needs_stream", False))}
-
-    def begin(self, message: dict[str, Any]) -> dict[str, Any]:
-        self.runs, self.copies, self.canonical = [], {}, {}
-        streams = message["streams"]
-        for track in message["tracks"]:
-            steps = [Step(t, obs, meta) for t, (obs, meta) in enumerate(streams[track])] if streams else []
-            self.canonical[track] = steps
-            self.copies[track] = StepCopies(steps)
-        episode = message["episode"]
-        if episode is not None:
-            episode = Episode(steps=[Step(**s) for s in episode["steps"]], labels=episode["labels"])
-        for index, track, budget in message["runs"]:
-            policy = self.factory()
-            check_can_run(policy, track)
-            played = PlayedRun(Seat(policy, budget, track), self.name, ByteMemoryStore(budget))
-            self.runs.append(_Run(index, policy, played, track))
-            context = EpisodeContext(
-                length=message["length"],
-                budget_bytes=budget,
-                track=track,
-                episode_id=message["episode_id"],
-                episode=episode,
-                stream=self.copies[track].stream() if streams else None,
-            )
-            start = getattr(policy, "start_episode", None)
-            if start is not None:
-                start(context)
-        return {"ok": True}
-
-    def step(self, t: int, steps: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
-        for track, (obs, meta) in steps.items():
-            known = self.canonical.get(track)
-            if known is not None and len(known) == t:  # a stream sent up front already has it
-                known.append(Step(t, obs, meta))
-        seconds = self.limits.max_seconds_per_step
-        replies, stopped = [], []
-        for run in self.runs:
-            if run.stopped:
-                continue
-            shown = self.copies[run.track].step(t)
-            canonical = self.canonical[run.track][t]
-            played = run.played
-            played.actions.clear()
-            try:
-                if seconds is not None:
-                    signal.setitimer(signal.ITIMER_REAL, seconds)
-                try:
-                    play_steps(played, t, [shown], [canonical], self.untimed, True)
-                finally:
-                    if seconds is not None:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-            except _Timeout:
-                played.error = PolicyLimitError(self.name, t, f"spent more than {seconds:g} s deciding one timestep")
-            if played.error is not None:
-                run.stopped = True
-                stopped.append([run.index, played.error.message])
-            replies.append([run.index, [_encode(entry) for entry in played.actions]])
-        return {"actions": replies, "stopped": stopped}
-
-    def end(self, metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
-        for run in self.runs:
-            end = getattr(run.policy, "end_episode", None)
-            if not run.stopped and end is not None:
-                end(EpisodeOutcome(metrics=metrics[str(run.index)], rewards=None))
-        return {"ok": True}
-
-
-def _encode(entry: LoggedAction) -> list[Any]:
-    action = entry.action
-    delta = action.delta
-    plain_delta = delta is not NOT_JSON
-    return [action.action, action.target_t, delta if plain_delta else None, plain_delta, action.reason, entry.decision.accepted]
-
-
-def _serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
-    """The policy process's main loop: one JSON reply per message from the evaluator."""
-    from .child_processes import end_with_parent
-
-    end_with_parent()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
-    signal.signal(signal.SIGALRM, _on_alarm)
-    server = _Server(factory, limits)
-    handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
-    while True:
-        try:
-            kind, *arguments = pickle.loads(conn.recv_bytes())  # the evaluator's own messages
-        except (EOFError, OSError):
-            return
-        try:
-            reply = handlers[kind](*arguments)
-        except BaseException as error:  # noqa: BLE001 - everything the policy raises goes back as text
-            if isinstance(error, (KeyboardInterrupt, SystemExit)) and kind == "close":
-                return
-            reply = {"error": "".join(traceback.format_exception(error)).rstrip()}
-        try:
-            conn.send_bytes(json.dumps(reply, allow_nan=False).encode("utf-8"))
-        except (ValueError, TypeError) as error:  # e.g. a reason that is not JSON text
-            conn.send_bytes(json.dumps({"error": f"the policy's reply is not JSON: {error}"}).encode("utf-8"))
-        except OSError:
-            return
-
-
-# ------------------------------------------------------------------------------ the evaluator's side
 class _NoAnswer(Exception):
     pass
 
@@ -226,7 +77,7 @@ class _Worker:
     def __init__(self, label: str, factory: Callable[[], Any], limits: RunLimits) -> None:
         self.label = label
         self.conn, child = _CONTEXT.Pipe(duplex=True)
-        self.process = _CONTEXT.Process(target=_serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True)
+        self.process = _CONTEXT.Process(target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True)
         self.process.start()
         child.close()
         self.info: dict[str, Any] = {}
@@ -272,8 +123,9 @@ class IsolatedPolicies:
     """One process per policy (``(label, factory)`` pairs), reused episode after episode.
 
     ``play(episode, plan)`` runs the plan's ``(policy index, track, budget)`` runs over
-    ``episode``; ``end(runs, results)`` reports their metrics to the policies' hooks. Use it as
-    a context manager, or call ``close()``.
+    ``episode``; ``play_many`` several episodes at once (in lockstep: one message per policy
+    and timestep for all of them); ``end(runs, results)`` reports the metrics to the policies'
+    hooks. Use it as a context manager, or call ``close()``.
     """
 
     def __init__(self, policies: Sequence[tuple[str, Callable[[], Any]]], limits: RunLimits = DEFAULT_LIMITS) -> None:
@@ -312,7 +164,7 @@ class IsolatedPolicies:
                 worker.info = _checked_info(worker.receive(_START_SECONDS, None), worker.label)
             except (_NoAnswer, PolicyError) as error:
                 self._discard(worker)
-                reason = "did not start in time" if isinstance(error, _NoAnswer) else str(error)
+                reason = "it did not start in time" if isinstance(error, _NoAnswer) else str(error)
                 raise PolicyError(worker.label, None, f"its process could not build the policy: {reason}") from None
         return [self._workers[i] for i in indices]  # type: ignore[misc]
 
@@ -324,32 +176,44 @@ class IsolatedPolicies:
         seconds = self.limits.max_seconds_per_step
         return None if seconds is None else seconds * max(1, runs) + _GRACE_SECONDS
 
-    def play(
-        self, episode: Episode, plan: Sequence[tuple[int, str, int]], *, record_actions: bool = False
-    ) -> list[PlayedRun]:
-        """Every ``(policy index, track, budget)`` of ``plan`` over ``episode``, in lockstep."""
-        tracks = sorted({track for _, track, _ in plan})
-        canonical = {track: policy_episode(episode, track).steps for track in tracks}
-        runs = [
-            PlayedRun(Seat(None, budget, track, group=i), self.policies[i][0], ByteMemoryStore(budget))
-            for i, track, budget in plan
-        ]
-        by_policy: dict[int, list[int]] = {}
-        for k, (i, _, _) in enumerate(plan):
-            by_policy.setdefault(i, []).append(k)
-        workers = dict(zip(by_policy, self._start(list(by_policy)), strict=True))
-        live: dict[int, list[int]] = {}
-        for i, ks in by_policy.items():
-            live[i] = self._begin(workers[i], episode, [plan[k] + (k,) for k in ks], canonical)
-            if not live[i]:
-                del live[i]
-        for t in range(len(episode)):
+    def play(self, episode: Episode, plan: Plan, *, record_actions: bool = False) -> list[PlayedRun]:
+        """Every ``(policy index, track, budget)`` of ``plan`` over ``episode``."""
+        return self.play_many([(episode, plan)], record_actions=record_actions)[0]
+
+    def play_many(
+        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False
+    ) -> list[list[PlayedRun]]:
+        """``play`` for several episodes at once: their runs advance in lockstep."""
+        runs: list[PlayedRun] = []
+        canonical: dict[tuple[int, str], Sequence[Step]] = {}
+        begins: dict[int, list[dict[str, Any]]] = {}  # policy -> what it is told of each episode
+        owned: dict[int, list[int]] = {}  # policy -> its runs
+        for e, (episode, plan) in enumerate(items):
+            for track in {track for _, track, _ in plan}:
+                canonical[e, track] = policy_episode(episode, track).steps
+            mine: dict[int, list[tuple[int, str, int]]] = {}
+            for i, track, budget in plan:
+                k = len(runs)
+                runs.append(PlayedRun(Seat(None, budget, track, (e, i), self.policies[i][0]), self.policies[i][0], ByteMemoryStore(budget)))
+                mine.setdefault(i, []).append((k, track, budget))
+                owned.setdefault(i, []).append(k)
+            for i in mine:
+                begins.setdefault(i, []).append((e, episode, mine[i]))
+        workers = dict(zip(owned, self._start(list(owned)), strict=True))
+        for i, entries in begins.items():
+            self._begin(workers[i], entries, canonical)
+        live = dict(owned)
+        lengths = [len(episode) for episode, _ in items]
+        length = max(lengths, default=0)
+        for t in range(length):
             if not live:
                 break
-            message = pickle.dumps(
-                ("step", t, {track: (steps[t].observation, steps[t].metadata) for track, steps in canonical.items()}),
-                protocol=pickle.HIGHEST_PROTOCOL,
-            )
+            steps = {
+                e: {track: (s[t].observation, s[t].metadata) for (f, track), s in canonical.items() if f == e}
+                for e, n in enumerate(lengths)
+                if t < n
+            }
+            message = pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
             for i in live:
                 workers[i].send(message)
             for i, ks in list(live.items()):
@@ -365,57 +229,62 @@ class IsolatedPolicies:
                     del live[i]
                     continue
                 self._judge(reply, runs, set(ks), t, canonical, worker.label, record_actions)
-                live[i] = [k for k in ks if runs[k].error is None]
+                live[i] = [k for k in ks if runs[k].error is None and t + 1 < lengths[runs[k].seat.group[0]]]
                 if not live[i]:
                     del live[i]
-        return runs
+        nested: list[list[PlayedRun]] = [[] for _ in items]
+        for run in runs:
+            nested[run.seat.group[0]].append(run)
+        return nested
 
-    def _begin(self, worker: _Worker, episode: Episode, entries: list[tuple[int, str, int, int]], canonical) -> list[int]:
-        tracks = sorted({track for _, track, _, _ in entries})
-        streams = None
-        if worker.info["needs_stream"]:
-            streams = {track: [(s.observation, s.metadata) for s in canonical[track]] for track in tracks}
-        whole = None
-        if worker.info["track"] == "oracle":
-            whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
-        message = (
-            "begin",
-            {
-                "tracks": tracks,
-                "streams": streams,
-                "episode": whole,
-                "length": len(episode),
-                "episode_id": thaw(episode.episode_id),
-                "runs": [(k, track, budget) for _, track, budget, k in entries],
-            },
-        )
+    def _begin(self, worker: _Worker, entries: list[tuple[int, Episode, list[tuple[int, str, int]]]], canonical) -> None:
+        messages = []
+        for e, episode, runs in entries:
+            tracks = sorted({track for _, track, _ in runs})
+            streams = None
+            if worker.info["needs_stream"]:
+                streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
+            whole = None
+            if worker.info["track"] == "oracle":  # an upper bound: it reads the labels
+                whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
+            messages.append(
+                {
+                    "e": e,
+                    "tracks": tracks,
+                    "streams": streams,
+                    "episode": whole,
+                    "length": len(episode),
+                    "episode_id": thaw(episode.episode_id),
+                    "runs": runs,
+                }
+            )
         try:
-            worker.call(message, self._timeout(len(entries)))
+            worker.call(("begin", messages), self._timeout(sum(len(m["runs"]) for m in messages)))
         except _NoAnswer:
             self._discard(worker)
             raise PolicyError(worker.label, None, "start_episode did not return within the time limit") from None
-        return [k for _, _, _, k in entries]
 
     def _judge(self, reply, runs, mine, t, canonical, label, record) -> None:
+        """Apply one process's actions for ``t`` to the evaluator's stores, checking every field."""
         actions, stopped = reply.get("actions"), reply.get("stopped")
         if not isinstance(actions, list) or not isinstance(stopped, list):
             raise PolicyError(label, t, "its process sent a reply without 'actions' and 'stopped' lists")
         max_actions = self.limits.max_actions_per_step or float("inf")
-        seen = set()
+        seen: set[int] = set()
         for entry in actions:
             k, taken = _run_entry(entry, mine, seen, label, t)
             run = runs[k]
             if len(taken) > max_actions:
                 run.error = PolicyLimitError(label, t, f"yielded more than {max_actions} actions at one timestep")
                 continue
-            steps = canonical[run.seat.track]
+            step = canonical[run.seat.group[0], run.seat.track][t]
             for raw in taken:
                 plain, accepted = _decode(raw, label, t)
-                decision = apply(run.store, plain, t, steps[t], steps[t])
+                decision = apply(run.store, plain, t, step, step)
                 if decision.accepted != accepted and run.diverged_at is None:
                     run.diverged_at = t
                 if record:
-                    run.actions.append(LoggedAction(t, as_action(plain, steps[t]), decision))
+                    run.actions.append(LoggedAction(t, as_action(plain, step), decision))
         for entry in stopped:
             k, text = _run_entry(entry, mine, set(), label, t)
             if not isinstance(text, str):
@@ -423,10 +292,11 @@ class IsolatedPolicies:
             runs[k].error = PolicyLimitError(label, t, text)
 
     def end(self, runs: Sequence[PlayedRun], results: Sequence[EpisodeRun]) -> None:
-        """Report each run's metrics to its policy's ``end_episode`` (in the policy's process)."""
+        """Report each run's metrics to its policy's ``end_episode`` (in the policy's process);
+        ``runs`` in the order ``play`` / ``play_many`` returned them (flattened)."""
         by_policy: dict[int, dict[str, dict[str, float]]] = {}
         for k, (run, result) in enumerate(zip(runs, results, strict=True)):
-            by_policy.setdefault(run.seat.group, {})[str(k)] = result.metrics.as_row()
+            by_policy.setdefault(run.seat.group[1], {})[str(k)] = result.metrics.as_row()
         for i, metrics in by_policy.items():
             worker = self._workers[i]
             if worker is None:
@@ -440,9 +310,9 @@ class IsolatedPolicies:
 def _checked_info(reply: dict[str, Any], label: str) -> dict[str, Any]:
     info = {"name": reply.get("name"), "track": reply.get("track"), "needs_stream": reply.get("needs_stream")}
     if not isinstance(info["name"], str) or info["track"] not in ("unprivileged", "privileged", "oracle"):
-        raise PolicyError(label, None, f"its process described the policy as {reply!r}")
+        raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
     if not isinstance(info["needs_stream"], bool):
-        raise PolicyError(label, None, f"its process described the policy as {reply!r}")
+        raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
     return info
 
 
@@ -461,19 +331,19 @@ def _decode(raw: Any, label: str, t: int) -> tuple[PlainAction, bool]:
     """One action from a policy's process, checked field by field (it is the policy's data)."""
     if not (isinstance(raw, list) and len(raw) == 6):
         raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
-    kind, target, delta, plain_delta, reason, accepted = raw
+    kind, target, delta, is_json, reason, accepted = raw
     ok = (
         kind in ACTION_KINDS
         and (target is None or type(target) is int)
         and (target is not None) == (kind in ("MERGE", "EXPIRE"))
         and (reason is None or type(reason) is str)
-        and type(plain_delta) is bool
+        and type(is_json) is bool
         and type(accepted) is bool
         and (kind == "MERGE" or delta is None)
     )
     if not ok:
         raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
-    return (ACTION_KINDS[kind], target, delta if plain_delta else NOT_JSON, reason), accepted
+    return (ACTION_KINDS[kind], target, delta if is_json else NOT_JSON, reason), accepted
 
 
 def run_isolated(
@@ -485,7 +355,7 @@ def run_isolated(
     record_actions: bool = True,
 ) -> EpisodeRun:
     """``run_episode`` for one policy object, in a process of its own (see the module docstring)."""
-    with IsolatedPolicies([(policy_name(seat.policy), PickledPolicy(seat.policy))], limits) as pool:
+    with IsolatedPolicies([(seat.label or policy_name(seat.policy), PickledPolicy(seat.policy))], limits) as pool:
         (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions)
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])

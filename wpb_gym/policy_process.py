@@ -1,0 +1,182 @@
+"""The policy's side of isolated evaluation: the loop that runs in a policy's own process.
+
+The evaluator (``wpb_gym.isolation``) sends pickled messages; this process answers each with
+one JSON object (never pickle: the evaluator must not run code this process chose).
+
+* ``("probe",)`` → ``{"name", "track", "needs_stream"}``: builds the policy once.
+* ``("begin", episodes)`` → ``{"ok": true}``: a fresh policy per run, ``start_episode``.
+  Each episode says its number ``e``, length, id, runs ``(k, track, budget)`` and, only for a
+  policy that asks for them, the unlabelled stream (``needs_stream``) or, for an oracle
+  policy, the labelled episode.
+* ``("step", t, {episode: {track: (observation, metadata)}})`` → ``{"actions": [[k, [action,
+  ...]], ...], "stopped": [[k, message], ...]}`` (runs that took no action are left out):
+  step ``t`` of every episode still running;
+  each live run is shown its read-only copy and plays it on a replica of its memory (the same
+  store code, its own actions) within the limits. An action is ``[kind, target_t, delta,
+  delta_is_json, reason, accepted_by_the_replica]``.
+* ``("end", {k: metrics})`` → ``{"ok": true}``: ``end_episode`` of every run not stopped.
+
+Anything a policy raises goes back as ``{"error": traceback}``.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import signal
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from .referee import NOT_JSON, PolicyLimitError, RunLimits
+from .runner import LoggedAction, PlayedRun, Seat, StepCopies, play_steps
+from .store import ByteMemoryStore
+from .types import Episode, Step
+
+__all__ = ["serve"]
+
+
+class _Timeout(BaseException):
+    """Raised by the interval timer inside a policy that overran its time (a BaseException,
+    so that a policy's ``except Exception`` does not swallow it)."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _Timeout
+
+
+@dataclass
+class _Run:
+    index: int
+    policy: Any
+    played: PlayedRun  # its replica store, and the log of one timestep's actions
+    key: tuple[int, str]  # (episode, track)
+    stopped: bool = False
+
+
+class _Server:
+    """Builds a policy per run and plays the steps it is sent."""
+
+    def __init__(self, factory: Callable[[], Any], limits: RunLimits) -> None:
+        self.factory, self.limits = factory, limits
+        # The interval timer, not the clock between actions, keeps the time in this process.
+        self.untimed = RunLimits(limits.max_actions_per_step, None)
+        self.runs: list[_Run] = []
+        self.copies: dict[tuple[int, str], StepCopies] = {}
+        self.canonical: dict[tuple[int, str], list[Step]] = {}
+        self.name = "?"
+
+    def probe(self) -> dict[str, Any]:
+        policy = self.factory()  # bad parameters fail here, in the policy's process
+        self.name = policy_name(policy)
+        return {
+            "name": self.name,
+            "track": policy_track(policy),
+            "needs_stream": bool(getattr(policy, "needs_stream", False)),
+        }
+
+    def begin(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
+        self.runs, self.copies, self.canonical = [], {}, {}
+        for message in episodes:
+            e, streams = message["e"], message["streams"]
+            for track in message["tracks"]:
+                steps = [Step(t, obs, meta) for t, (obs, meta) in enumerate(streams[track])] if streams else []
+                self.canonical[e, track] = steps
+                self.copies[e, track] = StepCopies(steps)
+            whole = message["episode"]
+            episode = None
+            if whole is not None:
+                episode = Episode(steps=[Step(**s) for s in whole["steps"]], labels=whole["labels"])
+            for index, track, budget in message["runs"]:
+                policy = self.factory()
+                check_can_run(policy, track)
+                played = PlayedRun(Seat(policy, budget, track), self.name, ByteMemoryStore(budget))
+                self.runs.append(_Run(index, policy, played, (e, track)))
+                context = EpisodeContext(
+                    length=message["length"],
+                    budget_bytes=budget,
+                    track=track,
+                    episode_id=message["episode_id"],
+                    episode=episode,
+                    stream=self.copies[e, track].stream() if streams else None,
+                )
+                start = getattr(policy, "start_episode", None)
+                if start is not None:
+                    start(context)
+        return {"ok": True}
+
+    def step(self, t: int, steps: dict[int, dict[str, tuple[Any, Any]]]) -> dict[str, Any]:
+        for e, by_track in steps.items():
+            for track, (obs, meta) in by_track.items():
+                known = self.canonical.get((e, track))
+                if known is not None and len(known) == t:  # a stream sent up front already has it
+                    known.append(Step(t, obs, meta))
+        seconds = self.limits.max_seconds_per_step
+        replies, stopped = [], []
+        for run in self.runs:
+            if run.stopped or run.key[0] not in steps:
+                continue
+            shown = self.copies[run.key].step(t)
+            canonical = self.canonical[run.key][t]
+            played = run.played
+            played.actions.clear()
+            try:
+                if seconds is not None:
+                    signal.setitimer(signal.ITIMER_REAL, seconds)
+                try:
+                    play_steps(played, t, [shown], [canonical], self.untimed, True)
+                finally:
+                    if seconds is not None:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+            except _Timeout:
+                played.error = PolicyLimitError(self.name, t, f"spent more than {seconds:g} s deciding one timestep")
+            if played.error is not None:
+                run.stopped = True
+                stopped.append([run.index, played.error.message])
+            if played.actions:  # a run that did nothing is not named: most runs, most steps
+                replies.append([run.index, [_encode(entry) for entry in played.actions]])
+        return {"actions": replies, "stopped": stopped}
+
+    def end(self, metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
+        for run in self.runs:
+            end = getattr(run.policy, "end_episode", None)
+            if not run.stopped and end is not None and str(run.index) in metrics:
+                end(EpisodeOutcome(metrics=metrics[str(run.index)], rewards=None))
+        return {"ok": True}
+
+
+def _encode(entry: LoggedAction) -> list[Any]:
+    action = entry.action
+    delta = action.delta
+    is_json = delta is not NOT_JSON
+    return [action.action, action.target_t, delta if is_json else None, is_json, action.reason, entry.decision.accepted]
+
+
+def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
+    """The policy process's main loop (the target of its ``multiprocessing`` process)."""
+    from .child_processes import end_with_parent
+
+    end_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
+    signal.signal(signal.SIGALRM, _on_alarm)
+    server = _Server(factory, limits)
+    handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
+    while True:
+        try:
+            kind, *arguments = pickle.loads(conn.recv_bytes())  # the evaluator's own messages
+        except (EOFError, OSError):
+            return
+        try:
+            reply = handlers[kind](*arguments)
+        except BaseException as error:  # noqa: BLE001 - everything the policy raises goes back as text
+            reply = {"error": "".join(traceback.format_exception(error)).rstrip()}
+        try:
+            text = json.dumps(reply, allow_nan=False)
+        except (ValueError, TypeError) as error:  # e.g. a reason that is not JSON text
+            text = json.dumps({"error": f"the policy's reply is not JSON: {error}"})
+        try:
+            conn.send_bytes(text.encode("utf-8"))
+        except OSError:
+            return
