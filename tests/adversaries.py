@@ -320,14 +320,22 @@ class StorePatcher(Attacker):
 
 
 class ForgedReply(Attacker):
-    """In its own process, rewrite what is sent back: every action reported as an accepted
-    WRITE, and WRITEs claimed for timesteps it yielded nothing at."""
+    """In its own process, rewrite what is sent back: whatever it yielded, every timestep is
+    reported as one accepted WRITE."""
 
     def select(self, step: Step, store: Any):
         if self.tamper:
             from wpb_gym import policy_process
 
-            policy_process._encode = lambda entry: ["WRITE", None, None, True, None, True]
+            original = getattr(policy_process.play_steps, "original", policy_process.play_steps)
+
+            def forged(run, first_t, shown, steps, limits, record, sink=None):
+                original(run, first_t, shown, steps, limits, record, sink)
+                if sink is not None:
+                    sink[:] = [["WRITE", None, None, True, None, True]]
+
+            forged.original = original
+            policy_process.play_steps = forged
         if step.t % 2 == 0:
             yield MemoryAction.write(step)
         else:

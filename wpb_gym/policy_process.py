@@ -26,12 +26,13 @@ import pickle
 import signal
 import traceback
 from collections.abc import Callable
+from time import perf_counter
 from dataclasses import dataclass
 from typing import Any
 
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
-from .referee import NOT_JSON, PolicyLimitError, RunLimits
-from .runner import LoggedAction, PlayedRun, Seat, StepCopies, play_steps
+from .referee import PolicyLimitError, RunLimits
+from .runner import PlayedRun, Seat, StepCopies, play_steps
 from .store import ByteMemoryStore
 from .types import Episode, Step
 
@@ -41,10 +42,6 @@ __all__ = ["serve"]
 class _Timeout(BaseException):
     """Raised by the interval timer inside a policy that overran its time (a BaseException,
     so that a policy's ``except Exception`` does not swallow it)."""
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _Timeout
 
 
 @dataclass
@@ -67,6 +64,7 @@ class _Server:
         self.copies: dict[tuple[int, str], StepCopies] = {}
         self.canonical: dict[tuple[int, str], list[Step]] = {}
         self.name = "?"
+        self.started = 0.0  # when the run being played started its timestep
 
     def probe(self) -> dict[str, Any]:
         policy = self.factory()  # bad parameters fail here, in the policy's process
@@ -108,36 +106,48 @@ class _Server:
         return {"ok": True}
 
     def step(self, t: int, steps: dict[int, dict[str, tuple[Any, Any]]]) -> dict[str, Any]:
+        current: dict[tuple[int, str], tuple[list[Step], list[Step]]] = {}  # (shown, canonical) per key
         for e, by_track in steps.items():
             for track, (obs, meta) in by_track.items():
                 known = self.canonical.get((e, track))
-                if known is not None and len(known) == t:  # a stream sent up front already has it
+                if known is None:
+                    continue  # no run of this policy there
+                if len(known) == t:  # a stream sent up front already has it
                     known.append(Step(t, obs, meta))
+                current[e, track] = ([self.copies[e, track].step(t)], [known[t]])
         seconds = self.limits.max_seconds_per_step
         replies, stopped = [], []
-        for run in self.runs:
-            if run.stopped or run.key[0] not in steps:
-                continue
-            shown = self.copies[run.key].step(t)
-            canonical = self.canonical[run.key][t]
-            played = run.played
-            played.actions.clear()
-            try:
-                if seconds is not None:
-                    signal.setitimer(signal.ITIMER_REAL, seconds)
+        if seconds is not None:  # one timer for the message: re-armed run by run only when it fires
+            self.started = perf_counter()
+            signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            for run in self.runs:
+                pair = current.get(run.key)
+                if run.stopped or pair is None:
+                    continue
+                played, sink = run.played, []
+                self.started = perf_counter()
                 try:
-                    play_steps(played, t, [shown], [canonical], self.untimed, True)
-                finally:
-                    if seconds is not None:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-            except _Timeout:
-                played.error = PolicyLimitError(self.name, t, f"spent more than {seconds:g} s deciding one timestep")
-            if played.error is not None:
-                run.stopped = True
-                stopped.append([run.index, played.error.message])
-            if played.actions:  # a run that did nothing is not named: most runs, most steps
-                replies.append([run.index, [_encode(entry) for entry in played.actions]])
+                    play_steps(played, t, pair[0], pair[1], self.untimed, False, sink)
+                except _Timeout:
+                    played.error = PolicyLimitError(self.name, t, f"spent more than {seconds:g} s deciding one timestep")
+                if played.error is not None:
+                    run.stopped = True
+                    stopped.append([run.index, played.error.message])
+                if sink:  # a run that did nothing is not named: most runs, most steps
+                    replies.append([run.index, sink])
+        finally:
+            if seconds is not None:
+                signal.setitimer(signal.ITIMER_REAL, 0)
         return {"actions": replies, "stopped": stopped}
+
+    def on_alarm(self, signum: int, frame: Any) -> None:
+        # The run being played is over its time: interrupt it. Otherwise the time went to runs
+        # before it, and the timer is set again for what is left of this run's own time.
+        left = self.limits.max_seconds_per_step - (perf_counter() - self.started)
+        if left <= 0:
+            raise _Timeout
+        signal.setitimer(signal.ITIMER_REAL, left)
 
     def end(self, metrics: dict[str, dict[str, float]]) -> dict[str, Any]:
         for run in self.runs:
@@ -147,21 +157,14 @@ class _Server:
         return {"ok": True}
 
 
-def _encode(entry: LoggedAction) -> list[Any]:
-    action = entry.action
-    delta = action.delta
-    is_json = delta is not NOT_JSON
-    return [action.action, action.target_t, delta if is_json else None, is_json, action.reason, entry.decision.accepted]
-
-
 def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
     """The policy process's main loop (the target of its ``multiprocessing`` process)."""
     from .child_processes import end_with_parent
 
     end_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
-    signal.signal(signal.SIGALRM, _on_alarm)
     server = _Server(factory, limits)
+    signal.signal(signal.SIGALRM, server.on_alarm)
     handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
     while True:
         try:

@@ -32,7 +32,7 @@ from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .readonly import freeze, thaw
-from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
+from .referee import DEFAULT_LIMITS, NOT_JSON, PolicyLimitError, RunLimits, apply, as_action, normalise
 from .accounting import estimate_bytes
 from .store import ByteMemoryStore, Decision
 from .tracks import UNPRIVILEGED, policy_episode, track_costs
@@ -188,11 +188,19 @@ def play(
 
 
 def play_steps(
-    run: PlayedRun, first_t: int, shown: Sequence[Step], steps: Sequence[Step], limits: RunLimits, record: bool
+    run: PlayedRun,
+    first_t: int,
+    shown: Sequence[Step],
+    steps: Sequence[Step],
+    limits: RunLimits,
+    record: bool,
+    sink: list[list[Any]] | None = None,
 ) -> None:
     """Play ``run`` over consecutive timesteps from ``first_t``: at each, its policy is shown
     ``shown[i]`` and every action it yields is normalised and judged on ``steps[i]`` at once.
-    A limit crossed stops the run (``run.error``) where it is.
+    A limit crossed stops the run (``run.error``) where it is. With a ``sink``, every action is
+    also appended to it as ``[kind, target_t, delta, delta_is_json, reason, accepted]`` (what a
+    policy's process reports in isolated evaluation).
 
     Actions of exact built-in types (a ``MemoryAction`` as its constructors build it, naming
     the shown step) go to the store directly: reading them cannot run a policy's code, so they
@@ -221,22 +229,32 @@ def play_steps(
                         if perf_counter() - started > max_seconds:
                             raise _over_time(name, t, max_seconds)
                         if type(action) is MemoryAction and not record:
-                            kind = action.action
-                            if kind == "WRITE" and type(kind) is str and action.step is shown_t:
-                                reason = action.reason
-                                if reason is None or type(reason) is str:
-                                    write(canonical, t, reason, shown=shown_t)
+                            kind, reason = action.action, action.reason
+                            if type(kind) is str and (reason is None or type(reason) is str):
+                                if kind == "WRITE" and action.step is shown_t:
+                                    decision = write(canonical, t, reason, shown=shown_t)
+                                    if sink is not None:
+                                        sink.append(["WRITE", None, None, True, reason, decision.accepted])
                                     continue
-                            elif kind == "EXPIRE" and type(kind) is str and type(action.target_t) is int:
-                                expire(action.target_t, t)
-                                continue
-                            elif kind == "SKIP" and type(kind) is str:
-                                skip(t)
-                                continue
+                                target = action.target_t
+                                if kind == "EXPIRE" and type(target) is int:
+                                    decision = expire(target, t)
+                                    if sink is not None:
+                                        sink.append(["EXPIRE", target, None, True, reason, decision.accepted])
+                                    continue
+                                if kind == "SKIP":
+                                    skip(t)
+                                    if sink is not None:
+                                        sink.append(["SKIP", None, None, True, None, True])
+                                    continue
                         plain = normalise(action, shown_t, t, name)
                         decision = apply(store, plain, t, canonical, shown_t)
                         if record:
                             run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
+                        if sink is not None:
+                            kind, target, delta, reason = plain
+                            is_json = delta is not NOT_JSON
+                            sink.append([kind, target, delta if is_json else None, is_json, reason, decision.accepted])
                 except PolicyLimitError:
                     _close(iterator)
                     raise
