@@ -217,7 +217,8 @@ class StrictDecoder:
             value = (self._counting_floats if may_overflow else self._counting).decode(text)
             exact = self._keys == structure.count(b":")
         except json.JSONDecodeError as exc:
-            raise JSONLineError(None, f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+            where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+            raise JSONLineError(None, f"malformed JSON: {exc.msg} at {where}") from None
         except RecursionError:
             raise JSONLineError(None, f"nested more than {self.max_nesting} levels deep") from None
         except ValueError:
