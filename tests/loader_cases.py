@@ -233,6 +233,7 @@ def _cases() -> list[Case]:
     add("nesting_600_lists", _nested(600, "[", "]"), E, None, "nested more than 100 levels")
     add("nesting_60_lists_valid", _nested(60, "[", "]"), V)
     add("int_5000_digits_observation", text('"version": 1}', f'"version": {BIG}}}'), E, "steps[0].observation.version", "digits")
+    add("int_5000_digits_then_malformed", text('"t": 3}', f'"t": {BIG}, }}'), E, "", "malformed JSON")
     add("int_5000_digits_t", text('"t": 3}', f'"t": {BIG}}}'), E, "steps[3].t", "digits")
     add("int_5000_digits_utility", text(U3, f'"3": {BIG}'), E, "labels.utility_by_step['3']", "digits")
     add("int_400_digits_utility", text(U3, '"3": 1' + "0" * 400), E, "labels.utility_by_step['3']", "at most")

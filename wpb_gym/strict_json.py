@@ -103,6 +103,10 @@ def _nesting_within(structure: bytes, limit: int) -> bool:
     return not brackets
 
 
+def _short(literal: str) -> str:
+    return literal if len(literal) <= 40 else f"{literal[:20]}...{literal[-12:]} ({len(literal)} characters)"
+
+
 def _key_path(where: str, key: Any) -> str:
     if isinstance(key, str) and key.isidentifier():
         return f"{where}.{key}" if where else key
@@ -131,7 +135,7 @@ def _find_culprit(value: Any, limit: int) -> tuple[str, str] | None:
         if isinstance(node, _Overflow):
             return (
                 where,
-                f"number {node.literal} is out of range (it would read as {float(node)}; numbers must be finite)",
+                f"number {_short(node.literal)} is out of range (it would read as {float(node)}; numbers must be finite)",
             )
         if isinstance(node, float) and not math.isfinite(node):
             name = "NaN" if math.isnan(node) else ("Infinity" if node > 0 else "-Infinity")
@@ -211,25 +215,31 @@ class StrictDecoder:
             raise JSONLineError(None, "starts with a byte-order mark (BOM): save the file as UTF-8 without one")
         if data is None:
             data = text.encode("utf-8", "surrogatepass")
+        may_overflow, structure = _scan(data)
         self._flagged, self._keys = False, 0
         try:
-            may_overflow, structure = _scan(data)
-            value = (self._counting_floats if may_overflow else self._counting).decode(text)
+            value = self._run(self._counting_floats if may_overflow else self._counting, text)
             exact = self._keys == structure.count(b":")
-        except json.JSONDecodeError as exc:
-            where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
-            raise JSONLineError(None, f"malformed JSON: {exc.msg} at {where}") from None
-        except RecursionError:
-            raise JSONLineError(None, f"nested more than {self.max_nesting} levels deep") from None
+        except JSONLineError:
+            raise
         except ValueError:
             # The only other ValueError the decoder raises: an integer past Python's digit
             # limit (the exact decode below marks it, to name its field).
             exact = False
         if not exact:
             self._flagged = False
-            value = self._exact.decode(text)
+            value = self._run(self._exact, text)
         if self._flagged or not _nesting_within(structure, self.max_nesting):
             found = _culprit(value, self.max_nesting)
             if found is not None:
                 raise JSONLineError(*found)
         return value
+
+    def _run(self, decoder: json.JSONDecoder, text: str) -> Any:
+        try:
+            return decoder.decode(text)
+        except json.JSONDecodeError as exc:
+            where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+            raise JSONLineError(None, f"malformed JSON: {exc.msg} at {where}") from None
+        except RecursionError:
+            raise JSONLineError(None, f"nested more than {self.max_nesting} levels deep") from None
