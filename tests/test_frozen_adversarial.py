@@ -7,6 +7,7 @@ episodes) still leaves the folder plain JSONL.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -56,6 +57,11 @@ def _broken_link(path: Path) -> None:
     path.symlink_to(path.parent / "nowhere.json")
 
 
+def _make_fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
 MANIFEST_DAMAGE = {
     "byte_appended": lambda m: m.write_bytes(m.read_bytes() + b"x"),
     "emptied": lambda m: m.write_bytes(b""),
@@ -68,6 +74,7 @@ MANIFEST_DAMAGE = {
     "truncated": lambda m: m.write_bytes(m.read_bytes()[: len(m.read_bytes()) // 2]),
     "a_directory": _make_directory,
     "broken_symlink": _broken_link,
+    "a_named_pipe": _make_fifo,  # reading it would block forever
     "duplicate_key": lambda m: m.write_bytes(m.read_bytes().replace(b"{", b'{"format": "other", ', 1)),
     "nan_value": lambda m: m.write_bytes(m.read_bytes().replace(b'"seed": 0', b'"seed": NaN', 1)),
     "format_removed": lambda m: _rewrite_json(m, lambda d: d.pop("format")),

@@ -69,6 +69,9 @@ def read_manifest(manifest_path: str | os.PathLike[str]) -> Any:
     manifest_path = Path(manifest_path)
     if manifest_path.is_dir():
         raise FrozenSetError(f"{manifest_path}: a directory, not a manifest file")
+    if os.path.lexists(manifest_path) and not manifest_path.is_file():
+        # Reading a pipe would wait for a writer forever.
+        raise FrozenSetError(f"{manifest_path}: not a regular file (a broken link, a pipe or a device)")
     try:
         data = manifest_path.read_bytes()
     except OSError as exc:
@@ -137,8 +140,8 @@ def _is_replaceable(path: Path) -> bool:
     if not any(path.iterdir()):
         return True
     try:
-        manifest = json.loads((path / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_manifest(path / MANIFEST_NAME)
+    except FrozenSetError:
         return False
     return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
 
