@@ -2,6 +2,8 @@
 
 import itertools
 import math
+import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from wpb_gym import (
     oracle_write_set,
     policy_episode,
 )
+from wpb_gym.types import MAX_UTILITY
 
 
 def brute_force(costs, utilities, budget):
@@ -194,3 +197,108 @@ def test_track_views_and_costs_are_built_once_per_episode():
     assert costs is track_costs(episode, "privileged") and not costs.flags.writeable
     assert costs.tolist() == episode_costs(policy_episode(episode, "privileged")).tolist()
     assert (track_costs(episode, "unprivileged") < costs).all()
+
+
+# --------------------------------------------------------------------------- the utility limit
+# Utilities around 9e18 used to wrap around in the int64 units of the utility-indexed methods:
+# oracle_utility gave 1.0 (or -9.2e18) instead of 9.3e18, oracle_curve a numpy error.
+
+
+def exact_brute_force(costs, utilities, budget):
+    """U*(budget) in exact rational arithmetic over the floats given."""
+    best = Fraction(0)
+    for mask in range(1 << len(costs)):
+        chosen = [i for i in range(len(costs)) if mask >> i & 1]
+        if sum(costs[i] for i in chosen) <= budget:
+            best = max(best, sum((Fraction(utilities[i]) for i in chosen), Fraction(0)))
+    return best
+
+
+def _oracle_calls(costs, utilities, budget):
+    episode = _episode_with(costs, utilities)
+    return {
+        "oracle_utility": lambda: oracle_utility(costs, utilities, budget),
+        "oracle_curve": lambda: oracle_curve(costs, utilities, [budget]).at(budget),
+        "oracle_write_set": lambda: oracle_write_set(costs, utilities, budget),
+        "episode_oracle": lambda: episode_oracle(episode, [budget], "unprivileged").utility(budget),
+    }
+
+
+def _episode_with(costs, utilities):
+    from wpb_gym import Episode, Step
+
+    steps = [Step(t, {"api": f"e{t}", "pad": "x" * c}) for t, c in enumerate(costs)]
+    return Episode(steps, {"critical_steps": [], "utility_by_step": dict(enumerate(utilities))})
+
+
+@pytest.mark.parametrize("big", [9.3e18, 2.0**63, 1e300, float(np.nextafter(MAX_UTILITY, math.inf))])
+@pytest.mark.parametrize("call", ["oracle_utility", "oracle_curve", "oracle_write_set", "episode_oracle"])
+def test_oracle_integer_overflow_is_a_named_error_beyond_the_limit(big, call):
+    with pytest.raises(ValueError) as excinfo:
+        _oracle_calls([100, 100, 100], [1.0, big, 0.5], 1000)[call]()
+    message = str(excinfo.value)
+    assert "step 1" in message and repr(big) in message and f"{MAX_UTILITY:g}" in message
+
+
+AT_THE_LIMIT = [
+    [MAX_UTILITY, 1.0],
+    [MAX_UTILITY, 0.5, 0.0001],  # a unit of 1/10,000: 1e16 units, past what int64 counts exactly
+    [MAX_UTILITY, MAX_UTILITY - 0.5, 1 / 3, 0.25],
+    [999_999_999_999.9999, 0.5, 2.25],
+    [MAX_UTILITY] * 7 + [0.5],
+    [4e11, 3e11, 3e11, 1e12, 0.7],
+]
+
+
+@pytest.mark.parametrize("utilities", AT_THE_LIMIT)
+@pytest.mark.parametrize("budget", [0, 150, 250, 420, 10_000])
+def test_oracle_is_exact_at_the_utility_limit(utilities, budget):
+    costs = [(37 * i) % 90 + 60 for i in range(len(utilities))]
+    expected = exact_brute_force(costs, utilities, budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no overflow or invalid cast on the way
+        for method in ("auto", "bytes"):
+            value = oracle_curve(costs, utilities, [budget], method=method).at(budget)
+            assert math.isclose(value, expected, rel_tol=1e-15, abs_tol=1e-12), (method, value, float(expected))
+            chosen = oracle_write_set(costs, utilities, budget, method=method)
+            assert sum(costs[i] for i in chosen) <= budget
+            assert math.isclose(math.fsum(utilities[i] for i in chosen), expected, rel_tol=1e-15, abs_tol=1e-12)
+        assert math.isclose(oracle_utility(costs, utilities, budget), expected, rel_tol=1e-15, abs_tol=1e-12)
+
+
+def test_many_steps_at_the_limit_do_not_overflow_the_unit_count():
+    """1,000 steps at the limit in units of 1/10,000 hold 1e19 units, past int64 (a numpy error before)."""
+    costs, utilities = [1] * 1001, [MAX_UTILITY] * 1000 + [0.0001]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for budget in (500, 1000):
+            assert oracle_utility(costs, utilities, budget) == budget * MAX_UTILITY
+            assert oracle_curve(costs, utilities, [budget]).at(budget) == budget * MAX_UTILITY
+            assert len(oracle_write_set(costs, utilities, budget)) == budget
+
+
+def test_unit_methods_hand_over_before_their_units_overflow():
+    from wpb_gym.oracle import _MAX_UNITS, _utility_unit_scale
+
+    assert _utility_unit_scale(np.array([1.0, 0.5])) == 2
+    assert _utility_unit_scale(np.array([MAX_UTILITY, 0.5])) == 2  # 2e12 units: counted exactly
+    assert _utility_unit_scale(np.array([MAX_UTILITY, 0.0001])) is None  # 1e16 units: too many
+    assert _MAX_UNITS < 2**53 < np.iinfo(np.int64).max
+    with pytest.raises(ValueError, match="at most"):
+        oracle_curve([10, 10], [MAX_UTILITY, 0.0001], [30], method="utility")
+
+
+def test_the_loaders_limit_is_within_the_oracles(tmp_path):
+    """A file the loader accepts can never reach the oracle's limit."""
+    from wpb_gym import load_jsonl, write_jsonl
+    from wpb_gym.jsonl import EpisodeFormatError
+
+    episode = generate_episode(make_config("default", length=12), seed=0, index=0)
+    episode.labels["utility_by_step"] = {t: MAX_UTILITY for t in range(12)}
+    write_jsonl(tmp_path / "at.jsonl", [episode])
+    (loaded,) = load_jsonl(tmp_path / "at.jsonl")
+    assert episode_oracle(loaded, [10**9], "unprivileged").utility(10**9) == 12 * MAX_UTILITY
+    episode.labels["utility_by_step"][3] = float(np.nextafter(MAX_UTILITY, math.inf))
+    write_jsonl(tmp_path / "beyond.jsonl", [episode])
+    with pytest.raises(EpisodeFormatError, match="at most"):
+        load_jsonl(tmp_path / "beyond.jsonl")

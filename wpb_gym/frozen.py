@@ -16,6 +16,21 @@ Layout::
 The manifest holds no timestamps: freezing the same grid twice gives identical bytes. It
 carries ``manifest_sha256``, the sha256 of its own canonical JSON without that field, so an
 edited manifest is refused too; iterating a file checks its hash and episode count again.
+
+Which folders are frozen sets (``manifest_kind``). A folder with an entry named
+``MANIFEST.json`` — a file, a directory, a broken link, whatever it holds — is a frozen set,
+and any problem with that manifest is a ``FrozenSetError`` naming it and what is wrong; the
+folder is never read as plain JSONL instead. There is one exception, for manifests that
+other tools write beside their JSONL files (the paper's released episodes carry one mapping
+regimes to paths): a manifest is *foreign*, and the folder plain JSONL, only when it is a
+regular file of UTF-8 text holding one well-formed JSON object (strict JSON: no repeated
+keys, no NaN) that has none of our manifest's own keys (``format``, ``format_version``,
+``manifest_sha256``, ``package_version``) and no ``files`` entry that is an object with a
+``sha256``. So damaging our manifest — a byte appended, emptied, re-encoded, replaced by a
+list or by a directory, truncated, a field edited — cannot make the folder look foreign:
+each of these leaves it a broken frozen set. (A manifest rewritten on purpose as a foreign
+one, or deleted, is another matter: the manifest vouches for the files, and nothing vouches
+for the manifest's presence.)
 """
 
 from __future__ import annotations
@@ -31,6 +46,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .generator import GeneratorConfig, generate_episodes, make_config
 from .jsonl import default_mode, iter_jsonl, write_jsonl
+from .strict_json import JSONLineError, StrictDecoder
 from .types import Episode
 from .version import __version__
 
@@ -41,6 +57,60 @@ FORMAT_VERSION = 1
 
 class FrozenSetError(ValueError):
     """A frozen set that cannot be trusted or read; the message names the file."""
+
+
+# Keys that only our manifest has: any one of them makes a manifest ours, however damaged.
+_OWN_KEYS = ("format", "format_version", "manifest_sha256", "package_version")
+EPISODE_FILE_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def read_manifest(manifest_path: str | os.PathLike[str]) -> Any:
+    """The decoded JSON of a manifest file; a ``FrozenSetError`` naming it when it cannot be read."""
+    manifest_path = Path(manifest_path)
+    if manifest_path.is_dir():
+        raise FrozenSetError(f"{manifest_path}: a directory, not a manifest file")
+    if os.path.lexists(manifest_path) and not manifest_path.is_file():
+        # Reading a pipe would wait for a writer forever.
+        raise FrozenSetError(f"{manifest_path}: not a regular file (a broken link, a pipe or a device)")
+    try:
+        data = manifest_path.read_bytes()
+    except OSError as exc:
+        raise FrozenSetError(f"{manifest_path}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FrozenSetError(
+            f"{manifest_path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+    if not text.strip():
+        raise FrozenSetError(f"{manifest_path}: empty (expected the JSON object that wpb freeze writes)")
+    try:
+        return StrictDecoder().decode(text)
+    except JSONLineError as exc:
+        raise FrozenSetError(f"{manifest_path}: {exc}") from None
+
+
+def manifest_kind(folder: str | os.PathLike[str]) -> str | None:
+    """``"ours"``, ``"foreign"`` or None (no manifest) for the ``MANIFEST.json`` in ``folder``.
+
+    See the module docstring: anything that is not clearly another tool's manifest is ours,
+    so that a damaged manifest is reported by ``open_frozen_set`` rather than ignored.
+    """
+    manifest_path = Path(folder) / MANIFEST_NAME
+    if not os.path.lexists(manifest_path):
+        return None
+    if not manifest_path.is_file():
+        return "ours"
+    try:
+        manifest = read_manifest(manifest_path)
+    except FrozenSetError:
+        return "ours"
+    if not isinstance(manifest, dict) or any(key in manifest for key in _OWN_KEYS):
+        return "ours"
+    files = manifest.get("files")
+    if isinstance(files, dict) and any(isinstance(entry, dict) and "sha256" in entry for entry in files.values()):
+        return "ours"
+    return "foreign"
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -70,8 +140,8 @@ def _is_replaceable(path: Path) -> bool:
     if not any(path.iterdir()):
         return True
     try:
-        manifest = json.loads((path / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = read_manifest(path / MANIFEST_NAME)
+    except FrozenSetError:
         return False
     return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
 
@@ -233,19 +303,25 @@ def write_frozen_set(
 
 
 def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> FrozenSet:
-    """Open the set in ``root``, checking that every file exists and matches its sha256."""
+    """Open the set in ``root``, checking that every file exists and matches its sha256.
+
+    Every problem with the manifest (unreadable, not JSON, not our format, a field of the
+    wrong type) is a ``FrozenSetError`` that names the manifest and the field.
+    """
     root = Path(root)
     manifest_path = root / MANIFEST_NAME
-    if not manifest_path.is_file():
+    if not os.path.lexists(manifest_path):
         raise FrozenSetError(f"{manifest_path}: missing (not a frozen set; load single files with load_jsonl)")
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise FrozenSetError(f"{manifest_path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+    manifest = read_manifest(manifest_path)
+    if not isinstance(manifest, dict):
         raise FrozenSetError(
-            f"{manifest_path}: field 'format': expected {FORMAT_NAME!r} (this manifest was not written by "
-            "wpb freeze; load its JSONL files with load_jsonl)"
+            f"{manifest_path}: expected a JSON object (the manifest of format {FORMAT_NAME!r} that wpb freeze "
+            f"writes), got {type(manifest).__name__}"
+        )
+    if manifest.get("format") != FORMAT_NAME:
+        raise FrozenSetError(
+            f"{manifest_path}: field 'format': expected {FORMAT_NAME!r}, got {manifest.get('format')!r:.60} "
+            "(not the manifest of a wpb frozen set, or a damaged one)"
         )
     if manifest.get("manifest_sha256") != _manifest_digest(manifest):
         raise FrozenSetError(
@@ -258,15 +334,11 @@ def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> Fro
         )
     entries = manifest.get("files")
     if not isinstance(entries, dict) or not entries:
-        raise FrozenSetError(f"{manifest_path}: field 'files': expected a non-empty object")
+        raise FrozenSetError(f"{manifest_path}: field 'files': expected a non-empty object, got {entries!r:.60}")
     files = []
     for name, entry in sorted(entries.items()):
+        _check_entry(manifest_path, name, entry)
         path = root / name
-        if Path(name).name != name:
-            raise FrozenSetError(f"{manifest_path}: files[{name!r}]: expected a plain file name")
-        for key in ("sha256", "episodes", "regime", "length", "seed", "generator"):
-            if key not in entry:
-                raise FrozenSetError(f"{manifest_path}: files[{name!r}].{key}: missing")
         if not path.is_file():
             raise FrozenSetError(f"{path}: listed in {MANIFEST_NAME} but missing")
         if verify:
@@ -277,15 +349,46 @@ def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> Fro
             FrozenFile(
                 path=path,
                 regime=entry["regime"],
-                length=int(entry["length"]),
-                seed=int(entry["seed"]),
-                episodes=int(entry["episodes"]),
+                length=entry["length"],
+                seed=entry["seed"],
+                episodes=entry["episodes"],
                 sha256=entry["sha256"],
                 generator=entry["generator"],
             )
         )
     listed = set(entries)
-    strays = sorted(p.name for p in root.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")) and p.name not in listed)
+    strays = sorted(p.name for p in root.iterdir() if p.name.endswith(EPISODE_FILE_SUFFIXES) and p.name not in listed)
     if strays:
         raise FrozenSetError(f"{root / strays[0]}: episode file not listed in {MANIFEST_NAME}")
     return FrozenSet(root=root, manifest=manifest, files=tuple(files))
+
+
+def _is_count(value: Any, least: int) -> bool:
+    return type(value) is int and value >= least
+
+
+# What each file entry holds: (check, what the check expects).
+_ENTRY_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "sha256": (
+        lambda v: isinstance(v, str) and len(v) == 64 and all(c in "0123456789abcdef" for c in v),
+        "64 lowercase hex digits",
+    ),
+    "episodes": (lambda v: _is_count(v, 0), "a non-negative integer"),
+    "regime": (lambda v: isinstance(v, str), "a string"),
+    "length": (lambda v: _is_count(v, 1), "a positive integer"),
+    "seed": (lambda v: type(v) is int, "an integer"),
+    "generator": (lambda v: isinstance(v, dict), "an object"),
+}
+
+
+def _check_entry(manifest_path: Path, name: str, entry: Any) -> None:
+    where = f"{manifest_path}: files[{name!r}]"
+    if "\0" in name or Path(name).name != name or not name.endswith(EPISODE_FILE_SUFFIXES):
+        raise FrozenSetError(f"{where}: expected a plain file name ending in .jsonl or .jsonl.gz")
+    if not isinstance(entry, dict):
+        raise FrozenSetError(f"{where}: expected an object (sha256, episodes, ...), got {type(entry).__name__}")
+    for key, (ok, expected) in _ENTRY_FIELDS.items():
+        if key not in entry:
+            raise FrozenSetError(f"{where}.{key}: missing")
+        if not ok(entry[key]):
+            raise FrozenSetError(f"{where}.{key}: expected {expected}, got {entry[key]!r:.60}")

@@ -13,6 +13,14 @@ binary search — which gives U*(B, t) for all prefixes and all budgets in the s
 array only has to reach the LP (fractional) bound at the largest budget asked for, so its size
 follows what the budget can buy, not the episode. When utilities share no small unit (or when
 it is cheaper) the classic byte-indexed DP is used instead; both are exact.
+
+Limits. Utilities above ``MAX_UTILITY`` (1e12, the loader's bound too) are refused with a
+``ValueError`` naming the step and the limit. The methods that count utility in integer
+units (int64, and float64 for the DP's answers) are used only while the units of all steps
+together stay below ``_MAX_UNITS`` = 2**50: far from int64's 9.2e18, and where float64 still
+holds every count exactly and ``rint(u * scale)`` recovers each step's units. Beyond it (say
+1e12 in units of 1/10,000) the byte-indexed DP answers, whose sums are float64 like every
+other utility sum. No input gives a wrapped-around integer: 9.3e18 once came back as 1.0.
 """
 
 from __future__ import annotations
@@ -27,10 +35,12 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .tracks import track_costs
-from .types import Episode
+from .types import MAX_UTILITY, Episode
 
 # Largest denominator accepted for the utility unit (0.5 -> 2, 0.25 -> 4, 1/3 -> 3, 0.01 -> 100).
 _MAX_UNIT_DENOMINATOR = 10_000
+# Most units all steps together may hold for the unit-counting methods (see the module docstring).
+_MAX_UNITS = 2**50
 # "auto" picks the cheaper of the two exact DPs; the others force one (for tests and benchmarks).
 _METHODS = ("auto", "utility", "bytes")
 
@@ -67,6 +77,12 @@ def _as_arrays(costs: Sequence[int], utilities: Sequence[float]) -> tuple[np.nda
         raise ValueError("costs must be non-negative")
     if not np.isfinite(u).all() or (u < 0).any():
         raise ValueError("utilities must be finite and non-negative")
+    if u.size and u.max() > MAX_UTILITY:
+        i = int(np.argmax(u > MAX_UTILITY))
+        raise ValueError(
+            f"utility of step {i} is {float(u[i])!r}, above the oracle's limit of {MAX_UTILITY:g} "
+            "(beyond it utility sums are no longer exact)"
+        )
     return w, u
 
 
@@ -84,7 +100,8 @@ def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ..
 
 
 def _utility_unit_scale(u: np.ndarray) -> int | None:
-    """Smallest integer s such that every u*s is an integer, if one with a small denominator exists."""
+    """Smallest integer s such that every u*s is an integer, if one with a small denominator exists
+    and the units of all of ``u`` stay below ``_MAX_UNITS`` (None otherwise)."""
     scale = 1
     for value in set(u.tolist()):  # any order: the least common multiple does not depend on it
         denominator = _unit_denominator(value)
@@ -93,6 +110,9 @@ def _utility_unit_scale(u: np.ndarray) -> int | None:
         scale = scale * denominator // math.gcd(scale, denominator)
         if scale > _MAX_UNIT_DENOMINATOR:
             return None
+    # A float bound with room to spare: the exact total is within a hair of it.
+    if float(u.sum()) * scale > _MAX_UNITS:
+        return None
     return scale
 
 
@@ -141,7 +161,10 @@ class _Solver:
         else:
             units, cap_u = None, None
         if method == "utility" and cap_u is None and self.items.size:
-            raise ValueError("method='utility' needs utilities that are multiples of a common unit")
+            raise ValueError(
+                "method='utility' needs utilities that are multiples of a common unit, "
+                f"at most {_MAX_UNITS} units in all"
+            )
         # Pick the cheaper exact DP: array size ~ cap_u + 1 (utility-indexed) or cap_w + 1.
         if method == "auto":
             self.by_utility = cap_u is not None and cap_u <= cap_w

@@ -4,33 +4,23 @@ Both kinds answer ``episode(index)``. A generated source is unbounded (episode `
 the set ``(config, seed)``, exactly what ``wpb freeze --seed`` writes as that set's
 ``index``-th episode); a file source holds a fixed list read from
 
-* a frozen set (a directory with a ``wpb freeze`` manifest: every file hash-verified),
+* a frozen set (a directory with a ``MANIFEST.json`` that is not another tool's: every
+  file hash-verified, and a damaged manifest an error — see ``frozen.manifest_kind``),
 * any other directory: every ``*.jsonl`` / ``*.jsonl.gz`` in it, in name order (for
-  example the paper's released episodes, whose manifest is not ours),
+  example the paper's released episodes, whose manifest is another tool's),
 * one JSONL file (verified against the manifest when it lies in a frozen set).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .frozen import FORMAT_NAME, MANIFEST_NAME, open_frozen_set
+from .frozen import EPISODE_FILE_SUFFIXES, manifest_kind, open_frozen_set
 from .generator import GeneratorConfig, generate_episode
 from .jsonl import iter_jsonl
 from .types import Episode
-
-EPISODE_FILE_SUFFIXES = (".jsonl", ".jsonl.gz")
-
-
-def _is_our_manifest(path: Path) -> bool:
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
 
 
 def episode_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -40,8 +30,7 @@ def episode_files(path: str | os.PathLike[str]) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: no such episode file or directory")
-    manifest = path / MANIFEST_NAME
-    if manifest.is_file() and _is_our_manifest(manifest):
+    if manifest_kind(path) == "ours":
         return [f.path for f in open_frozen_set(path).files]
     files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(EPISODE_FILE_SUFFIXES))
     if not files:
@@ -52,9 +41,9 @@ def episode_files(path: str | os.PathLike[str]) -> list[Path]:
 def read_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     """Every episode under ``path`` (frozen sets are verified against their manifest)."""
     path = Path(path)
-    if path.is_dir() and (path / MANIFEST_NAME).is_file() and _is_our_manifest(path / MANIFEST_NAME):
+    if path.is_dir() and manifest_kind(path) == "ours":
         return [episode for _, episode in open_frozen_set(path).iter_episodes()]
-    if path.is_file() and (path.parent / MANIFEST_NAME).is_file() and _is_our_manifest(path.parent / MANIFEST_NAME):
+    if path.is_file() and manifest_kind(path.parent) == "ours":
         # One file of a frozen set (say its training window): verified like the whole set.
         for frozen_file in open_frozen_set(path.parent, verify=False).files:
             if frozen_file.path.name == path.name:

@@ -20,6 +20,14 @@ ACTION_TYPES: tuple[str, ...] = ("SKIP", "WRITE", "MERGE", "EXPIRE")
 
 ItemKind = Literal["WRITE", "MERGE"]
 
+# The largest utility a step may have: the loader refuses more, and so does the oracle.
+# Sums of utilities that are multiples of a binary unit such as 0.5 stay exact in float64 up
+# to 2**53 (9.0e15), so with every step at this bound episodes of 9,000 steps are still
+# scored exactly (longer ones to float precision), and nothing a metric sums can overflow.
+# The oracle's integer DPs scale utilities to units in int64 and hand over to its float DP
+# well before a sum of units could overflow (see oracle.py).
+MAX_UTILITY = 1e12
+
 
 @dataclass(frozen=True)
 class Step:
