@@ -327,16 +327,21 @@ class ForgedReply(Attacker):
         if self.tamper:
             from wpb_gym import policy_process
 
-            original = getattr(policy_process.play_steps, "original", policy_process.play_steps)
-
-            def forged(run, first_t, shown, steps, limits, record, sink=None):
-                original(run, first_t, shown, steps, limits, record, sink)
-                if sink is not None:
-                    sink[:] = [["WRITE", None, None, True, None, True]]
-
-            forged.original = original
-            policy_process.play_steps = forged
+            server = next(o for o in gc.get_objects() if isinstance(o, policy_process._Server))
+            for run in server.runs:
+                if not getattr(run.send, "forged", False):
+                    run.send = _forging(run.send)
         if step.t % 2 == 0:
             yield MemoryAction.write(step)
         else:
             yield MemoryAction.skip()
+
+
+def _forging(send):
+    def forged(message):
+        shown, canonical, sink = message
+        send(message)
+        sink[:] = [["WRITE", None, None, True, None, True]]
+
+    forged.forged = True
+    return forged

@@ -204,20 +204,27 @@ class IsolatedPolicies:
             self._begin(workers[i], entries, canonical)
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
-        length = max(lengths, default=0)
-        for t in range(length):
-            if not live:
-                break
+
+        def message(t: int) -> bytes:
             steps = {
                 e: {track: (s[t].observation, s[t].metadata) for (f, track), s in canonical.items() if f == e}
                 for e, n in enumerate(lengths)
                 if t < n
             }
-            message = pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
-            for i in live:
-                workers[i].send(message)
-            for i, ks in list(live.items()):
-                worker = workers[i]
+            return pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
+
+        # A policy's process gets step t + 1 as soon as its answer for t is in, and computes
+        # while its answer is judged here; never earlier, so it cannot look ahead.
+        longest = max(lengths, default=0)
+        t, pending = 0, [i for i, ks in live.items() if ks and longest > 0]
+        first = message(0) if pending else b""
+        for i in pending:
+            workers[i].send(first)
+        while pending:
+            upcoming = message(t + 1) if t + 1 < longest else None
+            sent = []
+            for i in pending:
+                worker, ks = workers[i], live[i]
                 try:
                     reply = worker.receive(self._timeout(len(ks)), t)
                 except _NoAnswer:
@@ -226,12 +233,15 @@ class IsolatedPolicies:
                         runs[k].error = PolicyLimitError(
                             worker.label, t, "its process did not answer within the time limit and was stopped"
                         )
-                    del live[i]
+                    live[i] = []
                     continue
+                going = [k for k in ks if t + 1 < lengths[runs[k].seat.group[0]]]
+                if upcoming is not None and going:
+                    worker.send(upcoming)
+                    sent.append(i)
                 self._judge(reply, runs, set(ks), t, canonical, worker.label, record_actions)
-                live[i] = [k for k in ks if runs[k].error is None and t + 1 < lengths[runs[k].seat.group[0]]]
-                if not live[i]:
-                    del live[i]
+                live[i] = [k for k in going if runs[k].error is None]
+            pending, t = sent, t + 1
         nested: list[list[PlayedRun]] = [[] for _ in items]
         for run in runs:
             nested[run.seat.group[0]].append(run)

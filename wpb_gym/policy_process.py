@@ -32,7 +32,7 @@ from typing import Any
 
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .referee import PolicyLimitError, RunLimits
-from .runner import PlayedRun, Seat, StepCopies, play_steps
+from .runner import PlayedRun, Seat, StepCopies, stepper
 from .store import ByteMemoryStore
 from .types import Episode, Step
 
@@ -48,8 +48,9 @@ class _Timeout(BaseException):
 class _Run:
     index: int
     policy: Any
-    played: PlayedRun  # its replica store, and the log of one timestep's actions
+    played: PlayedRun  # its replica store and, once stopped, why
     key: tuple[int, str]  # (episode, track)
+    send: Any = None  # its stepper's send: one timestep per call
     stopped: bool = False
 
 
@@ -91,7 +92,9 @@ class _Server:
                 policy = self.factory()
                 check_can_run(policy, track)
                 played = PlayedRun(Seat(policy, budget, track), self.name, ByteMemoryStore(budget))
-                self.runs.append(_Run(index, policy, played, (e, track)))
+                player = stepper(played, 0, self.untimed, False)
+                next(player)
+                self.runs.append(_Run(index, policy, played, (e, track), player.send))
                 context = EpisodeContext(
                     length=message["length"],
                     budget_bytes=budget,
@@ -106,7 +109,7 @@ class _Server:
         return {"ok": True}
 
     def step(self, t: int, steps: dict[int, dict[str, tuple[Any, Any]]]) -> dict[str, Any]:
-        current: dict[tuple[int, str], tuple[list[Step], list[Step]]] = {}  # (shown, canonical) per key
+        current: dict[tuple[int, str], tuple[Step, Step]] = {}  # (shown, canonical) per key
         for e, by_track in steps.items():
             for track, (obs, meta) in by_track.items():
                 known = self.canonical.get((e, track))
@@ -114,7 +117,7 @@ class _Server:
                     continue  # no run of this policy there
                 if len(known) == t:  # a stream sent up front already has it
                     known.append(Step(t, obs, meta))
-                current[e, track] = ([self.copies[e, track].step(t)], [known[t]])
+                current[e, track] = (self.copies[e, track].step(t), known[t])
         seconds = self.limits.max_seconds_per_step
         replies, stopped = [], []
         if seconds is not None:  # one timer for the message: re-armed run by run only when it fires
@@ -125,15 +128,19 @@ class _Server:
                 pair = current.get(run.key)
                 if run.stopped or pair is None:
                     continue
-                played, sink = run.played, []
+                sink: list[list[Any]] = []
                 self.started = perf_counter()
                 try:
-                    play_steps(played, t, pair[0], pair[1], self.untimed, False, sink)
+                    run.send((pair[0], pair[1], sink))
+                except StopIteration:  # a limit stopped it (played.error says which)
+                    pass
                 except _Timeout:
-                    played.error = PolicyLimitError(self.name, t, f"spent more than {seconds:g} s deciding one timestep")
-                if played.error is not None:
+                    run.played.error = PolicyLimitError(
+                        self.name, t, f"spent more than {seconds:g} s deciding one timestep"
+                    )
+                if run.played.error is not None:
                     run.stopped = True
-                    stopped.append([run.index, played.error.message])
+                    stopped.append([run.index, run.played.error.message])
                 if sink:  # a run that did nothing is not named: most runs, most steps
                     replies.append([run.index, sink])
         finally:

@@ -23,7 +23,8 @@ sends it each step only when its turn comes (``wpb_gym.isolation``).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Generator, Hashable, Sequence
+from itertools import repeat
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any, NamedTuple
@@ -182,25 +183,26 @@ def play(
             start(context)
     for run in runs:
         seat = run.seat
-        shown = copies[seat.group, seat.track].all()
-        play_steps(run, 0, shown, canonical[seat.track], limits, record_actions)
+        player = stepper(run, 0, limits, record_actions)
+        next(player)
+        send = player.send
+        try:
+            for step in zip(copies[seat.group, seat.track].all(), canonical[seat.track], repeat(None)):
+                send(step)
+        except StopIteration:  # stopped by a limit
+            pass
     return runs
 
 
-def play_steps(
-    run: PlayedRun,
-    first_t: int,
-    shown: Sequence[Step],
-    steps: Sequence[Step],
-    limits: RunLimits,
-    record: bool,
-    sink: list[list[Any]] | None = None,
-) -> None:
-    """Play ``run`` over consecutive timesteps from ``first_t``: at each, its policy is shown
-    ``shown[i]`` and every action it yields is normalised and judged on ``steps[i]`` at once.
-    A limit crossed stops the run (``run.error``) where it is. With a ``sink``, every action is
-    also appended to it as ``[kind, target_t, delta, delta_is_json, reason, accepted]`` (what a
-    policy's process reports in isolated evaluation).
+def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Generator[None, Any, None]:
+    """Play ``run`` one timestep per ``send((shown, canonical, sink))``, from ``first_t`` on.
+
+    At each timestep the policy is shown ``shown`` and every action it yields is normalised
+    and judged on ``canonical`` at once. A limit crossed stops the run (``run.error``) and ends
+    the generator (the next ``send`` raises ``StopIteration``). With a ``sink`` list, every
+    action is also appended to it as ``[kind, target_t, delta, delta_is_json, reason,
+    accepted]`` (what a policy's process reports in isolated evaluation). In process the
+    steps are fed in a loop (``play``); in a policy's process one per message — the same code.
 
     Actions of exact built-in types (a ``MemoryAction`` as its constructors build it, naming
     the shown step) go to the store directly: reading them cannot run a policy's code, so they
@@ -214,50 +216,54 @@ def play_steps(
     write, expire, skip = store.write, store.expire, store.skip
     t = first_t - 1
     try:
-        for shown_t, canonical in zip(shown, steps, strict=True):
+        while True:
+            shown_t, canonical, sink = yield
             t += 1
             started = perf_counter()
             actions = select(shown_t, view)
-            if actions:
-                iterator = iter(actions)
-                count = 0
-                try:
-                    for action in iterator:
-                        count += 1
-                        if count > max_actions:
-                            raise PolicyLimitError(name, t, f"yielded more than {max_actions} actions at one timestep")
-                        if perf_counter() - started > max_seconds:
-                            raise _over_time(name, t, max_seconds)
-                        if type(action) is MemoryAction and not record:
-                            kind, reason = action.action, action.reason
-                            if type(kind) is str and (reason is None or type(reason) is str):
-                                if kind == "WRITE" and action.step is shown_t:
-                                    decision = write(canonical, t, reason, shown=shown_t)
-                                    if sink is not None:
-                                        sink.append(["WRITE", None, None, True, reason, decision.accepted])
-                                    continue
-                                target = action.target_t
-                                if kind == "EXPIRE" and type(target) is int:
-                                    decision = expire(target, t)
-                                    if sink is not None:
-                                        sink.append(["EXPIRE", target, None, True, reason, decision.accepted])
-                                    continue
-                                if kind == "SKIP":
-                                    skip(t)
-                                    if sink is not None:
-                                        sink.append(["SKIP", None, None, True, None, True])
-                                    continue
-                        plain = normalise(action, shown_t, t, name)
-                        decision = apply(store, plain, t, canonical, shown_t)
-                        if record:
-                            run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
-                        if sink is not None:
-                            kind, target, delta, reason = plain
-                            is_json = delta is not NOT_JSON
-                            sink.append([kind, target, delta if is_json else None, is_json, reason, decision.accepted])
-                except PolicyLimitError:
-                    _close(iterator)
-                    raise
+            if not actions:
+                if perf_counter() - started > max_seconds:
+                    raise _over_time(name, t, max_seconds)
+                continue
+            iterator = iter(actions)
+            count = 0
+            try:
+                for action in iterator:
+                    count += 1
+                    if count > max_actions:
+                        raise PolicyLimitError(name, t, f"yielded more than {max_actions} actions at one timestep")
+                    if perf_counter() - started > max_seconds:
+                        raise _over_time(name, t, max_seconds)
+                    if type(action) is MemoryAction and not record:
+                        kind, reason = action.action, action.reason
+                        if type(kind) is str and (reason is None or type(reason) is str):
+                            if kind == "WRITE" and action.step is shown_t:
+                                decision = write(canonical, t, reason, shown=shown_t)
+                                if sink is not None:
+                                    sink.append(["WRITE", None, None, True, reason, decision.accepted])
+                                continue
+                            target = action.target_t
+                            if kind == "EXPIRE" and type(target) is int:
+                                decision = expire(target, t)
+                                if sink is not None:
+                                    sink.append(["EXPIRE", target, None, True, reason, decision.accepted])
+                                continue
+                            if kind == "SKIP":
+                                skip(t)
+                                if sink is not None:
+                                    sink.append(["SKIP", None, None, True, None, True])
+                                continue
+                    plain = normalise(action, shown_t, t, name)
+                    decision = apply(store, plain, t, canonical, shown_t)
+                    if record:
+                        run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
+                    if sink is not None:
+                        kind, target, delta, reason = plain
+                        is_json = delta is not NOT_JSON
+                        sink.append([kind, target, delta if is_json else None, is_json, reason, decision.accepted])
+            except PolicyLimitError:
+                _close(iterator)
+                raise
             if perf_counter() - started > max_seconds:
                 raise _over_time(name, t, max_seconds)
     except PolicyLimitError as error:
