@@ -216,3 +216,46 @@ def test_checkpoints_that_are_not_rows_run_again(tmp_path):
     (tmp_path / "other.json").write_text(json.dumps([{"mode": "m"}]))
     (tmp_path / "scalar.json").write_text("3")
     assert read_checkpoints(tmp_path, columns) == {"good": [{"mode": "m", "f1": 0.5}]}
+
+
+# ---------------------------------------------------------------------------- pictures
+
+
+def _picture_rows(modes, budgets):
+    rows = []
+    for mode in modes:
+        for budget in budgets:
+            for episode in range(2):
+                rows.append(
+                    {
+                        "mode": mode,
+                        "steps": 20,
+                        "budget_bytes": budget,
+                        "track": "unprivileged",
+                        "policy": "a$b",
+                        "policy_track": "unprivileged",
+                        "f1": 0.1 * episode + budget / 4096,
+                        "regret_write_only": 0.0,
+                    }
+                )
+    return rows
+
+
+def test_pictures_of_regimes_from_data_get_safe_distinct_names(tmp_path):
+    from wpb_gym.plots import run_pictures, write_pictures
+
+    modes = ["/tmp/x/ESCAPED", "../../up", "a/b", "a-b", "x" * 5000, "a\x00b", "$\\frac{$"]
+    names = run_pictures(_picture_rows(modes, [1024, 2048]))
+    assert len(names) == 2 * len(modes)
+    for name in names:
+        assert re.fullmatch(r"(f1_vs_budget|regret_curve)_[A-Za-z0-9][A-Za-z0-9_.-]*_T20\.png", name), name
+    written = write_pictures(_picture_rows(modes[:2], [1024]), tmp_path / "run")
+    assert all(path.parent == tmp_path / "run" for path in written)
+
+
+def test_a_budget_of_zero_is_drawn(tmp_path):
+    from wpb_gym.plots import run_pictures
+
+    pictures = run_pictures(_picture_rows(["default"], [0, 1024, 2048]))
+    assert set(pictures) == {"f1_vs_budget.png", "regret_curve.png"}
+    assert all(data.startswith(b"\x89PNG") for data in pictures.values())
