@@ -256,3 +256,47 @@ def test_rl_zoo_files_hold_valid_hyperparameters(name):
     algo = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "ppo_lstm": RecurrentPPO}[name]
     model = algo(policy, env, device="cpu", **settings)
     assert model.gamma == settings["gamma"]
+
+
+def test_a_failed_train_leaves_no_run_folder(tmp_path):
+    from agents.train import train
+
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="slots must be a positive int"):
+        train("ppo", out, config=load_config("ppo"), env_kwargs={"slots": 0}, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match=r"hyperparams: PPO has no parameter \['bogus'\]; its parameters: .*n_steps"):
+        config = {**load_config("ppo"), "hyperparams": {"bogus": 1}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match="hyperparams or policy of PPO: The learning rate schedule"):
+        config = {**load_config("ppo"), "hyperparams": {"learning_rate": "abc"}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train("ppo", out, config=load_config("ppo"), timesteps=8, progress=False, resume=True)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("env: [1]\n", "env: expected a mapping, got list"),
+        ("eval: abc\n", "eval: expected a mapping, got str"),
+        ("eval: {episodes: 0}\n", r"eval.episodes: expected an integer >= 1, got 0"),
+        ("eval: {every: 3}\n", r"eval: unknown setting\(s\) \['every'\]"),
+        ("n_envs: abc\n", "n_envs: expected an integer, got 'abc'"),
+        ("timesteps: -5\n", "timesteps: expected an integer >= 1, got -5"),
+        ("policy: 3\n", "policy: expected a policy name"),
+        ("vec_env: threads\n", "vec_env must be 'dummy' or 'subproc'"),
+    ],
+)
+def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"bad.yaml: {message}"):
+        load_config("ppo", path)
+
+
+def test_env_kwargs_refuse_repeats_and_bad_yaml():
+    with pytest.raises(ValueError, match="--env-kwargs: slots is given more than once"):
+        parse_env_kwargs(["slots=2", "slots=3"])
+    with pytest.raises(ValueError, match=r"--env-kwargs 'slots=\[': the value is not valid YAML"):
+        parse_env_kwargs(["slots=["])
