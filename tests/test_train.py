@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,15 @@ TINY = {
     "eval": {"episodes": 2, "every_steps": 128},
     "checkpoint_every_steps": 128,
 }
+
+
+@contextlib.contextmanager
+def one_line_error(capsys, pattern: str = ""):
+    """The ``wpb`` call inside (``assert 2 == main(...)``) prints one line matching ``pattern``."""
+    capsys.readouterr()
+    yield
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
 
 
 def tiny_config(tmp_path, **changes):
@@ -75,7 +86,7 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     assert {line.split(",")[4] for line in (run / "results.csv").read_text().splitlines()[1:]} == {"a", "b"}
 
 
-def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
+def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
     from sb3_contrib import MaskablePPO
 
     out = tmp_path / "run"
@@ -116,8 +127,8 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
         == 0
     )
     assert MaskablePPO.load(out / "final_model.zip").num_timesteps == 256
-    with pytest.raises(SystemExit, match="no checkpoint"):
-        wpb(
+    with one_line_error(capsys, "no checkpoint"):
+        assert 2 == wpb(
             [
                 "train",
                 "--algo",
@@ -132,7 +143,7 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
         )
 
 
-def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path):
+def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path, capsys):
     from sb3_contrib import MaskablePPO
 
     from wpb_gym.frozen import freeze_set
@@ -142,10 +153,10 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
     train_file, held_file = train_set.files[0].path, held_set.files[0].path
     config = str(tiny_config(tmp_path))
     argv = ["train", "--algo", "maskable_ppo", "--config", config, "--quiet"]
-    with pytest.raises(SystemExit, match="needs held-out episodes"):
-        wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
-    with pytest.raises(SystemExit, match="hold the same episodes"):
-        wpb(
+    with one_line_error(capsys, "needs held-out episodes"):
+        assert 2 == wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
+    with one_line_error(capsys, "hold the same episodes"):
+        assert 2 == wpb(
             [
                 *argv,
                 "--env-kwargs",
@@ -182,8 +193,8 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
     assert MaskablePPO.load(tuned / "final_model.zip").num_timesteps == 128
     evaluations = np.load(tuned / "eval" / "evaluations.npz")
     assert evaluations["results"].shape[1] == 2  # every held-out episode, once
-    with pytest.raises(SystemExit, match="no such model file"):
-        wpb(
+    with one_line_error(capsys, "no such model file"):
+        assert 2 == wpb(
             [
                 *argv,
                 "--env-kwargs",

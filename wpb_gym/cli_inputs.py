@@ -7,13 +7,15 @@ option (or file and key) and what was expected; ``wpb`` prints them on one line 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import difflib
 import re
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from fractions import Fraction
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 
 class InputError(ValueError):
@@ -200,3 +202,68 @@ def reading(path: Any) -> Iterator[None]:
         else:
             message = str(error) if str(path) in str(error) else f"{path}: cannot read: {error}"
         raise InputError(message) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors on one line, like every other error of ``wpb``."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help' for usage)\n")
+
+
+def flag_type(parse: Callable[..., Any], *args: Any) -> Callable[[str], Any]:
+    """An argparse type from one of the parsers above: a flag is checked like a config value."""
+
+    def parse_flag(text: str) -> Any:
+        try:
+            return parse(text, "", *args)
+        except InputError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse_flag
+
+
+def read_episode_source(path: str) -> list[Any]:
+    """The episodes of a file, folder or frozen set; loader errors that name their file pass."""
+    from .frozen import FrozenSetError
+    from .jsonl import EpisodeFormatError
+    from .sources import read_episodes
+
+    with reading(path):
+        try:
+            return read_episodes(path)
+        except (EpisodeFormatError, FrozenSetError, UnicodeError):
+            raise
+        except ValueError as error:  # no episodes, or another refusal of the loader
+            raise InputError(str(error)) from None
+
+
+def read_run(path: Path) -> list[dict[str, Any]]:
+    """The rows of the run folder ``path`` (its ``results.csv``), with errors naming what is wrong."""
+    from .report import read_results
+
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: is a file; expected a run folder written by wpb eval")
+    results = path / "results.csv"
+    if results.exists() and not results.is_file():
+        raise InputError(f"{results}: is not a file; expected the results.csv of wpb eval")
+    with reading(results):
+        try:
+            rows = read_results(results)
+        except UnicodeDecodeError:
+            raise InputError(f"{results}: not UTF-8 text; expected the results.csv of wpb eval") from None
+        except (FileNotFoundError, ValueError) as error:
+            raise InputError(str(error)) from None
+    if not rows:
+        raise InputError(f"{results}: holds no rows; expected the results of a complete wpb eval run")
+    return rows
+
+
+def check_policies(names: Iterable[str], rows: Sequence[dict[str, Any]], where: Any, option: str) -> None:
+    """Refuse agent names the run's rows do not have, listing those it has."""
+    held = sorted({r["policy"] for r in rows})
+    for name in names:
+        if name not in held:
+            raise InputError(
+                f"{option}: no agent {name!r} in {where}{did_you_mean(name, held)}; it has: {', '.join(held)}"
+            )

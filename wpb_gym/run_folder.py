@@ -14,10 +14,12 @@ finds them; the key covers the settings and the content of the episodes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +118,14 @@ def write_run(folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> 
     pictures = write_pictures(rows, folder)
     write_atomic(folder / RESULTS, results_csv(rows, run))
     return pictures
+
+
+def episodes_digest(episodes: Iterable[Any]) -> str:
+    """The sha256 of the episodes' canonical JSON: part of the checkpoint key, so that a file
+    edited between an interrupt and ``--resume`` never mixes its old rows with new ones."""
+    from .jsonl import dumps_episode
+
+    digest = hashlib.sha256()
+    for episode in episodes:
+        digest.update(dumps_episode(episode).encode("utf-8") + b"\n")
+    return digest.hexdigest()
