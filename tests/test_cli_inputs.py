@@ -136,7 +136,7 @@ def test_eval_settings_check_a_config_like_the_flags(tmp_path):
         ("agents: [x]\nregimes: [default, default]\n", "c.yaml: regimes: 'default' is given more than once"),
         ("agents: [x]\nseed: -1\n", r"c.yaml: seed: expected an integer >= 0, got -1"),
         ("agents: [x]\njobs: many\n", "c.yaml: jobs: expected an integer, got 'many'"),
-        ("agents: [x]\nepisodes: [a]\n", "c.yaml: episodes: expected the path"),
+        ("agents: [x]\nepisodes: [a]\n", "c.yaml: episodes: expected a path"),
         ("agents: 5\n", "c.yaml: agents: expected a non-empty list"),
         ("agents: [{name: random, label: [1]}]\n", "c.yaml: agents: an agent's 'label' must be a non-empty string"),
         ("agents: [x]\nbudget: 3\n", r"unknown setting\(s\) \['budget'\] \(did you mean 'budgets'\?\)"),

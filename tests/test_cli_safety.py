@@ -365,6 +365,8 @@ def test_paper_tables_of_a_run_without_privileged_rows_is_a_named_error(runs, ca
 EVAL, TRAIN, EVENTS = ["eval", *TINY], ["train", "--algo", "ppo"], ["episodes", "from-events"]
 EVAL_C = ["eval", "--config", "{w}/c.yaml", "--out", "{w}/o"]
 TRAIN_C = [*TRAIN, "--config", "{w}/c.yaml", "--out", "{w}/t"]
+ABLATE, ABLATE_C = ["ablate", "{w}/c.yaml", "{w}/c.yaml"], {"c.yaml": "agents: [last_kb]\n"}
+INGEST = ["ingest", "openapi", "--repo", "{w}", "--spec", "a.json", "--quiet"]
 
 
 def case(what: str, argv: list[str], named: str, files: dict[str, str | bytes] | None = None):
@@ -496,6 +498,23 @@ BAD_INPUTS = [
         {"c.yaml": "hyperparams: {learning_rate: abc}\n"},
     ),
     case("no subcommand", [], "wpb"),
+    case("eval: --out empty", [*EVAL, "--out", ""], "--out"),
+    case("eval: episodes path with NUL", EVAL_C, "episodes", {"c.yaml": 'agents: [last_kb]\nepisodes: "a\\0b"\n'}),
+    case("eval: sb3 without a path", [*EVAL, "--agents", "x=sb3:", "--out", "{w}/o"], "sb3:PATH"),
+    case("eval: YAML python tag", EVAL_C, "c.yaml:1", {"c.yaml": "agents: !!python/object/apply:os.system [ls]\n"}),
+    case("eval: YAML setting names not text", EVAL_C, "setting names", {"c.yaml": "1: 2\n"}),
+    case("eval: budgets a mapping", EVAL_C, "budgets", {"c.yaml": "agents: [last_kb]\nbudgets: {a: 1}\n"}),
+    case("eval: budget true", EVAL_C, "budgets", {"c.yaml": "agents: [last_kb]\nbudgets: [true]\n"}),
+    case("eval: seed 1.5", EVAL_C, "seed", {"c.yaml": "agents: [last_kb]\nseed: 1.5\n"}),
+    case("ablate: --out under a file", [*ABLATE, "--out", "{w}/f/x.md"], "--out", {"f": "x", **ABLATE_C}),
+    case("ingest: --out under a file", [*INGEST, "--out", "{w}/f/o.jsonl"], "--out", {"f": "x"}),
+    case(
+        "train: held-out episodes not UTF-8",
+        [*TRAIN, "--eval-episodes", "{w}/e.jsonl", "--out", "{w}/t"],
+        "e.jsonl",
+        {"e.jsonl": b"\xff"},
+    ),
+    case("train: sb3 policy unknown", TRAIN_C, "Bogus", {"c.yaml": "policy: Bogus\n"}),
 ]
 
 

@@ -37,6 +37,7 @@ from .cli_inputs import (
     parse_budgets,
     parse_ints,
     parse_names,
+    parse_path,
     read_episode_source,
     read_run,
     reading,
@@ -47,6 +48,7 @@ from .frozen import FrozenSetError, freeze_set, open_frozen_set
 from .generator import PAPER_REGIMES, REGIMES, GeneratorConfig
 from .jsonl import EpisodeFormatError, iter_jsonl
 from .oracle import episode_oracle
+from .run_folder import check_folder_path
 from .tracks import TRACKS, track_costs
 from .types import Episode
 from .version import __version__
@@ -59,6 +61,7 @@ _positive_ints = flag_type(parse_ints, 1, MAX_LENGTH)
 _names = flag_type(parse_names)
 _tracks = flag_type(parse_names, TRACKS)
 _budgets = flag_type(parse_budgets)
+_path = flag_type(parse_path)
 
 
 def _int_at_least(minimum: int):
@@ -119,8 +122,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
-    from .run_folder import check_folder_path
-
     check_folder_path(Path(args.out))
     stats = _FreezeStats()
     try:
@@ -165,7 +166,6 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
 
 def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
     from .real_episodes import RealEpisodeOptions, episodes_from_events, parse_windows, period_summary
-    from .run_folder import check_folder_path
 
     check_folder_path(Path(args.out))
     if not Path(args.events).is_file():
@@ -293,6 +293,8 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
         else:
             raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
         if name.startswith("sb3:"):
+            if not name[4:]:
+                raise InputError(f"agent {item!r}: sb3:PATH needs the path of a model file")
             params["path"] = name[4:]
             name, label = "sb3", label or f"sb3:{Path(name[4:]).stem}"
         try:
@@ -329,7 +331,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from .report import run_metadata, write_atomic
     from .run_folder import (
         RESULTS,
-        check_folder_path,
         checkpoint_folder,
         discard,
         episodes_digest,
@@ -513,7 +514,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_baseline(args: argparse.Namespace) -> int:
     from .report import write_atomic
-    from .run_folder import check_folder_path
 
     run = Path(args.run)
     read_run(run)  # a complete, readable run only
@@ -534,6 +534,8 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
 
     if args.out is not None and Path(args.out).is_dir():
         raise InputError(f"--out {args.out}: is a folder; expected the markdown file to write")
+    if args.out is not None:
+        check_folder_path(Path(args.out).parent, f"--out {args.out}: its folder")
     configs = []
     for path in (args.config_a, args.config_b):
         config = eval_settings(path, {})
@@ -574,6 +576,7 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise InputError(f"--out {out}: is a folder; expected the change-event log to write (.jsonl or .jsonl.gz)")
+    check_folder_path(out.parent, f"--out {out}: its folder")
     if out.exists() and not args.force:
         raise InputError(f"{out} already exists; pass --force to replace it")
 
@@ -617,8 +620,6 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from agents.train import HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs, train  # the CLI joins the packages
 
-    from .run_folder import check_folder_path
-
     check_folder_path(Path(args.out))
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
@@ -630,6 +631,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         env_kwargs = check_env_kwargs(parse_env_kwargs(args.env_kwargs), "--env-kwargs", reserved)
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
+    # Episode files are read here first, so that their errors name them (and come before any
+    # worker process of --subproc starts).
+    for source in {env_kwargs.get("episodes"), config["env"].get("episodes"), args.eval_episodes} - {None}:
+        if isinstance(source, str):
+            read_episode_source(source)
     if args.subproc:
         config["vec_env"] = "subproc"
     try:
@@ -672,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)"
     )
     freeze.add_argument("--seed", type=_int_at_least(0), default=0, help="set seed (default: 0)")
-    freeze.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    freeze.add_argument("--out", type=_path, required=True, help="output folder (must not exist unless --force)")
     freeze.add_argument("--set", type=_override, action="append", metavar="KEY=VALUE", help="generator option override")
     freeze.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
     freeze.add_argument("--force", action="store_true", help="replace an existing output folder")
@@ -684,9 +690,9 @@ def build_parser() -> argparse.ArgumentParser:
         "from-events",
         help="cut a change-event log (wpb ingest openapi) into a frozen set of real episodes, one file per period",
     )
-    from_events.add_argument("events", help="the change-event log (.jsonl or .jsonl.gz)")
+    from_events.add_argument("events", type=_path, help="the change-event log (.jsonl or .jsonl.gz)")
     from_events.add_argument("--source", required=True, help="the API's name; the regime is real:SOURCE")
-    from_events.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    from_events.add_argument("--out", type=_path, required=True, help="output folder (must not exist unless --force)")
     from_events.add_argument("--length", type=_int_at_least(1), default=200, help="change events per episode (200)")
     from_events.add_argument(
         "--windows",
@@ -722,7 +728,7 @@ def build_parser() -> argparse.ArgumentParser:
     from_events.set_defaults(func=_cmd_episodes_from_events, prog=from_events.prog)
 
     inspect = sub.add_parser("inspect", help="summarise episode files / frozen sets and their oracle bounds")
-    inspect.add_argument("paths", nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders")
+    inspect.add_argument("paths", type=_path, nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders")
     inspect.add_argument(
         "--budgets", type=_budgets, default=list(DEFAULT_BUDGETS), help="comma-separated, e.g. 1KB,10KB (1KB = 1024 B)"
     )
@@ -733,13 +739,17 @@ def build_parser() -> argparse.ArgumentParser:
     agents.set_defaults(func=_cmd_agents, prog=agents.prog)
 
     ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
-    ev.add_argument("--config", help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it")
+    ev.add_argument(
+        "--config", type=_path, help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it"
+    )
     ev.add_argument(
         "--agents",
         type=_names,
         help="agent names or aliases, or sb3:PATH to a model (LABEL=sb3:PATH names it)",
     )
-    ev.add_argument("--episodes", help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)")
+    ev.add_argument(
+        "--episodes", type=_path, help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)"
+    )
     ev.add_argument("--regimes", type=_regimes, help="generated regimes (default: default)")
     ev.add_argument("--lengths", type=_positive_ints, help="generated episode lengths (default: 200)")
     ev.add_argument("--episodes-per-condition", type=_int_at_least(1), help="generated episodes per regime/length")
@@ -747,14 +757,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--budgets", type=_budgets, help="comma-separated, 1KB = 1024 bytes (default: 1KB,10KB,100KB,1MB)")
     ev.add_argument("--tracks", type=_tracks, help="comma-separated tracks (default: both)")
     ev.add_argument("--jobs", type=_int_at_least(1), help="worker processes (results do not depend on it)")
-    ev.add_argument("--out", required=True, help="run folder for results.csv, leaderboard.md, run.json")
+    ev.add_argument("--out", type=_path, required=True, help="run folder for results.csv, leaderboard.md, run.json")
     ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval, prog=ev.prog)
 
     report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout, or headroom)")
-    report.add_argument("run", help="a run folder written by wpb eval")
+    report.add_argument("run", type=_path, help="a run folder written by wpb eval")
     which = report.add_mutually_exclusive_group(required=True)
     which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
     which.add_argument(
@@ -767,6 +777,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which.add_argument(
         "--transfer",
+        type=_path,
         nargs="+",
         metavar="SYNTHETIC_RUN",
         help="rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
@@ -786,7 +797,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_cmd_report, prog=report.prog)
 
     compare = sub.add_parser("compare", help="paired comparison of two runs (lift, P(improvement), IQM, exact CIs)")
-    compare.add_argument("runs", nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
+    compare.add_argument("runs", type=_path, nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
     compare.add_argument("--agents", type=_names, help="only these agents")
     compare.add_argument(
         "--metric",
@@ -807,16 +818,18 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
     )
-    compare.add_argument("--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})")
+    compare.add_argument(
+        "--store", type=_path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+    )
     compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
     compare.set_defaults(func=_cmd_compare, prog=compare.prog)
 
     baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
     baseline_sub = baseline.add_subparsers(dest="action", required=True)
     baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
-    baseline_set.add_argument("run", help="a run folder written by wpb eval")
+    baseline_set.add_argument("run", type=_path, help="a run folder written by wpb eval")
     baseline_set.add_argument(
-        "--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+        "--store", type=_path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
     )
     baseline_set.set_defaults(func=_cmd_baseline, prog=baseline_set.prog)
 
@@ -828,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Walk the first-parent git history of OpenAPI 3 spec file(s), oldest first, and write one "
         "change event per endpoint that changed in each spec version (the apidrift extraction rules).",
     )
-    openapi.add_argument("--repo", required=True, help="a git clone holding the spec")
+    openapi.add_argument("--repo", type=_path, required=True, help="a git clone holding the spec")
     openapi.add_argument(
         "--spec",
         required=True,
@@ -852,35 +865,38 @@ def build_parser() -> argparse.ArgumentParser:
     openapi.add_argument(
         "--skip-invalid", action="store_true", help="skip spec versions that cannot be read instead of stopping"
     )
-    openapi.add_argument("--out", required=True, help="the log to write (.jsonl or .jsonl.gz)")
+    openapi.add_argument("--out", type=_path, required=True, help="the log to write (.jsonl or .jsonl.gz)")
     openapi.add_argument("--force", action="store_true", help="replace an existing --out")
     openapi.add_argument("--quiet", action="store_true", help="no progress bar")
     openapi.set_defaults(func=_cmd_ingest_openapi, prog=openapi.prog)
 
     ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
-    ablate.add_argument("config_a", help="YAML settings of variant A (as for wpb eval --config)")
-    ablate.add_argument("config_b", help="YAML settings of variant B")
+    ablate.add_argument("config_a", type=_path, help="YAML settings of variant A (as for wpb eval --config)")
+    ablate.add_argument("config_b", type=_path, help="YAML settings of variant B")
     ablate.add_argument("--seeds", type=_int_at_least(2), default=5, help="seeds 0..N-1 of the generated episodes")
     ablate.add_argument("--jobs", type=_int_at_least(1), help="worker processes")
-    ablate.add_argument("--out", help="also write the markdown table to this file")
+    ablate.add_argument("--out", type=_path, help="also write the markdown table to this file")
     ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog)
 
     tr = sub.add_parser(
         "train", help="train an SB3 agent on WritePolicyBench-v0 (best model kept on held-out episodes)"
     )
     tr.add_argument("--algo", required=True, choices=["ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo"])
-    tr.add_argument("--config", help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
+    tr.add_argument("--config", type=_path, help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
     tr.add_argument("--env-kwargs", nargs="*", metavar="KEY=VALUE", help="env arguments, e.g. regime=burst_drift")
     tr.add_argument("--timesteps", type=_int_at_least(1), help="total environment steps (default: the config's)")
     tr.add_argument("--seed", type=_int_at_least(0), default=0, help="training seed (held-out episodes use another)")
-    tr.add_argument("--out", required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json")
+    tr.add_argument(
+        "--out", type=_path, required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json"
+    )
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     tr.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     tr.add_argument(
         "--eval-episodes",
+        type=_path,
         help="held-out episode file or set for model selection (required when --env-kwargs has episodes=PATH)",
     )
-    tr.add_argument("--init-from", help="start from this model (e.g. one trained on synthetic regimes)")
+    tr.add_argument("--init-from", type=_path, help="start from this model (e.g. one trained on synthetic regimes)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=_cmd_train, prog=tr.prog)
     return parser

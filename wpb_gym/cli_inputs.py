@@ -147,6 +147,15 @@ def parse_ints(value: Any, where: str, minimum: int, maximum: int | None = None)
     return unique([parse_int(item, where, minimum, maximum) for item in _items(value, where)], where)
 
 
+def parse_path(value: Any, where: str = "") -> str:
+    """A path given as text: not empty (it would mean the current folder) and without NUL."""
+    if not isinstance(value, str) or not value.strip():
+        raise _error(where, f"expected a path, got {value!r}")
+    if "\x00" in value:
+        raise _error(where, f"a path cannot hold a NUL character, got {value!r}")
+    return value
+
+
 def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the closest of ``known``, or nothing."""
     close = difflib.get_close_matches(name, list(known), n=1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .cli_inputs import MAX_LENGTH, InputError, parse_budgets, parse_int, parse_ints, parse_names
+from .cli_inputs import MAX_LENGTH, InputError, parse_budgets, parse_int, parse_ints, parse_names, parse_path
 from .generator import REGIMES
 from .settings import read_settings
 from .tracks import TRACKS
@@ -34,9 +34,7 @@ def check_setting(key: str, value: Any, where: str) -> Any:
     if key == "agents":
         return check_agents(value, where)
     if key == "episodes":
-        if value is not None and (not isinstance(value, str) or not value):
-            raise InputError(f"{where}: expected the path of an episode file or folder, got {value!r}")
-        return value
+        return None if value is None else parse_path(value, where)
     if key == "regimes":
         return parse_names(value, where, REGIMES)
     if key == "tracks":
