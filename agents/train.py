@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from wpb_gym.cli_inputs import parse_int
 from wpb_gym.settings import read_settings
 from wpb_gym.version import __version__
 
@@ -79,13 +80,31 @@ def load_config(algo: str, path: str | Path | None = None) -> dict[str, Any]:
     if path is not None or file.exists():
         loaded = read_settings(file, DEFAULTS)
         for key, value in loaded.items():
-            if isinstance(value, dict) and isinstance(config[key], dict):
+            if isinstance(config[key], dict):
+                if not isinstance(value, dict):
+                    raise ValueError(f"{file}: {key}: expected a mapping, got {type(value).__name__} {value!r}")
                 config[key].update(value)
             else:
                 config[key] = value
-    if config["vec_env"] not in ("dummy", "subproc"):
-        raise ValueError(f"vec_env must be 'dummy' or 'subproc', got {config['vec_env']!r}")
+    _check_config(config, file)
     return config
+
+
+def _check_config(config: dict[str, Any], file: Path) -> None:
+    """Refuse settings SB3 would choke on later, naming the file and key."""
+    for key in ("n_envs", "timesteps", "torch_threads", "checkpoint_every_steps"):
+        parse_int(config[key], f"{file}: {key}", 1)
+    unknown = sorted(set(config["eval"]) - set(DEFAULTS["eval"]))
+    if unknown:
+        raise ValueError(f"{file}: eval: unknown setting(s) {unknown}; known: {sorted(DEFAULTS['eval'])}")
+    for key in DEFAULTS["eval"]:
+        parse_int(config["eval"][key], f"{file}: eval.{key}", 1)
+    if config["vec_env"] not in ("dummy", "subproc"):
+        raise ValueError(f"{file}: vec_env must be 'dummy' or 'subproc', got {config['vec_env']!r}")
+    if not isinstance(config["policy"], str):
+        raise ValueError(f"{file}: policy: expected a policy name such as MlpPolicy, got {config['policy']!r}")
+    if any(not isinstance(key, str) for key in config["hyperparams"]):
+        raise ValueError(f"{file}: hyperparams: expected names, got {sorted(map(repr, config['hyperparams']))}")
 
 
 def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
@@ -95,7 +114,13 @@ def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
             raise ValueError(f"--env-kwargs expects key=value, got {item!r}")
-        out[key] = yaml.safe_load(value)
+        if key in out:
+            raise ValueError(f"--env-kwargs: {key} is given more than once")
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as error:
+            problem = getattr(error, "problem", None) or "not valid YAML"
+            raise ValueError(f"--env-kwargs {item!r}: the value is not valid YAML ({problem})") from None
     return out
 
 
@@ -163,7 +188,6 @@ def train(
     if init_from is not None and not Path(init_from).is_file():
         raise FileNotFoundError(f"--init-from: {init_from}: no such model file")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(int(config["torch_threads"]))
 
     saved = {
@@ -208,15 +232,10 @@ def train(
             if isinstance(getattr(model, key, None), (int, float, str, bool))
         }
     else:
-        model = cls(
-            policy,
-            train_env,
-            seed=seed,
-            device="cpu",
-            tensorboard_log=str(out / "tb"),
-            verbose=0,
-            **config["hyperparams"],
-        )
+        model = _new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
+    # Only now, with the settings, envs and model all accepted, does the run folder appear:
+    # a run refused for bad input leaves nothing behind.
+    out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
 
     every = max(1, int(config["eval"]["every_steps"]) // n_envs)
@@ -256,6 +275,19 @@ def train(
     train_env.close()
     eval_env.close()
     return saved
+
+
+def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str, hyperparams: dict[str, Any]):
+    import inspect
+
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "policy", "env")]
+    unknown = sorted(set(hyperparams) - set(accepted))
+    if unknown:
+        raise ValueError(f"hyperparams: {cls.__name__} has no parameter {unknown}; its parameters: {accepted}")
+    try:
+        return cls(policy, env, seed=seed, device="cpu", tensorboard_log=tensorboard_log, verbose=0, **hyperparams)
+    except (AssertionError, TypeError, ValueError, KeyError) as error:  # SB3 checks its arguments with assert
+        raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}") from None
 
 
 def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | None) -> dict[str, Any]:

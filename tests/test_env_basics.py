@@ -431,3 +431,30 @@ def test_stream_table_reads_columns_and_steps_alike(track):
     assert a.contents == b.contents and a.previous_shown == b.previous_shown and a.priorities == b.priorities
     assert [a.step(t) for t in range(80)] == [b.step(t) for t in range(80)]
     assert [a.observation(t) for t in range(80)] == [s.observation for s in built.steps]
+
+
+def test_action_masks_before_reset_is_a_reset_needed_error():
+    """Before the first reset there is no episode: Gymnasium's ResetNeeded (also a RuntimeError,
+    like the env's other call-order errors), not an AttributeError."""
+    from gymnasium.error import ResetNeeded
+
+    env = WritePolicyBenchEnv(length=5)
+    calls = {
+        "action_masks()": env.action_masks,
+        "step()": lambda: env.step(0),
+        "env.store": lambda: env.store,
+        "env.t": lambda: env.t,
+        "env.current_step": lambda: env.current_step,
+        "env.slot_timesteps": lambda: env.slot_timesteps,
+        "env.episode": lambda: env.episode,
+    }
+    for what, call in calls.items():
+        with pytest.raises(ResetNeeded, match=rf"call reset\(\) before .*{re.escape(what)}"):
+            call()
+        with pytest.raises(RuntimeError):
+            call()
+    wrapped = gym.make("WritePolicyBench-v0", length=5)
+    with pytest.raises(ResetNeeded, match="action_masks"):
+        wrapped.unwrapped.action_masks()
+    env.reset(seed=0)
+    assert env.action_masks()[0] and env.t == 0

@@ -6,6 +6,7 @@ hashes and event dates are deterministic; nothing reads the network or shared da
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -911,20 +912,33 @@ def test_cli_writes_a_valid_log_refuses_to_overwrite_and_leaves_nothing_on_error
     assert "3 spec versions walked" in printed and "breaking events: 1; reverted within 30 days: 1, ever: 1" in printed
 
     before = out.read_bytes()
-    with pytest.raises(SystemExit, match="already exists; pass --force"):
-        main(argv)
+    with one_line_error(capsys, "already exists; pass --force"):
+        assert 2 == main(argv)
     repo.commit({"s.json": "{not json"})
-    with pytest.raises(SystemExit, match=r"wpb ingest openapi: s\.json at commit \w+: expected JSON"):
-        main(argv + ["--force"])
+    with one_line_error(capsys, r"wpb ingest openapi: error: s\.json at commit \w+: expected JSON"):
+        assert 2 == main(argv + ["--force"])
     assert out.read_bytes() == before  # the failed run left the old log whole
     fresh = tmp_path / "fresh.jsonl"
-    with pytest.raises(SystemExit):
-        main(["ingest", "openapi", "--repo", str(repo.root), "--spec", "s.json", "--out", str(fresh), "--quiet"])
+    with one_line_error(capsys):
+        assert 2 == main(
+            ["ingest", "openapi", "--repo", str(repo.root), "--spec", "s.json", "--out", str(fresh), "--quiet"]
+        )
     assert not fresh.exists() and list(tmp_path.glob(".fresh.jsonl*")) == []
     assert main(argv + ["--force", "--skip-invalid"]) == 0
     assert "note: skipped unreadable version" in capsys.readouterr().err
 
 
-def test_cli_rejects_a_folder_that_is_no_repository(tmp_path):
-    with pytest.raises(SystemExit, match="expected a git repository"):
-        main(["ingest", "openapi", "--repo", str(tmp_path), "--spec", "s.json", "--out", str(tmp_path / "o.jsonl")])
+def test_cli_rejects_a_folder_that_is_no_repository(tmp_path, capsys):
+    with one_line_error(capsys, "expected a git repository"):
+        assert 2 == main(
+            ["ingest", "openapi", "--repo", str(tmp_path), "--spec", "s.json", "--out", str(tmp_path / "o.jsonl")]
+        )
+
+
+@contextlib.contextmanager
+def one_line_error(capsys, pattern: str = ""):
+    """The ``wpb`` call inside (``assert 2 == main(...)``) prints one line matching ``pattern``."""
+    capsys.readouterr()
+    yield
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err

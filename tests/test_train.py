@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +24,15 @@ TINY = {
     "eval": {"episodes": 2, "every_steps": 128},
     "checkpoint_every_steps": 128,
 }
+
+
+@contextlib.contextmanager
+def one_line_error(capsys, pattern: str = ""):
+    """The ``wpb`` call inside (``assert 2 == main(...)``) prints one line matching ``pattern``."""
+    capsys.readouterr()
+    yield
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
 
 
 def tiny_config(tmp_path, **changes):
@@ -75,7 +86,7 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     assert {line.split(",")[4] for line in (run / "results.csv").read_text().splitlines()[1:]} == {"a", "b"}
 
 
-def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
+def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
     from sb3_contrib import MaskablePPO
 
     out = tmp_path / "run"
@@ -116,8 +127,8 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
         == 0
     )
     assert MaskablePPO.load(out / "final_model.zip").num_timesteps == 256
-    with pytest.raises(SystemExit, match="no checkpoint"):
-        wpb(
+    with one_line_error(capsys, "no checkpoint"):
+        assert 2 == wpb(
             [
                 "train",
                 "--algo",
@@ -132,7 +143,7 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path):
         )
 
 
-def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path):
+def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path, capsys):
     from sb3_contrib import MaskablePPO
 
     from wpb_gym.frozen import freeze_set
@@ -142,10 +153,10 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
     train_file, held_file = train_set.files[0].path, held_set.files[0].path
     config = str(tiny_config(tmp_path))
     argv = ["train", "--algo", "maskable_ppo", "--config", config, "--quiet"]
-    with pytest.raises(SystemExit, match="needs held-out episodes"):
-        wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
-    with pytest.raises(SystemExit, match="hold the same episodes"):
-        wpb(
+    with one_line_error(capsys, "needs held-out episodes"):
+        assert 2 == wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
+    with one_line_error(capsys, "hold the same episodes"):
+        assert 2 == wpb(
             [
                 *argv,
                 "--env-kwargs",
@@ -182,8 +193,8 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
     assert MaskablePPO.load(tuned / "final_model.zip").num_timesteps == 128
     evaluations = np.load(tuned / "eval" / "evaluations.npz")
     assert evaluations["results"].shape[1] == 2  # every held-out episode, once
-    with pytest.raises(SystemExit, match="no such model file"):
-        wpb(
+    with one_line_error(capsys, "no such model file"):
+        assert 2 == wpb(
             [
                 *argv,
                 "--env-kwargs",
@@ -256,3 +267,47 @@ def test_rl_zoo_files_hold_valid_hyperparameters(name):
     algo = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "ppo_lstm": RecurrentPPO}[name]
     model = algo(policy, env, device="cpu", **settings)
     assert model.gamma == settings["gamma"]
+
+
+def test_a_failed_train_leaves_no_run_folder(tmp_path):
+    from agents.train import train
+
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="slots must be a positive int"):
+        train("ppo", out, config=load_config("ppo"), env_kwargs={"slots": 0}, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match=r"hyperparams: PPO has no parameter \['bogus'\]; its parameters: .*n_steps"):
+        config = {**load_config("ppo"), "hyperparams": {"bogus": 1}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match="hyperparams or policy of PPO: The learning rate schedule"):
+        config = {**load_config("ppo"), "hyperparams": {"learning_rate": "abc"}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train("ppo", out, config=load_config("ppo"), timesteps=8, progress=False, resume=True)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("env: [1]\n", "env: expected a mapping, got list"),
+        ("eval: abc\n", "eval: expected a mapping, got str"),
+        ("eval: {episodes: 0}\n", r"eval.episodes: expected an integer >= 1, got 0"),
+        ("eval: {every: 3}\n", r"eval: unknown setting\(s\) \['every'\]"),
+        ("n_envs: abc\n", "n_envs: expected an integer, got 'abc'"),
+        ("timesteps: -5\n", "timesteps: expected an integer >= 1, got -5"),
+        ("policy: 3\n", "policy: expected a policy name"),
+        ("vec_env: threads\n", "vec_env must be 'dummy' or 'subproc'"),
+    ],
+)
+def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"bad.yaml: {message}"):
+        load_config("ppo", path)
+
+
+def test_env_kwargs_refuse_repeats_and_bad_yaml():
+    with pytest.raises(ValueError, match="--env-kwargs: slots is given more than once"):
+        parse_env_kwargs(["slots=2", "slots=3"])
+    with pytest.raises(ValueError, match=r"--env-kwargs 'slots=\[': the value is not valid YAML"):
+        parse_env_kwargs(["slots=["])

@@ -17,45 +17,51 @@ import argparse
 import json
 import shutil
 import sys
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from .cli_inputs import (
+    MAX_LENGTH,
+    InputError,
+    OneLineParser,
+    budget_text,
+    check_env_kwargs,
+    check_policies,
+    did_you_mean,
+    flag_type,
+    one_line,
+    parse_budget,
+    parse_budgets,
+    parse_ints,
+    parse_names,
+    parse_path,
+    read_episode_source,
+    read_run,
+    reading,
+)
+from .eval_settings import DEFAULT_BUDGETS, EVAL_DEFAULTS, eval_settings
+from .file_names import name_part
 from .frozen import FrozenSetError, freeze_set, open_frozen_set
 from .generator import PAPER_REGIMES, REGIMES, GeneratorConfig
 from .jsonl import EpisodeFormatError, iter_jsonl
 from .oracle import episode_oracle
-from .tracks import TRACKS, check_track, track_costs
+from .run_folder import check_folder_path
+from .tracks import TRACKS, track_costs
 from .types import Episode
 from .version import __version__
 
-DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
+__all__ = ["DEFAULT_BUDGETS", "EVAL_DEFAULTS", "build_parser", "main"]
 
 
-def _csv(kind: type, text: str) -> list[Any]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("expected a comma-separated list")
-    try:
-        return [kind(x) for x in items]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got {text!r}") from None
-
-
-def _regimes(text: str) -> list[str]:
-    names = _csv(str, text)
-    unknown = [n for n in names if n not in REGIMES]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown regime(s) {unknown}; known: {', '.join(REGIMES)}")
-    return names
-
-
-def _positive_ints(text: str) -> list[int]:
-    values = _csv(int, text)
-    if any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
+_regimes = flag_type(parse_names, REGIMES)
+_positive_ints = flag_type(parse_ints, 1, MAX_LENGTH)
+_names = flag_type(parse_names)
+_tracks = flag_type(parse_names, TRACKS)
+_budgets = flag_type(parse_budgets)
+_path = flag_type(parse_path)
 
 
 def _int_at_least(minimum: int):
@@ -116,6 +122,7 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def _cmd_freeze(args: argparse.Namespace) -> int:
+    check_folder_path(Path(args.out))
     stats = _FreezeStats()
     try:
         frozen = freeze_set(
@@ -160,6 +167,10 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
 def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
     from .real_episodes import RealEpisodeOptions, episodes_from_events, parse_windows, period_summary
 
+    check_folder_path(Path(args.out))
+    if not Path(args.events).is_file():
+        what = "is a folder" if Path(args.events).is_dir() else "no such file"
+        raise InputError(f"{args.events}: {what}; expected a change-event log (.jsonl or .jsonl.gz)")
     cuts = []
     try:
         options = RealEpisodeOptions(
@@ -183,9 +194,13 @@ def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
             force=args.force,
             on_period=cuts.append,
         )
+    except UnicodeDecodeError:
+        raise InputError(f"{args.events}: not UTF-8 text; expected a change-event log") from None
     except (FileExistsError, FileNotFoundError, ValueError) as exc:
         print(f"wpb episodes from-events: error: {exc}", file=sys.stderr)
         return 2
+    except (OSError, EOFError, zlib.error) as exc:  # a .gz log that is not gzip, or is cut short
+        raise InputError(f"{getattr(exc, 'filename', None) or args.events}: cannot read: {exc}") from None
     rows = period_summary(cuts)
     print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes of {options.regime}, T={options.length})")
     print(_table(list(rows[0]), [list(r.values()) for r in rows]))
@@ -209,23 +224,19 @@ def _episode_sources(paths: Sequence[str]) -> list[tuple[str, list[Path]]]:
 
 
 def _cmd_inspect(args: argparse.Namespace) -> int:
-    budgets = args.budgets
+    budgets, tracks = args.budgets, args.tracks
     try:
-        tracks = [check_track(t) for t in args.tracks]
         sources = _episode_sources(args.paths)
     except (FileNotFoundError, FrozenSetError, ValueError) as exc:
         print(f"wpb inspect: error: {exc}", file=sys.stderr)
         return 2
     header = ["file", "regime", "T", "eps", "critical/ep", "track"]
-    header += [f"U*@{_kb(b)}" for b in budgets] + [f"F1 bound@{_kb(b)}" for b in budgets]
+    header += [f"U*@{budget_text(b)}" for b in budgets] + [f"F1 bound@{budget_text(b)}" for b in budgets]
     rows = []
     for _, files in sources:
         for path in files:  # frozen sets list files by name; rows are sorted below
-            try:
+            with reading(path):
                 episodes = list(iter_jsonl(path))
-            except EpisodeFormatError as exc:
-                print(f"wpb inspect: error: {exc}", file=sys.stderr)
-                return 2
             if not episodes:
                 print(f"wpb inspect: error: {path}: no episodes in the file", file=sys.stderr)
                 return 2
@@ -252,54 +263,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-EVAL_DEFAULTS: dict[str, Any] = {
-    "agents": None,
-    "episodes": None,
-    "regimes": ["default"],
-    "lengths": [200],
-    "episodes_per_condition": 10,
-    "seed": 0,
-    "budgets": list(DEFAULT_BUDGETS),
-    "tracks": list(TRACKS),
-    "jobs": 1,
-}
-
-
 def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
     """The run's settings: defaults, then the YAML file (if any), then the command line."""
-    from .settings import read_settings
-
-    config = dict(EVAL_DEFAULTS)
-    if args.config is not None:
-        try:
-            loaded = read_settings(args.config, EVAL_DEFAULTS)
-        except (FileNotFoundError, ValueError) as error:
-            raise SystemExit(f"wpb eval: {error}") from None
-        for key, value in loaded.items():
-            config[key] = (
-                _csv(str, value) if key in ("agents", "regimes", "tracks") and isinstance(value, str) else value
-            )
-    for key in EVAL_DEFAULTS:
-        value = getattr(args, key, None)
-        if value is not None:
-            config[key] = value
-    if not config["agents"]:
-        raise SystemExit("wpb eval: name the agents (--agents NAME[,NAME...] or 'agents:' in the config)")
-    for key in ("budgets", "lengths"):
-        values = config[key]
-        if (
-            not isinstance(values, list)
-            or not values
-            or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in values)
-        ):
-            raise SystemExit(f"wpb eval: {key} must be a non-empty list of non-negative integers, got {values!r}")
-    for track in config["tracks"]:
-        if track not in TRACKS:
-            raise SystemExit(f"wpb eval: unknown track {track!r}; known: {', '.join(TRACKS)}")
-    for regime in config["regimes"]:
-        if regime not in REGIMES:
-            raise SystemExit(f"wpb eval: unknown regime {regime!r}; known: {', '.join(REGIMES)}")
-    return config
+    return eval_settings(args.config, {key: getattr(args, key, None) for key in EVAL_DEFAULTS})
 
 
 def _policy_specs(names: Sequence[Any]) -> list[Any]:
@@ -318,67 +284,84 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
             params = dict(item)
             name, label = params.pop("name", None), params.pop("label", None)
             if not isinstance(name, str):
-                raise SystemExit(f"wpb eval: an agent given as a mapping needs 'name': {item!r}")
+                raise InputError(f"an agent given as a mapping needs 'name': {item!r}")
         elif isinstance(item, str):
             name, label, params = item, None, {}
             prefix, sep, rest = item.partition("=")
             if sep and rest.startswith("sb3:") and prefix:
                 name, label = rest, prefix
         else:
-            raise SystemExit(f"wpb eval: an agent is a name or a mapping with 'name', got {item!r}")
+            raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
         if name.startswith("sb3:"):
+            if not name[4:]:
+                raise InputError(f"agent {item!r}: sb3:PATH needs the path of a model file")
             params["path"] = name[4:]
             name, label = "sb3", label or f"sb3:{Path(name[4:]).stem}"
         try:
             entry = agent_entry(name)
             factory = partial(make_agent, entry.name, **params)
             track = factory().track  # builds one now: bad parameters fail here, with their names
-        except (KeyError, TypeError, ValueError, FileNotFoundError) as error:
-            raise SystemExit(f"wpb eval: agent {item!r}: {error.args[0] if error.args else error}") from None
+        except (KeyError, TypeError, ValueError, OSError) as error:
+            hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
+            raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
             label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
         specs.append(PolicySpec(str(label), factory, track, only_own_track=entry.kind == "sb3"))
     labels = [spec.label for spec in specs]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
-        raise SystemExit(f"wpb eval: agents {repeated} appear twice; give one of them a 'label' in the config")
+        raise InputError(f"agents {repeated} appear twice; give one of them a 'label' in the config")
     return specs
 
 
+def _agent_names() -> list[str]:
+    from agents.registry import list_agents
+
+    return [name for entry in list_agents() for name in (entry.name, *entry.aliases)]
+
+
 def _ref_name(ref: Any) -> str:
-    return f"{ref.mode}__T{ref.steps}__{ref.index}"
+    return f"{name_part(ref.mode)}__T{ref.steps}__{ref.index}"  # the regime comes from the data
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from .grid import generated_refs, given_refs, run_grid, skipped
-    from .plots import write_pictures
-    from .report import (
-        confusion_matrix_csv,
-        leaderboard,
-        recall_at_budget_csv,
-        results_csv,
-        run_metadata,
-        summary_csv,
-        utility_per_kb_json,
-        write_atomic,
+    from .grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
+    from .report import run_metadata, write_atomic
+    from .run_folder import (
+        RESULTS,
+        checkpoint_folder,
+        discard,
+        episodes_digest,
+        other_checkpoints,
+        publish,
+        read_checkpoints,
+        staging_folder,
+        write_run,
     )
-    from .sources import read_episodes
 
+    # Everything is checked before --out is touched: a typo never costs an earlier run.
     config = _eval_config(args)
     out = Path(args.out)
-    if (out / "results.csv").exists():
-        if not args.force:
-            raise SystemExit(f"wpb eval: {out} already holds results.csv; pass --force to replace it")
-        (out / "results.csv").unlink()  # until the new run completes, the folder must not look complete
+    check_folder_path(out)
+    if (out / RESULTS).exists() and not (out / RESULTS).is_file():
+        raise InputError(f"{out / RESULTS} is not a file; expected the results of an earlier run or nothing")
+    if (out / RESULTS).exists() and not args.force:
+        raise InputError(
+            f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
+        )
     policies = _policy_specs(config["agents"])
+    recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
     if config["episodes"] is not None:
+        episodes = read_episode_source(config["episodes"])
         try:
-            episodes = read_episodes(config["episodes"])
-        except (OSError, ValueError, EpisodeFormatError, FrozenSetError) as error:
-            raise SystemExit(f"wpb eval: {error}") from None
-        refs = given_refs(episodes, str(config["episodes"]))
+            refs = given_refs(episodes, str(config["episodes"]))
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        # The checkpoint key (the config hash) covers what the episodes hold, not only where they
+        # are: an edited file never mixes its new rows with checkpointed old ones.
+        recorded["episodes_sha256"] = episodes_digest(episodes)
     else:
         refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], config["seed"])
     notes = skipped(policies, config["tracks"])
@@ -388,19 +371,19 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     def progress(results, total):
         return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=args.quiet)
 
-    recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
     run = run_metadata(recorded, notes, __version__)
-    # Each episode's rows are checkpointed as they arrive; --resume reuses those of the same
-    # configuration (same hash) and runs the rest.
-    partial = out / f".partial-{run['config_hash']}"
+    partial = checkpoint_folder(out, run["config_hash"])
+    names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
     if args.resume and partial.is_dir():
-        for file in sorted(partial.glob("*.json")):
-            try:
-                done[file.stem] = json.loads(file.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                continue  # a checkpoint cut short: its episode runs again
+        done = {k: v for k, v in read_checkpoints(partial, ROW_COLUMNS).items() if k in names}
         print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
+    elif args.resume:
+        others = ", ".join(p.name for p in other_checkpoints(out, run["config_hash"]))
+        why = f": its checkpoints ({others}) are of other settings or other episode contents" if others else ""
+        print(
+            f"note: nothing to resume in {out} for these settings and episodes{why}; starting afresh", file=sys.stderr
+        )
     elif partial.is_dir():
         shutil.rmtree(partial)
     todo = [ref for ref in refs if _ref_name(ref) not in done]
@@ -418,58 +401,70 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         on_episode_done=checkpoint,
     )
     if done:
-        from .grid import row_key
-
         rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
-    write_atomic(out / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
-    write_atomic(out / "leaderboard.md", leaderboard(rows))
-    write_atomic(out / "summary.csv", summary_csv(rows))
-    write_atomic(out / "recall_at_budget.csv", recall_at_budget_csv(rows))
-    write_atomic(out / "utility_per_kb.json", utility_per_kb_json(rows))
-    write_atomic(out / "confusion_matrix.csv", confusion_matrix_csv(rows))
-    pictures = write_pictures(rows, out)
-    # results.csv last: its presence says the run is complete.
-    write_atomic(out / "results.csv", results_csv(rows, run))
+    # The new run is written beside the old one and replaces it only once complete.
+    staging = staging_folder(out)
+    try:
+        pictures = write_run(staging, rows, run)
+        publish(staging, out)
+    finally:
+        discard(staging)
     shutil.rmtree(partial, ignore_errors=True)
     print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
     return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from .report import f1_by_budget_table, headroom_table, paper_tables, read_results, transfer_table, write_atomic
+    from .report import f1_by_budget_table, headroom_table, paper_tables, transfer_table, write_atomic
 
     run = Path(args.run)
-    try:
-        rows = read_results(run / "results.csv")
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"wpb report: {error}") from None
+    rows = read_run(run)
     if args.headroom:
+        check_policies(args.highlight or (), rows, run, "--highlight")
         text = headroom_table(rows, highlight=args.highlight or ())
         write_atomic(run / "headroom.md", text)
     elif args.f1_by_budget:
         text = f1_by_budget_table(rows)
         write_atomic(run / "f1_by_budget.md", text)
     elif args.transfer:
-        sources = [r for path in args.transfer for r in _read_run(Path(path), "report")]
+        sources = [r for path in args.transfer for r in read_run(Path(path))]
         text = transfer_table(rows, sources)
         write_atomic(run / "transfer.md", text)
     else:
-        text = paper_tables(rows, track=args.track, diagnostics_budget=args.diagnostics_budget)
+        chosen = [r for r in rows if r["track"] == args.track]
+        if not chosen:
+            held = ", ".join(sorted({r["track"] for r in rows}))
+            raise InputError(
+                f"{run} has no results on the {args.track} track (it holds: {held}); run `wpb eval` with "
+                f"--tracks {args.track} and agents of that track (e.g. priority_threshold), or pass --track {held}"
+            )
+        text = paper_tables(rows, track=args.track, diagnostics_budget=_diagnostics_budget(args, chosen, run))
         write_atomic(run / "paper_tables.md", text)
     print(text, end="")
     return 0
 
 
+def _diagnostics_budget(args: argparse.Namespace, rows: Sequence[dict[str, Any]], run: Path) -> int:
+    """--diagnostics-budget if the run has it; by default 10KB, or the run's nearest budget (said on stderr)."""
+    budgets = sorted({r["budget_bytes"] for r in rows})
+    wanted = 10240 if args.diagnostics_budget is None else args.diagnostics_budget
+    if wanted in budgets:
+        return wanted
+    labels = ", ".join(budget_text(b) for b in budgets)
+    if args.diagnostics_budget is not None:
+        raise InputError(
+            f"--diagnostics-budget {budget_text(wanted)}: {run} has no results at that budget on the {args.track} "
+            f"track; its budgets: {labels}"
+        )
+    nearest = min(budgets, key=lambda b: (abs(b - wanted), b))
+    print(
+        f"note: {run} has no results at 10KB; Table 4 is at {budget_text(nearest)} (--diagnostics-budget)",
+        file=sys.stderr,
+    )
+    return nearest
+
+
 DEFAULT_BASELINE_STORE = "runs/baseline"
-
-
-def _read_run(path: Path, command: str) -> list[dict[str, Any]]:
-    from .report import read_results
-
-    try:
-        return read_results(path / "results.csv")
-    except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"wpb {command}: {error}") from None
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
@@ -477,11 +472,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
     if args.versus:
         if len(args.runs) != 1:
-            raise SystemExit("wpb compare --versus AGENT takes one run folder")
-        rows = _read_run(Path(args.runs[0]), "compare")
+            raise InputError("--versus AGENT takes one run folder")
+        rows = read_run(Path(args.runs[0]))
+        check_policies([args.versus], rows, args.runs[0], "--versus")
+        check_policies(args.agents or (), rows, args.runs[0], "--agents")
         ours = [r for r in rows if r["policy"] == args.versus]
-        if not ours:
-            raise SystemExit(f"wpb compare: no agent {args.versus!r} in {args.runs[0]}")
         comparisons = []
         for other in sorted({r["policy"] for r in rows} - {args.versus}):
             if args.agents and other not in args.agents:
@@ -495,19 +490,20 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         return 0
     if args.against_baseline:
         if len(args.runs) != 1:
-            raise SystemExit("wpb compare --against-baseline takes one run folder (the new run)")
+            raise InputError("--against-baseline takes one run folder (the new run)")
         base = Path(args.store)
         if not (base / "results.csv").exists():
-            raise SystemExit(f"wpb compare: no baseline in {base}; record one with `wpb baseline set RUN`")
+            raise InputError(f"no baseline in {base}; record one with `wpb baseline set RUN`")
         run_a, run_b = base, Path(args.runs[0])
     else:
         if len(args.runs) != 2:
-            raise SystemExit("wpb compare takes two run folders: RUN_A RUN_B (B is compared with A)")
+            raise InputError("compare takes two run folders: RUN_A RUN_B (B is compared with A)")
         run_a, run_b = (Path(r) for r in args.runs)
-    rows_a, rows_b = _read_run(run_a, "compare"), _read_run(run_b, "compare")
+    rows_a, rows_b = read_run(run_a), read_run(run_b)
+    check_policies(args.agents or (), rows_a + rows_b, f"{run_a} or {run_b}", "--agents")
     comparisons = compare_runs(rows_a, rows_b, metric=args.metric, agents=args.agents)
     if not comparisons:
-        raise SystemExit("wpb compare: the two runs share no (condition, agent, episode)")
+        raise InputError("the two runs share no (condition, agent, episode)")
     print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b)), end="")
     regressions = [c for c in comparisons if c.regression]
     if args.against_baseline:
@@ -520,8 +516,9 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     from .report import write_atomic
 
     run = Path(args.run)
-    _read_run(run, "baseline")  # a complete, readable run only
+    read_run(run)  # a complete, readable run only
     store = Path(args.store)
+    check_folder_path(store, "--store")
     for name in ("run.json", "results.csv"):  # results.csv last: a half-copied baseline is not one
         source = run / name
         if source.exists():
@@ -535,13 +532,18 @@ def _cmd_ablate(args: argparse.Namespace) -> int:
     from .grid import generated_refs, run_grid
     from .report import write_atomic
 
-    runs = []
+    if args.out is not None and Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: is a folder; expected the markdown file to write")
+    if args.out is not None:
+        check_folder_path(Path(args.out).parent, f"--out {args.out}: its folder")
+    configs = []
     for path in (args.config_a, args.config_b):
-        namespace = build_parser().parse_args(["eval", "--config", path, "--out", "unused"])
-        config = _eval_config(namespace)
+        config = eval_settings(path, {})
         if config["episodes"] is not None:
-            raise SystemExit(f"wpb ablate: {path} reads episodes from files; ablations vary the seed of generated ones")
-        policies = _policy_specs(config["agents"])
+            raise InputError(f"{path} reads episodes from files; ablations vary the seed of generated ones")
+        configs.append((config, _policy_specs(config["agents"])))  # both checked before any work
+    runs = []
+    for config, policies in configs:
         per_seed = []
         for seed in range(args.seeds):
             refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
@@ -572,8 +574,11 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
     from .openapi_ingest import IngestError, ingest_openapi
 
     out = Path(args.out)
+    if out.is_dir():
+        raise InputError(f"--out {out}: is a folder; expected the change-event log to write (.jsonl or .jsonl.gz)")
+    check_folder_path(out.parent, f"--out {out}: its folder")
     if out.exists() and not args.force:
-        raise SystemExit(f"wpb ingest openapi: {out} already exists; pass --force to replace it")
+        raise InputError(f"{out} already exists; pass --force to replace it")
 
     def progress(versions, total):
         return tqdm(versions, total=total, desc="spec versions", unit="version", file=sys.stderr, disable=args.quiet)
@@ -590,10 +595,10 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
             progress=progress,
         )
     except IngestError as error:
-        raise SystemExit(f"wpb ingest openapi: {error}") from None
+        raise InputError(str(error)) from None
     if not result.events:
         specs = ", ".join("|".join(s.alternatives) for s in args.spec)
-        raise SystemExit(f"wpb ingest openapi: no commit in the range has a file matching {specs}; nothing written")
+        raise InputError(f"no commit in the range has a file matching {specs}; nothing written")
     write_events(out, result.events)  # atomic: an interrupted run leaves no partial log
     for message in result.skipped_invalid:
         print(f"note: skipped unreadable version: {message}", file=sys.stderr)
@@ -613,13 +618,24 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from agents.train import load_config, parse_env_kwargs, train  # the CLI joins the packages
+    from agents.train import HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs, train  # the CLI joins the packages
 
+    check_folder_path(Path(args.out))
+    # The training episodes' seed is --seed; held-out episodes use another, derived from it.
+    reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
     try:
         config = load_config(args.algo, args.config)
-        env_kwargs = parse_env_kwargs(args.env_kwargs)
+        config["env"] = check_env_kwargs(
+            config["env"], f"{args.config or 'the ' + args.algo + ' config'}: env", reserved
+        )
+        env_kwargs = check_env_kwargs(parse_env_kwargs(args.env_kwargs), "--env-kwargs", reserved)
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"wpb train: {error}") from None
+        raise InputError(str(error)) from None
+    # Episode files are read here first, so that their errors name them (and come before any
+    # worker process of --subproc starts).
+    for source in {env_kwargs.get("episodes"), config["env"].get("episodes"), args.eval_episodes} - {None}:
+        if isinstance(source, str):
+            read_episode_source(source)
     if args.subproc:
         config["vec_env"] = "subproc"
     try:
@@ -636,7 +652,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
             init_from=args.init_from,
         )
     except (FileNotFoundError, ValueError) as error:
-        raise SystemExit(f"wpb train: {error}") from None
+        raise InputError(str(error)) from None
     print(f"trained {args.algo} for {saved['timesteps']} steps -> {args.out}/best_model.zip, final_model.zip")
     return 0
 
@@ -648,12 +664,8 @@ def _cmd_agents(args: argparse.Namespace) -> int:
     return 0
 
 
-def _kb(b: int) -> str:
-    return f"{b // 1024}KB" if b % 1024 == 0 else f"{b}B"
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wpb", description="WritePolicyBench-Gym command line")
+    parser = OneLineParser(prog="wpb", description="WritePolicyBench-Gym command line")
     parser.add_argument("--version", action="version", version=f"wpb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -666,11 +678,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--episodes", type=_int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)"
     )
     freeze.add_argument("--seed", type=_int_at_least(0), default=0, help="set seed (default: 0)")
-    freeze.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    freeze.add_argument("--out", type=_path, required=True, help="output folder (must not exist unless --force)")
     freeze.add_argument("--set", type=_override, action="append", metavar="KEY=VALUE", help="generator option override")
     freeze.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
     freeze.add_argument("--force", action="store_true", help="replace an existing output folder")
-    freeze.set_defaults(func=_cmd_freeze)
+    freeze.set_defaults(func=_cmd_freeze, prog=freeze.prog)
 
     episodes = sub.add_parser("episodes", help="episode sets from other sources (real API drift)")
     episodes_sub = episodes.add_subparsers(dest="action", required=True)
@@ -678,9 +690,9 @@ def build_parser() -> argparse.ArgumentParser:
         "from-events",
         help="cut a change-event log (wpb ingest openapi) into a frozen set of real episodes, one file per period",
     )
-    from_events.add_argument("events", help="the change-event log (.jsonl or .jsonl.gz)")
+    from_events.add_argument("events", type=_path, help="the change-event log (.jsonl or .jsonl.gz)")
     from_events.add_argument("--source", required=True, help="the API's name; the regime is real:SOURCE")
-    from_events.add_argument("--out", required=True, help="output folder (must not exist unless --force)")
+    from_events.add_argument("--out", type=_path, required=True, help="output folder (must not exist unless --force)")
     from_events.add_argument("--length", type=_int_at_least(1), default=200, help="change events per episode (200)")
     from_events.add_argument(
         "--windows",
@@ -713,40 +725,46 @@ def build_parser() -> argparse.ArgumentParser:
     from_events.add_argument("--seed", type=_int_at_least(0), default=0, help="seed of the priority hint (0)")
     from_events.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
     from_events.add_argument("--force", action="store_true", help="replace an existing output set")
-    from_events.set_defaults(func=_cmd_episodes_from_events)
+    from_events.set_defaults(func=_cmd_episodes_from_events, prog=from_events.prog)
 
     inspect = sub.add_parser("inspect", help="summarise episode files / frozen sets and their oracle bounds")
-    inspect.add_argument("paths", nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders")
-    inspect.add_argument("--budgets", type=_positive_ints, default=list(DEFAULT_BUDGETS), help="bytes, comma-separated")
-    inspect.add_argument("--tracks", type=lambda s: _csv(str, s), default=list(TRACKS), help="comma-separated tracks")
-    inspect.set_defaults(func=_cmd_inspect)
+    inspect.add_argument("paths", type=_path, nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders")
+    inspect.add_argument(
+        "--budgets", type=_budgets, default=list(DEFAULT_BUDGETS), help="comma-separated, e.g. 1KB,10KB (1KB = 1024 B)"
+    )
+    inspect.add_argument("--tracks", type=_tracks, default=list(TRACKS), help="comma-separated tracks")
+    inspect.set_defaults(func=_cmd_inspect, prog=inspect.prog)
 
     agents = sub.add_parser("agents", help="list the registered agents (name, aliases, track, kind, parameters)")
-    agents.set_defaults(func=_cmd_agents)
+    agents.set_defaults(func=_cmd_agents, prog=agents.prog)
 
     ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
-    ev.add_argument("--config", help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it")
+    ev.add_argument(
+        "--config", type=_path, help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it"
+    )
     ev.add_argument(
         "--agents",
-        type=lambda s: _csv(str, s),
+        type=_names,
         help="agent names or aliases, or sb3:PATH to a model (LABEL=sb3:PATH names it)",
     )
-    ev.add_argument("--episodes", help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)")
+    ev.add_argument(
+        "--episodes", type=_path, help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)"
+    )
     ev.add_argument("--regimes", type=_regimes, help="generated regimes (default: default)")
     ev.add_argument("--lengths", type=_positive_ints, help="generated episode lengths (default: 200)")
     ev.add_argument("--episodes-per-condition", type=_int_at_least(1), help="generated episodes per regime/length")
     ev.add_argument("--seed", type=_int_at_least(0), help="seed of the generated episodes (default: 0)")
-    ev.add_argument("--budgets", type=_positive_ints, help="bytes, comma-separated (default: 1KB,10KB,100KB,1MB)")
-    ev.add_argument("--tracks", type=lambda s: _csv(str, s), help="comma-separated tracks (default: both)")
+    ev.add_argument("--budgets", type=_budgets, help="comma-separated, 1KB = 1024 bytes (default: 1KB,10KB,100KB,1MB)")
+    ev.add_argument("--tracks", type=_tracks, help="comma-separated tracks (default: both)")
     ev.add_argument("--jobs", type=_int_at_least(1), help="worker processes (results do not depend on it)")
-    ev.add_argument("--out", required=True, help="run folder for results.csv, leaderboard.md, run.json")
+    ev.add_argument("--out", type=_path, required=True, help="run folder for results.csv, leaderboard.md, run.json")
     ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.set_defaults(func=_cmd_eval)
+    ev.set_defaults(func=_cmd_eval, prog=ev.prog)
 
     report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout, or headroom)")
-    report.add_argument("run", help="a run folder written by wpb eval")
+    report.add_argument("run", type=_path, help="a run folder written by wpb eval")
     which = report.add_mutually_exclusive_group(required=True)
     which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
     which.add_argument(
@@ -759,25 +777,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     which.add_argument(
         "--transfer",
+        type=_path,
         nargs="+",
         metavar="SYNTHETIC_RUN",
         help="rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
     )
     report.add_argument(
         "--highlight",
-        type=lambda s: _csv(str, s),
+        type=_names,
         default=None,
         help="with --headroom: policies shown in columns of their own",
     )
     report.add_argument(
         "--track", choices=TRACKS, default="privileged", help="the track to tabulate (default: privileged)"
     )
-    report.add_argument("--diagnostics-budget", type=_int_at_least(0), default=10240, help="Table 4's budget (bytes)")
-    report.set_defaults(func=_cmd_report)
+    report.add_argument(
+        "--diagnostics-budget", type=flag_type(parse_budget), help="Table 4's budget (default: 10KB, else the nearest)"
+    )
+    report.set_defaults(func=_cmd_report, prog=report.prog)
 
     compare = sub.add_parser("compare", help="paired comparison of two runs (lift, P(improvement), IQM, exact CIs)")
-    compare.add_argument("runs", nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
-    compare.add_argument("--agents", type=lambda s: _csv(str, s), help="only these agents")
+    compare.add_argument("runs", type=_path, nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
+    compare.add_argument("--agents", type=_names, help="only these agents")
     compare.add_argument(
         "--metric",
         default="f1",
@@ -797,18 +818,20 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
     )
-    compare.add_argument("--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})")
+    compare.add_argument(
+        "--store", type=_path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+    )
     compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
-    compare.set_defaults(func=_cmd_compare)
+    compare.set_defaults(func=_cmd_compare, prog=compare.prog)
 
     baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
     baseline_sub = baseline.add_subparsers(dest="action", required=True)
     baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
-    baseline_set.add_argument("run", help="a run folder written by wpb eval")
+    baseline_set.add_argument("run", type=_path, help="a run folder written by wpb eval")
     baseline_set.add_argument(
-        "--store", default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+        "--store", type=_path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
     )
-    baseline_set.set_defaults(func=_cmd_baseline)
+    baseline_set.set_defaults(func=_cmd_baseline, prog=baseline_set.prog)
 
     ingest = sub.add_parser("ingest", help="build a change-event log from a real API's history")
     ingest_sub = ingest.add_subparsers(dest="source", required=True)
@@ -818,7 +841,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Walk the first-parent git history of OpenAPI 3 spec file(s), oldest first, and write one "
         "change event per endpoint that changed in each spec version (the apidrift extraction rules).",
     )
-    openapi.add_argument("--repo", required=True, help="a git clone holding the spec")
+    openapi.add_argument("--repo", type=_path, required=True, help="a git clone holding the spec")
     openapi.add_argument(
         "--spec",
         required=True,
@@ -842,43 +865,57 @@ def build_parser() -> argparse.ArgumentParser:
     openapi.add_argument(
         "--skip-invalid", action="store_true", help="skip spec versions that cannot be read instead of stopping"
     )
-    openapi.add_argument("--out", required=True, help="the log to write (.jsonl or .jsonl.gz)")
+    openapi.add_argument("--out", type=_path, required=True, help="the log to write (.jsonl or .jsonl.gz)")
     openapi.add_argument("--force", action="store_true", help="replace an existing --out")
     openapi.add_argument("--quiet", action="store_true", help="no progress bar")
-    openapi.set_defaults(func=_cmd_ingest_openapi)
+    openapi.set_defaults(func=_cmd_ingest_openapi, prog=openapi.prog)
 
     ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
-    ablate.add_argument("config_a", help="YAML settings of variant A (as for wpb eval --config)")
-    ablate.add_argument("config_b", help="YAML settings of variant B")
+    ablate.add_argument("config_a", type=_path, help="YAML settings of variant A (as for wpb eval --config)")
+    ablate.add_argument("config_b", type=_path, help="YAML settings of variant B")
     ablate.add_argument("--seeds", type=_int_at_least(2), default=5, help="seeds 0..N-1 of the generated episodes")
     ablate.add_argument("--jobs", type=_int_at_least(1), help="worker processes")
-    ablate.add_argument("--out", help="also write the markdown table to this file")
-    ablate.set_defaults(func=_cmd_ablate)
+    ablate.add_argument("--out", type=_path, help="also write the markdown table to this file")
+    ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog)
 
     tr = sub.add_parser(
         "train", help="train an SB3 agent on WritePolicyBench-v0 (best model kept on held-out episodes)"
     )
     tr.add_argument("--algo", required=True, choices=["ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo"])
-    tr.add_argument("--config", help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
+    tr.add_argument("--config", type=_path, help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
     tr.add_argument("--env-kwargs", nargs="*", metavar="KEY=VALUE", help="env arguments, e.g. regime=burst_drift")
     tr.add_argument("--timesteps", type=_int_at_least(1), help="total environment steps (default: the config's)")
     tr.add_argument("--seed", type=_int_at_least(0), default=0, help="training seed (held-out episodes use another)")
-    tr.add_argument("--out", required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json")
+    tr.add_argument(
+        "--out", type=_path, required=True, help="run folder: models, checkpoints, TensorBoard logs, config.json"
+    )
     tr.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     tr.add_argument("--subproc", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
     tr.add_argument(
         "--eval-episodes",
+        type=_path,
         help="held-out episode file or set for model selection (required when --env-kwargs has episodes=PATH)",
     )
-    tr.add_argument("--init-from", help="start from this model (e.g. one trained on synthetic regimes)")
+    tr.add_argument("--init-from", type=_path, help="start from this model (e.g. one trained on synthetic regimes)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
-    tr.set_defaults(func=_cmd_train)
+    tr.set_defaults(func=_cmd_train, prog=tr.prog)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    """Run ``wpb``; bad input (an option, a config, a data file) prints one line and returns 2."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # argparse has printed its usage error (2), --help or --version (0)
+        return exit.code if isinstance(exit.code, int) else 2
+    try:
+        return args.func(args)
+    except (InputError, EpisodeFormatError, FrozenSetError) as error:
+        message = str(error)
+    except OSError as error:  # a path given to wpb that cannot be read or written
+        message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+    print(f"{args.prog}: error: {one_line(message)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -85,6 +85,14 @@ _SKIP = MemoryAction("SKIP")
 _ACCEPTED = Reason.ACCEPTED.value
 
 
+class ResetNeeded(gym.error.ResetNeeded, RuntimeError):
+    """A method that needs an episode was called before the first ``reset()``.
+
+    Gymnasium's own error (what ``gym.make``'s order-enforcing wrapper raises for ``step``),
+    and a ``RuntimeError`` like the env's other call-order errors.
+    """
+
+
 class WritePolicyBenchEnv(gym.Env):
     """
     ## Description
@@ -408,33 +416,42 @@ class WritePolicyBenchEnv(gym.Env):
     @property
     def episode(self) -> Episode:
         """The current episode (with its hidden labels: for scoring and tooling, not for policies)."""
-        if self._episode is None:
-            raise RuntimeError("call reset() first")
+        self._require_episode("reading env.episode")
         return self._episode
 
     @property
     def store(self) -> ByteMemoryStore:
         """The memory store of the current episode (apply actions through ``step`` only)."""
+        self._require_episode("reading env.store")
         return self._store
 
     @property
     def t(self) -> int:
         """The current timestep (T once the episode is over)."""
+        self._require_episode("reading env.t")
         return self._t
 
     @property
     def current_step(self) -> Step | None:
         """The current step as a policy on this track sees it (None once the episode is over)."""
+        self._require_episode("reading env.current_step")
         return self._table.step(self._t) if self._t < self._T else None
 
     @property
     def slot_timesteps(self) -> tuple[int | None, ...]:
         """The timestep of the item each slot shows (None for an empty slot)."""
+        self._require_episode("reading env.slot_timesteps")
         return tuple(self._slots) + (None,) * (self.K - len(self._slots))
 
     def action_masks(self) -> np.ndarray:
         """The valid actions now (bool, length 2 + 2K): exactly those the store would accept."""
+        if self._episode is None:
+            self._require_episode("action_masks()")
         return self._mask_array()
+
+    def _require_episode(self, what: str) -> None:
+        if self._episode is None:
+            raise ResetNeeded(f"call reset() before {what}: there is no episode yet")
 
     def decode_action(self, action: int) -> MemoryAction:
         """The ``MemoryAction`` that env action ``action`` stands for now (SKIP for an empty slot)."""
@@ -656,6 +673,7 @@ class WritePolicyBenchEnv(gym.Env):
 
     def step(self, action: Any):
         if self._done:
+            self._require_episode("step()")
             raise RuntimeError("the episode is over: call reset() before step()")
         a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
         t = self._t

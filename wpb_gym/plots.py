@@ -1,6 +1,7 @@
 """The run's pictures (matplotlib, drawn off-screen): per regime and episode length,
 
-* ``f1_vs_budget[_<regime>_T<length>].png``: mean F1 against the budget (log scale), one
+* ``f1_vs_budget[_<regime>_T<length>].png`` (a regime name that is not plain text is
+  rewritten, see ``file_names.name_part``): mean F1 against the budget (log scale), one
   line per policy, shaded bootstrap 95% intervals, one panel per track (paper Fig. 1a-b);
 * ``regret_curve[_<regime>_T<length>].png``: mean WRITE-only regret against the budget, the
   same way (paper Fig. 1d).
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .file_names import name_part
 from .policy import ORACLE
 from .report import bootstrap_ci
 from .tracks import TRACKS
@@ -56,10 +58,13 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
                 marker=marker,
                 ms=4,
                 ls="--" if oracle else "-",
-                label=f"{policy} (bound)" if oracle else policy,
+                label=_plain(f"{policy} (bound)" if oracle else policy),
             )
             ax.fill_between(budgets, lows, highs, color=colour, alpha=0.15, lw=0)
-        ax.set_xscale("log")
+        if all_budgets[0] > 0:
+            ax.set_xscale("log")
+        else:  # a log axis has no place for a budget of 0 (store nothing): linear up to the next budget
+            ax.set_xscale("symlog", linthresh=all_budgets[1] if len(all_budgets) > 1 else 1)
         ax.set_xticks(all_budgets, [_bytes_label(b) for b in all_budgets])
         ax.minorticks_off()
         ax.set_xlabel("budget")
@@ -67,7 +72,7 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
         ax.set_title(f"{track} track")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel(label)
-    fig.suptitle(title)
+    fig.suptitle(_plain(title))
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
@@ -76,6 +81,13 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
 
 
 _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+
+
+def _plain(text: str) -> str:
+    """``text`` drawn as it is: regime names and agent labels come from files, and matplotlib
+    would read a '$' in them as the start of a formula."""
+    text = text.replace("\x00", "").replace("$", r"\$")
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def _bytes_label(b: int) -> str:
@@ -92,7 +104,7 @@ def run_pictures(rows: Sequence[dict[str, Any]]) -> dict[str, bytes]:
     pictures = {}
     for mode, steps in conditions:
         chosen = [r for r in rows if r["mode"] == mode and r["steps"] == steps]
-        suffix = "" if len(conditions) == 1 else f"_{mode}_T{steps}"
+        suffix = "" if len(conditions) == 1 else f"_{name_part(mode)}_T{steps}"  # the regime comes from the data
         pictures[f"f1_vs_budget{suffix}.png"] = _figure(chosen, "f1", "mean F1", f"F1 vs budget: {mode}, T={steps}")
         pictures[f"regret_curve{suffix}.png"] = _figure(
             chosen, "regret_write_only", "mean WRITE-only regret", f"Regret vs budget: {mode}, T={steps}"
