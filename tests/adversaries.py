@@ -321,7 +321,7 @@ class StorePatcher(Attacker):
 
 class ForgedReply(Attacker):
     """In its own process, rewrite what is sent back: whatever it yielded, every timestep is
-    reported as one accepted WRITE."""
+    reported as one accepted WRITE (``garbage``: as something that is not an action)."""
 
     def select(self, step: Step, store: Any):
         if self.tamper:
@@ -330,18 +330,18 @@ class ForgedReply(Attacker):
             server = next(o for o in gc.get_objects() if isinstance(o, policy_process._Server))
             for run in server.runs:
                 if not getattr(run.send, "forged", False):
-                    run.send = _forging(run.send)
+                    run.send = _forging(run.send, self.variant)
         if step.t % 2 == 0:
             yield MemoryAction.write(step)
         else:
             yield MemoryAction.skip()
 
 
-def _forging(send):
+def _forging(send, variant):
     def forged(message):
         shown, canonical, sink = message
         send(message)
-        sink[:] = [["WRITE", None, None, True, None, True]]
+        sink[:] = [[1, True]] if variant != "garbage" else [["WRITE", 10**30, {"x": 1}]]
 
     forged.forged = True
     return forged

@@ -248,6 +248,12 @@ def test_a_forged_reply_is_judged_like_any_action(graded):
     _same(table, "forged-reply", "write-all")
 
 
+def test_a_reply_that_is_not_an_action_gets_a_named_error():
+    episode = generate_episode(make_config("default", length=10), seed=0, index=0)
+    with pytest.raises(PolicyError, match=r"ForgedReply\(garbage\)' at t=1: its process sent a malformed action"):
+        run_episode(adv.ForgedReply(True, "garbage"), episode, 10240, isolate=True)
+
+
 def test_a_policy_that_does_not_pickle_cannot_be_isolated():
     episode = generate_episode(make_config("default", length=5), seed=0, index=0)
     policy = adv.WriteAll()

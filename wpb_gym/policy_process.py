@@ -12,8 +12,8 @@ one JSON object (never pickle: the evaluator must not run code this process chos
   ...]], ...], "stopped": [[k, message], ...]}`` (runs that took no action are left out):
   step ``t`` of every episode still running;
   each live run is shown its read-only copy and plays it on a replica of its memory (the same
-  store code, its own actions) within the limits. An action is ``[kind, target_t, delta,
-  delta_is_json, reason, accepted_by_the_replica]``.
+  store code, its own actions) within the limits. Actions travel in their wire form
+  (``wpb_gym.wire``).
 * ``("end", {k: metrics})`` → ``{"ok": true}``: ``end_episode`` of every run not stopped.
 
 Anything a policy raises goes back as ``{"error": traceback}``.
@@ -21,6 +21,7 @@ Anything a policy raises goes back as ``{"error": traceback}``.
 
 from __future__ import annotations
 
+import gc
 import json
 import pickle
 import signal
@@ -169,6 +170,9 @@ def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
     from .child_processes import end_with_parent
 
     end_with_parent()
+    # What the process inherited (the fork server's imported modules) is never garbage: kept
+    # out of every collection, its pages are not copied by the collector's visits either.
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
     server = _Server(factory, limits)
     signal.signal(signal.SIGALRM, server.on_alarm)
@@ -183,7 +187,7 @@ def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
         except BaseException as error:  # noqa: BLE001 - everything the policy raises goes back as text
             reply = {"error": "".join(traceback.format_exception(error)).rstrip()}
         try:
-            text = json.dumps(reply, allow_nan=False)
+            text = json.dumps(reply, allow_nan=False, separators=(",", ":"))
         except (ValueError, TypeError) as error:  # e.g. a reason that is not JSON text
             text = json.dumps({"error": f"the policy's reply is not JSON: {error}"})
         try:

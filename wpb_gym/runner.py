@@ -33,11 +33,12 @@ from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .readonly import freeze, thaw
-from .referee import DEFAULT_LIMITS, NOT_JSON, PolicyLimitError, RunLimits, apply, as_action, normalise
+from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
 from .accounting import estimate_bytes
 from .store import ByteMemoryStore, Decision
 from .tracks import UNPRIVILEGED, policy_episode, track_costs
 from .types import Episode, MemoryAction, Step, frozen_instance
+from .wire import encode_action
 
 ORACLE_TRACK = "oracle"
 
@@ -240,27 +241,25 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
                             if kind == "WRITE" and action.step is shown_t:
                                 decision = write(canonical, t, reason, shown=shown_t)
                                 if sink is not None:
-                                    sink.append(["WRITE", None, None, True, reason, decision.accepted])
+                                    sink.append(encode_action(("WRITE", None, None, reason), decision.accepted))
                                 continue
                             target = action.target_t
                             if kind == "EXPIRE" and type(target) is int:
                                 decision = expire(target, t)
                                 if sink is not None:
-                                    sink.append(["EXPIRE", target, None, True, reason, decision.accepted])
+                                    sink.append(encode_action(("EXPIRE", target, None, reason), decision.accepted))
                                 continue
                             if kind == "SKIP":
                                 skip(t)
                                 if sink is not None:
-                                    sink.append(["SKIP", None, None, True, None, True])
+                                    sink.append(encode_action(_SKIP, True))
                                 continue
                     plain = normalise(action, shown_t, t, name)
                     decision = apply(store, plain, t, canonical, shown_t)
                     if record:
                         run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
                     if sink is not None:
-                        kind, target, delta, reason = plain
-                        is_json = delta is not NOT_JSON
-                        sink.append([kind, target, delta if is_json else None, is_json, reason, decision.accepted])
+                        sink.append(encode_action(plain, decision.accepted))
             except PolicyLimitError:
                 _close(iterator)
                 raise
@@ -271,6 +270,7 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
 
 
 _NEVER = float("inf")
+_SKIP = ("SKIP", None, None, None)
 
 
 def _over_time(name: str, t: int, seconds: float) -> PolicyLimitError:

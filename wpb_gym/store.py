@@ -23,6 +23,7 @@ One item per timestep, so an item is addressed by its timestep. Items enter in i
 from __future__ import annotations
 
 import json
+import weakref
 from collections import Counter, deque
 from enum import Enum
 from typing import Any, Iterator, NamedTuple
@@ -136,9 +137,10 @@ class ByteMemoryStore:
         self._reason_metadata: dict[Any, FrozenMapping] = {None: FrozenMapping()}
         self.accepted_counts: Counter[str] = Counter()
         self.rejected_counts: Counter[str] = Counter()
-        # Built on first request: the view refers back to the store, and a cycle would leave
-        # every store (an environment makes one per episode) to the cyclic garbage collector.
-        self._view: StoreView | None = None
+        # The view refers back to the store; a weak reference here keeps the two out of a
+        # cycle, so a store is freed as soon as it is dropped (an evaluation drops thousands),
+        # not left to the cyclic garbage collector.
+        self._view: weakref.ref[StoreView] | None = None
 
     # ---------------------------------------------------------------- judging and applying
     def check(self, action: MemoryAction, current_t: int) -> Decision:
@@ -418,9 +420,10 @@ class ByteMemoryStore:
 
     def view(self) -> StoreView:
         """A read-only view for policies."""
-        view = self._view
+        view = self._view() if self._view is not None else None
         if view is None:
-            view = self._view = StoreView(self)
+            view = StoreView(self)
+            self._view = weakref.ref(view)
         return view
 
     def __repr__(self) -> str:
@@ -434,7 +437,7 @@ class StoreView:
     read-only ``BudgetView``.
     """
 
-    __slots__ = ("_store", "_budget", "_charged")
+    __slots__ = ("_store", "_budget", "_charged", "__weakref__")
 
     def __init__(self, store: ByteMemoryStore) -> None:
         self._store = store

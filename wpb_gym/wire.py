@@ -1,0 +1,63 @@
+"""How an action crosses from a policy's process to the evaluator: compact JSON lists.
+
+An action travels as ``[code, accepted, reason, target_t, delta, delta_is_json]`` with the
+fields after ``accepted`` left off when they hold nothing (``accepted`` is what the policy's
+replica of its memory decided; the evaluator judges again):
+
+=========  ==========================================  =====================================
+code       action                                      example
+=========  ==========================================  =====================================
+0          SKIP                                        ``[0,true]``
+1          WRITE of the current step                   ``[1,true]``, ``[1,false,"fits"]``
+2          MERGE of the current step into ``target``   ``[2,true,null,7,{"v":2},true]``
+3          EXPIRE of ``target``                        ``[3,true,null,7]``
+=========  ==========================================  =====================================
+
+A supplied MERGE delta that is not JSON travels as ``null`` with ``delta_is_json`` false. The
+decoder checks every field's exact type: what arrives is the policy's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .referee import NOT_JSON, PlainAction
+
+__all__ = ["decode_action", "encode_action"]
+
+CODES = {"SKIP": 0, "WRITE": 1, "MERGE": 2, "EXPIRE": 3}
+KINDS = ("SKIP", "WRITE", "MERGE", "EXPIRE")
+
+
+def encode_action(plain: PlainAction, accepted: bool) -> list[Any]:
+    """The wire form of a normalised action and the replica's verdict on it."""
+    kind, target, delta, reason = plain
+    code = CODES[kind]
+    if code == 2:
+        is_json = delta is not NOT_JSON
+        return [2, accepted, reason, target, delta if is_json else None, is_json]
+    if code == 3:
+        return [3, accepted, reason, target]
+    return [code, accepted] if reason is None or code == 0 else [code, accepted, reason]
+
+
+def decode_action(raw: Any) -> tuple[PlainAction, bool] | None:
+    """The normalised action and the replica's verdict, or None if ``raw`` is not well formed."""
+    if type(raw) is not list or not 2 <= len(raw) <= 6:
+        return None
+    code, accepted, *rest = raw
+    if type(code) is not int or type(accepted) is not bool:
+        return None
+    reason = rest[0] if rest else None
+    if reason is not None and type(reason) is not str:
+        return None
+    if code in (0, 1) and len(rest) <= 1:
+        return (KINDS[code], None, None, None if code == 0 else reason), accepted
+    if code == 3 and len(rest) == 2 and type(rest[1]) is int:
+        return ("EXPIRE", rest[1], None, reason), accepted
+    if code == 2 and len(rest) == 4 and type(rest[1]) is int and type(rest[3]) is bool:
+        delta, is_json = rest[2], rest[3]
+        if not is_json and delta is not None:
+            return None
+        return ("MERGE", rest[1], delta if is_json else NOT_JSON, reason), accepted
+    return None
