@@ -165,7 +165,8 @@ class SB3Agent(Agent):
             )
         # The evaluator shows read-only copies; the env reads plain JSON fastest, so the model's
         # private env gets a plain copy of them.
-        stream = Episode(steps=[Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps], labels={})
+        steps = [Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps]
+        stream = Episode(steps=steps, labels={})
         self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes)
         self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
         self._state = None

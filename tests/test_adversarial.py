@@ -260,3 +260,42 @@ def test_a_policy_that_does_not_pickle_cannot_be_isolated():
     policy.hook = lambda: None
     with pytest.raises(ValueError, match="does not pickle"):
         run_episode(policy, episode, 1024, isolate=True)
+
+
+# ---------------------------------------------------------------------------- the command line
+def test_wpb_eval_isolate_gives_the_in_process_results_and_builds_agents_in_their_own_processes(tmp_path, capsys):
+    from wpb_gym.cli import main
+    from wpb_gym.report import read_results
+
+    common = ["--agents", "change_detector,last_kb,priority_greedy", "--episodes-per-condition", "3"]
+    common += ["--budgets", "1KB,10KB", "--quiet"]
+    assert main(["eval", *common, "--out", str(tmp_path / "in")]) == 0
+    config = tmp_path / "isolated.yaml"
+    config.write_text("isolate: true\nmax_actions_per_step: 2000\nmax_seconds_per_step: 5\n", encoding="utf-8")
+    assert main(["eval", *common, "--config", str(config), "--out", str(tmp_path / "iso")]) == 0
+    run = json.loads((tmp_path / "iso" / "run.json").read_text(encoding="utf-8"))
+    assert run["config"]["isolate"] is True and run["config"]["max_actions_per_step"] == 2000
+    inside, isolated = read_results(tmp_path / "in" / "results.csv"), read_results(tmp_path / "iso" / "results.csv")
+    assert [{m: r[m] for m in METRICS} for r in inside] == [{m: r[m] for m in METRICS} for r in isolated]
+    assert all(r["error"] == "" for r in isolated)
+    capsys.readouterr()
+    assert main(["eval", "--agents", "random", "--isolate", "--out", str(tmp_path / "bad"), "--quiet",
+                 "--max-seconds-per-step", "-1"]) == 2
+    assert "--max-seconds-per-step" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [{name: random, p: 7}]\nisolate: true\n", encoding="utf-8")
+    assert main(["eval", "--config", str(bad), "--out", str(tmp_path / "bad"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["wpb eval: error: agent 'random(p=7)': ValueError: p must be a probability in [0, 1], got 7"]
+    assert not (tmp_path / "bad").exists()
+
+
+def test_stopped_runs_are_marked_in_the_leaderboard():
+    from wpb_gym.report import leaderboard
+
+    refs = generated_refs(["default"], [30], 2, seed=0)
+    specs = [PolicySpec("endless", partial(adv.EndlessYielder, 3)), PolicySpec("write-all", adv.WriteAll)]
+    rows = run_grid(refs, specs, (10240,), ("unprivileged",), limits=RunLimits(max_actions_per_step=100))
+    text = leaderboard(rows)
+    assert "| endless † |" in text and "| write-all |" in text
+    assert "## † Runs with errors" in text and "`endless`: 2 of 2 runs" in text

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from .cli_inputs import (
+    parse_seconds,
     MAX_LENGTH,
     InputError,
     OneLineParser,
@@ -42,7 +43,7 @@ from .cli_inputs import (
     read_run,
     reading,
 )
-from .eval_settings import DEFAULT_BUDGETS, EVAL_DEFAULTS, eval_settings
+from .eval_settings import DEFAULT_BUDGETS, EVAL_DEFAULTS, eval_settings, run_limits
 from .file_names import name_part
 from .frozen import FrozenSetError, freeze_set, open_frozen_set
 from .generator import PAPER_REGIMES, REGIMES, GeneratorConfig
@@ -57,6 +58,7 @@ __all__ = ["DEFAULT_BUDGETS", "EVAL_DEFAULTS", "build_parser", "main"]
 
 
 _regimes = flag_type(parse_names, REGIMES)
+_seconds = flag_type(parse_seconds)
 _positive_ints = flag_type(parse_ints, 1, MAX_LENGTH)
 _names = flag_type(parse_names)
 _tracks = flag_type(parse_names, TRACKS)
@@ -268,10 +270,11 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
     return eval_settings(args.config, {key: getattr(args, key, None) for key in EVAL_DEFAULTS})
 
 
-def _policy_specs(names: Sequence[Any]) -> list[Any]:
+def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``sb3:PATH`` (``LABEL=sb3:PATH`` to name it),
     or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
-    other parameters."""
+    other parameters. Each agent is built once to check its parameters: here, or, with
+    ``isolate``, in its own process (an agent's code never runs in this one)."""
     from functools import partial
 
     from agents.registry import agent_entry, make_agent  # the CLI joins the packages
@@ -300,17 +303,29 @@ def _policy_specs(names: Sequence[Any]) -> list[Any]:
         try:
             entry = agent_entry(name)
             factory = partial(make_agent, entry.name, **params)
-            track = factory().track  # builds one now: bad parameters fail here, with their names
+            track = None if isolate else factory().track  # bad parameters fail here, with their names
         except (KeyError, TypeError, ValueError, OSError) as error:
             hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
             label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
-        specs.append(PolicySpec(str(label), factory, track, only_own_track=entry.kind == "sb3"))
+        specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=entry.kind == "sb3"))
     labels = [spec.label for spec in specs]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         raise InputError(f"agents {repeated} appear twice; give one of them a 'label' in the config")
+    if isolate:
+        from dataclasses import replace
+
+        from .grid import isolated_info
+        from .referee import PolicyError
+
+        try:
+            infos = isolated_info(specs, limits)
+        except PolicyError as error:
+            last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
+            raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
+        specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
     return specs
 
 
@@ -328,6 +343,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
+    from .referee import PolicyError
     from .report import run_metadata, write_atomic
     from .run_folder import (
         RESULTS,
@@ -351,7 +367,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         raise InputError(
             f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
         )
-    policies = _policy_specs(config["agents"])
+    limits = run_limits(config)
+    policies = _policy_specs(config["agents"], config["isolate"], limits)
     recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
     if config["episodes"] is not None:
         episodes = read_episode_source(config["episodes"])
@@ -391,15 +408,29 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     def checkpoint(ref, chunk):
         write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
 
-    rows = run_grid(
-        todo,
-        policies,
-        config["budgets"],
-        config["tracks"],
-        jobs=config["jobs"],
-        progress=progress,
-        on_episode_done=checkpoint,
-    )
+    try:
+        rows = run_grid(
+            todo,
+            policies,
+            config["budgets"],
+            config["tracks"],
+            jobs=config["jobs"],
+            progress=progress,
+            on_episode_done=checkpoint,
+            isolate=config["isolate"],
+            limits=limits,
+        )
+    except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
+        print(f"wpb eval: {error}", file=sys.stderr)
+        return 1
+    stopped = [row for row in rows if row.get("error")]
+    if stopped:
+        agents = sorted({row["policy"] for row in stopped})
+        print(
+            f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
+            "see the 'error' column of results.csv and leaderboard.md",
+            file=sys.stderr,
+        )
     if done:
         rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
     # The new run is written beside the old one and replaces it only once complete.
@@ -760,6 +791,24 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=_path, required=True, help="run folder for results.csv, leaderboard.md, run.json")
     ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
     ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
+    ev.add_argument(
+        "--isolate",
+        action="store_const",
+        const=True,
+        help="run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",
+    )
+    ev.add_argument(
+        "--max-actions-per-step",
+        type=_int_at_least(0),
+        help="stop an agent that yields more actions at one timestep "
+        f"(default: {EVAL_DEFAULTS['max_actions_per_step']}; 0: no limit)",
+    )
+    ev.add_argument(
+        "--max-seconds-per-step",
+        type=_seconds,
+        help="stop an agent that takes longer over one timestep "
+        f"(default: {EVAL_DEFAULTS['max_seconds_per_step']:g} s; 0: no limit)",
+    )
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=_cmd_eval, prog=ev.prog)
 

@@ -8,6 +8,7 @@ option (or file and key) and what was expected; ``wpb`` prints them on one line 
 from __future__ import annotations
 
 import argparse
+import math
 import contextlib
 import difflib
 import re
@@ -140,6 +141,27 @@ def parse_int(value: Any, where: str, minimum: int, maximum: int | None = None) 
     if maximum is not None and value > maximum:
         raise _error(where, f"expected an integer <= {maximum}, got {value}")
     return value
+
+
+def parse_bool(value: Any, where: str) -> bool:
+    """A YAML boolean (``true``/``false``; also the text ``"true"``/``"false"``)."""
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    if not isinstance(value, bool):
+        raise _error(where, f"expected true or false, got {value!r}")
+    return value
+
+
+def parse_seconds(value: Any, where: str) -> float:
+    """A non-negative, finite number of seconds (or its text)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _error(where, f"expected a number of seconds, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise _error(where, f"expected a non-negative number of seconds, got {value!r}")
+    return float(value)
 
 
 def parse_ints(value: Any, where: str, minimum: int, maximum: int | None = None) -> list[int]:

@@ -9,7 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .cli_inputs import MAX_LENGTH, InputError, parse_budgets, parse_int, parse_ints, parse_names, parse_path
+from .cli_inputs import (
+    MAX_LENGTH,
+    InputError,
+    parse_bool,
+    parse_budgets,
+    parse_int,
+    parse_ints,
+    parse_names,
+    parse_path,
+    parse_seconds,
+)
+from .referee import DEFAULT_LIMITS, RunLimits
 from .generator import REGIMES
 from .settings import read_settings
 from .tracks import TRACKS
@@ -26,6 +37,11 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "budgets": list(DEFAULT_BUDGETS),
     "tracks": list(TRACKS),
     "jobs": 1,
+    # Every policy in its own process (what a leaderboard submission must use); 0 switches a
+    # limit off.
+    "isolate": False,
+    "max_actions_per_step": DEFAULT_LIMITS.max_actions_per_step,
+    "max_seconds_per_step": DEFAULT_LIMITS.max_seconds_per_step,
 }
 
 
@@ -45,8 +61,12 @@ def check_setting(key: str, value: Any, where: str) -> Any:
         return parse_budgets(value, where)
     if key in ("episodes_per_condition", "jobs"):
         return parse_int(value, where, 1)
-    if key == "seed":
+    if key in ("seed", "max_actions_per_step"):
         return parse_int(value, where, 0)
+    if key == "isolate":
+        return parse_bool(value, where)
+    if key == "max_seconds_per_step":
+        return parse_seconds(value, where)
     raise InputError(f"{where}: unknown setting")  # pragma: no cover - read_settings refuses unknown keys
 
 
@@ -64,6 +84,11 @@ def check_agents(value: Any, where: str) -> list[Any]:
         elif not isinstance(item, str) or not item:
             raise InputError(f"{where}: an agent is a name or a mapping with 'name', got {item!r}")
     return items
+
+
+def run_limits(settings: dict[str, Any]) -> RunLimits:
+    """The ``RunLimits`` of the settings (a limit of 0 is no limit)."""
+    return RunLimits(settings["max_actions_per_step"] or None, settings["max_seconds_per_step"] or None)
 
 
 def eval_settings(config: str | Path | None, flags: dict[str, Any]) -> dict[str, Any]:

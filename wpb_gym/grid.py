@@ -133,11 +133,10 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
     plan = _plan(task)
     seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
     runs = play(episode, seats, limits=task.limits)
-    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
-    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    results, rows = _score(task, episode, plan, runs)
     for run, result in zip(runs, results, strict=True):
         end_episode(run, result)
-    return [_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)]
+    return rows
 
 
 def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
@@ -147,15 +146,25 @@ def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
     episodes = [task.ref.load() for task in tasks]
     plans = [_plan(task) for task in tasks]
     played = pool.play_many(list(zip(episodes, plans, strict=True)))
-    out, flat_runs, flat_results = [], [], []
+    out, all_runs, all_results = [], [], []
     for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
-        oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
-        results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
-        flat_runs += runs
-        flat_results += results
-        out.append([_row(task, episode, task.policies[i], run, result, oracles) for (i, _, _), run, result in zip(plan, runs, results, strict=True)])
-    pool.end(flat_runs, flat_results)
+        results, rows = _score(task, episode, plan, runs)
+        all_runs += runs
+        all_results += results
+        out.append(rows)
+    pool.end(all_runs, all_results)
     return out
+
+
+def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], runs: list[PlayedRun]):
+    """The results of an episode's runs and their rows (the exact oracle once per track)."""
+    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    rows = [
+        _row(task, episode, task.policies[i], run, result, oracles)
+        for (i, _, _), run, result in zip(plan, runs, results, strict=True)
+    ]
+    return results, rows
 
 
 def _plan(task: GridTask) -> list[tuple[int, str, int]]:
@@ -168,7 +177,7 @@ def _plan(task: GridTask) -> list[tuple[int, str, int]]:
     ]
 
 
-def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict[str, Any]:
+def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict:
     track, budget = run.seat.track, run.seat.budget
     metrics = result.metrics.as_row()
     row = {
@@ -212,6 +221,13 @@ def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
         close_isolated_pools()
         pool = _POOLS[key] = IsolatedPolicies([(p.label, p.factory) for p in policies], limits)
     return pool
+
+
+def isolated_info(policies: Sequence[PolicySpec], limits: RunLimits = DEFAULT_LIMITS) -> list[dict[str, Any]]:
+    """What each policy declares (``name``, ``track``, ``needs_stream``), asked of it in its own
+    process; the processes are kept for a ``run_grid`` of the same policies in this process."""
+    pool = _isolated_pool(policies, limits)
+    return [pool.info(i) for i in range(len(policies))]
 
 
 def close_isolated_pools() -> None:
@@ -273,24 +289,24 @@ def run_grid(
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
-    if jobs == 1:
-        try:
+    try:
+        if jobs == 1:
             if isolate:
                 results: Iterator[list[dict[str, Any]]] = chain.from_iterable(map(run_isolated_tasks, batches))
             else:
                 results = map(run_task, tasks)
             rows = _collect(results, refs, progress, on_episode_done)
-        finally:
-            close_isolated_pools()
-    else:
-        # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
-        # shut the pool down); their policy processes end with them.
-        with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
-            if isolate:
-                results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
-            else:
-                results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
-            rows = _collect(results, refs, progress, on_episode_done)
+        else:
+            # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
+            # shut the pool down); their policy processes end with them.
+            with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
+                if isolate:
+                    results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
+                else:
+                    results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
+                rows = _collect(results, refs, progress, on_episode_done)
+    finally:
+        close_isolated_pools()
     rows.sort(key=row_key)
     return rows
 

@@ -96,7 +96,9 @@ class _Worker:
     def __init__(self, label: str, factory: Callable[[], Any], limits: RunLimits) -> None:
         self.label = label
         self.conn, child = _CONTEXT.Pipe(duplex=True)
-        self.process = _CONTEXT.Process(target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True)
+        self.process = _CONTEXT.Process(
+            target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True
+        )
         self.process.start()
         child.close()
         self.info: dict[str, Any] = {}
@@ -213,7 +215,8 @@ class IsolatedPolicies:
             mine: dict[int, list[tuple[int, str, int]]] = {}
             for i, track, budget in plan:
                 k = len(runs)
-                runs.append(PlayedRun(Seat(None, budget, track, (e, i), self.policies[i][0]), self.policies[i][0], ByteMemoryStore(budget)))
+                label = self.policies[i][0]
+                runs.append(PlayedRun(Seat(None, budget, track, (e, i), label), label, ByteMemoryStore(budget)))
                 mine.setdefault(i, []).append((k, track, budget))
                 owned.setdefault(i, []).append(k)
             for i in mine:
@@ -271,7 +274,7 @@ class IsolatedPolicies:
             nested[run.seat.group[0]].append(run)
         return nested
 
-    def _begin(self, worker: _Worker, entries: list[tuple[int, Episode, list[tuple[int, str, int]]]], canonical) -> None:
+    def _begin(self, worker: _Worker, entries: list[tuple[int, Episode, list[tuple[int, str, int]]]], canonical):
         messages = []
         for e, episode, runs in entries:
             tracks = sorted({track for _, track, _ in runs})

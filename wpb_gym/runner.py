@@ -117,7 +117,11 @@ class StepCopies:
         shown = self._steps.get(t)
         if shown is None:
             source = self.canonical[t]
-            fields = {"t": t, "observation": self._freeze(source.observation), "metadata": self._freeze(source.metadata)}
+            fields = {
+                "t": t,
+                "observation": self._freeze(source.observation),
+                "metadata": self._freeze(source.metadata),
+            }
             # The canonical step's cost, computed now (the store needs it anyway): a policy reads
             # it from its copy without serialising the copy again.
             fields["_write_cost"] = estimate_bytes(source)

@@ -135,7 +135,8 @@ def _find_culprit(value: Any, limit: int) -> tuple[str, str] | None:
         if isinstance(node, _Overflow):
             return (
                 where,
-                f"number {_short(node.literal)} is out of range (it would read as {float(node)}; numbers must be finite)",
+                f"number {_short(node.literal)} is out of range "
+                f"(it would read as {float(node)}; numbers must be finite)",
             )
         if isinstance(node, float) and not math.isfinite(node):
             name = "NaN" if math.isnan(node) else ("Infinity" if node > 0 else "-Infinity")
