@@ -2,9 +2,10 @@
 
 In one process a policy can reach what the evaluator holds (the store behind its view, the
 labels through the interpreter's frames or the garbage collector). Here each policy runs in a
-process of its own, started fresh (``spawn``: nothing of the evaluator's memory is copied
-into it), and the evaluator sends it, one timestep at a time, only the step as the policy's
-track shows it — never a label, never a later step. In its process the policy reads a replica
+process of its own that holds nothing of the evaluator's memory (forked from a fork server,
+itself a fresh interpreter, or spawned where there is none), and the evaluator sends it, one
+timestep at a time, only the step as the policy's track shows it — never a label, never a
+later step. In its process the policy reads a replica
 of its memory, kept by the same store code from its own actions; it sends its actions back as
 plain JSON, and the evaluator judges them on its own canonical store. Whatever the policy does
 to its process (its replica included) changes nothing that is scored; a run whose replica no
@@ -18,9 +19,10 @@ evaluator's (``wpb_gym.child_processes``).
 
 What crosses back is JSON, decoded without ``pickle``: a policy's process cannot run code in
 the evaluator. It is not a sandbox: the policy's process can read the file system, so a
-leaderboard keeps its evaluation episodes (or their seed) out of its reach. Runs of one policy
-on one episode share its process and advance in lockstep, as in process (``wpb_gym.runner``),
-so the two modes give identical results for a policy that follows the rules.
+leaderboard keeps its evaluation episodes (or their seed) out of its reach. The runs of one
+policy share its process and advance in lockstep (every budget and track of a batch of
+episodes at once), so none is shown a step before its time; a policy that follows the rules
+gets exactly the results it gets in process (``wpb_gym.runner``).
 """
 
 from __future__ import annotations

@@ -81,10 +81,11 @@ class _Server:
         self.runs, self.copies, self.canonical = [], {}, {}
         for message in episodes:
             e, streams = message["e"], message["streams"]
+            memo: dict[Any, Any] = {}  # one copy of an observation for both tracks
             for track in message["tracks"]:
                 steps = [Step(t, obs, meta) for t, (obs, meta) in enumerate(streams[track])] if streams else []
                 self.canonical[e, track] = steps
-                self.copies[e, track] = StepCopies(steps)
+                self.copies[e, track] = StepCopies(steps, memo)
             whole = message["episode"]
             episode = None
             if whole is not None:

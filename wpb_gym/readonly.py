@@ -1,7 +1,7 @@
-"""Read-only JSON containers: what a policy is shown of a step.
+"""Read-only JSON containers: what a policy is shown of a step's observation.
 
-The evaluator shows a policy its own copy of every step (see ``wpb_gym.runner``), made of
-these containers. They are ``dict`` and ``list`` subclasses, so a policy reads them exactly
+The evaluator shows a policy its own copy of every step (see ``wpb_gym.runner``), its
+observation made of these containers. They are ``dict`` and ``list`` subclasses, so a policy reads them exactly
 as it reads plain JSON (``isinstance(obs, dict)``, ``json.dumps``, ``==`` with plain values
 all behave as before), but the mutating methods raise ``TypeError``: a policy that edits what
 it was shown by mistake (``obs.pop("api")``) fails at once instead of silently changing what
@@ -63,10 +63,21 @@ def freeze(value: Any) -> Any:
     kind = type(value)
     if kind in _ATOMS:
         return value
+    # Copied whole in C first; only the values that are containers are then replaced by
+    # their own frozen copies (through the base class: the copy's own methods refuse).
     if isinstance(value, dict):
-        return ReadOnlyDict({k: v if type(v) in _ATOMS else freeze(v) for k, v in value.items()})
+        frozen = ReadOnlyDict(value)
+        for key, item in value.items():
+            if type(item) not in _ATOMS:
+                dict.__setitem__(frozen, key, freeze(item))
+        return frozen
     if isinstance(value, list):
-        return ReadOnlyList([v if type(v) in _ATOMS else freeze(v) for v in value])
+        frozen = ReadOnlyList(value)
+        if not all(map(_ATOMS.__contains__, map(type, value))):
+            for index, item in enumerate(value):
+                if type(item) not in _ATOMS:
+                    list.__setitem__(frozen, index, freeze(item))
+        return frozen
     if isinstance(value, tuple):
         return tuple(freeze(v) for v in value)
     return value

@@ -60,9 +60,9 @@ class RunLimits:
 
     ``max_actions_per_step``: actions yielded at one timestep (accepted or not); an honest
     policy needs at most one per stored item plus one. ``max_seconds_per_step``: wall time
-    spent in the policy's code at one timestep. ``None`` switches a limit off. In-process,
-    time is measured between the actions a policy yields; only isolated evaluation
-    (``isolate=True``) can stop a policy that blocks inside one call.
+    spent in the policy's code at one timestep. ``None`` switches a limit off. In process,
+    time is read before a timestep's first action, every 64 actions and when it ends; only isolated evaluation
+    (``isolate=True``) interrupts a policy that blocks inside one call.
     """
 
     max_actions_per_step: int | None = 10_000

@@ -8,8 +8,8 @@ What a policy can and cannot change (the evaluator's integrity rules):
 
 * The store judges and prices every action from the evaluator's **canonical** copy of the
   step (the episode's track view), which no policy is ever handed. A policy is shown its own
-  read-only copy (``wpb_gym.readonly``), shared only by that policy's runs on this episode
-  and track; editing it, or the byte cost cached on it, changes nothing that is judged.
+  copy (the observation read-only: ``wpb_gym.readonly``), shared only by that policy's runs
+  on this episode; editing it, or the byte cost cached on it, changes nothing that is judged.
 * Actions are normalised once into exact built-in types before they are judged
   (``wpb_gym.referee``); memory items and decisions a policy reads are not what the store
   reads its rules from.
@@ -23,24 +23,23 @@ sends it each step only when its turn comes (``wpb_gym.isolation``).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator, Hashable, Sequence
-from itertools import repeat
 from dataclasses import dataclass, field
+from itertools import repeat
 from time import perf_counter
 from typing import Any, NamedTuple
 
+from .accounting import estimate_bytes, observation_json
 from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
-from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from .policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .readonly import freeze, thaw
 from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
-from .accounting import estimate_bytes
 from .store import ByteMemoryStore, Decision
 from .tracks import UNPRIVILEGED, policy_episode, track_costs
 from .types import Episode, MemoryAction, Step, frozen_instance
 from .wire import encode_action
-
-ORACLE_TRACK = "oracle"
 
 
 class LoggedAction(NamedTuple):
@@ -95,23 +94,37 @@ class PlayedRun:
 
 
 class StepCopies:
-    """The read-only copies of one track's steps shown to one policy (one group).
+    """The copies of one track's steps shown to one policy (one group): the observation
+    read-only (``wpb_gym.readonly``), the metadata a plain dict of its own.
 
-    Generated streams show one observation object at many steps: each object is frozen once,
-    and the copy carries the canonical step's byte cost, so a policy does not serialise it
-    again (a policy that edits its copy's cached cost only misleads itself).
+    Each observation object is frozen once per policy (``memo``, shared by the policy's
+    tracks: generated streams show one object at many steps, and both tracks show the same
+    observations). Metadata is the priority hint policies read at every step, so it stays a
+    plain dict, which Python reads fastest: string-valued metadata is copied once per content,
+    the rest once per step. The copy carries the canonical step's byte cost, so a policy does
+    not serialise it again (a policy that edits its copy's cached cost only misleads itself).
     """
 
-    def __init__(self, canonical: Sequence[Step]) -> None:
+    def __init__(self, canonical: Sequence[Step], memo: dict[Any, tuple[Any, Any]] | None = None) -> None:
         self.canonical = canonical  # may grow as steps arrive (isolated evaluation)
-        self._frozen: dict[int, tuple[Any, Any]] = {}  # id(value) -> (value, its frozen copy)
+        self._frozen = {} if memo is None else memo  # id(value) or content -> (value, its copy)
         self._steps: dict[int, Step] = {}
+        self._all: list[Step] | None = None
 
     def _freeze(self, value: Any) -> Any:
         entry = self._frozen.get(id(value))
         if entry is None or entry[0] is not value:
             entry = self._frozen[id(value)] = (value, freeze(value))
         return entry[1]
+
+    def _copy_metadata(self, metadata: Any) -> Any:
+        if type(metadata) is dict and all(type(v) is str for v in metadata.values()):
+            key = ("metadata", *metadata.items())  # the unprivileged {"mode": ...} of every step
+            entry = self._frozen.get(key)
+            if entry is None:
+                entry = self._frozen[key] = (None, dict(metadata))
+            return entry[1]
+        return thaw(metadata)
 
     def step(self, t: int) -> Step:
         shown = self._steps.get(t)
@@ -120,18 +133,21 @@ class StepCopies:
             fields = {
                 "t": t,
                 "observation": self._freeze(source.observation),
-                "metadata": self._freeze(source.metadata),
+                "metadata": self._copy_metadata(source.metadata),
             }
             # The canonical step's cost, computed now (the store needs it anyway): a policy reads
             # it from its copy without serialising the copy again.
             fields["_write_cost"] = estimate_bytes(source)
-            fields["_observation_json"] = source.__dict__["_observation_json"]
+            fields["_observation_json"] = observation_json(source)
             shown = self._steps[t] = frozen_instance(Step, fields)
         return shown
 
     def all(self) -> list[Step]:
-        """The copy of every step, in order."""
-        return [self.step(t) for t in range(len(self.canonical))]
+        """The copy of every step, in order (made once: a policy's runs share it)."""
+        every = self._all
+        if every is None or len(every) != len(self.canonical):
+            every = self._all = [self.step(t) for t in range(len(self.canonical))]
+        return every
 
     def stream(self) -> Episode:
         """Every shown step, without labels (for policies with ``needs_stream``)."""
@@ -145,17 +161,18 @@ def private_episode(episode: Episode) -> Episode:
     return Episode(steps=steps, labels=thaw(episode.labels))
 
 
-def contexts(seats: Sequence[Seat], episode: Episode, copies: dict[tuple[Hashable, str], StepCopies]) -> list[Any]:
-    """The ``EpisodeContext`` of every seat (an oracle policy's private episode made once per group)."""
+def contexts(seats: Sequence[Seat], episode: Episode, copies: dict[str, StepCopies]) -> list[Any]:
+    """The ``EpisodeContext`` of the seats of one policy (``copies``: its copies by track; an
+    oracle policy's private episode is made once)."""
     episodes: dict[Hashable, Episode] = {}
     out = []
     for seat in seats:
         oracle = None
-        if policy_track(seat.policy) == ORACLE_TRACK:
+        if policy_track(seat.policy) == ORACLE:
             oracle = episodes.get(seat.group)
             if oracle is None:
                 oracle = episodes[seat.group] = private_episode(episode)
-        stream = copies[seat.group, seat.track].stream() if getattr(seat.policy, "needs_stream", False) else None
+        stream = copies[seat.track].stream() if getattr(seat.policy, "needs_stream", False) else None
         out.append(
             EpisodeContext(
                 length=len(episode),
@@ -172,30 +189,34 @@ def contexts(seats: Sequence[Seat], episode: Episode, copies: dict[tuple[Hashabl
 def play(
     episode: Episode, seats: Sequence[Seat], *, limits: RunLimits = DEFAULT_LIMITS, record_actions: bool = False
 ) -> list[PlayedRun]:
-    """Run every seat over ``episode`` in this process; one ``PlayedRun`` each.
+    """Run every seat over ``episode`` in this process; one ``PlayedRun`` each, in seat order.
 
-    Runs are played one after another (trusted code: see the module docstring); a policy's
-    runs share its read-only copies of the steps.
+    Runs are played one after another (trusted code: see the module docstring), a policy's
+    (a group's) runs together: they share its read-only copies of the steps, which are let go
+    before the next policy's are made.
     """
     for seat in seats:
         check_can_run(seat.policy, seat.track)
     canonical = {track: policy_episode(episode, track).steps for track in {seat.track for seat in seats}}
-    copies = {(s.group, s.track): StepCopies(canonical[s.track]) for s in seats}
     runs = [PlayedRun(seat, seat.label or policy_name(seat.policy), ByteMemoryStore(seat.budget)) for seat in seats]
-    for run, context in zip(runs, contexts(seats, episode, copies), strict=True):
-        start = getattr(run.seat.policy, "start_episode", None)
-        if start is not None:
-            start(context)
+    by_group: dict[Hashable, list[PlayedRun]] = {}
     for run in runs:
-        seat = run.seat
-        player = stepper(run, 0, limits, record_actions)
-        next(player)
-        send = player.send
-        try:
-            for step in zip(copies[seat.group, seat.track].all(), canonical[seat.track], repeat(None)):
-                send(step)
-        except StopIteration:  # stopped by a limit
-            pass
+        by_group.setdefault(run.seat.group, []).append(run)
+    for group in by_group.values():
+        memo: dict[Any, Any] = {}  # one copy of an observation for both tracks
+        copies = {run.seat.track: StepCopies(canonical[run.seat.track], memo) for run in group}
+        for run, context in zip(group, contexts([r.seat for r in group], episode, copies), strict=True):
+            start = getattr(run.seat.policy, "start_episode", None)
+            if start is not None:
+                start(context)
+        for run in group:
+            track = run.seat.track
+            player = stepper(run, 0, limits, record_actions)
+            next(player)
+            try:  # the steps fed from C (map), one after another
+                deque(map(player.send, zip(copies[track].all(), canonical[track], repeat(None))), 0)
+            except StopIteration:  # stopped by a limit
+                pass
     return runs
 
 
@@ -209,6 +230,11 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
     accepted]`` (what a policy's process reports in isolated evaluation). In process the
     steps are fed in a loop (``play``); in a policy's process one per message — the same code.
 
+    Time is read before a timestep's first action, every 64 actions and when it ends; steps
+    fed back to back, as ``play`` does, are timed from the end of the one before. A policy's
+    process, which waits for its next step, times its runs with an interval timer instead
+    (``wpb_gym.policy_process``).
+
     Actions of exact built-in types (a ``MemoryAction`` as its constructors build it, naming
     the shown step) go to the store directly: reading them cannot run a policy's code, so they
     need no normalising. Everything else, and every action when ``record`` is set, takes
@@ -220,15 +246,17 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
     max_seconds = limits.max_seconds_per_step or _NEVER
     write, expire, skip = store.write, store.expire, store.skip
     t = first_t - 1
+    started = perf_counter()
     try:
         while True:
             shown_t, canonical, sink = yield
             t += 1
-            started = perf_counter()
             actions = select(shown_t, view)
             if not actions:
-                if perf_counter() - started > max_seconds:
+                ended = perf_counter()
+                if ended - started > max_seconds:
                     raise _over_time(name, t, max_seconds)
+                started = ended  # where one timestep ends the next begins: one clock reading each
                 continue
             iterator = iter(actions)
             count = 0
@@ -237,7 +265,9 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
                     count += 1
                     if count > max_actions:
                         raise PolicyLimitError(name, t, f"yielded more than {max_actions} actions at one timestep")
-                    if perf_counter() - started > max_seconds:
+                    # Before the first action (a policy that thought too long yields nothing
+                    # more), then every 64 (a slow, long stream).
+                    if (count == 1 or not count & 63) and perf_counter() - started > max_seconds:
                         raise _over_time(name, t, max_seconds)
                     if type(action) is MemoryAction and not record:
                         kind, reason = action.action, action.reason
@@ -267,8 +297,10 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
             except PolicyLimitError:
                 _close(iterator)
                 raise
-            if perf_counter() - started > max_seconds:
+            ended = perf_counter()
+            if ended - started > max_seconds:
                 raise _over_time(name, t, max_seconds)
+            started = ended
     except PolicyLimitError as error:
         run.error = error
 

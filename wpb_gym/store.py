@@ -123,9 +123,10 @@ class ByteMemoryStore:
         # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
         # these: a policy can reach an item's fields (object.__setattr__), not the records.
         self._items: dict[int, MemoryItem] = {}
-        # t -> (byte cost, kind, merge parent's t, identity key of the "api"): the store's own
-        # record of every item, which every rule and every credit reads.
-        self._records: dict[int, tuple[int, str, int | None, Any]] = {}
+        # The store's own record of every item, which every rule and every credit reads: its
+        # byte cost, and for a MERGE item, its parent's timestep and endpoint identity key.
+        self._costs: dict[int, int] = {}
+        self._merges: dict[int, tuple[int, Any]] = {}
         # Rules are judged on these private copies of base observations, never on the items
         # handed to policies.
         self._base_observations: dict[int, Any] = {}
@@ -158,10 +159,9 @@ class ByteMemoryStore:
             return Decision(False, Reason.NOT_CURRENT_STEP)
         if current_t in self._items:
             return Decision(False, Reason.TIMESTEP_OCCUPIED)
-        target = self._records.get(action.target_t)
-        if target is None:
+        if action.target_t not in self._costs:
             return Decision(False, Reason.TARGET_MISSING)
-        if target[1] != "WRITE":
+        if action.target_t in self._merges:
             return Decision(False, Reason.TARGET_NOT_BASE)
         delta = canonical_delta(step.observation, self._base_observations.get(action.target_t))
         if delta is None:
@@ -182,12 +182,12 @@ class ByteMemoryStore:
             )
 
     def _check_expire(self, target_t: int, current_t: int) -> Decision:
-        record = self._records.get(target_t)
-        if record is None:
+        cost = self._costs.get(target_t)
+        if cost is None:
             return Decision(False, Reason.TARGET_MISSING)
         if target_t >= current_t:
             return Decision(False, Reason.TARGET_NOT_OLDER)
-        return _accepted(-record[0])
+        return _accepted(-cost)
 
     def _check_write(self, step: Step, current_t: int) -> Decision:
         if step.t != current_t:
@@ -264,24 +264,23 @@ class ByteMemoryStore:
             shown_api = private.get(MERGE_KEY) if private is not None else None
         else:  # the caller's canonical copy, which no policy holds
             private = obs if isinstance(obs, dict) else None
-            shown_obs = shown.observation
-            shown_api = shown_obs.get(MERGE_KEY) if isinstance(shown_obs, dict) else None
-        key = None
+            shown_api = private.get(MERGE_KEY) if private is not None else None
+            if type(shown_api) not in _ATOMS:  # a container: the item presents the policy's copy of it
+                shown_obs = shown.observation
+                shown_api = shown_obs.get(MERGE_KEY) if isinstance(shown_obs, dict) else None
         if private is not None:
             self._base_observations[current_t] = private
             if MERGE_KEY in private:
-                key = identity_key(private[MERGE_KEY])
-                self._bases_by_api.setdefault(key, []).append(current_t)
-        self._records[current_t] = (cost, "WRITE", None, key)
+                self._bases_by_api.setdefault(identity_key(private[MERGE_KEY]), []).append(current_t)
+        self._costs[current_t] = cost
+        metadata = self._reason_metadata.get(reason) if reason is None or type(reason) is str else None
         self._items[current_t] = frozen_instance(
             MemoryItem,
             {
                 "step": step if shown is None else shown,
                 "written_at": current_t,
                 "byte_cost": cost,
-                "metadata": self._reason_metadata.get(reason) or self._metadata(reason)
-                if reason is None or type(reason) is str
-                else self._metadata(reason),
+                "metadata": self._metadata(reason) if metadata is None else metadata,
                 "kind": "WRITE",
                 "merge_parent_t": None,
                 "delta": None,
@@ -316,7 +315,8 @@ class ByteMemoryStore:
     def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision, shown: Step | None) -> None:
         self.budget.consume(decision.byte_delta)
         parent_t = action.target_t
-        self._records[current_t] = (decision.byte_delta, "MERGE", parent_t, self._records[parent_t][3])
+        self._costs[current_t] = decision.byte_delta
+        self._merges[current_t] = (parent_t, identity_key(self._base_observations[parent_t][MERGE_KEY]))
         self._items[current_t] = MemoryItem(
             action.step if shown is None else shown,
             current_t,
@@ -330,7 +330,8 @@ class ByteMemoryStore:
         self._order.append(current_t)
 
     def _remove(self, target_t: int) -> None:
-        cost = self._records.pop(target_t)[0]
+        cost = self._costs.pop(target_t)
+        self._merges.pop(target_t, None)
         del self._items[target_t]
         self._base_observations.pop(target_t, None)
         self.budget.release(cost)
@@ -407,14 +408,18 @@ class ByteMemoryStore:
         WRITE items count; a MERGE item counts only while its parent base item is present
         and has the same endpoint identity (``"api"``) as the merged step.
         """
+        merges = self._merges
+        if not merges:
+            return tuple(self._costs)
         retained = []
-        records = self._records
-        for t, (_, kind, parent_t, key) in records.items():
-            if kind == "WRITE":
+        for t in self._costs:
+            merge = merges.get(t)
+            if merge is None:
                 retained.append(t)
                 continue
-            parent = records.get(parent_t)
-            if parent is not None and parent[1] == "WRITE" and parent[3] == key:
+            parent_t, key = merge
+            base = self._base_observations.get(parent_t)
+            if parent_t not in merges and base is not None and identity_key(base.get(MERGE_KEY)) == key:
                 retained.append(t)
         return tuple(retained)
 
