@@ -25,6 +25,8 @@ from .oracle import (
     oracle_write_set,
 )
 from .policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
+from .readonly import ReadOnlyDict, ReadOnlyList, thaw
+from .referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
 from .registration import ENV_IDS, register_envs
 from .runner import EpisodeRun, run_episode
 from .sources import EpisodeList, GeneratedEpisodes, read_episodes
@@ -64,11 +66,18 @@ __all__ = [
     "FrozenSetError",
     "GeneratedEpisodes",
     "GeneratorConfig",
+    "MalformedActionError",
     "MemoryAction",
     "MemoryItem",
+    "NotAnActionError",
     "OracleCurve",
     "Policy",
+    "PolicyError",
+    "PolicyLimitError",
+    "ReadOnlyDict",
+    "ReadOnlyList",
     "Reason",
+    "RunLimits",
     "Step",
     "StoreView",
     "WritePolicyBenchEnv",
@@ -96,6 +105,7 @@ __all__ = [
     "register_envs",
     "run_episode",
     "score_episode",
+    "thaw",
     "track_costs",
     "write_jsonl",
 ]
