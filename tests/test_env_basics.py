@@ -109,8 +109,8 @@ def test_generator_options_with_a_file_source_are_refused(tmp_path):
 def test_layout_sizes_match_the_docstring():
     unpriv = WritePolicyBenchEnv()
     priv = WritePolicyBenchEnv(track="privileged")
-    assert unpriv.observation_space.shape == (28 + 6 + 13 * 8,) == (138,)
-    assert priv.observation_space.shape == (29 + 6 + 14 * 8,)
+    assert unpriv.observation_space.shape == (39 + 8 + 14 * 8,) == (159,)
+    assert priv.observation_space.shape == (40 + 8 + 15 * 8,)
     assert unpriv.step_features == STEP_FEATURES and "priority" not in unpriv.slot_features
     assert priv.step_features[-1] == "priority"
     assert priv.slot_features == (*SLOT_FEATURES, "priority", *SLOT_CONTEXT_FEATURES)
@@ -331,7 +331,7 @@ def test_ansi_render_shows_budget_step_and_memory():
     env.step(1)
     text = env.render()
     assert "budget [" in text and "current: api." in text and "WRITE -> accepted" in text
-    assert re.search(r"^\s+0\s+0\s+2\s+WRITE", text, re.M)
+    assert re.search(r"^\s+[01]\s+0\s+2\s+WRITE", text, re.M)
     with pytest.warns(UserWarning, match="render\\(\\) called without render_mode"):
         assert WritePolicyBenchEnv(length=5).render() is None
 

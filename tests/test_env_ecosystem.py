@@ -109,9 +109,9 @@ def test_spaces_match_the_docstring(env_id):
     K = unwrapped.K
     assert env.action_space == gym.spaces.Discrete(2 + 2 * K)
     if unwrapped.track == "privileged":
-        n = 29 + 6 + 14 * K
+        n = 40 + 8 + 15 * K
     else:
-        n = 28 + 6 + 13 * K
+        n = 39 + 8 + 14 * K
     assert env.observation_space == gym.spaces.Box(0.0, 1.0, (n,), np.float32)
     obs, info = env.reset(seed=0)
     assert obs.shape == (n,) and obs.dtype == np.float32

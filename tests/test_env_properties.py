@@ -170,11 +170,12 @@ def expected_slots(env: WritePolicyBenchEnv) -> tuple[int, ...]:
     K = env.K
     current = env.current_step
     fam = family_key(current.observation) if current is not None else None
-    if env.slot_order == "relevance" and fam is not None:
-        same = [s for s in stored if family_key(env.store.get(s).step.observation) == fam]
-        if same:
-            others = [s for s in stored if s not in same]
-            return tuple((same[::-1] + others)[:K])
+    if env.slot_order == "relevance" and stored:
+        largest = max(stored, key=lambda s: (env.store.get(s).byte_cost, -s))  # the oldest of the largest
+        rest = [s for s in stored if s != largest]
+        same = [s for s in rest if fam is not None and family_key(env.store.get(s).step.observation) == fam]
+        others = [s for s in rest if s not in same]
+        return tuple(([largest] + same[::-1] + others)[:K])
     return tuple(stored[:K])
 
 
@@ -680,6 +681,7 @@ SLOT_NAMES = (
     "superseded",
     "deprecated",
     "merge_ok",
+    "reverted",
 )
 
 
@@ -729,7 +731,7 @@ def test_golden_features_on_a_hand_made_episode():
     obs, info = env.reset(seed=0)
     step, memory, slots = split(env, obs)
     check(step, {"cost_budget": cost[0] / B, "cost_remaining": cost[0] / B, "fits": 1, "kind_endpoint": 1})
-    check(memory, {"remaining": 1, "expires_left": 1})
+    check(memory, {"remaining": 1, "expires_left": 1, "fits_if_larger_expired": 1})
     assert slots == [empty_slot, empty_slot]
     assert info["action_mask"].tolist() == [True, True, False, False, False, False]
 
@@ -760,9 +762,16 @@ def test_golden_features_on_a_hand_made_episode():
             "family_seen": 1,
             "changed_since_seen": 1,
             "version_up_since_seen": 1,
+            "params_added_since_seen": 0.5,
+            "params_removed_since_seen": 0.5,
+            "newly_deprecated_since_seen": 1,
         },
     )
-    check(memory, {"remaining": (B - cost[0]) / B, "items": 1 / (1 + K), "time": 1 / T, "expires_left": 1})
+    check(
+        memory,
+        {"remaining": (B - cost[0]) / B, "items": 1 / (1 + K), "time": 1 / T, "expires_left": 1}
+        | {"fits_if_larger_expired": 1},
+    )
     check(
         slots[0],
         {
@@ -802,16 +811,23 @@ def test_golden_features_on_a_hand_made_episode():
             "family_seen": 1,
             "changed_since_seen": 1,
             "version_up_since_seen": 1,  # version 2 -> 3
+            "params_removed_since_seen": 0.5,  # z of {x, z}
+            "undeprecated_since_seen": 1,
         },
     )
     check(
         memory,
         {"remaining": (B - cost[0] - mcost) / B, "items": 2 / (2 + K), "merge_items": 0.5, "time": 2 / T}
-        | {"expires_left": 1},
+        | {"expires_left": 1, "fits_if_larger_expired": 1},
     )
-    assert env.slot_timesteps == (1, 0)  # relevance: the family newest first
+    assert cost[0] > mcost
+    assert env.slot_timesteps == (0, 1)  # relevance: the largest item, then the family newest first
     check(
         slots[0],
+        {"present": 1, "age": 2 / T, "cost_budget": cost[0] / B, "kind_endpoint": 1, "same_family": 1, "superseded": 1},
+    )
+    check(
+        slots[1],
         {
             "present": 1,
             "age": 1 / T,
@@ -821,10 +837,6 @@ def test_golden_features_on_a_hand_made_episode():
             "same_family": 1,
             "deprecated": 1,
         },
-    )
-    check(
-        slots[1],
-        {"present": 1, "age": 2 / T, "cost_budget": cost[0] / B, "kind_endpoint": 1, "same_family": 1, "superseded": 1},
     )
     assert env.action_masks().tolist() == [True, True, False, False, True, True]
 
@@ -839,7 +851,7 @@ def test_golden_features_on_a_hand_made_episode():
     check(
         memory,
         {"remaining": (B - used) / B, "items": 3 / (3 + K), "hidden_items": 1 / 3, "merge_items": 1 / 3}
-        | {"time": 3 / T, "expires_left": 1},
+        | {"time": 3 / T, "expires_left": 1, "fits_if_larger_expired": 1},
     )
     assert env.slot_timesteps == (0, 1)
     check(slots[0], {"present": 1, "age": 3 / T, "cost_budget": cost[0] / B, "kind_endpoint": 1, "superseded": 1})
@@ -856,19 +868,21 @@ def test_golden_features_on_a_hand_made_episode():
     used -= cost[0]
     check(
         memory,
-        {"remaining": (B - used) / B, "items": 2 / (2 + K), "merge_items": 0.5, "time": 3 / T, "expires_left": 0.5},
+        {"remaining": (B - used) / B, "items": 2 / (2 + K), "merge_items": 0.5, "time": 3 / T, "expires_left": 0.5}
+        | {"fits_if_larger_expired": 1},
     )
-    assert env.slot_timesteps == (1, 2)
+    assert cost[2] > mcost
+    assert env.slot_timesteps == (2, 1)  # the largest first
+    check(slots[0], {"present": 1, "age": 1 / T, "cost_budget": cost[2] / B, "kind_endpoint": 1})
     check(
-        slots[0],
+        slots[1],
         {"present": 1, "age": 2 / T, "cost_budget": mcost / B, "is_merge": 1, "orphan": 1, "kind_endpoint": 1}
         | {"superseded": 1, "deprecated": 1},
     )
-    check(slots[1], {"present": 1, "age": 1 / T, "cost_budget": cost[2] / B, "kind_endpoint": 1})
     assert env.store.retained_timesteps() == (2,)
 
-    # A second EXPIRE uses up the cap of 2: EXPIRE is masked, and trying it acts as SKIP.
-    obs, *_ = env.step(2 + K)
+    # A second EXPIRE (of the orphan) uses up the cap of 2: EXPIRE is masked, and trying it acts as SKIP.
+    obs, *_ = env.step(2 + K + 1)
     assert env.slot_timesteps == (2, None)
     _, memory, _ = split(env, obs)
     assert memory["expires_left"] == 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import os
 import struct
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from .oracle import oracle_curve, oracle_utility
 from .rewards import closing_reward, parse_reward, terminal_reward
 from .sources import EpisodeList, GeneratedEpisodes
 from .store import ByteMemoryStore, Reason
-from .stream_table import KIND_OTHER, ObservationShapes, StreamTable, compare_versions
+from .stream_table import KIND_ENDPOINT, KIND_OTHER, ObservationShapes, StreamTable, compare_versions
 from .tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from .types import Episode, MemoryAction, MemoryItem, Step
 
@@ -52,8 +53,30 @@ STEP_FEATURES: tuple[str, ...] = (
     "family_seen",
     "changed_since_seen",
     "version_up_since_seen",
+    "version_down_since_seen",
+    "params_added_since_seen",
+    "params_removed_since_seen",
+    "required_added_since_seen",
+    "required_removed_since_seen",
+    "newly_deprecated_since_seen",
+    "undeprecated_since_seen",
+    "removed",
+    "newly_removed_since_seen",
+    "restored_since_seen",
+    "returns_to_earlier",
 )
-MEMORY_FEATURES: tuple[str, ...] = ("remaining", "items", "hidden_items", "merge_items", "time", "expires_left")
+# The step features after version_up_since_seen compare the step with the stream shown so far.
+SEEN_FEATURES: tuple[str, ...] = STEP_FEATURES[STEP_FEATURES.index("family_seen") :]
+MEMORY_FEATURES: tuple[str, ...] = (
+    "remaining",
+    "items",
+    "hidden_items",
+    "merge_items",
+    "time",
+    "expires_left",
+    "reverted_expired",
+    "fits_if_larger_expired",
+)
 # Slot rows: present, age, the item's fixed features (its priority last, privileged track
 # only), then the features that depend on the current step.
 SLOT_FEATURES: tuple[str, ...] = (
@@ -66,7 +89,7 @@ SLOT_FEATURES: tuple[str, ...] = (
     "kind_guide",
     "deprecated",
 )
-SLOT_CONTEXT_FEATURES: tuple[str, ...] = ("orphan", "same_family", "same_api", "superseded", "merge_ok")
+SLOT_CONTEXT_FEATURES: tuple[str, ...] = ("orphan", "same_family", "same_api", "superseded", "merge_ok", "reverted")
 PRIORITY_FEATURE = "priority"
 
 SLOT_ORDERS = ("relevance", "oldest")
@@ -131,14 +154,16 @@ class WritePolicyBenchEnv(gym.Env):
     ``observation_mode="dict"``: ``{"step", "memory", "slots", "action_mask"}`` where
     ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
     flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``.
-    ``n = 28 + 6 + 13 K`` on the unprivileged track and ``29 + 6 + 14 K`` on the privileged
-    one (which adds ``priority``); 138 at ``K = 8``.
+    ``n = 39 + 8 + 14 K`` on the unprivileged track and ``40 + 8 + 15 K`` on the privileged
+    one (which adds ``priority``); 159 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
 
-    The last three step features compare with the stream the agent was shown, not with
-    memory: a policy that skipped the previous version of an endpoint can still see that
-    this one changed.
+    The step features from ``family_seen`` on compare with the stream the agent was shown, not
+    with memory: a policy that skipped the previous version of an endpoint can still see how
+    this one changed, as a scripted policy that remembers what it was shown can. An
+    endpoint's *contract* is its parameters, its required parameters, and its deprecated and
+    removed flags.
 
     The *reference* item is the newest stored item of the current step's endpoint family
     (the endpoint with version segments removed from ``api``, e.g. ``api.v2.endpoint_5``
@@ -175,6 +200,17 @@ class WritePolicyBenchEnv(gym.Env):
     | family_seen         | 1 if a step of this family was shown before (stored or not)                   |
     | changed_since_seen  | 1 if the observation differs from the last shown step of its family           |
     | version_up_since_seen | 1 if its version is later than that last shown step's                      |
+    | version_down_since_seen | 1 if it is earlier                                                       |
+    | params_added_since_seen | as params_added, against the last shown step of the family              |
+    | params_removed_since_seen | as params_removed, against that step                                  |
+    | required_added_since_seen | as required_added, against that step                                  |
+    | required_removed_since_seen | as required_removed, against that step                              |
+    | newly_deprecated_since_seen | 1 if deprecated now and not in that step                            |
+    | undeprecated_since_seen | 1 if that step was deprecated and this one is not                       |
+    | removed             | 1 if the step shows ``removed: true`` (an endpoint removed from the API)      |
+    | newly_removed_since_seen | 1 if removed now and not in that step                                  |
+    | restored_since_seen | 1 if that step showed it removed and this one does not                        |
+    | returns_to_earlier  | 1 if the contract differs from that step's but equals one the family showed before it (a revert) |
     | priority            | privileged track only: the ``priority`` hint                                  |
 
     | Memory              | Value                                                                         |
@@ -185,6 +221,8 @@ class WritePolicyBenchEnv(gym.Env):
     | merge_items         | fraction of stored items that are MERGE deltas                                |
     | time                | t / T                                                                         |
     | expires_left        | EXPIREs still allowed this timestep / cap (1 when uncapped)                   |
+    | reverted_expired    | 1 if an item flagged ``reverted`` was expired at this timestep                |
+    | fits_if_larger_expired | 1 if WRITE fits, or would fit once every stored item larger than the step is expired |
 
     | Slot (K rows)       | Value                                                                         |
     |---------------------|-------------------------------------------------------------------------------|
@@ -202,12 +240,13 @@ class WritePolicyBenchEnv(gym.Env):
     | same_api            | 1 if its ``api`` equals the current step's exactly                            |
     | superseded          | 1 if a newer item of its family is stored                                     |
     | merge_ok            | 1 if MERGE of the current step into this slot would be accepted               |
+    | reverted            | 1 if the current step shows the contract its family had before this item was shown (the item's change was undone; for an item that was its family's first sighting and showed it removed: the endpoint is back) |
 
-    Which items the slots show (``slot_order``): ``"relevance"`` (default) shows the items of
-    the current step's family newest first, then the other items oldest first;
-    ``"oldest"`` shows the K oldest items. Either way every stored item can be reached: an
-    item not shown becomes visible once the shown items older than it (or of the current
-    family) are expired.
+    Which items the slots show (``slot_order``): ``"relevance"`` (default) shows the largest
+    item in slot 0 (the oldest of the largest), then the items of the current step's family
+    newest first, then the other items oldest first; ``"oldest"`` shows the K oldest items.
+    Either way every stored item can be reached: an item not shown becomes visible once the
+    shown items older than it (or of the current family, or larger) are expired.
 
     ## Rewards
 
@@ -281,6 +320,12 @@ class WritePolicyBenchEnv(gym.Env):
       The contract regimes' snapshots later stopped betraying their history (random sorted
       parameter names, first versions 1–5, some endpoints deprecated from the start), which
       changed their episodes: frozen sets of them made before differ.
+      Later the observation gained what a scripted policy may know from the stream it was
+      shown (the ``*_since_seen`` contract comparisons, ``removed``, ``returns_to_earlier``),
+      ``reverted_expired`` and ``fits_if_larger_expired`` in memory, the slot feature
+      ``reverted``, and slot 0 of the ``"relevance"`` layout shows the largest item, so that
+      ``breaking_detector``'s rule can be read from the observation alone
+      (``agents.feature_rules.BreakingRule``). Models trained on the earlier layout do not load.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -372,9 +417,14 @@ class WritePolicyBenchEnv(gym.Env):
         # it is stored and again only when its orphan or superseded flag changes. Columns
         # below index that row.
         n_static = len(SLOT_FEATURES) + extra
-        self._col_orphan, self._col_same_family, self._col_same_api, self._col_superseded, self._col_merge_ok = (
-            n_static - 2 + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES
-        )
+        (
+            self._col_orphan,
+            self._col_same_family,
+            self._col_same_api,
+            self._col_superseded,
+            self._col_merge_ok,
+            self._col_reverted,
+        ) = (n_static - 2 + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES)
         self._step_format = f"={self._n_step}f"  # format strings, not Structs: Structs do not pickle
         self._tail_format = f"={self._n_slot - 2}f"
         self._pad = [bytes(4 * self._n_slot * (self.K - n)) for n in range(self.K + 1)]
@@ -566,6 +616,7 @@ class WritePolicyBenchEnv(gym.Env):
         self._t = 0
         self._done = False
         self._expires_this_step = 0
+        self._reverted_expired = False
         self._family_items: dict[int, list[int]] = {}
         self._family_live: dict[int, int] = {}
         self._family_newest: dict[int, int] = {}  # family -> newest stored item (absent: none)
@@ -575,6 +626,8 @@ class WritePolicyBenchEnv(gym.Env):
         self._children: dict[int, list[int]] = {}
         self._row_values: dict[int, list[float]] = {}  # stored item -> its slot row
         self._rows: dict[int, bytes] = {}  # the same rows, packed as float32
+        self._item_bytes: dict[int, int] = {}  # stored item -> its bytes
+        self._by_size: list[tuple[int, int]] = []  # heap of (-bytes, t); expired items leave it lazily
         self._merge_costs: dict[tuple[int, int], int | None] = {}  # (content, content) -> MERGE bytes
         self._comparisons: dict[tuple[int, int], tuple[float, ...]] = {}  # (content, content) -> see _compare
         self._merges = 0
@@ -611,10 +664,17 @@ class WritePolicyBenchEnv(gym.Env):
         budget = self._budget
         # min(1, cost / budget), without a call per step
         self._cost_budget = [c / budget if c < budget else 1.0 for c in tab.costs] if budget else [1.0] * self._T
+        # An endpoint's contract as a policy compares it: params, required, deprecated, removed.
+        self._contracts = [
+            None if p is None else (p, r or 0, d, x)
+            for p, r, d, x in zip(tab.params, tab.required, tab.deprecated, tab.removed, strict=True)
+        ]
         self._seen = seen = self._seen_features()
         # Without priority the middle row takes few values (kind, deprecated, seen): each is
         # packed once per environment.
         middles = self._middle_rows
+        if len(middles) > _ROW_CACHE_LIMIT:
+            middles.clear()
         rows = list(map(middles.get, zip(tab.kinds, tab.deprecated, seen, strict=True)))
         if None in rows:  # a combination this environment has not packed yet
             for t, key in enumerate(zip(tab.kinds, tab.deprecated, seen, strict=True)):
@@ -629,24 +689,51 @@ class WritePolicyBenchEnv(gym.Env):
         self._step_middle = rows
         self._slot_heads = self._slot_heads_for(self._T)
 
-    def _seen_features(self) -> list[tuple[float, float, float]]:
-        """family_seen, changed_since_seen, version_up_since_seen of every step."""
+    def _seen_features(self) -> list[tuple[float, ...]]:
+        """The SEEN_FEATURES of every step: comparisons with the last shown step of its family
+        (``returns_to_earlier``: with the contracts its family showed before that one)."""
         tab = self._table
-        contents, versions = tab.contents, tab.versions
+        contents, versions, contracts = tab.contents, tab.versions, self._contracts
+        params, required, deprecated, removed = tab.params, tab.required, tab.deprecated, tab.removed
+        families = tab.families
+        earlier: dict[int, set[tuple[Any, ...]]] = {}  # family -> contracts shown before its last step
         seen = []
         for t, previous in enumerate(tab.previous_shown):
+            gone = removed[t]
             if previous < 0:
-                seen.append(_NOT_SEEN)
+                seen.append(_NOT_SEEN[gone])
                 continue
+            now, before = contracts[t], contracts[previous]
+            shown_before = earlier.setdefault(families[t], set())
+            if before is not None:
+                shown_before.add(before)
             if contents[t] > 0 and contents[previous] > 0:  # plain JSON: compare the texts' ids
-                if contents[t] == contents[previous]:  # the same text, so the same version
-                    seen.append(_SEEN_UNCHANGED)
+                if contents[t] == contents[previous]:  # the same text, so the same version and contract
+                    seen.append(_SEEN_UNCHANGED[gone])
                     continue
                 changed = True
             else:
                 changed = tab.observation(t) != tab.observation(previous)
-            up = compare_versions(versions[t], versions[previous]) == 1
-            seen.append(_SEEN[changed, up])
+            cmp = compare_versions(versions[t], versions[previous])
+            dep_t, dep_p, gone_p = deprecated[t], deprecated[previous], removed[previous]
+            seen.append(
+                (
+                    1.0,
+                    float(changed),
+                    1.0 if cmp == 1 else 0.0,
+                    1.0 if cmp == -1 else 0.0,
+                    _added(params[t], params[previous]),
+                    _added(params[previous], params[t]),
+                    _added(required[t], required[previous]),
+                    _added(required[previous], required[t]),
+                    1.0 if dep_t > dep_p else 0.0,
+                    1.0 if dep_p > dep_t else 0.0,
+                    gone,
+                    1.0 if gone > gone_p else 0.0,
+                    1.0 if gone_p > gone else 0.0,
+                    1.0 if now is not None and now != before and now in shown_before else 0.0,
+                )
+            )
         return seen
 
     def _slot_heads_for(self, T: int) -> list[bytes]:
@@ -708,6 +795,9 @@ class WritePolicyBenchEnv(gym.Env):
             decision = store.expire(target, t)
             if decision.accepted:
                 self._record_expired(item, t)
+                tab = self._table
+                if tab.kinds[target] == KIND_ENDPOINT and tab.families[target] == tab.families[t]:
+                    self._reverted_expired = self._reverted_expired or self._reverted(target, t)
             expired = True
         if not decision.accepted:
             raise AssertionError(f"store rejected action {a} ({decision.reason}) that the mask allowed")
@@ -720,6 +810,7 @@ class WritePolicyBenchEnv(gym.Env):
                 self._critical_before += 1
             self._t = t + 1
             self._expires_this_step = 0
+            self._reverted_expired = False
             if self._history is not None:
                 self._bytes_history.append(store.bytes_used)
         terminated = self._t >= self._T
@@ -795,6 +886,8 @@ class WritePolicyBenchEnv(gym.Env):
             values = self._slot_row(min(1.0, cost / budget) if budget else 1.0, True, t)
             self._row_values[t] = list(values)
             self._rows[t] = struct.pack(self._tail_format, *values)
+        self._item_bytes[t] = cost
+        heapq.heappush(self._by_size, (-cost, t))
         # A new item is retained: a WRITE always, a MERGE because it joins a present base.
         self._kept += 1
         self._kept_critical += self._critical[t]
@@ -816,6 +909,7 @@ class WritePolicyBenchEnv(gym.Env):
             0.0,  # same_api
             0.0,  # superseded
             0.0,  # merge_ok
+            0.0,  # reverted
         )
 
     def _set_row_flag(self, s: int, index: int, value: float) -> None:
@@ -830,6 +924,7 @@ class WritePolicyBenchEnv(gym.Env):
         store = self._store
         del self._rows[s]
         del self._row_values[s]
+        del self._item_bytes[s]
         fam = tab.families[s]
         if fam >= 0:
             live = self._family_live[fam] - 1
@@ -878,20 +973,37 @@ class WritePolicyBenchEnv(gym.Env):
             stack.pop()
         return stack[-1] if stack else None
 
+    def _largest_item(self) -> int:
+        """The stored item with the most bytes (the oldest of those), memory not being empty."""
+        heap, rows = self._by_size, self._rows
+        while heap[0][1] not in rows:
+            heapq.heappop(heap)
+        return heap[0][1]
+
     def _relevant_slots(self, fam: int) -> list[int]:
-        """The slots when the current step's family ``fam`` has items in memory: those items
-        newest first, then the other items oldest first."""
+        """The ``"relevance"`` layout: the largest item, then the items of the current step's
+        family ``fam`` (-1: none) newest first, then the other items oldest first."""
         K = self.K
         rows = self._rows
-        shown: list[int] = []
-        for s in reversed(self._family_items[fam]):
-            if s in rows:
-                shown.append(s)
-                if len(shown) == K:
-                    return shown
-        families = self._table.families
+        largest = self._largest_item()
+        shown: list[int] = [largest]
+        if K == 1:
+            return shown
+        if fam >= 0 and self._family_live.get(fam, 0):
+            for s in reversed(self._family_items[fam]):
+                if s in rows and s != largest:
+                    shown.append(s)
+                    if len(shown) == K:
+                        return shown
+            families = self._table.families
+            for s in rows:
+                if families[s] != fam and s != largest:
+                    shown.append(s)
+                    if len(shown) == K:
+                        break
+            return shown
         for s in rows:
-            if families[s] != fam:
+            if s != largest:
                 shown.append(s)
                 if len(shown) == K:
                     break
@@ -925,10 +1037,12 @@ class WritePolicyBenchEnv(gym.Env):
         fam = tab.families[t] if live else -1
         fam_live = self._family_live.get(fam, 0) if fam >= 0 else 0
         if slots is None:
-            if fam_live and self.slot_order == "relevance":
+            if not rows:
+                slots = []
+            elif self.slot_order == "relevance":
                 slots = self._relevant_slots(fam)
             else:
-                slots = list(islice(rows, self.K)) if rows else []
+                slots = list(islice(rows, self.K))
         self._slots = slots
         n_slots = len(slots)
         budget = self._budget
@@ -941,8 +1055,16 @@ class WritePolicyBenchEnv(gym.Env):
         # The mask but for MERGE, from the templates: SKIP, WRITE if it fits, EXPIRE per shown item.
         expirable = n_slots if live and (cap is None or self._expires_this_step < cap) else 0
         cost = tab.costs[t] if live else 0
-        mask = self._mask_templates[live and cost <= remaining][expirable]
+        fits = live and cost <= remaining
+        mask = self._mask_templates[fits][expirable]
         n_items = len(rows)
+        if fits:
+            fits_if_larger_expired = 1.0
+        elif live and cost <= budget:
+            freed = sum(b for b in self._item_bytes.values() if b > cost)
+            fits_if_larger_expired = 1.0 if cost <= remaining + freed else 0.0
+        else:
+            fits_if_larger_expired = 0.0
         memory = _pack_memory(
             remaining / budget if budget else 0.0,
             n_items / (n_items + self.K),
@@ -950,6 +1072,8 @@ class WritePolicyBenchEnv(gym.Env):
             self._merges / n_items if n_items else 0.0,
             t * self._inv_T if live else 1.0,
             cap_left,
+            1.0 if self._reverted_expired else 0.0,
+            fits_if_larger_expired,
         )
         if not live:
             parts = [self._final_step_row, memory]
@@ -1065,6 +1189,8 @@ class WritePolicyBenchEnv(gym.Env):
         tab = self._table
         row = self._row_values[s][:]
         row[self._col_same_family] = 1.0
+        if tab.kinds[s] == KIND_ENDPOINT and self._reverted(s, t):
+            row[self._col_reverted] = 1.0
         merge_ok = False
         if tab.apis[s] == tab.apis[t]:
             row[self._col_same_api] = 1.0
@@ -1074,6 +1200,19 @@ class WritePolicyBenchEnv(gym.Env):
                     row[self._col_merge_ok] = 1.0
                     merge_ok = True
         return struct.pack(self._tail_format, *row), merge_ok
+
+    def _reverted(self, s: int, t: int) -> bool:
+        """True if step ``t`` shows the contract its family had before stored item ``s`` was
+        shown (for an item that was its family's first sighting: ``s`` showed the endpoint
+        removed and ``t`` does not), and ``s`` itself showed another contract."""
+        contracts = self._contracts
+        now = contracts[t]
+        if now is None or contracts[s] == now:
+            return False
+        before = self._table.previous_shown[s]
+        if before >= 0:
+            return contracts[before] == now
+        return self._table.removed[s] > self._table.removed[t]
 
     def _mask_array(self) -> np.ndarray:
         """A new bool array holding the current mask."""
@@ -1177,10 +1316,9 @@ class WritePolicyBenchEnv(gym.Env):
 
 # The 14 features comparing the current step with memory when memory holds nothing of its
 # family: all 0 but "deprecated", keyed by it.
-# family_seen, changed_since_seen, version_up_since_seen: by (changed, up) once seen.
-_NOT_SEEN = (0.0, 0.0, 0.0)
-_SEEN = {(changed, up): (1.0, float(changed), float(up)) for changed in (False, True) for up in (False, True)}
-_SEEN_UNCHANGED = _SEEN[False, False]
+# The SEEN_FEATURES of a first sighting and of an unchanged repeat, by the "removed" flag.
+_NOT_SEEN = {r: (0.0,) * 10 + (r,) + (0.0,) * 3 for r in (0.0, 1.0)}
+_SEEN_UNCHANGED = {r: (1.0,) + (0.0,) * 9 + (r,) + (0.0,) * 3 for r in (0.0, 1.0)}
 _LENGTH_CACHE_LIMIT = 16
 # The four kind flags, by kind (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER).
 _KIND_FLAGS = tuple(tuple(1.0 if k == kind else 0.0 for k in range(KIND_OTHER + 1)) for kind in range(KIND_OTHER + 1))

@@ -212,7 +212,7 @@ class ObservationShapes:
         return m
 
     def describe(self, obs: Any) -> tuple[Any, ...]:
-        """kind, family id, api id, version, params mask, required mask, deprecated."""
+        """kind, family id, api id, version, params mask, required mask, deprecated, removed."""
         if not isinstance(obs, dict):  # a dict subclass (read-only copies) is described alike
             return _NOT_A_DICT
         if MERGE_KEY in obs:
@@ -237,10 +237,11 @@ class ObservationShapes:
             self._mask(obs.get("params")),
             self._mask(obs.get("required")),
             1.0 if obs.get("deprecated") is True else 0.0,
+            1.0 if obs.get("removed") is True else 0.0,
         )
 
 
-_NOT_A_DICT = (KIND_OTHER, -1, -1, None, None, None, 0.0)
+_NOT_A_DICT = (KIND_OTHER, -1, -1, None, None, None, 0.0, 0.0)
 # Past these sizes ObservationShapes starts afresh; texts longer than _SHAPES_TEXT_LIMIT
 # (documentation, guides: random text that never comes back) are not memoised at all.
 _SHAPES_LIMIT = 8192
@@ -299,8 +300,8 @@ class StreamTable:
                     by_text[text] = shape
             by_object[key] = (text, content, *shape)
         infos = list(map(by_object.__getitem__, object_ids))
-        columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(9)]
-        texts, contents, kinds, families, apis, versions, params, required, deprecated = columns
+        columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(10)]
+        texts, contents, kinds, families, apis, versions, params, required, deprecated, removed = columns
         self._texts = texts
         lengths, self._shared_visible = _visible_metadata_lengths(metadatas, track)
         fixed = HEADER_BYTES + INDEX_BYTES
@@ -323,6 +324,7 @@ class StreamTable:
         self.params = params
         self.required = required
         self.deprecated = deprecated
+        self.removed = removed  # 1.0 where the endpoint shows "removed": true (real drift)
         self.contents = contents
         self.priorities = None
         if privileged:
