@@ -345,3 +345,77 @@ def _forging(send, variant):
 
     forged.forged = True
     return forged
+
+
+# ---------------------------------------------------------------------------- found in review
+_BUILT = [0]
+
+
+class TrackTurncoat(Attacker):
+    """Declares the oracle track to the first reader only (``first``: the first instance built
+    in its process; ``reads``: the first read of ``track``), unprivileged to every later one;
+    with labels it writes exactly the critical steps."""
+
+    def __init__(self, tamper: bool, how: str = "first") -> None:
+        super().__init__(tamper)
+        _BUILT[0] += 1
+        self._first = _BUILT[0] == 1
+        self._how = how
+        self._reads = 0
+        self._critical: set[int] | None = None
+
+    @property
+    def track(self) -> str:  # type: ignore[override]
+        self._reads += 1
+        lie = self._first if self._how == "first" else self._reads > 1
+        return "oracle" if self.tamper and lie else "unprivileged"
+
+    def start_episode(self, context: Any) -> None:
+        self._critical = None if context.episode is None else set(context.episode.labels["critical_steps"])
+
+    def select(self, step: Step, store: Any) -> Any:
+        if self._critical is None or step.t in self._critical:
+            yield MemoryAction.write(step)
+
+
+class _Grab:
+    """Compared with a store's value, keeps it (and says it differs)."""
+
+    got: list[Any] = []
+
+    def __ne__(self, other: Any) -> bool:
+        _Grab.got.append(other)
+        return True
+
+    def __eq__(self, other: Any) -> bool:
+        return not self.__ne__(other)
+
+    __hash__ = object.__hash__
+
+
+class CanonicalGrabber(Attacker):
+    """Asks ``view.check`` about a MERGE of a step of its own making whose values are ``_Grab``s,
+    to be handed the stored base's values, then fills every list it got with junk."""
+
+    def select(self, step: Step, store: Any) -> Any:
+        if self.tamper:
+            for item in store.items():
+                if item.kind != "WRITE":
+                    continue
+                fake = Step(step.t, {"api": item.api, "params": _Grab(), "required": _Grab()}, {})
+                _Grab.got.clear()
+                try:
+                    store.check(MemoryAction.merge(fake, item.t), step.t)
+                except TypeError:
+                    pass
+                for value in _Grab.got:
+                    if isinstance(value, list):
+                        list.append(value, "junk")
+        yield MemoryAction.write(step)
+
+
+class LongReason(Attacker):
+    """Gives every WRITE a reason of a megabyte (reasons are kept, unpriced, with the item)."""
+
+    def select(self, step: Step, store: Any) -> Any:
+        yield MemoryAction.write(step, reason="r" * (2**20 if self.tamper else 10))

@@ -49,6 +49,7 @@ from .frozen import FrozenSetError, freeze_set, open_frozen_set
 from .generator import PAPER_REGIMES, REGIMES, GeneratorConfig
 from .jsonl import EpisodeFormatError, iter_jsonl
 from .oracle import episode_oracle
+from .policy import POLICY_TRACKS
 from .run_folder import check_folder_path
 from .tracks import TRACKS, track_costs
 from .types import Episode
@@ -303,7 +304,8 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
         try:
             entry = agent_entry(name)
             factory = partial(make_agent, entry.name, **params)
-            track = None if isolate else factory().track  # bad parameters fail here, with their names
+            # Isolated: the registry's word on the track (a model's is its file's, read in its process).
+            track = (entry.track if entry.track in POLICY_TRACKS else None) if isolate else factory().track
         except (KeyError, TypeError, ValueError, OSError) as error:
             hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None

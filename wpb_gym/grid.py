@@ -215,11 +215,13 @@ def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
 
     from .isolation import IsolatedPolicies
 
-    key = pickle.dumps(([(p.label, p.factory) for p in policies], limits))
+    # A model's track is its file's, which only its own process reads (never the oracle's).
+    described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]
+    key = pickle.dumps((described, limits))
     pool = _POOLS.get(key)
     if pool is None:
         close_isolated_pools()
-        pool = _POOLS[key] = IsolatedPolicies([(p.label, p.factory) for p in policies], limits)
+        pool = _POOLS[key] = IsolatedPolicies(described, limits)
     return pool
 
 

@@ -33,7 +33,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .policy import policy_name
+from .policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from .policy_process import serve
 from .readonly import thaw
 from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
@@ -151,8 +151,18 @@ class IsolatedPolicies:
     hooks. Use it as a context manager, or call ``close()``.
     """
 
-    def __init__(self, policies: Sequence[tuple[str, Callable[[], Any]]], limits: RunLimits = DEFAULT_LIMITS) -> None:
-        self.policies = list(policies)
+    def __init__(
+        self, policies: Sequence[tuple[str, Callable[[], Any], str | None]], limits: RunLimits = DEFAULT_LIMITS
+    ) -> None:
+        # The track of each policy as the evaluator knows it (its registry entry, or the
+        # object it was given): the labels go to a process only on this word, never on the
+        # process's own, and a process that declares another track is refused. None: the
+        # process's word is taken, except for the oracle track (a model file's track).
+        self.policies = [(label, factory) for label, factory, _ in policies]
+        self.tracks = [track for _, _, track in policies]
+        for (label, _), track in zip(self.policies, self.tracks, strict=True):
+            if track is not None and track not in POLICY_TRACKS:
+                raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
         self.limits = limits
         self._workers: list[_Worker | None] = [None] * len(self.policies)
 
@@ -189,6 +199,15 @@ class IsolatedPolicies:
                 self._discard(worker)
                 reason = "it did not start in time" if isinstance(error, _NoAnswer) else str(error)
                 raise PolicyError(worker.label, None, f"its process could not build the policy: {reason}") from None
+            expected = self.tracks[self._workers.index(worker)]
+            if worker.info["track"] != expected and (expected is not None or worker.info["track"] == ORACLE):
+                self._discard(worker)
+                raise PolicyError(
+                    worker.label,
+                    None,
+                    f"its process declares the {worker.info['track']} track, the evaluator knows it as "
+                    f"{expected or 'not an oracle'}",
+                )
         return [self._workers[i] for i in indices]  # type: ignore[misc]
 
     def _discard(self, worker: _Worker) -> None:
@@ -284,7 +303,7 @@ class IsolatedPolicies:
             if worker.info["needs_stream"]:
                 streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
             whole = None
-            if worker.info["track"] == "oracle":  # an upper bound: it reads the labels
+            if self.tracks[self._workers.index(worker)] == ORACLE:  # an upper bound: it reads the labels
                 whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
             messages.append(
                 {
@@ -393,7 +412,8 @@ def run_isolated(
     record_actions: bool = True,
 ) -> EpisodeRun:
     """``run_episode`` for one policy object, in a process of its own (see the module docstring)."""
-    with IsolatedPolicies([(seat.label or policy_name(seat.policy), PickledPolicy(seat.policy))], limits) as pool:
+    policy = (seat.label or policy_name(seat.policy), PickledPolicy(seat.policy), policy_track(seat.policy))
+    with IsolatedPolicies([policy], limits) as pool:
         (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions)
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])

@@ -84,8 +84,11 @@ def policy_track(policy: Any) -> str:
     return track
 
 
-def check_can_run(policy: Any, track: str) -> None:
-    """Raise if ``policy`` cannot run on evaluation ``track``."""
+def check_can_run(policy: Any, track: str) -> str:
+    """Raise if ``policy`` cannot run on evaluation ``track``; return the track it declares.
+
+    The declaration is read once: callers decide from the returned value (what a policy
+    declares must not change between the check and what it is given)."""
     if track not in TRACKS:
         raise ValueError(f"unknown evaluation track {track!r}; expected one of {TRACKS}")
     if not callable(getattr(policy, "select", None)):
@@ -97,6 +100,7 @@ def check_can_run(policy: Any, track: str) -> None:
             f"({'it reads the priority hint' if needs == PRIVILEGED else 'it reads the hidden labels'}) "
             f"and cannot run on the unprivileged track; run it with track='privileged'"
         )
+    return needs
 
 
 def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes: int, track: str) -> EpisodeContext:

@@ -34,6 +34,14 @@ class ReadOnlyDict(dict):
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> ReadOnlyDict:
+        self = dict.__new__(cls)
+        dict.__init__(self, *args, **kwargs)  # filled once, here: __init__ does nothing
+        return self
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass  # dict.__init__ would refill an existing object: obs.__init__(...) must not edit it
+
     def __reduce__(self) -> tuple[Any, ...]:
         # The default reduction would rebuild the dict through __setitem__, which refuses.
         return (ReadOnlyDict, (dict(self),))
@@ -45,6 +53,14 @@ class ReadOnlyList(list):
     __slots__ = ()
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = extend = insert = pop = remove = clear = sort = reverse = _refuse
+
+    def __new__(cls, *args: Any) -> ReadOnlyList:
+        self = list.__new__(cls)
+        list.__init__(self, *args)  # filled once, here: __init__ does nothing
+        return self
+
+    def __init__(self, *args: Any) -> None:
+        pass  # list.__init__ would clear and refill an existing object
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ReadOnlyList, (list(self),))

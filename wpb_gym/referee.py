@@ -104,6 +104,9 @@ class NotAnActionError(PolicyError, TypeError):
     """A policy yielded something that is not a ``MemoryAction``."""
 
 
+MAX_REASON_CHARS = 1000
+
+
 class MalformedActionError(PolicyError, ValueError):
     """A policy yielded a ``MemoryAction`` that is not well formed (unknown type, a target that
     is not an int, a step other than the one it was shown)."""
@@ -147,6 +150,10 @@ def normalise(action: Any, shown: Step, t: int, policy: str) -> PlainAction:
         reason = action.reason
         if reason is not None:
             reason = str.__str__(reason) if isinstance(reason, str) else str(reason)
+            if len(reason) > MAX_REASON_CHARS:  # reasons are kept, unpriced, with the item
+                raise MalformedActionError(
+                    policy, t, f"gave a reason of {len(reason)} characters; at most {MAX_REASON_CHARS} are kept"
+                )
         if kind != "WRITE":
             raw_target = action.target_t
             target = _plain_int(raw_target)

@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 from .accounting import estimate_bytes, observation_json
 from .metrics import EpisodeMetrics, compute_metrics
 from .oracle import oracle_utility as _oracle_utility
-from .policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from .policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from .readonly import freeze, thaw
 from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
 from .store import ByteMemoryStore, Decision
@@ -161,14 +161,17 @@ def private_episode(episode: Episode) -> Episode:
     return Episode(steps=steps, labels=thaw(episode.labels))
 
 
-def contexts(seats: Sequence[Seat], episode: Episode, copies: dict[str, StepCopies]) -> list[Any]:
-    """The ``EpisodeContext`` of the seats of one policy (``copies``: its copies by track; an
-    oracle policy's private episode is made once)."""
+def contexts(
+    seats: Sequence[Seat], declared: Sequence[str], episode: Episode, copies: dict[str, StepCopies]
+) -> list[Any]:
+    """The ``EpisodeContext`` of the seats of one policy (``declared``: the track each seat's
+    policy declared when it was checked; ``copies``: its copies by track; an oracle policy's
+    private episode is made once)."""
     episodes: dict[Hashable, Episode] = {}
     out = []
-    for seat in seats:
+    for seat, track in zip(seats, declared, strict=True):
         oracle = None
-        if policy_track(seat.policy) == ORACLE:
+        if track == ORACLE:
             oracle = episodes.get(seat.group)
             if oracle is None:
                 oracle = episodes[seat.group] = private_episode(episode)
@@ -195,8 +198,7 @@ def play(
     (a group's) runs together: they share its read-only copies of the steps, which are let go
     before the next policy's are made.
     """
-    for seat in seats:
-        check_can_run(seat.policy, seat.track)
+    declared = {id(seat): check_can_run(seat.policy, seat.track) for seat in seats}
     canonical = {track: policy_episode(episode, track).steps for track in {seat.track for seat in seats}}
     runs = [PlayedRun(seat, seat.label or policy_name(seat.policy), ByteMemoryStore(seat.budget)) for seat in seats]
     by_group: dict[Hashable, list[PlayedRun]] = {}
@@ -205,7 +207,10 @@ def play(
     for group in by_group.values():
         memo: dict[Any, Any] = {}  # one copy of an observation for both tracks
         copies = {run.seat.track: StepCopies(canonical[run.seat.track], memo) for run in group}
-        for run, context in zip(group, contexts([r.seat for r in group], episode, copies), strict=True):
+        seats_of = [r.seat for r in group]
+        for run, context in zip(
+            group, contexts(seats_of, [declared[id(s)] for s in seats_of], episode, copies), strict=True
+        ):
             start = getattr(run.seat.policy, "start_episode", None)
             if start is not None:
                 start(context)

@@ -30,6 +30,7 @@ from typing import Any, Iterator, NamedTuple
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import BudgetView, ByteBudget
+from .readonly import ReadOnlyDict, ReadOnlyList
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
 
@@ -435,6 +436,38 @@ class ByteMemoryStore:
         return f"ByteMemoryStore(items={len(self._items)}, used={self.bytes_used}, max_bytes={self.max_bytes})"
 
 
+_JSON_TYPES = frozenset({dict, list, ReadOnlyDict, ReadOnlyList, str, int, float, bool, type(None)})
+
+
+def _check_json_typed(action: Any) -> None:
+    """Refuse a MERGE whose observation or delta holds anything but JSON values of exact types.
+
+    A MERGE is priced by comparing its observation with the stored base's: an object of a
+    policy's own type would be handed the store's values by that comparison (``__ne__``), and
+    could edit them.
+    """
+    kind = getattr(action, "action", None)
+    if type(kind) is not str:  # a str subclass could read one way here and another in the store
+        raise TypeError(f"check(): the action kind must be a str, got {type(kind).__name__}")
+    if kind != "MERGE":
+        return
+    step = getattr(action, "step", None)
+    stack = [getattr(step, "observation", None), getattr(action, "delta", None)]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind not in _JSON_TYPES:
+            raise TypeError(
+                f"check(): a MERGE's observation and delta must hold JSON values of plain types, got {kind.__name__}"
+            )
+        if kind is dict or kind is ReadOnlyDict:
+            if any(type(k) is not str for k in value):
+                raise TypeError("check(): a MERGE's observation and delta must have str keys")
+            stack.extend(value.values())
+        elif kind is list or kind is ReadOnlyList:
+            stack.extend(value)
+
+
 class StoreView:
     """What a policy gets: everything about memory it may read, nothing it could change.
 
@@ -503,9 +536,11 @@ class StoreView:
         return self._store.retained_timesteps()
 
     def check(self, action: MemoryAction, current_t: int) -> Decision:
+        _check_json_typed(action)
         return self._store.check(action, current_t)
 
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
+        _check_json_typed(action)
         return self._store.would_accept(action, current_t)
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .referee import NOT_JSON, PlainAction
+from .referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
 
 __all__ = ["decode_action", "encode_action"]
 
@@ -49,7 +49,7 @@ def decode_action(raw: Any) -> tuple[PlainAction, bool] | None:
     if type(code) is not int or type(accepted) is not bool:
         return None
     reason = rest[0] if rest else None
-    if reason is not None and type(reason) is not str:
+    if reason is not None and (type(reason) is not str or len(reason) > MAX_REASON_CHARS):
         return None
     if code in (0, 1) and len(rest) <= 1:
         return (KINDS[code], None, None, None if code == 0 else reason), accepted
