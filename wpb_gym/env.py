@@ -1317,8 +1317,10 @@ class WritePolicyBenchEnv(gym.Env):
 # The 14 features comparing the current step with memory when memory holds nothing of its
 # family: all 0 but "deprecated", keyed by it.
 # The SEEN_FEATURES of a first sighting and of an unchanged repeat, by the "removed" flag.
-_NOT_SEEN = {r: (0.0,) * 10 + (r,) + (0.0,) * 3 for r in (0.0, 1.0)}
-_SEEN_UNCHANGED = {r: (1.0,) + (0.0,) * 9 + (r,) + (0.0,) * 3 for r in (0.0, 1.0)}
+_NOT_SEEN = {r: tuple(r if name == "removed" else 0.0 for name in SEEN_FEATURES) for r in (0.0, 1.0)}
+_SEEN_UNCHANGED = {
+    r: tuple(r if name == "removed" else float(name == "family_seen") for name in SEEN_FEATURES) for r in (0.0, 1.0)
+}
 _LENGTH_CACHE_LIMIT = 16
 # The four kind flags, by kind (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER).
 _KIND_FLAGS = tuple(tuple(1.0 if k == kind else 0.0 for k in range(KIND_OTHER + 1)) for kind in range(KIND_OTHER + 1))
