@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.wpb-installed
 
-.PHONY: run test setup clean regimes
+.PHONY: run test setup clean regimes learned
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,52 @@ regimes: $(STAMP)
 	    --out runs/regimes/$$r/eval --force --jobs 2 && \
 	  $(VENV)/bin/wpb compare runs/regimes/$$r/eval --versus sb3:best_model || exit 1; \
 	done
+
+# Learned agents (3 training seeds each) against breaking_detector and the best privileged
+# baseline where eviction matters, and on real drift: docs/learned-agents.md's table.
+# MaskablePPO uses its shipped recipe (imitation, then PPO); the bandit learners their defaults.
+# Held out: generated seed 777 (training used seeds 0-2 and their validation seeds), and the
+# later period of each API's history. APIDRIFT: the folder of the change-event logs.
+LEARNED_REGIMES := default burst_drift redundancy burst_redundancy breaking reverts noisy_priority mixed_sizes contract_mix
+REAL_SOURCES := stripe twilio
+SEEDS := 0 1 2
+APIDRIFT ?= ../shared/apidrift
+STRIPE_WINDOWS := train=..2019-06-20,valid=2019-06-21..2020-04-13,heldout=2020-04-14..
+TWILIO_WINDOWS := train=..2022-06-28,valid=2022-06-29..2023-02-01,heldout=2023-02-02..
+WPB := $(VENV)/bin/wpb
+# The agents of one regime's evaluation ($$1: its run folder).
+LEARNED_AGENTS = $$(for s in $(SEEDS); do printf 'mppo_s%s=sb3:%s/seed%s/best_model.zip,eg_s%s=epsilon_greedy:%s/epsilon_greedy/seed%s/learner.json,ucb_s%s=bandit_ucb:%s/bandit_ucb/seed%s/learner.json,' $$s $$1 $$s $$s $$1 $$s $$s $$1 $$s; done)breaking_detector,change_detector,priority_threshold,priority_greedy
+LEARNED_GROUPS := $(foreach a,mppo eg ucb,--learned $(a)=$(a)_s0,$(a)_s1,$(a)_s2)
+learned: $(STAMP)
+	@set -e; agents() { echo "$(LEARNED_AGENTS)"; }; \
+	for r in $(LEARNED_REGIMES); do \
+	  d=runs/learned/$$r; rm -rf $$d; \
+	  for s in $(SEEDS); do \
+	    $(WPB) train --algo maskable_ppo --env-kwargs regime=$$r --seed $$s --out $$d/seed$$s --quiet; \
+	    for a in epsilon_greedy bandit_ucb; do \
+	      $(WPB) train --algo $$a --env-kwargs regime=$$r --seed $$s --out $$d/$$a/seed$$s --quiet; done; \
+	  done; \
+	  $(WPB) eval --agents $$(agents $$d) --regimes $$r --budgets 10KB --tracks unprivileged,privileged \
+	    --episodes-per-condition 30 --seed 777 --out $$d/eval --force --jobs 2 --quiet; \
+	done; \
+	for src in $(REAL_SOURCES); do \
+	  w=$$([ $$src = stripe ] && echo "$(STRIPE_WINDOWS)" || echo "$(TWILIO_WINDOWS)"); \
+	  for stride in 100 10; do \
+	    $(WPB) episodes from-events $(APIDRIFT)/$${src}_snapshots.jsonl --source $$src --length 100 --stride $$stride \
+	      --windows $$w --out runs/real/$${src}_stride$$stride --force > /dev/null; done; \
+	  d=runs/learned/real_$$src; e=runs/real/$${src}_stride10; rm -rf $$d; \
+	  for s in $(SEEDS); do \
+	    $(WPB) train --algo maskable_ppo --env-kwargs episodes=$$e/train.jsonl regime=real:$$src \
+	      --eval-episodes $$e/valid.jsonl --seed $$s --out $$d/seed$$s --quiet; \
+	    for a in epsilon_greedy bandit_ucb; do \
+	      $(WPB) train --algo $$a --env-kwargs episodes=$$e/train.jsonl regime=real:$$src \
+	        --eval-episodes $$e/valid.jsonl --seed $$s --out $$d/$$a/seed$$s --quiet; done; \
+	  done; \
+	  $(WPB) eval --agents $$(agents $$d) --episodes runs/real/$${src}_stride100/heldout.jsonl --budgets 10KB \
+	    --tracks unprivileged,privileged --out $$d/eval --force --jobs 2 --quiet; \
+	done; \
+	$(WPB) seeds $(foreach r,$(LEARNED_REGIMES),runs/learned/$(r)/eval) $(foreach s,$(REAL_SOURCES),runs/learned/real_$(s)/eval) \
+	  $(LEARNED_GROUPS) --out runs/learned/table.md
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -8,9 +8,13 @@ That *context* is a small discrete tuple (tens of values in practice)::
     (kind, status, in_memory, fits, budget_bucket)
 
 ``kind`` is ``"endpoint"``, ``"doc"``, ``"guide"`` or ``"other"``; ``status`` is ``"new"``
-(family not shown before), ``"same"`` (shown, unchanged) or ``"changed:"`` followed by the
-change flags, ``v`` (version up), ``p`` (parameters added or removed) and ``d`` (deprecation
-flipped), e.g. ``"changed:vp"``; ``budget_bucket`` is ``floor(remaining / budget * buckets)``
+(family not shown before; ``"new:removed"`` when that first sighting shows the endpoint
+removed), ``"same"`` (shown, unchanged) or ``"changed:"`` followed by the change flags, the
+contract comparisons with the last shown step of the family that the env's observation makes
+(``*_since_seen``): ``v`` version up, ``a`` / ``r`` parameters added / removed, ``q`` / ``o``
+required parameters added / removed, ``d`` / ``u`` newly deprecated / undeprecated, ``x`` /
+``b`` newly removed / restored, ``e`` a return to a contract the family showed earlier (a
+revert), e.g. ``"changed:vr"``; ``budget_bucket`` is ``floor(remaining / budget * buckets)``
 (capped at ``buckets - 1``).
 
 Arms are the write decisions ``SKIP``, ``WRITE`` and ``MERGE`` (MERGE only when the store
@@ -66,25 +70,36 @@ from .observe import StepChange, StreamObserver
 
 ARMS: tuple[str, ...] = ("SKIP", "WRITE", "MERGE")
 STATE_FORMAT = "wpb-learner"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: the contract flags of CHANGE_FLAGS (1 had v, p, d)
 DEFAULT_BUDGET_BUCKETS = 3
 
 Context = tuple[str, str, int, int, int]
 
 
 # ---------------------------------------------------------------------------- contexts
+# The change flags of a context, in order: the contract comparisons of the env's observation.
+CHANGE_FLAGS: tuple[tuple[str, str], ...] = (
+    ("v", "version_up"),
+    ("a", "params_added"),
+    ("r", "params_removed"),
+    ("q", "required_added"),
+    ("o", "required_removed"),
+    ("d", "newly_deprecated"),
+    ("u", "undeprecated"),
+    ("x", "newly_removed"),
+    ("b", "restored"),
+    ("e", "returns_to_earlier"),
+)
+
+
 def change_status(change: StepChange) -> str:
-    """``"new"``, ``"same"`` or ``"changed:<flags>"`` (flags among ``v``, ``p``, ``d``)."""
+    """``"new"`` (``"new:removed"`` for a first sighting showing the endpoint removed), ``"same"``
+    or ``"changed:<flags>"`` with the ``CHANGE_FLAGS`` that hold."""
     if not change.seen_before:
-        return "new"
+        return "new:removed" if change.removed else "new"
     if not change.changed:
         return "same"
-    flags = (
-        ("v" if change.version_up else "")
-        + ("p" if change.params_added or change.params_removed else "")
-        + ("d" if change.deprecation_changed else "")
-    )
-    return "changed:" + flags
+    return "changed:" + "".join(flag for flag, field in CHANGE_FLAGS if getattr(change, field))
 
 
 def budget_bucket(store: StoreView, buckets: int) -> int:
@@ -164,6 +179,15 @@ class BanditLearner(Agent):
         self._pending: dict[Context, list[int]] = {}
         self._episode_training = False
         self._started = False
+
+    def _adopt(self, path: str | None) -> None:
+        """With a ``path`` (a file ``save`` wrote, e.g. ``wpb train --algo epsilon_greedy``), become
+        that trained learner, in evaluation mode: its parameters replace the ones given."""
+        if path is None:
+            return
+        trained = type(self).load(path)
+        self.__dict__.update(trained.__dict__)
+        self.eval()
 
     # ---------------------------------------------------------------- modes
     def train(self, mode: bool = True) -> BanditLearner:
@@ -416,14 +440,21 @@ class EpsilonGreedyAgent(BanditLearner):
         "Contextual epsilon-greedy bandit over SKIP/WRITE/MERGE per step type, learned from env rewards"
     )
 
-    def __init__(self, epsilon: float = 0.1, seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
+    def __init__(
+        self,
+        epsilon: float = 0.1,
+        seed: int = 0,
+        budget_buckets: int = DEFAULT_BUDGET_BUCKETS,
+        path: str | None = None,
+    ) -> None:
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be a probability in [0, 1], got {epsilon!r}")
         super().__init__(seed=seed, budget_buckets=budget_buckets)
         self.epsilon = float(epsilon)
+        self._adopt(path)
 
     def params(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, **super().params()}
+        return {"epsilon": self.epsilon, **super().params()}  # (a path is not a parameter of the state)
 
     def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:
         if self.epsilon > 0.0 and self._rng.random() < self.epsilon:
@@ -437,11 +468,18 @@ class BanditUCBAgent(BanditLearner):
     aliases: ClassVar[tuple[str, ...]] = ("BanditUCB",)
     description: ClassVar[str] = "Contextual UCB1 bandit over SKIP/WRITE/MERGE per step type, learned from env rewards"
 
-    def __init__(self, c: float = math.sqrt(2), seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
+    def __init__(
+        self,
+        c: float = math.sqrt(2),
+        seed: int = 0,
+        budget_buckets: int = DEFAULT_BUDGET_BUCKETS,
+        path: str | None = None,
+    ) -> None:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
             raise ValueError(f"c must be a finite non-negative number, got {c!r}")
         super().__init__(seed=seed, budget_buckets=budget_buckets)
         self.c = float(c)
+        self._adopt(path)
 
     def params(self) -> dict[str, Any]:
         return {"c": self.c, **super().params()}
@@ -539,44 +577,3 @@ def held_out_f1(
         for i in range(n)
     ]
     return float(np.mean(scores)) if scores else 0.0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Train each learner per regime and compare held-out F1 with its untrained self and ``random``."""
-    import argparse
-    import time
-
-    from .registry import make_agent
-
-    parser = argparse.ArgumentParser(prog="python -m agents.learners", description=main.__doc__)
-    parser.add_argument("--episodes", type=int, default=30, help="training episodes per learner and regime")
-    parser.add_argument("--held-out", type=int, default=50, help="held-out episodes (generated set --eval-seed)")
-    parser.add_argument("--regimes", nargs="+", default=["default", "burst_redundancy"])
-    parser.add_argument("--budget", type=int, default=10240)
-    parser.add_argument("--seed", type=int, default=0, help="learner seed, env episode_seed and first reset seed")
-    parser.add_argument("--eval-seed", type=int, default=1000)
-    args = parser.parse_args(argv)
-    print(f"{'regime':18} {'agent':15} {'untrained':>9} {'exploring':>9} {'trained':>8} {'random':>7} {'train s':>7}")
-    for regime in args.regimes:
-
-        def score(agent: Any, regime: str = regime) -> float:
-            return held_out_f1(agent, regime, args.held_out, seed=args.eval_seed, budget_bytes=args.budget)
-
-        random_f1 = score(make_agent("random"))
-        for name in LEARNERS:
-            untrained = score(make_learner(name, seed=args.seed))
-            exploring = score(make_learner(name, seed=args.seed).train())
-            start = time.perf_counter()
-            agent, _ = train_learner(
-                name, args.episodes, regime=regime, budget_bytes=args.budget, episode_seed=args.seed, seed=args.seed
-            )
-            seconds = time.perf_counter() - start
-            print(
-                f"{regime:18} {name:15} {untrained:9.3f} {exploring:9.3f} {score(agent):8.3f} {random_f1:7.3f} "
-                f"{seconds:7.2f}"
-            )
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -34,6 +34,15 @@ class StepChange:
     in_memory: bool  # memory holds an item of this family
     cost: int  # WRITE cost of the step as the agent sees it
     fits: bool  # the WRITE fits in the remaining budget now
+    # The contract comparisons the environment's observation makes (``*_since_seen``):
+    required_added: bool = False
+    required_removed: bool = False
+    newly_deprecated: bool = False
+    undeprecated: bool = False
+    removed: bool = False  # the step shows the endpoint removed
+    newly_removed: bool = False
+    restored: bool = False  # the last shown step showed it removed, this one does not
+    returns_to_earlier: bool = False  # the contract is one the family showed before the last step (a revert)
 
 
 def as_set(values: Any) -> frozenset | None:
@@ -53,6 +62,7 @@ class StreamObserver:
 
     def reset(self) -> None:
         self._last_seen: dict[Any, Any] = {}
+        self._contracts: dict[Any, list[Any]] = {}  # family -> the contracts it showed, in order
         # Per family, past timesteps that may still be in memory. A past step that memory does
         # not hold can never enter it again (only the current step is stored), so pruning
         # keeps each list to the family's stored items plus the latest step.
@@ -65,6 +75,9 @@ class StreamObserver:
         seen = family is not None and family in self._last_seen
         changed = seen and previous != obs
         version_up = params_added = params_removed = deprecation_changed = False
+        required_added = required_removed = newly_deprecated = undeprecated = False
+        newly_removed = restored = returns_to_earlier = False
+        removed = isinstance(obs, dict) and obs.get("removed") is True
         if changed and isinstance(obs, dict) and isinstance(previous, dict):
             version = obs.get("version", obs.get("last_updated"))
             before = previous.get("version", previous.get("last_updated"))
@@ -72,7 +85,16 @@ class StreamObserver:
             now, then = as_set(obs.get("params")), as_set(previous.get("params"))
             if now is not None and then is not None:
                 params_added, params_removed = bool(now - then), bool(then - now)
-            deprecation_changed = bool(obs.get("deprecated")) != bool(previous.get("deprecated"))
+            now, then = as_set(obs.get("required")), as_set(previous.get("required"))
+            if now is not None and then is not None:
+                required_added, required_removed = bool(now - then), bool(then - now)
+            deprecated, was_deprecated = bool(obs.get("deprecated")), bool(previous.get("deprecated"))
+            deprecation_changed = deprecated != was_deprecated
+            newly_deprecated, undeprecated = deprecated and not was_deprecated, was_deprecated and not deprecated
+            was_removed = previous.get("removed") is True
+            newly_removed, restored = removed and not was_removed, was_removed and not removed
+            contract, history = _contract(obs), self._contracts.get(family, [])
+            returns_to_earlier = contract != history[-1] and contract in history[:-1]
         cost = estimate_bytes(step)
         return StepChange(
             kind=KIND_NAMES[kind],
@@ -86,6 +108,14 @@ class StreamObserver:
             in_memory=family is not None and self._in_memory(family, store),
             cost=cost,
             fits=cost <= store.remaining(),
+            required_added=required_added,
+            required_removed=required_removed,
+            newly_deprecated=newly_deprecated,
+            undeprecated=undeprecated,
+            removed=removed,
+            newly_removed=newly_removed,
+            restored=restored,
+            returns_to_earlier=returns_to_earlier,
         )
 
     def remember(self, step: Step) -> None:
@@ -94,6 +124,7 @@ class StreamObserver:
         if family is not None:
             self._last_seen[family] = step.observation
             self._maybe_stored.setdefault(family, []).append(step.t)
+            self._contracts.setdefault(family, []).append(_contract(step.observation))
 
     def _in_memory(self, family: Any, store: StoreView) -> bool:
         candidates = self._maybe_stored.get(family)
@@ -101,6 +132,14 @@ class StreamObserver:
             return False
         candidates[:] = [t for t in candidates if t in store]
         return bool(candidates)
+
+
+def _contract(obs: Any) -> Any:
+    """An endpoint's contract: its parameters, required parameters, deprecated and removed flags."""
+    if not isinstance(obs, dict):
+        return None
+    params, required = as_set(obs.get("params")), as_set(obs.get("required"))
+    return (params, required, bool(obs.get("deprecated")), obs.get("removed") is True)
 
 
 def family_of(step: Step) -> Any:

@@ -56,7 +56,9 @@ DEFAULTS: dict[str, Any] = {
     "env": {"budget_bytes": 10240, "dense_reward": True},
     "eval": {"episodes": 20, "every_steps": 20_000},
     "checkpoint_every_steps": 50_000,
+    "imitation": None,  # a mapping (``agents.imitation.DEFAULTS``): DAgger before RL (maskable_ppo, ppo)
 }
+IMITATION_ALGOS = ("maskable_ppo", "ppo")
 # Env arguments that decide what the model observes: saved beside every model file.
 OBSERVATION_KWARGS = ("track", "slots", "slot_order", "observation_mode", "max_expires_per_step")
 
@@ -71,16 +73,33 @@ def algo_class(algo: str) -> type:
     return classes[algo]
 
 
-def load_config(algo: str, path: str | Path | None = None) -> dict[str, Any]:
-    """The defaults, then ``configs/train/<algo>.yaml`` (or ``path``)."""
+# The shipped recipe of an (algorithm, regime) when it is not ``configs/train/<algo>.yaml``.
+RECIPES: dict[tuple[str, str], str] = {
+    **{
+        ("maskable_ppo", regime): "maskable_ppo_imitation.yaml"
+        for regime in ("breaking", "reverts", "noisy_priority", "mixed_sizes", "contract_mix")
+    },
+    **{("maskable_ppo", regime): "maskable_ppo_real.yaml" for regime in ("real:stripe", "real:twilio")},
+}
+
+
+def recipe_path(algo: str, regime: str | None) -> Path:
+    """The shipped config of ``algo`` for ``regime`` (``RECIPES``, else ``<algo>.yaml``)."""
+    return CONFIG_DIR / RECIPES.get((algo, str(regime)), f"{algo}.yaml")
+
+
+def load_config(algo: str, path: str | Path | None = None, regime: str | None = None) -> dict[str, Any]:
+    """The defaults, then ``path`` or else the shipped recipe (``recipe_path(algo, regime)``)."""
     if algo not in ALGOS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {ALGOS}")
     config = json.loads(json.dumps(DEFAULTS))  # a deep copy
-    file = Path(path) if path is not None else CONFIG_DIR / f"{algo}.yaml"
+    file = Path(path) if path is not None else recipe_path(algo, regime)
     if path is not None or file.exists():
         loaded = read_settings(file, DEFAULTS)
         for key, value in loaded.items():
-            if isinstance(config[key], dict):
+            if key == "imitation":
+                config[key] = value
+            elif isinstance(config[key], dict):
                 if not isinstance(value, dict):
                     raise ValueError(f"{file}: {key}: expected a mapping, got {type(value).__name__} {value!r}")
                 config[key].update(value)
@@ -105,6 +124,15 @@ def _check_config(config: dict[str, Any], file: Path) -> None:
         raise ValueError(f"{file}: policy: expected a policy name such as MlpPolicy, got {config['policy']!r}")
     if any(not isinstance(key, str) for key in config["hyperparams"]):
         raise ValueError(f"{file}: hyperparams: expected names, got {sorted(map(repr, config['hyperparams']))}")
+    if config["imitation"] is not None:
+        from .imitation import settings
+
+        if not isinstance(config["imitation"], dict):
+            raise ValueError(f"{file}: imitation: expected a mapping of settings, got {config['imitation']!r}")
+        try:
+            config["imitation"] = settings(config["imitation"])
+        except ValueError as error:
+            raise ValueError(f"{file}: {error}") from None
 
 
 def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
@@ -200,20 +228,19 @@ def train(
         "config": {**config, "env": env_config},
         "versions": _versions(),
     }
+    imitation = config.get("imitation")
+    if imitation is not None:
+        if algo not in IMITATION_ALGOS:
+            raise ValueError(f"imitation: {algo} cannot start from imitation; it works with {IMITATION_ALGOS}")
+        if init_from is not None:
+            raise ValueError("imitation trains a fresh model; it cannot start --init-from another model")
+        if env_config.get("observation_mode", "box") != "box" or config["policy"] != "MlpPolicy":
+            raise ValueError("imitation: its teachers read box observations (observation_mode=box, MlpPolicy)")
     n_envs = 1 if algo == "dqn" else int(config["n_envs"])
     train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"])
-    eval_env = _vec_env(
-        {**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle", "dense_reward": False},
-        1,
-        seed + HELD_OUT_SEED_OFFSET,
-        "dummy",
-    )
-    n_eval = int(config["eval"]["episodes"])
-    if eval_episodes is not None:  # every held-out episode once, in order
-        from wpb_gym.sources import EpisodeList
-
-        held_out = EpisodeList.from_path(eval_episodes)
-        n_eval = held_out.select(regime=eval_config.get("regime"), length=eval_config.get("length")).size
+    validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
+    n_eval = len(validation["episodes"])
+    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, "dummy")
     cls = algo_class(algo)
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
     start = 0
@@ -238,6 +265,24 @@ def train(
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
 
+    imitated = None
+    if imitation is not None and newest is None:
+        from .imitation import dagger
+
+        history = dagger(
+            model,
+            {**env_config, "episode_seed": seed},
+            validation,
+            {**imitation, "validation_episodes": n_eval},
+            seed,
+            log=print if progress else None,
+        )
+        imitated = max(record["validation_return"] for record in history)
+        saved["imitation_history"] = history
+        model.save(out / "imitation_model.zip")
+        save_env_kwargs(out / "imitation_model.zip", env_config)
+        model.save(out / "best_model.zip")  # until RL finds better on the same validation episodes
+        write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
     every = max(1, int(config["eval"]["every_steps"]) // n_envs)
     eval_kwargs = dict(
         n_eval_episodes=n_eval,
@@ -253,6 +298,8 @@ def train(
         evaluator = MaskableEvalCallback(eval_env, **eval_kwargs)
     else:
         evaluator = EvalCallback(eval_env, **eval_kwargs)
+    if imitated is not None:
+        evaluator.best_mean_reward = imitated
     checkpoints = CheckpointCallback(
         save_freq=max(1, int(config["checkpoint_every_steps"]) // n_envs),
         save_path=str(out / "checkpoints"),
@@ -275,6 +322,28 @@ def train(
     train_env.close()
     eval_env.close()
     return saved
+
+
+def _validation_config(
+    eval_config: Mapping[str, Any], eval_episodes: str | Path | None, seed: int, count: int
+) -> dict[str, Any]:
+    """The env arguments of the validation env that picks the best model: the same episodes at
+    every evaluation (the first ``count`` of the held-out seed, or every episode of the
+    ``--eval-episodes`` file), scored with the terminal reward (the episode's F1)."""
+    from wpb_gym.env import WritePolicyBenchEnv
+
+    env = WritePolicyBenchEnv(**{**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle"})
+    if eval_episodes is not None:  # every held-out episode once, in order
+        from wpb_gym.sources import EpisodeList
+
+        held_out = EpisodeList.from_path(eval_episodes)
+        count = held_out.select(regime=eval_config.get("regime"), length=eval_config.get("length")).size
+    episodes = []
+    for index in range(count):
+        env.reset(options={"episode_index": index})
+        episodes.append(env.episode)
+    kept = {k: v for k, v in eval_config.items() if k not in ("episodes", "regime", "length")}
+    return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False}
 
 
 def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str, hyperparams: dict[str, Any]):

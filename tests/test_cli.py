@@ -157,15 +157,21 @@ def test_freeze_gzip(tmp_path, capsys):
 
 def _check_inspect_table(stdout, budgets_kb=("1KB", "10KB", "100KB", "1MB")):
     header = _header(stdout)
-    assert header[:6] == ["file", "regime", "T", "eps", "critical/ep", "track"]
-    assert header[6:] == [f"U*@{b}" for b in budgets_kb] + [f"F1 bound@{b}" for b in budgets_kb]
+    n = len(budgets_kb)
+    assert header[:7] == ["file", "regime", "T", "eps", "critical/ep", "track", "undecidable"]
+    assert header[7:] == (
+        [f"U*@{b}" for b in budgets_kb] + [f"F1 bound@{b}" for b in budgets_kb] + [f"decidable@{b}" for b in budgets_kb]
+    )
     rows = _rows(stdout)
     for row in rows:
         assert len(row) == len(header)
-        utilities = [float(x) for x in row[6 : 6 + len(budgets_kb)]]
-        bounds = [float(x) for x in row[6 + len(budgets_kb) :]]
+        assert 0.0 <= float(row[6].rstrip("%")) <= 100.0
+        utilities = [float(x) for x in row[7 : 7 + n]]
+        bounds = [float(x) for x in row[7 + n : 7 + 2 * n]]
+        decidable = [float(x) for x in row[7 + 2 * n :]]
         assert utilities == sorted(utilities), "U*(B) must not decrease with the budget"
         assert all(0.0 <= f <= 1.0 for f in bounds)
+        assert all(0.0 <= d <= f for d, f in zip(decidable, bounds, strict=True))
     return rows
 
 
@@ -198,7 +204,7 @@ def test_inspect_single_file(tmp_path, capsys):
     assert all(r[4] == f"{expected_crit:.1f}" for r in rows)
     # With a budget large enough for everything, the oracle keeps all the utility.
     total = sum(e.utilities.sum() for e in episodes) / 3
-    assert all(float(r[9]) == pytest.approx(total, abs=0.05) for r in rows)
+    assert all(float(r[10]) == pytest.approx(total, abs=0.05) for r in rows)
 
 
 def test_inspect_custom_budgets_and_track(tmp_path, capsys):
@@ -206,7 +212,14 @@ def test_inspect_custom_budgets_and_track(tmp_path, capsys):
     write_jsonl(path, [generate_episode(make_config("default", length=16), 0, 0)])
     assert main(["inspect", str(path), "--budgets", "2048,5000", "--tracks", "privileged"]) == 0
     stdout = capsys.readouterr().out
-    assert _header(stdout)[6:] == ["U*@2KB", "U*@5000B", "F1 bound@2KB", "F1 bound@5000B"]
+    assert _header(stdout)[7:] == [
+        "U*@2KB",
+        "U*@5000B",
+        "F1 bound@2KB",
+        "F1 bound@5000B",
+        "decidable@2KB",
+        "decidable@5000B",
+    ]
     rows = _rows(stdout)
     assert len(rows) == 1 and rows[0][5] == "privileged"
 

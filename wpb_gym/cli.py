@@ -9,6 +9,8 @@ Subcommands:
 * ``wpb inspect`` — summarise episode files or frozen sets: sizes, drift, and what the
   exact hindsight oracle can reach at each budget (U*(B) and the WRITE-only F1 bound).
 * ``wpb ingest openapi`` — turn the git history of an OpenAPI description into a change-event log.
+* ``wpb seeds`` — a learned agent over its training seeds: IQM, lifts, probability of
+  improvement and optimality gap with bootstrap intervals (``wpb_gym.seed_stats``).
 """
 
 from __future__ import annotations
@@ -233,8 +235,11 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     except (FileNotFoundError, FrozenSetError, ValueError) as exc:
         print(f"wpb inspect: error: {exc}", file=sys.stderr)
         return 2
-    header = ["file", "regime", "T", "eps", "critical/ep", "track"]
+    from .decidability import decidability
+
+    header = ["file", "regime", "T", "eps", "critical/ep", "track", "undecidable"]
     header += [f"U*@{budget_text(b)}" for b in budgets] + [f"F1 bound@{budget_text(b)}" for b in budgets]
+    header += [f"decidable@{budget_text(b)}" for b in budgets]
     rows = []
     for _, files in sources:
         for path in files:  # frozen sets list files by name; rows are sorted below
@@ -247,6 +252,9 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                 oracles = [episode_oracle(e, budgets, track) for e in episodes]
                 utility = [np.mean([o.utility(b) for o in oracles]) for b in budgets]
                 bound = [np.mean([o.f1_bounds[b].f1 for o in oracles]) for b in budgets]
+                decided = [decidability(e, budgets, track) for e in episodes]
+                undecidable = sum(d.undecidable for d in decided) / max(1, sum(d.critical for d in decided))
+                reachable = [np.mean([d.decidable_bounds[b] for d in decided]) for b in budgets]
                 rows.append(
                     [
                         path.name if len(path.name) <= 48 else path.name[:45] + "...",
@@ -255,13 +263,17 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
                         len(episodes),
                         f"{np.mean([len(e.critical_steps) for e in episodes]):.1f}",
                         track,
+                        f"{undecidable:.1%}",
                     ]
                     + [f"{u:.1f}" for u in utility]
                     + [f"{f:.3f}" for f in bound]
+                    + [f"{f:.3f}" for f in reachable]
                 )
     rows.sort(key=lambda r: (str(r[1]), int(r[2]), r[5]))
     print("Exact hindsight oracle per file (means over episodes): U*(B) = best retained utility,")
-    print("F1 bound = best F1 a WRITE-only policy can reach within B.")
+    print("F1 bound = best F1 a WRITE-only policy can reach within B; undecidable = share of critical steps")
+    print("a stream-only policy cannot tell (endpoint first sightings); decidable = the F1 bound keeping only")
+    print("the others (wpb_gym.decidability).")
     print(_table(header, rows))
     return 0
 
@@ -272,7 +284,8 @@ def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
-    """Grid policies from agent entries: a name or alias, ``sb3:PATH`` (``LABEL=sb3:PATH`` to name it),
+    """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
+    (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``; ``LABEL=NAME:PATH`` to name it),
     or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
     other parameters. Each agent is built once to check its parameters: here, or, with
     ``isolate``, in its own process (an agent's code never runs in this one)."""
@@ -292,15 +305,16 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
         elif isinstance(item, str):
             name, label, params = item, None, {}
             prefix, sep, rest = item.partition("=")
-            if sep and rest.startswith("sb3:") and prefix:
+            if sep and ":" in rest and prefix:
                 name, label = rest, prefix
         else:
             raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
-        if name.startswith("sb3:"):
-            if not name[4:]:
-                raise InputError(f"agent {item!r}: sb3:PATH needs the path of a model file")
-            params["path"] = name[4:]
-            name, label = "sb3", label or f"sb3:{Path(name[4:]).stem}"
+        head, colon, path = name.partition(":")
+        if colon:  # NAME:PATH, an agent read from a file: an SB3 model or a trained learner
+            if not path:
+                raise InputError(f"agent {item!r}: {head}:PATH needs the path of a file")
+            params["path"] = path
+            name, label = head, label or f"{head}:{Path(path).stem}"
         try:
             entry = agent_entry(name)
             factory = partial(make_agent, entry.name, **params)
@@ -651,17 +665,33 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from agents.train import HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs, train  # the CLI joins the packages
+    from agents.train import (  # the CLI joins the packages
+        HELD_OUT_SEED_OFFSET,
+        load_config,
+        parse_env_kwargs,
+        recipe_path,
+        train,
+    )
+    from agents.learner_training import LEARNER_ALGOS, train_learner_run
 
     check_folder_path(Path(args.out))
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
+    learner = args.algo in LEARNER_ALGOS
+    config: dict[str, Any] = {"env": {}}
     try:
-        config = load_config(args.algo, args.config)
-        config["env"] = check_env_kwargs(
-            config["env"], f"{args.config or 'the ' + args.algo + ' config'}: env", reserved
-        )
         env_kwargs = check_env_kwargs(parse_env_kwargs(args.env_kwargs), "--env-kwargs", reserved)
+        if learner:
+            for flag in ("config", "resume", "init_from", "subproc"):
+                if getattr(args, flag):
+                    raise ValueError(f"--{flag.replace('_', '-')} is for the SB3 algorithms, not {args.algo}")
+        else:
+            # Without --config, the shipped recipe of the regime (configs/train/, agents.train.RECIPES).
+            recipe = recipe_path(args.algo, env_kwargs.get("regime"))
+            config_file = args.config or (recipe if recipe.is_file() else None)
+            config = load_config(args.algo, config_file)
+            where = config_file or f"the {args.algo} defaults"
+            config["env"] = check_env_kwargs(config["env"], f"{where}: env", reserved)
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
     # Episode files are read here first, so that their errors name them (and come before any
@@ -672,6 +702,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.subproc:
         config["vec_env"] = "subproc"
     try:
+        if learner:
+            saved = train_learner_run(
+                args.algo,
+                args.out,
+                env_kwargs=env_kwargs,
+                timesteps=args.timesteps,
+                seed=args.seed,
+                progress=not args.quiet,
+                eval_episodes=args.eval_episodes,
+            )
+            print(f"trained {args.algo} for {saved['timesteps']} steps -> {args.out}/learner.json")
+            return 0
         saved = train(
             args.algo,
             args.out,
@@ -686,7 +728,40 @@ def _cmd_train(args: argparse.Namespace) -> int:
         )
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
-    print(f"trained {args.algo} for {saved['timesteps']} steps -> {args.out}/best_model.zip, final_model.zip")
+    print(
+        f"trained {args.algo} ({where}) for {saved['timesteps']} steps -> {args.out}/best_model.zip, final_model.zip"
+    )
+    return 0
+
+
+def _cmd_seeds(args: argparse.Namespace) -> int:
+    from .report import write_atomic
+    from .seed_stats import seed_table, seed_table_markdown
+
+    rows = [row for run in args.runs for row in read_run(Path(run))]
+    where = ", ".join(map(str, args.runs))
+    groups: dict[str, list[str]] = {}
+    for item in args.learned:
+        name, sep, labels = item.partition("=")
+        seeds = [label.strip() for label in labels.split(",") if label.strip()]
+        if not sep or not name.strip() or not seeds:
+            raise InputError(f"--learned expects NAME=LABEL,LABEL,..., got {item!r}")
+        if name in groups:
+            raise InputError(f"--learned: {name} is given twice")
+        check_policies(seeds, rows, where, f"--learned {name}")
+        groups[name.strip()] = seeds
+    references = [r.strip() for r in args.versus.split(",") if r.strip()]
+    named = [r.partition("@")[0] for r in references if r.partition("@")[0] != "best"]
+    check_policies(named, rows, where, "--versus")
+    if rows and args.metric not in rows[0]:
+        raise InputError(f"--metric {args.metric!r}: the run has no such column")
+    try:
+        text = seed_table_markdown(seed_table(rows, groups, references, metric=args.metric), args.metric)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from None
+    print(text, end="")
+    if args.out:
+        write_atomic(args.out, text)
     return 0
 
 
@@ -778,7 +853,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument(
         "--agents",
         type=_names,
-        help="agent names or aliases, or sb3:PATH to a model (LABEL=sb3:PATH names it)",
+        help="agent names or aliases, or NAME:PATH for one read from a file (sb3:MODEL.zip, "
+        "epsilon_greedy:learner.json; LABEL=NAME:PATH names it)",
     )
     ev.add_argument(
         "--episodes", type=_path, help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)"
@@ -875,6 +951,31 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
     compare.set_defaults(func=_cmd_compare, prog=compare.prog)
 
+    seeds = sub.add_parser(
+        "seeds",
+        help="learned agents over their training seeds: IQM, lifts, P(improvement), optimality gap (rliable)",
+        description="Per condition, a learned agent's seeds (the unit of variation) on the run's held-out "
+        "episodes: per-seed means, IQM with a stratified bootstrap CI, paired lifts against references with "
+        "two-level bootstrap CIs, probability of improvement and the optimality gap against the hindsight bound.",
+    )
+    seeds.add_argument("runs", type=_path, nargs="+", help="run folders written by wpb eval (one table for all)")
+    seeds.add_argument(
+        "--learned",
+        action="append",
+        required=True,
+        metavar="NAME=LABEL,LABEL,...",
+        help="a learned agent and the policy labels of its seeds in the run (repeat for several)",
+    )
+    seeds.add_argument(
+        "--versus",
+        default="breaking_detector,best@privileged",
+        metavar="REF,...",
+        help="references: policy labels, LABEL@TRACK, or best@TRACK (default: breaking_detector,best@privileged)",
+    )
+    seeds.add_argument("--metric", default="f1", help="the metric column (default: f1)")
+    seeds.add_argument("--out", type=_path, help="also write the table to this file")
+    seeds.set_defaults(func=_cmd_seeds, prog=seeds.prog)
+
     baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
     baseline_sub = baseline.add_subparsers(dest="action", required=True)
     baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
@@ -932,8 +1033,18 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "train", help="train an SB3 agent on WritePolicyBench-v0 (best model kept on held-out episodes)"
     )
-    tr.add_argument("--algo", required=True, choices=["ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo"])
-    tr.add_argument("--config", type=_path, help="YAML hyperparameters (default: configs/train/ALGO.yaml)")
+    tr.add_argument(
+        "--algo",
+        required=True,
+        choices=["ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo", "epsilon_greedy", "bandit_ucb"],
+        help="an SB3 algorithm, or a bandit learner (trained for --timesteps decisions, 200,000 by default)",
+    )
+    tr.add_argument(
+        "--config",
+        type=_path,
+        help="YAML settings (default: the shipped recipe of the regime given in --env-kwargs, else "
+        "configs/train/ALGO.yaml)",
+    )
     tr.add_argument("--env-kwargs", nargs="*", metavar="KEY=VALUE", help="env arguments, e.g. regime=burst_drift")
     tr.add_argument("--timesteps", type=_int_at_least(1), help="total environment steps (default: the config's)")
     tr.add_argument("--seed", type=_int_at_least(0), default=0, help="training seed (held-out episodes use another)")

@@ -1,0 +1,86 @@
+"""``wpb train --algo epsilon_greedy|bandit_ucb``: the bandit learners trained like the SB3 agents.
+
+The learner plays training episodes of a dense-reward env (``episode_seed = --seed``, or the
+``episodes=`` files) until it has taken ``timesteps`` decisions, learning from the env's
+rewards (``agents.learners``); then its greedy policy plays the validation episodes (the
+held-out seed ``--seed + HELD_OUT_SEED_OFFSET``, or ``--eval-episodes``). The run folder
+gets ``learner.json`` (evaluate it with ``{name: epsilon_greedy, path: RUN/learner.json}`` in
+a ``wpb eval`` config) and ``config.json`` (settings, training budget, validation F1,
+versions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
+DEFAULT_TIMESTEPS = 200_000  # 1,000 episodes of T = 200: about 20 seconds here
+DEFAULT_ENV = {"budget_bytes": 10240}
+
+
+def train_learner_run(
+    algo: str,
+    out: str | Path,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    timesteps: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    eval_episodes: str | Path | None = None,
+    validation_episodes: int = 30,
+) -> dict[str, Any]:
+    """Train the learner ``algo`` into the run folder ``out``; returns the saved configuration."""
+    from wpb_gym.env import WritePolicyBenchEnv
+    from wpb_gym.report import write_atomic
+
+    from .learners import make_learner
+    from .train import HELD_OUT_SEED_OFFSET, _held_out_env, _validation_config, _versions
+
+    if algo not in LEARNER_ALGOS:
+        raise ValueError(f"unknown learner {algo!r}; expected one of {LEARNER_ALGOS}")
+    env_config = {**DEFAULT_ENV, **dict(env_kwargs or {}), "dense_reward": True, "observation_mode": "box"}
+    total = DEFAULT_TIMESTEPS if timesteps is None else int(timesteps)
+    validation = _validation_config(_held_out_env(env_config, eval_episodes), eval_episodes, seed, validation_episodes)
+    env = WritePolicyBenchEnv(**{**env_config, "episode_seed": seed})
+    learner = make_learner(algo, seed=seed)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=f"training {algo}", unit="step")
+    steps = episodes = 0
+    while steps < total:
+        (row,) = learner.fit(env, 1, seed=seed if episodes == 0 else None)
+        length = len(env.episode)
+        steps, episodes = steps + length, episodes + 1
+        if bar is not None:
+            bar.update(length)
+    if bar is not None:
+        bar.close()
+    validation_env = WritePolicyBenchEnv(**validation)
+    from .env_adapter import run_agent_in_env
+
+    scores = [run_agent_in_env(learner, validation_env).metrics["f1"] for _ in range(len(validation["episodes"]))]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    learner.save(out / "learner.json")
+    saved = {
+        "algo": algo,
+        "seed": seed,
+        "held_out_episode_seed": seed + HELD_OUT_SEED_OFFSET,
+        "held_out_episodes": None if eval_episodes is None else str(eval_episodes),
+        "timesteps": steps,
+        "episodes": episodes,
+        "params": learner.params(),
+        "contexts": len(learner.counts),
+        "validation_f1": float(np.mean(scores)),
+        "config": {"env": env_config},
+        "versions": _versions(),
+    }
+    write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
+    return saved
