@@ -75,10 +75,8 @@ def algo_class(algo: str) -> type:
 
 # The shipped recipe of an (algorithm, regime) when it is not ``configs/train/<algo>.yaml``.
 RECIPES: dict[tuple[str, str], str] = {
-    **{
-        ("maskable_ppo", regime): "maskable_ppo_imitation.yaml"
-        for regime in ("breaking", "reverts", "noisy_priority", "mixed_sizes", "contract_mix")
-    },
+    **{("maskable_ppo", regime): "maskable_ppo_imitation.yaml" for regime in ("breaking", "reverts", "contract_mix")},
+    **{("maskable_ppo", regime): "maskable_ppo_imitation_short.yaml" for regime in ("noisy_priority", "mixed_sizes")},
     **{("maskable_ppo", regime): "maskable_ppo_real.yaml" for regime in ("real:stripe", "real:twilio")},
 }
 
@@ -111,8 +109,10 @@ def load_config(algo: str, path: str | Path | None = None, regime: str | None = 
 
 def _check_config(config: dict[str, Any], file: Path) -> None:
     """Refuse settings SB3 would choke on later, naming the file and key."""
-    for key in ("n_envs", "timesteps", "torch_threads", "checkpoint_every_steps"):
+    for key in ("n_envs", "torch_threads", "checkpoint_every_steps"):
         parse_int(config[key], f"{file}: {key}", 1)
+    # 0 steps of RL: the imitation student is the result (a recipe may stop there).
+    parse_int(config["timesteps"], f"{file}: timesteps", 0 if config["imitation"] is not None else 1)
     unknown = sorted(set(config["eval"]) - set(DEFAULTS["eval"]))
     if unknown:
         raise ValueError(f"{file}: eval: unknown setting(s) {unknown}; known: {sorted(DEFAULTS['eval'])}")
@@ -305,13 +305,14 @@ def train(
         save_path=str(out / "checkpoints"),
         name_prefix="model",
     )
-    model.learn(
-        total_timesteps=max(0, total - start),
-        callback=CallbackList([evaluator, checkpoints]),
-        progress_bar=progress,
-        reset_num_timesteps=newest is None,
-        tb_log_name=algo,
-    )
+    if total > start:
+        model.learn(
+            total_timesteps=total - start,
+            callback=CallbackList([evaluator, checkpoints]),
+            progress_bar=progress,
+            reset_num_timesteps=newest is None,
+            tb_log_name=algo,
+        )
     model.save(out / "final_model.zip")
     # The checkpoint at the end, so that --resume of a finished run has nothing left to do.
     model.save(out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")

@@ -267,8 +267,9 @@ def test_wpb_eval_isolate_gives_the_in_process_results_and_builds_agents_in_thei
     from wpb_gym.cli import main
     from wpb_gym.report import read_results
 
-    common = ["--agents", "change_detector,last_kb,priority_greedy", "--episodes-per-condition", "3"]
-    common += ["--budgets", "1KB,10KB", "--quiet"]
+    # A paper regime and a contract regime with its stateful policy (breaking_detector).
+    common = ["--agents", "change_detector,last_kb,priority_greedy,breaking_detector", "--episodes-per-condition", "3"]
+    common += ["--budgets", "1KB,10KB", "--regimes", "default,contract_mix", "--quiet"]
     assert main(["eval", *common, "--out", str(tmp_path / "in")]) == 0
     config = tmp_path / "isolated.yaml"
     config.write_text("isolate: true\nmax_actions_per_step: 2000\nmax_seconds_per_step: 5\n", encoding="utf-8")

@@ -6,7 +6,9 @@ import json
 
 import numpy as np
 import pytest
+import torch
 import yaml
+from sb3_contrib import MaskablePPO
 
 from agents.feature_rules import BreakingRule, play
 from agents.imitation import HindsightTeacher, dagger, settings, validate
@@ -142,3 +144,29 @@ def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
     assert wpb([*argv, "--env-kwargs", "observation_mode=dict"]) == 2
     assert "teachers read box observations" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
+    # The real-drift recipe stops after imitation: the best model is the student itself.
+    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_real.yaml").read_text())
+    assert recipe["timesteps"] == 0 and recipe["imitation"]["teacher"] == "breaking_rule"
+    recipe["imitation"].update(rounds=1, episodes=2, epochs=1)
+    recipe.update(n_envs=2, eval={"episodes": 2, "every_steps": 128})
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(config), "--out", str(out), "--quiet"]
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["timesteps"] == 0 and [h["round"] for h in saved["imitation_history"]] == [0, 1]
+    student, best = MaskablePPO.load(out / "imitation_model.zip"), MaskablePPO.load(out / "best_model.zip")
+    for a, b in zip(student.policy.parameters(), best.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # Without imitation a run needs RL steps, and the error names the file.
+    del recipe["imitation"]
+    config.write_text(yaml.safe_dump(recipe))
+    capsys.readouterr()
+    argv[argv.index(str(out))] = str(tmp_path / "refused")
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30"]) == 2
+    assert not (tmp_path / "refused").exists()
+    assert f"{config}: timesteps: expected an integer >= 1, got 0" in capsys.readouterr().err

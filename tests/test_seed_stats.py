@@ -109,3 +109,10 @@ def test_a_row_given_twice_is_refused():
     rows = rows_for(0.0)
     with pytest.raises(ValueError, match="two rows for episode 0"):
         seed_table(rows + rows[:1], PPO, [])
+
+
+def test_a_learned_agent_is_reported_on_the_track_it_declares():
+    rows = rows_for(0.02)
+    rows += [{**r, "track": "privileged"} for r in rows if r["policy"].startswith("ppo_s")]
+    (result,) = seed_table(rows, PPO, ["breaking_detector"])
+    assert result.condition[3] == "unprivileged"

@@ -140,7 +140,9 @@ def seed_table(
     results = []
     for condition, policies in sorted(by_key.items()):
         for name, labels in groups.items():
-            for track in sorted({t for (label, t) in policies if label in labels}):
+            # A learned agent on the track it declares (an unprivileged one may also have been
+            # run on the privileged track, where it sees the same and ignores the hint).
+            for track in sorted({t for (label, t) in policies if label in labels and t == declared[label]}):
                 present = [label for label in labels if (label, track) in policies]
                 if len(present) != len(labels):
                     missing = sorted(set(labels) - set(present))
