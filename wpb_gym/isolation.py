@@ -33,6 +33,7 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .accounting import estimate_bytes
 from .policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from .policy_process import serve
 from .readonly import thaw
@@ -248,9 +249,22 @@ class IsolatedPolicies:
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
 
+        # Generated streams show one observation object at many steps (25-40 objects in 200
+        # steps): each goes over the wire once, then by its number, so that a policy's process
+        # unpickles, freezes and serialises it once, as the in-process runner does. The step's
+        # WRITE cost goes along: computed here once for every policy (canonical steps cache it).
+        numbers: dict[int, int] = {}  # id(observation) -> its number (canonical keeps it alive)
+
+        def shown(step: Step) -> tuple[Any, ...]:
+            number = numbers.get(id(step.observation))
+            if number is not None:
+                return number, step.metadata, estimate_bytes(step)
+            number = numbers[id(step.observation)] = len(numbers)
+            return number, step.metadata, estimate_bytes(step), step.observation
+
         def message(t: int) -> bytes:
             steps = {
-                e: {track: (s[t].observation, s[t].metadata) for (f, track), s in canonical.items() if f == e}
+                e: {track: shown(s[t]) for (f, track), s in canonical.items() if f == e}
                 for e, n in enumerate(lengths)
                 if t < n
             }

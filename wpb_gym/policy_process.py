@@ -8,9 +8,12 @@ one JSON object (never pickle: the evaluator must not run code this process chos
   Each episode says its number ``e``, length, id, runs ``(k, track, budget)`` and, only for a
   policy that asks for them, the unlabelled stream (``needs_stream``) or, for an oracle
   policy, the labelled episode.
-* ``("step", t, {episode: {track: (observation, metadata)}})`` → ``{"actions": [[k, [action,
-  ...]], ...], "stopped": [[k, message], ...]}`` (runs that took no action are left out):
-  step ``t`` of every episode still running;
+* ``("step", t, {episode: {track: (number, metadata, cost[, observation])}})`` → ``{"actions": [[k,
+  [action, ...]], ...], "stopped": [[k, message], ...]}`` (runs that took no action are left
+  out): step ``t`` of every episode still running. An observation comes once, with its
+  number, the first time a step shows it; later steps that show the same object send only
+  the number (since the last ``begin``). ``cost`` is the step's WRITE cost, priced by the
+  evaluator;
   each live run is shown its read-only copy and plays it on a replica of its memory (the same
   store code, its own actions) within the limits. Actions travel in their wire form
   (``wpb_gym.wire``).
@@ -31,6 +34,7 @@ from time import perf_counter
 from dataclasses import dataclass
 from typing import Any
 
+from .accounting import observation_json
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .referee import PolicyLimitError, RunLimits
 from .runner import PlayedRun, Seat, StepCopies, stepper
@@ -65,6 +69,7 @@ class _Server:
         self.runs: list[_Run] = []
         self.copies: dict[tuple[int, str], StepCopies] = {}
         self.canonical: dict[tuple[int, str], list[Step]] = {}
+        self.observations: dict[int, tuple[Any, str]] = {}
         self.name = "?"
         self.started = 0.0  # when the run being played started its timestep
 
@@ -79,6 +84,7 @@ class _Server:
 
     def begin(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
         self.runs, self.copies, self.canonical = [], {}, {}
+        self.observations = {}  # number -> (observation, its JSON), for this batch
         for message in episodes:
             e, streams = message["e"], message["streams"]
             memo: dict[Any, Any] = {}  # one copy of an observation for both tracks
@@ -112,13 +118,21 @@ class _Server:
 
     def step(self, t: int, steps: dict[int, dict[str, tuple[Any, Any]]]) -> dict[str, Any]:
         current: dict[tuple[int, str], tuple[Step, Step]] = {}  # (shown, canonical) per key
+        observations = self.observations
         for e, by_track in steps.items():
-            for track, (obs, meta) in by_track.items():
+            for track, shown in by_track.items():
+                if len(shown) == 4:  # first sight (kept even where this policy has no run)
+                    observations[shown[0]] = (shown[3], observation_json(Step(t, shown[3])))
                 known = self.canonical.get((e, track))
                 if known is None:
                     continue  # no run of this policy there
                 if len(known) == t:  # a stream sent up front already has it
-                    known.append(Step(t, obs, meta))
+                    obs, text = observations[shown[0]]
+                    step = Step(t, obs, shown[1])
+                    # The evaluator's figures: the same object serialised once, its cost priced there.
+                    step.__dict__["_observation_json"] = text
+                    step.__dict__["_write_cost"] = shown[2]
+                    known.append(step)
                 current[e, track] = (self.copies[e, track].step(t), known[t])
         seconds = self.limits.max_seconds_per_step
         replies, stopped = [], []
