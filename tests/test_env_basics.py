@@ -117,13 +117,13 @@ def test_layout_sizes_match_the_docstring():
     assert unpriv.action_space == gym.spaces.Discrete(18)
 
 
-def test_every_feature_is_documented_in_the_env_docstring_and_the_readme():
+def test_every_feature_is_documented_in_the_env_docstring_and_the_environment_page():
     doc = WritePolicyBenchEnv.__doc__
-    readme = wpb_gym.__file__.rsplit("/", 2)[0] + "/README.md"
-    readme_text = open(readme, encoding="utf-8").read()
+    page = wpb_gym.__file__.rsplit("/", 2)[0] + "/docs/environment.md"
+    page_text = open(page, encoding="utf-8").read()
     for name in (*STEP_FEATURES, *MEMORY_FEATURES, *SLOT_FEATURES, *SLOT_CONTEXT_FEATURES, "priority"):
         assert re.search(rf"^\s*\|\s*{name}\s*\|", doc, re.M), f"{name} missing from the env docstring tables"
-        assert re.search(rf"^\|\s*`?{name}`?\s*\|", readme_text, re.M), f"{name} missing from the README tables"
+        assert re.search(rf"^\|\s*`?{name}`?\s*\|", page_text, re.M), f"{name} missing from docs/environment.md"
     # The tables list the features in observation order.
     rows = re.findall(r"^\s*\|\s*([a-z_]+)\s*\|", doc, re.M)
     step_rows = rows[rows.index("cost_budget") : rows.index("cost_budget") + len(STEP_FEATURES) + 1]
