@@ -61,6 +61,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from wpb_gym.checks import require_int
 from wpb_gym.policy import EpisodeContext, EpisodeOutcome
 from wpb_gym.store import StoreView
 from wpb_gym.types import MemoryAction, Step
@@ -162,10 +163,7 @@ class BanditLearner(Agent):
     aliases: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, seed: int = 0, budget_buckets: int = DEFAULT_BUDGET_BUCKETS) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-        if isinstance(budget_buckets, bool) or not isinstance(budget_buckets, int) or budget_buckets < 1:
-            raise ValueError(f"budget_buckets must be a positive int, got {budget_buckets!r}")
+        seed, budget_buckets = require_int(seed, "seed"), require_int(budget_buckets, "budget_buckets", 1)
         self.seed = seed
         self.budget_buckets = budget_buckets
         self.training = False  # a new learner evaluates; train() / fit() switch training on
@@ -277,16 +275,6 @@ class BanditLearner(Agent):
         """The arm to try in training mode."""
 
     # ---------------------------------------------------------------- inspection
-    def value_table(self) -> list[dict[str, Any]]:
-        """One row per (context, arm) with data: context, arm, count, mean (sorted)."""
-        rows = []
-        for ctx in sorted(self.counts):
-            for arm, name in enumerate(ARMS):
-                n = self.counts[ctx][arm]
-                if n:
-                    rows.append({"context": list(ctx), "arm": name, "count": n, "mean": self.means[ctx][arm]})
-        return rows
-
     def policy_table(self) -> dict[Context, str]:
         """The arm the greedy policy takes in each context seen in training (all arms available)."""
         return {ctx: ARMS[self._greedy(ctx, (True, True, True))] for ctx in sorted(self.counts)}
@@ -309,8 +297,7 @@ class BanditLearner(Agent):
         """
         from .env_adapter import run_agent_in_env
 
-        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
-            raise ValueError(f"episodes must be a non-negative int, got {episodes!r}")
+        episodes = require_int(episodes, "episodes")
         base = getattr(env, "unwrapped", env)
         if not getattr(base, "dense_reward", False):
             raise ValueError(
@@ -397,13 +384,13 @@ class BanditLearner(Agent):
         if not isinstance(state["training"], bool):
             raise ValueError(f"'training' must be true or false, got {state['training']!r}")
         agent.training = state["training"]
-        agent.episodes_trained = _nonnegative_int(state["episodes_trained"], "episodes_trained")
-        agent.updates = _nonnegative_int(state.get("updates", 0), "updates")
+        agent.episodes_trained = require_int(state["episodes_trained"], "episodes_trained")
+        agent.updates = require_int(state.get("updates", 0), "updates")
         for row in state["table"]:
             ctx = _context(row["context"])
             if ctx in agent.counts:
                 raise ValueError(f"context {list(ctx)} appears twice in the table")
-            counts = [_nonnegative_int(n, "counts") for n in row["counts"]]
+            counts = [require_int(n, "counts") for n in row["counts"]]
             if not all(isinstance(m, (int, float)) and not isinstance(m, bool) for m in row["means"]):
                 raise ValueError(f"context {list(ctx)}: means must be numbers, got {row['means']!r}")
             means = [float(m) for m in row["means"]]
@@ -416,10 +403,6 @@ class BanditLearner(Agent):
         return agent
 
 
-def _nonnegative_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{what} must be a non-negative int, got {value!r}")
-    return value
 
 
 def _context(value: Any) -> Context:

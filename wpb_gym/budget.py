@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .checks import require_int
+
 
 class BudgetExceededError(ValueError):
     """Raised by ``ByteBudget.consume`` when a charge does not fit (the store never lets this happen)."""
@@ -13,9 +15,7 @@ class ByteBudget:
     __slots__ = ("_max_bytes", "_used")
 
     def __init__(self, max_bytes: int) -> None:
-        if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
-            raise ValueError(f"ByteBudget.max_bytes must be a non-negative int, got {max_bytes!r}")
-        self._max_bytes = max_bytes
+        self._max_bytes = require_int(max_bytes, "ByteBudget.max_bytes")
         self._used = 0
 
     @property

@@ -14,6 +14,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .accounting import canonical_delta, merge_cost
+from .checks import require_int
 from .generator import GeneratorConfig, make_config
 from .metrics import compute_metrics
 from .oracle import oracle_curve, oracle_utility
@@ -350,10 +351,8 @@ class WritePolicyBenchEnv(gym.Env):
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
-        self.budget_bytes = _check_nonnegative_int(budget_bytes, "budget_bytes")
-        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
-            raise ValueError(f"slots must be a positive int, got {slots!r}")
-        self.K = slots
+        self.budget_bytes = require_int(budget_bytes, "budget_bytes")
+        self.K = require_int(slots, "slots", 1)
         _check_choice("slot_order", slot_order, SLOT_ORDERS)
         _check_choice("episode_order", episode_order, EPISODE_ORDERS)
         _check_choice("observation_mode", observation_mode, OBSERVATION_MODES)
@@ -375,13 +374,13 @@ class WritePolicyBenchEnv(gym.Env):
         self.render_mode = render_mode
 
         # Episode source.
-        if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
-            raise ValueError(f"length must be a positive int, got {length!r}")
+        if length is not None:
+            length = require_int(length, "length", 1)
         self.regime = regime
         self.length = length
         self.generator_options = dict(generator_options)
         if episodes is None:
-            self.episode_seed = _check_nonnegative_int(episode_seed, "episode_seed")
+            self.episode_seed = require_int(episode_seed, "episode_seed")
             base = make_config(
                 DEFAULT_REGIME if regime is None else regime,
                 length=DEFAULT_LENGTH if length is None else length,
@@ -555,7 +554,7 @@ class WritePolicyBenchEnv(gym.Env):
             raise ValueError(f"reset options {unknown} are not known; expected some of {RESET_OPTIONS}")
         if seed is not None:
             self._cycle_position = 0
-        budget = _check_nonnegative_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
+        budget = require_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
         episode = options.get("episode")
         if episode is not None:
             if not isinstance(episode, Episode):
@@ -563,8 +562,8 @@ class WritePolicyBenchEnv(gym.Env):
             index = None
         else:
             length = options.get("length")
-            if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
-                raise ValueError(f"options['length'] must be a positive int, got {length!r}")
+            if length is not None:
+                length = require_int(length, "options['length']", 1)
             regime = options.get("regime")
             if regime is not None and not isinstance(regime, str):
                 raise ValueError(f"options['regime'] must be a regime name, got {regime!r}")
@@ -580,7 +579,7 @@ class WritePolicyBenchEnv(gym.Env):
                     high = source.size if source.size is not None else _RANDOM_INDEX_RANGE
                     index = int(self.np_random.integers(high))
             else:
-                index = _check_nonnegative_int(index, "options['episode_index']")
+                index = require_int(index, "options['episode_index']")
             episode = source.episode(index)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
@@ -1370,12 +1369,6 @@ def _fields_changed(current: Any, reference: Any) -> float:
 def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-
-
-def _check_nonnegative_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-        raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-    return int(value)
 
 
 def _is_episode_sequence(value: Any) -> bool:

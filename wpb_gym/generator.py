@@ -78,6 +78,7 @@ from typing import Any, Iterator
 import numpy as np
 from scipy import special
 
+from .checks import require_int
 from .contract_generator import generate_contract_steps
 from .types import Episode
 
@@ -268,10 +269,7 @@ def _date(t: int) -> str:
 
 def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
     """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
-    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-        raise ValueError(f"index must be a non-negative int, got {index!r}")
+    seed, index = require_int(seed, "seed"), require_int(index, "index")
     c = config
     T = c.length
     # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.

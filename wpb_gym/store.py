@@ -374,10 +374,6 @@ class ByteMemoryStore:
     def timesteps(self) -> tuple[int, ...]:
         return tuple(self._items)
 
-    def iter_timesteps(self) -> Iterator[int]:
-        """Stored timesteps, oldest first, without a copy (do not apply actions while iterating)."""
-        return iter(self._items)
-
     def iter_items(self) -> Iterator[MemoryItem]:
         """Stored items, oldest first, without a copy (do not apply actions while iterating)."""
         return iter(self._items.values())

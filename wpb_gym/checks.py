@@ -1,0 +1,19 @@
+"""Argument checks shared by every layer (this module imports nothing of the package)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["require_int"]
+
+
+def require_int(value: Any, name: str, minimum: int = 0) -> int:
+    """``value`` as a Python int if it is an integer (a NumPy one included; a bool is not) of at
+    least ``minimum``, else a ``ValueError`` saying ``"<name> must be a non-negative int, got
+    <value>"`` (a positive int for a minimum of 1, an int >= m above)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < minimum:
+        expected = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    return int(value)
