@@ -66,13 +66,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-if TYPE_CHECKING:
+from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_COSMETIC, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
+
+if TYPE_CHECKING:  # for annotations only: the generator imports this module, not the reverse
     from .generator import GeneratorConfig
 
 BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "rename")
 COSMETIC_KINDS = ("add_param", "relax_param")
 REVERTIBLE_KINDS = ("remove_param", "require_param", "deprecate")
-UTILITY_COSMETIC = 2.0
 # Endpoints start at a version drawn from 1..FIRST_VERSION_MAX, as a crawl finds real ones:
 # were they all to start at 1, a first sighting at version 2 would betray a change just made.
 FIRST_VERSION_MAX = 5
@@ -171,8 +172,6 @@ def generate_contract_steps(
 
     ``text(rng, n)`` and ``date(t)`` are the paper generator's filler-text and date helpers.
     """
-    from .generator import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
-
     T = c.length
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
     n_required = [int(rng.integers(0, n + 1)) for n in n_params.tolist()]

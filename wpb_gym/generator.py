@@ -81,12 +81,9 @@ from scipy import special
 from .checks import require_int
 from .contract_generator import generate_contract_steps
 from .types import Episode
+from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 
 PRIORITY_SCALE = 6.0
-UTILITY_BURST_DRIFT = 6.0
-UTILITY_DRIFT = 5.0
-UTILITY_ORDINARY = 1.0
-UTILITY_REPEAT = 0.5
 BASE_DATE = _dt.date(2024, 1, 1)
 
 _DOC_TOPICS = ("overview", "authentication", "errors", "pagination", "rate-limits", "webhooks", "examples")

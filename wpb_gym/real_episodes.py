@@ -65,11 +65,11 @@ from typing import Any
 import numpy as np
 
 from .change_events import ChangeEvent, read_events
-from .contract_generator import UTILITY_COSMETIC
 from .frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
-from .generator import UTILITY_DRIFT, correlated_priority, episode_seed
+from .generator import correlated_priority, episode_seed
 from .jsonl import write_jsonl
 from .types import Episode, Step, frozen_instance
+from .utility_scale import UTILITY_COSMETIC, UTILITY_DRIFT
 
 REGIME_PREFIX = "real:"
 _SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
