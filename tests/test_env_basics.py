@@ -458,3 +458,31 @@ def test_action_masks_before_reset_is_a_reset_needed_error():
         wrapped.unwrapped.action_masks()
     env.reset(seed=0)
     assert env.action_masks()[0] and env.t == 0
+
+
+def test_rendering_reads_only_public_state():
+    import ast
+    import inspect
+
+    from wpb_gym import render
+    from wpb_gym.accounting import estimate_bytes
+
+    tree = ast.parse(inspect.getsource(render))
+    private = [node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr.startswith("_")]
+    assert private == [], private
+    env = WritePolicyBenchEnv(render_mode="rgb_array", track="privileged")
+    env.reset(seed=0)
+    for action in (1, 0, 1, 2 + env.K, 0):  # WRITE, SKIP, WRITE, EXPIRE slot 0 (time stands), SKIP
+        env.step(action)
+    history, used = env.memory_history, env.bytes_history
+    assert set(history) == {0, 2} and history[0][1] is False and used[-1] == env.store.bytes_used
+    assert sum(expired is not None for expired, _ in history.values()) == 1
+    history[0] = (None, True)  # a copy: the env's record is unchanged
+    assert env.memory_history[0] != (None, True)
+    kind, cost, priority = env.step_details(env.t)
+    assert cost == estimate_bytes(env.current_step) and 0.0 <= priority <= 1.0
+    plain = WritePolicyBenchEnv()  # no rgb_array rendering: nothing recorded
+    assert plain.bytes_history == () and plain.memory_history == {}
+    plain.reset(seed=0)
+    plain.step(1)
+    assert plain.bytes_history == () and plain.memory_history == {}

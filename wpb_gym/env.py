@@ -458,6 +458,8 @@ class WritePolicyBenchEnv(gym.Env):
         self._cycle_position = 0
         self.reset_count = 0  # resets so far: tells adapters that a new episode began
         self._episode: Episode | None = None
+        self._history: dict[int, list[Any]] | None = None  # for render_mode="rgb_array"
+        self._bytes_history: list[int] = []
         self.episode_index: int | None = None
         self._done = True
 
@@ -1284,6 +1286,23 @@ class WritePolicyBenchEnv(gym.Env):
         return compute_metrics(self.episode, self._store, oracle_utility=self.oracle_utility())
 
     # ------------------------------------------------------------------ rendering
+    def step_details(self, t: int) -> tuple[int, int, float | None]:
+        """Step ``t``'s kind code (``stream_table.KIND_*``), WRITE cost and, on the privileged
+        track, its priority clipped to [0, 1] (None otherwise): what the observation encodes."""
+        table = self._table
+        return table.kinds[t], table.costs[t], None if table.priorities is None else table.priorities[t]
+
+    @property
+    def memory_history(self) -> dict[int, tuple[int | None, bool]]:
+        """With ``render_mode="rgb_array"``: every stored timestep this episode, with when it
+        was expired (None: still stored) and whether it was a MERGE (a copy; empty otherwise)."""
+        return {s: (expired_at, is_merge) for s, (expired_at, is_merge) in (self._history or {}).items()}
+
+    @property
+    def bytes_history(self) -> tuple[int, ...]:
+        """With ``render_mode="rgb_array"``: bytes used after each timestep (empty otherwise)."""
+        return tuple(self._bytes_history)
+
     def last_action_text(self) -> str:
         """The last action and its outcome, for rendering."""
         if self._last_action is None:

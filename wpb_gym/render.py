@@ -52,11 +52,10 @@ def ansi(env: WritePolicyBenchEnv) -> str:
     if step is None:
         lines.append("episode over")
     else:
-        table = env._table
-        kind = KIND_NAMES[table.kinds[step.t]]
-        lines.append(f"current: {describe_observation(step.observation)}  [{kind}, {table.costs[step.t]} B]")
-        if env.privileged:
-            lines[-1] += f"  priority={table.priorities[step.t]:.2f}"
+        kind, cost, priority = env.step_details(step.t)
+        lines.append(f"current: {describe_observation(step.observation)}  [{KIND_NAMES[kind]}, {cost} B]")
+        if priority is not None:
+            lines[-1] += f"  priority={priority:.2f}"
     lines.append(f"{'slot':>4} {'t':>6} {'age':>5} {'kind':<6} {'bytes':>6}  content")
     for k, s in enumerate(env.slot_timesteps):
         if s is None:
@@ -85,7 +84,7 @@ def memory_picture(env: WritePolicyBenchEnv) -> np.ndarray:
     R = min(T, MAX_RASTER)  # long episodes are binned: the picture stays small
     raster = np.ones((R, R, 3), dtype=np.float32)
     critical = set(env.episode.critical_steps)
-    for s, (expired_at, is_merge) in env._history.items():
+    for s, (expired_at, is_merge) in env.memory_history.items():
         end = expired_at if expired_at is not None else now
         if is_merge:
             colour = (0.2, 0.65, 0.3)
@@ -101,7 +100,8 @@ def memory_picture(env: WritePolicyBenchEnv) -> np.ndarray:
     top.axvline(now, color="black", linewidth=0.8)
     top.set_ylabel("stored step")
     top.set_title(f"memory over time (red: critical, blue: other, green: merge), t={now}/{T}", fontsize=8)
-    bottom.plot(np.arange(1, len(env._bytes_history) + 1), env._bytes_history, color="black", linewidth=1)
+    used = env.bytes_history
+    bottom.plot(np.arange(1, len(used) + 1), used, color="black", linewidth=1)
     bottom.axhline(env.store.max_bytes, color="grey", linestyle="--", linewidth=0.8)
     bottom.set_ylim(0, max(1, env.store.max_bytes) * 1.05)
     bottom.set_xlim(0, T)
