@@ -116,7 +116,7 @@ class _Server:
                     start(context)
         return {"ok": True}
 
-    def step(self, t: int, steps: dict[int, dict[str, tuple[Any, Any]]]) -> dict[str, Any]:
+    def step(self, t: int, steps: dict[int, dict[str, tuple[Any, ...]]]) -> dict[str, Any]:
         current: dict[tuple[int, str], tuple[Step, Step]] = {}  # (shown, canonical) per key
         observations = self.observations
         for e, by_track in steps.items():
