@@ -1,53 +1,57 @@
-"""The benchmark core and the environment never import ``agents``; only the CLI joins them."""
+"""The package's layers import downwards only: core -> episodes -> scoring -> envs -> evaluation
+-> CLI, and only the CLI joins ``wpb_gym`` with ``agents``. Every import counts, including those
+inside functions (a lazy import is still a dependency)."""
+
+from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
-import wpb_gym
+PACKAGE = Path(__file__).resolve().parent.parent / "wpb_gym"
 
-PACKAGE = Path(wpb_gym.__file__).parent
-JOINING_MODULES = {"cli.py"}
+LAYERS = {
+    "core": "types accounting budget store tracks policy readonly checks version strict_json file_names",
+    "episodes": "generator contract_generator utility_scale sources jsonl frozen change_events openapi_spec "
+    "openapi_changes openapi_ingest real_episodes",
+    "scoring": "metrics oracle",
+    "envs": "env stream_table rewards render registration",
+    "evaluation": "runner referee wire isolation policy_process child_processes grid report plots compare "
+    "seed_stats run_folder decidability",
+    "cli": "cli cli_inputs settings eval_settings",
+}
+ORDER = list(LAYERS)
+LAYER = {module: ORDER.index(name) for name, modules in LAYERS.items() for module in modules.split()}
 
 
-def imported_modules(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+def imports(path: Path) -> tuple[set[str], set[str]]:
+    """The package modules and the top-level packages ``path`` imports, anywhere in it."""
+    inside, outside = set(), set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            inside.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            yield node.module
+            outside.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            outside.update(alias.name.split(".")[0] for alias in node.names)
+    return inside, outside
 
 
-def test_no_core_module_imports_agents():
-    offenders = [
-        f"{path.relative_to(PACKAGE)} imports {name}"
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name not in JOINING_MODULES
-        for name in imported_modules(path)
-        if name == "agents" or name.startswith("agents.")
-    ]
-    assert offenders == []
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.glob("*.py") if p.stem != "__init__")
 
 
-def test_importing_the_package_loads_no_agents_and_no_torch():
-    code = "import sys, wpb_gym; print(sorted(m for m in sys.modules if m.split('.')[0] in ('agents', 'torch')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+def test_every_module_has_a_layer():
+    assert {p.stem for p in modules()} == set(LAYER)
 
 
-def test_public_api_has_the_spec_names():
-    for name in (
-        "Step",
-        "Episode",
-        "MemoryItem",
-        "MemoryAction",
-        "ByteBudget",
-        "ByteMemoryStore",
-        "estimate_bytes",
-        "load_jsonl",
-        "write_jsonl",
-    ):
-        assert hasattr(wpb_gym, name), name
-    assert set(wpb_gym.__all__) <= set(dir(wpb_gym))
+def test_layers_import_downwards_only():
+    upward = []
+    for path in modules():
+        inside, _ = imports(path)
+        upward += [f"{path.stem} ({ORDER[LAYER[path.stem]]}) imports {m} ({ORDER[LAYER[m]]})"
+                   for m in inside if m in LAYER and LAYER[m] > LAYER[path.stem]]
+    assert upward == []
+
+
+def test_only_the_cli_imports_agents():
+    assert [p.stem for p in modules() if "agents" in imports(p)[1]] == ["cli"]

@@ -1,4 +1,5 @@
-"""Argument checks shared by every layer (this module imports nothing of the package)."""
+"""Argument checks and the bad-input error, shared by every layer (this module imports nothing
+of the package)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["require_int"]
+__all__ = ["InputError", "require_int"]
+
+
+class InputError(ValueError):
+    """Bad command-line or config input: ``wpb`` prints the message on one line and exits 2."""
 
 
 def require_int(value: Any, name: str, minimum: int = 0) -> int:

@@ -18,9 +18,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
-
-class InputError(ValueError):
-    """Bad command-line or config input: ``wpb`` prints the message on one line and exits 2."""
+from .checks import InputError
 
 
 def _error(where: str, message: str) -> InputError:

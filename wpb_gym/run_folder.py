@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .cli_inputs import InputError
+from .checks import InputError
 
 RESULTS = "results.csv"
 # What wpb eval writes besides results.csv, and what wpb report derives from results.csv:
