@@ -5,7 +5,7 @@ them to the env one at a time, as they are yielded, through the slot layout: WRI
 action 1, MERGE / EXPIRE of item ``s`` the slot showing ``s`` (an item the layout does not
 show is put in a slot first, ``env.expose_item``). An action the store would reject is
 dropped, as the offline evaluator's store rejects it; when the agent has nothing more to
-say the driver sends SKIP. So the memory evolves exactly as in ``wpb_gym.runner``.
+say the driver sends SKIP. So the memory evolves exactly as in ``wpb_gym.playing``.
 
 In the env a WRITE or MERGE ends the timestep, so an agent must yield it last (the offline
 evaluator would let it continue): the driver raises if the agent yields anything after it.

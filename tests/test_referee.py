@@ -23,7 +23,8 @@ from wpb_gym.referee import (
     RunLimits,
     normalise,
 )
-from wpb_gym.runner import Seat, StepCopies, play, run_episode
+from wpb_gym.playing import Seat, StepCopies, play
+from wpb_gym.runner import run_episode
 from wpb_gym.store import ByteMemoryStore, Decision, Reason
 from wpb_gym.tracks import policy_episode
 from wpb_gym.types import Episode, MemoryAction, Step

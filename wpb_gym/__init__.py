@@ -28,7 +28,8 @@ from .policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Polic
 from .readonly import ReadOnlyDict, ReadOnlyList, thaw
 from .referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
 from .registration import ENV_IDS, register_envs
-from .runner import EpisodeRun, run_episode
+from .playing import EpisodeRun
+from .runner import run_episode
 from .sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .store import ByteMemoryStore, Decision, Reason, StoreView
 from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs

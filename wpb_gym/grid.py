@@ -5,7 +5,7 @@ builds a fresh policy for every run (so no state leaks between episodes or budge
 track it needs. The core never imports ``agents``: the CLI passes factories in.
 
 Work is split by episode: one task runs every policy at every budget and track on one
-episode, in lockstep (``wpb_gym.runner.play``), with the exact oracle computed once per
+episode, in lockstep (``wpb_gym.playing.play``), with the exact oracle computed once per
 (episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1``; the rows
 are sorted afterwards, so the result does not depend on ``jobs``.
 
@@ -29,7 +29,7 @@ from .metrics import CONFUSION_NAMES, METRIC_NAMES
 from .oracle import episode_oracle
 from .policy import POLICY_TRACKS
 from .referee import DEFAULT_LIMITS, RunLimits
-from .runner import PlayedRun, Seat, end_episode, play, score
+from .playing import PlayedRun, Seat, end_episode, play, score
 from .sources import GeneratedEpisodes
 from .tracks import TRACKS, UNPRIVILEGED
 from .types import Episode

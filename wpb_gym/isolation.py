@@ -22,7 +22,7 @@ the evaluator. It is not a sandbox: the policy's process can read the file syste
 leaderboard keeps its evaluation episodes (or their seed) out of its reach. The runs of one
 policy share its process and advance in lockstep (every budget and track of a batch of
 episodes at once), so none is shown a step before its time; a policy that follows the rules
-gets exactly the results it gets in process (``wpb_gym.runner``).
+gets exactly the results it gets in process (``wpb_gym.playing``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from .policy_process import serve
 from .readonly import thaw
 from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
-from .runner import EpisodeRun, LoggedAction, PlayedRun, Seat, score
+from .playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
 from .store import ByteMemoryStore
 from .tracks import policy_episode
 from .types import Episode, Step

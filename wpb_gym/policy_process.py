@@ -37,7 +37,7 @@ from typing import Any
 from .accounting import observation_json
 from .policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
 from .referee import PolicyLimitError, RunLimits
-from .runner import PlayedRun, Seat, StepCopies, stepper
+from .playing import PlayedRun, Seat, StepCopies, stepper
 from .store import ByteMemoryStore
 from .types import Episode, Step
 

@@ -1,6 +1,6 @@
 """Read-only JSON containers: what a policy is shown of a step's observation.
 
-The evaluator shows a policy its own copy of every step (see ``wpb_gym.runner``), its
+The evaluator shows a policy its own copy of every step (see ``wpb_gym.playing``), its
 observation made of these containers. They are ``dict`` and ``list`` subclasses, so a policy reads them exactly
 as it reads plain JSON (``isinstance(obs, dict)``, ``json.dumps``, ``==`` with plain values
 all behave as before), but the mutating methods raise ``TypeError``: a policy that edits what

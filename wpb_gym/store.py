@@ -209,7 +209,7 @@ class ByteMemoryStore:
         ``shown``: for a WRITE or MERGE, the policy's own copy of the step, which the new item
         presents (``item.step``). The action's step is then the caller's private, canonical
         copy — the one the store judges and prices — and the store keeps it without copying
-        (the evaluator's runner passes both; see ``wpb_gym.runner``). Without ``shown`` the
+        (the evaluator's runner passes both; see ``wpb_gym.playing``). Without ``shown`` the
         item presents the action's step, and the store judges later MERGEs on a private copy.
         """
         decision = self.check(action, current_t)
