@@ -1,6 +1,6 @@
 """The base class of every agent: the spec's policy interface plus what tables and tools need.
 
-An agent is a policy (``wpb_gym.policy``): ``select(step, store)`` yields ``MemoryAction``s,
+An agent is a policy (``wpb_gym.core.policy``): ``select(step, store)`` yields ``MemoryAction``s,
 applied as they are yielded. On top of that every agent has
 
 * ``name`` / ``description`` (class attributes, shown by the registry and in tables),
@@ -25,9 +25,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from wpb_gym.policy import EpisodeContext, EpisodeOutcome
-from wpb_gym.store import StoreView
-from wpb_gym.types import MemoryAction, Step
+from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
+from wpb_gym.core.store import StoreView
+from wpb_gym.core.types import MemoryAction, Step
 
 AGENT_KINDS = ("scripted", "learner", "oracle", "sb3")
 

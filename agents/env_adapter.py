@@ -5,7 +5,7 @@ them to the env one at a time, as they are yielded, through the slot layout: WRI
 action 1, MERGE / EXPIRE of item ``s`` the slot showing ``s`` (an item the layout does not
 show is put in a slot first, ``env.expose_item``). An action the store would reject is
 dropped, as the offline evaluator's store rejects it; when the agent has nothing more to
-say the driver sends SKIP. So the memory evolves exactly as in ``wpb_gym.playing``.
+say the driver sends SKIP. So the memory evolves exactly as in ``wpb_gym.evaluation.playing``.
 
 In the env a WRITE or MERGE ends the timestep, so an agent must yield it last (the offline
 evaluator would let it continue): the driver raises if the agent yields anything after it.
@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.env import WritePolicyBenchEnv
-from wpb_gym.policy import EpisodeOutcome, call_hook, check_action, check_can_run, episode_context, policy_name
-from wpb_gym.tracks import policy_episode
-from wpb_gym.types import MemoryAction
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.core.policy import EpisodeOutcome, call_hook, check_action, check_can_run, episode_context, policy_name
+from wpb_gym.core.tracks import policy_episode
+from wpb_gym.core.types import MemoryAction
 
 SKIP, WRITE = 0, 1
 _DONE = object()  # end of an agent's actions (None could be a yielded value)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.env import MEMORY_FEATURES, WritePolicyBenchEnv
+from wpb_gym.envs.env import MEMORY_FEATURES, WritePolicyBenchEnv
 
 SKIP, WRITE = 0, 1
 _CONTRACT_CHANGES = (

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from wpb_gym.accounting import estimate_bytes
-from wpb_gym.policy import EpisodeContext
-from wpb_gym.store import StoreView
-from wpb_gym.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
-from wpb_gym.types import MemoryAction, Step
+from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.store import StoreView
+from wpb_gym.envs.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
+from wpb_gym.core.types import MemoryAction, Step
 
 from .baselines import BaselineAgent
 from .observe import as_set

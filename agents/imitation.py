@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.env import WritePolicyBenchEnv
+from wpb_gym.envs.env import WritePolicyBenchEnv
 
 from .feature_rules import SKIP, WRITE, BreakingRule
 

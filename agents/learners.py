@@ -61,10 +61,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from wpb_gym.checks import require_int
-from wpb_gym.policy import EpisodeContext, EpisodeOutcome
-from wpb_gym.store import StoreView
-from wpb_gym.types import MemoryAction, Step
+from wpb_gym.core.checks import require_int
+from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
+from wpb_gym.core.store import StoreView
+from wpb_gym.core.types import MemoryAction, Step
 
 from .base import Agent
 from .observe import StepChange, StreamObserver
@@ -551,8 +551,8 @@ def held_out_f1(
 ) -> float:
     """Mean F1 of ``agent`` in the offline evaluator (unprivileged track) on episodes ``0..n-1``
     of the generated set ``(regime, seed)``; the default seed is not the env's training set."""
-    from wpb_gym.generator import generate_episode, make_config
-    from wpb_gym.runner import run_episode
+    from wpb_gym.episodes.generators.paper import generate_episode, make_config
+    from wpb_gym.evaluation.runner import run_episode
 
     config = make_config(regime, length=length)
     scores = [

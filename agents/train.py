@@ -38,9 +38,9 @@ from typing import Any
 
 import yaml
 
-from wpb_gym.cli_inputs import parse_int
-from wpb_gym.settings import read_settings
-from wpb_gym.version import __version__
+from wpb_gym.cli.inputs import parse_int
+from wpb_gym.cli.settings import read_settings
+from wpb_gym.core.version import __version__
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
 HELD_OUT_SEED_OFFSET = 1_000_003
@@ -156,7 +156,7 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from wpb_gym.env import WritePolicyBenchEnv
+    from wpb_gym.envs.env import WritePolicyBenchEnv
 
     return make_vec_env(
         WritePolicyBenchEnv,
@@ -168,7 +168,7 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
 
 
 def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
-    from wpb_gym.report import write_atomic
+    from wpb_gym.evaluation.report import write_atomic
 
     from .sb3_agent import env_kwargs_path
 
@@ -205,7 +205,7 @@ def train(
     import torch
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
 
-    from wpb_gym.report import write_atomic
+    from wpb_gym.evaluation.report import write_atomic
 
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}
@@ -331,11 +331,11 @@ def _validation_config(
     """The env arguments of the validation env that picks the best model: the same episodes at
     every evaluation (the first ``count`` of the held-out seed, or every episode of the
     ``--eval-episodes`` file), scored with the terminal reward (the episode's F1)."""
-    from wpb_gym.env import WritePolicyBenchEnv
+    from wpb_gym.envs.env import WritePolicyBenchEnv
 
     env = WritePolicyBenchEnv(**{**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle"})
     if eval_episodes is not None:  # every held-out episode once, in order
-        from wpb_gym.sources import EpisodeList
+        from wpb_gym.episodes.sources import EpisodeList
 
         held_out = EpisodeList.from_path(eval_episodes)
         count = held_out.select(regime=eval_config.get("regime"), length=eval_config.get("length")).size
@@ -378,7 +378,7 @@ def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | Non
 def _check_held_out(train: Path, held: Path) -> None:
     """The held-out source is neither the training source, nor inside it, nor around it, and
     real-drift episodes (``first_date`` / ``last_date`` labels) do not overlap in time."""
-    from wpb_gym.sources import read_episodes
+    from wpb_gym.episodes.sources import read_episodes
 
     a, b = train.resolve(), held.resolve()
     if a == b or a in b.parents or b in a.parents:

@@ -1,4 +1,4 @@
-"""Time of the paper's evaluation grid through ``wpb_gym.grid.run_grid``.
+"""Time of the paper's evaluation grid through ``wpb_gym.evaluation.grid.run_grid``.
 
 The grid: 4 regimes x budgets {1 KB ... 1 MB} (11 budgets) x 10 episodes (T=200, seed 0) x both
 tracks x the paper's 7 baselines (5 on the unprivileged track), with the exact oracle: 5,280
@@ -17,7 +17,7 @@ import time
 from functools import partial
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 
 REGIMES = ("default", "burst_drift", "redundancy", "burst_redundancy")
 BUDGETS = (1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536, 102400, 262144, 1048576)

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from wpb_gym.jsonl import load_jsonl, write_jsonl
+from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
 
 
 def main() -> None:

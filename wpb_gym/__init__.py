@@ -7,14 +7,14 @@ exact hindsight oracle; and the Gymnasium environment ``WritePolicyBench-v0`` bu
 imports ``agents``.
 """
 
-from .accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
-from .budget import BudgetExceededError, BudgetView, ByteBudget
-from .env import WritePolicyBenchEnv
-from .frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
-from .generator import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
-from .jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
-from .metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
-from .oracle import (
+from .core.accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
+from .core.budget import BudgetExceededError, BudgetView, ByteBudget
+from .envs.env import WritePolicyBenchEnv
+from .episodes.frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
+from .episodes.generators.paper import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
+from .episodes.jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
+from .scoring.metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
+from .scoring.oracle import (
     EpisodeOracle,
     F1Bound,
     OracleCurve,
@@ -24,17 +24,17 @@ from .oracle import (
     oracle_utility,
     oracle_write_set,
 )
-from .policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
-from .readonly import ReadOnlyDict, ReadOnlyList, thaw
-from .referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
-from .registration import ENV_IDS, register_envs
-from .playing import EpisodeRun
-from .runner import run_episode
-from .sources import EpisodeList, GeneratedEpisodes, read_episodes
-from .store import ByteMemoryStore, Decision, Reason, StoreView
-from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
-from .types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
-from .version import __version__
+from .core.policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
+from .core.readonly import ReadOnlyDict, ReadOnlyList, thaw
+from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
+from .envs.registration import ENV_IDS, register_envs
+from .evaluation.playing import EpisodeRun
+from .evaluation.runner import run_episode
+from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
+from .core.store import ByteMemoryStore, Decision, Reason, StoreView
+from .core.tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
+from .core.types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
+from .core.version import __version__
 
 register_envs()
 

@@ -1,0 +1,172 @@
+"""Imitation (DAgger) before RL, the per-regime recipes of ``wpb train``, and what they save."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from sb3_contrib import MaskablePPO
+
+from agents.feature_rules import BreakingRule, play
+from agents.imitation import HindsightTeacher, dagger, settings, validate
+from agents.train import CONFIG_DIR, RECIPES, load_config, recipe_path
+from wpb_gym.cli import main as wpb
+from wpb_gym.envs.env import WritePolicyBenchEnv
+
+SHORT = {"regime": "breaking", "length": 60, "budget_bytes": 10240, "dense_reward": True}
+
+
+def test_settings_merge_defaults_and_name_what_is_wrong():
+    merged = settings({"rounds": 2, "teacher": "hindsight"})
+    assert merged["rounds"] == 2 and merged["teacher"] == "hindsight" and merged["epochs"] >= 1
+    for bad, message in [
+        ({"round": 2}, r"unknown setting\(s\) \['round'\]"),
+        ({"teacher": "oracle"}, "teacher: expected one of"),
+        ({"episodes": 0}, "episodes: expected a positive int"),
+        ({"rounds": True}, "rounds: expected a non-negative int"),
+        ({"beta": 1.5}, "beta: expected a number in range"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            settings(bad)
+
+
+def test_the_regimes_where_eviction_matters_have_their_own_recipe():
+    for (algo, regime), name in RECIPES.items():
+        assert recipe_path(algo, regime) == CONFIG_DIR / name and (CONFIG_DIR / name).is_file()
+        config = load_config(algo, recipe_path(algo, regime))
+        assert config["imitation"]["teacher"] == "breaking_rule"
+        assert config["env"].get("max_expires_per_step") is None  # EXPIRE stays available
+    assert recipe_path("maskable_ppo", "default") == CONFIG_DIR / "maskable_ppo.yaml"
+    assert recipe_path("ppo", "contract_mix") == CONFIG_DIR / "ppo.yaml"
+    assert load_config("maskable_ppo")["imitation"] is None
+
+
+def test_a_bad_imitation_section_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump({"imitation": {"teacher": "breaking_rule", "epoch": 3}}))
+    with pytest.raises(ValueError, match=rf"{path}: imitation: unknown setting\(s\) \['epoch'\]"):
+        load_config("maskable_ppo", path)
+    path.write_text(yaml.safe_dump({"imitation": ["breaking_rule"]}))
+    with pytest.raises(ValueError, match=rf"{path}: imitation: expected a mapping"):
+        load_config("maskable_ppo", path)
+
+
+def test_the_hindsight_teacher_keeps_exactly_the_critical_steps_when_they_fit():
+    env = WritePolicyBenchEnv(regime="contract_mix", budget_bytes=1 << 22)
+    teacher = HindsightTeacher(env)
+    for index in range(3):
+        metrics = play(env, teacher, options={"episode_index": index})
+        assert metrics["precision"] == 1.0 and metrics["recall"] == 1.0
+
+
+def test_the_hindsight_teacher_makes_room_only_by_dropping_non_critical_items():
+    env = WritePolicyBenchEnv(regime="mixed_sizes", budget_bytes=2048)
+    teacher = HindsightTeacher(env)
+    obs, _ = env.reset(options={"episode_index": 0})
+    critical = set(env.episode.critical_steps)
+    done, expired = False, []
+    while not done:
+        # A student's mistakes first: everything written while it fits.
+        action = 1 if env.t < 40 and env.action_masks()[1] else teacher(obs)
+        if action >= 2 + env.K:
+            expired.append(env.slot_timesteps[action - 2 - env.K])
+        obs, _, done, _, _ = env.step(action)
+    assert expired and not critical & set(expired)
+
+
+def test_dagger_teaches_a_policy_network_breaking_detectors_rule():
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    model = MaskablePPO("MlpPolicy", make_vec_env(WritePolicyBenchEnv, 1, seed=0, env_kwargs=SHORT), seed=0)
+    validation = {**SHORT, "episode_seed": 1_000_003, "dense_reward": False}
+    config = {"rounds": 2, "episodes": 24, "epochs": 6, "validation_episodes": 6}
+    history = dagger(model, {**SHORT, "episode_seed": 0}, validation, config, seed=0)
+    assert [h["round"] for h in history] == [0, 1, 2]
+    assert history[0]["samples"] == 24 * 60 and history[-1]["samples"] == 3 * 24 * 60  # every round's data kept
+    # On held-out episodes the student decides as the rule does.
+    env = WritePolicyBenchEnv(**{**SHORT, "episode_seed": 777})
+    rule = BreakingRule(env)
+    agree = total = 0
+    for index in range(6):
+        obs, _ = env.reset(options={"episode_index": index})
+        done = False
+        while not done:
+            action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+            agree += int(action) == rule(obs)
+            total += 1
+            obs, _, done, _, _ = env.step(rule(obs))
+    assert agree / total > 0.97
+    envs = [WritePolicyBenchEnv(**{**SHORT, "episode_seed": 777, "episode_order": "cycle"}) for _ in range(2)]
+    expected = np.mean([play(env, rule, options={"episode_index": i})["f1"] for i in range(6)])
+    assert validate(model, envs, 6) == pytest.approx(expected, abs=0.03)
+
+
+def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, monkeypatch):
+    import agents.train
+
+    # The shipped recipe, made small, in a config folder of its own.
+    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    recipe["imitation"].update(rounds=1, episodes=4)
+    recipe.update(n_envs=2, timesteps=256, eval={"episodes": 2, "every_steps": 128}, checkpoint_every_steps=128)
+    recipe["hyperparams"].update(n_steps=64, batch_size=64)
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    config = folder / "maskable_ppo_imitation.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    monkeypatch.setattr(agents.train, "CONFIG_DIR", folder)
+    out = tmp_path / "run"
+    capsys.readouterr()
+    argv = ["train", "--algo", "maskable_ppo", "--out", str(out)]
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30"]) == 0
+    assert f"trained maskable_ppo ({config})" in capsys.readouterr().out  # no --config: the regime's recipe, said so
+    saved = json.loads((out / "config.json").read_text())
+    assert [h["round"] for h in saved["imitation_history"]] == [0, 1]
+    assert saved["config"]["hyperparams"]["n_steps"] == 64
+    for name in ("imitation_model.zip", "imitation_model.env.json", "best_model.zip", "final_model.zip"):
+        assert (out / name).is_file(), name
+
+
+def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
+    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    capsys.readouterr()
+    argv = ["train", "--algo", "a2c", "--config", str(config), "--out", str(tmp_path / "a"), "--quiet"]
+    assert wpb(argv) == 2
+    assert "imitation: a2c cannot start from imitation" in capsys.readouterr().err
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(config), "--out", str(tmp_path / "b"), "--quiet"]
+    assert wpb([*argv, "--env-kwargs", "observation_mode=dict"]) == 2
+    assert "teachers read box observations" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
+    # The real-drift recipe stops after imitation: the best model is the student itself.
+    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_real.yaml").read_text())
+    assert recipe["timesteps"] == 0 and recipe["imitation"]["teacher"] == "breaking_rule"
+    recipe["imitation"].update(rounds=1, episodes=2, epochs=1)
+    recipe.update(n_envs=2, eval={"episodes": 2, "every_steps": 128})
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(config), "--out", str(out), "--quiet"]
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["timesteps"] == 0 and [h["round"] for h in saved["imitation_history"]] == [0, 1]
+    student, best = MaskablePPO.load(out / "imitation_model.zip"), MaskablePPO.load(out / "best_model.zip")
+    for a, b in zip(student.policy.parameters(), best.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # Without imitation a run needs RL steps, and the error names the file.
+    del recipe["imitation"]
+    config.write_text(yaml.safe_dump(recipe))
+    capsys.readouterr()
+    argv[argv.index(str(out))] = str(tmp_path / "refused")
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30"]) == 2
+    assert not (tmp_path / "refused").exists()
+    assert f"{config}: timesteps: expected an integer >= 1, got 0" in capsys.readouterr().err

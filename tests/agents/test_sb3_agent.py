@@ -1,0 +1,123 @@
+"""An SB3 model saved to a file becomes an agent of the offline evaluator."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.registry import make_agent
+from agents.sb3_agent import SB3Agent, env_kwargs_path
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.evaluation.runner import run_episode
+
+ENV_KWARGS = {"slots": 4, "track": "privileged"}
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)  # 2 cores: one thread trains several times faster
+    env = WritePolicyBenchEnv(length=40, **ENV_KWARGS)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(128)
+    path = tmp_path_factory.mktemp("model") / "tiny.zip"
+    model.save(path)
+    env_kwargs_path(path).write_text(json.dumps(ENV_KWARGS), encoding="utf-8")
+    return path
+
+
+def test_the_model_as_agent_makes_the_models_decisions(model_path):
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO.load(model_path, device="cpu")
+    agent = make_agent("sb3", path=str(model_path))
+    assert agent.track == "privileged" and agent.kind == "sb3"
+    for index in range(2):
+        episode = generate_episode(make_config("default", length=60), seed=1, index=index)
+        offline = run_episode(agent, episode, 10240, "privileged")
+        # The same model stepping the env itself.
+        env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=10240, **ENV_KWARGS)
+        obs, _ = env.reset(seed=0)
+        terminated = False
+        while not terminated:
+            action, _ = model.predict(obs, deterministic=True, action_masks=env.action_masks())
+            obs, _, terminated, _, info = env.step(int(action))
+        assert info["metrics"] == offline.metrics.as_row()
+        assert env.store.timesteps() == offline.store.timesteps()
+
+
+def test_the_model_agent_refuses_wrong_files_and_arguments(model_path, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no SB3 model"):
+        SB3Agent(tmp_path / "missing.zip")
+    with pytest.raises(ValueError, match="expects observations"):
+        SB3Agent(model_path, env_kwargs={"slots": 8})
+    broken = tmp_path / "m.zip"
+    broken.write_bytes(model_path.read_bytes())
+    env_kwargs_path(broken).write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="m.env.json: not valid JSON"):
+        SB3Agent(broken)
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    with pytest.raises(ValueError, match="cannot run on the unprivileged track"):
+        run_episode(SB3Agent(model_path), episode, 1024, "unprivileged")
+
+
+def test_the_model_agent_matches_in_the_env_and_through_predict(model_path):
+    from agents.env_adapter import run_agent_in_env
+
+    episode = generate_episode(make_config("default", length=50), seed=2, index=0)
+    offline = run_episode(SB3Agent(model_path), episode, 4096, "privileged")
+    env = WritePolicyBenchEnv(episodes=[episode], budget_bytes=4096, track="privileged")
+    assert run_agent_in_env(SB3Agent(model_path), env).metrics == offline.metrics.as_row()
+
+
+def test_the_model_agent_runs_on_its_own_track_only_and_ignores_generator_options(model_path, tmp_path):
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    unprivileged = tmp_path / "u.zip"
+    unprivileged.write_bytes(model_path.read_bytes())
+    # Generator options in the sidecar only shaped training episodes; the evaluator's episode wins.
+    env_kwargs_path(unprivileged).write_text(json.dumps({**ENV_KWARGS, "doc_prob": 0.3, "length": 40}), "utf-8")
+    run_episode(SB3Agent(unprivileged), episode, 1024, "privileged")
+    env_kwargs_path(unprivileged).write_text(json.dumps({"slots": 4}), "utf-8")  # an unprivileged layout
+    with pytest.raises(ValueError, match="expects observations"):
+        SB3Agent(unprivileged)  # the model was trained with the priority feature
+    with pytest.raises(ValueError, match="not a PPO model"):
+        SB3Agent(tmp_path / "u.env.json", algo="PPO")
+
+
+def test_the_model_agent_refuses_another_tracks_byte_costs(model_path):
+    from wpb_gym.core.policy import EpisodeContext
+
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    context = EpisodeContext(length=10, budget_bytes=1024, track="unprivileged", stream=episode)
+    with pytest.raises(ValueError, match="trained on the privileged track"):
+        SB3Agent(model_path).start_episode(context)
+
+
+def test_wpb_eval_runs_a_saved_model(model_path, tmp_path):
+    import csv
+
+    from wpb_gym.cli import main as wpb
+
+    out = tmp_path / "run"
+    argv = ["eval", "--agents", f"sb3:{model_path},last_kb", "--lengths", "30", "--episodes-per-condition", "2"]
+    assert wpb([*argv, "--budgets", "2048", "--out", str(out), "--quiet"]) == 0
+    with open(out / "results.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    model_rows = [r for r in rows if r["policy"] == "sb3:tiny"]
+    # The model was trained on the privileged track: it is skipped on the unprivileged one.
+    assert {r["track"] for r in model_rows} == {"privileged"} and len(model_rows) == 2
+    episode = generate_episode(make_config("default", length=30), seed=0, index=0)
+    expected = run_episode(SB3Agent(model_path), episode, 2048, "privileged").metrics.f1
+    assert float(next(r for r in model_rows if r["episode_index"] == "0")["f1"]) == expected
+
+
+def test_loading_a_model_sets_torch_threads(model_path):
+    import torch
+
+    torch.set_num_threads(2)
+    SB3Agent(model_path)
+    assert torch.get_num_threads() == 1  # evaluation workers must not oversubscribe the cores

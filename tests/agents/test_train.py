@@ -1,0 +1,313 @@
+"""``wpb train``: a run folder that evaluation and resumption can use."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+
+import numpy as np
+import pytest
+import yaml
+
+from agents.sb3_agent import SB3Agent
+from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs
+from wpb_gym.cli import main as wpb
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.evaluation.runner import run_episode
+
+TINY = {
+    "n_envs": 2,
+    "timesteps": 256,
+    "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
+    "env": {"length": 20, "budget_bytes": 2048, "slots": 4},
+    "eval": {"episodes": 2, "every_steps": 128},
+    "checkpoint_every_steps": 128,
+}
+
+
+@contextlib.contextmanager
+def one_line_error(capsys, pattern: str = ""):
+    """The ``wpb`` call inside (``assert 2 == main(...)``) prints one line matching ``pattern``."""
+    capsys.readouterr()
+    yield
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+
+
+def tiny_config(tmp_path, **changes):
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **changes}))
+    return path
+
+
+def test_configs_merge_and_explain_their_errors(tmp_path):
+    config = load_config("maskable_ppo", tiny_config(tmp_path))
+    assert config["n_envs"] == 2 and config["env"]["dense_reward"] is True  # defaults kept under env
+    assert config["env"]["slots"] == 4
+    shipped = load_config("maskable_ppo")
+    assert shipped["hyperparams"]["gamma"] == 1.0 and shipped["torch_threads"] == 1
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("n_env: 3\n")
+    with pytest.raises(ValueError, match=r"unknown setting\(s\) \['n_env'\]"):
+        load_config("ppo", bad)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        load_config("sac")
+    assert parse_env_kwargs(["regime=burst_drift", "slots=4", "dense_reward=false"]) == {
+        "regime": "burst_drift",
+        "slots": 4,
+        "dense_reward": False,
+    }
+    with pytest.raises(ValueError, match="key=value"):
+        parse_env_kwargs(["slots"])
+
+
+def test_wpb_train_writes_a_usable_run_folder(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--seed", "3"]
+    assert wpb([*argv, "--env-kwargs", "regime=burst_drift", "--out", str(out), "--quiet"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["seed"] == 3 and saved["held_out_episode_seed"] == 3 + HELD_OUT_SEED_OFFSET
+    assert saved["config"]["env"]["regime"] == "burst_drift" and saved["versions"]["torch"]
+    for name in ("best_model.zip", "final_model.zip", "eval/evaluations.npz"):
+        assert (out / name).is_file(), name
+    assert json.loads((out / "best_model.env.json").read_text()) == {"slots": 4}
+    assert any((out / "tb").rglob("events.out.tfevents.*"))
+    assert sorted(p.name for p in (out / "checkpoints").glob("*.zip"))
+    # The best model is an agent of the offline evaluator.
+    agent = SB3Agent(out / "best_model.zip")
+    episode = generate_episode(make_config("burst_drift", length=20), seed=99, index=0)
+    assert 0.0 <= run_episode(agent, episode, 2048).metrics.f1 <= 1.0
+    # ... and of wpb eval, twice under labels of its own (LABEL=sb3:PATH).
+    run = tmp_path / "eval"
+    models = f"a=sb3:{out / 'best_model.zip'},b=sb3:{out / 'final_model.zip'}"
+    argv = ["eval", "--agents", models, "--regimes", "burst_drift", "--lengths", "20", "--budgets", "2048"]
+    assert wpb([*argv, "--episodes-per-condition", "1", "--tracks", "unprivileged", "--out", str(run), "--quiet"]) == 0
+    assert {line.split(",")[4] for line in (run / "results.csv").read_text().splitlines()[1:]} == {"a", "b"}
+
+
+def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
+    from sb3_contrib import MaskablePPO
+
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path)
+    assert (
+        wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--timesteps",
+                "128",
+                "--out",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--timesteps",
+                "256",
+                "--out",
+                str(out),
+                "--resume",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert MaskablePPO.load(out / "final_model.zip").num_timesteps == 256
+    with one_line_error(capsys, "no checkpoint"):
+        assert 2 == wpb(
+            [
+                "train",
+                "--algo",
+                "maskable_ppo",
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "new"),
+                "--resume",
+                "--quiet",
+            ]
+        )
+
+
+def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_model(tmp_path, capsys):
+    from sb3_contrib import MaskablePPO
+
+    from wpb_gym.episodes.frozen import freeze_set
+
+    train_set = freeze_set(tmp_path / "train", ["breaking"], [20], 3, seed=1)
+    held_set = freeze_set(tmp_path / "held", ["breaking"], [20], 2, seed=2)
+    train_file, held_file = train_set.files[0].path, held_set.files[0].path
+    config = str(tiny_config(tmp_path))
+    argv = ["train", "--algo", "maskable_ppo", "--config", config, "--quiet"]
+    with one_line_error(capsys, "needs held-out episodes"):
+        assert 2 == wpb([*argv, "--env-kwargs", f"episodes={train_file}", "--out", str(tmp_path / "x")])
+    with one_line_error(capsys, "hold the same episodes"):
+        assert 2 == wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                f"episodes={train_file}",
+                "--eval-episodes",
+                str(train_file),
+                "--out",
+                str(tmp_path / "x"),
+            ]
+        )
+    synthetic = tmp_path / "synthetic"
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "--out", str(synthetic)]) == 0
+    tuned = tmp_path / "tuned"
+    assert (
+        wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                f"episodes={train_file}",
+                "--eval-episodes",
+                str(held_file),
+                "--init-from",
+                str(synthetic / "final_model.zip"),
+                "--timesteps",
+                "128",
+                "--out",
+                str(tuned),
+            ]
+        )
+        == 0
+    )
+    saved = json.loads((tuned / "config.json").read_text())
+    assert saved["held_out_episodes"] == str(held_file) and saved["init_from"].endswith("final_model.zip")
+    assert MaskablePPO.load(tuned / "final_model.zip").num_timesteps == 128
+    evaluations = np.load(tuned / "eval" / "evaluations.npz")
+    assert evaluations["results"].shape[1] == 2  # every held-out episode, once
+    with one_line_error(capsys, "no such model file"):
+        assert 2 == wpb(
+            [
+                *argv,
+                "--env-kwargs",
+                "regime=breaking",
+                "--init-from",
+                str(tmp_path / "none.zip"),
+                "--out",
+                str(tmp_path / "y"),
+            ]
+        )
+
+
+@pytest.mark.parametrize("algo", [a for a in ALGOS if a != "maskable_ppo"])
+def test_every_algorithm_trains(tmp_path, algo):
+    hyper = {
+        "ppo": TINY["hyperparams"],
+        "a2c": {"n_steps": 8},
+        "dqn": {"learning_starts": 16, "buffer_size": 500},
+        "recurrent_ppo": {"n_steps": 16, "batch_size": 32, "n_epochs": 1},
+    }[algo]
+    out = tmp_path / algo
+    config = tiny_config(tmp_path, hyperparams=hyper, timesteps=64)
+    assert wpb(["train", "--algo", algo, "--config", str(config), "--out", str(out), "--quiet"]) == 0
+    assert (out / "final_model.zip").is_file()
+    # Every algorithm's model is an agent of the offline evaluator, and scores what the same
+    # model scores acting in the env itself (a recurrent one carrying its LSTM state).
+    agent = SB3Agent(out / "final_model.zip")
+    episode = generate_episode(make_config("default", length=40), seed=99)
+    offline = run_episode(agent, episode, 2048, "unprivileged").metrics.as_row()
+    assert offline == _rollout(agent.model, agent.env_kwargs, episode, 2048)
+
+
+def _rollout(model, env_kwargs, episode, budget):
+    import inspect
+
+    import numpy as np
+
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    env = WritePolicyBenchEnv(**env_kwargs, episodes=[episode], budget_bytes=budget)
+    obs, _ = env.reset(seed=0)
+    state, start, done = None, np.ones((1,), dtype=bool), False
+    while not done:
+        if "episode_start" in inspect.signature(model.predict).parameters:  # RecurrentPPO
+            action, state = model.predict(obs, state=state, episode_start=start, deterministic=True)
+            start = np.zeros((1,), dtype=bool)
+        else:
+            action, _ = model.predict(obs, deterministic=True)
+        a = int(np.asarray(action).reshape(-1)[0])
+        obs, _, done, _, info = env.step(a if env.action_masks()[a] else 0)
+    return info["metrics"]
+
+
+@pytest.mark.parametrize("name", ["ppo", "a2c", "dqn", "ppo_lstm"])
+def test_rl_zoo_files_hold_valid_hyperparameters(name):
+    """``configs/rl_zoo/*.yml`` build their model (rl-zoo3 itself is not a dependency)."""
+    from pathlib import Path
+
+    from sb3_contrib import RecurrentPPO
+    from stable_baselines3 import A2C, DQN, PPO
+
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "rl_zoo" / f"{name}.yml"
+    settings = dict(yaml.safe_load(path.read_text())["WritePolicyBench-v0"])
+    for key in ("n_envs", "n_timesteps"):
+        settings.pop(key, None)
+    policy = settings.pop("policy")
+    env = WritePolicyBenchEnv(**settings.pop("env_kwargs"))
+    algo = {"ppo": PPO, "a2c": A2C, "dqn": DQN, "ppo_lstm": RecurrentPPO}[name]
+    model = algo(policy, env, device="cpu", **settings)
+    assert model.gamma == settings["gamma"]
+
+
+def test_a_failed_train_leaves_no_run_folder(tmp_path):
+    from agents.train import train
+
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match="slots must be a positive int"):
+        train("ppo", out, config=load_config("ppo"), env_kwargs={"slots": 0}, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match=r"hyperparams: PPO has no parameter \['bogus'\]; its parameters: .*n_steps"):
+        config = {**load_config("ppo"), "hyperparams": {"bogus": 1}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(ValueError, match="hyperparams or policy of PPO: The learning rate schedule"):
+        config = {**load_config("ppo"), "hyperparams": {"learning_rate": "abc"}}
+        train("ppo", out, config=config, timesteps=8, progress=False)
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        train("ppo", out, config=load_config("ppo"), timesteps=8, progress=False, resume=True)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("env: [1]\n", "env: expected a mapping, got list"),
+        ("eval: abc\n", "eval: expected a mapping, got str"),
+        ("eval: {episodes: 0}\n", r"eval.episodes: expected an integer >= 1, got 0"),
+        ("eval: {every: 3}\n", r"eval: unknown setting\(s\) \['every'\]"),
+        ("n_envs: abc\n", "n_envs: expected an integer, got 'abc'"),
+        ("timesteps: -5\n", "timesteps: expected an integer >= 1, got -5"),
+        ("policy: 3\n", "policy: expected a policy name"),
+        ("vec_env: threads\n", "vec_env must be 'dummy' or 'subproc'"),
+    ],
+)
+def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"bad.yaml: {message}"):
+        load_config("ppo", path)
+
+
+def test_env_kwargs_refuse_repeats_and_bad_yaml():
+    with pytest.raises(ValueError, match="--env-kwargs: slots is given more than once"):
+        parse_env_kwargs(["slots=2", "slots=3"])
+    with pytest.raises(ValueError, match=r"--env-kwargs 'slots=\[': the value is not valid YAML"):
+        parse_env_kwargs(["slots=["])

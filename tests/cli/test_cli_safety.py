@@ -1,0 +1,532 @@
+"""``wpb`` keeps the user's data safe and answers bad input with one named line (issue 17).
+
+Points 8 (names built from episode data), 10 (``--force`` and failed runs), 11 (``--resume``
+keyed by content) and 12 (repeated grid values), the named errors, and a parametrised list
+of bad inputs across every subcommand: each exits 2 with one line naming the option or file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from wpb_gym.evaluation import grid as grid_module
+from wpb_gym.cli import main
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.episodes.jsonl import dumps_episode
+
+TINY = ["--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1024"]
+TINY += ["--tracks", "unprivileged", "--quiet"]
+
+
+def wpb(capsys, *argv) -> tuple[int, str]:
+    """The exit code and stderr of ``wpb argv`` (argparse's SystemExit counts as its code)."""
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exit:  # the starting commit raised instead of returning
+        code = exit.code if isinstance(exit.code, int) else 1
+    return code, capsys.readouterr().err
+
+
+def refused(capsys, *argv) -> str:
+    """``wpb argv`` exits 2 with exactly one line on stderr, no traceback; returns the line."""
+    code, err = wpb(capsys, *argv)
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("note:")]
+    assert len(lines) == 1 and re.match(r"wpb[ :]", lines[0]) and "Traceback" not in err, err
+    return lines[0]
+
+
+def snapshot(folder: Path, skip: Path | None = None) -> dict[str, bytes | None]:
+    """Every path under ``folder`` (outside ``skip``) with its bytes (None for folders)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if skip is not None and (path == skip or skip in path.parents):
+            continue
+        found[str(path.relative_to(folder))] = path.read_bytes() if path.is_file() else None
+    return found
+
+
+def write_episodes(path: Path, modes, indices=None, length=20) -> Path:
+    """Episodes of the default regime whose ``labels.mode`` is set to each of ``modes``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for i, mode in enumerate(modes):
+        data = json.loads(
+            dumps_episode(generate_episode(make_config("default", length=length), 0, (indices or {}).get(i, i)))
+        )
+        data["labels"]["mode"] = mode
+        lines.append(json.dumps(data))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+# ---------------------------------------------------------------------------- 8: names from data
+
+
+@pytest.mark.parametrize(
+    "mode", ["{tmp}/x/ESCAPED", "../../ESCAPED", "a/../../../b", "..", "x" * 5000, "a\x00b", "$\\frac{$"]
+)
+def test_8_regime_names_from_episode_data_never_escape_the_run_folder(tmp_path, capsys, mode):
+    mode = mode.replace("{tmp}", str(tmp_path))
+    (tmp_path / "x").mkdir()
+    # Two regimes: the pictures' names then carry the regime name too.
+    episodes = write_episodes(tmp_path / "data" / "ep.jsonl", [mode, mode, "default", "default"])
+    out = tmp_path / "deep" / "er" / "run"
+    before = snapshot(tmp_path)
+    argv = ["eval", "--episodes", episodes, "--agents", "fifo_store_all", "--budgets", "1024"]
+    code, err = wpb(capsys, *argv, "--tracks", "unprivileged", "--out", out, "--quiet")
+    assert code == 0 or (code == 2 and "mode" in err), err  # the loader may refuse such a name
+    assert snapshot(tmp_path, skip=out) == {**before, "deep": None, "deep/er": None}
+    if code == 0:
+        names = sorted(p.name for p in out.iterdir())
+        assert len([n for n in names if n.startswith(("f1_vs_budget_", "regret_curve_"))]) == 4, names
+        assert not list(out.glob(".partial-*"))
+
+
+def test_8_different_regime_names_keep_different_files(tmp_path, capsys):
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["a/b", "a:b", "a-b", "a_b"])
+    out = tmp_path / "run"
+    argv = ["eval", "--episodes", episodes, "--agents", "fifo_store_all", "--budgets", "1024"]
+    assert wpb(capsys, *argv, "--tracks", "unprivileged", "--out", out, "--quiet")[0] == 0
+    assert len(list(out.glob("f1_vs_budget_*.png"))) == 4
+    rows = (out / "results.csv").read_text().splitlines()[1:]
+    assert sorted(row.split(",")[0] for row in rows) == ["a-b", "a/b", "a:b", "a_b"]
+
+
+# ---------------------------------------------------------------------------- 10: --force
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--agents", "change_detetcor"],
+        ["--budgets", "1KB,1024"],
+        ["--budgets", "10 kilobytes"],
+        ["--regimes", "defualt"],
+        ["--tracks", "privilegd"],
+        ["--lengths", "0"],
+        ["--episodes", "missing.jsonl"],
+        ["--config", "missing.yaml"],
+        ["--agents", "sb3:missing.zip"],
+    ],
+)
+def test_10_force_with_bad_input_keeps_the_earlier_run(tmp_path, capsys, bad):
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", *TINY, "--out", out)[0] == 0
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    refused(capsys, "eval", *TINY, "--out", out, "--force", *[tmp_path / b if "missing" in b else b for b in bad])
+    assert snapshot(out) == before
+
+
+def test_10_a_forced_run_replaces_the_earlier_one_only_once_complete(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    two_regimes = ["--regimes", "default,burst_drift"]
+    assert wpb(capsys, "eval", *TINY, *two_regimes, "--out", out)[0] == 0
+    assert wpb(capsys, "report", out, "--headroom")[0] == 0
+    (out / "notes.txt").write_text("mine")
+    before = snapshot(out)
+    real = grid_module.run_task
+    calls = []
+
+    def interrupted(task):
+        if calls:
+            raise KeyboardInterrupt
+        calls.append(task)
+        return real(task)
+
+    monkeypatch.setattr(grid_module, "run_task", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["eval", *TINY, "--out", str(out), "--force"])
+    assert snapshot(out, skip=next(out.glob(".partial-*"))) == before  # only a checkpoint was added
+    monkeypatch.setattr(grid_module, "run_task", real)
+    assert wpb(capsys, "eval", *TINY, "--out", out, "--force")[0] == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert "f1_vs_budget.png" in names and not [n for n in names if "_T20" in n]  # pictures of the old regimes
+    assert "headroom.md" not in names  # derived from the old results
+    assert (out / "notes.txt").read_text() == "mine"
+    assert {line.split(",")[0] for line in (out / "results.csv").read_text().splitlines()[1:]} == {"default"}
+    assert not [n for n in names if n.startswith(".")]  # no staging folder, no checkpoints left
+
+
+def test_10_a_failed_train_leaves_no_run_folder(tmp_path, capsys):
+    out = tmp_path / "train"
+    refused(capsys, "train", "--algo", "ppo", "--env-kwargs", "slots=0", "--timesteps", "8", "--out", out, "--quiet")
+    refused(capsys, "train", "--algo", "ppo", "--env-kwargs", "budget=1", "--out", out, "--quiet")
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------------------- 11: --resume
+
+
+def test_11_resume_after_the_episodes_changed_starts_afresh(tmp_path, capsys, monkeypatch):
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["default"] * 3)
+    argv = ["eval", "--episodes", episodes, "--agents", "fifo_store_all,oracle_optimal", "--budgets", "1024"]
+    argv += ["--tracks", "privileged", "--quiet"]
+    real = grid_module.run_task
+    calls = []
+
+    def interrupted(task):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(task.ref.index)
+        return real(task)
+
+    monkeypatch.setattr(grid_module, "run_task", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main([str(a) for a in argv] + ["--out", str(tmp_path / "run")])
+    write_episodes(episodes, ["default"] * 3, indices={0: 5, 1: 6, 2: 7})  # edited between interrupt and resume
+    calls.clear()
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
+    assert code == 0 and "starting afresh" in err and "other episode contents" in err, err
+    assert calls == [0, 1, 2]
+    assert wpb(capsys, *argv, "--out", tmp_path / "fresh")[0] == 0
+    assert (tmp_path / "run" / "results.csv").read_bytes() == (tmp_path / "fresh" / "results.csv").read_bytes()
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())["config"]
+    assert len(recorded["episodes_sha256"]) == 64
+
+
+# ---------------------------------------------------------------------------- 12: repeated values
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "named"),
+    [
+        ("--budgets", "1024,1024", "1024"),
+        ("--budgets", "1KB,1024", "1024"),
+        ("--regimes", "default,burst_drift,default", "'default'"),
+        ("--lengths", "20,30,20", "20"),
+        ("--tracks", "privileged,privileged", "'privileged'"),
+        ("--agents", "last_kb,last_kb", "'last_kb'"),
+        ("--agents", "AlwaysWrite,fifo_store_all", "'fifo_store_all'"),
+    ],
+)
+def test_12_repeated_grid_values_are_refused_on_the_command_line(tmp_path, capsys, option, value, named):
+    line = refused(capsys, "eval", *TINY, option, value, "--out", tmp_path / "run")
+    assert named in line and (option in line or "agents" in line), line
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("budgets: [1024, 1024]", "budgets: 1024"),
+        ("budgets: [1KB, 1024]", "budgets: 1024"),
+        ("regimes: [default, default]", "regimes: 'default'"),
+        ("lengths: [20, 20]", "lengths: 20"),
+        ("tracks: [privileged, privileged]", "tracks: 'privileged'"),
+        ("agents: [last_kb, last_kb]", "'last_kb'"),
+    ],
+)
+def test_12_repeated_grid_values_are_refused_in_a_config(tmp_path, capsys, setting, named):
+    config = tmp_path / "c.yaml"
+    config.write_text(("" if setting.startswith("agents") else "agents: [last_kb]\n") + setting + "\n")
+    line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert named in line and "given more than once" in line or "appear twice" in line, line
+
+
+def test_12_inspect_refuses_repeated_budgets_and_tracks(tmp_path, capsys):
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["default"])
+    assert "--budgets: 1024 is given more than once" in refused(capsys, "inspect", episodes, "--budgets", "1KB,1024")
+    assert "'privileged' is given more than once" in refused(
+        capsys, "inspect", episodes, "--tracks", "privileged,privileged"
+    )
+
+
+# ---------------------------------------------------------------------------- budgets
+
+
+def test_budgets_with_units_are_read_everywhere(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "run"
+    argv = ["eval", "--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--quiet"]
+    assert wpb(capsys, *argv, "--budgets", "10KB,1MB", "--out", out)[0] == 0
+    budgets = {int(line.split(",")[2]) for line in (out / "results.csv").read_text().splitlines()[1:]}
+    assert budgets == {10240, 1 << 20}
+    config = tmp_path / "c.yaml"
+    config.write_text("agents: [fifo_store_all]\nlengths: [20]\nepisodes_per_condition: 2\nbudgets: [10KB, 1MB]\n")
+    assert wpb(capsys, "eval", "--config", config, "--out", tmp_path / "yaml", "--quiet")[0] == 0
+    assert (tmp_path / "yaml" / "results.csv").read_text() == (out / "results.csv").read_text()
+    assert wpb(capsys, "report", out, "--paper-tables", "--diagnostics-budget", "10KB")[0] == 0
+    assert "## Memory diagnostics at 10240 bytes" in (out / "paper_tables.md").read_text()
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["default"])
+    assert wpb(capsys, "inspect", episodes, "--budgets", "10KB,1MB")[0] == 0
+    seen = {}
+    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    train = tmp_path / "train.yaml"
+    train.write_text("env: {budget_bytes: 2KB}\n")
+    argv = ["train", "--algo", "ppo", "--config", train, "--out", tmp_path / "t"]
+    assert wpb(capsys, *argv, "--env-kwargs", "budget_bytes=10KB")[0] == 0
+    assert seen["env_kwargs"] == {"budget_bytes": 10240} and seen["config"]["env"]["budget_bytes"] == 2048
+
+
+def test_a_budget_of_zero_is_valid_from_the_flag_and_the_config_alike(tmp_path, capsys):
+    assert wpb(capsys, "eval", *TINY, "--budgets", "0,1KB", "--out", tmp_path / "flag")[0] == 0
+    config = tmp_path / "c.yaml"
+    config.write_text("agents: [fifo_store_all]\nlengths: [20]\nepisodes_per_condition: 2\nbudgets: [0, 1KB]\n")
+    argv = ["eval", "--config", config, "--tracks", "unprivileged", "--out", tmp_path / "yaml", "--quiet"]
+    assert wpb(capsys, *argv)[0] == 0
+    assert (tmp_path / "flag" / "results.csv").read_text() == (tmp_path / "yaml" / "results.csv").read_text()
+    assert (tmp_path / "flag" / "f1_vs_budget.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", *TINY, "--budgets", "100000000000000000000000000000", "--out", "{w}/o"],
+        ["eval", "--config", "{w}/huge.yaml", "--out", "{w}/o"],
+        ["inspect", "{w}/ep.jsonl", "--budgets", "100000000000000000000000000000"],
+        ["report", "{w}/o", "--paper-tables", "--diagnostics-budget", "2000GB"],
+        ["train", "--algo", "ppo", "--env-kwargs", "budget_bytes=100000000000000000000000000000", "--out", "{w}/t"],
+    ],
+)
+def test_huge_budgets_are_refused_everywhere(tmp_path, capsys, argv):
+    (tmp_path / "huge.yaml").write_text("agents: [last_kb]\nbudgets: [100000000000000000000000000000]\n")
+    write_episodes(tmp_path / "ep.jsonl", ["default"])
+    line = refused(capsys, *[a.format(w=tmp_path) for a in argv])
+    assert "at most 1099511627776 bytes" in line
+
+
+# ---------------------------------------------------------------------------- named errors
+
+
+def test_out_pointing_at_a_file_is_a_named_error(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    for command in (["eval", *TINY], ["freeze", "--lengths", "20", "--episodes", "1"], ["train", "--algo", "ppo"]):
+        assert "--out" in refused(capsys, *command, "--out", tmp_path / "f")
+        assert "lies under" in refused(capsys, *command, "--out", tmp_path / "f" / "sub")
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def _tampered_set(tmp_path) -> Path:
+    assert (
+        main(["freeze", "--regimes", "default", "--lengths", "20", "--episodes", "2", "--out", str(tmp_path / "set")])
+        == 0
+    )
+    victim = next((tmp_path / "set").glob("*.jsonl"))
+    victim.write_text(victim.read_text().replace('"t": 0', '"t": 0 ', 1))
+    return victim
+
+
+def test_frozen_set_and_episode_format_errors_are_one_line_everywhere(tmp_path, capsys):
+    victim = _tampered_set(tmp_path)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"steps": [}\n')
+    held_out = write_episodes(tmp_path / "held" / "ep.jsonl", ["default"])
+    for source, named in ((tmp_path / "set", victim.name), (broken, "broken.jsonl")):
+        assert named in refused(capsys, "eval", "--episodes", source, "--agents", "last_kb", "--out", tmp_path / "o")
+        assert named in refused(capsys, "inspect", source, "--budgets", "1KB")
+        argv = ["train", "--algo", "ppo", "--env-kwargs", f"episodes={source}", "--eval-episodes", held_out]
+        assert named in refused(capsys, *argv, "--out", tmp_path / "t", "--quiet")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "t").exists()
+
+
+def test_train_env_kwargs_errors_list_every_accepted_key(tmp_path, capsys):
+    line = refused(capsys, "train", "--algo", "ppo", "--env-kwargs", "budget=100", "--out", tmp_path / "t")
+    assert "unknown env argument 'budget' (did you mean 'budget_bytes'?)" in line
+    for key in ("budget_bytes", "track", "slots", "episodes", "reward", "regime", "length", "drift_prob", "api_pool"):
+        assert re.search(rf"\b{key}\b", line), key
+    line = refused(capsys, "train", "--algo", "ppo", "--env-kwargs", "episode_seed=3", "--out", tmp_path / "t")
+    assert "episode_seed is set by --seed" in line
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A run on the unprivileged track only, and one on both tracks."""
+    root = tmp_path_factory.mktemp("runs")
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["eval", *TINY, "--agents", "fifo_store_all,last_kb", "--out", str(root / "unprivileged")]) == 0
+        argv = ["eval", *TINY, "--agents", "fifo_store_all,priority_threshold", "--tracks", "unprivileged,privileged"]
+        assert main([*argv, "--out", str(root / "both")]) == 0
+    return root
+
+
+def test_compare_versus_an_unknown_agent_lists_the_run_agents(runs, capsys):
+    line = refused(capsys, "compare", runs / "both", "--versus", "sb3:bestmodel")
+    assert "--versus: no agent 'sb3:bestmodel'" in line and "fifo_store_all, priority_threshold" in line
+
+
+def test_paper_tables_of_a_run_without_privileged_rows_is_a_named_error(runs, capsys):
+    line = refused(capsys, "report", runs / "unprivileged", "--paper-tables")
+    assert "no results on the privileged track" in line and "--tracks privileged" in line
+    assert not (runs / "unprivileged" / "paper_tables.md").exists()
+    assert wpb(capsys, "report", runs / "unprivileged", "--paper-tables", "--track", "unprivileged")[0] == 0
+
+
+# ---------------------------------------------------------------------------- every other bad input
+
+EVAL, TRAIN, EVENTS = ["eval", *TINY], ["train", "--algo", "ppo"], ["episodes", "from-events"]
+EVAL_C = ["eval", "--config", "{w}/c.yaml", "--out", "{w}/o"]
+TRAIN_C = [*TRAIN, "--config", "{w}/c.yaml", "--out", "{w}/t"]
+ABLATE, ABLATE_C = ["ablate", "{w}/c.yaml", "{w}/c.yaml"], {"c.yaml": "agents: [last_kb]\n"}
+INGEST = ["ingest", "openapi", "--repo", "{w}", "--spec", "a.json", "--quiet"]
+
+
+def case(what: str, argv: list[str], named: str, files: dict[str, str | bytes] | None = None):
+    """A bad input: ``argv`` (``{w}``: the test's folder, ``{runs}``: the module's runs), the files
+    to write first, and what the error line must name."""
+    return pytest.param(files or {}, argv, named, id=what)
+
+
+BAD_INPUTS = [
+    case("eval: a unit without a number", [*EVAL, "--budgets", "KB", "--out", "{w}/o"], "--budgets"),
+    case("eval: fractional bytes", [*EVAL, "--budgets", "1.3KB", "--out", "{w}/o"], "--budgets"),
+    case("eval: config is a folder", ["eval", "--config", "{w}", "--out", "{w}/o"], "{w}"),
+    case("eval: config is empty", EVAL_C, "agents", {"c.yaml": ""}),
+    case("eval: config is a list", EVAL_C, "c.yaml", {"c.yaml": "- a\n"}),
+    case("eval: config not UTF-8", EVAL_C, "c.yaml", {"c.yaml": b"agents: [\xff]\n"}),
+    case("eval: config bad YAML", EVAL_C, "c.yaml:2", {"c.yaml": "agents: [\n"}),
+    case("eval: unknown setting", EVAL_C, "agents", {"c.yaml": "agent: [x]\n"}),
+    case("eval: lengths a word", EVAL_C, "lengths", {"c.yaml": "agents: [last_kb]\nlengths: abc\n"}),
+    case("eval: length 0 in YAML", EVAL_C, "lengths", {"c.yaml": "agents: [last_kb]\nlengths: [0]\n"}),
+    case("eval: huge length", [*EVAL, "--lengths", "100000000000000000000", "--out", "{w}/o"], "--lengths"),
+    case(
+        "eval: episodes_per_condition a word",
+        EVAL_C,
+        "episodes_per_condition",
+        {"c.yaml": "agents: [last_kb]\nepisodes_per_condition: x\n"},
+    ),
+    case("eval: negative seed in YAML", EVAL_C, "seed", {"c.yaml": "agents: [last_kb]\nseed: -1\n"}),
+    case("eval: jobs 0 in YAML", EVAL_C, "jobs", {"c.yaml": "agents: [last_kb]\njobs: 0\n"}),
+    case("eval: jobs 0 flag", [*EVAL, "--jobs", "0", "--out", "{w}/o"], "--jobs"),
+    case("eval: tracks a number", EVAL_C, "tracks", {"c.yaml": "agents: [last_kb]\ntracks: 5\n"}),
+    case("eval: regimes null", EVAL_C, "regimes", {"c.yaml": "agents: [last_kb]\nregimes: null\n"}),
+    case("eval: agents a number", EVAL_C, "agents", {"c.yaml": "agents: 5\n"}),
+    case("eval: agent with a bad parameter", EVAL_C, "seed", {"c.yaml": "agents: [{name: random, seed: abc}]\n"}),
+    case("eval: agent with an unknown parameter", EVAL_C, "bogus", {"c.yaml": "agents: [{name: random, bogus: 1}]\n"}),
+    case("eval: agent label a list", EVAL_C, "label", {"c.yaml": "agents: [{name: random, label: [1]}]\n"}),
+    case("eval: episodes a number", EVAL_C, "episodes", {"c.yaml": "agents: [last_kb]\nepisodes: 5\n"}),
+    case("eval: sb3 model a folder", [*EVAL, "--agents", "sb3:{w}", "--out", "{w}/o"], "sb3:"),
+    case("eval: sb3 model not a zip", [*EVAL, "--agents", "sb3:{w}/m.zip", "--out", "{w}/o"], "m.zip", {"m.zip": "no"}),
+    case(
+        "eval: episodes not UTF-8",
+        [*EVAL, "--episodes", "{w}/e.jsonl", "--out", "{w}/o"],
+        "e.jsonl",
+        {"e.jsonl": b"\xff\xfe{}\n"},
+    ),
+    case(
+        "eval: episodes not gzip",
+        [*EVAL, "--episodes", "{w}/e.jsonl.gz", "--out", "{w}/o"],
+        "e.jsonl.gz",
+        {"e.jsonl.gz": "hello"},
+    ),
+    case("eval: episodes an empty folder", [*EVAL, "--episodes", "{w}/d", "--out", "{w}/o"], "d", {"d/.keep": ""}),
+    case("eval: results.csv a folder", [*EVAL, "--out", "{w}/o", "--force"], "results.csv", {"o/results.csv/x": ""}),
+    case("inspect: not UTF-8", ["inspect", "{w}/e.jsonl"], "e.jsonl", {"e.jsonl": b"\xff\xfe{}\n"}),
+    case("inspect: not gzip", ["inspect", "{w}/e.jsonl.gz"], "e.jsonl.gz", {"e.jsonl.gz": "hello"}),
+    case("inspect: unknown track", ["inspect", "{w}/e.jsonl", "--tracks", "oracle"], "--tracks", {"e.jsonl": ""}),
+    case("report: run is a file", ["report", "{w}/f", "--paper-tables"], "f", {"f": "x"}),
+    case("report: results.csv a folder", ["report", "{w}/r", "--paper-tables"], "results.csv", {"r/results.csv/x": ""}),
+    case(
+        "report: results.csv not UTF-8",
+        ["report", "{w}/r", "--f1-by-budget"],
+        "results.csv",
+        {"r/results.csv": b"\xff\xfe"},
+    ),
+    case(
+        "report: results.csv without rows",
+        ["report", "{w}/r", "--f1-by-budget"],
+        "results.csv",
+        {"r/results.csv": "x\n"},
+    ),
+    case(
+        "report: diagnostics budget not in the run",
+        ["report", "{runs}/both", "--paper-tables", "--diagnostics-budget", "2KB"],
+        "--diagnostics-budget",
+    ),
+    case("report: unknown highlight", ["report", "{runs}/both", "--headroom", "--highlight", "nobody"], "--highlight"),
+    case("report: transfer from a missing run", ["report", "{runs}/both", "--transfer", "{w}/none"], "none"),
+    case(
+        "compare: unknown --agents",
+        ["compare", "{runs}/both", "{runs}/unprivileged", "--agents", "nobody"],
+        "--agents",
+    ),
+    case("compare: a run that is a file", ["compare", "{w}/f", "{runs}/both"], "f", {"f": "x"}),
+    case("baseline: store is a file", ["baseline", "set", "{runs}/both", "--store", "{w}/f"], "--store", {"f": "x"}),
+    case(
+        "ablate: --out a folder",
+        ["ablate", "{w}/c.yaml", "{w}/c.yaml", "--out", "{w}"],
+        "--out",
+        {"c.yaml": "agents: [last_kb]\n"},
+    ),
+    case(
+        "ablate: second config bad",
+        ["ablate", "{w}/c.yaml", "{w}/d.yaml"],
+        "lastkb",
+        {"c.yaml": "agents: [last_kb]\n", "d.yaml": "agents: [lastkb]\n"},
+    ),
+    case("freeze: repeated length", ["freeze", "--lengths", "20,20", "--out", "{w}/s"], "--lengths"),
+    case("events: a folder", [*EVENTS, "{w}", "--source", "s", "--out", "{w}/s"], "{w}"),
+    case("events: missing", [*EVENTS, "{w}/none.jsonl", "--source", "s", "--out", "{w}/s"], "none.jsonl"),
+    case(
+        "events: not gzip",
+        [*EVENTS, "{w}/e.jsonl.gz", "--source", "s", "--out", "{w}/s"],
+        "e.jsonl.gz",
+        {"e.jsonl.gz": "hello"},
+    ),
+    case(
+        "events: not UTF-8",
+        [*EVENTS, "{w}/e.jsonl", "--source", "s", "--out", "{w}/s"],
+        "e.jsonl",
+        {"e.jsonl": b"\xff\xfe"},
+    ),
+    case("ingest: --out a folder", ["ingest", "openapi", "--repo", "{w}", "--spec", "a.json", "--out", "{w}"], "--out"),
+    case("train: --env-kwargs bad YAML", [*TRAIN, "--env-kwargs", "slots=[", "--out", "{w}/t"], "slots"),
+    case("train: --env-kwargs repeated", [*TRAIN, "--env-kwargs", "slots=2", "slots=3", "--out", "{w}/t"], "slots"),
+    case("train: negative budget", [*TRAIN, "--env-kwargs", "budget_bytes=-1", "--out", "{w}/t"], "budget_bytes"),
+    case("train: config env a list", TRAIN_C, "env", {"c.yaml": "env: [1]\n"}),
+    case("train: config n_envs a word", TRAIN_C, "n_envs", {"c.yaml": "n_envs: abc\n"}),
+    case("train: config eval a word", TRAIN_C, "eval", {"c.yaml": "eval: abc\n"}),
+    case("train: config env unknown key", TRAIN_C, "budget_bytes", {"c.yaml": "env: {budget: 1}\n"}),
+    case(
+        "train: unknown hyperparameter",
+        [*TRAIN_C, "--timesteps", "8", "--out", "{w}/t", "--quiet"],
+        "bogus",
+        {"c.yaml": "hyperparams: {bogus: 1}\n"},
+    ),
+    case(
+        "train: hyperparameter of a wrong type",
+        [*TRAIN_C, "--timesteps", "8", "--out", "{w}/t", "--quiet"],
+        "learning rate",
+        {"c.yaml": "hyperparams: {learning_rate: abc}\n"},
+    ),
+    case("no subcommand", [], "wpb"),
+    case("eval: --out empty", [*EVAL, "--out", ""], "--out"),
+    case("eval: episodes path with NUL", EVAL_C, "episodes", {"c.yaml": 'agents: [last_kb]\nepisodes: "a\\0b"\n'}),
+    case("eval: sb3 without a path", [*EVAL, "--agents", "x=sb3:", "--out", "{w}/o"], "sb3:PATH"),
+    case("eval: YAML python tag", EVAL_C, "c.yaml:1", {"c.yaml": "agents: !!python/object/apply:os.system [ls]\n"}),
+    case("eval: YAML setting names not text", EVAL_C, "setting names", {"c.yaml": "1: 2\n"}),
+    case("eval: budgets a mapping", EVAL_C, "budgets", {"c.yaml": "agents: [last_kb]\nbudgets: {a: 1}\n"}),
+    case("eval: budget true", EVAL_C, "budgets", {"c.yaml": "agents: [last_kb]\nbudgets: [true]\n"}),
+    case("eval: seed 1.5", EVAL_C, "seed", {"c.yaml": "agents: [last_kb]\nseed: 1.5\n"}),
+    case("ablate: --out under a file", [*ABLATE, "--out", "{w}/f/x.md"], "--out", {"f": "x", **ABLATE_C}),
+    case("ingest: --out under a file", [*INGEST, "--out", "{w}/f/o.jsonl"], "--out", {"f": "x"}),
+    case(
+        "train: held-out episodes not UTF-8",
+        [*TRAIN, "--eval-episodes", "{w}/e.jsonl", "--out", "{w}/t"],
+        "e.jsonl",
+        {"e.jsonl": b"\xff"},
+    ),
+    case("train: sb3 policy unknown", TRAIN_C, "Bogus", {"c.yaml": "policy: Bogus\n"}),
+]
+
+
+@pytest.mark.parametrize(("files", "argv", "named"), BAD_INPUTS)
+def test_every_bad_input_exits_2_with_one_line_naming_the_option_or_file(tmp_path, capsys, runs, files, argv, named):
+    for name, content in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    before = snapshot(runs)
+    line = refused(capsys, *[a.format(w=tmp_path, runs=runs) for a in argv])
+    assert named.format(w=tmp_path, runs=runs) in line, line
+    assert snapshot(runs) == before
+    assert not (tmp_path / "o").exists() or (tmp_path / "o" / "results.csv" / "x").exists()
+    assert not (tmp_path / "t").exists() and not (tmp_path / "s").exists()

@@ -1,0 +1,325 @@
+"""The contract change model: breaking vs cosmetic changes, reverts, renames, noisy priority."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wpb_gym.episodes.generators.contracts import (
+    BREAKING_KINDS,
+    COSMETIC_KINDS,
+    FIRST_VERSION_MAX,
+    REVERTIBLE_KINDS,
+    UTILITY_COSMETIC,
+)
+from wpb_gym.episodes.generators.paper import (
+    CONTRACT_REGIMES,
+    UTILITY_DRIFT,
+    UTILITY_ORDINARY,
+    UTILITY_REPEAT,
+    generate_episode,
+    make_config,
+)
+from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
+from wpb_gym.envs.stream_table import endpoint_family
+
+
+def _replay(episode):
+    """Per change step: (kind, the endpoint's previous snapshot or None, the step's observation)."""
+    last: dict = {}
+    out = {}
+    for step in episode.steps:
+        obs = step.observation
+        if "api" in obs:
+            family = endpoint_family(obs["api"])
+            out[step.t] = (last.get(family), obs)
+            last[family] = obs
+        elif "old_api" in obs:
+            out[step.t] = (last.get(endpoint_family(obs["old_api"])), obs)
+    return out
+
+
+def _contract(obs):
+    return set(obs["params"]), set(obs["required"]), obs["deprecated"]
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_every_change_does_what_its_kind_says(regime):
+    for index in range(5):
+        episode = generate_episode(make_config(regime, length=300), seed=3, index=index)
+        kinds = dict(episode.labels["change_kinds"])
+        replay = _replay(episode)
+        reverted_from = dict(zip(episode.labels["revert_steps"], episode.labels["reverted_changes"], strict=True))
+        for t, step in enumerate(episode.steps):
+            obs = step.observation
+            kind = kinds.get(t)
+            if "section" in obs:
+                assert kind in (None, "doc_edit")
+                continue
+            before, now = replay[t]
+            if kind is None:
+                assert before is None or before == now  # unchanged endpoints show the same snapshot
+                continue
+            if kind == "rename":
+                assert set(obs) == {"old_api", "new_api", "deadline", "notes"}
+                old_version = int(obs["old_api"].split(".")[1][1:])
+                assert obs["new_api"].startswith(f"api.v{old_version + 1}.")
+                later = [s.observation for s in episode.steps[t + 1 :] if s.observation.get("api") == obs["new_api"]]
+                assert not later or _contract(later[0]) == _contract(before or later[0])
+                continue
+            if before is None:  # a change at the endpoint's first sighting: nothing to compare with
+                assert now["version"] >= 2
+                continue
+            assert now["version"] == before["version"] + 1
+            (p0, r0, d0), (p1, r1, d1) = _contract(before), _contract(now)
+            assert r1 <= p1 and r0 <= p0
+            if kind == "remove_param":
+                assert len(p0 - p1) == 1 and not (p1 - p0) and d0 == d1
+            elif kind == "require_param":
+                assert p0 == p1 and len(r1 - r0) == 1 and not (r0 - r1) and d0 == d1
+            elif kind == "deprecate":
+                assert (p0, r0, d0, d1) == (p1, r1, False, True)
+            elif kind == "add_param":
+                assert len(p1 - p0) == 1 and not (p0 - p1) and r0 == r1 and d0 == d1
+            elif kind == "relax_param":
+                assert p0 == p1 and len(r0 - r1) == 1 and not (r1 - r0) and d0 == d1
+            else:
+                assert kind == "revert"
+                changed_at = reverted_from[t]
+                assert kinds[changed_at] in REVERTIBLE_KINDS
+                if replay[changed_at][0] is not None:
+                    assert _contract(now) == _contract(replay[changed_at][0])
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_critical_steps_are_the_breaking_changes_still_in_force(regime):
+    for index in range(5):
+        episode = generate_episode(make_config(regime), seed=0, index=index)
+        labels = episode.labels
+        kinds = dict(labels["change_kinds"])
+        reverted = set(labels["reverted_changes"])
+        breaking = [t for t, k in sorted(kinds.items()) if k in BREAKING_KINDS]
+        assert labels["critical_steps"] == [t for t in breaking if t not in reverted]
+        assert labels["breaking_changes"] == labels["critical_steps"]
+        assert labels["total_drift_events"] == len(labels["critical_steps"])
+        assert labels["cosmetic_changes"] == [t for t, k in sorted(kinds.items()) if k in COSMETIC_KINDS]
+        assert reverted <= set(breaking)
+        assert all(r > c for r, c in zip(labels["revert_steps"], labels["reverted_changes"], strict=True))
+        u = labels["utility_by_step"]
+        for t in labels["critical_steps"]:
+            assert u[t] == UTILITY_DRIFT
+        for t in [*labels["cosmetic_changes"], *labels["revert_steps"], *reverted]:
+            assert u[t] == UTILITY_COSMETIC
+        for t, step in enumerate(episode.steps):
+            if t not in kinds and "api" in step.observation:
+                assert u[t] in (UTILITY_ORDINARY, UTILITY_REPEAT)
+
+
+def test_revert_window_one_reverts_every_revertible_change_but_the_last():
+    config = make_config("breaking", length=300, revert_prob=1.0, revert_window=1, drift_prob=0.5)
+    episode = generate_episode(config, seed=1)
+    kinds = dict(episode.labels["change_kinds"])
+    revertible = [t for t, k in sorted(kinds.items()) if k in REVERTIBLE_KINDS]
+    assert revertible
+    reverted = set(episode.labels["reverted_changes"])
+    assert reverted
+    # The revert comes at t + 1 (or the next step free of other reverts); one due after the
+    # end never comes, so only the last few changes can stay unreverted.
+    assert all(t >= config.length - 4 for t in revertible if t not in reverted)
+    for changed_at, revert_at in zip(episode.labels["reverted_changes"], episode.labels["revert_steps"], strict=True):
+        assert revert_at >= changed_at + 1
+    # What is reverted within the episode is not critical; an unreverted last change is.
+    assert not reverted & set(episode.labels["critical_steps"])
+
+
+def test_a_revert_due_after_the_end_leaves_the_change_critical():
+    config = make_config("breaking", length=60, revert_prob=1.0, revert_window=1000, drift_prob=0.5)
+    episode = generate_episode(config, seed=2)
+    kinds = dict(episode.labels["change_kinds"])
+    late = [t for t, k in kinds.items() if k in REVERTIBLE_KINDS and t not in episode.labels["reverted_changes"]]
+    assert late and set(late) <= set(episode.labels["critical_steps"])
+
+
+def test_without_reverts_or_renames_nothing_is_reverted_or_renamed():
+    episode = generate_episode(make_config("breaking"), seed=0)
+    assert episode.labels["reverted_changes"] == [] and episode.labels["revert_steps"] == []
+    assert episode.labels["rename_steps"] == []
+    assert all(k in (*BREAKING_KINDS, *COSMETIC_KINDS) for _, k in episode.labels["change_kinds"])
+
+
+def test_rename_guides_are_critical_and_large():
+    episode = generate_episode(make_config("mixed_sizes"), seed=0, index=1)
+    renames = episode.labels["rename_steps"]
+    assert renames and set(renames) <= set(episode.labels["critical_steps"])
+    config = make_config("mixed_sizes")
+    for t in renames:
+        notes = episode.steps[t].observation["notes"]
+        assert config.guide_min_bytes <= len(notes) <= config.guide_max_bytes
+
+
+def test_breaking_share_follows_breaking_prob():
+    def share(p):
+        n_breaking = n_changes = 0
+        for index in range(20):
+            labels = generate_episode(make_config("breaking", breaking_prob=p), seed=0, index=index).labels
+            kinds = [k for _, k in labels["change_kinds"]]
+            n_changes += len(kinds)
+            n_breaking += sum(k in BREAKING_KINDS for k in kinds)
+        return n_breaking / n_changes
+
+    assert share(0.0) == 0.0
+    assert share(1.0) == 1.0
+    assert 0.4 < share(0.5) < 0.6
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.5, 0.8])
+def test_priority_correlation_is_a_hint_of_that_strength(rho):
+    u, p = [], []
+    for index in range(30):
+        episode = generate_episode(make_config("breaking", priority_correlation=rho), seed=0, index=index)
+        u += [episode.labels["utility_by_step"][t] for t in range(len(episode))]
+        p += [s.metadata["priority"] for s in episode.steps]
+    u, p = np.asarray(u), np.asarray(p)
+    assert ((0 <= p) & (p <= 1)).all()
+    # Pearson correlation of the latent is rho; the normal CDF keeps its rank order.
+    latent = np.clip(p, 1e-12, 1 - 1e-12)
+    from scipy import stats
+
+    r = stats.pearsonr(u, stats.norm.ppf(latent)).statistic
+    assert abs(r - rho) < 0.08
+
+
+def test_priority_noise_options_leave_the_stream_alone():
+    base = generate_episode(make_config("breaking", priority_correlation=1.0), seed=4)
+    noisy = generate_episode(make_config("breaking", priority_correlation=0.3), seed=4)
+    assert [s.observation for s in base.steps] == [s.observation for s in noisy.steps]
+    assert base.labels["critical_steps"] == noisy.labels["critical_steps"]
+    assert [s.metadata["priority"] for s in base.steps] == [
+        min(1.0, base.labels["utility_by_step"][t] / 6) for t in range(len(base))
+    ]
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_same_seed_same_episode_and_jsonl_round_trip(regime, tmp_path):
+    a = generate_episode(make_config(regime), seed=5, index=2)
+    write_jsonl(tmp_path / "e.jsonl", [a])
+    assert load_jsonl(tmp_path / "e.jsonl") == [a]
+    b = generate_episode(make_config(regime), seed=5, index=2)
+    assert a == b
+    assert a != generate_episode(make_config(regime), seed=5, index=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    api_pool=st.integers(1, 6),
+    drift=st.floats(0, 1),
+    breaking=st.floats(0, 1),
+    revert=st.floats(0, 1),
+    window=st.integers(1, 20),
+    renames=st.booleans(),
+    doc_prob=st.sampled_from([0.0, 0.3]),
+    min_params=st.integers(1, 3),
+    seed=st.integers(0, 1000),
+)
+def test_contract_streams_are_consistent(
+    api_pool, drift, breaking, revert, window, renames, doc_prob, min_params, seed
+):
+    config = make_config(
+        "breaking",
+        length=80,
+        api_pool=api_pool,
+        drift_prob=drift,
+        breaking_prob=breaking,
+        revert_prob=revert,
+        revert_window=window,
+        renames=renames,
+        doc_prob=doc_prob,
+        doc_min_bytes=10,
+        doc_max_bytes=40,
+        min_params=min_params,
+        max_params=min_params + 2,
+    )
+    episode = generate_episode(config, seed=seed)
+    labels = episode.labels
+    kinds = dict(labels["change_kinds"])
+    assert len(episode) == 80
+    assert set(labels["critical_steps"]) <= {t for t, k in kinds.items() if k in BREAKING_KINDS}
+    versions: dict = {}
+    for step in episode.steps:
+        obs = step.observation
+        if "api" in obs:
+            assert obs["params"] and set(obs["required"]) <= set(obs["params"])
+            assert obs["api"].startswith(f"api.v{obs['version']}.")
+            family = endpoint_family(obs["api"])
+            assert obs["version"] >= versions.get(family, obs["version"])
+            versions[family] = obs["version"]
+    priority = [s.metadata["priority"] for s in episode.steps]
+    assert all(0 <= p <= 1 for p in priority)
+
+
+def _first_sightings(episode):
+    """Per endpoint family, the first snapshot shown and the change kind at that step (None: unchanged)."""
+    kinds = dict(episode.labels["change_kinds"])
+    seen = {}
+    for step in episode.steps:
+        obs = step.observation
+        if "api" in obs:
+            seen.setdefault(endpoint_family(obs["api"]), (obs, kinds.get(step.t)))
+    return seen
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_snapshots_carry_no_trace_of_their_history(regime):
+    # A name or a position must not tell when a parameter appeared: lists are sorted and the
+    # names are random word pairs, not numbered in order of creation.
+    added_last = added = 0
+    for index in range(10):
+        episode = generate_episode(make_config(regime, length=300), seed=5, index=index)
+        kinds = dict(episode.labels["change_kinds"])
+        replay = _replay(episode)
+        for t, step in enumerate(episode.steps):
+            obs = step.observation
+            if "api" not in obs:
+                continue
+            assert obs["params"] == sorted(obs["params"]) and obs["required"] == sorted(obs["required"])
+            assert all(p.count("_") >= 1 and not p[-1].isdigit() for p in obs["params"])
+            if kinds.get(t) == "add_param":
+                (new,) = set(obs["params"]) - set(replay[t][0]["params"]) if replay[t][0] else (None,)
+                if new is not None:
+                    added += 1
+                    added_last += obs["params"][-1] == new
+    assert added > 20
+    assert added_last / added < 0.6  # an addition lands anywhere in the sorted list
+
+
+def test_first_sightings_do_not_reveal_whether_or_how_the_endpoint_just_changed():
+    # Changed and unchanged first sightings show the same range of versions, and a deprecated
+    # first sighting is sometimes a deprecation just made, sometimes none.
+    versions = {"changed": set(), "unchanged": set()}
+    deprecated_first = {"deprecate": 0, "other": 0}
+    for index in range(20):
+        episode = generate_episode(make_config("breaking", length=200), seed=11, index=index)
+        for obs, kind in _first_sightings(episode).values():
+            versions["unchanged" if kind is None else "changed"].add(obs["version"])
+            if obs["deprecated"]:
+                deprecated_first["deprecate" if kind == "deprecate" else "other"] += 1
+    assert versions["unchanged"] == set(range(1, FIRST_VERSION_MAX + 1))
+    assert versions["changed"] == set(range(2, FIRST_VERSION_MAX + 2))
+    assert deprecated_first["deprecate"] > 0 and deprecated_first["other"] > 0
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0])
+def test_initially_deprecated(p):
+    episode = generate_episode(make_config("breaking", length=300, initially_deprecated=p), seed=2)
+    kinds = dict(episode.labels["change_kinds"])
+    firsts = [obs for obs, kind in _first_sightings(episode).values() if kind is None]
+    assert firsts and all(obs["deprecated"] is bool(p) for obs in firsts)
+    if p == 1.0:
+        assert "deprecate" not in kinds.values()  # nothing left to deprecate
+
+
+def test_initially_deprecated_must_be_a_probability():
+    with pytest.raises(ValueError, match="initially_deprecated"):
+        make_config("breaking", initially_deprecated=1.5)

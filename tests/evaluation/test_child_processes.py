@@ -1,0 +1,66 @@
+"""Worker processes end with the evaluation that started them, however it ends."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+# A grid long enough to be killed in the middle: two workers (and, isolated, their policies' own
+# processes) are running when the parent dies.
+GRID = textwrap.dedent(
+    """
+    import sys
+    from functools import partial
+    from agents.registry import make_agent
+    from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+
+    if __name__ == "__main__":
+        policies = [PolicySpec(n, partial(make_agent, n)) for n in ("last_kb", "fifo_store_all")]
+        refs = generated_refs(["default"], [200], 400, seed=0)
+        print("started", flush=True)
+        run_grid(refs, policies, [1024, 10240], ["unprivileged"], jobs=2, isolate=sys.argv[1] == "isolate")
+    """
+)
+
+
+def _descendants(pid: int, expected: int, seconds: float = 60.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        children = psutil.Process(pid).children(recursive=True)
+        if len(children) >= expected:
+            return children
+        time.sleep(0.1)
+    pytest.fail(f"the grid started {len(children)} processes, expected {expected}")
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in-process", "isolated"])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_14_workers_end_with_a_killed_parent(tmp_path, sig, isolate):
+    script = tmp_path / "grid.py"
+    script.write_text(GRID, encoding="utf-8")
+    parent = subprocess.Popen(
+        [sys.executable, str(script), "isolate" if isolate else "in-process"],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert parent.stdout.readline().strip() == b"started"
+        # Two pool workers; isolated, each also starts one process per policy.
+        children = _descendants(parent.pid, 2 + (4 if isolate else 0))
+        time.sleep(1.0)
+        parent.send_signal(sig)
+        parent.wait(10)
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"orphaned workers still running: {[p.pid for p in alive]}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for child in psutil.Process().children(recursive=True):
+            child.kill()

@@ -1,0 +1,118 @@
+"""``wpb seeds``: learned agents over training seeds, with rliable's statistics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from wpb_gym.cli import main as wpb
+from wpb_gym.evaluation.seed_stats import seed_table, seed_table_markdown, stratified_iqm
+
+
+PPO = {"ppo": ["ppo_s0", "ppo_s1", "ppo_s2"]}
+
+
+def row(base, track, policy, declared, episode, f1):
+    return {**base, "track": track, "policy": policy, "policy_track": declared, "episode_index": episode,
+            "f1": f1, "oracle_f1": 1.0}
+
+
+def rows_for(offset: float, noise: float = 0.01, episodes: int = 30, seeds: int = 3, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    rows = []
+    base = dict(mode="breaking", steps=200, budget_bytes=10240)
+    for e in range(episodes):
+        level = rng.uniform(0.5, 0.9)
+        for s in range(seeds):
+            score = level + offset + rng.normal(0, noise)
+            rows.append(row(base, "unprivileged", f"ppo_s{s}", "unprivileged", e, score))
+        rows.append(row(base, "unprivileged", "breaking_detector", "unprivileged", e, level))
+        rows.append(row(base, "privileged", "breaking_detector", "unprivileged", e, level + 0.5))
+        for name, shift in (("priority_threshold", -0.2), ("priority_greedy", -0.1)):
+            rows.append(row(base, "privileged", name, "privileged", e, level + shift))
+    return rows
+
+
+def test_lifts_recover_a_known_offset_and_the_best_privileged_baseline():
+    (result,) = seed_table(rows_for(0.02), PPO, ["breaking_detector", "best@privileged"])
+    assert result.condition == ("breaking", 200, 10240, "unprivileged") and result.episodes == 30
+    detector, best = result.lifts
+    assert detector.reference == "breaking_detector"
+    assert detector.low < 0.02 < detector.high and detector.low > 0 and detector.p_improvement > 0.9
+    # best@privileged: among the policies that declare the privileged track (breaking_detector's
+    # privileged-track rows do not count), the best mean.
+    assert best.reference == "priority_greedy (privileged)" and best.lift == pytest.approx(0.12, abs=0.01)
+    # The optimality gap against the bound of 1.0 is 1 - the mean score.
+    scores = np.array([[r["f1"] for r in rows_for(0.02) if r["policy"] == f"ppo_s{s}"] for s in range(3)])
+    assert result.gap == pytest.approx(float(np.mean(1.0 - scores)))
+    assert result.seed_means == pytest.approx(tuple(scores.mean(axis=1)))
+
+
+def test_a_tie_is_level_and_the_interval_straddles_zero():
+    (result,) = seed_table(rows_for(0.0, noise=0.005), PPO, ["breaking_detector"])
+    (lift,) = result.lifts
+    assert lift.low < 0 < lift.high and 0.3 < lift.p_improvement < 0.7
+
+
+def test_the_stratified_bootstrap_resamples_seeds_within_episodes():
+    rng = np.random.default_rng(0)
+    scores = rng.uniform(size=(3, 40))
+    value, low, high = stratified_iqm(scores, rng, reps=2000)
+    assert value == pytest.approx(stats.trim_mean(scores.ravel(), 0.25))
+    assert low < value < high
+    same = np.tile(rng.uniform(size=(1, 40)), (3, 1))  # seeds agree: nothing to resample
+    value, low, high = stratified_iqm(same, rng, reps=200)
+    assert low == pytest.approx(value) and high == pytest.approx(value)
+
+
+def test_missing_rows_are_an_error_not_a_smaller_sample():
+    rows = [r for r in rows_for(0.0) if not (r["policy"] == "ppo_s2" and r["episode_index"] == 3)]
+    with pytest.raises(ValueError, match="ppo_s2 was not evaluated on the same episodes"):
+        seed_table(rows, PPO, ["breaking_detector"])
+    with pytest.raises(ValueError, match=r"no rows for seed\(s\) \['ppo_s9'\]"):
+        seed_table(rows_for(0.0), {"ppo": ["ppo_s0", "ppo_s9"]}, [])
+    rows = [r for r in rows_for(0.0) if not (r["policy"] == "breaking_detector" and r["episode_index"] == 0)]
+    with pytest.raises(ValueError, match="breaking_detector was not evaluated on the same episodes"):
+        seed_table(rows, PPO, ["breaking_detector"])
+
+
+def test_the_markdown_table_has_one_row_per_reference():
+    results = seed_table(rows_for(0.02), PPO, ["breaking_detector", "best@privileged"])
+    lines = seed_table_markdown(results).splitlines()
+    assert sum(line.startswith("| breaking |") for line in lines) == 2
+    assert "priority_greedy (privileged)" in lines[-1]
+
+
+def test_wpb_seeds_reads_a_run_and_refuses_unknown_labels(tmp_path, capsys):
+    # Three scripted agents under labels of their own play the part of one agent's seeds.
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        "agents: [{name: change_detector, label: a}, {name: last_kb, label: b}, {name: fifo_store_all, label: c},"
+        " breaking_detector]\nregimes: [breaking]\nlengths: [40]\nbudgets: [2048]\nepisodes_per_condition: 4\n"
+        "tracks: [unprivileged]\n"
+    )
+    run = tmp_path / "run"
+    assert wpb(["eval", "--config", str(config), "--out", str(run), "--quiet"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "table.md"
+    assert wpb(["seeds", str(run), "--learned", "mix=a,b,c", "--versus", "breaking_detector", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| breaking | 40 | 2048 | unprivileged | mix | 3 | 4 |" in printed and out.read_text() == printed
+    assert wpb(["seeds", str(run), "--learned", "mix=a,zz"]) == 2
+    assert "zz" in capsys.readouterr().err
+    assert wpb(["seeds", str(run), "--learned", "mix"]) == 2
+    assert "--learned expects NAME=LABEL" in capsys.readouterr().err
+
+
+def test_a_row_given_twice_is_refused():
+    rows = rows_for(0.0)
+    with pytest.raises(ValueError, match="two rows for episode 0"):
+        seed_table(rows + rows[:1], PPO, [])
+
+
+def test_a_learned_agent_is_reported_on_the_track_it_declares():
+    rows = rows_for(0.02)
+    rows += [{**r, "track": "privileged"} for r in rows if r["policy"].startswith("ppo_s")]
+    (result,) = seed_table(rows, PPO, ["breaking_detector"])
+    assert result.condition[3] == "unprivileged"

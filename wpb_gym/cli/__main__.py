@@ -1,0 +1,7 @@
+"""``python -m wpb_gym.cli``: the same as ``wpb``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,543 @@
+"""The byte-accurate external memory (spec §2–3).
+
+``ByteMemoryStore.apply(action, current_t)`` is the only way to change memory. Every action
+is first judged by ``check`` — the same function answers "would this be accepted?" for
+action masks — and a rejected action leaves the store exactly as it was.
+
+Rules (spec §3.2, with the issue's precisions):
+
+* WRITE stores the current step (``step.t == current_t``) if no item holds that timestep,
+  charging ``estimate_bytes(step)``.
+* MERGE appends a delta item at the current timestep to the *base* (WRITE) item at
+  ``target_t``; both observations are dicts with exactly equal ``"api"``; the delta is the
+  canonical shallow diff, must be non-empty and, when the action supplies one, must equal it
+  (compared as canonical JSON text); cost ``len(json(delta)) + 16``.
+* EXPIRE removes the item at ``target_t < current_t`` and credits its exact cost.
+* SKIP always succeeds. Anything over budget is rejected.
+
+One item per timestep, so an item is addressed by its timestep. Items enter in increasing
+``t`` (only the current step can be stored and time never goes back), which keeps "oldest",
+"newest" and "newest base item of an endpoint" amortised O(1) with lazily cleaned indexes.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections import Counter, deque
+from enum import Enum
+from typing import Any, Iterator, NamedTuple
+
+from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
+from .budget import BudgetView, ByteBudget
+from .readonly import ReadOnlyDict, ReadOnlyList
+from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
+
+
+class Reason(str, Enum):
+    """Why ``check``/``apply`` accepted or rejected an action."""
+
+    ACCEPTED = "accepted"
+    OVER_BUDGET = "over_budget"
+    NOT_CURRENT_STEP = "not_current_step"  # WRITE/MERGE of a step other than the current one
+    TIMESTEP_OCCUPIED = "timestep_occupied"  # an item already holds the current timestep
+    TARGET_MISSING = "target_missing"  # no item at target_t
+    TARGET_NOT_BASE = "target_not_base"  # MERGE target is itself a MERGE item
+    NOT_SAME_ENDPOINT = "not_same_endpoint"  # MERGE across different / missing "api"
+    EMPTY_DELTA = "empty_delta"  # MERGE that changes nothing
+    DELTA_MISMATCH = "delta_mismatch"  # supplied delta differs from the canonical one
+    TARGET_NOT_OLDER = "target_not_older"  # EXPIRE of an item written at the current timestep
+
+
+class Decision(NamedTuple):
+    """Outcome of judging an action: accepted or not, why, and its bytes.
+
+    ``byte_delta`` is the change in bytes used an accepted action makes (positive for WRITE
+    and MERGE, minus the item's cost for EXPIRE, 0 for SKIP). For a rejection it is what the
+    action would have charged when that is known (so OVER_BUDGET says by how much), else 0.
+
+    A tuple, so that nobody holding a decision (``StoreView.check`` hands them to policies,
+    and equal ones are shared) can change what the store reads from it later.
+    """
+
+    accepted: bool
+    reason: Reason
+    byte_delta: int = 0
+    delta: dict[str, Any] | None = None  # the canonical delta of an accepted MERGE
+
+    def __bool__(self) -> bool:
+        return self.accepted
+
+
+_SKIP_ACCEPTED = Decision(True, Reason.ACCEPTED)
+
+
+_ACCEPTED_DECISIONS: dict[int, Decision] = {}  # decisions are immutable: equal ones are shared
+
+
+def _accepted(byte_delta: int) -> Decision:
+    """``Decision(True, Reason.ACCEPTED, byte_delta)``, one object per byte change."""
+    decision = _ACCEPTED_DECISIONS.get(byte_delta)
+    if decision is None:
+        if len(_ACCEPTED_DECISIONS) >= 65536:
+            _ACCEPTED_DECISIONS.clear()
+        decision = _ACCEPTED_DECISIONS[byte_delta] = Decision(True, Reason.ACCEPTED, byte_delta)
+    return decision
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _json_copy(value: Any) -> Any:
+    # A private copy of JSON-like data: what a policy does to the items it is shown cannot
+    # change how the store judges later actions. Immutable scalars are shared, not visited.
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _json_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else _json_copy(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_json_copy(v) for v in value)
+    return value
+
+
+def _same_json(supplied: Any, canonical: dict[str, Any]) -> bool:
+    try:
+        return json.dumps(supplied, sort_keys=True) == json.dumps(canonical, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON at all: it cannot be the canonical delta
+        return False
+
+
+class ByteMemoryStore:
+    """Append-only memory under a ``ByteBudget``; see the module docstring for the rules."""
+
+    def __init__(self, budget: ByteBudget | int) -> None:
+        self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
+        if self.budget.used:
+            raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
+        # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
+        # these: a policy can reach an item's fields (object.__setattr__), not the records.
+        self._items: dict[int, MemoryItem] = {}
+        # The store's own record of every item, which every rule and every credit reads: its
+        # byte cost, and for a MERGE item, its parent's timestep and endpoint identity key.
+        self._costs: dict[int, int] = {}
+        self._merges: dict[int, tuple[int, Any]] = {}
+        # Rules are judged on these private copies of base observations, never on the items
+        # handed to policies.
+        self._base_observations: dict[int, Any] = {}
+        self._private_copies: dict[int, tuple[Any, Any]] = {}  # id(observation) -> (observation, copy)
+        self._order: deque[int] = deque()
+        self._bases_by_api: dict[Any, list[int]] = {}
+        self._clock: int | None = None
+        # Item metadata mappings, per store: an item's mapping is shared with no other store's.
+        self._reason_metadata: dict[Any, FrozenMapping] = {None: FrozenMapping()}
+        self.accepted_counts: Counter[str] = Counter()
+        self.rejected_counts: Counter[str] = Counter()
+        # The view refers back to the store; a weak reference here keeps the two out of a
+        # cycle, so a store is freed as soon as it is dropped (an evaluation drops thousands),
+        # not left to the cyclic garbage collector.
+        self._view: weakref.ref[StoreView] | None = None
+
+    # ---------------------------------------------------------------- judging and applying
+    def check(self, action: MemoryAction, current_t: int) -> Decision:
+        """Judge ``action`` at timestep ``current_t`` without changing anything."""
+        self._check_clock(current_t)
+        kind = action.action
+        if kind == "SKIP":
+            return _SKIP_ACCEPTED
+        if kind == "EXPIRE":
+            return self._check_expire(action.target_t, current_t)
+        if kind == "WRITE":
+            return self._check_write(action.step, current_t)
+        step = action.step
+        if step.t != current_t:
+            return Decision(False, Reason.NOT_CURRENT_STEP)
+        if current_t in self._items:
+            return Decision(False, Reason.TIMESTEP_OCCUPIED)
+        if action.target_t not in self._costs:
+            return Decision(False, Reason.TARGET_MISSING)
+        if action.target_t in self._merges:
+            return Decision(False, Reason.TARGET_NOT_BASE)
+        delta = canonical_delta(step.observation, self._base_observations.get(action.target_t))
+        if delta is None:
+            return Decision(False, Reason.NOT_SAME_ENDPOINT)
+        if not delta:
+            return Decision(False, Reason.EMPTY_DELTA)
+        if action.delta is not None and not _same_json(action.delta, delta):
+            return Decision(False, Reason.DELTA_MISMATCH)
+        cost = merge_cost(delta)
+        if not self.budget.can_afford(cost):
+            return Decision(False, Reason.OVER_BUDGET, cost)
+        return Decision(True, Reason.ACCEPTED, cost, delta)
+
+    def _check_clock(self, current_t: int) -> None:
+        if self._clock is not None and current_t < self._clock:
+            raise ValueError(
+                f"current_t={current_t} is before the store's clock ({self._clock}): time only moves forward"
+            )
+
+    def _check_expire(self, target_t: int, current_t: int) -> Decision:
+        cost = self._costs.get(target_t)
+        if cost is None:
+            return Decision(False, Reason.TARGET_MISSING)
+        if target_t >= current_t:
+            return Decision(False, Reason.TARGET_NOT_OLDER)
+        return _accepted(-cost)
+
+    def _check_write(self, step: Step, current_t: int) -> Decision:
+        if step.t != current_t:
+            return Decision(False, Reason.NOT_CURRENT_STEP)
+        if current_t in self._items:
+            return Decision(False, Reason.TIMESTEP_OCCUPIED)
+        cost = estimate_bytes(step)
+        if not self.budget.can_afford(cost):
+            return Decision(False, Reason.OVER_BUDGET, cost)
+        return _accepted(cost)
+
+    def would_accept(self, action: MemoryAction, current_t: int) -> bool:
+        return self.check(action, current_t).accepted
+
+    def execute(self, action: MemoryAction, current_t: int, *, shown: Step | None = None) -> Decision:
+        """Apply ``action`` at ``current_t`` and return the full decision (reason, bytes).
+
+        ``shown``: for a WRITE or MERGE, the policy's own copy of the step, which the new item
+        presents (``item.step``). The action's step is then the caller's private, canonical
+        copy — the one the store judges and prices — and the store keeps it without copying
+        (the evaluator's runner passes both; see ``wpb_gym.evaluation.playing``). Without ``shown`` the
+        item presents the action's step, and the store judges later MERGEs on a private copy.
+        """
+        decision = self.check(action, current_t)
+        kind = action.action
+        if not self._record(kind, decision, current_t):
+            return decision
+        if kind == "WRITE":
+            self._store_write(action.step, current_t, decision.byte_delta, action.reason, shown)
+        elif kind == "MERGE":
+            self._store_merge(action, current_t, decision, shown)
+        elif kind == "EXPIRE":
+            self._remove(action.target_t)
+        return decision
+
+    # The three shortcuts below are ``execute`` for one kind of action without building a
+    # ``MemoryAction`` (the environment calls them at every step); same rules, same counts.
+    def skip(self, current_t: int) -> Decision:
+        """``execute(MemoryAction.skip(), current_t)``."""
+        self._check_clock(current_t)
+        self._clock = current_t
+        self.accepted_counts["SKIP"] += 1
+        return _SKIP_ACCEPTED
+
+    def write(self, step: Step, current_t: int, reason: str | None = None, *, shown: Step | None = None) -> Decision:
+        """``execute(MemoryAction.write(step, reason), current_t, shown=shown)``."""
+        self._check_clock(current_t)
+        decision = self._check_write(step, current_t)
+        if self._record("WRITE", decision, current_t):
+            self._store_write(step, current_t, decision.byte_delta, reason, shown)
+        return decision
+
+    def expire(self, target_t: int, current_t: int) -> Decision:
+        """``execute(MemoryAction.expire(target_t), current_t)``."""
+        self._check_clock(current_t)
+        decision = self._check_expire(target_t, current_t)
+        if self._record("EXPIRE", decision, current_t):
+            self._remove(target_t)
+        return decision
+
+    def _record(self, kind: str, decision: Decision, current_t: int) -> bool:
+        self._clock = current_t
+        if decision.accepted:
+            self.accepted_counts[kind] += 1
+            return True
+        self.rejected_counts[kind] += 1
+        return False
+
+    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None, shown: Step | None) -> None:
+        self.budget.consume(cost)
+        obs = step.observation
+        if shown is None:
+            private = self._private_copy(obs) if isinstance(obs, dict) else None
+            shown_api = private.get(MERGE_KEY) if private is not None else None
+        else:  # the caller's canonical copy, which no policy holds
+            private = obs if isinstance(obs, dict) else None
+            shown_api = private.get(MERGE_KEY) if private is not None else None
+            if type(shown_api) not in _ATOMS:  # a container: the item presents the policy's copy of it
+                shown_obs = shown.observation
+                shown_api = shown_obs.get(MERGE_KEY) if isinstance(shown_obs, dict) else None
+        if private is not None:
+            self._base_observations[current_t] = private
+            if MERGE_KEY in private:
+                self._bases_by_api.setdefault(identity_key(private[MERGE_KEY]), []).append(current_t)
+        self._costs[current_t] = cost
+        metadata = self._reason_metadata.get(reason) if reason is None or type(reason) is str else None
+        self._items[current_t] = frozen_instance(
+            MemoryItem,
+            {
+                "step": step if shown is None else shown,
+                "written_at": current_t,
+                "byte_cost": cost,
+                "metadata": self._metadata(reason) if metadata is None else metadata,
+                "kind": "WRITE",
+                "merge_parent_t": None,
+                "delta": None,
+                "api": shown_api,
+            },
+        )
+        self._order.append(current_t)
+
+    def _metadata(self, reason: Any) -> FrozenMapping:
+        # Policies repeat a few reasons: their mappings are shared within this store.
+        try:
+            metadata = self._reason_metadata.get(reason)
+        except TypeError:  # an unhashable reason
+            return FrozenMapping({"reason": reason})
+        if metadata is None:
+            metadata = FrozenMapping({"reason": reason})
+            if type(reason) is str and len(self._reason_metadata) < 4096:
+                self._reason_metadata[reason] = metadata
+        return metadata
+
+    def _private_copy(self, obs: dict) -> dict:
+        # One private copy per observation object: observations are immutable by contract
+        # (their byte cost is cached on the step), and generated streams show one object at
+        # many steps. The object is kept with its copy, so its id cannot be reused meanwhile.
+        entry = self._private_copies.get(id(obs))
+        if entry is not None and entry[0] is obs:
+            return entry[1]
+        private = _json_copy(obs)
+        self._private_copies[id(obs)] = (obs, private)
+        return private
+
+    def _store_merge(self, action: MemoryAction, current_t: int, decision: Decision, shown: Step | None) -> None:
+        self.budget.consume(decision.byte_delta)
+        parent_t = action.target_t
+        self._costs[current_t] = decision.byte_delta
+        self._merges[current_t] = (parent_t, identity_key(self._base_observations[parent_t][MERGE_KEY]))
+        self._items[current_t] = MemoryItem(
+            action.step if shown is None else shown,
+            current_t,
+            decision.byte_delta,
+            self._metadata(action.reason),
+            kind="MERGE",
+            merge_parent_t=parent_t,
+            delta=_json_copy(decision.delta),
+            api=self._items[parent_t].api,  # MERGE only joins an equal "api"
+        )
+        self._order.append(current_t)
+
+    def _remove(self, target_t: int) -> None:
+        cost = self._costs.pop(target_t)
+        self._merges.pop(target_t, None)
+        del self._items[target_t]
+        self._base_observations.pop(target_t, None)
+        self.budget.release(cost)
+
+    def apply(self, action: MemoryAction, current_t: int) -> bool:
+        """Apply ``action`` at timestep ``current_t``; True if accepted (spec §6.3)."""
+        return self.execute(action, current_t).accepted
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def bytes_used(self) -> int:
+        return self.budget.used
+
+    @property
+    def max_bytes(self) -> int:
+        return self.budget.max_bytes
+
+    def remaining(self) -> int:
+        return self.budget.remaining()
+
+    @property
+    def clock(self) -> int | None:
+        """The last ``current_t`` an action was applied at (None before the first)."""
+        return self._clock
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._items
+
+    def get(self, t: int) -> MemoryItem | None:
+        return self._items.get(t)
+
+    def items(self) -> tuple[MemoryItem, ...]:
+        """Stored items, oldest first (a snapshot: safe to iterate while applying actions)."""
+        return tuple(self._items.values())
+
+    def timesteps(self) -> tuple[int, ...]:
+        return tuple(self._items)
+
+    def iter_items(self) -> Iterator[MemoryItem]:
+        """Stored items, oldest first, without a copy (do not apply actions while iterating)."""
+        return iter(self._items.values())
+
+    def oldest_item(self) -> MemoryItem | None:
+        order = self._order
+        while order and order[0] not in self._items:
+            order.popleft()
+        return self._items[order[0]] if order else None
+
+    def newest_item(self) -> MemoryItem | None:
+        order = self._order
+        while order and order[-1] not in self._items:
+            order.pop()
+        return self._items[order[-1]] if order else None
+
+    def newest_base_item(self, api: Any) -> MemoryItem | None:
+        """The most recent stored WRITE item whose ``observation["api"] == api``."""
+        stack = self._bases_by_api.get(identity_key(api))
+        if not stack:
+            return None
+        while stack and stack[-1] not in self._items:
+            stack.pop()
+        return self._items[stack[-1]] if stack else None
+
+    def retained_timesteps(self) -> tuple[int, ...]:
+        """The retained set W (spec §4.1), sorted.
+
+        WRITE items count; a MERGE item counts only while its parent base item is present
+        and has the same endpoint identity (``"api"``) as the merged step.
+        """
+        merges = self._merges
+        if not merges:
+            return tuple(self._costs)
+        retained = []
+        for t in self._costs:
+            merge = merges.get(t)
+            if merge is None:
+                retained.append(t)
+                continue
+            parent_t, key = merge
+            base = self._base_observations.get(parent_t)
+            if parent_t not in merges and base is not None and identity_key(base.get(MERGE_KEY)) == key:
+                retained.append(t)
+        return tuple(retained)
+
+    def view(self) -> StoreView:
+        """A read-only view for policies."""
+        view = self._view() if self._view is not None else None
+        if view is None:
+            view = StoreView(self)
+            self._view = weakref.ref(view)
+        return view
+
+    def __repr__(self) -> str:
+        return f"ByteMemoryStore(items={len(self._items)}, used={self.bytes_used}, max_bytes={self.max_bytes})"
+
+
+_JSON_TYPES = frozenset({dict, list, ReadOnlyDict, ReadOnlyList, str, int, float, bool, type(None)})
+
+
+def _check_json_typed(action: Any) -> None:
+    """Refuse a MERGE whose observation or delta holds anything but JSON values of exact types.
+
+    A MERGE is priced by comparing its observation with the stored base's: an object of a
+    policy's own type would be handed the store's values by that comparison (``__ne__``), and
+    could edit them.
+    """
+    kind = getattr(action, "action", None)
+    if type(kind) is not str:  # a str subclass could read one way here and another in the store
+        raise TypeError(f"check(): the action kind must be a str, got {type(kind).__name__}")
+    if kind != "MERGE":
+        return
+    step = getattr(action, "step", None)
+    stack = [getattr(step, "observation", None), getattr(action, "delta", None)]
+    while stack:
+        value = stack.pop()
+        kind = type(value)
+        if kind not in _JSON_TYPES:
+            raise TypeError(
+                f"check(): a MERGE's observation and delta must hold JSON values of plain types, got {kind.__name__}"
+            )
+        if kind is dict or kind is ReadOnlyDict:
+            if any(type(k) is not str for k in value):
+                raise TypeError("check(): a MERGE's observation and delta must have str keys")
+            stack.extend(value.values())
+        elif kind is list or kind is ReadOnlyList:
+            stack.extend(value)
+
+
+class StoreView:
+    """What a policy gets: everything about memory it may read, nothing it could change.
+
+    Mutation happens only through actions the runner applies; the budget is exposed as a
+    read-only ``BudgetView``.
+    """
+
+    __slots__ = ("_store", "_budget", "_charged", "__weakref__")
+
+    def __init__(self, store: ByteMemoryStore) -> None:
+        self._store = store
+        self._budget = BudgetView(store.budget)
+        self._charged = store.budget  # read here only: policies ask for remaining() at every step
+
+    @property
+    def budget(self) -> BudgetView:
+        return self._budget
+
+    @property
+    def bytes_used(self) -> int:
+        return self._store.bytes_used
+
+    @property
+    def max_bytes(self) -> int:
+        return self._store.max_bytes
+
+    def remaining(self) -> int:
+        return self._charged.remaining()
+
+    @property
+    def clock(self) -> int | None:
+        return self._store.clock
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def __contains__(self, t: object) -> bool:
+        return t in self._store
+
+    def __iter__(self) -> Iterator[MemoryItem]:
+        return iter(self._store.items())
+
+    def get(self, t: int) -> MemoryItem | None:
+        return self._store.get(t)
+
+    def items(self) -> tuple[MemoryItem, ...]:
+        return self._store.items()
+
+    def iter_items(self) -> Iterator[MemoryItem]:
+        """Items oldest first without a copy: finish iterating before yielding any action."""
+        return self._store.iter_items()
+
+    def timesteps(self) -> tuple[int, ...]:
+        return self._store.timesteps()
+
+    def oldest_item(self) -> MemoryItem | None:
+        return self._store.oldest_item()
+
+    def newest_item(self) -> MemoryItem | None:
+        return self._store.newest_item()
+
+    def newest_base_item(self, api: Any) -> MemoryItem | None:
+        return self._store.newest_base_item(api)
+
+    def retained_timesteps(self) -> tuple[int, ...]:
+        return self._store.retained_timesteps()
+
+    def check(self, action: MemoryAction, current_t: int) -> Decision:
+        _check_json_typed(action)
+        return self._store.check(action, current_t)
+
+    def would_accept(self, action: MemoryAction, current_t: int) -> bool:
+        _check_json_typed(action)
+        return self._store.would_accept(action, current_t)
+
+    def __repr__(self) -> str:
+        return f"StoreView(items={len(self)}, used={self.bytes_used}, max_bytes={self.max_bytes})"

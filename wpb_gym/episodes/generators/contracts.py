@@ -1,0 +1,309 @@
+"""The ``contract`` change model: breaking vs cosmetic drift, reverts, renames with guides.
+
+The paper's change model (``generator.py``) makes every drift critical and raises the
+version in the ``api`` string, so "write when an endpoint's version rises" solves it. Here
+every change raises the version too, but only a *breaking* change of the endpoint's contract
+is critical, and only if it is still in force at the end of the stream.
+
+An endpoint's snapshot::
+
+    {"api": "api.v4.endpoint_3", "deprecated": false, "params": ["card_token", "email_limit", "page_scope"],
+     "required": ["email_limit"], "version": 4}
+
+A snapshot seen for the first time carries no trace of its history. Parameter names are
+random word pairs and both lists are sorted, so nothing tells when a parameter was added or
+which one disappeared. Endpoints start at versions 1..``FIRST_VERSION_MAX``, so a version
+does not tell whether the endpoint just changed. With ``initially_deprecated`` an endpoint
+starts deprecated with that probability, so a deprecated endpoint may or may not have just
+been deprecated.
+
+A change (probability ``drift_prob``, ``burst_drift_prob`` inside bursts) is breaking with
+probability ``breaking_prob``; its kind is drawn uniformly among those that apply:
+
+========================  ====================================================  ========
+kind                      what changes                                          class
+========================  ====================================================  ========
+``remove_param``          one parameter disappears (never the last one)         breaking
+``require_param``         an optional parameter becomes required                breaking
+``deprecate``             the endpoint is marked deprecated                     breaking
+``rename``                the endpoint moves to a new name (``renames=True``);  breaking
+                          the step shows the migration guide
+                          ``{"old_api", "new_api", "deadline", "notes"}``
+``add_param``             a new optional parameter                              cosmetic
+``relax_param``           a required parameter becomes optional                 cosmetic
+========================  ====================================================  ========
+
+A breaking change and a cosmetic one look alike on their own: both raise the version and
+change the parameter lists. Telling them apart needs the endpoint's previous snapshot,
+which a policy has only if it kept it, in memory or in its own state.
+
+Reverts (``revert_prob``): a ``remove_param`` / ``require_param`` / ``deprecate`` change at
+``t`` is rolled back with this probability ``d ~ U{1..revert_window}`` steps later: the
+stream then shows the endpoint with its previous contract and a higher version. Until then
+the endpoint does not change. A change whose revert arrives within the episode is not
+critical (the end state does not carry it); one whose revert would come after the last
+step is. The revert itself only restores, so
+it is cosmetic.
+
+Critical steps: breaking changes still in force at the end, and rename guides. Utilities:
+``UTILITY_DRIFT`` (``UTILITY_BURST_DRIFT`` in a burst) for those, ``UTILITY_COSMETIC`` for a
+cosmetic change, a revert or a reverted change, 1 for an unchanged snapshot, 0.5 for an
+exact repeat of the previous step, ``doc_utility`` for a documentation section.
+Documentation sections (``doc_prob``, ``doc_min_bytes``..``doc_max_bytes``) are never
+critical; a section shown again has new content (a ``doc_edit``, cosmetic).
+
+Labels add to the paper's: ``change_kinds`` (``[step, kind]`` of every change in step order, reverts and doc edits
+included; pairs, not an object, so that a JSONL round trip keeps the steps ``int``),
+``cosmetic_changes``, ``revert_steps`` and ``reverted_changes`` (aligned: the change that
+each revert rolled back) and ``rename_steps``; ``breaking_changes`` lists the breaking
+changes in force at the end (the critical steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_COSMETIC, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
+
+if TYPE_CHECKING:  # for annotations only: the generator imports this module, not the reverse
+    from .paper import GeneratorConfig
+
+BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "rename")
+COSMETIC_KINDS = ("add_param", "relax_param")
+REVERTIBLE_KINDS = ("remove_param", "require_param", "deprecate")
+# Endpoints start at a version drawn from 1..FIRST_VERSION_MAX, as a crawl finds real ones:
+# were they all to start at 1, a first sighting at version 2 would betray a change just made.
+FIRST_VERSION_MAX = 5
+
+
+# Parameter names are word pairs drawn at random, and snapshots list parameters sorted: a
+# name or a position says nothing about when the parameter appeared, so a snapshot seen for
+# the first time does not betray which parameters were removed, added or made required.
+_PARAM_WORDS = (
+    "account address amount balance card charge city code country coupon currency customer date "
+    "description discount email event expand filter invoice item key label limit locale metadata "
+    "method mode name note number order owner page phone plan price product quantity reason "
+    "reference region scope source status tax token type url"
+).split()
+
+
+class _ParamNames:
+    """Fresh parameter names for one endpoint, never repeated within it."""
+
+    __slots__ = ("rng", "taken")
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.taken: set[str] = set()
+
+    def new(self) -> str:
+        n = len(_PARAM_WORDS)
+        while True:
+            a, b = self.rng.integers(0, n, size=2).tolist()
+            name = f"{_PARAM_WORDS[a]}_{_PARAM_WORDS[b]}"
+            if len(self.taken) >= n * n // 2:  # the pairs run short: number them instead
+                name = f"{name}_{len(self.taken)}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return name
+
+
+class _Endpoint:
+    __slots__ = ("name", "version", "params", "required", "deprecated", "param_names", "renames", "frozen_until")
+
+    def __init__(
+        self, index: int, version: int, n_params: int, n_required: int, deprecated: bool, names: _ParamNames
+    ) -> None:
+        self.name = f"endpoint_{index}"
+        self.version = version
+        self.param_names = names
+        self.params = [names.new() for _ in range(n_params)]
+        self.required = self.params[:n_required]
+        self.deprecated = deprecated
+        self.renames = 0
+        self.frozen_until = -1  # a revert is pending until this step
+
+    def api(self) -> str:
+        return f"api.v{self.version}.{self.name}"
+
+    def contract(self) -> tuple[list[str], list[str], bool]:
+        return list(self.params), list(self.required), self.deprecated
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "api": self.api(),
+            "deprecated": self.deprecated,
+            "params": sorted(self.params),
+            "required": sorted(self.required),
+            "version": self.version,
+        }
+
+
+def _applicable(e: _Endpoint, breaking: bool, renames: bool) -> list[str]:
+    optional = [p for p in e.params if p not in e.required]
+    if breaking:
+        kinds = []
+        if len(e.params) > 1:
+            kinds.append("remove_param")
+        if optional:
+            kinds.append("require_param")
+        if not e.deprecated:
+            kinds.append("deprecate")
+        if renames:
+            kinds.append("rename")
+        return kinds
+    kinds = ["add_param"]
+    if e.required:
+        kinds.append("relax_param")
+    return kinds
+
+
+def generate_contract_steps(
+    c: GeneratorConfig,
+    rng: np.random.Generator,
+    text_rng: np.random.Generator,
+    text: Callable[[np.random.Generator, int], str],
+    date: Callable[[int], str],
+) -> tuple[list[Any], np.ndarray, dict[str, Any]]:
+    """The observations, utilities and labels of one ``contract`` episode (see the module docstring).
+
+    ``text(rng, n)`` and ``date(t)`` are the paper generator's filler-text and date helpers.
+    """
+    T = c.length
+    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    n_required = [int(rng.integers(0, n + 1)) for n in n_params.tolist()]
+    # Per-step uniforms, drawn up front in a fixed order (see generator.py).
+    u_repeat, u_drift, u_class, u_kind, u_which, u_revert, u_doc = rng.random((7, T))
+    endpoint_draw = rng.integers(0, c.api_pool, size=T)
+    revert_delay = rng.integers(1, c.revert_window + 1, size=T)
+
+    # Names and the initial deprecated flags come from their own stream, drawn last, so the
+    # draws above keep their order.
+    name_rng = np.random.default_rng(int(rng.integers(2**63)))
+    first_versions = name_rng.integers(1, FIRST_VERSION_MAX + 1, size=c.api_pool).tolist()
+    initially_deprecated = (name_rng.random(c.api_pool) < c.initially_deprecated).tolist()
+    endpoints = [
+        _Endpoint(i, first_versions[i], int(n_params[i]), n_required[i], initially_deprecated[i], _ParamNames(name_rng))
+        for i in range(c.api_pool)
+    ]
+    snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
+    # step -> (endpoint, contract to restore, the change's step)
+    pending_reverts: dict[int, tuple[int, tuple[list[str], list[str], bool], int]] = {}
+
+    observations: list[Any] = []
+    utility = np.empty(T, dtype=np.float64)
+    change_kinds: dict[int, str] = {}
+    breaking: list[int] = []
+    reverted: list[int] = []
+    revert_steps: list[int] = []
+    renames: list[int] = []
+    doc_sections: set[str] = set()
+    prev_obs: Any = None
+    prev_endpoint: int | None = None
+
+    for t in range(T):
+        in_burst = c.bursts and (t % c.burst_interval) < c.burst_len
+        change_value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
+        if t in pending_reverts:
+            i, (params, required, deprecated), changed_at = pending_reverts.pop(t)
+            e = endpoints[i]
+            e.version += 1
+            e.params, e.required, e.deprecated = params, required, deprecated
+            obs = snapshots[i] = e.snapshot()
+            reverted.append(changed_at)
+            revert_steps.append(t)
+            change_kinds[t] = "revert"
+            utility[changed_at] = UTILITY_COSMETIC  # no longer in force at the end
+            utility[t] = UTILITY_COSMETIC
+            prev_endpoint = i
+        elif c.doc_prob > 0 and u_doc[t] < c.doc_prob:
+            i = int(endpoint_draw[t])
+            size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
+            section = f"endpoint_{i}/docs"
+            obs = {"content": text(text_rng, size), "last_updated": date(t), "section": section}
+            if section in doc_sections:
+                change_kinds[t] = "doc_edit"
+            doc_sections.add(section)
+            utility[t] = c.doc_utility
+        else:
+            if c.redundancy and prev_endpoint is not None and u_repeat[t] < c.redundancy_prob:
+                i = prev_endpoint
+            else:
+                i = int(endpoint_draw[t])
+            e = endpoints[i]
+            drift = u_drift[t] < (c.burst_drift_prob if in_burst else c.drift_prob) and t > e.frozen_until
+            kind = None
+            if drift:
+                is_breaking = bool(u_class[t] < c.breaking_prob)
+                kinds = _applicable(e, is_breaking, c.renames)
+                # A deprecated one-parameter endpoint with nothing optional cannot break further.
+                kind = kinds[int(u_kind[t] * len(kinds))] if kinds else None
+            if kind is None:
+                obs = snapshots[i]
+                if obs is None:
+                    obs = snapshots[i] = e.snapshot()
+                utility[t] = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
+            elif kind == "rename":
+                old_api = e.api()
+                e.renames += 1
+                e.name = f"endpoint_{i}_r{e.renames}"
+                e.version += 1
+                snapshots[i] = e.snapshot()
+                size = int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))
+                obs = {"deadline": date(t + 90), "new_api": e.api(), "notes": text(text_rng, size), "old_api": old_api}
+                change_kinds[t] = kind
+                renames.append(t)
+                breaking.append(t)
+                utility[t] = change_value
+            else:
+                before = e.contract()
+                optional = [p for p in e.params if p not in e.required]
+                if kind == "remove_param":
+                    victim = e.params[int(u_which[t] * len(e.params))]
+                    e.params = [p for p in e.params if p != victim]
+                    e.required = [p for p in e.required if p != victim]
+                elif kind == "require_param":
+                    e.required = [*e.required, optional[int(u_which[t] * len(optional))]]
+                elif kind == "deprecate":
+                    e.deprecated = True
+                elif kind == "add_param":
+                    e.params = [*e.params, e.param_names.new()]
+                else:  # relax_param
+                    victim = e.required[int(u_which[t] * len(e.required))]
+                    e.required = [p for p in e.required if p != victim]
+                e.version += 1
+                obs = snapshots[i] = e.snapshot()
+                change_kinds[t] = kind
+                if kind in BREAKING_KINDS:
+                    breaking.append(t)
+                    utility[t] = change_value
+                    if kind in REVERTIBLE_KINDS and u_revert[t] < c.revert_prob:
+                        at = t + int(revert_delay[t])
+                        while at in pending_reverts:  # one revert per step
+                            at += 1
+                        e.frozen_until = at
+                        if at < T:
+                            pending_reverts[at] = (i, before, t)
+                else:
+                    utility[t] = UTILITY_COSMETIC
+            prev_endpoint = i
+        observations.append(obs)
+        prev_obs = obs
+
+    reverted_set = set(reverted)
+    critical = [t for t in breaking if t not in reverted_set]
+    labels = {
+        "breaking_changes": critical,
+        "change_kinds": [[t, k] for t, k in sorted(change_kinds.items())],
+        "cosmetic_changes": [t for t, k in sorted(change_kinds.items()) if k in COSMETIC_KINDS],
+        "critical_steps": critical,
+        "deprecated_apis": len({o["api"] for o in observations if isinstance(o, dict) and o.get("deprecated")}),
+        "rename_steps": renames,
+        "revert_steps": revert_steps,
+        "reverted_changes": reverted,
+        "total_drift_events": len(critical),
+    }
+    return observations, utility, labels

@@ -1,0 +1,428 @@
+"""Synthetic drift regimes (paper §3, Table 1): streams of API snapshots with labelled drift.
+
+A pool of ``api_pool`` endpoints, each with a version, a parameter list and a deprecated
+flag. Every step shows one endpoint's current snapshot (spec §1.3)::
+
+    {"api": "api.v3.endpoint_5", "deprecated": false, "params": ["p5_0", "p5_2", "p5_6"], "version": 3}
+
+At a step, with probability ``drift_prob`` (``burst_drift_prob`` inside a burst window) the
+endpoint *drifts* before it is shown: its version rises by one (the ``api`` string carries
+it), one parameter is removed (probability ``remove_param_prob``, never the last one) or a
+new one added, and the deprecated flag is redrawn (true with probability ``deprecate_prob``)
+and kept until the next drift. Drift steps are the critical steps; a drift that removes a
+parameter or newly deprecates the endpoint is also a breaking change.
+
+Regimes (``REGIMES``):
+
+* ``default`` — each step shows a uniformly drawn endpoint; drift i.i.d. at ``drift_prob``.
+* ``burst_drift`` — steps with ``t % burst_interval < burst_len`` drift at ``burst_drift_prob``.
+* ``redundancy`` — with probability ``redundancy_prob`` a step shows the previous step's
+  endpoint again (usually with identical content).
+* ``burst_redundancy`` — both.
+
+Discriminative regimes (``change_model="contract"``, see ``contract_generator.py``): every
+change raises the version but only breaking changes still in force at the end are critical;
+64 endpoints (some changes come at an endpoint's first sighting, with nothing to compare
+with); priority hint with latent correlation 0.8 (``priority_correlation``).
+
+* ``breaking`` — breaking (param removed / made required, deprecation) vs cosmetic
+  (param added, requirement relaxed) changes, half each; ``drift_prob`` 0.2.
+* ``reverts`` — ``breaking`` with ``drift_prob`` 0.3 and half the revertible changes rolled
+  back within 1–60 steps (``revert_prob``, ``revert_window``).
+* ``noisy_priority`` — ``breaking`` with ``priority_correlation`` 0.5.
+* ``mixed_sizes`` — ``breaking`` plus renames whose migration guides (1–3 KB) are critical
+  and documentation sections (1–5 KB, utility 1.5) at ``doc_prob`` 0.2.
+* ``contract_mix`` — everything above at once (``reverts`` + ``mixed_sizes``); with
+  ``length`` 1,000 or 10,000 it is the long-stream setting (env ids ``*-Long1k-*`` and
+  ``*-Long10k-*``).
+
+Utilities (hidden): a drift step is worth 6 inside a burst window and 5 elsewhere; an
+ordinary step 1; a step whose observation repeats the previous step's exactly 0.5.
+
+Privileged metadata: ``priority = clip(utility / 6, 0, 1)`` (the paper's surrogate). With
+``priority_correlation = rho < 1`` it is ``Phi(rho * z + sqrt(1 - rho^2) * N(0, 1))``, where
+``z`` is the episode's standardised utility and ``Phi`` the normal CDF: the latent's Pearson
+correlation with utility is ``rho`` and ``Phi`` keeps its order, so a threshold on priority
+is a hint, not the answer. With ``priority_noise = s > 0`` it becomes ``clip(priority +
+N(0, s^2), 0, 1)``. Both draw from a random stream of their own, so the episode itself does
+not change with them.
+
+Optional content of realistic size (spec §1.3, §2.2), off by default so the paper's regimes
+are reproduced: with ``doc_prob`` a step is a documentation section of 1–5 KB
+(``{"section", "content", "last_updated"}``, utility ``doc_utility``, not critical); with
+``migration_guides`` the step after an endpoint is deprecated is a migration guide
+(``{"old_api", "new_api", "deadline", "notes"}``, listed in ``labels["migration_guide_steps"]``),
+worth as much as the deprecation but not critical: R and ``total_drift_events`` count drift
+events only, so F1 and drift coverage keep their meaning while the oracle values the guides.
+
+Labels: ``critical_steps`` (drift steps), ``total_drift_events`` (their number),
+``breaking_changes``, ``deprecated_apis`` (the number of distinct API versions — ``api``
+strings — the episode shows as deprecated: every drift that leaves the endpoint deprecated
+publishes one), ``utility_by_step``, ``max_utility`` (their sum, as in the paper's files),
+``episode_id``, ``mode`` (the regime) and ``seed``.
+
+Determinism: episode ``index`` of a set with ``seed`` draws from
+``numpy.random.SeedSequence([seed, regime_key], spawn_key=(index,))`` where ``regime_key``
+comes from the sha256 of the regime name, so it is the same in any process and independent
+of every other (regime, seed, index).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import hashlib
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Iterator
+
+import numpy as np
+from scipy import special
+
+from ...core.checks import require_int
+from .contracts import generate_contract_steps
+from ...core.types import Episode
+from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
+
+PRIORITY_SCALE = 6.0
+BASE_DATE = _dt.date(2024, 1, 1)
+
+_DOC_TOPICS = ("overview", "authentication", "errors", "pagination", "rate-limits", "webhooks", "examples")
+_VOCABULARY = (
+    "the request returns object field param value endpoint client server token error status limit page "
+    "cursor header body schema version deprecated required optional string integer array list create "
+    "update delete retrieve expand filter sort response payload timeout retry idempotency key account "
+    "customer charge invoice event webhook signature secret scope permission migrate replace remove"
+).split()
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    """Every knob of the synthetic stream. Defaults are the paper's Table 1."""
+
+    regime: str = "default"
+    length: int = 200
+    api_pool: int = 8
+    drift_prob: float = 0.08
+    bursts: bool = False
+    burst_interval: int = 50
+    burst_len: int = 8
+    burst_drift_prob: float = 0.6
+    redundancy: bool = False
+    redundancy_prob: float = 0.7
+    min_params: int = 2
+    max_params: int = 6
+    remove_param_prob: float = 0.5
+    deprecate_prob: float = 0.3
+    priority_noise: float = 0.0
+    doc_prob: float = 0.0
+    doc_min_bytes: int = 1024
+    doc_max_bytes: int = 5120
+    doc_utility: float = 1.0
+    migration_guides: bool = False
+    guide_min_bytes: int = 1024
+    guide_max_bytes: int = 3072
+    # The contract change model (contract_generator.py); "paper" keeps the paper's streams.
+    change_model: str = "paper"
+    breaking_prob: float = 0.5
+    renames: bool = False
+    revert_prob: float = 0.0
+    revert_window: int = 30
+    initially_deprecated: float = 0.0
+    priority_correlation: float = 1.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
+            if not isinstance(value, expected) or (f.type != "bool" and isinstance(value, bool)):
+                raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
+        for name in (
+            "drift_prob",
+            "burst_drift_prob",
+            "redundancy_prob",
+            "remove_param_prob",
+            "deprecate_prob",
+            "doc_prob",
+            "breaking_prob",
+            "revert_prob",
+            "initially_deprecated",
+            "priority_correlation",
+        ):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"GeneratorConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
+        if self.change_model not in CHANGE_MODELS:
+            raise ValueError(
+                f"GeneratorConfig.change_model: expected one of {CHANGE_MODELS}, got {self.change_model!r}"
+            )
+        for name in (
+            "length",
+            "api_pool",
+            "burst_interval",
+            "min_params",
+            "doc_min_bytes",
+            "guide_min_bytes",
+            "revert_window",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"GeneratorConfig.{name}: expected >= 1, got {getattr(self, name)}")
+        if not 0 <= self.burst_len <= self.burst_interval:
+            raise ValueError(f"GeneratorConfig.burst_len: expected 0..burst_interval, got {self.burst_len}")
+        for lo, hi in (
+            ("min_params", "max_params"),
+            ("doc_min_bytes", "doc_max_bytes"),
+            ("guide_min_bytes", "guide_max_bytes"),
+        ):
+            if getattr(self, hi) < getattr(self, lo):
+                raise ValueError(
+                    f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}"
+                )
+        if self.priority_noise < 0 or self.doc_utility < 0:
+            raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GeneratorConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown generator option(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+
+CHANGE_MODELS = ("paper", "contract")
+
+# The contract regimes' shared settings: 64 endpoints, so that in 200 steps an endpoint is
+# seen about three times and some changes come at its first sighting (nothing to compare
+# with), a tenth of them deprecated from the start (so a deprecated first sighting is a hint
+# of a deprecation, not proof), and a priority hint whose latent has correlation 0.8 with utility.
+_CONTRACT = {
+    "change_model": "contract",
+    "api_pool": 64,
+    "drift_prob": 0.2,
+    "initially_deprecated": 0.1,
+    "priority_correlation": 0.8,
+}
+
+REGIMES: dict[str, dict[str, Any]] = {
+    # The paper's four (Table 1).
+    "default": {},
+    "burst_drift": {"bursts": True},
+    "redundancy": {"redundancy": True},
+    "burst_redundancy": {"bursts": True, "redundancy": True},
+    # Discriminative regimes (contract_generator.py).
+    "breaking": dict(_CONTRACT),
+    "reverts": {**_CONTRACT, "drift_prob": 0.3, "revert_prob": 0.5, "revert_window": 60},
+    "noisy_priority": {**_CONTRACT, "priority_correlation": 0.5},
+    "mixed_sizes": {**_CONTRACT, "renames": True, "doc_prob": 0.2, "doc_utility": 1.5},
+    "contract_mix": {
+        **_CONTRACT,
+        "drift_prob": 0.3,
+        "revert_prob": 0.5,
+        "revert_window": 60,
+        "renames": True,
+        "doc_prob": 0.2,
+        "doc_utility": 1.5,
+    },
+}
+PAPER_REGIMES = ("default", "burst_drift", "redundancy", "burst_redundancy")
+CONTRACT_REGIMES = ("breaking", "reverts", "noisy_priority", "mixed_sizes", "contract_mix")
+
+
+def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
+    """The named regime's configuration with ``overrides`` applied (any ``GeneratorConfig`` field)."""
+    if regime not in REGIMES:
+        raise ValueError(f"unknown regime {regime!r}; known regimes: {sorted(REGIMES)}")
+    return GeneratorConfig.from_dict({"regime": regime, **REGIMES[regime], **overrides})
+
+
+def episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
+    # The regime name is part of the entropy so that the regimes of one set draw independent
+    # streams (otherwise default and redundancy would share their drift schedule).
+    return np.random.SeedSequence([seed, _regime_key(regime)], spawn_key=(index,))
+
+
+@functools.lru_cache(maxsize=256)
+def _regime_key(regime: str) -> int:
+    return int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
+
+
+def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random.SeedSequence:
+    """``episode_seed(regime, seed, index).spawn(3)[child]``, without building the parent and
+    its other children (a reset needs one stream of three in the paper's regimes)."""
+    return np.random.SeedSequence([seed, _regime_key(regime)], spawn_key=(index, child))
+
+
+def _text(rng: np.random.Generator, n_bytes: int) -> str:
+    words = rng.choice(np.asarray(_VOCABULARY), size=n_bytes // 3 + 1)
+    text = " ".join(words.tolist())
+    return text[:n_bytes]
+
+
+def _date(t: int) -> str:
+    return (BASE_DATE + _dt.timedelta(days=t)).isoformat()
+
+
+def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
+    """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
+    seed, index = require_int(seed, "seed"), require_int(index, "index")
+    c = config
+    T = c.length
+    # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.
+    rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 0))
+    if c.change_model == "contract":
+        text_rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
+        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
+    else:
+        # Only documentation sections and migration guides draw text: no generator without them.
+        text_rng = (
+            np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
+            if c.doc_prob > 0 or c.migration_guides
+            else None
+        )
+        steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
+
+    if c.priority_correlation < 1.0 or c.priority_noise > 0:
+        noise_ss = _episode_stream(c.regime, seed, index, 1)
+    if c.priority_correlation < 1.0:
+        # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
+        priority = correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
+    else:
+        priority = utility / PRIORITY_SCALE
+    if c.priority_noise > 0:
+        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
+    priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
+    mode = c.regime
+    # Steps are made when something reads episode.steps; an environment reset reads the columns.
+    metadata = [{"mode": mode, "priority": p} for p in priority.tolist()]
+    labels.update(
+        {
+            "episode_id": index,
+            "max_utility": float(utility.sum()),
+            "mode": c.regime,
+            "seed": seed,
+            "utility_by_step": dict(enumerate(utility.tolist())),
+        }
+    )
+    episode = Episode.from_columns(steps_obs, metadata, dict(sorted(labels.items())))
+    # The array the cached ``utilities`` property would rebuild from utility_by_step.
+    utility.setflags(write=False)
+    episode.__dict__["utilities"] = utility
+    return episode
+
+
+def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """``Phi(rho * z(u) + sqrt(1 - rho^2) * N(0, 1))``: a hint whose latent has correlation ``rho`` with utility."""
+    spread = float(utility.std())
+    z = (utility - utility.mean()) / spread if spread > 0 else np.zeros_like(utility)
+    latent = rho * z + np.sqrt(1.0 - rho * rho) * rng.standard_normal(utility.shape[0])
+    return special.ndtr(latent)
+
+
+def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
+    """The observations, utilities and labels of one episode of the paper's change model."""
+    T = c.length
+    # Every structural draw is made up front, in a fixed order, so options that change how a
+    # step is used (docs, guides) leave the draws of other steps where they were.
+    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    # As Python floats and ints (the same values): the loop below reads them one at a time.
+    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T)).tolist()
+    endpoint_draw = rng.integers(0, c.api_pool, size=T).tolist()
+
+    versions = [1] * c.api_pool
+    params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]
+    next_param = [int(n) for n in n_params]
+    deprecated = [False] * c.api_pool
+    snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
+
+    steps_obs: list[Any] = []
+    utility: list[float] = []  # one array at the end: a NumPy item write per step costs more
+    critical: list[int] = []
+    breaking: list[int] = []
+    guides: list[int] = []
+    deprecations = 0
+    prev_obs: Any = None
+    prev_endpoint: int | None = None
+    pending_guide: tuple[dict[str, Any], float] | None = None
+    # The settings the loop reads at every step, as locals (a dataclass attribute costs more).
+    bursts, burst_interval, burst_len = c.bursts, c.burst_interval, c.burst_len
+    doc_prob, redundancy, redundancy_prob = c.doc_prob, c.redundancy, c.redundancy_prob
+    drift_prob, burst_drift_prob = c.drift_prob, c.burst_drift_prob
+    remove_param_prob, deprecate_prob = c.remove_param_prob, c.deprecate_prob
+
+    for t in range(T):
+        in_burst = bursts and (t % burst_interval) < burst_len
+        if pending_guide is not None:
+            obs, value = pending_guide
+            pending_guide = None
+            guides.append(t)
+        elif doc_prob > 0 and u_doc[t] < doc_prob:
+            i = int(endpoint_draw[t])
+            size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
+            topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
+            obs = {"content": _text(text_rng, size), "last_updated": _date(t), "section": f"endpoint_{i}/{topic}"}
+            value = c.doc_utility
+        else:
+            if redundancy and prev_endpoint is not None and u_repeat[t] < redundancy_prob:
+                i = prev_endpoint
+            else:
+                i = endpoint_draw[t]
+            drift = u_drift[t] < (burst_drift_prob if in_burst else drift_prob)
+            if drift:
+                versions[i] += 1
+                removed = u_kind[t] < remove_param_prob and len(params[i]) > 1
+                if removed:
+                    params[i].pop(int(u_which[t] * len(params[i])))
+                else:
+                    params[i].append(f"p{i}_{next_param[i]}")
+                    next_param[i] += 1
+                newly_deprecated = u_depr[t] < deprecate_prob and not deprecated[i]
+                deprecated[i] = bool(u_depr[t] < deprecate_prob)
+                critical.append(t)
+                if removed or newly_deprecated:
+                    breaking.append(t)
+                if deprecated[i]:
+                    deprecations += 1
+            obs = snapshots[i]
+            if obs is None or drift:
+                # One object per endpoint state, shared by the steps that show it: consumers
+                # that key work on the observation object (pricing) do it once per state.
+                obs = snapshots[i] = {
+                    "api": f"api.v{versions[i]}.endpoint_{i}",
+                    "deprecated": deprecated[i],
+                    "params": list(params[i]),
+                    "version": versions[i],
+                }
+            if drift:
+                value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
+                if c.migration_guides and newly_deprecated:
+                    guide = {
+                        "deadline": _date(t + 90),
+                        "new_api": f"api.v{versions[i] + 1}.endpoint_{i}",
+                        "notes": _text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
+                        "old_api": obs["api"],
+                    }
+                    pending_guide = (guide, float(value))
+            else:
+                value = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
+            prev_endpoint = i
+        utility.append(value)
+        steps_obs.append(obs)
+        prev_obs = obs
+
+    labels: dict[str, Any] = {
+        "breaking_changes": breaking,
+        "critical_steps": critical,
+        "deprecated_apis": deprecations,
+        "total_drift_events": len(critical),
+    }
+    if c.migration_guides:
+        labels["migration_guide_steps"] = guides
+    return steps_obs, np.array(utility, dtype=np.float64), labels
+
+
+def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:
+    """Episodes ``start .. start+n-1`` of the set ``(config, seed)``, lazily."""
+    for index in range(start, start + n):
+        yield generate_episode(config, seed, index)

@@ -1,0 +1,323 @@
+"""The evaluation grid (spec §6.2–6.3): policies × episodes × budgets × tracks, one row each.
+
+A policy enters as a ``PolicySpec``: a label for the tables, a picklable factory that
+builds a fresh policy for every run (so no state leaks between episodes or budgets) and the
+track it needs. The core never imports ``agents``: the CLI passes factories in.
+
+Work is split by episode: one task runs every policy at every budget and track on one
+episode, in lockstep (``wpb_gym.evaluation.playing.play``), with the exact oracle computed once per
+(episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1``; the rows
+are sorted afterwards, so the result does not depend on ``jobs``.
+
+``isolate=True`` runs every policy in a process of its own (``wpb_gym.evaluation.isolation``), which
+is what a leaderboard submission must use; in-process evaluation is the fast default for
+trusted code. Either way ``limits`` caps each policy's actions and time per timestep, and a
+run stopped by a limit keeps its row, with the error in the ``error`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .child_processes import end_with_parent
+from ..episodes.generators.paper import make_config
+from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
+from ..scoring.oracle import episode_oracle
+from ..core.policy import POLICY_TRACKS
+from .referee import DEFAULT_LIMITS, RunLimits
+from .playing import PlayedRun, Seat, end_episode, play, score
+from ..episodes.sources import GeneratedEpisodes
+from ..core.tracks import TRACKS, UNPRIVILEGED
+from ..core.types import Episode
+
+# Columns of results.csv, in order: the condition, then the paper's metric names, then the rest.
+KEY_COLUMNS = ("mode", "steps", "budget_bytes", "track", "policy", "policy_track", "episode_id", "episode_index")
+METRIC_COLUMNS = (
+    *METRIC_NAMES,  # the paper's metric names, in the paper's order
+    "merge_actions",
+    *CONFUSION_NAMES,
+    "actions",
+    "rejected_actions",
+    "oracle_f1",  # the hindsight WRITE-only F1 bound of the episode at this budget and track
+)
+# Empty, or why the run's policy was stopped (a limit) or its memory view diverged. Results
+# written before the column existed read as "".
+ERROR_COLUMN = "error"
+# Columns holding counts (the other metric columns hold floats).
+INT_COLUMNS = frozenset(
+    {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
+    | set(CONFUSION_NAMES)
+    | {"actions", "rejected_actions"}
+)
+ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + (ERROR_COLUMN,)
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy of the grid: ``label`` in tables, ``factory()`` a fresh policy, ``track`` it needs."""
+
+    label: str
+    factory: Callable[[], Any]
+    track: str = UNPRIVILEGED
+    only_own_track: bool = False  # a model trained on one track's byte costs runs on that track only
+
+    def __post_init__(self) -> None:
+        if self.track not in POLICY_TRACKS:
+            raise ValueError(f"policy {self.label!r}: track must be one of {POLICY_TRACKS}, got {self.track!r}")
+
+    def runs_on(self, track: str) -> bool:
+        if self.only_own_track:
+            return track == self.track
+        return self.track == UNPRIVILEGED or track != UNPRIVILEGED
+
+
+@dataclass(frozen=True)
+class EpisodeRef:
+    """One episode of the grid: generated from (regime, length, seed, index), or given."""
+
+    mode: str
+    steps: int
+    index: int
+    seed: int | None = None
+    episode: Episode | None = field(default=None, compare=False)
+
+    def load(self) -> Episode:
+        if self.episode is not None:
+            return self.episode
+        return GeneratedEpisodes(make_config(self.mode, length=self.steps), self.seed).episode(self.index)
+
+
+def generated_refs(regimes: Sequence[str], lengths: Sequence[int], per_condition: int, seed: int) -> list[EpisodeRef]:
+    """Episodes 0..per_condition-1 of every (regime, length), generated from ``seed``."""
+    for regime in regimes:
+        make_config(regime)  # an unknown regime fails here, before any work
+    return [
+        EpisodeRef(regime, length, i, seed) for regime in regimes for length in lengths for i in range(per_condition)
+    ]
+
+
+def given_refs(episodes: Sequence[Episode], origin: str = "<episodes>") -> list[EpisodeRef]:
+    """Refs to episodes read from files; each episode's regime comes from its own data."""
+    refs = []
+    counters: dict[tuple[str, int], int] = {}
+    for position, episode in enumerate(episodes):
+        mode = episode.regime
+        if mode is None:
+            raise ValueError(
+                f"{origin}: episode {position} names no regime (labels['mode'] or the steps' metadata['mode'])"
+            )
+        key = (str(mode), len(episode))
+        index = counters.get(key, 0)
+        counters[key] = index + 1
+        refs.append(EpisodeRef(str(mode), len(episode), index, None, episode))
+    return refs
+
+
+@dataclass(frozen=True)
+class GridTask:
+    ref: EpisodeRef
+    policies: tuple[PolicySpec, ...]
+    budgets: tuple[int, ...]
+    tracks: tuple[str, ...]
+    limits: RunLimits = DEFAULT_LIMITS
+    isolate: bool = False
+
+
+def run_task(task: GridTask) -> list[dict[str, Any]]:
+    """Every policy × budget × track on one episode: one row each (in this process)."""
+    episode = task.ref.load()
+    plan = _plan(task)
+    seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
+    runs = play(episode, seats, limits=task.limits)
+    results, rows = _score(task, episode, plan, runs)
+    for run, result in zip(runs, results, strict=True):
+        end_episode(run, result)
+    return rows
+
+
+def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
+    """``run_task`` for several episodes at once, every policy in a process of its own: their
+    runs advance in lockstep, one message per policy and timestep for all of them."""
+    pool = _isolated_pool(tasks[0].policies, tasks[0].limits)
+    episodes = [task.ref.load() for task in tasks]
+    plans = [_plan(task) for task in tasks]
+    played = pool.play_many(list(zip(episodes, plans, strict=True)))
+    out, all_runs, all_results = [], [], []
+    for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
+        results, rows = _score(task, episode, plan, runs)
+        all_runs += runs
+        all_results += results
+        out.append(rows)
+    pool.end(all_runs, all_results)
+    return out
+
+
+def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], runs: list[PlayedRun]):
+    """The results of an episode's runs and their rows (the exact oracle once per track)."""
+    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+    results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    rows = [
+        _row(task, episode, task.policies[i], run, result, oracles)
+        for (i, _, _), run, result in zip(plan, runs, results, strict=True)
+    ]
+    return results, rows
+
+
+def _plan(task: GridTask) -> list[tuple[int, str, int]]:
+    return [
+        (i, track, budget)
+        for track in task.tracks
+        for i, spec in enumerate(task.policies)
+        if spec.runs_on(track)
+        for budget in task.budgets
+    ]
+
+
+def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict:
+    track, budget = run.seat.track, run.seat.budget
+    metrics = result.metrics.as_row()
+    row = {
+        "mode": task.ref.mode,
+        "steps": task.ref.steps,
+        "budget_bytes": budget,
+        "track": track,
+        "policy": spec.label,
+        "policy_track": spec.track,
+        "episode_id": episode.episode_id if episode.episode_id is not None else task.ref.index,
+        "episode_index": task.ref.index,
+    }
+    row.update({name: metrics[name] for name in METRIC_COLUMNS if name in metrics})
+    rejected = sum(run.store.rejected_counts.values())
+    row["actions"] = sum(run.store.accepted_counts.values()) + rejected
+    row["rejected_actions"] = rejected
+    row["oracle_f1"] = oracles[track].f1_bounds[budget].f1
+    problems = []
+    if run.error is not None:
+        problems.append(f"stopped: {run.error}")
+    if run.diverged_at is not None:
+        problems.append(f"memory view diverged from the evaluator's at t={run.diverged_at}")
+    row["error"] = "; ".join(problems)
+    return row
+
+
+# Episodes played at once in isolated evaluation: more means fewer messages, more memory.
+ISOLATED_BATCH = 8
+# One set of policy processes per process of the grid, kept from one episode to the next.
+_POOLS: dict[bytes, Any] = {}
+
+
+def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
+    import pickle
+
+    from .isolation import IsolatedPolicies
+
+    # A model's track is its file's, which only its own process reads (never the oracle's).
+    described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]
+    key = pickle.dumps((described, limits))
+    pool = _POOLS.get(key)
+    if pool is None:
+        close_isolated_pools()
+        pool = _POOLS[key] = IsolatedPolicies(described, limits)
+    return pool
+
+
+def isolated_info(policies: Sequence[PolicySpec], limits: RunLimits = DEFAULT_LIMITS) -> list[dict[str, Any]]:
+    """What each policy declares (``name``, ``track``, ``needs_stream``), asked of it in its own
+    process; the processes are kept for a ``run_grid`` of the same policies in this process."""
+    pool = _isolated_pool(policies, limits)
+    return [pool.info(i) for i in range(len(policies))]
+
+
+def close_isolated_pools() -> None:
+    """Stop the policy processes this process started for isolated grids."""
+    while _POOLS:
+        _POOLS.popitem()[1].close()
+
+
+def row_key(row: dict[str, Any]) -> tuple:
+    return (
+        row["mode"],
+        row["steps"],
+        row["budget_bytes"],
+        TRACKS.index(row["track"]),
+        row["policy"],
+        row["episode_index"],
+    )
+
+
+def skipped(policies: Sequence[PolicySpec], tracks: Sequence[str]) -> list[str]:
+    """A note for every (policy, track) pair the grid leaves out."""
+    return [
+        f"{spec.label} ({spec.track} track) is not run on the {track} track"
+        for track in tracks
+        for spec in policies
+        if not spec.runs_on(track)
+    ]
+
+
+def run_grid(
+    refs: Sequence[EpisodeRef],
+    policies: Sequence[PolicySpec],
+    budgets: Sequence[int],
+    tracks: Sequence[str],
+    *,
+    jobs: int = 1,
+    progress: Callable[[Iterator[list[dict[str, Any]]], int], Iterator[list[dict[str, Any]]]] | None = None,
+    on_episode_done: Callable[[EpisodeRef, list[dict[str, Any]]], None] | None = None,
+    isolate: bool = False,
+    limits: RunLimits = DEFAULT_LIMITS,
+) -> list[dict[str, Any]]:
+    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``
+    and either ``isolate``).
+
+    ``on_episode_done(ref, rows)`` is called as each episode's rows arrive (in ``refs`` order),
+    e.g. to checkpoint them for a resumable run. ``isolate`` runs each policy in its own
+    process (see the module docstring); ``limits`` bounds each policy per timestep.
+    """
+    labels = [p.label for p in policies]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"policy labels must be unique, got {labels}")
+    for track in tracks:
+        if track not in TRACKS:
+            raise ValueError(f"unknown track {track!r}; expected some of {TRACKS}")
+    if any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in budgets):
+        raise ValueError(f"budgets must be non-negative ints, got {list(budgets)}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be at least 1, got {jobs}")
+    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
+    # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
+    batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
+    try:
+        if jobs == 1:
+            if isolate:
+                results: Iterator[list[dict[str, Any]]] = chain.from_iterable(map(run_isolated_tasks, batches))
+            else:
+                results = map(run_task, tasks)
+            rows = _collect(results, refs, progress, on_episode_done)
+        else:
+            # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
+            # shut the pool down); their policy processes end with them.
+            with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
+                if isolate:
+                    results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
+                else:
+                    results = pool.map(run_task, tasks, chunksize=max(1, len(tasks) // (4 * jobs)))
+                rows = _collect(results, refs, progress, on_episode_done)
+    finally:
+        close_isolated_pools()
+    rows.sort(key=row_key)
+    return rows
+
+
+def _collect(results, refs, progress, on_episode_done) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    chunks = progress(results, len(refs)) if progress is not None else results
+    for ref, chunk in zip(refs, chunks, strict=False):  # map keeps the order of refs
+        if on_episode_done is not None:
+            on_episode_done(ref, chunk)
+        rows.extend(chunk)
+    return rows

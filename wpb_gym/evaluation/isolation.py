@@ -1,0 +1,434 @@
+"""Isolated evaluation: every policy in its own process, handed only what it may see.
+
+In one process a policy can reach what the evaluator holds (the store behind its view, the
+labels through the interpreter's frames or the garbage collector). Here each policy runs in a
+process of its own that holds nothing of the evaluator's memory (forked from a fork server,
+itself a fresh interpreter, or spawned where there is none), and the evaluator sends it, one
+timestep at a time, only the step as the policy's track shows it — never a label, never a
+later step. In its process the policy reads a replica
+of its memory, kept by the same store code from its own actions; it sends its actions back as
+plain JSON, and the evaluator judges them on its own canonical store. Whatever the policy does
+to its process (its replica included) changes nothing that is scored; a run whose replica no
+longer agrees with the evaluator's decisions is reported as diverged.
+
+Per timestep, ``RunLimits`` bounds each run's actions and wall time. Time is enforced inside
+the policy's process (an interval timer interrupts a policy that blocks), and the evaluator
+stops a process that does not answer at all: its runs on that episode are stopped and a fresh
+process serves the next episode. Nothing hangs, and a policy's process ends with the
+evaluator's (``wpb_gym.evaluation.child_processes``).
+
+What crosses back is JSON, decoded without ``pickle``: a policy's process cannot run code in
+the evaluator. It is not a sandbox: the policy's process can read the file system, so a
+leaderboard keeps its evaluation episodes (or their seed) out of its reach. The runs of one
+policy share its process and advance in lockstep (every budget and track of a batch of
+episodes at once), so none is shown a step before its time; a policy that follows the rules
+gets exactly the results it gets in process (``wpb_gym.evaluation.playing``).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..core.accounting import estimate_bytes
+from ..core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
+from .policy_process import serve
+from ..core.readonly import thaw
+from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
+from .playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
+from ..core.store import ByteMemoryStore
+from ..core.tracks import policy_episode
+from ..core.types import Episode, Step
+from .wire import decode_action
+
+__all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
+
+
+def _start_method() -> Any:
+    """``forkserver`` where there is one (POSIX), else ``spawn``.
+
+    Either way a policy's process starts from a fresh interpreter, not a copy of this one:
+    the fork server is itself a fresh interpreter, which imports this package (and, like
+    ``spawn``, the main script) once; each policy's process is then a cheap fork of it instead
+    of a new interpreter importing numpy, scipy and the package again (0.7 s each here).
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Only read when the fork server starts: a server already running (started by other
+    # code) keeps its own list, which costs time, not correctness.
+    context.set_forkserver_preload(["__main__", "wpb_gym.evaluation.policy_process"])
+    return context
+
+
+_CONTEXT = _start_method()
+_MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
+_GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
+_START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
+
+# (policy index, track, budget): one run of a plan
+Plan = Sequence[tuple[int, str, int]]
+
+
+class PickledPolicy:
+    """A policy factory that rebuilds one pickled policy object: each call a fresh copy."""
+
+    def __init__(self, policy: Any) -> None:
+        try:
+            self.data = pickle.dumps(policy)
+        except Exception as error:  # noqa: BLE001 - pickling runs the policy's own code
+            raise ValueError(
+                f"policy {policy_name(policy)!r} cannot be sent to its own process: it does not pickle "
+                f"({type(error).__name__}: {error}); define it at module level, with picklable attributes"
+            ) from None
+
+    def __call__(self) -> Any:
+        return pickle.loads(self.data)
+
+
+class _NoAnswer(Exception):
+    pass
+
+
+class _Worker:
+    """The evaluator's handle on one policy's process."""
+
+    def __init__(self, label: str, factory: Callable[[], Any], limits: RunLimits) -> None:
+        self.label = label
+        self.conn, child = _CONTEXT.Pipe(duplex=True)
+        self.process = _CONTEXT.Process(
+            target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True
+        )
+        self.process.start()
+        child.close()
+        self.info: dict[str, Any] = {}
+
+    def send(self, data: bytes) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except OSError:
+            pass  # a dead process: receive() says so
+
+    def receive(self, timeout: float | None, t: int | None) -> dict[str, Any]:
+        try:
+            if not self.conn.poll(timeout):
+                raise _NoAnswer
+            data = self.conn.recv_bytes(_MAX_REPLY_BYTES)
+        except (EOFError, OSError) as error:
+            self.process.join(1.0)
+            code = self.process.exitcode
+            raise PolicyError(
+                self.label, t, f"its process ended unexpectedly (exit code {code}; {type(error).__name__})"
+            ) from None
+        try:
+            reply = json.loads(data)
+        except Exception:  # noqa: BLE001 - a reply too deep or not JSON at all
+            raise PolicyError(self.label, t, "its process sent a reply that is not JSON") from None
+        if not isinstance(reply, dict):
+            raise PolicyError(self.label, t, "its process sent a reply that is not a JSON object")
+        if "error" in reply:
+            raise PolicyError(self.label, t, f"raised in its process:\n{reply['error']}")
+        return reply
+
+    def call(self, message: tuple[Any, ...], timeout: float | None, t: int | None = None) -> dict[str, Any]:
+        self.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+        return self.receive(timeout, t)
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.process.kill()
+        self.process.join(5.0)
+
+
+class IsolatedPolicies:
+    """One process per policy (``(label, factory)`` pairs), reused episode after episode.
+
+    ``play(episode, plan)`` runs the plan's ``(policy index, track, budget)`` runs over
+    ``episode``; ``play_many`` several episodes at once (in lockstep: one message per policy
+    and timestep for all of them); ``end(runs, results)`` reports the metrics to the policies'
+    hooks. Use it as a context manager, or call ``close()``.
+    """
+
+    def __init__(
+        self, policies: Sequence[tuple[str, Callable[[], Any], str | None]], limits: RunLimits = DEFAULT_LIMITS
+    ) -> None:
+        # The track of each policy as the evaluator knows it (its registry entry, or the
+        # object it was given): the labels go to a process only on this word, never on the
+        # process's own, and a process that declares another track is refused. None: the
+        # process's word is taken, except for the oracle track (a model file's track).
+        self.policies = [(label, factory) for label, factory, _ in policies]
+        self.tracks = [track for _, _, track in policies]
+        for (label, _), track in zip(self.policies, self.tracks, strict=True):
+            if track is not None and track not in POLICY_TRACKS:
+                raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
+        self.limits = limits
+        self._workers: list[_Worker | None] = [None] * len(self.policies)
+
+    def __enter__(self) -> IsolatedPolicies:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for i, worker in enumerate(self._workers):
+            if worker is not None:
+                worker.stop()
+                self._workers[i] = None
+
+    def info(self, index: int) -> dict[str, Any]:
+        """What policy ``index`` declares (``name``, ``track``, ``needs_stream``), from its process."""
+        return self._start([index])[0].info
+
+    def _start(self, indices: Sequence[int]) -> list[_Worker]:
+        fresh = []
+        for i in indices:
+            if self._workers[i] is None:
+                label, factory = self.policies[i]
+                self._workers[i] = _Worker(label, factory, self.limits)
+                fresh.append(self._workers[i])
+        probe = pickle.dumps(("probe",))
+        for worker in fresh:  # started together: they import in parallel
+            worker.send(probe)
+        for worker in fresh:
+            try:
+                worker.info = _checked_info(worker.receive(_START_SECONDS, None), worker.label)
+            except (_NoAnswer, PolicyError) as error:
+                self._discard(worker)
+                reason = "it did not start in time" if isinstance(error, _NoAnswer) else str(error)
+                raise PolicyError(worker.label, None, f"its process could not build the policy: {reason}") from None
+            expected = self.tracks[self._workers.index(worker)]
+            if worker.info["track"] != expected and (expected is not None or worker.info["track"] == ORACLE):
+                self._discard(worker)
+                raise PolicyError(
+                    worker.label,
+                    None,
+                    f"its process declares the {worker.info['track']} track, the evaluator knows it as "
+                    f"{expected or 'not an oracle'}",
+                )
+        return [self._workers[i] for i in indices]  # type: ignore[misc]
+
+    def _discard(self, worker: _Worker) -> None:
+        worker.stop()
+        self._workers[self._workers.index(worker)] = None
+
+    def _timeout(self, runs: int) -> float | None:
+        seconds = self.limits.max_seconds_per_step
+        return None if seconds is None else seconds * max(1, runs) + _GRACE_SECONDS
+
+    def play(self, episode: Episode, plan: Plan, *, record_actions: bool = False) -> list[PlayedRun]:
+        """Every ``(policy index, track, budget)`` of ``plan`` over ``episode``."""
+        return self.play_many([(episode, plan)], record_actions=record_actions)[0]
+
+    def play_many(
+        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False
+    ) -> list[list[PlayedRun]]:
+        """``play`` for several episodes at once: their runs advance in lockstep."""
+        runs: list[PlayedRun] = []
+        canonical: dict[tuple[int, str], Sequence[Step]] = {}
+        begins: dict[int, list[dict[str, Any]]] = {}  # policy -> what it is told of each episode
+        owned: dict[int, list[int]] = {}  # policy -> its runs
+        for e, (episode, plan) in enumerate(items):
+            for track in {track for _, track, _ in plan}:
+                canonical[e, track] = policy_episode(episode, track).steps
+            mine: dict[int, list[tuple[int, str, int]]] = {}
+            for i, track, budget in plan:
+                k = len(runs)
+                label = self.policies[i][0]
+                runs.append(PlayedRun(Seat(None, budget, track, (e, i), label), label, ByteMemoryStore(budget)))
+                mine.setdefault(i, []).append((k, track, budget))
+                owned.setdefault(i, []).append(k)
+            for i in mine:
+                begins.setdefault(i, []).append((e, episode, mine[i]))
+        workers = dict(zip(owned, self._start(list(owned)), strict=True))
+        for i, entries in begins.items():
+            self._begin(workers[i], entries, canonical)
+        live = dict(owned)
+        lengths = [len(episode) for episode, _ in items]
+
+        # Generated streams show one observation object at many steps (25-40 objects in 200
+        # steps): each goes over the wire once, then by its number, so that a policy's process
+        # unpickles, freezes and serialises it once, as the in-process runner does. The step's
+        # WRITE cost goes along: computed here once for every policy (canonical steps cache it).
+        numbers: dict[int, int] = {}  # id(observation) -> its number (canonical keeps it alive)
+
+        def shown(step: Step) -> tuple[Any, ...]:
+            number = numbers.get(id(step.observation))
+            if number is not None:
+                return number, step.metadata, estimate_bytes(step)
+            number = numbers[id(step.observation)] = len(numbers)
+            return number, step.metadata, estimate_bytes(step), step.observation
+
+        def message(t: int) -> bytes:
+            steps = {
+                e: {track: shown(s[t]) for (f, track), s in canonical.items() if f == e}
+                for e, n in enumerate(lengths)
+                if t < n
+            }
+            return pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
+
+        # A policy's process gets step t + 1 as soon as its answer for t is in, and computes
+        # while its answer is judged here; never earlier, so it cannot look ahead.
+        longest = max(lengths, default=0)
+        ends = set(lengths)  # the timesteps at which an episode of the batch is over
+        steps_of = [canonical[run.seat.group[0], run.seat.track] for run in runs]
+        mine = {i: set(ks) for i, ks in live.items()}
+        t, pending = 0, [i for i, ks in live.items() if ks and longest > 0]
+        first = message(0) if pending else b""
+        for i in pending:
+            workers[i].send(first)
+        while pending:
+            upcoming = message(t + 1) if t + 1 < longest else None
+            sent = []
+            for i in pending:
+                worker, ks = workers[i], live[i]
+                try:
+                    reply = worker.receive(self._timeout(len(ks)), t)
+                except _NoAnswer:
+                    self._discard(worker)
+                    for k in ks:
+                        runs[k].error = PolicyLimitError(
+                            worker.label, t, "its process did not answer within the time limit and was stopped"
+                        )
+                    live[i], mine[i] = [], set()
+                    continue
+                going = ks if t + 1 not in ends else [k for k in ks if t + 1 < lengths[runs[k].seat.group[0]]]
+                if upcoming is not None and going:
+                    worker.send(upcoming)
+                    sent.append(i)
+                if self._judge(reply, runs, mine[i], t, steps_of, worker.label, record_actions):
+                    going = [k for k in going if runs[k].error is None]
+                if going is not ks:
+                    live[i], mine[i] = going, set(going)
+            pending, t = sent, t + 1
+        nested: list[list[PlayedRun]] = [[] for _ in items]
+        for run in runs:
+            nested[run.seat.group[0]].append(run)
+        return nested
+
+    def _begin(self, worker: _Worker, entries: list[tuple[int, Episode, list[tuple[int, str, int]]]], canonical):
+        messages = []
+        for e, episode, runs in entries:
+            tracks = sorted({track for _, track, _ in runs})
+            streams = None
+            if worker.info["needs_stream"]:
+                streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
+            whole = None
+            if self.tracks[self._workers.index(worker)] == ORACLE:  # an upper bound: it reads the labels
+                whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
+            messages.append(
+                {
+                    "e": e,
+                    "tracks": tracks,
+                    "streams": streams,
+                    "episode": whole,
+                    "length": len(episode),
+                    "episode_id": thaw(episode.episode_id),
+                    "runs": runs,
+                }
+            )
+        try:
+            worker.call(("begin", messages), self._timeout(sum(len(m["runs"]) for m in messages)))
+        except _NoAnswer:
+            self._discard(worker)
+            raise PolicyError(worker.label, None, "start_episode did not return within the time limit") from None
+
+    def _judge(self, reply, runs, mine, t, steps_of, label, record) -> bool:
+        """Apply one process's actions for ``t`` to the evaluator's stores, checking every field
+        (it is the policy's data). True when a run was stopped.
+
+        """
+        actions, stopped = reply.get("actions"), reply.get("stopped")
+        if type(actions) is not list or type(stopped) is not list:
+            raise PolicyError(label, t, "its process sent a reply without 'actions' and 'stopped' lists")
+        max_actions = self.limits.max_actions_per_step or float("inf")
+        seen: set[int] = set()
+        any_stopped = False
+        for entry in actions:
+            k, taken = _run_entry(entry, mine, seen, label, t)
+            run = runs[k]
+            if len(taken) > max_actions:
+                run.error = PolicyLimitError(label, t, f"yielded more than {max_actions} actions at one timestep")
+                any_stopped = True
+                continue
+            step = steps_of[k][t]
+            store = run.store
+            for raw in taken:
+                decoded = decode_action(raw)
+                if decoded is None:
+                    raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
+                plain, accepted = decoded
+                kind = plain[0]
+                if kind == "WRITE" and not record:  # most actions: straight to the store
+                    decision = store.write(step, t, plain[3], shown=step)
+                else:
+                    decision = apply(store, plain, t, step, step)
+                    if record:
+                        run.actions.append(LoggedAction(t, as_action(plain, step), decision))
+                if decision.accepted is not accepted and run.diverged_at is None:
+                    run.diverged_at = t
+        for entry in stopped:
+            k, text = _run_entry(entry, mine, set(), label, t)
+            if not isinstance(text, str):
+                raise PolicyError(label, t, "its process sent a malformed stop")
+            runs[k].error = PolicyLimitError(label, t, text)
+            any_stopped = True
+        return any_stopped
+
+    def end(self, runs: Sequence[PlayedRun], results: Sequence[EpisodeRun]) -> None:
+        """Report each run's metrics to its policy's ``end_episode`` (in the policy's process);
+        ``runs`` in the order ``play`` / ``play_many`` returned them (flattened)."""
+        by_policy: dict[int, dict[str, dict[str, float]]] = {}
+        for k, (run, result) in enumerate(zip(runs, results, strict=True)):
+            by_policy.setdefault(run.seat.group[1], {})[str(k)] = result.metrics.as_row()
+        for i, metrics in by_policy.items():
+            worker = self._workers[i]
+            if worker is None:
+                continue  # stopped during the episode: its runs are not called again
+            try:
+                worker.call(("end", metrics), self._timeout(len(metrics)))
+            except _NoAnswer:
+                self._discard(worker)
+
+
+def _checked_info(reply: dict[str, Any], label: str) -> dict[str, Any]:
+    info = {"name": reply.get("name"), "track": reply.get("track"), "needs_stream": reply.get("needs_stream")}
+    if not isinstance(info["name"], str) or info["track"] not in ("unprivileged", "privileged", "oracle"):
+        raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
+    if not isinstance(info["needs_stream"], bool):
+        raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
+    return info
+
+
+def _run_entry(entry: Any, mine: set[int], seen: set[int], label: str, t: int) -> tuple[int, Any]:
+    if type(entry) is not list or len(entry) != 2:
+        raise PolicyError(label, t, "its process sent a malformed reply")
+    k, taken = entry
+    if type(k) is not int or k not in mine:  # (a JSON true would pass as 1 without the type check)
+        raise PolicyError(label, t, "its process named a run that is not its own")
+    if k in seen:
+        raise PolicyError(label, t, "its process answered twice for one run")
+    seen.add(k)
+    if type(taken) is not list and type(taken) is not str:
+        raise PolicyError(label, t, "its process sent malformed actions")
+    return k, taken
+
+
+def run_isolated(
+    episode: Episode,
+    seat: Seat,
+    *,
+    oracle_utility: float | None = None,
+    limits: RunLimits = DEFAULT_LIMITS,
+    record_actions: bool = True,
+) -> EpisodeRun:
+    """``run_episode`` for one policy object, in a process of its own (see the module docstring)."""
+    policy = (seat.label or policy_name(seat.policy), PickledPolicy(seat.policy), policy_track(seat.policy))
+    with IsolatedPolicies([policy], limits) as pool:
+        (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions)
+        result = score(run, episode, oracle_utility)
+        pool.end([run], [result])
+    return result

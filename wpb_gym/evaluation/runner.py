@@ -1,0 +1,41 @@
+"""``run_episode``: one policy over one episode at one budget, in this process or isolated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .isolation import run_isolated
+from .playing import EpisodeRun, Seat, end_episode, play, score
+from .referee import DEFAULT_LIMITS, RunLimits
+from ..core.tracks import UNPRIVILEGED
+from ..core.types import Episode
+
+__all__ = ["run_episode"]
+
+
+def run_episode(
+    policy: Any,
+    episode: Episode,
+    budget_bytes: int,
+    track: str = UNPRIVILEGED,
+    *,
+    oracle_utility: float | None = None,
+    record_actions: bool = True,
+    limits: RunLimits = DEFAULT_LIMITS,
+    isolate: bool = False,
+) -> EpisodeRun:
+    """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
+
+    ``oracle_utility`` (U*(B) on ``track``) may be passed when it is already known, e.g. when
+    several policies share an episode; it is computed otherwise. With ``record_actions``
+    False the run keeps no action log (``actions`` is empty; the store still counts them).
+    ``isolate=True`` runs the policy in its own process (``wpb_gym.evaluation.isolation``): the policy
+    object is pickled there, and what it learns in that process does not come back.
+    """
+    seat = Seat(policy, budget_bytes, track)
+    if isolate:
+        return run_isolated(episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions)
+    (run,) = play(episode, [seat], limits=limits, record_actions=record_actions)
+    result = score(run, episode, oracle_utility)
+    end_episode(run, result)
+    return result
