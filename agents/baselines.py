@@ -43,11 +43,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from wpb_gym.core.accounting import canonical_delta, estimate_bytes, merge_cost
-from wpb_gym.scoring.oracle import oracle_write_set
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
+from wpb_gym.scoring.oracle import oracle_write_set
 
 from .base import Agent
 from .observe import StreamObserver

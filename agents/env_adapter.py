@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.core.policy import EpisodeOutcome, call_hook, check_action, check_can_run, episode_context, policy_name
 from wpb_gym.core.tracks import policy_episode
 from wpb_gym.core.types import MemoryAction
+from wpb_gym.envs.env import WritePolicyBenchEnv
 
 SKIP, WRITE = 0, 1
 _DONE = object()  # end of an agent's actions (None could be a yielded value)

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.envs.env import MEMORY_FEATURES, WritePolicyBenchEnv
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.observation.features import MEMORY_FEATURES
 
 SKIP, WRITE = 0, 1
 _CONTRACT_CHANGES = (

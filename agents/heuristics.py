@@ -13,8 +13,8 @@ from typing import Any
 from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
-from wpb_gym.envs.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
 from wpb_gym.core.types import MemoryAction, Step
+from wpb_gym.envs.observation.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
 
 from .baselines import BaselineAgent
 from .observe import as_set

@@ -4,7 +4,7 @@
 (stored or not): an agent that skips a snapshot still knows it was shown. ``describe``
 compares the current step with that memory of the stream and with what the store holds;
 it reads only the observation, the store view and the agent's own past, never labels or
-``priority``. Families are the environment's (``wpb_gym.envs.stream_table.kind_and_family``:
+``priority``. Families are the environment's (``wpb_gym.envs.observation.stream_table.kind_and_family``:
 the ``api`` with its version segments removed, a doc ``section``, a guide's old endpoint).
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.store import StoreView
-from wpb_gym.envs.stream_table import KIND_NAMES, compare_versions, kind_and_family
 from wpb_gym.core.types import Step
+from wpb_gym.envs.observation.stream_table import KIND_NAMES, compare_versions, kind_and_family
 
 
 @dataclass(frozen=True)

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.readonly import thaw
+from wpb_gym.core.store import StoreView
+from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import GeneratorConfig
-from wpb_gym.core.policy import EpisodeContext
-from wpb_gym.core.store import StoreView
-from wpb_gym.core.readonly import thaw
-from wpb_gym.core.types import Episode, MemoryAction, Step
 
 from .base import Agent
 

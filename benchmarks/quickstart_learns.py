@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 import wpb_gym  # noqa: F401  (registers the ids)
-from wpb_gym.envs.env import MEMORY_FEATURES
+from wpb_gym.envs.observation.features import MEMORY_FEATURES
 from wpb_gym.scoring.oracle import episode_oracle
 
 HELD_OUT_SEED = 777

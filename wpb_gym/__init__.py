@@ -9,10 +9,21 @@ imports ``agents``.
 
 from .core.accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
 from .core.budget import BudgetExceededError, BudgetView, ByteBudget
+from .core.policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
+from .core.readonly import ReadOnlyDict, ReadOnlyList, thaw
+from .core.store import ByteMemoryStore, Decision, Reason, StoreView
+from .core.tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
+from .core.types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
+from .core.version import __version__
 from .envs.env import WritePolicyBenchEnv
+from .envs.registration import ENV_IDS, register_envs
 from .episodes.frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
 from .episodes.generators.paper import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
 from .episodes.jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
+from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
+from .evaluation.playing import EpisodeRun
+from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
+from .evaluation.runner import run_episode
 from .scoring.metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
 from .scoring.oracle import (
     EpisodeOracle,
@@ -24,17 +35,6 @@ from .scoring.oracle import (
     oracle_utility,
     oracle_write_set,
 )
-from .core.policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
-from .core.readonly import ReadOnlyDict, ReadOnlyList, thaw
-from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
-from .envs.registration import ENV_IDS, register_envs
-from .evaluation.playing import EpisodeRun
-from .evaluation.runner import run_episode
-from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
-from .core.store import ByteMemoryStore, Decision, Reason, StoreView
-from .core.tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
-from .core.types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
-from .core.version import __version__
 
 register_envs()
 

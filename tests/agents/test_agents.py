@@ -16,10 +16,10 @@ from agents.base import Agent
 from agents.env_adapter import EnvDriver, run_agent_in_env
 from agents.registry import agent_entry, list_agents, make_agent, registry_table
 from wpb_gym.cli import main as wpb_main
+from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
-from wpb_gym.core.types import Episode, MemoryAction, Step
 
 REGIMES = ("default", "burst_redundancy")
 BUDGETS = (1024, 10240)
@@ -268,7 +268,7 @@ def test_actions_are_applied_as_they_are_yielded(path):
 def stable_api_episode(regime: str, index: int, length: int = 120) -> Episode:
     """A generated episode whose endpoints keep one "api" across versions (as in real API
     histories), so MERGE deltas are non-empty and merge_aggressive really merges."""
-    from wpb_gym.envs.stream_table import endpoint_family
+    from wpb_gym.envs.observation.stream_table import endpoint_family
 
     episode = generate_episode(make_config(regime, length=length), seed=5, index=index)
     steps = []

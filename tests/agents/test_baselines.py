@@ -23,12 +23,12 @@ from agents.baselines import (
     UtilityGreedy,
 )
 from wpb_gym.core.accounting import estimate_bytes
-from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
-from wpb_gym.scoring.oracle import oracle_utility, oracle_write_set
 from wpb_gym.core.policy import EpisodeContext
-from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import Episode, Step
+from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
+from wpb_gym.evaluation.runner import run_episode
+from wpb_gym.scoring.oracle import oracle_utility, oracle_write_set
 
 PRIVILEGED = "privileged"
 UNPRIVILEGED = "unprivileged"

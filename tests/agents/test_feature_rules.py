@@ -8,9 +8,9 @@ import pytest
 
 from agents.feature_rules import BreakingRule, play
 from agents.registry import make_agent
+from wpb_gym.core.types import Episode, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.evaluation.runner import run_episode
-from wpb_gym.core.types import Episode, Step
 
 CONTRACT_REGIMES = ("breaking", "reverts", "noisy_priority", "mixed_sizes", "contract_mix")
 HELD_OUT_SEED = 777  # episodes no shipped recipe trains on

@@ -4,11 +4,11 @@ import pytest
 
 from agents.heuristics import BreakingDetector, is_breaking
 from agents.registry import make_agent
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, generate_episode, make_config
-from wpb_gym.scoring.oracle import hindsight_f1_bound
-from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import Episode, Step
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, generate_episode, make_config
+from wpb_gym.evaluation.runner import run_episode
+from wpb_gym.scoring.oracle import hindsight_f1_bound
 
 
 def snap(t, name="e", version=1, params=("a", "b"), required=(), deprecated=False):

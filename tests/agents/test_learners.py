@@ -28,12 +28,12 @@ from agents.learners import (
     train_learner,
 )
 from wpb_gym.core.accounting import estimate_bytes
-from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.core.policy import EpisodeOutcome
-from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.core.store import ByteMemoryStore
 from wpb_gym.core.tracks import policy_episode
 from wpb_gym.core.types import Episode, MemoryAction, Step
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.evaluation.runner import run_episode
 
 NAMES = tuple(LEARNERS)  # ("epsilon_greedy", "bandit_ucb")
 LEARNING_REGIMES = ("default", "burst_redundancy")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wpb_gym.cli.eval_settings import eval_settings
 from wpb_gym.cli.inputs import (
     MAX_BUDGET,
     InputError,
@@ -20,7 +21,6 @@ from wpb_gym.cli.inputs import (
     parse_ints,
     parse_names,
 )
-from wpb_gym.cli.eval_settings import eval_settings
 from wpb_gym.core.file_names import name_part
 from wpb_gym.evaluation.run_folder import check_folder_path, publish, read_checkpoints, staging_folder
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.cli import main
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import dumps_episode
+from wpb_gym.evaluation import grid as grid_module
 
 TINY = ["--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1024"]
 TINY += ["--tracks", "unprivileged", "--quiet"]

@@ -204,3 +204,23 @@ def test_shortcuts_do_what_execute_does(case):
             assert via_shortcut.accepted_counts == via_execute.accepted_counts
             assert via_shortcut.rejected_counts == via_execute.rejected_counts
             assert via_shortcut.clock == via_execute.clock
+
+
+@given(streams())
+def test_retained_loss_is_what_an_expire_removes_from_the_retained_set(case):
+    steps, budget, programs = case
+    store = ByteMemoryStore(budget)
+    for t, actions in enumerate(programs):
+        for action in actions:
+            if action.action == "EXPIRE":
+                before = set(store.retained_timesteps())
+                loss = store.retained_loss(action.target_t)
+                accepted = store.apply(action, t)
+                after = set(store.retained_timesteps())
+                assert set(loss) == (before - after if accepted else set(loss))
+                assert len(set(loss)) == len(loss) and set(loss) <= before
+                if not accepted:
+                    assert before == after and (loss == () or action.target_t in store)
+            else:
+                store.apply(action, t)
+    assert store.retained_loss(10**6) == ()

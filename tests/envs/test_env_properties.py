@@ -42,8 +42,9 @@ from wpb_gym import (
     track_costs,
     write_jsonl,
 )
-from wpb_gym.envs.env import MEMORY_FEATURES, STEP_FEATURES, WritePolicyBenchEnv
-from wpb_gym.envs.stream_table import endpoint_family
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.observation.features import MEMORY_FEATURES, STEP_FEATURES
+from wpb_gym.envs.observation.stream_table import endpoint_family
 
 REGIMES = ("default", "burst_drift", "redundancy", "burst_redundancy")
 GENERATOR_OPTIONS = ({}, {"doc_prob": 0.3}, {"migration_guides": True}, {"priority_noise": 0.2}, {"drift_prob": 0.3})
@@ -332,9 +333,9 @@ def test_invariants_after_every_step(kwargs, choice_list, seed):
         for array in arrays:
             array[...] = 1
         env.action_masks()[:] = False
-        assert_same_obs(env._observation(), expected)
+        assert_same_obs(env._encoder.observation(), expected)
         np.testing.assert_array_equal(env.action_masks(), mask)
-        internal = env._mask_arrays[env._mask]
+        internal = env._encoder._mask_arrays[env._encoder.mask]
         assert not any(np.shares_memory(array, internal) for array in [*arrays, info["action_mask"]])
         previous = arrays
         obs, _, terminated, _, info = env.step(pick(env, choice, mask))
@@ -706,7 +707,7 @@ def split(env: WritePolicyBenchEnv, obs: np.ndarray):
     memory = dict(zip(MEMORY_FEATURES, obs[n_step : n_step + n_mem].tolist(), strict=True))
     rows = obs[n_step + n_mem :].reshape(env.K, n_slot)
     slots = [dict(zip(env.slot_features, row.tolist(), strict=True)) for row in rows]
-    np.testing.assert_array_equal(obs, env._observation())
+    np.testing.assert_array_equal(obs, env._encoder.observation())
     return step, memory, slots
 
 

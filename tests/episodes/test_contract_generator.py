@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wpb_gym.envs.observation.stream_table import endpoint_family
 from wpb_gym.episodes.generators.contracts import (
     BREAKING_KINDS,
     COSMETIC_KINDS,
@@ -23,7 +24,6 @@ from wpb_gym.episodes.generators.paper import (
     make_config,
 )
 from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
-from wpb_gym.envs.stream_table import endpoint_family
 
 
 def _replay(episode):

@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
+from wpb_gym.core.types import Episode
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import EpisodeFormatError, dumps_episode, iter_jsonl, load_jsonl, write_jsonl
-from wpb_gym.core.types import Episode
 
 
 def _episodes(n: int = 3, seed: int = 11, length: int = 30) -> list[Episode]:

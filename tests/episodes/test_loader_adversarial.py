@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wpb_gym.episodes.jsonl import EpisodeFormatError, load_jsonl, write_jsonl
 from wpb_gym.core.strict_json import MAX_NESTING, StrictDecoder
 from wpb_gym.core.types import MAX_UTILITY
+from wpb_gym.episodes.jsonl import EpisodeFormatError, load_jsonl, write_jsonl
 
 sys.path.insert(0, str(Path(__file__).parent))
 from loader_cases import CASES, GOOD, Case, lines

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wpb_gym.episodes.real.change_events import BREAKING_TYPES, read_events
 from wpb_gym.cli import main
+from wpb_gym.episodes.real.change_events import BREAKING_TYPES, read_events
 from wpb_gym.episodes.real.openapi_changes import (
     Snapshot,
     StateTimeline,
@@ -31,7 +31,13 @@ from wpb_gym.episodes.real.openapi_changes import (
     with_revert_times,
 )
 from wpb_gym.episodes.real.openapi_ingest import UNRELEASED, IngestError, SpecSource, ingest_openapi, path_matches
-from wpb_gym.episodes.real.openapi_spec import EndpointState, SpecError, endpoint_states, load_document, spec_version_label
+from wpb_gym.episodes.real.openapi_spec import (
+    EndpointState,
+    SpecError,
+    endpoint_states,
+    load_document,
+    spec_version_label,
+)
 
 # --- building specs ---------------------------------------------------------------------------
 

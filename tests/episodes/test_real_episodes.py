@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import wpb_gym  # noqa: F401
-from wpb_gym.episodes.real.change_events import BREAKING_TYPES, ChangeEvent, write_events
 from wpb_gym.cli import main
 from wpb_gym.episodes.frozen import FrozenSetError, open_frozen_set
+from wpb_gym.episodes.real.change_events import BREAKING_TYPES, ChangeEvent, write_events
 from wpb_gym.episodes.real.episodes import (
     Period,
     RealEpisodeOptions,

@@ -16,8 +16,8 @@ import adversaries as adv
 import pytest
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.evaluation import isolation
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.evaluation import isolation
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 from wpb_gym.evaluation.referee import PolicyError, RunLimits
 from wpb_gym.evaluation.runner import run_episode

@@ -9,9 +9,9 @@ import adversaries as adv
 import pytest
 
 from agents.registry import make_agent
+from wpb_gym.core.readonly import freeze
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
-from wpb_gym.core.readonly import freeze
 from wpb_gym.evaluation.referee import MalformedActionError, PolicyError
 from wpb_gym.evaluation.runner import run_episode
 

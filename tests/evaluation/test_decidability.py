@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from agents.heuristics import BreakingDetector
-from wpb_gym.evaluation.decidability import decidability, undecidable_critical_steps
-from wpb_gym.episodes.generators.paper import generate_episode, make_config
-from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.core.types import Episode, Step
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.evaluation.decidability import decidability, undecidable_critical_steps
+from wpb_gym.evaluation.runner import run_episode
 
 
 def episode(observations, critical, utilities=None):

@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.evaluation import grid as grid_module
-from wpb_gym.cli.commands import _eval_config, build_parser
 from wpb_gym.cli import main as wpb
+from wpb_gym.cli.commands import _eval_config, build_parser
+from wpb_gym.core.types import Episode, Step
+from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.evaluation.grid import ROW_COLUMNS, PolicySpec, generated_refs, given_refs, run_grid, skipped
 from wpb_gym.evaluation.report import RUN_COLUMNS, bootstrap_ci, leaderboard, write_atomic
 from wpb_gym.evaluation.runner import run_episode
-from wpb_gym.core.types import Episode, Step
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.readonly import ReadOnlyDict, ReadOnlyList, freeze, thaw
+from wpb_gym.core.store import ByteMemoryStore, Decision, Reason
+from wpb_gym.core.tracks import policy_episode
+from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
-from wpb_gym.core.readonly import ReadOnlyDict, ReadOnlyList, freeze, thaw
+from wpb_gym.evaluation.playing import Seat, StepCopies, play
 from wpb_gym.evaluation.referee import (
     NOT_JSON,
     MalformedActionError,
@@ -23,11 +27,7 @@ from wpb_gym.evaluation.referee import (
     RunLimits,
     normalise,
 )
-from wpb_gym.evaluation.playing import Seat, StepCopies, play
 from wpb_gym.evaluation.runner import run_episode
-from wpb_gym.core.store import ByteMemoryStore, Decision, Reason
-from wpb_gym.core.tracks import policy_episode
-from wpb_gym.core.types import Episode, MemoryAction, Step
 
 
 # ---------------------------------------------------------------------------- read-only copies

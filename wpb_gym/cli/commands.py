@@ -25,8 +25,18 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ..core.file_names import name_part
+from ..core.policy import POLICY_TRACKS
+from ..core.tracks import TRACKS, track_costs
+from ..core.types import Episode
+from ..core.version import __version__
+from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
+from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig
+from ..episodes.jsonl import EpisodeFormatError, iter_jsonl
+from ..evaluation.run_folder import check_folder_path
+from ..scoring.oracle import episode_oracle
+from .eval_settings import DEFAULT_BUDGETS, EVAL_DEFAULTS, eval_settings, run_limits
 from .inputs import (
-    parse_seconds,
     MAX_LENGTH,
     InputError,
     OneLineParser,
@@ -41,21 +51,11 @@ from .inputs import (
     parse_ints,
     parse_names,
     parse_path,
+    parse_seconds,
     read_episode_source,
     read_run,
     reading,
 )
-from .eval_settings import DEFAULT_BUDGETS, EVAL_DEFAULTS, eval_settings, run_limits
-from ..core.file_names import name_part
-from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
-from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig
-from ..episodes.jsonl import EpisodeFormatError, iter_jsonl
-from ..scoring.oracle import episode_oracle
-from ..core.policy import POLICY_TRACKS
-from ..evaluation.run_folder import check_folder_path
-from ..core.tracks import TRACKS, track_costs
-from ..core.types import Episode
-from ..core.version import __version__
 
 __all__ = ["DEFAULT_BUDGETS", "EVAL_DEFAULTS", "build_parser", "main"]
 
@@ -665,6 +665,7 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    from agents.learner_training import LEARNER_ALGOS, train_learner_run
     from agents.train import (  # the CLI joins the packages
         HELD_OUT_SEED_OFFSET,
         load_config,
@@ -672,7 +673,6 @@ def _cmd_train(args: argparse.Namespace) -> int:
         recipe_path,
         train,
     )
-    from agents.learner_training import LEARNER_ALGOS, train_learner_run
 
     check_folder_path(Path(args.out))
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.

@@ -9,6 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..core.tracks import TRACKS
+from ..episodes.generators.paper import REGIMES
+from ..evaluation.referee import DEFAULT_LIMITS, RunLimits
 from .inputs import (
     MAX_LENGTH,
     InputError,
@@ -20,10 +23,7 @@ from .inputs import (
     parse_path,
     parse_seconds,
 )
-from ..evaluation.referee import DEFAULT_LIMITS, RunLimits
-from ..episodes.generators.paper import REGIMES
 from .settings import read_settings
-from ..core.tracks import TRACKS
 
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
 

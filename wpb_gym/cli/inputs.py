@@ -8,9 +8,9 @@ option (or file and key) and what was expected; ``wpb`` prints them on one line 
 from __future__ import annotations
 
 import argparse
-import math
 import contextlib
 import difflib
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence

@@ -420,6 +420,17 @@ class ByteMemoryStore:
                 retained.append(t)
         return tuple(retained)
 
+    def retained_loss(self, target_t: int) -> tuple[int, ...]:
+        """The items that would leave the retained set W if item ``target_t`` were expired: the
+        item itself if it is retained, and for a base item its MERGE deltas (() if absent)."""
+        if target_t not in self._costs:
+            return ()
+        retained = set(self.retained_timesteps()) if self._merges else None
+        lost = (target_t,) if retained is None or target_t in retained else ()
+        if target_t in self._merges or not self._merges:
+            return lost
+        return lost + tuple(t for t, (parent_t, _) in self._merges.items() if parent_t == target_t and t in retained)
+
     def view(self) -> StoreView:
         """A read-only view for policies."""
         view = self._view() if self._view is not None else None

@@ -1,4 +1,8 @@
-"""Pictures of an environment's state: a text panel (``ansi``) and the memory over time (``rgb_array``)."""
+"""The env's viewer: a text panel (``ansi``) and the memory over time (``rgb_array``).
+
+``MemoryViewer`` records what the pictures need while an episode runs (the env reports each
+stored and expired item, the bytes after each timestep and the last action) and draws from
+that record and the env's public state."""
 
 from __future__ import annotations
 
@@ -7,13 +11,65 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .stream_table import KIND_NAMES
+from .observation.stream_table import KIND_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
     from .env import WritePolicyBenchEnv
 
 BAR_WIDTH = 40
 MAX_RASTER = 400
+RENDER_MODES = ("ansi", "rgb_array")
+
+
+class MemoryViewer:
+    """Renders one env in ``mode`` (``"ansi"``, ``"rgb_array"`` or None: nothing to draw)."""
+
+    def __init__(self, mode: str | None) -> None:
+        if mode is not None and mode not in RENDER_MODES:
+            raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None, got {mode!r}")
+        self.mode = mode
+        self.start()
+
+    def start(self) -> None:
+        """A new episode: memory is empty."""
+        # Only the picture needs the history: item t -> [expired at or None, is_merge].
+        self._history: dict[int, list[Any]] | None = {} if self.mode == "rgb_array" else None
+        self._bytes: list[int] = []
+        self.last_action: tuple[str, str] | None = None  # (its name, its outcome's reason)
+
+    def stored(self, t: int, is_merge: bool) -> None:
+        if self._history is not None:
+            self._history[t] = [None, is_merge]
+
+    def expired(self, t: int, at: int) -> None:
+        if self._history is not None:
+            self._history[t][0] = at
+
+    def time_advanced(self, bytes_used: int) -> None:
+        if self._history is not None:
+            self._bytes.append(bytes_used)
+
+    def acted(self, name: str, reason: str) -> None:
+        self.last_action = (name, reason)
+
+    @property
+    def memory_history(self) -> dict[int, tuple[int | None, bool]]:
+        return {s: (expired_at, is_merge) for s, (expired_at, is_merge) in (self._history or {}).items()}
+
+    @property
+    def bytes_history(self) -> tuple[int, ...]:
+        return tuple(self._bytes)
+
+    def last_action_text(self) -> str:
+        if self.last_action is None:
+            return "reset"
+        name, reason = self.last_action
+        return f"{name} -> {'accepted' if reason == 'accepted' else 'rejected: ' + reason}"
+
+    def render(self, env: WritePolicyBenchEnv) -> str | np.ndarray | None:
+        if self.mode == "ansi":
+            return ansi(env)
+        return memory_picture(env) if self.mode == "rgb_array" else None
 
 
 def describe_observation(obs: Any, width: int = 60) -> str:

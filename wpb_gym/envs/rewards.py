@@ -20,7 +20,13 @@ of an episode add up to the terminal metric exactly (in the left-to-right float 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any, Mapping
+
+import numpy as np
+
+from ..core.types import Episode
+from ..scoring.oracle import oracle_curve, oracle_utility
 
 REWARD_METRICS: tuple[str, ...] = ("f1", "utility", "neg_regret")
 
@@ -89,3 +95,106 @@ def closing_reward(target: float, paid: float) -> float:
             break
         r = math.nextafter(r, math.inf if total < target else -math.inf)
     return r
+
+
+class RewardFunction:
+    """The rewards of one episode at a time: the weighted metric on the last step, or (dense)
+    the change of its potential after every action, closed so the sum is the terminal value.
+
+    The env tells it which steps were decided (``decided``), which became retained
+    (``kept``) and which left the retained set (``dropped``, as the store states it); the
+    hidden labels it scores them with never reach the observation.
+    """
+
+    def __init__(self, weights: Mapping[str, float], dense: bool) -> None:
+        self.weights = dict(weights)
+        self.dense = bool(dense)
+
+    def start(self, episode: Episode, costs: np.ndarray, budget: int) -> None:
+        self._episode = episode
+        self._costs = costs
+        self._budget = budget
+        T = len(episode)
+        self._critical = [False] * T
+        for t in episode.critical_steps:
+            if 0 <= t < T:
+                self._critical[t] = True
+        self._utilities = episode.utilities.tolist()
+        self._critical_before = 0  # critical steps among those already decided
+        self._decided = 0
+        self._kept = 0
+        self._kept_critical = 0
+        self._kept_utility = 0.0
+        self._potential = 0.0
+        self._paid = 0.0
+        self._penalties = 0.0
+        self._oracle_value: float | None = None
+        self._oracle_prefix: np.ndarray | None = None
+        if self.dense and ("utility" in self.weights or "neg_regret" in self.weights):
+            self._compute_oracle(prefix="neg_regret" in self.weights)
+
+    def _compute_oracle(self, prefix: bool) -> None:
+        if prefix:
+            curve = oracle_curve(self._costs, self._episode.utilities, [self._budget])
+            self._oracle_value = curve.at(self._budget)
+            self._oracle_prefix = curve.prefix[0]
+        else:
+            self._oracle_value = oracle_utility(self._costs, self._episode.utilities, self._budget)
+
+    def oracle_utility(self) -> float:
+        """U*(B) of the episode at its budget (computed once per episode)."""
+        if self._oracle_value is None:
+            self._compute_oracle(prefix=False)
+        return self._oracle_value
+
+    def kept(self, t: int) -> None:
+        """Step ``t`` joined the retained set."""
+        self._kept += 1
+        self._kept_critical += self._critical[t]
+        self._kept_utility += self._utilities[t]
+
+    def dropped(self, timesteps: Iterable[int]) -> None:
+        """These steps left the retained set."""
+        for t in timesteps:
+            self._kept -= 1
+            self._kept_critical -= self._critical[t]
+            self._kept_utility -= self._utilities[t]
+
+    def decided(self, t: int) -> None:
+        """The decision on step ``t`` was made (time moves on)."""
+        self._decided = t + 1
+        if self._critical[t]:
+            self._critical_before += 1
+
+    def reward(self, penalty: float, metrics: Mapping[str, float] | None) -> float:
+        """The reward of the action just taken; ``metrics`` (as ``EpisodeMetrics.as_row``) when
+        it ended the episode."""
+        reward = -penalty if penalty else 0.0  # not -0.0
+        self._penalties += penalty
+        if metrics is not None:
+            reward = closing_reward(terminal_reward(self.weights, metrics) - self._penalties, self._paid)
+        elif self.dense:
+            potential = self._current_potential()
+            reward += potential - self._potential
+            self._potential = potential
+        self._paid += reward
+        return reward
+
+    def _current_potential(self) -> float:
+        """The weighted metric as if the episode ended now, against the steps already decided."""
+        total = 0.0
+        for name, weight in self.weights.items():
+            if name == "f1":
+                denominator = self._kept + self._critical_before
+                value = 2.0 * self._kept_critical / denominator if denominator else 0.0
+            else:
+                oracle = self._oracle_value
+                if not oracle:
+                    value = 0.0
+                elif name == "utility":
+                    value = self._kept_utility / oracle
+                else:
+                    best_so_far = float(self._oracle_prefix[self._decided - 1]) if self._decided else 0.0
+                    value = -max(0.0, best_so_far - self._kept_utility) / oracle
+            total += weight * value
+        return total

@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.types import Episode
 from .frozen import EPISODE_FILE_SUFFIXES, manifest_kind, open_frozen_set
 from .generators.paper import GeneratorConfig, generate_episode
 from .jsonl import iter_jsonl
-from ..core.types import Episode
 
 
 def episode_files(path: str | os.PathLike[str]) -> list[Path]:

@@ -18,21 +18,21 @@ run stopped by a limit keeps its row, with the error in the ``error`` column.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import chain
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
-from .child_processes import end_with_parent
-from ..episodes.generators.paper import make_config
-from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
-from ..scoring.oracle import episode_oracle
 from ..core.policy import POLICY_TRACKS
-from .referee import DEFAULT_LIMITS, RunLimits
-from .playing import PlayedRun, Seat, end_episode, play, score
-from ..episodes.sources import GeneratedEpisodes
 from ..core.tracks import TRACKS, UNPRIVILEGED
 from ..core.types import Episode
+from ..episodes.generators.paper import make_config
+from ..episodes.sources import GeneratedEpisodes
+from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
+from ..scoring.oracle import episode_oracle
+from .child_processes import end_with_parent
+from .playing import PlayedRun, Seat, end_episode, play, score
+from .referee import DEFAULT_LIMITS, RunLimits
 
 # Columns of results.csv, in order: the condition, then the paper's metric names, then the rest.
 KEY_COLUMNS = ("mode", "steps", "budget_bytes", "track", "policy", "policy_track", "episode_id", "episode_index")

@@ -35,13 +35,13 @@ from typing import Any
 
 from ..core.accounting import estimate_bytes
 from ..core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
-from .policy_process import serve
 from ..core.readonly import thaw
-from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
-from .playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
 from ..core.store import ByteMemoryStore
 from ..core.tracks import policy_episode
 from ..core.types import Episode, Step
+from .playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
+from .policy_process import serve
+from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
 from .wire import decode_action
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]

@@ -32,14 +32,14 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 from ..core.accounting import estimate_bytes, observation_json
-from ..scoring.metrics import EpisodeMetrics, compute_metrics
-from ..scoring.oracle import oracle_utility as _oracle_utility
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
-from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
 from ..core.store import ByteMemoryStore, Decision
 from ..core.tracks import UNPRIVILEGED, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
+from ..scoring.metrics import EpisodeMetrics, compute_metrics
+from ..scoring.oracle import oracle_utility as _oracle_utility
+from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
 from .wire import encode_action
 
 

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..core.file_names import name_part
 from ..core.policy import ORACLE
-from .report import bootstrap_ci
 from ..core.tracks import TRACKS
+from .report import bootstrap_ci
 
 
 def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str) -> bytes:

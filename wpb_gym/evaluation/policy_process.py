@@ -30,16 +30,16 @@ import pickle
 import signal
 import traceback
 from collections.abc import Callable
-from time import perf_counter
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from ..core.accounting import observation_json
 from ..core.policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
-from .referee import PolicyLimitError, RunLimits
-from .playing import PlayedRun, Seat, StepCopies, stepper
 from ..core.store import ByteMemoryStore
 from ..core.types import Episode, Step
+from .playing import PlayedRun, Seat, StepCopies, stepper
+from .referee import PolicyLimitError, RunLimits
 
 __all__ = ["serve"]
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.tracks import UNPRIVILEGED
+from ..core.types import Episode
 from .isolation import run_isolated
 from .playing import EpisodeRun, Seat, end_episode, play, score
 from .referee import DEFAULT_LIMITS, RunLimits
-from ..core.tracks import UNPRIVILEGED
-from ..core.types import Episode
 
 __all__ = ["run_episode"]
 

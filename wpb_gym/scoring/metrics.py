@@ -32,10 +32,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .oracle import oracle_utility
 from ..core.store import ByteMemoryStore
 from ..core.tracks import track_costs
 from ..core.types import Episode
+from .oracle import oracle_utility
 
 # Column order of the paper's per-episode logs.
 METRIC_NAMES: tuple[str, ...] = (

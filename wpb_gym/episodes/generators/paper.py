@@ -79,8 +79,8 @@ import numpy as np
 from scipy import special
 
 from ...core.checks import require_int
-from .contracts import generate_contract_steps
 from ...core.types import Episode
+from .contracts import generate_contract_steps
 from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 
 PRIORITY_SCALE = 6.0

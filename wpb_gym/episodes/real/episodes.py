@@ -64,12 +64,12 @@ from typing import Any
 
 import numpy as np
 
-from .change_events import ChangeEvent, read_events
+from ...core.types import Episode, Step, frozen_instance
 from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.paper import correlated_priority, episode_seed
-from ..jsonl import write_jsonl
-from ...core.types import Episode, Step, frozen_instance
 from ..generators.utility_scale import UTILITY_COSMETIC, UTILITY_DRIFT
+from ..jsonl import write_jsonl
+from .change_events import ChangeEvent, read_events
 
 REGIME_PREFIX = "real:"
 _SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")

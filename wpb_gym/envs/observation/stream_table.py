@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, json_text, observation_json
-from ..core.tracks import PRIVILEGED, VISIBLE_METADATA, check_track, policy_step, visible_metadata
-from ..core.types import Episode, Step, frozen_instance
+from ...core.accounting import HEADER_BYTES, INDEX_BYTES, MERGE_KEY, identity_key, json_len, json_text, observation_json
+from ...core.tracks import PRIVILEGED, VISIBLE_METADATA, check_track, policy_step, visible_metadata
+from ...core.types import Episode, Step, frozen_instance
 
 KIND_ENDPOINT, KIND_DOC, KIND_GUIDE, KIND_OTHER = 0, 1, 2, 3
 KIND_NAMES = ("endpoint", "doc", "guide", "other")

@@ -1,0 +1,114 @@
+"""Which episode each ``reset`` plays: generated episodes or episodes from files, drawn at
+random with the env's RNG or taken in order, with per-reset overrides (``options``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..core.checks import require_int
+from ..core.types import Episode
+from ..episodes.generators.paper import GeneratorConfig, make_config
+from ..episodes.sources import EpisodeList, GeneratedEpisodes
+
+EPISODE_ORDERS = ("random", "cycle")
+DEFAULT_LENGTH = 200
+DEFAULT_REGIME = "default"
+_RANDOM_INDEX_RANGE = 2**31 - 1
+
+
+class EpisodeSampler:
+    """The env's episode source.
+
+    ``episodes=None`` generates ``regime`` episodes of ``length`` steps from ``episode_seed``
+    (episode i is ``wpb freeze --seed S``'s episode i); otherwise ``episodes`` (a frozen set,
+    folder or JSONL path, or a list of ``Episode``) are filtered by ``regime`` and ``length``.
+    """
+
+    def __init__(self, *, regime: str | None, length: int | None,
+                 episodes: str | os.PathLike[str] | Sequence[Episode] | None, episode_seed: int, order: str,
+                 generator_options: dict[str, Any]) -> None:
+        if order not in EPISODE_ORDERS:
+            raise ValueError(f"episode_order must be one of {EPISODE_ORDERS}, got {order!r}")
+        self.order = order
+        self.regime = regime
+        self.length = None if length is None else require_int(length, "length", 1)
+        self.generator_options = dict(generator_options)
+        self._position = 0
+        if episodes is None:
+            self.episode_seed = require_int(episode_seed, "episode_seed")
+            base = make_config(
+                DEFAULT_REGIME if regime is None else regime,
+                length=DEFAULT_LENGTH if self.length is None else self.length,
+                **self.generator_options,
+            )
+            self._configs: dict[tuple[str, int], GeneratorConfig] = {(base.regime, base.length): base}
+            self.source: GeneratedEpisodes | EpisodeList = GeneratedEpisodes(base, self.episode_seed)
+        else:
+            if self.generator_options:
+                raise ValueError(
+                    f"generator options {sorted(self.generator_options)} apply to generated episodes only, "
+                    "not to episodes read from files"
+                )
+            self.episode_seed = episode_seed
+            every = (
+                EpisodeList(tuple(episodes), "<episodes>")
+                if _is_episode_sequence(episodes)
+                else EpisodeList.from_path(episodes)
+            )
+            self._all_episodes = every
+            self.source = every.select(regime=regime, length=self.length)
+
+    def restart(self) -> None:
+        """A seeded reset: the ``"cycle"`` order starts again at episode 0."""
+        self._position = 0
+
+    def choose(self, rng: np.random.Generator, options: dict[str, Any]) -> tuple[Episode, int | None]:
+        """The episode to play and its index in its source (None for ``options["episode"]``)."""
+        episode = options.get("episode")
+        if episode is not None:
+            if not isinstance(episode, Episode):
+                raise ValueError(f"options['episode'] must be an Episode, got {type(episode).__name__}")
+            return episode, None
+        length = options.get("length")
+        if length is not None:
+            length = require_int(length, "options['length']", 1)
+        regime = options.get("regime")
+        if regime is not None and not isinstance(regime, str):
+            raise ValueError(f"options['regime'] must be a regime name, got {regime!r}")
+        source = self._source_for(regime, length)
+        index = options.get("episode_index")
+        if index is None:
+            if self.order == "cycle":
+                index = self._position
+                self._position += 1
+                if source.size is not None:
+                    index %= source.size
+            else:
+                high = source.size if source.size is not None else _RANDOM_INDEX_RANGE
+                index = int(rng.integers(high))
+        else:
+            index = require_int(index, "options['episode_index']")
+        return source.episode(index), index
+
+    def _source_for(self, regime: str | None, length: int | None) -> GeneratedEpisodes | EpisodeList:
+        if regime is None and length is None:
+            return self.source
+        if isinstance(self.source, GeneratedEpisodes):
+            base = self.source.config
+            key = (base.regime if regime is None else regime, base.length if length is None else length)
+            config = self._configs.get(key)
+            if config is None:
+                config = make_config(key[0], length=key[1], **self.generator_options)
+                self._configs[key] = config
+            return GeneratedEpisodes(config, self.episode_seed)
+        return self._all_episodes.select(
+            regime=self.regime if regime is None else regime, length=self.length if length is None else length
+        )
+
+
+def _is_episode_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(e, Episode) for e in value) and len(value) > 0
