@@ -36,7 +36,7 @@ def train_learner_run(
 ) -> dict[str, Any]:
     """Train the learner ``algo`` into the run folder ``out``; returns the saved configuration."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
-    from wpb_gym.evaluation.report import write_atomic
+    from wpb_gym.evaluation.reports.report import write_atomic
 
     from .learners import make_learner
     from .train import HELD_OUT_SEED_OFFSET, _held_out_env, _validation_config, _versions

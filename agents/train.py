@@ -168,7 +168,7 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
 
 
 def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
-    from wpb_gym.evaluation.report import write_atomic
+    from wpb_gym.evaluation.reports.report import write_atomic
 
     from .sb3_agent import env_kwargs_path
 
@@ -205,7 +205,7 @@ def train(
     import torch
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
 
-    from wpb_gym.evaluation.report import write_atomic
+    from wpb_gym.evaluation.reports.report import write_atomic
 
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}

@@ -3,7 +3,7 @@
 Runs the paper's grid of ``eval_grid.py`` isolated, one baseline at a time, keeping every
 message the evaluator sends to the policy's process; then replays those messages through the
 policy process's server in this process and prints the CPU seconds each policy's side takes
-(the work ``wpb_gym.evaluation.policy_process`` does per message: copies of the steps, the policy, its
+(the work ``wpb_gym.evaluation.isolated.policy_process`` does per message: copies of the steps, the policy, its
 replica store, the replies). Wall-clock ratios of isolated evaluation drift with this VM's
 phase; this figure moves much less, so it is the one to compare two versions of the code by.
 
@@ -19,9 +19,9 @@ from functools import partial
 
 import eval_grid
 
-import wpb_gym.evaluation.isolation as isolation
+import wpb_gym.evaluation.isolated.isolation as isolation
 from agents.registry import make_agent
-from wpb_gym.evaluation.policy_process import _Server
+from wpb_gym.evaluation.isolated.policy_process import _Server
 from wpb_gym.evaluation.referee import DEFAULT_LIMITS
 
 

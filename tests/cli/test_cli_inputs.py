@@ -242,7 +242,7 @@ def _picture_rows(modes, budgets):
 
 
 def test_pictures_of_regimes_from_data_get_safe_distinct_names(tmp_path):
-    from wpb_gym.evaluation.plots import run_pictures, write_pictures
+    from wpb_gym.evaluation.reports.plots import run_pictures, write_pictures
 
     modes = ["/tmp/x/ESCAPED", "../../up", "a/b", "a-b", "x" * 5000, "a\x00b", "$\\frac{$"]
     names = run_pictures(_picture_rows(modes, [1024, 2048]))
@@ -254,7 +254,7 @@ def test_pictures_of_regimes_from_data_get_safe_distinct_names(tmp_path):
 
 
 def test_a_budget_of_zero_is_drawn(tmp_path):
-    from wpb_gym.evaluation.plots import run_pictures
+    from wpb_gym.evaluation.reports.plots import run_pictures
 
     pictures = run_pictures(_picture_rows(["default"], [0, 1024, 2048]))
     assert set(pictures) == {"f1_vs_budget.png", "regret_curve.png"}

@@ -325,7 +325,7 @@ class ForgedReply(Attacker):
 
     def select(self, step: Step, store: Any):
         if self.tamper:
-            from wpb_gym.evaluation import policy_process
+            from wpb_gym.evaluation.isolated import policy_process
 
             server = next(o for o in gc.get_objects() if isinstance(o, policy_process._Server))
             for run in server.runs:

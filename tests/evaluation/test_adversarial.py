@@ -17,8 +17,8 @@ import pytest
 
 from agents.registry import agent_entry, make_agent
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
-from wpb_gym.evaluation import isolation
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.isolated import isolation
 from wpb_gym.evaluation.referee import PolicyError, RunLimits
 from wpb_gym.evaluation.runner import run_episode
 
@@ -265,7 +265,7 @@ def test_a_policy_that_does_not_pickle_cannot_be_isolated():
 # ---------------------------------------------------------------------------- the command line
 def test_wpb_eval_isolate_gives_the_in_process_results_and_builds_agents_in_their_own_processes(tmp_path, capsys):
     from wpb_gym.cli import main
-    from wpb_gym.evaluation.report import read_results
+    from wpb_gym.evaluation.reports.report import read_results
 
     # A paper regime and a contract regime with its stateful policy (breaking_detector).
     common = ["--agents", "change_detector,last_kb,priority_greedy,breaking_detector", "--episodes-per-condition", "3"]
@@ -292,7 +292,7 @@ def test_wpb_eval_isolate_gives_the_in_process_results_and_builds_agents_in_thei
 
 
 def test_stopped_runs_are_marked_in_the_leaderboard():
-    from wpb_gym.evaluation.report import leaderboard
+    from wpb_gym.evaluation.reports.report import leaderboard
 
     refs = generated_refs(["default"], [30], 2, seed=0)
     specs = [PolicySpec("endless", partial(adv.EndlessYielder, 3)), PolicySpec("write-all", adv.WriteAll)]

@@ -7,7 +7,7 @@ import numpy as np
 from agents.heuristics import BreakingDetector
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
-from wpb_gym.evaluation.decidability import decidability, undecidable_critical_steps
+from wpb_gym.evaluation.reports.decidability import decidability, undecidable_critical_steps
 from wpb_gym.evaluation.runner import run_episode
 
 

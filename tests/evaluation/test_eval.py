@@ -14,12 +14,13 @@ import pytest
 import yaml
 
 from agents.registry import agent_entry, make_agent
+from wpb_gym.cli import build_parser
 from wpb_gym.cli import main as wpb
-from wpb_gym.cli.commands import _eval_config, build_parser
+from wpb_gym.cli.evaluation import _eval_config
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.evaluation.grid import ROW_COLUMNS, PolicySpec, generated_refs, given_refs, run_grid, skipped
-from wpb_gym.evaluation.report import RUN_COLUMNS, bootstrap_ci, leaderboard, write_atomic
+from wpb_gym.evaluation.reports.report import RUN_COLUMNS, bootstrap_ci, leaderboard, write_atomic
 from wpb_gym.evaluation.runner import run_episode
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,7 +149,7 @@ def test_wpb_eval_writes_every_file_and_they_parse(tmp_path, capsys):
     assert int(summed["tp"]) == sum(int(r["tp"]) for r in fifo) and int(summed["episodes"]) == 3
     with open(out / "summary.csv", newline="") as handle:
         summary = list(csv.DictReader(handle))
-    from wpb_gym.evaluation.report import SUMMARY_METRICS
+    from wpb_gym.evaluation.reports.report import SUMMARY_METRICS
 
     assert len(summary) == len(recall) * len(SUMMARY_METRICS) and "f1" in SUMMARY_METRICS
     for s in summary:
@@ -178,7 +179,7 @@ def test_wpb_report_paper_tables(tmp_path, capsys):
 
 
 def test_headroom_table_is_the_bound_against_the_best_policy_per_track(tmp_path, capsys):
-    from wpb_gym.evaluation.report import headroom_table
+    from wpb_gym.evaluation.reports.report import headroom_table
 
     names = ("last_kb", "change_detector", "breaking_detector", "priority_threshold", "priority_greedy")
     refs = generated_refs(["reverts"], [80], 4, seed=1)
@@ -233,7 +234,7 @@ def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3, steps=50):
 
 
 def test_f1_by_budget_table_ranks_policies_with_intervals_and_the_bound():
-    from wpb_gym.evaluation.report import f1_by_budget_table
+    from wpb_gym.evaluation.reports.report import f1_by_budget_table
 
     rows = fake_rows("real:toy", {("a", "unprivileged"): 0.2, ("b", "privileged"): 0.5})
     text = f1_by_budget_table(rows)
@@ -247,7 +248,7 @@ def test_f1_by_budget_table_ranks_policies_with_intervals_and_the_bound():
 def test_transfer_table_ranks_synthetic_regimes_by_rank_agreement():
     from scipy import stats
 
-    from wpb_gym.evaluation.report import transfer_table
+    from wpb_gym.evaluation.reports.report import transfer_table
 
     real = {
         ("p1", "unprivileged"): 0.12,
@@ -273,7 +274,7 @@ def test_transfer_table_ranks_synthetic_regimes_by_rank_agreement():
 
 
 def test_results_are_read_back_with_clear_errors(tmp_path):
-    from wpb_gym.evaluation.report import read_results
+    from wpb_gym.evaluation.reports.report import read_results
 
     out = run_cli(tmp_path)
     rows = read_results(out / "results.csv")
@@ -361,7 +362,7 @@ def test_an_interrupted_write_leaves_no_file(tmp_path, monkeypatch):
     def fail(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("wpb_gym.evaluation.report.os.replace", fail)
+    monkeypatch.setattr("wpb_gym.evaluation.reports.report.os.replace", fail)
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, "a,b\n1,2\n")
     assert list(tmp_path.iterdir()) == []
@@ -375,7 +376,7 @@ def test_leaderboard_falls_back_to_the_nearest_budget():
 
 # ---------------------------------------------------------------------------- comparisons
 def test_clopper_pearson_matches_tabulated_intervals():
-    from wpb_gym.evaluation.compare import clopper_pearson
+    from wpb_gym.evaluation.reports.compare import clopper_pearson
 
     # Exact binomial 95% intervals (tabulated; e.g. 0/10 -> upper 1 - 0.025**(1/10)).
     assert clopper_pearson(0, 10)[1:] == pytest.approx((0.0, 0.308497), abs=1e-6)
@@ -386,7 +387,7 @@ def test_clopper_pearson_matches_tabulated_intervals():
 
 
 def test_probability_of_improvement_and_iqm():
-    from wpb_gym.evaluation.compare import iqm, probability_of_improvement
+    from wpb_gym.evaluation.reports.compare import iqm, probability_of_improvement
 
     assert probability_of_improvement([0, 0], [1, 1]) == 1.0
     assert probability_of_improvement([1, 1], [0, 0]) == 0.0
@@ -509,7 +510,7 @@ def golden_file(tmp_path: Path) -> Path:
 
 
 def test_golden_results_on_a_hand_made_set(tmp_path):
-    from wpb_gym.evaluation.report import read_results
+    from wpb_gym.evaluation.reports.report import read_results
 
     out = tmp_path / "run"
     argv = ["eval", "--episodes", str(golden_file(tmp_path)), "--agents", "fifo_store_all,last_kb"]

@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from wpb_gym.cli import main as wpb
-from wpb_gym.evaluation.seed_stats import seed_table, seed_table_markdown, stratified_iqm
+from wpb_gym.evaluation.reports.seed_stats import seed_table, seed_table_markdown, stratified_iqm
 
 PPO = {"ppo": ["ppo_s0", "ppo_s1", "ppo_s2"]}
 

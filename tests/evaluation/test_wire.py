@@ -1,4 +1,4 @@
-"""The wire form of actions between a policy's process and the evaluator (``wpb_gym.evaluation.wire``)."""
+"""The wire form of actions between a policy's process and the evaluator (``wpb_gym.evaluation.isolated.wire``)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wpb_gym.evaluation.isolated.wire import decode_action, encode_action
 from wpb_gym.evaluation.referee import NOT_JSON
-from wpb_gym.evaluation.wire import decode_action, encode_action
 
 reasons = st.none() | st.text(max_size=20)
 targets = st.integers(min_value=-(2**70), max_value=2**70)

@@ -1,8 +1,61 @@
-"""``wpb``, the command line: the commands (``commands``), the checks every flag and config
-key goes through (``inputs``), and the settings files (``settings``, ``eval_settings``).
+"""``wpb``, the command line of WritePolicyBench-Gym.
 
-This is the one package that joins ``wpb_gym`` and ``agents``."""
+Commands (``wpb COMMAND --help`` describes each):
 
-from .commands import main
+* ``wpb freeze`` — generate a frozen episode set (a folder with ``MANIFEST.json``).
+* ``wpb episodes from-events`` — cut a change-event log into a frozen set of real episodes.
+* ``wpb inspect`` — summarise episode files or frozen sets and what the hindsight oracle reaches.
+* ``wpb agents`` — list the registered agents.
+* ``wpb eval`` — run agents over episodes x budgets x tracks (``results.csv``, ``leaderboard.md``, figures).
+* ``wpb report`` — tables of a run folder (the paper's layout, headroom, F1 by budget, transfer).
+* ``wpb compare`` — paired comparison of two runs, or of one agent against the others.
+* ``wpb seeds`` — a learned agent over its training seeds (IQM, lifts, P(improvement), optimality gap).
+* ``wpb baseline set`` — record an accepted run as the regression baseline.
+* ``wpb ingest openapi`` — a change-event log from the git history of an OpenAPI description.
+* ``wpb ablate`` — two eval configs over N seeds, with paired t-tests.
+* ``wpb train`` — train an SB3 agent or a bandit learner.
 
-__all__ = ["main"]
+One module per command group (``episode_sets``, ``training``, ``evaluation``, ``results``,
+``ingest``); the
+flags' types are in ``flags``, the checks every flag and config key goes through in ``inputs``,
+and the settings files in ``settings`` and ``eval_settings``. This is the one package that joins
+``wpb_gym`` and ``agents``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from ..core.version import __version__
+from ..episodes.frozen import FrozenSetError
+from ..episodes.jsonl import EpisodeFormatError
+from . import episode_sets, evaluation, ingest, results, training
+from .inputs import InputError, OneLineParser, one_line
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="wpb", description="WritePolicyBench-Gym command line")
+    parser.add_argument("--version", action="version", version=f"wpb {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (episode_sets, training, evaluation, results, ingest):
+        group.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``wpb``; bad input (an option, a config, a data file) prints one line and returns 2."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit:  # argparse has printed its usage error (2), --help or --version (0)
+        return exit.code if isinstance(exit.code, int) else 2
+    try:
+        return args.func(args)
+    except (InputError, EpisodeFormatError, FrozenSetError) as error:
+        message = str(error)
+    except OSError as error:  # a path given to wpb that cannot be read or written
+        message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+    print(f"{args.prog}: error: {one_line(message)}", file=sys.stderr)
+    return 2

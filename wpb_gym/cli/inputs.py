@@ -269,7 +269,7 @@ def read_episode_source(path: str) -> list[Any]:
 
 def read_run(path: Path) -> list[dict[str, Any]]:
     """The rows of the run folder ``path`` (its ``results.csv``), with errors naming what is wrong."""
-    from ..evaluation.report import read_results
+    from ..evaluation.reports.report import read_results
 
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: is a file; expected a run folder written by wpb eval")

@@ -1,5 +1,4 @@
 """Running policies and reporting on them: one episode (``runner`` over ``playing``, with the
-``referee`` judging every action; ``isolation``, ``policy_process`` and ``wire`` for isolated
-mode), the grid (``grid``), run folders (``run_folder``), reports and figures (``report``,
-``plots``), paired comparisons (``compare``), statistics over training seeds (``seed_stats``)
-and the decidability report (``decidability``)."""
+``referee`` judging every action; ``isolated/`` for each policy in its own process), the grid
+of episodes x budgets x tracks (``grid``), run folders (``run_folder``) and what they say
+(``reports/``: the leaderboard, tables, figures, comparisons, seed statistics)."""

@@ -9,7 +9,7 @@ episode, in lockstep (``wpb_gym.evaluation.playing.play``), with the exact oracl
 (episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1``; the rows
 are sorted afterwards, so the result does not depend on ``jobs``.
 
-``isolate=True`` runs every policy in a process of its own (``wpb_gym.evaluation.isolation``), which
+``isolate=True`` runs every policy in a process of its own (``wpb_gym.evaluation.isolated.isolation``), which
 is what a leaderboard submission must use; in-process evaluation is the fast default for
 trusted code. Either way ``limits`` caps each policy's actions and time per timestep, and a
 run stopped by a limit keeps its row, with the error in the ``error`` column.
@@ -213,7 +213,7 @@ _POOLS: dict[bytes, Any] = {}
 def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
     import pickle
 
-    from .isolation import IsolatedPolicies
+    from .isolated.isolation import IsolatedPolicies
 
     # A model's track is its file's, which only its own process reads (never the oracle's).
     described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]

@@ -18,7 +18,7 @@ What a policy can and cannot change (the evaluator's integrity rules):
 What stays reachable in one process — the store behind a view, the labels through the
 interpreter's frames or the garbage collector, the next runs of the same code through its
 globals — is closed by isolated evaluation, which runs each policy in its own process and
-sends it each step only when its turn comes (``wpb_gym.evaluation.isolation``). ``wpb_gym.evaluation.runner.run_episode``
+sends it each step only when its turn comes (``wpb_gym.evaluation.isolated.isolation``). ``wpb_gym.evaluation.runner.run_episode``
 runs one policy either way.
 """
 
@@ -39,8 +39,8 @@ from ..core.tracks import UNPRIVILEGED, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.oracle import oracle_utility as _oracle_utility
+from .isolated.wire import encode_action
 from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
-from .wire import encode_action
 
 
 class LoggedAction(NamedTuple):
@@ -239,7 +239,7 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
     Time is read before a timestep's first action, every 64 actions and when it ends; steps
     fed back to back, as ``play`` does, are timed from the end of the one before. A policy's
     process, which waits for its next step, times its runs with an interval timer instead
-    (``wpb_gym.evaluation.policy_process``).
+    (``wpb_gym.evaluation.isolated.policy_process``).
 
     Actions of exact built-in types (a ``MemoryAction`` as its constructors build it, naming
     the shown step) go to the store directly: reading them cannot run a policy's code, so they

@@ -98,8 +98,8 @@ def read_checkpoints(folder: Path, columns: tuple[str, ...]) -> dict[str, list[d
 
 def write_run(folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
     """Every file of a run into ``folder`` (``results.csv`` last); returns the pictures."""
-    from .plots import write_pictures
-    from .report import (
+    from .reports.plots import write_pictures
+    from .reports.report import (
         confusion_matrix_csv,
         leaderboard,
         recall_at_budget_csv,

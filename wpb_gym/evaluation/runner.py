@@ -6,7 +6,7 @@ from typing import Any
 
 from ..core.tracks import UNPRIVILEGED
 from ..core.types import Episode
-from .isolation import run_isolated
+from .isolated.isolation import run_isolated
 from .playing import EpisodeRun, Seat, end_episode, play, score
 from .referee import DEFAULT_LIMITS, RunLimits
 
@@ -29,7 +29,7 @@ def run_episode(
     ``oracle_utility`` (U*(B) on ``track``) may be passed when it is already known, e.g. when
     several policies share an episode; it is computed otherwise. With ``record_actions``
     False the run keeps no action log (``actions`` is empty; the store still counts them).
-    ``isolate=True`` runs the policy in its own process (``wpb_gym.evaluation.isolation``): the policy
+    ``isolate=True`` runs the policy in its own process (``wpb_gym.evaluation.isolated.isolation``): the policy
     object is pickled there, and what it learns in that process does not come back.
     """
     seat = Seat(policy, budget_bytes, track)

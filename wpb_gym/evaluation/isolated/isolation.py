@@ -33,15 +33,15 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..core.accounting import estimate_bytes
-from ..core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
-from ..core.readonly import thaw
-from ..core.store import ByteMemoryStore
-from ..core.tracks import policy_episode
-from ..core.types import Episode, Step
-from .playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
+from ...core.accounting import estimate_bytes
+from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
+from ...core.readonly import thaw
+from ...core.store import ByteMemoryStore
+from ...core.tracks import policy_episode
+from ...core.types import Episode, Step
+from ..playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
+from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
 from .policy_process import serve
-from .referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
 from .wire import decode_action
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
@@ -60,7 +60,7 @@ def _start_method() -> Any:
     context = multiprocessing.get_context("forkserver")
     # Only read when the fork server starts: a server already running (started by other
     # code) keeps its own list, which costs time, not correctness.
-    context.set_forkserver_preload(["__main__", "wpb_gym.evaluation.policy_process"])
+    context.set_forkserver_preload(["__main__", "wpb_gym.evaluation.isolated.policy_process"])
     return context
 
 

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from ..core.policy import ORACLE
-from .grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
+from ...core.policy import ORACLE
+from ..grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
 
 LEADERBOARD_METRICS = (
     ("recall", "Recall"),

@@ -1,6 +1,6 @@
 """The policy's side of isolated evaluation: the loop that runs in a policy's own process.
 
-The evaluator (``wpb_gym.evaluation.isolation``) sends pickled messages; this process answers each with
+The evaluator (``wpb_gym.evaluation.isolated.isolation``) sends pickled messages; this process answers each with
 one JSON object (never pickle: the evaluator must not run code this process chose).
 
 * ``("probe",)`` → ``{"name", "track", "needs_stream"}``: builds the policy once.
@@ -16,7 +16,7 @@ one JSON object (never pickle: the evaluator must not run code this process chos
   evaluator;
   each live run is shown its read-only copy and plays it on a replica of its memory (the same
   store code, its own actions) within the limits. Actions travel in their wire form
-  (``wpb_gym.evaluation.wire``).
+  (``wpb_gym.evaluation.isolated.wire``).
 * ``("end", {k: metrics})`` → ``{"ok": true}``: ``end_episode`` of every run not stopped.
 
 Anything a policy raises goes back as ``{"error": traceback}``.
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from ..core.accounting import observation_json
-from ..core.policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
-from ..core.store import ByteMemoryStore
-from ..core.types import Episode, Step
-from .playing import PlayedRun, Seat, StepCopies, stepper
-from .referee import PolicyLimitError, RunLimits
+from ...core.accounting import observation_json
+from ...core.policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from ...core.store import ByteMemoryStore
+from ...core.types import Episode, Step
+from ..playing import PlayedRun, Seat, StepCopies, stepper
+from ..referee import PolicyLimitError, RunLimits
 
 __all__ = ["serve"]
 
@@ -182,7 +182,7 @@ class _Server:
 
 def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
     """The policy process's main loop (the target of its ``multiprocessing`` process)."""
-    from .child_processes import end_with_parent
+    from ..child_processes import end_with_parent
 
     end_with_parent()
     # What the process inherited (the fork server's imported modules) is never garbage: kept

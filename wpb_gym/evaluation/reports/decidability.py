@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..core.tracks import UNPRIVILEGED, track_costs
-from ..core.types import Episode
-from ..envs.observation.stream_table import StreamTable
-from ..scoring.oracle import F1Bound, hindsight_f1_bound
+from ...core.tracks import UNPRIVILEGED, track_costs
+from ...core.types import Episode
+from ...envs.observation.stream_table import StreamTable
+from ...scoring.oracle import F1Bound, hindsight_f1_bound
 
 __all__ = ["Decidability", "decidability", "undecidable_critical_steps"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
+from ..referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
 
 __all__ = ["decode_action", "encode_action"]
 

@@ -6,21 +6,25 @@
 * ``regret_curve[_<regime>_T<length>].png``: mean WRITE-only regret against the budget, the
   same way (paper Fig. 1d).
 
-Oracle policies are drawn dashed: they are bounds.
+Every policy has one colour and marker in every figure of every run: the shipped agents a
+fixed one, any other policy (a learned model, a user's agent) one chosen from its label, drawn
+thick and on top so that it stands out. Oracle policies are drawn dashed: they are bounds.
+Markers are hollow and of different sizes, so curves that coincide stay visible.
 """
 
 from __future__ import annotations
 
 import io
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.file_names import name_part
-from ..core.policy import ORACLE
-from ..core.tracks import TRACKS
+from ...core.file_names import name_part
+from ...core.policy import ORACLE
+from ...core.tracks import TRACKS
 from .report import bootstrap_ci
 
 
@@ -31,10 +35,6 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
     import matplotlib.pyplot as plt
 
     tracks = [t for t in TRACKS if any(r["track"] == t for r in rows)]
-    # One colour and marker per policy in every panel.
-    policies = sorted({r["policy"] for r in rows})
-    colours = plt.get_cmap("tab10" if len(policies) <= 10 else "tab20").colors
-    style = {p: (colours[i % len(colours)], _MARKERS[i % len(_MARKERS)]) for i, p in enumerate(policies)}
     all_budgets = sorted({r["budget_bytes"] for r in rows})
     fig, axes = plt.subplots(1, len(tracks), figsize=(6.2 * len(tracks), 4.6), squeeze=False, sharey=True)
     for ax, track in zip(axes[0], tracks, strict=True):
@@ -50,13 +50,17 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
                 lows.append(means[-1] if np.isnan(low) else low)
                 highs.append(means[-1] if np.isnan(high) else high)
             oracle = prows[0]["policy_track"] == ORACLE
-            colour, marker = style[policy]
+            colour, marker, size, highlighted = policy_style(policy)
             ax.plot(
                 budgets,
                 means,
                 color=colour,
                 marker=marker,
-                ms=4,
+                ms=size,
+                mfc="none",
+                mew=1.3,
+                lw=2.6 if highlighted else 1.2,
+                zorder=3 if highlighted else 2,
                 ls="--" if oracle else "-",
                 label=_plain(f"{policy} (bound)" if oracle else policy),
             )
@@ -67,7 +71,7 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
             ax.set_xscale("symlog", linthresh=all_budgets[1] if len(all_budgets) > 1 else 1)
         ax.set_xticks(all_budgets, [_bytes_label(b) for b in all_budgets])
         ax.minorticks_off()
-        ax.set_xlabel("budget")
+        ax.set_xlabel("budget (bytes; 1KB = 1,024 B)")
         ax.legend(fontsize=7, loc="best")
         ax.set_title(f"{track} track")
         ax.grid(True, alpha=0.3)
@@ -80,7 +84,38 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
     return buffer.getvalue()
 
 
-_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">")
+_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d")
+# The shipped agents, each with its own colour of tab20 and its own marker.
+SHIPPED_AGENTS = (
+    "no_mem",
+    "fifo_store_all",
+    "uniform_sample",
+    "last_kb",
+    "random",
+    "merge_aggressive",
+    "expire_oldest",
+    "change_detector",
+    "priority_threshold",
+    "priority_greedy",
+    "breaking_detector",
+    "utility_greedy",
+    "oracle_optimal",
+)
+
+
+def policy_style(policy: str) -> tuple[tuple[float, ...], str, float, bool]:
+    """The colour, marker, marker size and highlighting of ``policy`` in every figure: fixed for
+    the shipped agents; for any other label (a learned model) one of the colours they leave
+    free, chosen from the label, and highlighted."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab20"].colors
+    if policy in SHIPPED_AGENTS:
+        i = SHIPPED_AGENTS.index(policy)
+        return palette[i], _MARKERS[i], 4.0 + 1.5 * (i % 4), False
+    i = zlib.crc32(policy.encode("utf-8"))
+    free = palette[len(SHIPPED_AGENTS) :]
+    return free[i % len(free)], _MARKERS[i % len(_MARKERS)], 7.0, True
 
 
 def _plain(text: str) -> str:
@@ -105,9 +140,11 @@ def run_pictures(rows: Sequence[dict[str, Any]]) -> dict[str, bytes]:
     for mode, steps in conditions:
         chosen = [r for r in rows if r["mode"] == mode and r["steps"] == steps]
         suffix = "" if len(conditions) == 1 else f"_{name_part(mode)}_T{steps}"  # the regime comes from the data
-        pictures[f"f1_vs_budget{suffix}.png"] = _figure(chosen, "f1", "mean F1", f"F1 vs budget: {mode}, T={steps}")
+        pictures[f"f1_vs_budget{suffix}.png"] = _figure(
+            chosen, "f1", "mean F1 (0 to 1)", f"F1 vs budget: {mode}, T={steps}"
+        )
         pictures[f"regret_curve{suffix}.png"] = _figure(
-            chosen, "regret_write_only", "mean WRITE-only regret", f"Regret vs budget: {mode}, T={steps}"
+            chosen, "regret_write_only", "mean WRITE-only regret (utility)", f"Regret vs budget: {mode}, T={steps}"
         )
     return pictures
 

@@ -1,0 +1,298 @@
+"""``wpb eval`` and ``wpb ablate``: running agents over episodes, budgets and tracks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..core.file_names import name_part
+from ..core.policy import POLICY_TRACKS
+from ..core.version import __version__
+from ..evaluation.run_folder import check_folder_path
+from . import flags
+from .eval_settings import EVAL_DEFAULTS, eval_settings, run_limits
+from .inputs import (
+    InputError,
+    did_you_mean,
+    one_line,
+    read_episode_source,
+)
+
+
+def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's settings: defaults, then the YAML file (if any), then the command line."""
+    return eval_settings(args.config, {key: getattr(args, key, None) for key in EVAL_DEFAULTS})
+
+
+def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
+    """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
+    (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``; ``LABEL=NAME:PATH`` to name it),
+    or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
+    other parameters. Each agent is built once to check its parameters: here, or, with
+    ``isolate``, in its own process (an agent's code never runs in this one)."""
+    from functools import partial
+
+    from agents.registry import agent_entry, make_agent  # the CLI joins the packages
+
+    from ..evaluation.grid import PolicySpec
+
+    specs = []
+    for item in names:
+        if isinstance(item, dict):
+            params = dict(item)
+            name, label = params.pop("name", None), params.pop("label", None)
+            if not isinstance(name, str):
+                raise InputError(f"an agent given as a mapping needs 'name': {item!r}")
+        elif isinstance(item, str):
+            name, label, params = item, None, {}
+            prefix, sep, rest = item.partition("=")
+            if sep and ":" in rest and prefix:
+                name, label = rest, prefix
+        else:
+            raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
+        head, colon, path = name.partition(":")
+        if colon:  # NAME:PATH, an agent read from a file: an SB3 model or a trained learner
+            if not path:
+                raise InputError(f"agent {item!r}: {head}:PATH needs the path of a file")
+            params["path"] = path
+            name, label = head, label or f"{head}:{Path(path).stem}"
+        try:
+            entry = agent_entry(name)
+            factory = partial(make_agent, entry.name, **params)
+            # Isolated: the registry's word on the track (a model's is its file's, read in its process).
+            track = (entry.track if entry.track in POLICY_TRACKS else None) if isolate else factory().track
+        except (KeyError, TypeError, ValueError, OSError) as error:
+            hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
+            raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
+        if label is None:
+            label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
+        specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=entry.kind == "sb3"))
+    labels = [spec.label for spec in specs]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise InputError(f"agents {repeated} appear twice; give one of them a 'label' in the config")
+    if isolate:
+        from dataclasses import replace
+
+        from ..evaluation.grid import isolated_info
+        from ..evaluation.referee import PolicyError
+
+        try:
+            infos = isolated_info(specs, limits)
+        except PolicyError as error:
+            last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
+            raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
+        specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
+    return specs
+
+
+def _agent_names() -> list[str]:
+    from agents.registry import list_agents
+
+    return [name for entry in list_agents() for name in (entry.name, *entry.aliases)]
+
+
+def _ref_name(ref: Any) -> str:
+    return f"{name_part(ref.mode)}__T{ref.steps}__{ref.index}"  # the regime comes from the data
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from ..evaluation.grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
+    from ..evaluation.referee import PolicyError
+    from ..evaluation.reports.report import run_metadata, write_atomic
+    from ..evaluation.run_folder import (
+        RESULTS,
+        checkpoint_folder,
+        discard,
+        episodes_digest,
+        other_checkpoints,
+        publish,
+        read_checkpoints,
+        staging_folder,
+        write_run,
+    )
+
+    # Everything is checked before --out is touched: a typo never costs an earlier run.
+    config = _eval_config(args)
+    out = Path(args.out)
+    check_folder_path(out)
+    if (out / RESULTS).exists() and not (out / RESULTS).is_file():
+        raise InputError(f"{out / RESULTS} is not a file; expected the results of an earlier run or nothing")
+    if (out / RESULTS).exists() and not args.force:
+        raise InputError(
+            f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
+        )
+    limits = run_limits(config)
+    policies = _policy_specs(config["agents"], config["isolate"], limits)
+    recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
+    if config["episodes"] is not None:
+        episodes = read_episode_source(config["episodes"])
+        try:
+            refs = given_refs(episodes, str(config["episodes"]))
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        # The checkpoint key (the config hash) covers what the episodes hold, not only where they
+        # are: an edited file never mixes its new rows with checkpointed old ones.
+        recorded["episodes_sha256"] = episodes_digest(episodes)
+    else:
+        refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], config["seed"])
+    notes = skipped(policies, config["tracks"])
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+    def progress(results, total):
+        return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=args.quiet)
+
+    run = run_metadata(recorded, notes, __version__)
+    partial = checkpoint_folder(out, run["config_hash"])
+    names = {_ref_name(ref) for ref in refs}
+    done: dict[str, list[dict[str, Any]]] = {}
+    if args.resume and partial.is_dir():
+        done = {k: v for k, v in read_checkpoints(partial, ROW_COLUMNS).items() if k in names}
+        print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
+    elif args.resume:
+        others = ", ".join(p.name for p in other_checkpoints(out, run["config_hash"]))
+        why = f": its checkpoints ({others}) are of other settings or other episode contents" if others else ""
+        print(
+            f"note: nothing to resume in {out} for these settings and episodes{why}; starting afresh", file=sys.stderr
+        )
+    elif partial.is_dir():
+        shutil.rmtree(partial)
+    todo = [ref for ref in refs if _ref_name(ref) not in done]
+
+    def checkpoint(ref, chunk):
+        write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
+
+    try:
+        rows = run_grid(
+            todo,
+            policies,
+            config["budgets"],
+            config["tracks"],
+            jobs=config["jobs"],
+            progress=progress,
+            on_episode_done=checkpoint,
+            isolate=config["isolate"],
+            limits=limits,
+        )
+    except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
+        print(f"wpb eval: {error}", file=sys.stderr)
+        return 1
+    stopped = [row for row in rows if row.get("error")]
+    if stopped:
+        agents = sorted({row["policy"] for row in stopped})
+        print(
+            f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
+            "see the 'error' column of results.csv and leaderboard.md",
+            file=sys.stderr,
+        )
+    if done:
+        rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
+    # The new run is written beside the old one and replaces it only once complete.
+    staging = staging_folder(out)
+    try:
+        pictures = write_run(staging, rows, run)
+        publish(staging, out)
+    finally:
+        discard(staging)
+    shutil.rmtree(partial, ignore_errors=True)
+    print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
+    return 0
+
+
+def _cmd_ablate(args: argparse.Namespace) -> int:
+    from ..evaluation.grid import generated_refs, run_grid
+    from ..evaluation.reports.compare import ablation_markdown
+    from ..evaluation.reports.report import write_atomic
+
+    if args.out is not None and Path(args.out).is_dir():
+        raise InputError(f"--out {args.out}: is a folder; expected the markdown file to write")
+    if args.out is not None:
+        check_folder_path(Path(args.out).parent, f"--out {args.out}: its folder")
+    configs = []
+    for path in (args.config_a, args.config_b):
+        config = eval_settings(path, {})
+        if config["episodes"] is not None:
+            raise InputError(f"{path} reads episodes from files; ablations vary the seed of generated ones")
+        configs.append((config, _policy_specs(config["agents"])))  # both checked before any work
+    runs = []
+    for config, policies in configs:
+        per_seed = []
+        for seed in range(args.seeds):
+            refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
+            per_seed.append(
+                run_grid(refs, policies, config["budgets"], config["tracks"], jobs=args.jobs or config["jobs"])
+            )
+        runs.append(per_seed)
+    text = ablation_markdown(runs[0], runs[1], Path(args.config_a).stem, Path(args.config_b).stem)
+    if args.out:
+        write_atomic(args.out, text)
+    print(text, end="")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add ev, ablate to the ``wpb`` subcommands ``sub``."""
+    ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
+    ev.add_argument(
+        "--config", type=flags.path, help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it"
+    )
+    ev.add_argument(
+        "--agents",
+        type=flags.names,
+        help="agent names or aliases, or NAME:PATH for one read from a file (sb3:MODEL.zip, "
+        "epsilon_greedy:learner.json; LABEL=NAME:PATH names it)",
+    )
+    ev.add_argument(
+        "--episodes",
+        type=flags.path,
+        help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)",
+    )
+    ev.add_argument("--regimes", type=flags.regimes, help="generated regimes (default: default)")
+    ev.add_argument("--lengths", type=flags.positive_ints, help="generated episode lengths (default: 200)")
+    ev.add_argument("--episodes-per-condition", type=flags.int_at_least(1), help="generated episodes per regime/length")
+    ev.add_argument("--seed", type=flags.int_at_least(0), help="seed of the generated episodes (default: 0)")
+    ev.add_argument(
+        "--budgets", type=flags.budgets, help="comma-separated, 1KB = 1024 bytes (default: 1KB,10KB,100KB,1MB)"
+    )
+    ev.add_argument("--tracks", type=flags.tracks, help="comma-separated tracks (default: both)")
+    ev.add_argument("--jobs", type=flags.int_at_least(1), help="worker processes (results do not depend on it)")
+    ev.add_argument(
+        "--out", type=flags.path, required=True, help="run folder for results.csv, leaderboard.md, run.json"
+    )
+    ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
+    ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
+    ev.add_argument(
+        "--isolate",
+        action="store_const",
+        const=True,
+        help="run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",
+    )
+    ev.add_argument(
+        "--max-actions-per-step",
+        type=flags.int_at_least(0),
+        help="stop an agent that yields more actions at one timestep "
+        f"(default: {EVAL_DEFAULTS['max_actions_per_step']}; 0: no limit)",
+    )
+    ev.add_argument(
+        "--max-seconds-per-step",
+        type=flags.seconds,
+        help="stop an agent that takes longer over one timestep "
+        f"(default: {EVAL_DEFAULTS['max_seconds_per_step']:g} s; 0: no limit)",
+    )
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.set_defaults(func=_cmd_eval, prog=ev.prog)
+
+    ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
+    ablate.add_argument("config_a", type=flags.path, help="YAML settings of variant A (as for wpb eval --config)")
+    ablate.add_argument("config_b", type=flags.path, help="YAML settings of variant B")
+    ablate.add_argument("--seeds", type=flags.int_at_least(2), default=5, help="seeds 0..N-1 of the generated episodes")
+    ablate.add_argument("--jobs", type=flags.int_at_least(1), help="worker processes")
+    ablate.add_argument("--out", type=flags.path, help="also write the markdown table to this file")
+    ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog)

@@ -1,0 +1,268 @@
+"""``wpb report``, ``wpb compare``, ``wpb seeds`` and ``wpb baseline set``: reading the results
+of runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..core.tracks import TRACKS
+from ..evaluation.run_folder import check_folder_path
+from . import flags
+from .inputs import (
+    InputError,
+    budget_text,
+    check_policies,
+    flag_type,
+    parse_budget,
+    read_run,
+)
+
+DEFAULT_BASELINE_STORE = "runs/baseline"
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ..evaluation.reports.report import (
+        f1_by_budget_table,
+        headroom_table,
+        paper_tables,
+        transfer_table,
+        write_atomic,
+    )
+
+    run = Path(args.run)
+    rows = read_run(run)
+    if args.headroom:
+        check_policies(args.highlight or (), rows, run, "--highlight")
+        text = headroom_table(rows, highlight=args.highlight or ())
+        write_atomic(run / "headroom.md", text)
+    elif args.f1_by_budget:
+        text = f1_by_budget_table(rows)
+        write_atomic(run / "f1_by_budget.md", text)
+    elif args.transfer:
+        sources = [r for path in args.transfer for r in read_run(Path(path))]
+        text = transfer_table(rows, sources)
+        write_atomic(run / "transfer.md", text)
+    else:
+        chosen = [r for r in rows if r["track"] == args.track]
+        if not chosen:
+            held = ", ".join(sorted({r["track"] for r in rows}))
+            raise InputError(
+                f"{run} has no results on the {args.track} track (it holds: {held}); run `wpb eval` with "
+                f"--tracks {args.track} and agents of that track (e.g. priority_threshold), or pass --track {held}"
+            )
+        text = paper_tables(rows, track=args.track, diagnostics_budget=_diagnostics_budget(args, chosen, run))
+        write_atomic(run / "paper_tables.md", text)
+    print(text, end="")
+    return 0
+
+
+def _diagnostics_budget(args: argparse.Namespace, rows: Sequence[dict[str, Any]], run: Path) -> int:
+    """--diagnostics-budget if the run has it; by default 10KB, or the run's nearest budget (said on stderr)."""
+    budgets = sorted({r["budget_bytes"] for r in rows})
+    wanted = 10240 if args.diagnostics_budget is None else args.diagnostics_budget
+    if wanted in budgets:
+        return wanted
+    labels = ", ".join(budget_text(b) for b in budgets)
+    if args.diagnostics_budget is not None:
+        raise InputError(
+            f"--diagnostics-budget {budget_text(wanted)}: {run} has no results at that budget on the {args.track} "
+            f"track; its budgets: {labels}"
+        )
+    nearest = min(budgets, key=lambda b: (abs(b - wanted), b))
+    print(
+        f"note: {run} has no results at 10KB; Table 4 is at {budget_text(nearest)} (--diagnostics-budget)",
+        file=sys.stderr,
+    )
+    return nearest
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from ..evaluation.reports.compare import compare_runs, comparison_markdown
+
+    if args.versus:
+        if len(args.runs) != 1:
+            raise InputError("--versus AGENT takes one run folder")
+        rows = read_run(Path(args.runs[0]))
+        check_policies([args.versus], rows, args.runs[0], "--versus")
+        check_policies(args.agents or (), rows, args.runs[0], "--agents")
+        ours = [r for r in rows if r["policy"] == args.versus]
+        comparisons = []
+        for other in sorted({r["policy"] for r in rows} - {args.versus}):
+            if args.agents and other not in args.agents:
+                continue
+            label = f"{args.versus} vs {other}"
+            a = [{**r, "policy": label} for r in rows if r["policy"] == other]
+            b = [{**r, "policy": label} for r in ours]
+            comparisons += compare_runs(a, b, metric=args.metric)
+        text = comparison_markdown(comparisons, args.metric, "each other agent (A)", f"{args.versus} (B)", "worse")
+        print(text, end="")
+        return 0
+    if args.against_baseline:
+        if len(args.runs) != 1:
+            raise InputError("--against-baseline takes one run folder (the new run)")
+        base = Path(args.store)
+        if not (base / "results.csv").exists():
+            raise InputError(f"no baseline in {base}; record one with `wpb baseline set RUN`")
+        run_a, run_b = base, Path(args.runs[0])
+    else:
+        if len(args.runs) != 2:
+            raise InputError("compare takes two run folders: RUN_A RUN_B (B is compared with A)")
+        run_a, run_b = (Path(r) for r in args.runs)
+    rows_a, rows_b = read_run(run_a), read_run(run_b)
+    check_policies(args.agents or (), rows_a + rows_b, f"{run_a} or {run_b}", "--agents")
+    comparisons = compare_runs(rows_a, rows_b, metric=args.metric, agents=args.agents)
+    if not comparisons:
+        raise InputError("the two runs share no (condition, agent, episode)")
+    print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b)), end="")
+    regressions = [c for c in comparisons if c.regression]
+    if args.against_baseline:
+        print(f"\n{len(regressions)} regression(s) against the baseline in {run_a}")
+        return 1 if regressions else 0
+    return 0
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from ..evaluation.reports.report import write_atomic
+
+    run = Path(args.run)
+    read_run(run)  # a complete, readable run only
+    store = Path(args.store)
+    check_folder_path(store, "--store")
+    for name in ("run.json", "results.csv"):  # results.csv last: a half-copied baseline is not one
+        source = run / name
+        if source.exists():
+            write_atomic(store / name, source.read_text(encoding="utf-8"))
+    print(f"baseline recorded in {store} (from {run})")
+    return 0
+
+
+def _cmd_seeds(args: argparse.Namespace) -> int:
+    from ..evaluation.reports.report import write_atomic
+    from ..evaluation.reports.seed_stats import seed_table, seed_table_markdown
+
+    rows = [row for run in args.runs for row in read_run(Path(run))]
+    where = ", ".join(map(str, args.runs))
+    groups: dict[str, list[str]] = {}
+    for item in args.learned:
+        name, sep, labels = item.partition("=")
+        seeds = [label.strip() for label in labels.split(",") if label.strip()]
+        if not sep or not name.strip() or not seeds:
+            raise InputError(f"--learned expects NAME=LABEL,LABEL,..., got {item!r}")
+        if name in groups:
+            raise InputError(f"--learned: {name} is given twice")
+        check_policies(seeds, rows, where, f"--learned {name}")
+        groups[name.strip()] = seeds
+    references = [r.strip() for r in args.versus.split(",") if r.strip()]
+    named = [r.partition("@")[0] for r in references if r.partition("@")[0] != "best"]
+    check_policies(named, rows, where, "--versus")
+    if rows and args.metric not in rows[0]:
+        raise InputError(f"--metric {args.metric!r}: the run has no such column")
+    try:
+        text = seed_table_markdown(seed_table(rows, groups, references, metric=args.metric), args.metric)
+    except ValueError as error:
+        raise InputError(f"{where}: {error}") from None
+    print(text, end="")
+    if args.out:
+        write_atomic(args.out, text)
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    """Add report, compare, seeds, baseline to the ``wpb`` subcommands ``sub``."""
+    report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout, or headroom)")
+    report.add_argument("run", type=flags.path, help="a run folder written by wpb eval")
+    which = report.add_mutually_exclusive_group(required=True)
+    which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
+    which.add_argument(
+        "--headroom", action="store_true", help="hindsight F1 bound vs the best policy per track -> headroom.md"
+    )
+    which.add_argument(
+        "--f1-by-budget",
+        action="store_true",
+        help="every policy's mean F1 [95%% CI] at each budget, and the hindsight bound -> f1_by_budget.md",
+    )
+    which.add_argument(
+        "--transfer",
+        type=flags.path,
+        nargs="+",
+        metavar="SYNTHETIC_RUN",
+        help="rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
+    )
+    report.add_argument(
+        "--highlight",
+        type=flags.names,
+        default=None,
+        help="with --headroom: policies shown in columns of their own",
+    )
+    report.add_argument(
+        "--track", choices=TRACKS, default="privileged", help="the track to tabulate (default: privileged)"
+    )
+    report.add_argument(
+        "--diagnostics-budget", type=flag_type(parse_budget), help="Table 4's budget (default: 10KB, else the nearest)"
+    )
+    report.set_defaults(func=_cmd_report, prog=report.prog)
+
+    compare = sub.add_parser("compare", help="paired comparison of two runs (lift, P(improvement), IQM, exact CIs)")
+    compare.add_argument("runs", type=flags.path, nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
+    compare.add_argument("--agents", type=flags.names, help="only these agents")
+    compare.add_argument(
+        "--metric",
+        default="f1",
+        choices=[
+            "f1",
+            "recall",
+            "precision",
+            "utility_per_kb",
+            "regret_write_only",
+            "policy_utility",
+            "drift_coverage",
+        ],
+        help="metric (default: f1)",
+    )
+    compare.add_argument(
+        "--against-baseline",
+        action="store_true",
+        help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
+    )
+    compare.add_argument(
+        "--store", type=flags.path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+    )
+    compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
+    compare.set_defaults(func=_cmd_compare, prog=compare.prog)
+
+    seeds = sub.add_parser(
+        "seeds",
+        help="learned agents over their training seeds: IQM, lifts, P(improvement), optimality gap (rliable)",
+        description="Per condition, a learned agent's seeds (the unit of variation) on the run's held-out "
+        "episodes: per-seed means, IQM with a stratified bootstrap CI, paired lifts against references with "
+        "two-level bootstrap CIs, probability of improvement and the optimality gap against the hindsight bound.",
+    )
+    seeds.add_argument("runs", type=flags.path, nargs="+", help="run folders written by wpb eval (one table for all)")
+    seeds.add_argument(
+        "--learned",
+        action="append",
+        required=True,
+        metavar="NAME=LABEL,LABEL,...",
+        help="a learned agent and the policy labels of its seeds in the run (repeat for several)",
+    )
+    seeds.add_argument(
+        "--versus",
+        default="breaking_detector,best@privileged",
+        metavar="REF,...",
+        help="references: policy labels, LABEL@TRACK, or best@TRACK (default: breaking_detector,best@privileged)",
+    )
+    seeds.add_argument("--metric", default="f1", help="the metric column (default: f1)")
+    seeds.add_argument("--out", type=flags.path, help="also write the table to this file")
+    seeds.set_defaults(func=_cmd_seeds, prog=seeds.prog)
+
+    baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
+    baseline_sub = baseline.add_subparsers(dest="action", required=True)
+    baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
+    baseline_set.add_argument("run", type=flags.path, help="a run folder written by wpb eval")
+    baseline_set.add_argument(
+        "--store", type=flags.path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
+    )
+    baseline_set.set_defaults(func=_cmd_baseline, prog=baseline_set.prog)

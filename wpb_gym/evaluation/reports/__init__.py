@@ -1,0 +1,3 @@
+"""What a run folder says: the leaderboard, tables and ``run.json`` (``report``), the figures
+(``plots``), paired comparisons and ablations (``compare``), statistics over training seeds
+(``seed_stats``) and the decidability report (``decidability``)."""
