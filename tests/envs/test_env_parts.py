@@ -37,9 +37,8 @@ def test_the_reward_function_alone_pays_f1_potentials_that_add_up():
     for t in range(10):
         if t in critical:
             rewards.kept(t)
-        rewards.decided(t)
         final = {"f1": 1.0 if critical else 0.0, "policy_utility": 0.0, "oracle_utility": 1.0, "regret_write_only": 1.0}
-        paid.append(rewards.reward(0.0, None if t < 9 else final))
+        paid.append(rewards.reward(t, 0.0, None if t < 9 else final))
     assert sum(paid) == pytest.approx(1.0 if critical else 0.0)
     assert min(paid) >= 0.0  # keeping exactly the critical steps never lowers the potential
 
@@ -63,8 +62,8 @@ def test_the_viewer_records_only_what_its_mode_draws():
         viewer.stored(1, True)
         viewer.expired(0, 2)
         viewer.time_advanced(120)
-        viewer.acted("EXPIRE slot 0", "accepted")
-        assert viewer.last_action_text() == "EXPIRE slot 0 -> accepted"
+        viewer.acted(5, "accepted")
+        assert viewer.last_action_text({5: "EXPIRE slot 0"}.get) == "EXPIRE slot 0 -> accepted"
     assert picture.memory_history == {0: (2, False), 1: (None, True)} and picture.bytes_history == (120,)
     assert text.memory_history == {} and text.bytes_history == ()
     with pytest.raises(ValueError, match="render_mode must be one of"):

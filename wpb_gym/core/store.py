@@ -425,11 +425,21 @@ class ByteMemoryStore:
         item itself if it is retained, and for a base item its MERGE deltas (() if absent)."""
         if target_t not in self._costs:
             return ()
-        retained = set(self.retained_timesteps()) if self._merges else None
-        lost = (target_t,) if retained is None or target_t in retained else ()
-        if target_t in self._merges or not self._merges:
-            return lost
-        return lost + tuple(t for t, (parent_t, _) in self._merges.items() if parent_t == target_t and t in retained)
+        if target_t in self._merges:
+            return (target_t,) if self._retained(target_t) else ()
+        if not self._merges:
+            return (target_t,)
+        children = [t for t, (parent_t, _) in self._merges.items() if parent_t == target_t and self._retained(t)]
+        return (target_t, *children)
+
+    def _retained(self, t: int) -> bool:
+        """Whether stored item ``t`` is in W (``retained_timesteps``' rule for one item)."""
+        merge = self._merges.get(t)
+        if merge is None:
+            return True
+        parent_t, key = merge
+        base = self._base_observations.get(parent_t)
+        return parent_t not in self._merges and base is not None and identity_key(base.get(MERGE_KEY)) == key
 
     def view(self) -> StoreView:
         """A read-only view for policies."""

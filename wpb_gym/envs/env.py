@@ -319,6 +319,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self._reverted_expired = False
         self.reward_fn.start(episode, self._table.cost_array(), budget)
         self.viewer.start()
+        self._recording = self.viewer.records
         self._update_view()
 
     def _update_view(self, slots: list[int] | None = None) -> None:
@@ -365,24 +366,25 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             if decision.accepted:
                 encoder.expired(item, dropped)
                 self.reward_fn.dropped(dropped)
-                self.viewer.expired(target, t)
+                if self._recording:
+                    self.viewer.expired(target, t)
                 tab = self._table
                 if tab.kinds[target] == KIND_ENDPOINT and tab.families[target] == tab.families[t]:
                     self._reverted_expired = self._reverted_expired or encoder.reverted(target, t)
             expired = True
         if not decision.accepted:
             raise AssertionError(f"store rejected action {a} ({decision.reason}) that the mask allowed")
-        self.viewer.acted(self._action_name(a), reason)
+        self.viewer.acted(a, reason)
         if expired:
             self._expires_this_step += 1
         else:
-            self.reward_fn.decided(t)
             self._t = t + 1
             self._expires_this_step = 0
             self._reverted_expired = False
-            self.viewer.time_advanced(store.bytes_used)
+            if self._recording:
+                self.viewer.time_advanced(store.bytes_used)
         terminated = self._t >= self._T
-        self._update_view()
+        encoder.update(self._t, self._expires_this_step, self._reverted_expired)
         info = self._info(accepted, reason)
         metrics = None
         if terminated:
@@ -390,14 +392,15 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             metrics = self.episode_metrics().as_row()
             info["metrics"] = metrics
             info.update(metrics)
-        reward = self.reward_fn.reward(penalty, metrics)
+        reward = self.reward_fn.reward(None if expired else t, penalty, metrics)
         return self._encoder.observation(), reward, terminated, False, info
 
     def _stored(self, t: int, merge_target: int | None, cost: int) -> None:
         """After the store accepted WRITE (``merge_target`` None) or MERGE of step ``t``."""
         self._encoder.stored(t, merge_target, cost)
         self.reward_fn.kept(t)  # a WRITE is retained, and a MERGE joins a present base
-        self.viewer.stored(t, merge_target is not None)
+        if self._recording:
+            self.viewer.stored(t, merge_target is not None)
 
     def _rejection_reason(self, a: int) -> str:
         if a == 0:  # pragma: no cover - SKIP is always valid
@@ -450,7 +453,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def last_action_text(self) -> str:
         """The last action and its outcome, for rendering."""
-        return self.viewer.last_action_text()
+        return self.viewer.last_action_text(self._action_name)
 
     def render(self):
         if self.render_mode is None:

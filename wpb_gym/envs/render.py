@@ -7,6 +7,7 @@ that record and the env's public state."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,7 +36,7 @@ class MemoryViewer:
         # Only the picture needs the history: item t -> [expired at or None, is_merge].
         self._history: dict[int, list[Any]] | None = {} if self.mode == "rgb_array" else None
         self._bytes: list[int] = []
-        self.last_action: tuple[str, str] | None = None  # (its name, its outcome's reason)
+        self.last_action: tuple[int, str] | None = None  # (the env action, its outcome's reason)
 
     def stored(self, t: int, is_merge: bool) -> None:
         if self._history is not None:
@@ -49,8 +50,13 @@ class MemoryViewer:
         if self._history is not None:
             self._bytes.append(bytes_used)
 
-    def acted(self, name: str, reason: str) -> None:
-        self.last_action = (name, reason)
+    @property
+    def records(self) -> bool:
+        """Whether it needs ``stored``, ``expired`` and ``time_advanced`` (the picture does)."""
+        return self._history is not None
+
+    def acted(self, action: int, reason: str) -> None:
+        self.last_action = (action, reason)
 
     @property
     def memory_history(self) -> dict[int, tuple[int | None, bool]]:
@@ -60,11 +66,12 @@ class MemoryViewer:
     def bytes_history(self) -> tuple[int, ...]:
         return tuple(self._bytes)
 
-    def last_action_text(self) -> str:
+    def last_action_text(self, name_of: Callable[[int], str] = str) -> str:
+        """The last action (named by ``name_of``) and its outcome."""
         if self.last_action is None:
             return "reset"
-        name, reason = self.last_action
-        return f"{name} -> {'accepted' if reason == 'accepted' else 'rejected: ' + reason}"
+        action, reason = self.last_action
+        return f"{name_of(action)} -> {'accepted' if reason == 'accepted' else 'rejected: ' + reason}"
 
     def render(self, env: WritePolicyBenchEnv) -> str | np.ndarray | None:
         if self.mode == "ansi":

@@ -101,8 +101,8 @@ class RewardFunction:
     """The rewards of one episode at a time: the weighted metric on the last step, or (dense)
     the change of its potential after every action, closed so the sum is the terminal value.
 
-    The env tells it which steps were decided (``decided``), which became retained
-    (``kept``) and which left the retained set (``dropped``, as the store states it); the
+    The env tells it which steps became retained (``kept``), which left the retained set
+    (``dropped``, as the store states it) and, with each reward, which step was decided; the
     hidden labels it scores them with never reach the observation.
     """
 
@@ -160,15 +160,14 @@ class RewardFunction:
             self._kept_critical -= self._critical[t]
             self._kept_utility -= self._utilities[t]
 
-    def decided(self, t: int) -> None:
-        """The decision on step ``t`` was made (time moves on)."""
-        self._decided = t + 1
-        if self._critical[t]:
-            self._critical_before += 1
-
-    def reward(self, penalty: float, metrics: Mapping[str, float] | None) -> float:
-        """The reward of the action just taken; ``metrics`` (as ``EpisodeMetrics.as_row``) when
-        it ended the episode."""
+    def reward(self, decided: int | None, penalty: float, metrics: Mapping[str, float] | None) -> float:
+        """The reward of the action just taken: ``decided``, the step it decided (None for an
+        EXPIRE, which leaves time where it is); ``metrics`` (as ``EpisodeMetrics.as_row``)
+        when it ended the episode."""
+        if decided is not None:
+            self._decided = decided + 1
+            if self._critical[decided]:
+                self._critical_before += 1
         reward = -penalty if penalty else 0.0  # not -0.0
         self._penalties += penalty
         if metrics is not None:

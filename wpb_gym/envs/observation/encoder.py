@@ -36,7 +36,9 @@ class ObservationEncoder:
 
     ``start`` begins an episode; ``stored`` and ``expired`` follow the store's accepted
     actions; ``update`` computes the slot layout, the observation and the mask of the
-    current state, which ``observation()``, ``mask_array()``, ``mask`` and ``slots`` read.
+    current state: ``slots`` (the timestep of the item each shown slot holds, slot 0 first) and
+    ``mask`` (one byte per action) are set there, and ``observation()`` and ``mask_array()``
+    return new arrays.
     """
 
     def __init__(self, layout: ObservationLayout, *, slot_order: str, max_expires_per_step: int | None,
@@ -74,6 +76,8 @@ class ObservationEncoder:
         ]
         self._mask_arrays: dict[bytes, np.ndarray] = {}  # few masks recur: each is built once
         self._shapes = ObservationShapes()  # observation descriptions shared by the episodes
+        self.slots: list[int] = []
+        self.mask = b""
 
     # ---------------------------------------------------------------- episode start
     def start(self, episode: Episode, track: str, store: ByteMemoryStore) -> StreamTable:
@@ -181,16 +185,6 @@ class ObservationEncoder:
     @property
     def table(self) -> StreamTable:
         return self._table
-
-    @property
-    def slots(self) -> list[int]:
-        """The timestep of the item each shown slot holds, slot 0 first."""
-        return self._slots
-
-    @property
-    def mask(self) -> bytes:
-        """The current mask, one byte per action."""
-        return self._mask
 
     def reverted(self, s: int, t: int) -> bool:
         """Whether step ``t`` undoes stored item ``s``'s change (the slot feature ``reverted``)."""
@@ -338,7 +332,7 @@ class ObservationEncoder:
                 slots = self._relevant_slots(fam)
             else:
                 slots = list(islice(rows, self.K))
-        self._slots = slots
+        self.slots = slots
         n_slots = len(slots)
         budget = self._budget
         remaining = budget - self._store.budget.used
@@ -411,7 +405,7 @@ class ObservationEncoder:
                 parts.append(rows[s])
         parts.append(self._pad[n_slots])
         self._obs_bytes = b"".join(parts)
-        self._mask = mask
+        self.mask = mask
 
     def _step_row(self, t: int, fam: int, fam_live: int, remaining: int) -> bytes:
         """Every step feature, when memory holds items of the step's family ``fam``."""
@@ -474,11 +468,11 @@ class ObservationEncoder:
 
     def mask_array(self) -> np.ndarray:
         """A new bool array holding the current mask."""
-        cached = self._mask_arrays.get(self._mask)
+        cached = self._mask_arrays.get(self.mask)
         if cached is None:
             if len(self._mask_arrays) >= _MASK_CACHE_LIMIT:
                 self._mask_arrays.clear()
-            cached = self._mask_arrays[self._mask] = np.frombuffer(self._mask, np.bool_)
+            cached = self._mask_arrays[self.mask] = np.frombuffer(self.mask, np.bool_)
         return cached.copy()
 
     def observation(self) -> np.ndarray | dict[str, np.ndarray]:
