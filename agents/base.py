@@ -19,6 +19,8 @@ agent yields for that step (in the environment it ends the timestep); EXPIREs co
 
 from __future__ import annotations
 
+import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, ClassVar
@@ -87,3 +89,63 @@ class Agent(ABC):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params().items())
         return f"{type(self).__name__}({args})"
+
+
+# ---------------------------------------------------------------------------- the baselines' common parts
+def plan_oldest_evictions(store: StoreView, need: int, keep: int | None = None) -> list[int] | None:
+    """Timesteps of the oldest items whose removal frees at least ``need`` bytes.
+
+    Items are taken oldest first, passing over the item at ``keep``. Returns ``[]`` when
+    nothing needs freeing and ``None`` when even removing every candidate frees too little
+    (then nothing should be expired).
+    """
+    if need <= 0:
+        return []
+    plan: list[int] = []
+    freed = 0
+    for item in store.iter_items():  # oldest first; the plan is complete before any action is yielded
+        if item.t == keep:
+            continue
+        plan.append(item.t)
+        freed += item.byte_cost
+        if freed >= need:
+            return plan
+    return None
+
+
+def step_priority(step: Step) -> float:
+    """The privileged ``priority`` hint of ``step``; a clear error when the step lacks it."""
+    metadata = step.metadata if isinstance(step.metadata, dict) else {}
+    if "priority" not in metadata:
+        raise ValueError(
+            f"step t={step.t} has no 'priority' metadata: privileged agents need the privileged "
+            "track of an episode that carries the priority hint"
+        )
+    return float(metadata["priority"])
+
+
+def episode_seed(seed: int, episode_id: Any, length: int) -> np.random.SeedSequence:
+    """The seed sequence of an episode: from ``seed``, ``episode_id`` (any JSON-like value) and ``length``.
+
+    ``episode_id`` enters through the sha256 of its JSON text (with its type name, so ``0`` and
+    ``"0"`` differ), which is the same in every process.
+    """
+    text = json.dumps([type(episode_id).__name__, episode_id], sort_keys=True, default=repr)
+    key = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+    return np.random.SeedSequence([int(seed), key, int(length)])
+
+
+def require_probability(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+class BaselineAgent(Agent):
+    """Common parts of the baselines: spec aliases and ``params()`` from ``_param_names``."""
+
+    aliases: ClassVar[tuple[str, ...]] = ()
+    _param_names: ClassVar[tuple[str, ...]] = ()
+
+    def params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self._param_names}

@@ -34,23 +34,20 @@ Everything is deterministic given the parameters and the episode; ``random`` see
 
 from __future__ import annotations
 
-import hashlib
-import json
-from abc import abstractmethod
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from wpb_gym.core.accounting import canonical_delta, estimate_bytes, merge_cost
+from wpb_gym.core.checks import require_int
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
-from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
-from wpb_gym.scoring.oracle import oracle_write_set
 
-from .base import Agent
+from .base import BaselineAgent, episode_seed, plan_oldest_evictions, require_probability, step_priority
 from .observe import StreamObserver
+from .oracles import OracleOptimal, UtilityGreedy
 
 __all__ = [
     "BASELINES",
@@ -70,72 +67,6 @@ __all__ = [
     "episode_seed",
     "plan_oldest_evictions",
 ]
-
-
-# ---------------------------------------------------------------------------- helpers
-def plan_oldest_evictions(store: StoreView, need: int, keep: int | None = None) -> list[int] | None:
-    """Timesteps of the oldest items whose removal frees at least ``need`` bytes.
-
-    Items are taken oldest first, passing over the item at ``keep``. Returns ``[]`` when
-    nothing needs freeing and ``None`` when even removing every candidate frees too little
-    (then nothing should be expired).
-    """
-    if need <= 0:
-        return []
-    plan: list[int] = []
-    freed = 0
-    for item in store.iter_items():  # oldest first; the plan is complete before any action is yielded
-        if item.t == keep:
-            continue
-        plan.append(item.t)
-        freed += item.byte_cost
-        if freed >= need:
-            return plan
-    return None
-
-
-def step_priority(step: Step) -> float:
-    """The privileged ``priority`` hint of ``step``; a clear error when the step lacks it."""
-    metadata = step.metadata if isinstance(step.metadata, dict) else {}
-    if "priority" not in metadata:
-        raise ValueError(
-            f"step t={step.t} has no 'priority' metadata: privileged agents need the privileged "
-            "track of an episode that carries the priority hint"
-        )
-    return float(metadata["priority"])
-
-
-def episode_seed(seed: int, episode_id: Any, length: int) -> np.random.SeedSequence:
-    """The seed sequence of an episode: from ``seed``, ``episode_id`` (any JSON-like value) and ``length``.
-
-    ``episode_id`` enters through the sha256 of its JSON text (with its type name, so ``0`` and
-    ``"0"`` differ), which is the same in every process.
-    """
-    text = json.dumps([type(episode_id).__name__, episode_id], sort_keys=True, default=repr)
-    key = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
-    return np.random.SeedSequence([int(seed), key, int(length)])
-
-
-def _check_int(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _check_probability(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"{name} must be a probability in [0, 1], got {value!r}")
-    return float(value)
-
-
-class BaselineAgent(Agent):
-    """Common parts of the baselines: spec aliases and ``params()`` from ``_param_names``."""
-
-    aliases: ClassVar[tuple[str, ...]] = ()
-    _param_names: ClassVar[tuple[str, ...]] = ()
-
-    def params(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self._param_names}
 
 
 # ---------------------------------------------------------------------------- unprivileged
@@ -177,7 +108,7 @@ class UniformSample(BaselineAgent):
     _param_names = ("N",)
 
     def __init__(self, *, N: int = 10) -> None:  # "N" as in the paper
-        self.N = _check_int("N", N, 1)
+        self.N = require_int(N, "N", 1)
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         if step.t % self.N == 0 and estimate_bytes(step) <= store.remaining():
@@ -238,7 +169,7 @@ class RecencyBias(BaselineAgent):
     _param_names = ("max_expires",)
 
     def __init__(self, *, max_expires: int | None = None) -> None:
-        self.max_expires = None if max_expires is None else _check_int("max_expires", max_expires, 1)
+        self.max_expires = None if max_expires is None else require_int(max_expires, "max_expires", 1)
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         return _last_kb_actions(step, store, self.max_expires)
@@ -262,8 +193,8 @@ class RandomPolicy(BaselineAgent):
     _param_names = ("p", "seed")
 
     def __init__(self, *, p: float = 0.1, seed: int = 0) -> None:
-        self.p = _check_probability("p", p)
-        self.seed = _check_int("seed", seed, 0)
+        self.p = require_probability("p", p)
+        self.seed = require_int(seed, "seed", 0)
         self._rng = np.random.default_rng(episode_seed(self.seed, None, 0))
 
     def start_episode(self, context: EpisodeContext) -> None:
@@ -344,7 +275,7 @@ class ExpireOldest(BaselineAgent):
     _param_names = ("max_age",)
 
     def __init__(self, *, max_age: int = 50) -> None:
-        self.max_age = _check_int("max_age", max_age, 0)
+        self.max_age = require_int(max_age, "max_age", 0)
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         plan, freed = [], 0
@@ -478,84 +409,6 @@ class PriorityGreedy(BaselineAgent):
             for t in plan:
                 yield MemoryAction.expire(t, reason="lower priority")
         yield MemoryAction.write(step, reason=f"priority {priority:.3f}")
-
-
-# ---------------------------------------------------------------------------- oracle
-class _OracleAgent(BaselineAgent):
-    """An agent that decides its WRITE set from the hidden labels at episode start."""
-
-    track = "oracle"
-    kind = "oracle"
-
-    def __init__(self) -> None:
-        self._write_set: frozenset[int] | None = None
-
-    def start_episode(self, context: EpisodeContext) -> None:
-        if context.episode is None:
-            raise ValueError(
-                f"{self.name} is an oracle-track agent: it needs the episode with its hidden labels "
-                "(EpisodeContext.episode), which the runner gives oracle-track policies only"
-            )
-        costs = track_costs(context.episode, context.track)
-        self._write_set = frozenset(int(t) for t in self._choose(costs, context.episode.utilities, context))
-
-    @abstractmethod
-    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
-        """The timesteps to WRITE in this episode."""
-
-    @property
-    def write_set(self) -> tuple[int, ...]:
-        """The timesteps chosen for the current episode (sorted)."""
-        return tuple(sorted(self._write_set or ()))
-
-    def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
-        if self._write_set is None:
-            raise RuntimeError(f"{self.name}: start_episode(context) must be called before select()")
-        if step.t in self._write_set:
-            yield MemoryAction.write(step, reason="chosen in hindsight")
-
-
-class UtilityGreedy(_OracleAgent):
-    """``utility_greedy`` (oracle track): WRITE the steps a greedy-by-utility knapsack picks.
-
-    At episode start, steps with positive hidden utility are sorted by utility (highest
-    first; ties: cheaper WRITE on the run's track first, then earlier) and taken one by one
-    when their cost still fits in what the budget has left; a step that does not fit is
-    passed over and the scan goes on with the next. The chosen steps are written when they
-    come (their total cost fits the budget, so every WRITE is accepted). Steps of zero
-    utility are never chosen: they cannot add utility and cost bytes.
-    """
-
-    name = "utility_greedy"
-    aliases = ("UtilityGreedy",)
-    description = "Oracle: writes the steps picked greedily by hidden utility (ties: cheaper, then earlier)."
-
-    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
-        order = sorted(range(len(costs)), key=lambda t: (-float(utilities[t]), int(costs[t]), t))
-        left = int(context.budget_bytes)
-        chosen = []
-        for t in order:
-            if utilities[t] <= 0:
-                break
-            if costs[t] <= left:
-                chosen.append(t)
-                left -= int(costs[t])
-        return chosen
-
-
-class OracleOptimal(_OracleAgent):
-    """``oracle_optimal`` (oracle track): WRITE exactly ``oracle_write_set(costs, utilities, budget)``.
-
-    The exact WRITE-only knapsack optimum U*(B) on the run track's WRITE costs: its retained
-    utility equals the ``oracle_utility`` the metrics' regret is measured against.
-    """
-
-    name = "oracle_optimal"
-    aliases = ("OracleOptimal",)
-    description = "Oracle: writes an exact WRITE-only knapsack optimum of hidden utility (an upper bound)."
-
-    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
-        return oracle_write_set(costs, utilities, int(context.budget_bytes))
 
 
 BASELINES: tuple[type[BaselineAgent], ...] = (

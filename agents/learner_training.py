@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .learners import BanditLearner, make_learner
+
 LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
 DEFAULT_TIMESTEPS = 200_000  # 1,000 episodes of T = 200: about 20 seconds here
 DEFAULT_ENV = {"budget_bytes": 10240}
@@ -38,7 +40,6 @@ def train_learner_run(
     from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.evaluation.reports.report import write_atomic
 
-    from .learners import make_learner
     from .train import HELD_OUT_SEED_OFFSET, _held_out_env, _validation_config, _versions
 
     if algo not in LEARNER_ALGOS:
@@ -84,3 +85,69 @@ def train_learner_run(
     }
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
     return saved
+
+
+# ---------------------------------------------------------------------------- training from Python
+def make_training_env(
+    regime: str = "default", budget_bytes: int = 10240, length: int = 200, episode_seed: int = 0, **env_options: Any
+) -> Any:
+    """A ``WritePolicyBench-v0`` env with dense rewards, for ``fit``."""
+    import gymnasium as gym
+
+    import wpb_gym  # noqa: F401  (registers WritePolicyBench-v0)
+
+    return gym.make(
+        "WritePolicyBench-v0",
+        regime=regime,
+        budget_bytes=budget_bytes,
+        length=length,
+        episode_seed=episode_seed,
+        dense_reward=True,
+        **env_options,
+    )
+
+
+def train_learner(
+    agent: BanditLearner | str,
+    episodes: int,
+    *,
+    regime: str = "default",
+    budget_bytes: int = 10240,
+    length: int = 200,
+    episode_seed: int = 0,
+    seed: int | None = 0,
+    progress: bool = False,
+    **env_options: Any,
+) -> tuple[BanditLearner, list[dict[str, float]]]:
+    """Train ``agent`` (or a new learner of that name) for ``episodes`` episodes of a dense-reward
+    env of ``regime`` (``seed`` seeds the env's first reset); return the agent, in evaluation
+    mode, and the training metric rows."""
+    learner = make_learner(agent) if isinstance(agent, str) else agent
+    env = make_training_env(regime, budget_bytes, length, episode_seed, **env_options)
+    try:
+        history = learner.fit(env, episodes, seed=seed, progress=progress)
+    finally:
+        env.close()
+    return learner, history
+
+
+def held_out_f1(
+    agent: Any,
+    regime: str,
+    n: int,
+    *,
+    seed: int = 1000,
+    budget_bytes: int = 10240,
+    length: int = 200,
+) -> float:
+    """Mean F1 of ``agent`` in the offline evaluator (unprivileged track) on episodes ``0..n-1``
+    of the generated set ``(regime, seed)``; the default seed is not the env's training set."""
+    from wpb_gym.episodes.generators.paper import generate_episode, make_config
+    from wpb_gym.evaluation.runner import run_episode
+
+    config = make_config(regime, length=length)
+    scores = [
+        run_episode(agent, generate_episode(config, seed=seed, index=i), budget_bytes, "unprivileged").metrics.f1
+        for i in range(n)
+    ]
+    return float(np.mean(scores)) if scores else 0.0

@@ -44,7 +44,7 @@ and carry nothing from one episode to the next. Greedy choices compare SKIP (wor
 it has data: the reward of doing nothing) with the available arms that have data; ties go to
 the first arm in ``SKIP, WRITE, MERGE`` order, so an untrained agent skips everything.
 Exploration draws from ``numpy.random.default_rng([seed, n])`` in the n-th training
-episode, so training is reproducible. ``fit`` / ``train_learner`` train through
+episode, so training is reproducible. ``fit`` (and ``agents.learner_training.train_learner``) train through
 ``agents.env_adapter`` in a ``WritePolicyBench-v0`` env with ``dense_reward=True``;
 ``save`` / ``load`` keep the state as JSON.
 """
@@ -495,68 +495,3 @@ def make_learner(name: str, **params: Any) -> BanditLearner:
             return cls(**params)
     known = sorted(n for cls in LEARNERS.values() for n in (cls.name, *cls.aliases))
     raise ValueError(f"unknown learner {name!r}; known learners: {known}")
-
-
-def make_training_env(
-    regime: str = "default", budget_bytes: int = 10240, length: int = 200, episode_seed: int = 0, **env_options: Any
-) -> Any:
-    """A ``WritePolicyBench-v0`` env with dense rewards, for ``fit``."""
-    import gymnasium as gym
-
-    import wpb_gym  # noqa: F401  (registers WritePolicyBench-v0)
-
-    return gym.make(
-        "WritePolicyBench-v0",
-        regime=regime,
-        budget_bytes=budget_bytes,
-        length=length,
-        episode_seed=episode_seed,
-        dense_reward=True,
-        **env_options,
-    )
-
-
-def train_learner(
-    agent: BanditLearner | str,
-    episodes: int,
-    *,
-    regime: str = "default",
-    budget_bytes: int = 10240,
-    length: int = 200,
-    episode_seed: int = 0,
-    seed: int | None = 0,
-    progress: bool = False,
-    **env_options: Any,
-) -> tuple[BanditLearner, list[dict[str, float]]]:
-    """Train ``agent`` (or a new learner of that name) for ``episodes`` episodes of a dense-reward
-    env of ``regime`` (``seed`` seeds the env's first reset); return the agent, in evaluation
-    mode, and the training metric rows."""
-    learner = make_learner(agent) if isinstance(agent, str) else agent
-    env = make_training_env(regime, budget_bytes, length, episode_seed, **env_options)
-    try:
-        history = learner.fit(env, episodes, seed=seed, progress=progress)
-    finally:
-        env.close()
-    return learner, history
-
-
-def held_out_f1(
-    agent: Any,
-    regime: str,
-    n: int,
-    *,
-    seed: int = 1000,
-    budget_bytes: int = 10240,
-    length: int = 200,
-) -> float:
-    """Mean F1 of ``agent`` in the offline evaluator (unprivileged track) on episodes ``0..n-1``
-    of the generated set ``(regime, seed)``; the default seed is not the env's training set."""
-    from wpb_gym.episodes.generators.paper import generate_episode, make_config
-    from wpb_gym.evaluation.runner import run_episode
-
-    config = make_config(regime, length=length)
-    scores = [
-        run_episode(agent, generate_episode(config, seed=seed, index=i), budget_bytes, "unprivileged").metrics.f1
-        for i in range(n)
-    ]
-    return float(np.mean(scores)) if scores else 0.0

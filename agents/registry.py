@@ -15,7 +15,7 @@ from typing import Any
 from .base import Agent
 
 # Modules whose Agent subclasses (those defining ``name``) are registered, in listing order.
-AGENT_MODULES = ("agents.baselines", "agents.heuristics", "agents.learners", "agents.sb3_agent")
+AGENT_MODULES = ("agents.baselines", "agents.oracles", "agents.heuristics", "agents.learners", "agents.sb3_agent")
 
 
 @dataclass(frozen=True)

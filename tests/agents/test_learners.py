@@ -15,6 +15,7 @@ import gymnasium as gym
 import pytest
 
 from agents.env_adapter import run_agent_in_env
+from agents.learner_training import held_out_f1, make_training_env, train_learner
 from agents.learners import (
     ARMS,
     LEARNERS,
@@ -22,10 +23,7 @@ from agents.learners import (
     BanditUCBAgent,
     EpsilonGreedyAgent,
     eviction_plan,
-    held_out_f1,
     make_learner,
-    make_training_env,
-    train_learner,
 )
 from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.policy import EpisodeOutcome

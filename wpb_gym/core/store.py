@@ -29,8 +29,8 @@ from enum import Enum
 from typing import Any, Iterator, NamedTuple
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
-from .budget import BudgetView, ByteBudget
-from .readonly import ReadOnlyDict, ReadOnlyList
+from .budget import ByteBudget
+from .store_view import StoreView
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
 
@@ -451,114 +451,3 @@ class ByteMemoryStore:
 
     def __repr__(self) -> str:
         return f"ByteMemoryStore(items={len(self._items)}, used={self.bytes_used}, max_bytes={self.max_bytes})"
-
-
-_JSON_TYPES = frozenset({dict, list, ReadOnlyDict, ReadOnlyList, str, int, float, bool, type(None)})
-
-
-def _check_json_typed(action: Any) -> None:
-    """Refuse a MERGE whose observation or delta holds anything but JSON values of exact types.
-
-    A MERGE is priced by comparing its observation with the stored base's: an object of a
-    policy's own type would be handed the store's values by that comparison (``__ne__``), and
-    could edit them.
-    """
-    kind = getattr(action, "action", None)
-    if type(kind) is not str:  # a str subclass could read one way here and another in the store
-        raise TypeError(f"check(): the action kind must be a str, got {type(kind).__name__}")
-    if kind != "MERGE":
-        return
-    step = getattr(action, "step", None)
-    stack = [getattr(step, "observation", None), getattr(action, "delta", None)]
-    while stack:
-        value = stack.pop()
-        kind = type(value)
-        if kind not in _JSON_TYPES:
-            raise TypeError(
-                f"check(): a MERGE's observation and delta must hold JSON values of plain types, got {kind.__name__}"
-            )
-        if kind is dict or kind is ReadOnlyDict:
-            if any(type(k) is not str for k in value):
-                raise TypeError("check(): a MERGE's observation and delta must have str keys")
-            stack.extend(value.values())
-        elif kind is list or kind is ReadOnlyList:
-            stack.extend(value)
-
-
-class StoreView:
-    """What a policy gets: everything about memory it may read, nothing it could change.
-
-    Mutation happens only through actions the runner applies; the budget is exposed as a
-    read-only ``BudgetView``.
-    """
-
-    __slots__ = ("_store", "_budget", "_charged", "__weakref__")
-
-    def __init__(self, store: ByteMemoryStore) -> None:
-        self._store = store
-        self._budget = BudgetView(store.budget)
-        self._charged = store.budget  # read here only: policies ask for remaining() at every step
-
-    @property
-    def budget(self) -> BudgetView:
-        return self._budget
-
-    @property
-    def bytes_used(self) -> int:
-        return self._store.bytes_used
-
-    @property
-    def max_bytes(self) -> int:
-        return self._store.max_bytes
-
-    def remaining(self) -> int:
-        return self._charged.remaining()
-
-    @property
-    def clock(self) -> int | None:
-        return self._store.clock
-
-    def __len__(self) -> int:
-        return len(self._store)
-
-    def __contains__(self, t: object) -> bool:
-        return t in self._store
-
-    def __iter__(self) -> Iterator[MemoryItem]:
-        return iter(self._store.items())
-
-    def get(self, t: int) -> MemoryItem | None:
-        return self._store.get(t)
-
-    def items(self) -> tuple[MemoryItem, ...]:
-        return self._store.items()
-
-    def iter_items(self) -> Iterator[MemoryItem]:
-        """Items oldest first without a copy: finish iterating before yielding any action."""
-        return self._store.iter_items()
-
-    def timesteps(self) -> tuple[int, ...]:
-        return self._store.timesteps()
-
-    def oldest_item(self) -> MemoryItem | None:
-        return self._store.oldest_item()
-
-    def newest_item(self) -> MemoryItem | None:
-        return self._store.newest_item()
-
-    def newest_base_item(self, api: Any) -> MemoryItem | None:
-        return self._store.newest_base_item(api)
-
-    def retained_timesteps(self) -> tuple[int, ...]:
-        return self._store.retained_timesteps()
-
-    def check(self, action: MemoryAction, current_t: int) -> Decision:
-        _check_json_typed(action)
-        return self._store.check(action, current_t)
-
-    def would_accept(self, action: MemoryAction, current_t: int) -> bool:
-        _check_json_typed(action)
-        return self._store.would_accept(action, current_t)
-
-    def __repr__(self) -> str:
-        return f"StoreView(items={len(self)}, used={self.bytes_used}, max_bytes={self.max_bytes})"

@@ -52,14 +52,9 @@ class ObservationEncoder:
         self._n_step, self._n_mem, self._n_slot = layout.n_step, layout.n_memory, layout.n_slot
         # Columns of a stored item's packed row (the slot row after present and age).
         n_static = self._n_slot - len(SLOT_CONTEXT_FEATURES) - 2
-        (
-            self._col_orphan,
-            self._col_same_family,
-            self._col_same_api,
-            self._col_superseded,
-            self._col_merge_ok,
-            self._col_reverted,
-        ) = (n_static + SLOT_CONTEXT_FEATURES.index(name) for name in SLOT_CONTEXT_FEATURES)
+        columns = [n_static + i for i in range(len(SLOT_CONTEXT_FEATURES))]  # in SLOT_CONTEXT_FEATURES' order
+        self._col_orphan, self._col_same_family, self._col_same_api = columns[:3]
+        self._col_superseded, self._col_merge_ok, self._col_reverted = columns[3:]
         self._step_format = f"={self._n_step}f"  # format strings, not Structs: Structs do not pickle
         self._tail_format = f"={self._n_slot - 2}f"
         self._pad = [bytes(4 * self._n_slot * (K - n)) for n in range(K + 1)]
@@ -109,7 +104,7 @@ class ObservationEncoder:
         tab = self._table
         fam = tab.families[t]
         if fam >= 0:
-            _append_to(self._family_items, fam, t)
+            self._family_items.setdefault(fam, []).append(t)
             self._family_live[fam] = self._family_live.get(fam, 0) + 1
             previous = self._family_newest.get(fam)
             if previous is not None:
@@ -120,7 +115,7 @@ class ObservationEncoder:
         if merge_target is None:
             api = tab.apis[t]
             if api >= 0:
-                _append_to(self._api_bases, api, t)
+                self._api_bases.setdefault(api, []).append(t)
                 self._api_live[api] = self._api_live.get(api, 0) + 1
             # A WRITE costs the step's cost: its row depends on the step alone, and steps that
             # show one observation share it (packed once per environment).
@@ -499,12 +494,3 @@ _pack_memory = struct.Struct(f"={len(MEMORY_FEATURES)}f").pack
 _MASK_CACHE_LIMIT = 4096
 _ROW_CACHE_LIMIT = 4096
 _MERGE_COSTED = (Reason.ACCEPTED, Reason.OVER_BUDGET)
-
-
-def _append_to(lists: dict[int, list[int]], key: int, value: int) -> None:
-    """``lists.setdefault(key, []).append(value)`` without building a list per call."""
-    items = lists.get(key)
-    if items is None:
-        lists[key] = [value]
-    else:
-        items.append(value)

@@ -25,31 +25,42 @@ import numpy as np
 from ...core.file_names import name_part
 from ...core.policy import ORACLE
 from ...core.tracks import TRACKS
-from .report import bootstrap_ci
+from .intervals import bootstrap_cis
 
 
 def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    # The object API on the Agg canvas (no pyplot state), and fixed margins with one legend
+    # beside the panels: tight_layout and loc="best" took most of the drawing time.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
     tracks = [t for t in TRACKS if any(r["track"] == t for r in rows)]
     all_budgets = sorted({r["budget_bytes"] for r in rows})
-    fig, axes = plt.subplots(1, len(tracks), figsize=(6.2 * len(tracks), 4.6), squeeze=False, sharey=True)
-    for ax, track in zip(axes[0], tracks, strict=True):
+    width = 5.4 * len(tracks) + 2.6  # the panels, then the legend
+    fig = Figure(figsize=(width, 4.6))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(tracks), squeeze=False, sharey=True)
+    fig.subplots_adjust(left=0.75 / width, right=1 - 2.6 / width, bottom=0.13, top=0.86, wspace=0.08)
+    # Every interval of the figure in one batch, then the lines.
+    lines = []
+    for track in tracks:
         chosen = [r for r in rows if r["track"] == track]
         for policy in sorted({r["policy"] for r in chosen}):
             prows = [r for r in chosen if r["policy"] == policy]
             budgets = sorted({r["budget_bytes"] for r in prows})
+            samples = [[r[metric] for r in prows if r["budget_bytes"] == b] for b in budgets]
+            lines.append((track, policy, prows[0]["policy_track"] == ORACLE, budgets, samples))
+    intervals = iter(bootstrap_cis([s for *_, samples in lines for s in samples]))
+    for ax, track in zip(axes[0], tracks, strict=True):
+        for line_track, policy, oracle, budgets, samples in lines:
+            if line_track != track:
+                continue
             means, lows, highs = [], [], []
-            for b in budgets:
-                values = [r[metric] for r in prows if r["budget_bytes"] == b]
+            for values in samples:
                 means.append(float(np.mean(values)))
-                low, high = bootstrap_ci(values)
+                low, high = next(intervals)
                 lows.append(means[-1] if np.isnan(low) else low)
                 highs.append(means[-1] if np.isnan(high) else high)
-            oracle = prows[0]["policy_track"] == ORACLE
             colour, marker, size, highlighted = policy_style(policy)
             ax.plot(
                 budgets,
@@ -69,18 +80,20 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
             ax.set_xscale("log")
         else:  # a log axis has no place for a budget of 0 (store nothing): linear up to the next budget
             ax.set_xscale("symlog", linthresh=all_budgets[1] if len(all_budgets) > 1 else 1)
-        ax.set_xticks(all_budgets, [_bytes_label(b) for b in all_budgets])
+        ax.set_xticks(all_budgets, [_bytes_label(b) for b in all_budgets], rotation=45 if len(all_budgets) > 6 else 0)
         ax.minorticks_off()
         ax.set_xlabel("budget (bytes; 1KB = 1,024 B)")
-        ax.legend(fontsize=7, loc="best")
         ax.set_title(f"{track} track")
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel(label)
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+            handles.setdefault(name, handle)  # a policy's line looks the same in every panel
+    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="center left", bbox_to_anchor=(1 - 2.5 / width, 0.5))
     fig.suptitle(_plain(title))
-    fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
     return buffer.getvalue()
 
 

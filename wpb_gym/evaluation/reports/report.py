@@ -25,6 +25,7 @@ from scipy import stats
 
 from ...core.policy import ORACLE
 from ..grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
+from .intervals import bootstrap_ci, bootstrap_cis
 
 LEADERBOARD_METRICS = (
     ("recall", "Recall"),
@@ -69,30 +70,10 @@ def results_csv(rows: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
     return out.getvalue()
 
 
-def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
-    """A bootstrap ``confidence`` interval of the mean (BCa; percentile when BCa is undefined).
-
-    With fewer than 2 values there is no interval (NaN, NaN); equal values give (v, v).
-    """
-    data = np.asarray(values, dtype=float)
-    if data.size < 2:
-        return (math.nan, math.nan)
-    if np.all(data == data[0]):
-        return (float(data[0]), float(data[0]))
-    rng = np.random.default_rng(seed)
-    for method in ("BCa", "percentile"):
-        result = stats.bootstrap(
-            (data,), np.mean, confidence_level=confidence, n_resamples=2000, method=method, random_state=rng
-        )
-        low, high = result.confidence_interval
-        if math.isfinite(low) and math.isfinite(high):
-            return (float(low), float(high))
-    return (math.nan, math.nan)  # pragma: no cover - percentile intervals are finite for finite data
-
-
-def _cell(values: Sequence[float], digits: int) -> str:
+def _cell(values: Sequence[float], digits: int, interval: tuple[float, float] | None = None) -> str:
+    """``mean [low, high]`` (the interval computed here unless given)."""
     mean = float(np.mean(values))
-    low, high = bootstrap_ci(values)
+    low, high = bootstrap_ci(values) if interval is None else interval
     if math.isnan(low):
         return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
@@ -127,10 +108,13 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
     for (mode, steps, track), by_policy in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
         lines += ["", f"## {mode}, T={steps}, {track} track", "", header + " | Episodes |", "|---" * 6 + "|"]
         ranked = sorted(by_policy.items(), key=lambda kv: (-float(np.mean([r["f1"] for r in kv[1]])), kv[0]))
+        samples = [[r[key] for r in prows] for _, prows in ranked for key, _ in LEADERBOARD_METRICS]
+        intervals = iter(bootstrap_cis(samples))
         for policy, prows in ranked:
             name = f"{policy} (oracle bound)" if prows[0]["policy_track"] == ORACLE else policy
             cells = [
-                _cell([r[key] for r in prows], 2 if key == "avg_staleness" else 3) for key, _ in LEADERBOARD_METRICS
+                _cell([r[key] for r in prows], 2 if key == "avg_staleness" else 3, next(intervals))
+                for key, _ in LEADERBOARD_METRICS
             ]
             if any(r.get(ERROR_COLUMN) for r in prows):
                 name += " †"
@@ -249,9 +233,9 @@ def recall_at_budget_csv(rows: Sequence[dict[str, Any]]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*CONDITION, "recall_mean", "recall_ci_low", "recall_ci_high", "episodes"])
-    for key, group in _groups(rows, CONDITION).items():
-        values = [r["recall"] for r in group]
-        low, high = bootstrap_ci(values)
+    groups = _groups(rows, CONDITION)
+    samples = [[r["recall"] for r in group] for group in groups.values()]
+    for key, values, (low, high) in zip(groups, samples, bootstrap_cis(samples), strict=True):
         writer.writerow([*key, repr(float(np.mean(values))), repr(low), repr(high), len(values)])
     return out.getvalue()
 
@@ -259,9 +243,11 @@ def recall_at_budget_csv(rows: Sequence[dict[str, Any]]) -> str:
 def utility_per_kb_json(rows: Sequence[dict[str, Any]]) -> str:
     """Utility per KB by episode type (regime and length), track, policy and budget."""
     tree: dict[str, Any] = {}
-    for (mode, steps, track, policy, budget), group in _groups(rows, CONDITION).items():
-        values = [r["utility_per_kb"] for r in group]
-        low, high = bootstrap_ci(values)
+    groups = _groups(rows, CONDITION)
+    samples = [[r["utility_per_kb"] for r in group] for group in groups.values()]
+    for (mode, steps, track, policy, budget), values, (low, high) in zip(
+        groups, samples, bootstrap_cis(samples), strict=True
+    ):
         node = tree.setdefault(f"{mode}/T={steps}", {}).setdefault(track, {}).setdefault(policy, {})
         node[str(budget)] = {
             "mean": float(np.mean(values)),
@@ -376,49 +362,21 @@ SUMMARY_METRICS = tuple(
 
 
 def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
-    """Every metric per condition and agent: mean and bootstrap 95% CI over episodes.
-
-    One vectorised ``scipy.stats.bootstrap`` call per condition covers all metrics (BCa, and
-    the percentile interval where BCa is undefined); equal values give (v, v), a single
-    episode no interval.
-    """
-    import warnings
-
+    """Every metric per condition and agent: mean and bootstrap 95% CI over episodes (BCa, and
+    the percentile interval where BCa is undefined; equal values give (v, v), a single episode
+    no interval), all computed together (``bootstrap_cis``)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*CONDITION, "metric", "mean", "ci_low", "ci_high", "episodes"])
-    for key, group in _groups(rows, CONDITION).items():
-        data = np.array([[float(r[m]) for r in group] for m in SUMMARY_METRICS])  # metrics x episodes
-        means = data.mean(axis=1)
-        low = np.full(len(SUMMARY_METRICS), math.nan)
-        high = np.full(len(SUMMARY_METRICS), math.nan)
-        if data.shape[1] >= 2:
-            constant = np.all(data == data[:, :1], axis=1)
-            low[constant] = high[constant] = means[constant]
-            varying = ~constant
-            if varying.any():
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # BCa's degenerate-data warnings: handled below
-                    for method in ("BCa", "percentile"):
-                        todo = varying & np.isnan(low)
-                        if not todo.any():
-                            break
-                        result = stats.bootstrap(
-                            (data[todo],),
-                            np.mean,
-                            axis=-1,
-                            vectorized=True,
-                            confidence_level=0.95,
-                            n_resamples=2000,
-                            method=method,
-                            random_state=np.random.default_rng(seed),
-                        )
-                        low[todo] = result.confidence_interval.low
-                        high[todo] = result.confidence_interval.high
-        for i, metric in enumerate(SUMMARY_METRICS):
-            writer.writerow(
-                [*key, metric, repr(float(means[i])), repr(float(low[i])), repr(float(high[i])), data.shape[1]]
-            )
+    groups = _groups(rows, CONDITION)
+    samples = [[float(r[m]) for r in group] for group in groups.values() for m in SUMMARY_METRICS]
+    intervals = iter(bootstrap_cis(samples, seed=seed))
+    values = iter(samples)
+    for key in groups:
+        for metric in SUMMARY_METRICS:
+            data = next(values)
+            low, high = next(intervals)
+            writer.writerow([*key, metric, repr(float(np.mean(data))), repr(low), repr(high), len(data)])
     return out.getvalue()
 
 

@@ -1,0 +1,98 @@
+"""Oracle-track agents: upper bounds that choose their WRITEs from the hidden labels.
+
+``utility_greedy`` picks steps greedily by utility, ``oracle_optimal`` an exact WRITE-only
+knapsack optimum (``wpb_gym.scoring.oracle``). The runner hands the labelled episode to
+oracle-track policies only.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.store import StoreView
+from wpb_gym.core.tracks import track_costs
+from wpb_gym.core.types import MemoryAction, Step
+from wpb_gym.scoring.oracle import oracle_write_set
+
+from .base import BaselineAgent
+
+
+class _OracleAgent(BaselineAgent):
+    """An agent that decides its WRITE set from the hidden labels at episode start."""
+
+    track = "oracle"
+    kind = "oracle"
+
+    def __init__(self) -> None:
+        self._write_set: frozenset[int] | None = None
+
+    def start_episode(self, context: EpisodeContext) -> None:
+        if context.episode is None:
+            raise ValueError(
+                f"{self.name} is an oracle-track agent: it needs the episode with its hidden labels "
+                "(EpisodeContext.episode), which the runner gives oracle-track policies only"
+            )
+        costs = track_costs(context.episode, context.track)
+        self._write_set = frozenset(int(t) for t in self._choose(costs, context.episode.utilities, context))
+
+    @abstractmethod
+    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
+        """The timesteps to WRITE in this episode."""
+
+    @property
+    def write_set(self) -> tuple[int, ...]:
+        """The timesteps chosen for the current episode (sorted)."""
+        return tuple(sorted(self._write_set or ()))
+
+    def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
+        if self._write_set is None:
+            raise RuntimeError(f"{self.name}: start_episode(context) must be called before select()")
+        if step.t in self._write_set:
+            yield MemoryAction.write(step, reason="chosen in hindsight")
+
+
+class UtilityGreedy(_OracleAgent):
+    """``utility_greedy`` (oracle track): WRITE the steps a greedy-by-utility knapsack picks.
+
+    At episode start, steps with positive hidden utility are sorted by utility (highest
+    first; ties: cheaper WRITE on the run's track first, then earlier) and taken one by one
+    when their cost still fits in what the budget has left; a step that does not fit is
+    passed over and the scan goes on with the next. The chosen steps are written when they
+    come (their total cost fits the budget, so every WRITE is accepted). Steps of zero
+    utility are never chosen: they cannot add utility and cost bytes.
+    """
+
+    name = "utility_greedy"
+    aliases = ("UtilityGreedy",)
+    description = "Oracle: writes the steps picked greedily by hidden utility (ties: cheaper, then earlier)."
+
+    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
+        order = sorted(range(len(costs)), key=lambda t: (-float(utilities[t]), int(costs[t]), t))
+        left = int(context.budget_bytes)
+        chosen = []
+        for t in order:
+            if utilities[t] <= 0:
+                break
+            if costs[t] <= left:
+                chosen.append(t)
+                left -= int(costs[t])
+        return chosen
+
+
+class OracleOptimal(_OracleAgent):
+    """``oracle_optimal`` (oracle track): WRITE exactly ``oracle_write_set(costs, utilities, budget)``.
+
+    The exact WRITE-only knapsack optimum U*(B) on the run track's WRITE costs: its retained
+    utility equals the ``oracle_utility`` the metrics' regret is measured against.
+    """
+
+    name = "oracle_optimal"
+    aliases = ("OracleOptimal",)
+    description = "Oracle: writes an exact WRITE-only knapsack optimum of hidden utility (an upper bound)."
+
+    def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
+        return oracle_write_set(costs, utilities, int(context.budget_bytes))
