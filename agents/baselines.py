@@ -220,7 +220,7 @@ class MergeAggressive(BaselineAgent):
     ``if_merge_fails="skip"`` is the paper's code as its Table 2/3 numbers imply: once memory
     holds a base of the same ``api``, the step is merged or dropped, never written (on the
     paper's released episodes this gives its 0.513 at 10 KB, default regime). The default,
-    ``"last_kb"``, is the rule as the issue words it.
+    ``"last_kb"``, is the rule as the spec words it.
 
     In the synthetic regimes the version is part of the ``api`` string
     (``"api.v3.endpoint_5"``) and every drift bumps it, so two snapshots with the same ``api``

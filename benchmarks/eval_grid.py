@@ -2,8 +2,8 @@
 
 The grid: 4 regimes x budgets {1 KB ... 1 MB} (11 budgets) x 10 episodes (T=200, seed 0) x both
 tracks x the paper's 7 baselines (5 on the unprivileged track), with the exact oracle: 5,280
-agent-episode runs. The issue's target is at most 3 seconds on this 2-core machine (the
-published implementation needs about a minute).
+agent-episode runs. The target is at most 3 seconds on a 2-core machine (the published
+implementation needs about a minute).
 
     python benchmarks/eval_grid.py [--jobs 2] [--repeat 3] [--profile]
 """

@@ -4,7 +4,7 @@ Same algorithm (SB3 PPO; MaskablePPO for WritePolicyBench is measured too), same
 (MlpPolicy, 64x64), same settings (4 DummyVecEnv envs, n_steps 256, batch 256, 4 epochs,
 one torch thread). The two environments are trained in alternating slices so that the VM's
 speed drifts hit both alike. A ratio near 1 means the environment is not the bottleneck
-(the issue asks for at least 0.8).
+(the target is at least 0.8).
 
     python benchmarks/train_throughput.py [--steps 20480] [--rounds 3]
 """

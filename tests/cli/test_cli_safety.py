@@ -1,4 +1,4 @@
-"""``wpb`` keeps the user's data safe and answers bad input with one named line (issue 17).
+"""``wpb`` keeps the user's data safe and answers bad input with one named line.
 
 Points 8 (names built from episode data), 10 (``--force`` and failed runs), 11 (``--resume``
 keyed by content) and 12 (repeated grid values), the named errors, and a parametrised list

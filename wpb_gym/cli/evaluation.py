@@ -106,6 +106,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     from ..evaluation.grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
     from ..evaluation.referee import PolicyError
     from ..evaluation.reports.report import run_metadata, write_atomic
+    from ..evaluation.reports.run_writer import RunWriter
     from ..evaluation.run_folder import (
         RESULTS,
         checkpoint_folder,
@@ -115,7 +116,6 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         publish,
         read_checkpoints,
         staging_folder,
-        write_run,
     )
 
     # Everything is checked before --out is touched: a typo never costs an earlier run.
@@ -165,42 +165,48 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     elif partial.is_dir():
         shutil.rmtree(partial)
     todo = [ref for ref in refs if _ref_name(ref) not in done]
+    by_name = {_ref_name(ref): ref for ref in refs}
+    # The report of each regime and length is prepared in a second process as its episodes end.
+    with RunWriter((ref.mode, ref.steps) for ref in refs) as writer:
+        for name, chunk in done.items():
+            writer.add((by_name[name].mode, by_name[name].steps), chunk)
 
-    def checkpoint(ref, chunk):
-        write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
+        def checkpoint(ref, chunk):
+            write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
+            writer.add((ref.mode, ref.steps), chunk)
 
-    try:
-        rows = run_grid(
-            todo,
-            policies,
-            config["budgets"],
-            config["tracks"],
-            jobs=config["jobs"],
-            progress=progress,
-            on_episode_done=checkpoint,
-            isolate=config["isolate"],
-            limits=limits,
-        )
-    except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
-        print(f"wpb eval: {error}", file=sys.stderr)
-        return 1
-    stopped = [row for row in rows if row.get("error")]
-    if stopped:
-        agents = sorted({row["policy"] for row in stopped})
-        print(
-            f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
-            "see the 'error' column of results.csv and leaderboard.md",
-            file=sys.stderr,
-        )
-    if done:
-        rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
-    # The new run is written beside the old one and replaces it only once complete.
-    staging = staging_folder(out)
-    try:
-        pictures = write_run(staging, rows, run)
-        publish(staging, out)
-    finally:
-        discard(staging)
+        try:
+            rows = run_grid(
+                todo,
+                policies,
+                config["budgets"],
+                config["tracks"],
+                jobs=config["jobs"],
+                progress=progress,
+                on_episode_done=checkpoint,
+                isolate=config["isolate"],
+                limits=limits,
+            )
+        except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
+            print(f"wpb eval: {error}", file=sys.stderr)
+            return 1
+        stopped = [row for row in rows if row.get("error")]
+        if stopped:
+            agents = sorted({row["policy"] for row in stopped})
+            print(
+                f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
+                "see the 'error' column of results.csv and leaderboard.md",
+                file=sys.stderr,
+            )
+        if done:
+            rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
+        # The new run is written beside the old one and replaces it only once complete.
+        staging = staging_folder(out)
+        try:
+            pictures = writer.write(staging, rows, run)
+            publish(staging, out)
+        finally:
+            discard(staging)
     shutil.rmtree(partial, ignore_errors=True)
     print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
     return 0

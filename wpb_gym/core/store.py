@@ -4,7 +4,7 @@
 is first judged by ``check`` — the same function answers "would this be accepted?" for
 action masks — and a rejected action leaves the store exactly as it was.
 
-Rules (spec §3.2, with the issue's precisions):
+Rules (spec §3.2, made precise where it is silent):
 
 * WRITE stores the current step (``step.t == current_t``) if no item holds that timestep,
   charging ``estimate_bytes(step)``.

@@ -96,43 +96,6 @@ def read_checkpoints(folder: Path, columns: tuple[str, ...]) -> dict[str, list[d
     return done
 
 
-def write_run(folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
-    """Every file of a run into ``folder`` (``results.csv`` last); returns the pictures.
-
-    The figures are drawn in a second process while this one writes the tables: on two cores
-    the report then takes about as long as the figures alone.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    from .child_processes import end_with_parent
-    from .reports.plots import run_pictures
-    from .reports.report import (
-        confusion_matrix_csv,
-        leaderboard,
-        recall_at_budget_csv,
-        results_csv,
-        summary_csv,
-        utility_per_kb_json,
-        write_atomic,
-        write_atomic_bytes,
-    )
-
-    # fork: the child starts with everything imported; elsewhere the platform's default.
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=end_with_parent) as pool:
-        drawing = pool.submit(run_pictures, rows)
-        write_atomic(folder / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
-        write_atomic(folder / "leaderboard.md", leaderboard(rows))
-        write_atomic(folder / "summary.csv", summary_csv(rows))
-        write_atomic(folder / "recall_at_budget.csv", recall_at_budget_csv(rows))
-        write_atomic(folder / "utility_per_kb.json", utility_per_kb_json(rows))
-        write_atomic(folder / "confusion_matrix.csv", confusion_matrix_csv(rows))
-        pictures = [write_atomic_bytes(folder / name, data) for name, data in drawing.result().items()]
-    write_atomic(folder / RESULTS, results_csv(rows, run))
-    return pictures
-
-
 def episodes_digest(episodes: Iterable[Any]) -> str:
     """The sha256 of the episodes' canonical JSON: part of the checkpoint key, so that a file
     edited between an interrupt and ``--resume`` never mixes its old rows with new ones."""

@@ -2,7 +2,8 @@
 
 ``bootstrap_cis`` computes many intervals in one vectorised ``scipy.stats.bootstrap`` call per
 sample size. Every interval resamples with the same seed, so an interval does not depend on
-which others were computed with it: ``bootstrap_ci(x) == bootstrap_cis([..., x, ...])[i]``.
+which others were computed with it: ``bootstrap_ci(x)`` equals ``bootstrap_cis([..., x, ...])[i]``
+up to floating-point rounding (the last digit of a float, from summing in another order).
 """
 
 from __future__ import annotations

@@ -146,19 +146,29 @@ def _bytes_label(b: int) -> str:
     return f"{b}B"
 
 
+def condition_pictures(rows: Sequence[dict[str, Any]], mode: Any, steps: int) -> dict[str, bytes]:
+    """The figures of one regime and episode length: ``{"f1_vs_budget": PNG, "regret_curve": PNG}``."""
+    return {
+        "f1_vs_budget": _figure(rows, "f1", "mean F1 (0 to 1)", f"F1 vs budget: {mode}, T={steps}"),
+        "regret_curve": _figure(
+            rows, "regret_write_only", "mean WRITE-only regret (utility)", f"Regret vs budget: {mode}, T={steps}"
+        ),
+    }
+
+
+def picture_name(kind: str, mode: Any, steps: int, several: bool) -> str:
+    """``kind.png``, or with several conditions in the run ``kind_<regime>_T<length>.png``."""
+    return f"{kind}_{name_part(mode)}_T{steps}.png" if several else f"{kind}.png"  # the regime comes from the data
+
+
 def run_pictures(rows: Sequence[dict[str, Any]]) -> dict[str, bytes]:
     """File name -> PNG bytes for every regime and length of the run."""
     conditions = sorted({(r["mode"], r["steps"]) for r in rows})
     pictures = {}
     for mode, steps in conditions:
         chosen = [r for r in rows if r["mode"] == mode and r["steps"] == steps]
-        suffix = "" if len(conditions) == 1 else f"_{name_part(mode)}_T{steps}"  # the regime comes from the data
-        pictures[f"f1_vs_budget{suffix}.png"] = _figure(
-            chosen, "f1", "mean F1 (0 to 1)", f"F1 vs budget: {mode}, T={steps}"
-        )
-        pictures[f"regret_curve{suffix}.png"] = _figure(
-            chosen, "regret_write_only", "mean WRITE-only regret (utility)", f"Regret vs budget: {mode}, T={steps}"
-        )
+        for kind, data in condition_pictures(chosen, mode, steps).items():
+            pictures[picture_name(kind, mode, steps, len(conditions) > 1)] = data
     return pictures
 
 

@@ -216,13 +216,16 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------- aggregates
+def ordering(key: tuple) -> tuple:
+    """The order of condition keys in every table: ints by value, anything else as text."""
+    return tuple(str(x) if not isinstance(x, int) else f"{x:020d}" for x in key)
+
+
 def _groups(rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> dict[tuple, list[dict[str, Any]]]:
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault(tuple(r[k] for k in keys), []).append(r)
-    return dict(
-        sorted(groups.items(), key=lambda kv: tuple(str(x) if not isinstance(x, int) else f"{x:020d}" for x in kv[0]))
-    )
+    return dict(sorted(groups.items(), key=lambda kv: ordering(kv[0])))
 
 
 CONDITION = ("mode", "steps", "track", "policy", "budget_bytes")
@@ -361,13 +364,21 @@ SUMMARY_METRICS = tuple(
 )
 
 
+SUMMARY_HEADER = ",".join([*CONDITION, "metric", "mean", "ci_low", "ci_high", "episodes"]) + "\n"
+
+
 def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
     """Every metric per condition and agent: mean and bootstrap 95% CI over episodes (BCa, and
     the percentile interval where BCa is undefined; equal values give (v, v), a single episode
-    no interval), all computed together (``bootstrap_cis``)."""
+    no interval), all computed together (``bootstrap_cis``). The rows of each (regime, length)
+    are ``summary_body`` of its rows alone, so the body can be computed a regime at a time."""
+    return SUMMARY_HEADER + summary_body(rows, seed)
+
+
+def summary_body(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
+    """``summary_csv`` without its header."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CONDITION, "metric", "mean", "ci_low", "ci_high", "episodes"])
     groups = _groups(rows, CONDITION)
     samples = [[float(r[m]) for r in group] for group in groups.values() for m in SUMMARY_METRICS]
     intervals = iter(bootstrap_cis(samples, seed=seed))

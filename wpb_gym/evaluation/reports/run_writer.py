@@ -1,0 +1,116 @@
+"""Writing a run folder's files, with the slow part of the report done while the grid runs.
+
+The summary's bootstrap intervals and the figures take about as long as a fifth of the paper's
+grid. ``RunWriter`` hands each (regime, length) to a second process as soon as the last of its
+episodes is in, so that on a machine with a core to spare the report is mostly done when the
+grid ends; what is left (the last condition, the cheap tables) is written then. A condition's
+part is used only if its rows are exactly those of the final run (a resumed run adds
+checkpointed rows); otherwise it is computed again.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from ..child_processes import end_with_parent
+from ..grid import row_key
+from ..run_folder import RESULTS
+
+Condition = tuple[Any, int]  # (mode, steps)
+
+
+def _warm_up() -> None:
+    end_with_parent()
+    import matplotlib.figure  # noqa: F401  (imported while the grid runs, not after it)
+    from scipy import stats  # noqa: F401
+
+
+def condition_part(rows: list[dict[str, Any]], mode: Any, steps: int) -> tuple[str, dict[str, bytes]]:
+    """One (regime, length)'s share of the report: its summary rows and its figures."""
+    from .plots import condition_pictures
+    from .report import summary_body
+
+    return summary_body(rows), condition_pictures(rows, mode, steps)
+
+
+def run_tables(rows: list[dict[str, Any]]) -> dict[str, str]:
+    """The run's small tables, by file name (they need every row, and take little time)."""
+    from .report import confusion_matrix_csv, leaderboard, recall_at_budget_csv, utility_per_kb_json
+
+    return {
+        "leaderboard.md": leaderboard(rows),
+        "recall_at_budget.csv": recall_at_budget_csv(rows),
+        "utility_per_kb.json": utility_per_kb_json(rows),
+        "confusion_matrix.csv": confusion_matrix_csv(rows),
+    }
+
+
+class RunWriter:
+    """The report of one run: ``add`` each episode's rows as it is done, then ``write``."""
+
+    def __init__(self, episodes: Iterable[Condition]) -> None:
+        self._expected = Counter(episodes)  # episodes per condition
+        self._done: Counter[Condition] = Counter()
+        self._rows: dict[Condition, list[dict[str, Any]]] = {}
+        self._parts: dict[Condition, tuple[list[dict[str, Any]], Future]] = {}
+        # fork: the worker starts with everything imported; elsewhere the platform's default.
+        methods = multiprocessing.get_all_start_methods()
+        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up)
+
+    def __enter__(self) -> RunWriter:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def add(self, condition: Condition, rows: list[dict[str, Any]]) -> None:
+        """One episode of ``condition`` is done, with these rows."""
+        self._rows.setdefault(condition, []).extend(rows)
+        self._done[condition] += 1
+        if self._done[condition] == self._expected[condition]:
+            self._submit(condition, sorted(self._rows.pop(condition), key=row_key))
+
+    def _submit(self, condition: Condition, rows: list[dict[str, Any]]) -> None:
+        self._parts[condition] = (rows, self._pool.submit(condition_part, rows, *condition))
+
+    def write(self, folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
+        """Every file of the run into ``folder`` (``results.csv`` last); returns the pictures."""
+        from .plots import picture_name
+        from .report import SUMMARY_HEADER, ordering, results_csv, write_atomic, write_atomic_bytes
+
+        by_condition: dict[Condition, list[dict[str, Any]]] = {}
+        for row in rows:
+            by_condition.setdefault((row["mode"], row["steps"]), []).append(row)
+        for condition, chosen in by_condition.items():
+            prepared = self._parts.get(condition)
+            if prepared is None or prepared[0] != chosen:
+                self._submit(condition, chosen)
+        # In the worker too: it has the statistics imported, and this process has nothing else to do.
+        tables = self._pool.submit(run_tables, rows)
+        write_atomic(folder / "run.json", json.dumps(run, indent=2, sort_keys=True) + "\n")
+        results = results_csv(rows, run)
+        for name, text in tables.result().items():
+            write_atomic(folder / name, text)
+        order = sorted(by_condition, key=ordering)
+        parts = {condition: self._parts[condition][1].result() for condition in order}
+        write_atomic(folder / "summary.csv", SUMMARY_HEADER + "".join(parts[c][0] for c in order))
+        pictures = [
+            write_atomic_bytes(folder / picture_name(kind, *condition, len(order) > 1), data)
+            for condition in order
+            for kind, data in parts[condition][1].items()
+        ]
+        write_atomic(folder / RESULTS, results)
+        return pictures
+
+
+def write_run(folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
+    """Every file of a finished run into ``folder`` (``results.csv`` last); returns the pictures."""
+    with RunWriter(()) as writer:
+        return writer.write(folder, rows, run)
