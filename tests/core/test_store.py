@@ -434,13 +434,13 @@ def test_frozen_instances_equal_instances_built_by_init():
     assert frozen_instances(Step, []) == []
 
 
-def test_one_private_copy_per_observation_object_and_items_cannot_change_it():
+def test_a_private_copy_per_write_that_items_cannot_change():
     obs = {"api": "a", "p": [1]}
     store = ByteMemoryStore(10_000)
     store.apply(MemoryAction.write(Step(0, obs, {})), 0)
     store.apply(MemoryAction.write(Step(1, obs, {})), 1)  # the same object shown again
-    assert store._base_observations[0] is store._base_observations[1]
-    assert store._base_observations[0] is not obs
+    assert store._base_observations[0] == store._base_observations[1] == obs
+    assert store._base_observations[0] is not obs and store._base_observations[1] is not obs
     store.get(0).step.observation["p"].append(2)  # a policy mutating what it was shown
     assert store._base_observations[1] == {"api": "a", "p": [1]}
     # MERGE is still judged against the copy: {"p": [1, 2]} differs from it.
@@ -473,3 +473,25 @@ def test_runs_without_an_action_log_score_the_same():
     assert silent.actions == () and len(logged.actions) == silent.store.accepted_counts["WRITE"]
     assert silent.metrics == logged.metrics
     assert [i.t for i in silent.store.view().iter_items()] == list(silent.store.timesteps())
+
+
+def test_the_stores_shared_decisions_and_reasons_past_their_limits_change_nothing(monkeypatch):
+    from wpb_gym.core import store as store_module
+
+    steps = [Step(t, {"api": f"GET /{t % 5}", "body": "x" * (t % 13)}, {"mode": "m"}) for t in range(60)]
+
+    def run():
+        store = ByteMemoryStore(100_000)
+        decisions = []
+        for t, step in enumerate(steps):
+            decisions.append(store.write(step, t, reason=f"reason {t % 9}"))
+            if t % 3 == 2:
+                decisions.append(store.expire(t - 1, t))
+        return decisions, [(item.t, dict(item.metadata), item.byte_cost) for item in store.items()]
+
+    expected = run()
+    monkeypatch.setattr(store_module, "_DECISION_CACHE_LIMIT", 2)
+    monkeypatch.setattr(store_module, "_REASON_CACHE_LIMIT", 3)
+    store_module._ACCEPTED_DECISIONS.clear()
+    assert run() == expected
+    assert len(store_module._ACCEPTED_DECISIONS) <= 2

@@ -52,28 +52,9 @@ def observation_json(step: Step) -> str:
     return cached
 
 
-_metadata_lengths: dict[tuple[tuple[str, str], ...], int] = {}
-_METADATA_CACHE_LIMIT = 4096
-
-
-def _metadata_len(metadata: Any) -> int:
-    # The unprivileged view's metadata ({"mode": "default"}) repeats at every step: its length
-    # is memoised when every value is a string (equal strings have equal JSON; numbers do
-    # not always: 0.0 == -0.0 and 1 == True).
-    if type(metadata) is dict and all(type(k) is str and type(v) is str for k, v in metadata.items()):
-        key = tuple(metadata.items())
-        cached = _metadata_lengths.get(key)
-        if cached is None:
-            if len(_metadata_lengths) >= _METADATA_CACHE_LIMIT:
-                _metadata_lengths.clear()
-            cached = _metadata_lengths[key] = json_len(metadata)
-        return cached
-    return json_len(metadata)
-
-
 def write_cost(observation_text: str, metadata: Any) -> int:
     """The WRITE formula, from the observation's JSON text and the metadata as seen."""
-    return len(observation_text) + _metadata_len(metadata) + HEADER_BYTES + INDEX_BYTES
+    return len(observation_text) + json_len(metadata) + HEADER_BYTES + INDEX_BYTES
 
 
 def estimate_bytes(step: Step) -> int:
