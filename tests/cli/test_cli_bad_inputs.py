@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from test_cli_safety import TINY, refused, runs, snapshot  # runs: the module fixture of runs to read
+from test_cli_safety import TINY, refused, snapshot
 
 # ---------------------------------------------------------------------------- every other bad input
 

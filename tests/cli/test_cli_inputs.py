@@ -259,3 +259,12 @@ def test_a_budget_of_zero_is_drawn(tmp_path):
     pictures = run_pictures(_picture_rows(["default"], [0, 1024, 2048]))
     assert set(pictures) == {"f1_vs_budget.png", "regret_curve.png"}
     assert all(data.startswith(b"\x89PNG") for data in pictures.values())
+
+
+def test_a_negative_value_after_a_space_reaches_the_options_own_check(capsys):
+    from wpb_gym.cli import main
+
+    for argv in (["eval", "--budgets", "-1KB", "--out", "unused"], ["inspect", "x.jsonl", "--budgets", "-5,1KB"]):
+        assert main(argv) == 2
+        error = capsys.readouterr().err
+        assert "a budget cannot be negative" in error and error.count("\n") == 1

@@ -7,8 +7,6 @@ of bad inputs across every subcommand: each exits 2 with one line naming the opt
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
@@ -335,17 +333,6 @@ def test_train_env_kwargs_errors_list_every_accepted_key(tmp_path, capsys):
         assert re.search(rf"\b{key}\b", line), key
     line = refused(capsys, "train", "--algo", "ppo", "--env-kwargs", "episode_seed=3", "--out", tmp_path / "t")
     assert "episode_seed is set by --seed" in line
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """A run on the unprivileged track only, and one on both tracks."""
-    root = tmp_path_factory.mktemp("runs")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert main(["eval", *TINY, "--agents", "fifo_store_all,last_kb", "--out", str(root / "unprivileged")]) == 0
-        argv = ["eval", *TINY, "--agents", "fifo_store_all,priority_threshold", "--tracks", "unprivileged,privileged"]
-        assert main([*argv, "--out", str(root / "both")]) == 0
-    return root
 
 
 def test_compare_versus_an_unknown_agent_lists_the_run_agents(runs, capsys):

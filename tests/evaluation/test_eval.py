@@ -178,7 +178,7 @@ def test_wpb_report_paper_tables(tmp_path, capsys):
 
 
 def test_headroom_table_is_the_bound_against_the_best_policy_per_track(tmp_path, capsys):
-    from wpb_gym.evaluation.reports.report import headroom_table
+    from wpb_gym.evaluation.reports.tables import headroom_table
 
     names = ("last_kb", "change_detector", "breaking_detector", "priority_threshold", "priority_greedy")
     refs = generated_refs(["reverts"], [80], 4, seed=1)
@@ -233,7 +233,7 @@ def fake_rows(mode, scores, budgets=(1024, 10240), episodes=3, steps=50):
 
 
 def test_f1_by_budget_table_ranks_policies_with_intervals_and_the_bound():
-    from wpb_gym.evaluation.reports.report import f1_by_budget_table
+    from wpb_gym.evaluation.reports.tables import f1_by_budget_table
 
     rows = fake_rows("real:toy", {("a", "unprivileged"): 0.2, ("b", "privileged"): 0.5})
     text = f1_by_budget_table(rows)
@@ -247,7 +247,7 @@ def test_f1_by_budget_table_ranks_policies_with_intervals_and_the_bound():
 def test_transfer_table_ranks_synthetic_regimes_by_rank_agreement():
     from scipy import stats
 
-    from wpb_gym.evaluation.reports.report import transfer_table
+    from wpb_gym.evaluation.reports.tables import transfer_table
 
     real = {
         ("p1", "unprivileged"): 0.12,

@@ -236,6 +236,12 @@ def reading(path: Any) -> Iterator[None]:
 class OneLineParser(argparse.ArgumentParser):
     """Usage errors on one line, like every other error of ``wpb``."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # argparse reads "-1KB" as an unknown option, not as the value of --budgets: values that
+        # start with a minus and a digit go to the option, whose own check names the problem.
+        self._negative_number_matcher = re.compile(r"^-\d[\w.,]*$")
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help' for usage)\n")
 

@@ -24,13 +24,8 @@ DEFAULT_BASELINE_STORE = "runs/baseline"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from ..evaluation.reports.report import (
-        f1_by_budget_table,
-        headroom_table,
-        paper_tables,
-        transfer_table,
-        write_atomic,
-    )
+    from ..evaluation.reports.report import write_atomic
+    from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
 
     run = Path(args.run)
     rows = read_run(run)
