@@ -1,8 +1,9 @@
 """The env's fast observation encoder against the literal reference (``envs.observation.reference``).
 
-Over hypothesis-generated reachable states (every generated regime, hand-made MERGE-heavy
-episodes, both tracks, both slot orders, capped and uncapped EXPIREs, random actions that
-include invalid ones), the env's observation, slot layout, mask, reward and info must equal
+Over hypothesis-generated reachable states of every generated regime (with documents, migration
+guides or more drift mixed in) and of hand-made MERGE-heavy and mixed-content episodes (removed
+and restored endpoints, reverts, free text), each on both tracks, with both slot orders, capped
+and uncapped EXPIREs and random actions that include invalid ones, the env's observation, slot layout, mask, reward and info must equal
 what the reference computes from the docstring's definitions and the store's public state.
 """
 
@@ -56,27 +57,31 @@ def mixed_episode(seed: int, T: int) -> Episode:
     return Episode(steps=steps, labels=_labels(rng, T))
 
 
+SOURCES = (*sorted(REGIMES), "merge_episode", "mixed_episode")
+GENERATOR_OPTIONS = ({}, {"doc_prob": 0.3}, {"migration_guides": True}, {"drift_prob": 0.4})
+
+
 @st.composite
-def configs(draw) -> dict:
+def configs(draw, source: str, track: str) -> dict:
     kwargs = {
+        "track": track,
         "slots": draw(st.integers(1, 6)),
         "slot_order": draw(st.sampled_from(("relevance", "oldest"))),
         "max_expires_per_step": draw(st.sampled_from((None, 0, 1, 2))),
-        "track": draw(st.sampled_from(("unprivileged", "privileged"))),
         "budget_bytes": draw(st.integers(0, 4000)),
         "observation_mode": draw(st.sampled_from(("box", "dict"))),
         "reward": draw(st.sampled_from(REWARDS)),
         "dense_reward": draw(st.booleans()),
         "invalid_action_penalty": draw(st.sampled_from((0.0, 0.25))),
     }
-    source = draw(st.integers(0, 5))
-    if source < 2:
-        make = (merge_episode, mixed_episode)[source]
+    if source in ("merge_episode", "mixed_episode"):
+        make = merge_episode if source == "merge_episode" else mixed_episode
         kwargs["episodes"] = [make(draw(st.integers(0, 10_000)), draw(st.integers(10, 40)))]
     else:
-        kwargs["regime"] = draw(st.sampled_from(sorted(REGIMES)))
+        kwargs["regime"] = source
         kwargs["length"] = draw(st.integers(10, 50))
         kwargs["episode_seed"] = draw(st.integers(0, 5))
+        kwargs.update(draw(st.sampled_from(GENERATOR_OPTIONS)))
     return kwargs
 
 
@@ -105,9 +110,12 @@ def expected_reason(view, env: WritePolicyBenchEnv, a: int, expires: int) -> str
     return env.store.check(action, env.t).reason.value
 
 
-@settings(max_examples=200)
-@given(configs(), choices, st.integers(0, 1000))
-def test_the_fast_encoder_equals_the_literal_reference(kwargs, choice_list, seed):
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+@pytest.mark.parametrize("source", SOURCES)
+@settings(max_examples=15)
+@given(data=st.data(), choice_list=choices, seed=st.integers(0, 1000))
+def test_the_fast_encoder_equals_the_literal_reference(source, track, data, choice_list, seed):
+    kwargs = data.draw(configs(source, track))
     env = WritePolicyBenchEnv(**kwargs)
     observation, info = env.reset(seed=seed)
     reference = ReferenceEncoder(env.episode, env.track, slots=env.K, slot_order=env.slot_order,

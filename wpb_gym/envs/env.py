@@ -18,18 +18,18 @@ from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter
 from .episode_sampler import EpisodeSampler
 from .observation.encoder import ObservationEncoder
-from .observation.features import SLOT_ORDERS, ObservationLayout, feature_tables
+from .observation.features import ObservationLayout, check_encoder_arguments, feature_tables
 from .observation.stream_table import KIND_ENDPOINT
 from .render import MemoryViewer
 from .rewards import RewardFunction, parse_reward
 
-OBSERVATION_MODES = ("box", "dict")
 RESET_OPTIONS = ("episode_index", "budget_bytes", "regime", "length", "episode")
 # Env-level rejection reasons (the store's own are ``Reason`` values).
 EMPTY_SLOT = "empty_slot"
 EXPIRE_CAP = "expire_cap"
 
 _ACCEPTED = Reason.ACCEPTED.value
+_ENCODER_DEFAULTS = {"slots": 8, "slot_order": "relevance", "observation_mode": "box", "max_expires_per_step": None}
 _EPISODE_DEFAULTS = {"regime": None, "length": None, "episodes": None, "episode_seed": 0, "episode_order": "random"}
 
 
@@ -140,7 +140,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         max_expires_per_step=None,
         render_mode=None,         # "ansi" or "rgb_array"
         episode_sampler=None,     # an EpisodeSampler, instead of the episode arguments above
+        observation_encoder=None, # an ObservationEncoder, instead of slots= ... max_expires_per_step=
         reward_fn=None,           # a RewardFunction, instead of reward= and dense_reward=
+        viewer=None,              # a MemoryViewer, instead of render_mode=
         **generator_options,      # any GeneratorConfig field, e.g. drift_prob=0.2
     )
     ```
@@ -149,8 +151,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     own module and testable alone: the episode source (``envs.episode_sampler``), the
     observation encoder (``envs.observation``: feature names, the fast encoder and its
     literal reference), the reward function (``envs.rewards``) and the viewer
-    (``envs.render``). ``episode_sampler`` and ``reward_fn`` replace the default parts built
-    from the arguments (which must then keep their defaults).
+    (``envs.render``). ``episode_sampler``, ``observation_encoder``, ``reward_fn`` and
+    ``viewer`` replace the default parts built from the arguments (which must then keep their
+    defaults); each env works on a fresh copy of a part passed in (``part.fresh()``).
 
     ``reset(seed=..., options=...)``: ``options`` may hold ``episode_index`` (which episode
     of the source), ``budget_bytes``, ``regime`` and ``length`` (for this episode only, for
@@ -202,27 +205,42 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         max_expires_per_step: int | None = None,
         render_mode: str | None = None,
         episode_sampler: EpisodeSampler | None = None,
+        observation_encoder: ObservationEncoder | None = None,
         reward_fn: RewardFunction | None = None,
+        viewer: MemoryViewer | None = None,
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
         self.budget_bytes = require_int(budget_bytes, "budget_bytes")
-        self.K = require_int(slots, "slots", 1)
-        _check_choice("slot_order", slot_order, SLOT_ORDERS)
-        _check_choice("observation_mode", observation_mode, OBSERVATION_MODES)
-        self.slot_order = slot_order
-        self.observation_mode = observation_mode
         self.invalid_action_penalty = float(invalid_action_penalty)
-        if max_expires_per_step is not None and (
-            isinstance(max_expires_per_step, bool)
-            or not isinstance(max_expires_per_step, int)
-            or max_expires_per_step < 0
-        ):
-            raise ValueError(f"max_expires_per_step must be None or a non-negative int, got {max_expires_per_step!r}")
-        self.max_expires_per_step = max_expires_per_step
-        self.viewer = MemoryViewer(render_mode)
-        self.render_mode = render_mode
-
+        # A part passed in replaces the arguments it is built from, and each env works on its
+        # own fresh copy (gym.make_vec hands every sub-env the same objects).
+        if observation_encoder is None:
+            K, slot_order, observation_mode, cap = check_encoder_arguments(
+                slots, slot_order, observation_mode, max_expires_per_step
+            )
+            encoder = ObservationEncoder(
+                ObservationLayout(K, self.track == PRIVILEGED),
+                slot_order=slot_order,
+                max_expires_per_step=cap,
+                observation_mode=observation_mode,
+            )
+        else:
+            given = {"slots": slots, "slot_order": slot_order, "observation_mode": observation_mode,
+                     "max_expires_per_step": max_expires_per_step}
+            _only_defaults("observation_encoder", given, _ENCODER_DEFAULTS)
+            if observation_encoder.privileged != (self.track == PRIVILEGED):
+                raise ValueError(f"observation_encoder: its layout is for the other track than track={track!r}")
+            encoder = observation_encoder.fresh()
+        self._encoder = encoder
+        self.K, self.slot_order, self.observation_mode = encoder.K, encoder.slot_order, encoder.observation_mode
+        self.max_expires_per_step = encoder.cap
+        if viewer is None:
+            viewer = MemoryViewer(render_mode)
+        else:
+            _only_defaults("viewer", {"render_mode": render_mode}, {"render_mode": None})
+        self.viewer = viewer.fresh()
+        self.render_mode = self.viewer.mode
         if episode_sampler is None:
             episode_sampler = EpisodeSampler(
                 regime=regime,
@@ -236,25 +254,21 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             given = {"regime": regime, "length": length, "episodes": episodes, "episode_seed": episode_seed,
                      "episode_order": episode_order}
             _only_defaults("episode_sampler", {**given, **generator_options}, _EPISODE_DEFAULTS)
+            episode_sampler = episode_sampler.fresh()
         self.sampler = episode_sampler
         if reward_fn is None:
             reward_fn = RewardFunction(parse_reward(reward), dense_reward)
         else:
             _only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward},
                            {"reward": "f1", "dense_reward": False})
+            reward_fn = reward_fn.fresh()
         self.reward_fn = reward_fn
 
         self.privileged = self.track == PRIVILEGED
-        self.layout = ObservationLayout(self.K, self.privileged)
+        self.layout = encoder.layout
         self.step_features = self.layout.step_features
         self.slot_features = self.layout.slot_features
         self.n_actions = self.layout.n_actions
-        self._encoder = ObservationEncoder(
-            self.layout,
-            slot_order=slot_order,
-            max_expires_per_step=max_expires_per_step,
-            observation_mode=observation_mode,
-        )
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = self.layout.space(observation_mode)
         self.reset_count = 0  # resets so far: tells adapters that a new episode began
@@ -466,11 +480,6 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
 # The feature tables are kept once, with the feature names (observation/features.py).
 WritePolicyBenchEnv.__doc__ = WritePolicyBenchEnv.__doc__.replace("    {feature_tables}", feature_tables("    "))
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
 
 
 def _only_defaults(part: str, given: dict[str, Any], defaults: dict[str, Any]) -> None:

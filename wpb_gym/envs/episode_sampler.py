@@ -62,6 +62,16 @@ class EpisodeSampler:
             self._all_episodes = every
             self.source = every.select(regime=regime, length=self.length)
 
+    def fresh(self) -> EpisodeSampler:
+        """A sampler of the same episodes and settings at its first position (the episodes
+        themselves, immutable, are shared)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy._position = 0
+        if hasattr(self, "_configs"):
+            copy._configs = dict(self._configs)
+        return copy
+
     def restart(self) -> None:
         """A seeded reset: the ``"cycle"`` order starts again at episode 0."""
         self._position = 0

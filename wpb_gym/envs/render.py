@@ -31,6 +31,10 @@ class MemoryViewer:
         self.mode = mode
         self.start()
 
+    def fresh(self) -> MemoryViewer:
+        """A viewer of the same mode with nothing recorded."""
+        return type(self)(self.mode)
+
     def start(self) -> None:
         """A new episode: memory is empty."""
         # Only the picture needs the history: item t -> [expired at or None, is_merge].

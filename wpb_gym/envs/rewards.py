@@ -110,6 +110,10 @@ class RewardFunction:
         self.weights = dict(weights)
         self.dense = bool(dense)
 
+    def fresh(self) -> RewardFunction:
+        """A new reward function of the same settings, with no episode."""
+        return type(self)(self.weights, self.dense)
+
     def start(self, episode: Episode, costs: np.ndarray, budget: int) -> None:
         self._episode = episode
         self._costs = costs

@@ -74,7 +74,11 @@ class ObservationEncoder:
         self.slots: list[int] = []
         self.mask = b""
 
-    # ---------------------------------------------------------------- episode start
+    def fresh(self) -> ObservationEncoder:
+        """An encoder of the same settings, with empty caches and no episode."""
+        settings = {"slot_order": self.slot_order, "observation_mode": self.observation_mode}
+        return type(self)(self.layout, max_expires_per_step=self.cap, **settings)
+
     def start(self, episode: Episode, track: str, store: ByteMemoryStore) -> StreamTable:
         """Begin ``episode`` on ``track`` with the empty ``store``; returns the episode's table."""
         self._table = StreamTable(episode, track, self._shapes)

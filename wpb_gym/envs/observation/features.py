@@ -5,9 +5,12 @@ show them, and a test keeps the page equal to them), and the layout of one confi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
+
+from ...core.checks import require_int
 
 STEP_TABLE = (
     ('cost_budget', 'WRITE cost / budget'),
@@ -32,7 +35,7 @@ STEP_TABLE = (
     ('undeprecated', '1 if the reference was deprecated and the step is not'),
     ('fields_changed', "fraction of the step's fields whose value differs from the reference's"),
     ('merge_ok', '1 if MERGE into the newest WRITE item of this ``api`` would be accepted'),
-    ('merge_cost', 'cost of that MERGE / WRITE cost (0 when there is nothing to merge into)'),
+    ('merge_cost', 'cost of that MERGE / WRITE cost (0 when no MERGE is possible: no base, or nothing changed)'),
     ('reference_age', '(t - reference t) / T'),
     ('family_items', 'stored items of the family / K (clipped)'),
     ('family_seen', '1 if a step of this family was shown before (stored or not)'),
@@ -60,7 +63,7 @@ MEMORY_TABLE = (
     ('hidden_items', 'fraction of stored items not shown in a slot'),
     ('merge_items', 'fraction of stored items that are MERGE deltas'),
     ('time', 't / T'),
-    ('expires_left', 'EXPIREs still allowed this timestep / cap (1 when uncapped)'),
+    ('expires_left', 'EXPIREs still allowed this timestep / cap (1 when uncapped, 0 once the episode is over)'),
     ('reverted_expired', '1 if an item flagged ``reverted`` was expired at this timestep'),
     ('fits_if_larger_expired', '1 if WRITE fits, or would fit once every stored item larger than the step is expired'),
 )
@@ -112,6 +115,21 @@ def feature_tables(indent: str = "") -> str:
 
 
 SLOT_ORDERS = ("relevance", "oldest")
+OBSERVATION_MODES = ("box", "dict")
+
+
+def check_encoder_arguments(
+    slots: Any, slot_order: Any, observation_mode: Any, max_expires_per_step: Any
+) -> tuple[int, str, str, int | None]:
+    """The env's observation arguments, each checked (a ``ValueError`` names the argument)."""
+    for name, value, choices in (("slot_order", slot_order, SLOT_ORDERS), ("observation_mode", observation_mode,
+                                                                         OBSERVATION_MODES)):
+        if value not in choices:
+            raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+    cap = max_expires_per_step
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
+        raise ValueError(f"max_expires_per_step must be None or a non-negative int, got {cap!r}")
+    return require_int(slots, "slots", 1), slot_order, observation_mode, cap
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ Markers are hollow and of different sizes, so curves that coincide stay visible.
 from __future__ import annotations
 
 import io
+import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -116,19 +117,37 @@ SHIPPED_AGENTS = (
 )
 
 
+# The registered learners: fixed styles too, highlighted like every learned policy.
+LEARNER_AGENTS = ("epsilon_greedy", "bandit_ucb")
+
+
 def policy_style(policy: str) -> tuple[tuple[float, ...], str, float, bool]:
-    """The colour, marker, marker size and highlighting of ``policy`` in every figure: fixed for
-    the shipped agents; for any other label (a learned model) one of the colours they leave
-    free, chosen from the label, and highlighted."""
+    """The colour, marker, marker size and highlighting of ``policy`` in every figure.
+
+    A shipped agent's are fixed (the same agent with other parameters, ``last_kb(...)``, keeps
+    its colour under another marker). A learner, and any other label (a learned model), is
+    highlighted in one of the colours the shipped agents leave free: the registered learners
+    with fixed ones, any other label with a colour and marker chosen from its text.
+    """
     from matplotlib import colormaps
 
     palette = colormaps["tab20"].colors
+    free = palette[len(SHIPPED_AGENTS) :]
     if policy in SHIPPED_AGENTS:
         i = SHIPPED_AGENTS.index(policy)
         return palette[i], _MARKERS[i], 4.0 + 1.5 * (i % 4), False
-    i = zlib.crc32(policy.encode("utf-8"))
-    free = palette[len(SHIPPED_AGENTS) :]
-    return free[i % len(free)], _MARKERS[i % len(_MARKERS)], 7.0, True
+    if policy in LEARNER_AGENTS:
+        i = LEARNER_AGENTS.index(policy)
+        return free[i], _MARKERS[i], 7.0, True
+    base = policy.split("(")[0].split(":")[0]
+    if base in SHIPPED_AGENTS:
+        return palette[SHIPPED_AGENTS.index(base)], _MARKERS[zlib.crc32(policy.encode()) % len(_MARKERS)], 6.0, False
+    # Seeds of one agent (``mppo_s0``, ``mppo_s1``...) share its colour, each with its own marker.
+    seeded = re.fullmatch(r"(.+?)[_-]?s(?:eed)?(\d+)", policy)
+    group, n = (seeded.group(1), int(seeded.group(2))) if seeded else (policy, 0)
+    g = zlib.crc32(group.encode("utf-8"))
+    colours = free[len(LEARNER_AGENTS) :]
+    return colours[g % len(colours)], _MARKERS[(g + n) % len(_MARKERS)], 7.0, True
 
 
 def _plain(text: str) -> str:

@@ -302,5 +302,8 @@ def summary_body(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
         for metric in SUMMARY_METRICS:
             data = next(values)
             low, high = next(intervals)
-            writer.writerow([*key, metric, repr(float(np.mean(data))), repr(low), repr(high), len(data)])
+            mean = float(np.mean(data))
+            if len(data) > 1 and min(data) == max(data):  # equal values: the interval is their mean
+                low = high = mean
+            writer.writerow([*key, metric, repr(mean), repr(low), repr(high), len(data)])
     return out.getvalue()

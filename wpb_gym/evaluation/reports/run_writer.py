@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import sys
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -59,9 +60,9 @@ class RunWriter:
         self._done: Counter[Condition] = Counter()
         self._rows: dict[Condition, list[dict[str, Any]]] = {}
         self._parts: dict[Condition, tuple[list[dict[str, Any]], Future]] = {}
-        # fork: the worker starts with everything imported; elsewhere the platform's default.
-        methods = multiprocessing.get_all_start_methods()
-        context = multiprocessing.get_context("fork" if "fork" in methods else None)
+        # On Linux fork, so that the worker starts with everything imported; elsewhere (macOS
+        # forks unsafely, Windows cannot) the platform's default.
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up)
 
     def __enter__(self) -> RunWriter:
