@@ -388,7 +388,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             expired = True
         if not decision.accepted:
             raise AssertionError(f"store rejected action {a} ({decision.reason}) that the mask allowed")
-        self.viewer.acted(a, reason)
+        self.viewer.last_action = (a, reason)  # an attribute, not a call: this runs at every step
         if expired:
             self._expires_this_step += 1
         else:
@@ -433,7 +433,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             "t": self._t,
             "accepted": accepted,
             "reason": reason,
-            "bytes_used": self._store.bytes_used,
+            "bytes_used": self._store.budget.used,
             "action_mask": self._encoder.mask_array(),
         }
 
