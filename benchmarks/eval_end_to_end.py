@@ -1,7 +1,8 @@
 """``wpb eval`` end to end against the evaluation grid it runs, measured in the same run.
 
 The grid is the paper's (``eval_grid.py``: 4 regimes x 11 budgets x 10 episodes x both tracks x
-the 7 baselines, one job). "Grid" times ``run_grid`` alone in this process; "end to end" times
+the 7 baselines, one job). "Grid" times ``run_grid`` alone in this process, under the same
+garbage-collector setting as ``wpb eval`` (start-up objects frozen); "end to end" times
 the ``wpb eval`` command on the same episodes in a new process: start-up, the grid, and every
 output of the run folder (results, leaderboard, summaries with bootstrap intervals, figures).
 The two alternate, so that drifts of the machine's speed hit both alike. Target: end to end
@@ -16,6 +17,7 @@ generating them, for both measurements.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,9 @@ TRACKS = ("unprivileged", "privileged")
 
 def grid_seconds(episodes: str | None) -> float:
     policies = [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in AGENTS]
+    # As ``wpb eval`` runs it: with the objects of start-up frozen out of the garbage collector's
+    # scans (a command's process can; a library function must not do it to its caller).
+    gc.freeze()
     start = time.perf_counter()
     refs = given_refs(list(read_episodes(episodes)), episodes) if episodes else generated_refs(REGIMES, [200], 10, 0)
     run_grid(refs, policies, BUDGETS, TRACKS, jobs=1)

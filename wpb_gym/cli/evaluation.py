@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shutil
 import sys
@@ -175,6 +176,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
             write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
             writer.add((ref.mode, ref.steps), chunk)
 
+        # What start-up made lives until the command exits: frozen, the cyclic garbage collector
+        # stops scanning it during the grid (about 10% of the grid's time on the paper grid).
+        gc.freeze()
         try:
             rows = run_grid(
                 todo,

@@ -165,14 +165,21 @@ def _bytes_label(b: int) -> str:
     return f"{b}B"
 
 
+PICTURES = {
+    "f1_vs_budget": ("f1", "mean F1 (0 to 1)", "F1 vs budget"),
+    "regret_curve": ("regret_write_only", "mean WRITE-only regret (utility)", "Regret vs budget"),
+}
+
+
+def condition_picture(rows: Sequence[dict[str, Any]], mode: Any, steps: int, kind: str) -> bytes:
+    """One figure (``kind``, a key of ``PICTURES``) of one regime and episode length, as PNG."""
+    metric, label, title = PICTURES[kind]
+    return _figure(rows, metric, label, f"{title}: {mode}, T={steps}")
+
+
 def condition_pictures(rows: Sequence[dict[str, Any]], mode: Any, steps: int) -> dict[str, bytes]:
     """The figures of one regime and episode length: ``{"f1_vs_budget": PNG, "regret_curve": PNG}``."""
-    return {
-        "f1_vs_budget": _figure(rows, "f1", "mean F1 (0 to 1)", f"F1 vs budget: {mode}, T={steps}"),
-        "regret_curve": _figure(
-            rows, "regret_write_only", "mean WRITE-only regret (utility)", f"Regret vs budget: {mode}, T={steps}"
-        ),
-    }
+    return {kind: condition_picture(rows, mode, steps, kind) for kind in PICTURES}
 
 
 def picture_name(kind: str, mode: Any, steps: int, several: bool) -> str:

@@ -1,7 +1,7 @@
 """Writing a run folder's files, with the slow part of the report done while the grid runs.
 
 The summary's bootstrap intervals and the figures take about as long as a fifth of the paper's
-grid. ``RunWriter`` hands each (regime, length) to a second process as soon as the last of its
+grid. ``RunWriter`` hands each (regime, length) to two worker processes as soon as the last of its
 episodes is in, so that on a machine with a core to spare the report is mostly done when the
 grid ends; what is left (the last condition, the cheap tables) is written then. A condition's
 part is used only if its rows are exactly those of the final run (a resumed run adds
@@ -32,14 +32,6 @@ def _warm_up() -> None:
     from scipy import stats  # noqa: F401
 
 
-def condition_part(rows: list[dict[str, Any]], mode: Any, steps: int) -> tuple[str, dict[str, bytes]]:
-    """One (regime, length)'s share of the report: its summary rows and its figures."""
-    from .plots import condition_pictures
-    from .report import summary_body
-
-    return summary_body(rows), condition_pictures(rows, mode, steps)
-
-
 def run_tables(rows: list[dict[str, Any]]) -> dict[str, str]:
     """The run's small tables, by file name (they need every row, and take little time)."""
     from .report import confusion_matrix_csv, leaderboard, recall_at_budget_csv, utility_per_kb_json
@@ -59,10 +51,13 @@ class RunWriter:
         self._expected = Counter(episodes)  # episodes per condition
         self._done: Counter[Condition] = Counter()
         self._rows: dict[Condition, list[dict[str, Any]]] = {}
-        self._parts: dict[Condition, tuple[list[dict[str, Any]], Future]] = {}
+        # Per condition: the rows its part was computed from, and the part's futures.
+        self._parts: dict[Condition, tuple[list[dict[str, Any]], dict[str, Future]]] = {}
         # On Linux fork, so that the worker starts with everything imported; elsewhere (macOS
         # forks unsafely, Windows cannot) the platform's default.
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
+        # Two workers: the summary and the two figures of the last condition are drawn side by
+        # side after the grid, and the tables beside them.
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up)
 
     def __enter__(self) -> RunWriter:
@@ -79,11 +74,16 @@ class RunWriter:
             self._submit(condition, sorted(self._rows.pop(condition), key=row_key))
 
     def _submit(self, condition: Condition, rows: list[dict[str, Any]]) -> None:
-        self._parts[condition] = (rows, self._pool.submit(condition_part, rows, *condition))
+        from .plots import PICTURES, condition_picture
+        from .report import summary_body
+
+        futures = {kind: self._pool.submit(condition_picture, rows, *condition, kind) for kind in PICTURES}
+        futures["summary"] = self._pool.submit(summary_body, rows)
+        self._parts[condition] = (rows, futures)
 
     def write(self, folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
         """Every file of the run into ``folder`` (``results.csv`` last); returns the pictures."""
-        from .plots import picture_name
+        from .plots import PICTURES, picture_name
         from .report import SUMMARY_HEADER, ordering, results_csv, write_atomic, write_atomic_bytes
 
         by_condition: dict[Condition, list[dict[str, Any]]] = {}
@@ -100,12 +100,13 @@ class RunWriter:
         for name, text in tables.result().items():
             write_atomic(folder / name, text)
         order = sorted(by_condition, key=ordering)
-        parts = {condition: self._parts[condition][1].result() for condition in order}
-        write_atomic(folder / "summary.csv", SUMMARY_HEADER + "".join(parts[c][0] for c in order))
+        parts = {condition: self._parts[condition][1] for condition in order}
+        summary = "".join(parts[condition]["summary"].result() for condition in order)
+        write_atomic(folder / "summary.csv", SUMMARY_HEADER + summary)
         pictures = [
-            write_atomic_bytes(folder / picture_name(kind, *condition, len(order) > 1), data)
+            write_atomic_bytes(folder / picture_name(kind, *condition, len(order) > 1), parts[condition][kind].result())
             for condition in order
-            for kind, data in parts[condition][1].items()
+            for kind in PICTURES
         ]
         write_atomic(folder / RESULTS, results)
         return pictures
