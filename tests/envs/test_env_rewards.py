@@ -35,7 +35,9 @@ def test_dense_rewards_add_up_to_the_terminal_reward(spec, kwargs, choice_list, 
             break
         assert r_terminal == 0.0
         # The running sum is the potential of the memory so far (up to float rounding).
-        assert sum(dense_rewards) == pytest.approx(potential(dense.episode, dense.store, dense.t, weights(spec), dense.track), abs=1e-9)
+        assert sum(dense_rewards) == pytest.approx(
+            potential(dense.episode, dense.store, dense.t, weights(spec), dense.track), abs=1e-9
+        )
     assert info["metrics"] == info_terminal["metrics"]
     total = 0.0
     for r in dense_rewards:

@@ -3,8 +3,9 @@
 Over hypothesis-generated reachable states of every generated regime (with documents, migration
 guides or more drift mixed in) and of hand-made MERGE-heavy and mixed-content episodes (removed
 and restored endpoints, reverts, free text), each on both tracks, with both slot orders, capped
-and uncapped EXPIREs and random actions that include invalid ones, the env's observation, slot layout, mask, reward and info must equal
-what the reference computes from the docstring's definitions and the store's public state.
+and uncapped EXPIREs and random actions that include invalid ones, the env's observation, slot
+layout, mask, reward and info must equal what the reference computes from the docstring's
+definitions and the store's public state.
 """
 
 from __future__ import annotations
@@ -35,11 +36,17 @@ def mixed_episode(seed: int, T: int) -> Episode:
     for t in range(T):
         r = rng.random()
         if r < 0.25:
-            obs = {"section": rng.choice(("intro", "errors")), "content": "z" * rng.randint(5, 60),
-                   "last_updated": rng.choice((f"2024-0{rng.randint(1, 9)}", rng.randint(1, 3)))}
+            obs = {
+                "section": rng.choice(("intro", "errors")),
+                "content": "z" * rng.randint(5, 60),
+                "last_updated": rng.choice((f"2024-0{rng.randint(1, 9)}", rng.randint(1, 3))),
+            }
         elif r < 0.4:
-            obs = {"old_api": rng.choice(("GET /v1/a", "GET /v2/a")), "new_api": "GET /v3/a",
-                   "content": "y" * rng.randint(5, 40)}
+            obs = {
+                "old_api": rng.choice(("GET /v1/a", "GET /v2/a")),
+                "new_api": "GET /v3/a",
+                "content": "y" * rng.randint(5, 40),
+            }
         elif r < 0.45:
             obs = rng.choice(("free text", ["a", "list"], 7))
         else:
@@ -118,8 +125,9 @@ def test_the_fast_encoder_equals_the_literal_reference(source, track, data, choi
     kwargs = data.draw(configs(source, track))
     env = WritePolicyBenchEnv(**kwargs)
     observation, info = env.reset(seed=seed)
-    reference = ReferenceEncoder(env.episode, env.track, slots=env.K, slot_order=env.slot_order,
-                                 max_expires_per_step=env.max_expires_per_step)
+    reference = ReferenceEncoder(
+        env.episode, env.track, slots=env.K, slot_order=env.slot_order, max_expires_per_step=env.max_expires_per_step
+    )
     weights = {kwargs["reward"]: 1.0} if isinstance(kwargs["reward"], str) else kwargs["reward"]
     expires, reverted_expired, paid, penalties = 0, False, 0.0, 0.0
     for choice in actions_until_done(choice_list):
