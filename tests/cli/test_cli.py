@@ -287,3 +287,11 @@ def test_inspect_empty_file_is_a_clean_error(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert str(path) in err and "no episodes" in err
+
+
+def test_wpb_eval_leaves_nothing_frozen_out_of_the_garbage_collector(tmp_path, capsys):
+    import gc
+
+    argv = ["eval", "--agents", "no_mem", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1KB"]
+    assert main([*argv, "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    assert gc.get_freeze_count() == 0  # frozen for the grid only: main() may run in a longer-lived process
