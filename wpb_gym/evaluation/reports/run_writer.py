@@ -1,9 +1,10 @@
 """Writing a run folder's files, with the slow part of the report done while the grid runs.
 
 The summary's bootstrap intervals and the figures take about as long as a fifth of the paper's
-grid. ``RunWriter`` hands each (regime, length) to two worker processes as soon as the last of its
-episodes is in, so that on a machine with a core to spare the report is mostly done when the
-grid ends; what is left (the last condition, the cheap tables) is written then. A condition's
+grid. ``RunWriter`` hands each (regime, length)'s summary and figures to a worker process as
+soon as the last of its episodes is in, so that on a machine with a core to spare the report is
+mostly done when the grid ends; what is left (the last condition, the cheap tables) is written
+then. A condition's
 part is used only if its rows are exactly those of the final run (a resumed run adds
 checkpointed rows); otherwise it is computed again.
 """
@@ -56,9 +57,11 @@ class RunWriter:
         # On Linux fork, so that the worker starts with everything imported; elsewhere (macOS
         # forks unsafely, Windows cannot) the platform's default.
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
-        # Two workers: the summary and the two figures of the last condition are drawn side by
-        # side after the grid, and the tables beside them.
+        # One worker: on two cores a second one competes with the grid (measured no faster).
         self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up)
+        # Start the worker now, before the grid starts threads of its own (a fork copies only the
+        # forking thread: a lock another thread held would stay held in the child).
+        self._pool.submit(int)
 
     def __enter__(self) -> RunWriter:
         return self
