@@ -14,11 +14,9 @@ from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs import env as env_module
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.observation.features import (
-    MEMORY_FEATURES,
     SLOT_CONTEXT_FEATURES,
     SLOT_FEATURES,
     STEP_FEATURES,
-    feature_tables,
 )
 from wpb_gym.envs.observation.stream_table import compare_versions, endpoint_family
 from wpb_gym.envs.registration import ENV_IDS
@@ -122,20 +120,6 @@ def test_layout_sizes_match_the_docstring():
     assert priv.step_features[-1] == "priority"
     assert priv.slot_features == (*SLOT_FEATURES, "priority", *SLOT_CONTEXT_FEATURES)
     assert unpriv.action_space == gym.spaces.Discrete(18)
-
-
-def test_every_feature_is_documented_in_the_env_docstring_and_the_environment_page():
-    doc = WritePolicyBenchEnv.__doc__
-    page = wpb_gym.__file__.rsplit("/", 2)[0] + "/docs/environment.md"
-    page_text = open(page, encoding="utf-8").read()
-    for name in (*STEP_FEATURES, *MEMORY_FEATURES, *SLOT_FEATURES, *SLOT_CONTEXT_FEATURES, "priority"):
-        assert re.search(rf"^\s*\|\s*{name}\s*\|", doc, re.M), f"{name} missing from the env docstring tables"
-        assert re.search(rf"^\|\s*`?{name}`?\s*\|", page_text, re.M), f"{name} missing from docs/environment.md"
-    assert feature_tables() in page_text, "docs/environment.md's tables differ from observation/features.py's"
-    # The tables list the features in observation order.
-    rows = re.findall(r"^\s*\|\s*([a-z_]+)\s*\|", doc, re.M)
-    step_rows = rows[rows.index("cost_budget") : rows.index("cost_budget") + len(STEP_FEATURES) + 1]
-    assert tuple(step_rows) == (*STEP_FEATURES, "priority")
 
 
 # ---------------------------------------------------------------- episode sources
