@@ -123,6 +123,19 @@ def contract(observation: Any) -> tuple | None:
             flag(observation, "removed"))
 
 
+def contract_changes(obs: Any, other: Any, suffix: str) -> dict[str, float]:
+    """``params_added`` ... ``undeprecated`` of ``obs`` against ``other``, named with ``suffix``."""
+    values = {
+        "params_added": share_missing(_set(obs, "params"), _set(other, "params")),
+        "params_removed": share_missing(_set(other, "params"), _set(obs, "params")),
+        "required_added": share_missing(_set(obs, "required"), _set(other, "required")),
+        "required_removed": share_missing(_set(other, "required"), _set(obs, "required")),
+        "newly_deprecated": 1.0 if flag(obs, "deprecated") > flag(other, "deprecated") else 0.0,
+        "undeprecated": 1.0 if flag(other, "deprecated") > flag(obs, "deprecated") else 0.0,
+    }
+    return {name + suffix: value for name, value in values.items()}
+
+
 def fields_changed(current: Any, reference: Any) -> float:
     if not isinstance(current, dict) or not isinstance(reference, dict) or not current:
         return 1.0 if current != reference else 0.0
@@ -252,12 +265,7 @@ class ReferenceEncoder:
                 "version_up": 1.0 if order == 1 else 0.0,
                 "version_down": 1.0 if order == -1 else 0.0,
                 "version_changed": 0.0 if order == 0 else 1.0,
-                "params_added": share_missing(_set(obs, "params"), _set(ref_obs, "params")),
-                "params_removed": share_missing(_set(ref_obs, "params"), _set(obs, "params")),
-                "required_added": share_missing(_set(obs, "required"), _set(ref_obs, "required")),
-                "required_removed": share_missing(_set(ref_obs, "required"), _set(obs, "required")),
-                "newly_deprecated": 1.0 if flag(obs, "deprecated") > flag(ref_obs, "deprecated") else 0.0,
-                "undeprecated": 1.0 if flag(ref_obs, "deprecated") > flag(obs, "deprecated") else 0.0,
+                **contract_changes(obs, ref_obs, ""),
                 "fields_changed": 0.0 if identical else fields_changed(obs, ref_obs),
                 "reference_age": (t - ref.t) / T,
                 "family_items": min(1.0, len(of_family) / self.layout.slots),
@@ -279,12 +287,7 @@ class ReferenceEncoder:
                 "changed_since_seen": 1.0 if json_text(obs) != json_text(before) else 0.0,
                 "version_up_since_seen": 1.0 if order == 1 else 0.0,
                 "version_down_since_seen": 1.0 if order == -1 else 0.0,
-                "params_added_since_seen": share_missing(_set(obs, "params"), _set(before, "params")),
-                "params_removed_since_seen": share_missing(_set(before, "params"), _set(obs, "params")),
-                "required_added_since_seen": share_missing(_set(obs, "required"), _set(before, "required")),
-                "required_removed_since_seen": share_missing(_set(before, "required"), _set(obs, "required")),
-                "newly_deprecated_since_seen": 1.0 if flag(obs, "deprecated") > flag(before, "deprecated") else 0.0,
-                "undeprecated_since_seen": 1.0 if flag(before, "deprecated") > flag(obs, "deprecated") else 0.0,
+                **contract_changes(obs, before, "_since_seen"),
                 "newly_removed_since_seen": 1.0 if flag(obs, "removed") > flag(before, "removed") else 0.0,
                 "restored_since_seen": 1.0 if flag(before, "removed") > flag(obs, "removed") else 0.0,
                 "returns_to_earlier": 1.0 if now is not None and now != contract(before)

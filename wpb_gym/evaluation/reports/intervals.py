@@ -24,7 +24,7 @@ _CHUNK_VALUES = 2_000_000
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
     """A bootstrap ``confidence`` interval of the mean (BCa; percentile when BCa is undefined).
 
-    With fewer than 2 values there is no interval (NaN, NaN); equal values give (v, v).
+    With fewer than 2 values there is no interval (NaN, NaN); equal values give (mean, mean).
     """
     return bootstrap_cis([values], confidence, seed)[0]
 
@@ -39,8 +39,9 @@ def bootstrap_cis(
         data = np.asarray(values, dtype=float)
         if data.size < 2:
             continue
-        if np.all(data == data[0]):
-            out[i] = (float(data[0]), float(data[0]))
+        if np.all(data == data[0]):  # no spread: the interval is the mean (which sums may round)
+            mean = float(np.mean(data))
+            out[i] = (mean, mean)
         else:
             by_size.setdefault(data.size, []).append((i, data))
     chunks = [

@@ -284,7 +284,7 @@ SUMMARY_HEADER = ",".join([*CONDITION, "metric", "mean", "ci_low", "ci_high", "e
 
 def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
     """Every metric per condition and agent: mean and bootstrap 95% CI over episodes (BCa, and
-    the percentile interval where BCa is undefined; equal values give (v, v), a single episode
+    the percentile interval where BCa is undefined; equal values give their mean, a single episode
     no interval), all computed together (``bootstrap_cis``). The rows of each (regime, length)
     are ``summary_body`` of its rows alone, so the body can be computed a regime at a time."""
     return SUMMARY_HEADER + summary_body(rows, seed)
@@ -302,8 +302,5 @@ def summary_body(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
         for metric in SUMMARY_METRICS:
             data = next(values)
             low, high = next(intervals)
-            mean = float(np.mean(data))
-            if len(data) > 1 and min(data) == max(data):  # equal values: the interval is their mean
-                low = high = mean
-            writer.writerow([*key, metric, repr(mean), repr(low), repr(high), len(data)])
+            writer.writerow([*key, metric, repr(float(np.mean(data))), repr(low), repr(high), len(data)])
     return out.getvalue()
