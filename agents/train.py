@@ -36,8 +36,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from wpb_gym.cli.inputs import parse_int
 from wpb_gym.cli.settings import read_settings
 from wpb_gym.core.version import __version__
@@ -133,23 +131,6 @@ def _check_config(config: dict[str, Any], file: Path) -> None:
             config["imitation"] = settings(config["imitation"])
         except ValueError as error:
             raise ValueError(f"{file}: {error}") from None
-
-
-def parse_env_kwargs(items: list[str] | None) -> dict[str, Any]:
-    """``k=v`` pairs, each value read as YAML (``slots=4``, ``dense_reward=false``, ``regime=default``)."""
-    out: dict[str, Any] = {}
-    for item in items or ():
-        key, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-            raise ValueError(f"--env-kwargs expects key=value, got {item!r}")
-        if key in out:
-            raise ValueError(f"--env-kwargs: {key} is given more than once")
-        try:
-            out[key] = yaml.safe_load(value)
-        except yaml.YAMLError as error:
-            problem = getattr(error, "problem", None) or "not valid YAML"
-            raise ValueError(f"--env-kwargs {item!r}: the value is not valid YAML ({problem})") from None
-    return out
 
 
 def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str):

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from agents.sb3_agent import SB3Agent
-from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config, parse_env_kwargs
+from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config
 from wpb_gym.cli import main as wpb
+from wpb_gym.cli.inputs import env_kwargs_dict, parse_env_kwarg
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
 
@@ -306,8 +307,13 @@ def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
         load_config("ppo", path)
 
 
+def parse_env_kwargs(items):
+    """``wpb train --env-kwargs ITEM...`` as the command reads it."""
+    return env_kwargs_dict([parse_env_kwarg(item, "--env-kwargs") for item in items], "--env-kwargs")
+
+
 def test_env_kwargs_refuse_repeats_and_bad_yaml():
     with pytest.raises(ValueError, match="--env-kwargs: slots is given more than once"):
         parse_env_kwargs(["slots=2", "slots=3"])
-    with pytest.raises(ValueError, match=r"--env-kwargs 'slots=\[': the value is not valid YAML"):
+    with pytest.raises(ValueError, match=r"--env-kwargs: 'slots=\[': the value is not valid YAML"):
         parse_env_kwargs(["slots=["])

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wpb_gym.cli.eval_settings import eval_settings
+from wpb_gym.cli.eval_settings import EVAL
 from wpb_gym.cli.inputs import (
     MAX_BUDGET,
     InputError,
@@ -123,6 +123,11 @@ def test_one_line_joins_the_lines_of_a_message():
 
 
 # ---------------------------------------------------------------------------- eval settings
+
+
+def eval_settings(config, flags):
+    """``wpb eval``'s settings from a config file and the flags given (a mapping), as the command merges them."""
+    return EVAL.resolve({"config": config, "out": "run", **flags})
 
 
 def test_eval_settings_check_a_config_like_the_flags(tmp_path):

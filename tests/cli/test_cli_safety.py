@@ -262,7 +262,10 @@ def test_budgets_with_units_are_read_everywhere(tmp_path, capsys, monkeypatch):
     train.write_text("env: {budget_bytes: 2KB}\n")
     argv = ["train", "--algo", "ppo", "--config", train, "--out", tmp_path / "t"]
     assert wpb(capsys, *argv, "--env-kwargs", "budget_bytes=10KB")[0] == 0
-    assert seen["env_kwargs"] == {"budget_bytes": 10240} and seen["config"]["env"]["budget_bytes"] == 2048
+    # The flag overrides the recipe's env settings, merged before training starts.
+    assert seen["config"]["env"]["budget_bytes"] == 10240
+    assert wpb(capsys, *argv)[0] == 0
+    assert seen["config"]["env"]["budget_bytes"] == 2048
 
 
 def test_a_budget_of_zero_is_valid_from_the_flag_and_the_config_alike(tmp_path, capsys):

@@ -15,7 +15,8 @@ import yaml
 from agents.registry import agent_entry, make_agent
 from wpb_gym.cli import build_parser
 from wpb_gym.cli import main as wpb
-from wpb_gym.cli.evaluation import _eval_config
+from wpb_gym.cli.eval_settings import EVAL
+from wpb_gym.cli.inputs import parse_budget
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.evaluation.grid import ROW_COLUMNS, PolicySpec, generated_refs, given_refs, run_grid, skipped
@@ -319,22 +320,22 @@ def test_wpb_eval_refuses_to_overwrite_and_explains_bad_settings(tmp_path, capsy
     )
 
 
-@pytest.mark.parametrize("name", ["paper.yaml", "spec.yaml"])
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs" / "eval").glob("*.yaml")))
 def test_shipped_configs_are_valid(name):
     path = ROOT / "configs" / "eval" / name
     args = build_parser().parse_args(["eval", "--config", str(path), "--out", "unused"])
-    config = _eval_config(args)
+    config = EVAL.resolve(args)
     for agent in config["agents"]:
-        agent_entry(agent)
-    assert config["budgets"] == [1024, 10240, 102400, 1048576]
+        agent_entry(agent.partition(":")[0])  # NAME:PATH names a model file a run makes first
     raw = yaml.safe_load(path.read_text())
+    assert config["budgets"] == [parse_budget(b) for b in raw["budgets"]]
     assert set(raw) <= set(config)
 
 
 def test_command_line_options_override_the_config(tmp_path):
     path = ROOT / "configs" / "eval" / "paper.yaml"
     args = build_parser().parse_args(["eval", "--config", str(path), "--budgets", "2048", "--out", "unused"])
-    assert _eval_config(args)["budgets"] == [2048]
+    assert EVAL.resolve(args)["budgets"] == [2048]
 
 
 # ---------------------------------------------------------------------------- golden results

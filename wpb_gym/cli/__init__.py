@@ -16,9 +16,9 @@ Commands (``wpb COMMAND --help`` describes each):
 * ``wpb train`` — train an SB3 agent or a bandit learner.
 
 One module per command group (``episode_sets``, ``training``, ``evaluation``, ``results``,
-``ingest``); the
-flags' types are in ``flags``, the checks every flag and config key goes through in ``inputs``,
-and the settings files in ``settings`` and ``eval_settings``. This is the one package that joins
+``ingest``). Each command declares its settings in one table; ``settings`` merges the defaults,
+the command's ``--config`` file and its flags into one read-only object, and ``inputs`` holds
+the checks a value goes through wherever it comes from. This is the one package that joins
 ``wpb_gym`` and ``agents``."""
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit:  # argparse has printed its usage error (2), --help or --version (0)
         return exit.code if isinstance(exit.code, int) else 2
     try:
-        return args.func(args)
+        # Defaults, then the command's --config file, then its flags: one Settings object.
+        return args.func(args.settings.resolve(args))
     except (InputError, EpisodeFormatError, FrozenSetError) as error:
         message = str(error)
     except OSError as error:  # a path given to wpb that cannot be read or written

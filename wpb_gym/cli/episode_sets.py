@@ -3,9 +3,10 @@ looking into them."""
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 import zlib
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -15,17 +16,34 @@ from ..core.tracks import TRACKS, track_costs
 from ..core.types import Episode
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
-from ..episodes.generators.paper import PAPER_REGIMES, GeneratorConfig
+from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
-from . import flags
 from .eval_settings import DEFAULT_BUDGETS
 from .inputs import (
+    MAX_LENGTH,
     InputError,
     budget_text,
+    input_error,
+    parse_budgets,
+    parse_float,
+    parse_int,
+    parse_ints,
+    parse_names,
+    parse_path,
+    parse_text,
     reading,
 )
+from .settings import CommandSettings, Setting, Settings, switch
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(h) for h in header]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + " |" for r in cells]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
 
 
 class _FreezeStats:
@@ -49,7 +67,7 @@ class _FreezeStats:
             yield episode
 
 
-def _cmd_freeze(args: argparse.Namespace) -> int:
+def _cmd_freeze(args: Settings) -> int:
     check_folder_path(Path(args.out))
     stats = _FreezeStats()
     try:
@@ -84,7 +102,7 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
         )
     print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes, seed {args.seed}, wpb_gym {__version__})")
     print(
-        flags.markdown_table(
+        markdown_table(
             ["regime", "T", "episodes", "critical/ep", "breaking/ep", "bytes/step unpriv / priv", "file", "sha256"],
             rows,
         )
@@ -92,7 +110,7 @@ def _cmd_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
+def _cmd_episodes_from_events(args: Settings) -> int:
     from ..episodes.real.episodes import RealEpisodeOptions, episodes_from_events, parse_windows, period_summary
 
     check_folder_path(Path(args.out))
@@ -131,7 +149,7 @@ def _cmd_episodes_from_events(args: argparse.Namespace) -> int:
         raise InputError(f"{getattr(exc, 'filename', None) or args.events}: cannot read: {exc}") from None
     rows = period_summary(cuts)
     print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes of {options.regime}, T={options.length})")
-    print(flags.markdown_table(list(rows[0]), [list(r.values()) for r in rows]))
+    print(markdown_table(list(rows[0]), [list(r.values()) for r in rows]))
     for f in frozen.files:
         print(f"  {f.path.name}: {f.episodes} episodes, sha256 {f.sha256[:12]}")
     return 0
@@ -151,7 +169,7 @@ def _episode_sources(paths: Sequence[str]) -> list[tuple[str, list[Path]]]:
     return sources
 
 
-def _cmd_inspect(args: argparse.Namespace) -> int:
+def _cmd_inspect(args: Settings) -> int:
     budgets, tracks = args.budgets, args.tracks
     try:
         sources = _episode_sources(args.paths)
@@ -197,28 +215,123 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     print("F1 bound = best F1 a WRITE-only policy can reach within B; undecidable = share of critical steps")
     print("a stream-only policy cannot tell (endpoint first sightings); decidable = the F1 bound keeping only")
     print("the others (wpb_gym.evaluation.reports.decidability).")
-    print(flags.markdown_table(header, rows))
+    print(markdown_table(header, rows))
     return 0
 
 
+def _override(value: Any, where: str) -> tuple[str, Any]:
+    """A generator option: ``KEY=VALUE`` text (VALUE read as JSON, else text) or a (key, value) pair."""
+    if isinstance(value, tuple) and len(value) == 2:
+        key, parsed = value
+    elif isinstance(value, str) and "=" in value:
+        key, raw = value.split("=", 1)
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed = raw
+    else:
+        raise input_error(where, f"expected KEY=VALUE, got {value!r}")
+    known = [k for k in GeneratorConfig.__dataclass_fields__ if k not in ("regime", "length")]
+    if key not in known:
+        raise input_error(where, f"unknown generator option {key!r}; options: {', '.join(known)}")
+    return key, parsed
+
+
+FREEZE = CommandSettings(
+    "wpb freeze",
+    (
+        Setting("regimes", partial(parse_names, known=REGIMES), "comma-separated", default=list(PAPER_REGIMES)),
+        Setting("lengths", partial(parse_ints, minimum=1, maximum=MAX_LENGTH), "episode lengths T", default=[200]),
+        Setting("episodes", partial(parse_int, minimum=1), "episodes per (regime, length)", default=10),
+        Setting("seed", partial(parse_int, minimum=0), "set seed", default=0),
+        Setting(
+            "set",
+            _override,
+            "generator option override (repeat for several; in a config, a mapping)",
+            many=True,
+            repeat=True,
+            metavar="KEY=VALUE",
+        ),
+        switch("gzip", "write .jsonl.gz files"),
+        Setting("out", parse_path, "output folder (must not exist unless --force)", required=True, in_config=False),
+        switch("force", "replace an existing output folder", in_config=False),
+    ),
+)
+
+FROM_EVENTS = CommandSettings(
+    "wpb episodes from-events",
+    (
+        Setting(
+            "events", parse_path, "the change-event log (.jsonl or .jsonl.gz)", positional=True, required=True
+        ),
+        Setting("source", parse_text, "the API's name; the regime is real:SOURCE", required=True),
+        Setting("length", partial(parse_int, minimum=1), "change events per episode", default=200),
+        Setting(
+            "windows",
+            parse_text,
+            "periods NAME=START..END (UTC days, inclusive, either end may be empty), comma-separated and not "
+            "overlapping, e.g. train=..2021-06-30,heldout=2021-07-01..; 'auto': train, then heldout = the "
+            "last --heldout-fraction of the change events",
+            default="auto",
+        ),
+        Setting(
+            "heldout_fraction",
+            partial(parse_float, minimum=0.0, maximum=1.0),
+            "share of change events held out by --windows auto",
+            default=0.3,
+        ),
+        Setting("stride", partial(parse_int, minimum=1), "events between episode starts (default: --length)"),
+        Setting(
+            "min_critical", partial(parse_int, minimum=0), "leave out windows with fewer critical steps", default=1
+        ),
+        Setting(
+            "revert_window_days",
+            partial(parse_float, minimum=0.0),
+            "a breaking change reverted within this many days is not critical",
+            default=30.0,
+        ),
+        switch("count_reverted", "every breaking change is critical, reverted or not"),
+        Setting(
+            "priority_correlation",
+            partial(parse_float, minimum=0.0, maximum=1.0),
+            "latent correlation of the privileged hint",
+            default=0.8,
+        ),
+        Setting("seed", partial(parse_int, minimum=0), "seed of the priority hint", default=0),
+        switch("gzip", "write .jsonl.gz files"),
+        Setting("out", parse_path, "output folder (must not exist unless --force)", required=True, in_config=False),
+        switch("force", "replace an existing output set", in_config=False),
+    ),
+)
+
+INSPECT = CommandSettings(
+    "wpb inspect",
+    (
+        Setting(
+            "paths",
+            parse_path,
+            "JSONL files (.jsonl, .jsonl.gz) or frozen-set folders",
+            positional=True,
+            many=True,
+            required=True,
+        ),
+        Setting(
+            "budgets",
+            parse_budgets,
+            "comma-separated, e.g. 1KB,10KB (1KB = 1024 B)",
+            default=list(DEFAULT_BUDGETS),
+            default_text=",".join(map(budget_text, DEFAULT_BUDGETS)),
+        ),
+        Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS)),
+    ),
+)
+
+
 def add_commands(sub: Any) -> None:
-    """Add freeze, episodes, inspect to the ``wpb`` subcommands ``sub``."""
+    """Add freeze, episodes and inspect to the ``wpb`` subcommands ``sub``."""
     freeze = sub.add_parser("freeze", help="generate a frozen episode set (folder + MANIFEST.json)")
-    freeze.add_argument(
-        "--regimes", type=flags.regimes, default=list(PAPER_REGIMES), help="comma-separated (default: the paper's four)"
-    )
-    freeze.add_argument("--lengths", type=flags.positive_ints, default=[200], help="episode lengths T (default: 200)")
-    freeze.add_argument(
-        "--episodes", type=flags.int_at_least(1), default=10, help="episodes per (regime, length) (default: 10)"
-    )
-    freeze.add_argument("--seed", type=flags.int_at_least(0), default=0, help="set seed (default: 0)")
-    freeze.add_argument("--out", type=flags.path, required=True, help="output folder (must not exist unless --force)")
-    freeze.add_argument(
-        "--set", type=flags.generator_override, action="append", metavar="KEY=VALUE", help="generator option override"
-    )
-    freeze.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
-    freeze.add_argument("--force", action="store_true", help="replace an existing output folder")
-    freeze.set_defaults(func=_cmd_freeze, prog=freeze.prog)
+    FREEZE.add_to(freeze)
+    freeze.set_defaults(func=_cmd_freeze, prog=freeze.prog, settings=FREEZE)
 
     episodes = sub.add_parser("episodes", help="episode sets from other sources (real API drift)")
     episodes_sub = episodes.add_subparsers(dest="action", required=True)
@@ -226,56 +339,9 @@ def add_commands(sub: Any) -> None:
         "from-events",
         help="cut a change-event log (wpb ingest openapi) into a frozen set of real episodes, one file per period",
     )
-    from_events.add_argument("events", type=flags.path, help="the change-event log (.jsonl or .jsonl.gz)")
-    from_events.add_argument("--source", required=True, help="the API's name; the regime is real:SOURCE")
-    from_events.add_argument(
-        "--out", type=flags.path, required=True, help="output folder (must not exist unless --force)"
-    )
-    from_events.add_argument(
-        "--length", type=flags.int_at_least(1), default=200, help="change events per episode (200)"
-    )
-    from_events.add_argument(
-        "--windows",
-        default="auto",
-        help="periods NAME=START..END (UTC days, inclusive, either end may be empty), comma-separated and not "
-        "overlapping, e.g. train=..2021-06-30,heldout=2021-07-01..; 'auto' (default): train, then heldout = the "
-        "last --heldout-fraction of the change events",
-    )
-    from_events.add_argument(
-        "--heldout-fraction", type=float, default=0.3, help="share of change events held out by --windows auto (0.3)"
-    )
-    from_events.add_argument(
-        "--stride", type=flags.int_at_least(1), help="events between episode starts (default: --length, no overlap)"
-    )
-    from_events.add_argument(
-        "--min-critical", type=flags.int_at_least(0), default=1, help="leave out windows with fewer critical steps (1)"
-    )
-    from_events.add_argument(
-        "--revert-window-days",
-        type=float,
-        default=30.0,
-        help="a breaking change reverted within this many days is not critical (30)",
-    )
-    from_events.add_argument(
-        "--count-reverted", action="store_true", help="every breaking change is critical, reverted or not"
-    )
-    from_events.add_argument(
-        "--priority-correlation", type=float, default=0.8, help="latent correlation of the privileged hint (0.8)"
-    )
-    from_events.add_argument("--seed", type=flags.int_at_least(0), default=0, help="seed of the priority hint (0)")
-    from_events.add_argument("--gzip", action="store_true", help="write .jsonl.gz files")
-    from_events.add_argument("--force", action="store_true", help="replace an existing output set")
-    from_events.set_defaults(func=_cmd_episodes_from_events, prog=from_events.prog)
+    FROM_EVENTS.add_to(from_events)
+    from_events.set_defaults(func=_cmd_episodes_from_events, prog=from_events.prog, settings=FROM_EVENTS)
 
     inspect = sub.add_parser("inspect", help="summarise episode files / frozen sets and their oracle bounds")
-    inspect.add_argument(
-        "paths", type=flags.path, nargs="+", help="JSONL files (.jsonl, .jsonl.gz) or frozen-set folders"
-    )
-    inspect.add_argument(
-        "--budgets",
-        type=flags.budgets,
-        default=list(DEFAULT_BUDGETS),
-        help="comma-separated, e.g. 1KB,10KB (1KB = 1024 B)",
-    )
-    inspect.add_argument("--tracks", type=flags.tracks, default=list(TRACKS), help="comma-separated tracks")
-    inspect.set_defaults(func=_cmd_inspect, prog=inspect.prog)
+    INSPECT.add_to(inspect)
+    inspect.set_defaults(func=_cmd_inspect, prog=inspect.prog, settings=INSPECT)

@@ -1,12 +1,8 @@
-"""The settings of ``wpb eval`` and ``wpb ablate``: the defaults, then a YAML file, then the flags.
-
-Each setting is checked by one function (``cli_inputs``) wherever it comes from, so a value
-the command line refuses is refused in a config too, and the other way round.
-"""
+"""The settings of ``wpb eval`` and ``wpb ablate`` (see ``settings`` for how they are merged)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from functools import partial
 from typing import Any
 
 from ..core.tracks import TRACKS
@@ -15,7 +11,7 @@ from ..evaluation.referee import DEFAULT_LIMITS, RunLimits
 from .inputs import (
     MAX_LENGTH,
     InputError,
-    parse_bool,
+    budget_text,
     parse_budgets,
     parse_int,
     parse_ints,
@@ -23,51 +19,9 @@ from .inputs import (
     parse_path,
     parse_seconds,
 )
-from .settings import read_settings
+from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
-
-EVAL_DEFAULTS: dict[str, Any] = {
-    "agents": None,
-    "episodes": None,
-    "regimes": ["default"],
-    "lengths": [200],
-    "episodes_per_condition": 10,
-    "seed": 0,
-    "budgets": list(DEFAULT_BUDGETS),
-    "tracks": list(TRACKS),
-    "jobs": 1,
-    # Every policy in its own process (what a leaderboard submission must use); 0 switches a
-    # limit off.
-    "isolate": False,
-    "max_actions_per_step": DEFAULT_LIMITS.max_actions_per_step,
-    "max_seconds_per_step": DEFAULT_LIMITS.max_seconds_per_step,
-}
-
-
-def check_setting(key: str, value: Any, where: str) -> Any:
-    """``value`` of the eval setting ``key``, checked and normalised; errors start with ``where``."""
-    if key == "agents":
-        return check_agents(value, where)
-    if key == "episodes":
-        return None if value is None else parse_path(value, where)
-    if key == "regimes":
-        return parse_names(value, where, REGIMES)
-    if key == "tracks":
-        return parse_names(value, where, TRACKS)
-    if key == "lengths":
-        return parse_ints(value, where, 1, MAX_LENGTH)
-    if key == "budgets":
-        return parse_budgets(value, where)
-    if key in ("episodes_per_condition", "jobs"):
-        return parse_int(value, where, 1)
-    if key in ("seed", "max_actions_per_step"):
-        return parse_int(value, where, 0)
-    if key == "isolate":
-        return parse_bool(value, where)
-    if key == "max_seconds_per_step":
-        return parse_seconds(value, where)
-    raise InputError(f"{where}: unknown setting")  # pragma: no cover - read_settings refuses unknown keys
 
 
 def check_agents(value: Any, where: str) -> list[Any]:
@@ -86,25 +40,100 @@ def check_agents(value: Any, where: str) -> list[Any]:
     return items
 
 
-def run_limits(settings: dict[str, Any]) -> RunLimits:
+# What a run records (and hashes, for --resume): every setting that can change its results.
+# ``jobs`` never does; the rest are how to write the run.
+EVAL_SETTINGS = (
+    Setting(
+        "agents",
+        check_agents,
+        "agent names or aliases, or NAME:PATH for one read from a file (sb3:MODEL.zip, "
+        "epsilon_greedy:learner.json; LABEL=NAME:PATH names it); in a config also {name: ..., label: ..., "
+        "<parameter>: <value>} for an agent with other parameters",
+        required=True,
+    ),
+    Setting(
+        "episodes", parse_path, "a frozen set, a folder of JSONL files or one JSONL file (default: generated)"
+    ),
+    Setting("regimes", partial(parse_names, known=REGIMES), "generated regimes", default=["default"]),
+    Setting("lengths", partial(parse_ints, minimum=1, maximum=MAX_LENGTH), "generated episode lengths", default=[200]),
+    Setting(
+        "episodes_per_condition",
+        partial(parse_int, minimum=1),
+        "generated episodes per regime and length",
+        default=10,
+    ),
+    Setting("seed", partial(parse_int, minimum=0), "seed of the generated episodes", default=0),
+    Setting(
+        "budgets",
+        parse_budgets,
+        "comma-separated, 1KB = 1024 bytes",
+        default=list(DEFAULT_BUDGETS),
+        default_text=",".join(map(budget_text, DEFAULT_BUDGETS)),
+    ),
+    Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS)),
+    Setting("jobs", partial(parse_int, minimum=1), "worker processes (results do not depend on it)", default=1),
+    switch(
+        "isolate",
+        "run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",
+    ),
+    Setting(
+        "max_actions_per_step",
+        partial(parse_int, minimum=0),
+        "stop an agent that yields more actions at one timestep (0: no limit)",
+        default=DEFAULT_LIMITS.max_actions_per_step,
+    ),
+    Setting(
+        "max_seconds_per_step",
+        parse_seconds,
+        "stop an agent that takes longer over one timestep, in seconds (0: no limit)",
+        default=DEFAULT_LIMITS.max_seconds_per_step,
+    ),
+)
+RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name != "jobs")
+
+EVAL = CommandSettings(
+    "wpb eval",
+    EVAL_SETTINGS
+    + (
+        Setting(
+            "out",
+            parse_path,
+            "run folder for results.csv, leaderboard.md, run.json",
+            required=True,
+            in_config=False,
+        ),
+        switch("force", "replace the results of an earlier run in --out", in_config=False),
+        switch("resume", "continue an interrupted run of the same settings", in_config=False),
+        switch("quiet", "no progress bar", in_config=False),
+    ),
+)
+
+ABLATE = CommandSettings(
+    "wpb ablate",
+    (
+        Setting(
+            "config_a",
+            parse_path,
+            "YAML settings of variant A (as for wpb eval --config)",
+            positional=True,
+            required=True,
+            in_config=False,
+        ),
+        Setting(
+            "config_b", parse_path, "YAML settings of variant B", positional=True, required=True, in_config=False
+        ),
+        Setting("seeds", partial(parse_int, minimum=2), "seeds 0..N-1 of the generated episodes", default=5),
+        Setting("jobs", partial(parse_int, minimum=1), "worker processes (default: each config's)"),
+        Setting("out", parse_path, "also write the markdown table to this file"),
+    ),
+)
+
+
+def run_limits(settings: Settings) -> RunLimits:
     """The ``RunLimits`` of the settings (a limit of 0 is no limit)."""
     return RunLimits(settings["max_actions_per_step"] or None, settings["max_seconds_per_step"] or None)
 
 
-def eval_settings(config: str | Path | None, flags: dict[str, Any]) -> dict[str, Any]:
-    """The run's settings: the defaults, then the YAML file ``config`` (if any), then the
-    flags that were given (``None``: not given; flags are checked by their parsers)."""
-    settings = dict(EVAL_DEFAULTS)
-    if config is not None:
-        try:
-            loaded = read_settings(config, EVAL_DEFAULTS)
-        except (FileNotFoundError, ValueError) as error:
-            raise InputError(str(error)) from None
-        for key, value in loaded.items():
-            settings[key] = check_setting(key, value, f"{config}: {key}")
-    for key in EVAL_DEFAULTS:
-        if flags.get(key) is not None:
-            settings[key] = flags[key]
-    if not settings["agents"]:
-        raise InputError("name the agents (--agents NAME[,NAME...] or 'agents:' in the config)")
-    return settings
+def eval_config_file(path: str) -> Settings:
+    """The eval settings of one YAML file alone (``wpb ablate``'s variants)."""
+    return EVAL.resolve({"config": path}, file_only=True)

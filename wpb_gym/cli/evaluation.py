@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import shutil
@@ -14,19 +13,14 @@ from ..core.file_names import name_part
 from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
 from ..evaluation.run_folder import check_folder_path
-from . import flags
-from .eval_settings import EVAL_DEFAULTS, eval_settings, run_limits
+from .eval_settings import ABLATE, EVAL, RECORDED, eval_config_file, run_limits
 from .inputs import (
     InputError,
     did_you_mean,
     one_line,
     read_episode_source,
 )
-
-
-def _eval_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The run's settings: defaults, then the YAML file (if any), then the command line."""
-    return eval_settings(args.config, {key: getattr(args, key, None) for key in EVAL_DEFAULTS})
+from .settings import Settings
 
 
 def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
@@ -101,14 +95,14 @@ def _ref_name(ref: Any) -> str:
     return f"{name_part(ref.mode)}__T{ref.steps}__{ref.index}"  # the regime comes from the data
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
+def _cmd_eval(config: Settings) -> int:
     try:
-        return _run_eval(args)
+        return _run_eval(config)
     finally:
         gc.unfreeze()  # see the freeze below: main() may be called from a longer-lived process
 
 
-def _run_eval(args: argparse.Namespace) -> int:
+def _run_eval(config: Settings) -> int:
     from tqdm import tqdm
 
     from ..evaluation.grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
@@ -127,18 +121,17 @@ def _run_eval(args: argparse.Namespace) -> int:
     )
 
     # Everything is checked before --out is touched: a typo never costs an earlier run.
-    config = _eval_config(args)
-    out = Path(args.out)
+    out = Path(config.out)
     check_folder_path(out)
     if (out / RESULTS).exists() and not (out / RESULTS).is_file():
         raise InputError(f"{out / RESULTS} is not a file; expected the results of an earlier run or nothing")
-    if (out / RESULTS).exists() and not args.force:
+    if (out / RESULTS).exists() and not config.force:
         raise InputError(
             f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
         )
     limits = run_limits(config)
     policies = _policy_specs(config["agents"], config["isolate"], limits)
-    recorded = {k: v for k, v in config.items() if k != "jobs"}  # jobs never changes results
+    recorded = {k: config[k] for k in RECORDED}
     if config["episodes"] is not None:
         episodes = read_episode_source(config["episodes"])
         try:
@@ -155,16 +148,16 @@ def _run_eval(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
 
     def progress(results, total):
-        return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=args.quiet)
+        return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=config.quiet)
 
     run = run_metadata(recorded, notes, __version__)
     partial = checkpoint_folder(out, run["config_hash"])
     names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
-    if args.resume and partial.is_dir():
+    if config.resume and partial.is_dir():
         done = {k: v for k, v in read_checkpoints(partial, ROW_COLUMNS).items() if k in names}
         print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
-    elif args.resume:
+    elif config.resume:
         others = ", ".join(p.name for p in other_checkpoints(out, run["config_hash"]))
         why = f": its checkpoints ({others}) are of other settings or other episode contents" if others else ""
         print(
@@ -224,93 +217,43 @@ def _run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_ablate(args: argparse.Namespace) -> int:
+def _cmd_ablate(settings: Settings) -> int:
     from ..evaluation.grid import generated_refs, run_grid
     from ..evaluation.reports.compare import ablation_markdown
     from ..evaluation.reports.report import write_atomic
 
-    if args.out is not None and Path(args.out).is_dir():
-        raise InputError(f"--out {args.out}: is a folder; expected the markdown file to write")
-    if args.out is not None:
-        check_folder_path(Path(args.out).parent, f"--out {args.out}: its folder")
+    if settings.out is not None and Path(settings.out).is_dir():
+        raise InputError(f"--out {settings.out}: is a folder; expected the markdown file to write")
+    if settings.out is not None:
+        check_folder_path(Path(settings.out).parent, f"--out {settings.out}: its folder")
     configs = []
-    for path in (args.config_a, args.config_b):
-        config = eval_settings(path, {})
+    for path in (settings.config_a, settings.config_b):
+        config = eval_config_file(path)
         if config["episodes"] is not None:
             raise InputError(f"{path} reads episodes from files; ablations vary the seed of generated ones")
         configs.append((config, _policy_specs(config["agents"])))  # both checked before any work
     runs = []
     for config, policies in configs:
         per_seed = []
-        for seed in range(args.seeds):
+        for seed in range(settings.seeds):
             refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
             per_seed.append(
-                run_grid(refs, policies, config["budgets"], config["tracks"], jobs=args.jobs or config["jobs"])
+                run_grid(refs, policies, config["budgets"], config["tracks"], jobs=settings.jobs or config["jobs"])
             )
         runs.append(per_seed)
-    text = ablation_markdown(runs[0], runs[1], Path(args.config_a).stem, Path(args.config_b).stem)
-    if args.out:
-        write_atomic(args.out, text)
+    text = ablation_markdown(runs[0], runs[1], Path(settings.config_a).stem, Path(settings.config_b).stem)
+    if settings.out:
+        write_atomic(settings.out, text)
     print(text, end="")
     return 0
 
 
 def add_commands(sub: Any) -> None:
-    """Add ev, ablate to the ``wpb`` subcommands ``sub``."""
+    """Add eval and ablate to the ``wpb`` subcommands ``sub``."""
     ev = sub.add_parser("eval", help="run agents over episodes x budgets x tracks; write results.csv, leaderboard.md")
-    ev.add_argument(
-        "--config", type=flags.path, help="YAML file of settings (e.g. configs/eval/paper.yaml); options override it"
-    )
-    ev.add_argument(
-        "--agents",
-        type=flags.names,
-        help="agent names or aliases, or NAME:PATH for one read from a file (sb3:MODEL.zip, "
-        "epsilon_greedy:learner.json; LABEL=NAME:PATH names it)",
-    )
-    ev.add_argument(
-        "--episodes",
-        type=flags.path,
-        help="a frozen set, a folder of JSONL files or one JSONL file (default: generated)",
-    )
-    ev.add_argument("--regimes", type=flags.regimes, help="generated regimes (default: default)")
-    ev.add_argument("--lengths", type=flags.positive_ints, help="generated episode lengths (default: 200)")
-    ev.add_argument("--episodes-per-condition", type=flags.int_at_least(1), help="generated episodes per regime/length")
-    ev.add_argument("--seed", type=flags.int_at_least(0), help="seed of the generated episodes (default: 0)")
-    ev.add_argument(
-        "--budgets", type=flags.budgets, help="comma-separated, 1KB = 1024 bytes (default: 1KB,10KB,100KB,1MB)"
-    )
-    ev.add_argument("--tracks", type=flags.tracks, help="comma-separated tracks (default: both)")
-    ev.add_argument("--jobs", type=flags.int_at_least(1), help="worker processes (results do not depend on it)")
-    ev.add_argument(
-        "--out", type=flags.path, required=True, help="run folder for results.csv, leaderboard.md, run.json"
-    )
-    ev.add_argument("--force", action="store_true", help="replace the results of an earlier run in --out")
-    ev.add_argument("--resume", action="store_true", help="continue an interrupted run of the same settings")
-    ev.add_argument(
-        "--isolate",
-        action="store_const",
-        const=True,
-        help="run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",
-    )
-    ev.add_argument(
-        "--max-actions-per-step",
-        type=flags.int_at_least(0),
-        help="stop an agent that yields more actions at one timestep "
-        f"(default: {EVAL_DEFAULTS['max_actions_per_step']}; 0: no limit)",
-    )
-    ev.add_argument(
-        "--max-seconds-per-step",
-        type=flags.seconds,
-        help="stop an agent that takes longer over one timestep "
-        f"(default: {EVAL_DEFAULTS['max_seconds_per_step']:g} s; 0: no limit)",
-    )
-    ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.set_defaults(func=_cmd_eval, prog=ev.prog)
+    EVAL.add_to(ev)
+    ev.set_defaults(func=_cmd_eval, prog=ev.prog, settings=EVAL)
 
     ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
-    ablate.add_argument("config_a", type=flags.path, help="YAML settings of variant A (as for wpb eval --config)")
-    ablate.add_argument("config_b", type=flags.path, help="YAML settings of variant B")
-    ablate.add_argument("--seeds", type=flags.int_at_least(2), default=5, help="seeds 0..N-1 of the generated episodes")
-    ablate.add_argument("--jobs", type=flags.int_at_least(1), help="worker processes")
-    ablate.add_argument("--out", type=flags.path, help="also write the markdown table to this file")
-    ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog)
+    ABLATE.add_to(ablate)
+    ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog, settings=ABLATE)

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..evaluation.run_folder import check_folder_path
-from . import flags
-from .inputs import (
-    InputError,
-)
+from .inputs import InputError, input_error, parse_choice, parse_path, parse_text
+from .settings import CommandSettings, Setting, Settings, switch
 
 
-def _spec_source(text: str) -> Any:
+def _spec_source(value: Any, where: str) -> Any:
     from ..episodes.real.openapi_ingest import SpecSource
 
+    text = parse_text(value, where)
     try:
         return SpecSource.parse(text)
     except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+        raise input_error(where, str(error)) from None
 
 
-def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
+def _cmd_ingest_openapi(args: Settings) -> int:
     from tqdm import tqdm
 
     from ..episodes.real.change_events import write_events
@@ -73,6 +72,37 @@ def _cmd_ingest_openapi(args: argparse.Namespace) -> int:
     return 0
 
 
+INGEST_OPENAPI = CommandSettings(
+    "wpb ingest openapi",
+    (
+        Setting("repo", parse_path, "a git clone holding the spec", required=True),
+        Setting(
+            "spec",
+            _spec_source,
+            "spec file or glob relative to the repo root (e.g. 'spec/json/twilio_*.json'); 'a.json|a.yaml' reads "
+            "a.yaml where a.json is absent; repeat to read several (the first declaring an endpoint wins)",
+            many=True,
+            repeat=True,
+            required=True,
+            metavar="FILE_OR_GLOB[|FALLBACK]",
+        ),
+        Setting("since", parse_text, "walk only the commits after REV", metavar="REV"),
+        Setting("until", parse_text, "walk up to and including REV", default="HEAD", metavar="REV"),
+        Setting(
+            "version_from",
+            partial(parse_choice, choices=("info", "tag")),
+            "version label: the spec's info.version (info) or the earliest tag containing the commit (tag)",
+            default="info",
+        ),
+        switch("with_host", "prefix paths with the server host (one file per product, Twilio)"),
+        switch("skip_invalid", "skip spec versions that cannot be read instead of stopping"),
+        Setting("out", parse_path, "the log to write (.jsonl or .jsonl.gz)", required=True, in_config=False),
+        switch("force", "replace an existing --out", in_config=False),
+        switch("quiet", "no progress bar", in_config=False),
+    ),
+)
+
+
 def add_commands(sub: Any) -> None:
     """Add ingest to the ``wpb`` subcommands ``sub``."""
     ingest = sub.add_parser("ingest", help="build a change-event log from a real API's history")
@@ -83,31 +113,5 @@ def add_commands(sub: Any) -> None:
         description="Walk the first-parent git history of OpenAPI 3 spec file(s), oldest first, and write one "
         "change event per endpoint that changed in each spec version (the apidrift extraction rules).",
     )
-    openapi.add_argument("--repo", type=flags.path, required=True, help="a git clone holding the spec")
-    openapi.add_argument(
-        "--spec",
-        required=True,
-        action="append",
-        type=_spec_source,
-        metavar="FILE_OR_GLOB[|FALLBACK]",
-        help="spec file or glob relative to the repo root (e.g. 'spec/json/twilio_*.json'); 'a.json|a.yaml' reads "
-        "a.yaml where a.json is absent; repeat to read several (the first declaring an endpoint wins)",
-    )
-    openapi.add_argument("--since", metavar="REV", help="walk only the commits after REV")
-    openapi.add_argument("--until", metavar="REV", default="HEAD", help="walk up to and including REV (HEAD)")
-    openapi.add_argument(
-        "--version-from",
-        choices=["info", "tag"],
-        default="info",
-        help="version label: the spec's info.version (default) or the earliest tag containing the commit",
-    )
-    openapi.add_argument(
-        "--with-host", action="store_true", help="prefix paths with the server host (one file per product, Twilio)"
-    )
-    openapi.add_argument(
-        "--skip-invalid", action="store_true", help="skip spec versions that cannot be read instead of stopping"
-    )
-    openapi.add_argument("--out", type=flags.path, required=True, help="the log to write (.jsonl or .jsonl.gz)")
-    openapi.add_argument("--force", action="store_true", help="replace an existing --out")
-    openapi.add_argument("--quiet", action="store_true", help="no progress bar")
-    openapi.set_defaults(func=_cmd_ingest_openapi, prog=openapi.prog)
+    INGEST_OPENAPI.add_to(openapi)
+    openapi.set_defaults(func=_cmd_ingest_openapi, prog=openapi.prog, settings=INGEST_OPENAPI)

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 from ..core.checks import InputError
 
 
-def _error(where: str, message: str) -> InputError:
+def input_error(where: str, message: str) -> InputError:
     # A flag's parser is given no ``where``: argparse names the flag itself.
     return InputError(f"{where}: {message}" if where else message)
 
@@ -45,26 +45,26 @@ def parse_budget(value: Any, where: str = "") -> int:
     where it makes whole bytes. Budgets run from 0 (store nothing) to ``MAX_BUDGET``.
     """
     if isinstance(value, bool):
-        raise _error(where, f"expected {_BUDGET_HELP}, got {value!r}")
+        raise input_error(where, f"expected {_BUDGET_HELP}, got {value!r}")
     if isinstance(value, int):
         number = Fraction(value)
     elif isinstance(value, str):
         match = _BUDGET.fullmatch(value.strip())
         if match is None:
-            raise _error(where, f"expected {_BUDGET_HELP}, got {value!r}")
+            raise input_error(where, f"expected {_BUDGET_HELP}, got {value!r}")
         sign, digits, unit = match.groups()
         factor = _UNITS.get(unit.lower())
         if factor is None:
-            raise _error(where, f"unknown unit {unit!r} in {value!r}; expected B, KB, MB or GB (1KB = 1024 bytes)")
+            raise input_error(where, f"unknown unit {unit!r} in {value!r}; expected B, KB, MB or GB (1KB = 1024 bytes)")
         number = Fraction(digits) * factor * (-1 if sign == "-" else 1)
         if number.denominator != 1:
-            raise _error(where, f"{value!r} is not a whole number of bytes ({float(number):g})")
+            raise input_error(where, f"{value!r} is not a whole number of bytes ({float(number):g})")
     else:
-        raise _error(where, f"expected {_BUDGET_HELP}, got {type(value).__name__} {value!r}")
+        raise input_error(where, f"expected {_BUDGET_HELP}, got {type(value).__name__} {value!r}")
     if number < 0:
-        raise _error(where, f"a budget cannot be negative, got {value!r}")
+        raise input_error(where, f"a budget cannot be negative, got {value!r}")
     if number > MAX_BUDGET:
-        raise _error(where, f"at most {MAX_BUDGET} bytes (1024GB), got {value!r}")
+        raise input_error(where, f"at most {MAX_BUDGET} bytes (1024GB), got {value!r}")
     return int(number)
 
 
@@ -87,15 +87,15 @@ def _items(value: Any, where: str) -> list[Any]:
     if isinstance(value, str):
         items: list[Any] = [x.strip() for x in value.split(",")]
         if any(not x for x in items):
-            raise _error(where, f"expected a comma-separated list without empty items, got {value!r}")
+            raise input_error(where, f"expected a comma-separated list without empty items, got {value!r}")
     elif isinstance(value, (list, tuple)):
         items = list(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         items = [value]
     else:
-        raise _error(where, f"expected a list, got {type(value).__name__} {value!r}")
+        raise input_error(where, f"expected a list, got {type(value).__name__} {value!r}")
     if not items:
-        raise _error(where, "expected a non-empty list")
+        raise input_error(where, "expected a non-empty list")
     return items
 
 
@@ -106,7 +106,7 @@ def unique(values: Sequence[Any], where: str) -> list[Any]:
     for value in values:
         key = repr(value) if isinstance(value, (dict, list)) else value
         if key in seen:
-            raise _error(where, f"{value!r} is given more than once (each value may appear once)")
+            raise input_error(where, f"{value!r} is given more than once (each value may appear once)")
         seen.add(key)
     return list(values)
 
@@ -116,12 +116,12 @@ def parse_names(value: Any, where: str, known: Iterable[str] | None = None) -> l
     names = _items(value, where)
     for name in names:
         if not isinstance(name, str):
-            raise _error(where, f"expected names, got {type(name).__name__} {name!r}")
+            raise input_error(where, f"expected names, got {type(name).__name__} {name!r}")
     if known is not None:
         known = list(known)
         for name in names:
             if name not in known:
-                raise _error(where, f"unknown {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
+                raise input_error(where, f"unknown {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}")
     return unique(names, where)
 
 
@@ -131,13 +131,13 @@ def parse_int(value: Any, where: str, minimum: int, maximum: int | None = None) 
         try:
             value = int(value.strip())
         except ValueError:
-            raise _error(where, f"expected an integer, got {value!r}") from None
+            raise input_error(where, f"expected an integer, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _error(where, f"expected an integer, got {type(value).__name__} {value!r}")
+        raise input_error(where, f"expected an integer, got {type(value).__name__} {value!r}")
     if value < minimum:
-        raise _error(where, f"expected an integer >= {minimum}, got {value}")
+        raise input_error(where, f"expected an integer >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
-        raise _error(where, f"expected an integer <= {maximum}, got {value}")
+        raise input_error(where, f"expected an integer <= {maximum}, got {value}")
     return value
 
 
@@ -146,7 +146,7 @@ def parse_bool(value: Any, where: str) -> bool:
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
     if not isinstance(value, bool):
-        raise _error(where, f"expected true or false, got {value!r}")
+        raise input_error(where, f"expected true or false, got {value!r}")
     return value
 
 
@@ -156,10 +156,41 @@ def parse_seconds(value: Any, where: str) -> float:
         try:
             value = float(value.strip())
         except ValueError:
-            raise _error(where, f"expected a number of seconds, got {value!r}") from None
+            raise input_error(where, f"expected a number of seconds, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise _error(where, f"expected a non-negative number of seconds, got {value!r}")
+        raise input_error(where, f"expected a non-negative number of seconds, got {value!r}")
     return float(value)
+
+
+def parse_float(value: Any, where: str, minimum: float | None = None, maximum: float | None = None) -> float:
+    """A finite number (or its text) in ``[minimum, maximum]``."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise input_error(where, f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise input_error(where, f"expected a finite number, got {value!r}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        span = f"in [{minimum:g}, {maximum:g}]" if minimum is not None and maximum is not None else (
+            f">= {minimum:g}" if minimum is not None else f"<= {maximum:g}"
+        )
+        raise input_error(where, f"expected a number {span}, got {value!r}")
+    return float(value)
+
+
+def parse_text(value: Any, where: str) -> str:
+    """Non-empty text."""
+    if not isinstance(value, str) or not value.strip():
+        raise input_error(where, f"expected non-empty text, got {value!r}")
+    return value
+
+
+def parse_choice(value: Any, where: str, choices: Sequence[str]) -> str:
+    """One of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise input_error(where, f"expected one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}")
+    return value
 
 
 def parse_ints(value: Any, where: str, minimum: int, maximum: int | None = None) -> list[int]:
@@ -170,9 +201,9 @@ def parse_ints(value: Any, where: str, minimum: int, maximum: int | None = None)
 def parse_path(value: Any, where: str = "") -> str:
     """A path given as text: not empty (it would mean the current folder) and without NUL."""
     if not isinstance(value, str) or not value.strip():
-        raise _error(where, f"expected a path, got {value!r}")
+        raise input_error(where, f"expected a path, got {value!r}")
     if "\x00" in value:
-        raise _error(where, f"a path cannot hold a NUL character, got {value!r}")
+        raise input_error(where, f"a path cannot hold a NUL character, got {value!r}")
     return value
 
 
@@ -189,6 +220,38 @@ def one_line(message: str) -> str:
         if line:
             text += line if not text else (" " if text.endswith(":") else "; ") + line
     return text
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
+    """One env argument: ``KEY=VALUE`` with VALUE read as YAML (``slots=4``, ``dense_reward=false``,
+    ``regime=default``), or a (key, value) pair from a config's mapping."""
+    import yaml
+
+    if isinstance(value, tuple) and len(value) == 2:
+        return value
+    if not isinstance(value, str):
+        raise input_error(where, f"expected key=value, got {value!r}")
+    key, sep, text = value.partition("=")
+    if not sep or not _NAME.fullmatch(key):
+        raise input_error(where, f"expected key=value, got {value!r}")
+    try:
+        return key, yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise input_error(where, f"{value!r}: the value is not valid YAML ({problem})") from None
+
+
+def env_kwargs_dict(pairs: Iterable[tuple[str, Any]], where: str) -> dict[str, Any]:
+    """The (key, value) pairs of ``parse_env_kwarg`` as a mapping, refusing a key given twice."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise input_error(where, f"{key} is given more than once")
+        out[key] = value
+    return out
 
 
 def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None) -> dict[str, Any]:

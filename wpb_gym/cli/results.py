@@ -3,27 +3,30 @@ of runs."""
 
 from __future__ import annotations
 
-import argparse
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..core.tracks import TRACKS
 from ..evaluation.run_folder import check_folder_path
-from . import flags
 from .inputs import (
     InputError,
     budget_text,
     check_policies,
-    flag_type,
     parse_budget,
+    parse_choice,
+    parse_names,
+    parse_path,
+    parse_text,
     read_run,
 )
+from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BASELINE_STORE = "runs/baseline"
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
+def _cmd_report(args: Settings) -> int:
     from ..evaluation.reports.report import write_atomic
     from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
 
@@ -54,7 +57,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _diagnostics_budget(args: argparse.Namespace, rows: Sequence[dict[str, Any]], run: Path) -> int:
+def _diagnostics_budget(args: Settings, rows: Sequence[dict[str, Any]], run: Path) -> int:
     """--diagnostics-budget if the run has it; by default 10KB, or the run's nearest budget (said on stderr)."""
     budgets = sorted({r["budget_bytes"] for r in rows})
     wanted = 10240 if args.diagnostics_budget is None else args.diagnostics_budget
@@ -74,7 +77,7 @@ def _diagnostics_budget(args: argparse.Namespace, rows: Sequence[dict[str, Any]]
     return nearest
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _cmd_compare(args: Settings) -> int:
     from ..evaluation.reports.compare import compare_runs, comparison_markdown
 
     if args.versus:
@@ -119,7 +122,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_baseline(args: argparse.Namespace) -> int:
+def _cmd_baseline(args: Settings) -> int:
     from ..evaluation.reports.report import write_atomic
 
     run = Path(args.run)
@@ -134,7 +137,7 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_seeds(args: argparse.Namespace) -> int:
+def _cmd_seeds(args: Settings) -> int:
     from ..evaluation.reports.report import write_atomic
     from ..evaluation.reports.seed_stats import seed_table, seed_table_markdown
 
@@ -165,68 +168,107 @@ def _cmd_seeds(args: argparse.Namespace) -> int:
     return 0
 
 
+METRICS = ("f1", "recall", "precision", "utility_per_kb", "regret_write_only", "policy_utility", "drift_coverage")
+RUN_HELP = "a run folder written by wpb eval"
+
+REPORT = CommandSettings(
+    "wpb report",
+    (
+        Setting("run", parse_path, RUN_HELP, positional=True, required=True),
+        switch("paper_tables", "F1 vs budget and diagnostics -> paper_tables.md"),
+        switch("headroom", "hindsight F1 bound vs the best policy per track -> headroom.md"),
+        switch(
+            "f1_by_budget",
+            "every policy's mean F1 [95%% CI] at each budget, and the hindsight bound -> f1_by_budget.md",
+        ),
+        Setting(
+            "transfer",
+            parse_path,
+            "rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
+            many=True,
+            metavar="SYNTHETIC_RUN",
+        ),
+        Setting("highlight", parse_names, "with --headroom: policies shown in columns of their own"),
+        Setting(
+            "track", partial(parse_choice, choices=TRACKS), "the track to tabulate", default="privileged"
+        ),
+        Setting("diagnostics_budget", parse_budget, "Table 4's budget (default: 10KB, else the nearest)"),
+    ),
+    one_of=(("paper_tables", "headroom", "f1_by_budget", "transfer"),),
+)
+
+COMPARE = CommandSettings(
+    "wpb compare",
+    (
+        Setting(
+            "runs",
+            parse_path,
+            "RUN_A RUN_B, or the new RUN with --against-baseline",
+            positional=True,
+            many=True,
+            required=True,
+        ),
+        Setting("agents", parse_names, "only these agents"),
+        Setting("metric", partial(parse_choice, choices=METRICS), f"one of {', '.join(METRICS)}", default="f1"),
+        switch(
+            "against_baseline",
+            "compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
+        ),
+        Setting("store", parse_path, "baseline folder", default=DEFAULT_BASELINE_STORE),
+        Setting("versus", parse_text, "in one run: AGENT against every other agent, paired", metavar="AGENT"),
+    ),
+)
+
+SEEDS = CommandSettings(
+    "wpb seeds",
+    (
+        Setting(
+            "runs",
+            parse_path,
+            "run folders written by wpb eval (one table for all)",
+            positional=True,
+            many=True,
+            required=True,
+        ),
+        Setting(
+            "learned",
+            parse_text,
+            "a learned agent and the policy labels of its seeds in the run (repeat for several)",
+            many=True,
+            repeat=True,
+            required=True,
+            metavar="NAME=LABEL,LABEL,...",
+        ),
+        Setting(
+            "versus",
+            parse_text,
+            "references: policy labels, LABEL@TRACK, or best@TRACK",
+            default="breaking_detector,best@privileged",
+            metavar="REF,...",
+        ),
+        Setting("metric", parse_text, "the metric column", default="f1"),
+        Setting("out", parse_path, "also write the table to this file", in_config=False),
+    ),
+)
+
+BASELINE_SET = CommandSettings(
+    "wpb baseline set",
+    (
+        Setting("run", parse_path, RUN_HELP, positional=True, required=True),
+        Setting("store", parse_path, "baseline folder", default=DEFAULT_BASELINE_STORE),
+    ),
+)
+
+
 def add_commands(sub: Any) -> None:
-    """Add report, compare, seeds, baseline to the ``wpb`` subcommands ``sub``."""
+    """Add report, compare, seeds and baseline to the ``wpb`` subcommands ``sub``."""
     report = sub.add_parser("report", help="tables of a run folder (the paper's Tables 2-4 layout, or headroom)")
-    report.add_argument("run", type=flags.path, help="a run folder written by wpb eval")
-    which = report.add_mutually_exclusive_group(required=True)
-    which.add_argument("--paper-tables", action="store_true", help="F1 vs budget and diagnostics -> paper_tables.md")
-    which.add_argument(
-        "--headroom", action="store_true", help="hindsight F1 bound vs the best policy per track -> headroom.md"
-    )
-    which.add_argument(
-        "--f1-by-budget",
-        action="store_true",
-        help="every policy's mean F1 [95%% CI] at each budget, and the hindsight bound -> f1_by_budget.md",
-    )
-    which.add_argument(
-        "--transfer",
-        type=flags.path,
-        nargs="+",
-        metavar="SYNTHETIC_RUN",
-        help="rank agreement of the policies between RUN's regimes and those of these runs -> transfer.md",
-    )
-    report.add_argument(
-        "--highlight",
-        type=flags.names,
-        default=None,
-        help="with --headroom: policies shown in columns of their own",
-    )
-    report.add_argument(
-        "--track", choices=TRACKS, default="privileged", help="the track to tabulate (default: privileged)"
-    )
-    report.add_argument(
-        "--diagnostics-budget", type=flag_type(parse_budget), help="Table 4's budget (default: 10KB, else the nearest)"
-    )
-    report.set_defaults(func=_cmd_report, prog=report.prog)
+    REPORT.add_to(report)
+    report.set_defaults(func=_cmd_report, prog=report.prog, settings=REPORT)
 
     compare = sub.add_parser("compare", help="paired comparison of two runs (lift, P(improvement), IQM, exact CIs)")
-    compare.add_argument("runs", type=flags.path, nargs="+", help="RUN_A RUN_B, or the new RUN with --against-baseline")
-    compare.add_argument("--agents", type=flags.names, help="only these agents")
-    compare.add_argument(
-        "--metric",
-        default="f1",
-        choices=[
-            "f1",
-            "recall",
-            "precision",
-            "utility_per_kb",
-            "regret_write_only",
-            "policy_utility",
-            "drift_coverage",
-        ],
-        help="metric (default: f1)",
-    )
-    compare.add_argument(
-        "--against-baseline",
-        action="store_true",
-        help="compare RUN with the recorded baseline; exit 1 if any metric dropped beyond its CI",
-    )
-    compare.add_argument(
-        "--store", type=flags.path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
-    )
-    compare.add_argument("--versus", metavar="AGENT", help="in one run: AGENT against every other agent, paired")
-    compare.set_defaults(func=_cmd_compare, prog=compare.prog)
+    COMPARE.add_to(compare)
+    compare.set_defaults(func=_cmd_compare, prog=compare.prog, settings=COMPARE)
 
     seeds = sub.add_parser(
         "seeds",
@@ -235,29 +277,11 @@ def add_commands(sub: Any) -> None:
         "episodes: per-seed means, IQM with a stratified bootstrap CI, paired lifts against references with "
         "two-level bootstrap CIs, probability of improvement and the optimality gap against the hindsight bound.",
     )
-    seeds.add_argument("runs", type=flags.path, nargs="+", help="run folders written by wpb eval (one table for all)")
-    seeds.add_argument(
-        "--learned",
-        action="append",
-        required=True,
-        metavar="NAME=LABEL,LABEL,...",
-        help="a learned agent and the policy labels of its seeds in the run (repeat for several)",
-    )
-    seeds.add_argument(
-        "--versus",
-        default="breaking_detector,best@privileged",
-        metavar="REF,...",
-        help="references: policy labels, LABEL@TRACK, or best@TRACK (default: breaking_detector,best@privileged)",
-    )
-    seeds.add_argument("--metric", default="f1", help="the metric column (default: f1)")
-    seeds.add_argument("--out", type=flags.path, help="also write the table to this file")
-    seeds.set_defaults(func=_cmd_seeds, prog=seeds.prog)
+    SEEDS.add_to(seeds)
+    seeds.set_defaults(func=_cmd_seeds, prog=seeds.prog, settings=SEEDS)
 
     baseline = sub.add_parser("baseline", help="record an accepted run as the regression baseline")
     baseline_sub = baseline.add_subparsers(dest="action", required=True)
     baseline_set = baseline_sub.add_parser("set", help="record RUN as the baseline")
-    baseline_set.add_argument("run", type=flags.path, help="a run folder written by wpb eval")
-    baseline_set.add_argument(
-        "--store", type=flags.path, default=DEFAULT_BASELINE_STORE, help=f"baseline folder ({DEFAULT_BASELINE_STORE})"
-    )
-    baseline_set.set_defaults(func=_cmd_baseline, prog=baseline_set.prog)
+    BASELINE_SET.add_to(baseline_set)
+    baseline_set.set_defaults(func=_cmd_baseline, prog=baseline_set.prog, settings=BASELINE_SET)
