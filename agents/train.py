@@ -47,7 +47,9 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs" / "train"
 DEFAULTS: dict[str, Any] = {
     "policy": "MlpPolicy",
     "n_envs": 4,
-    "vec_env": "dummy",  # or "subproc"
+    # "native": one WritePolicyBenchVectorEnv behind SB3's VecEnv (NativeVecEnv); "dummy" and
+    # "subproc": SB3's DummyVecEnv / SubprocVecEnv over single envs. Same episodes and results.
+    "vec_env": "native",
     "timesteps": 200_000,
     "torch_threads": 1,
     "hyperparams": {},
@@ -116,8 +118,8 @@ def _check_config(config: dict[str, Any], file: Path) -> None:
         raise ValueError(f"{file}: eval: unknown setting(s) {unknown}; known: {sorted(DEFAULTS['eval'])}")
     for key in DEFAULTS["eval"]:
         parse_int(config["eval"][key], f"{file}: eval.{key}", 1)
-    if config["vec_env"] not in ("dummy", "subproc"):
-        raise ValueError(f"{file}: vec_env must be 'dummy' or 'subproc', got {config['vec_env']!r}")
+    if config["vec_env"] not in VEC_ENVS:
+        raise ValueError(f"{file}: vec_env must be one of {', '.join(VEC_ENVS)}, got {config['vec_env']!r}")
     if not isinstance(config["policy"], str):
         raise ValueError(f"{file}: policy: expected a policy name such as MlpPolicy, got {config['policy']!r}")
     if any(not isinstance(key, str) for key in config["hyperparams"]):
@@ -133,12 +135,19 @@ def _check_config(config: dict[str, Any], file: Path) -> None:
             raise ValueError(f"{file}: {error}") from None
 
 
+VEC_ENVS = ("native", "dummy", "subproc")
+
+
 def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     from wpb_gym.envs.env import WritePolicyBenchEnv
 
+    if vec_env == "native":
+        from .native_vec_env import make_native_vec_env
+
+        return make_native_vec_env(n_envs, env_kwargs, seed)
     return make_vec_env(
         WritePolicyBenchEnv,
         n_envs=n_envs,
@@ -221,7 +230,9 @@ def train(
     train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"])
     validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
     n_eval = len(validation["episodes"])
-    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, "dummy")
+    # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
+    eval_kind = "native" if config["vec_env"] == "native" else "dummy"
+    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
     cls = algo_class(algo)
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
     start = 0

@@ -17,6 +17,7 @@ from .core.types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryI
 from .core.version import __version__
 from .envs.env import WritePolicyBenchEnv
 from .envs.registration import ENV_IDS, register_envs
+from .envs.vector import WritePolicyBenchVectorEnv
 from .episodes.frozen import FrozenSet, FrozenSetError, freeze_set, open_frozen_set
 from .episodes.generators.paper import REGIMES, GeneratorConfig, generate_episode, generate_episodes, make_config
 from .episodes.jsonl import EpisodeFormatError, iter_jsonl, load_jsonl, write_jsonl
@@ -82,6 +83,7 @@ __all__ = [
     "Step",
     "StoreView",
     "WritePolicyBenchEnv",
+    "WritePolicyBenchVectorEnv",
     "__version__",
     "canonical_delta",
     "compute_metrics",

@@ -70,6 +70,7 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     saved = json.loads((out / "config.json").read_text())
     assert saved["seed"] == 3 and saved["held_out_episode_seed"] == 3 + HELD_OUT_SEED_OFFSET
     assert saved["config"]["env"]["regime"] == "burst_drift" and saved["versions"]["torch"]
+    assert saved["config"]["vec_env"] == "native"  # the native vector env, unless --vec-env says otherwise
     for name in ("best_model.zip", "final_model.zip", "eval/evaluations.npz"):
         assert (out / name).is_file(), name
     assert json.loads((out / "best_model.env.json").read_text()) == {"slots": 4}
@@ -297,7 +298,7 @@ def test_a_failed_train_leaves_no_run_folder(tmp_path):
         ("n_envs: abc\n", "n_envs: expected an integer, got 'abc'"),
         ("timesteps: -5\n", "timesteps: expected an integer >= 1, got -5"),
         ("policy: 3\n", "policy: expected a policy name"),
-        ("vec_env: threads\n", "vec_env must be 'dummy' or 'subproc'"),
+        ("vec_env: threads\n", "vec_env must be one of native, dummy, subproc"),
     ],
 )
 def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
@@ -317,3 +318,16 @@ def test_env_kwargs_refuse_repeats_and_bad_yaml():
         parse_env_kwargs(["slots=2", "slots=3"])
     with pytest.raises(ValueError, match=r"--env-kwargs: 'slots=\[': the value is not valid YAML"):
         parse_env_kwargs(["slots=["])
+
+
+def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learners(tmp_path, monkeypatch, capsys):
+    seen = {}
+    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    config = tiny_config(tmp_path, vec_env="dummy")
+    argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(tmp_path / "t")]
+    assert wpb(argv) == 0 and seen["config"]["vec_env"] == "dummy"
+    assert wpb([*argv, "--vec-env", "subproc"]) == 0 and seen["config"]["vec_env"] == "subproc"
+    assert wpb([*argv, "--vec-env", "threads"]) == 2
+    assert "--vec-env: expected one of native, dummy, subproc, got 'threads'" in capsys.readouterr().err
+    assert wpb(["train", "--algo", "epsilon_greedy", "--vec-env", "dummy", "--out", str(tmp_path / "b")]) == 2
+    assert "--vec-env is for the SB3 algorithms, not epsilon_greedy" in capsys.readouterr().err

@@ -18,6 +18,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main(["eval", *TINY, "--agents", "fifo_store_all,last_kb", "--out", str(root / "unprivileged")]) == 0
-        argv = ["eval", *TINY, "--agents", "fifo_store_all,priority_threshold", "--tracks", "unprivileged,privileged"]
+        tiny = [arg for arg in TINY if arg not in ("--tracks", "unprivileged")]
+        argv = ["eval", *tiny, "--agents", "fifo_store_all,priority_threshold", "--tracks", "unprivileged,privileged"]
         assert main([*argv, "--out", str(root / "both")]) == 0
     return root

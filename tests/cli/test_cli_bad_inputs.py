@@ -9,6 +9,8 @@ from test_cli_safety import TINY, refused, snapshot
 
 EVAL, TRAIN, EVENTS = ["eval", *TINY], ["train", "--algo", "ppo"], ["episodes", "from-events"]
 EVAL_C = ["eval", "--config", "{w}/c.yaml", "--out", "{w}/o"]
+# Episodes read from files take none of the settings of generated ones.
+EVAL_FILES = ["eval", "--agents", "fifo_store_all", "--budgets", "1024", "--tracks", "unprivileged", "--quiet"]
 TRAIN_C = [*TRAIN, "--config", "{w}/c.yaml", "--out", "{w}/t"]
 ABLATE, ABLATE_C = ["ablate", "{w}/c.yaml", "{w}/c.yaml"], {"c.yaml": "agents: [last_kb]\n"}
 INGEST = ["ingest", "openapi", "--repo", "{w}", "--spec", "a.json", "--quiet"]
@@ -52,17 +54,22 @@ BAD_INPUTS = [
     case("eval: sb3 model not a zip", [*EVAL, "--agents", "sb3:{w}/m.zip", "--out", "{w}/o"], "m.zip", {"m.zip": "no"}),
     case(
         "eval: episodes not UTF-8",
-        [*EVAL, "--episodes", "{w}/e.jsonl", "--out", "{w}/o"],
+        [*EVAL_FILES, "--episodes", "{w}/e.jsonl", "--out", "{w}/o"],
         "e.jsonl",
         {"e.jsonl": b"\xff\xfe{}\n"},
     ),
     case(
         "eval: episodes not gzip",
-        [*EVAL, "--episodes", "{w}/e.jsonl.gz", "--out", "{w}/o"],
+        [*EVAL_FILES, "--episodes", "{w}/e.jsonl.gz", "--out", "{w}/o"],
         "e.jsonl.gz",
         {"e.jsonl.gz": "hello"},
     ),
-    case("eval: episodes an empty folder", [*EVAL, "--episodes", "{w}/d", "--out", "{w}/o"], "d", {"d/.keep": ""}),
+    case(
+        "eval: episodes an empty folder",
+        [*EVAL_FILES, "--episodes", "{w}/d", "--out", "{w}/o"],
+        "{w}/d",
+        {"d/.keep": ""},
+    ),
     case("eval: results.csv a folder", [*EVAL, "--out", "{w}/o", "--force"], "results.csv", {"o/results.csv/x": ""}),
     case("inspect: not UTF-8", ["inspect", "{w}/e.jsonl"], "e.jsonl", {"e.jsonl": b"\xff\xfe{}\n"}),
     case("inspect: not gzip", ["inspect", "{w}/e.jsonl.gz"], "e.jsonl.gz", {"e.jsonl.gz": "hello"}),
@@ -132,13 +139,13 @@ BAD_INPUTS = [
     case("train: config env unknown key", TRAIN_C, "budget_bytes", {"c.yaml": "env: {budget: 1}\n"}),
     case(
         "train: unknown hyperparameter",
-        [*TRAIN_C, "--timesteps", "8", "--out", "{w}/t", "--quiet"],
+        [*TRAIN_C, "--timesteps", "8", "--quiet"],
         "bogus",
         {"c.yaml": "hyperparams: {bogus: 1}\n"},
     ),
     case(
         "train: hyperparameter of a wrong type",
-        [*TRAIN_C, "--timesteps", "8", "--out", "{w}/t", "--quiet"],
+        [*TRAIN_C, "--timesteps", "8", "--quiet"],
         "learning rate",
         {"c.yaml": "hyperparams: {learning_rate: abc}\n"},
     ),

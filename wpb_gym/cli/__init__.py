@@ -58,5 +58,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error)
     except OSError as error:  # a path given to wpb that cannot be read or written
         message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
-    print(f"{args.prog}: error: {one_line(message)}", file=sys.stderr)
+    message = one_line(message)
+    if len(message) > _LONGEST_MESSAGE:  # a huge value quoted in full would bury the message
+        message = message[: _LONGEST_MESSAGE - 40] + f" ... ({len(message):,} characters in all)"
+    print(f"{args.prog}: error: {message}", file=sys.stderr)
     return 2
+
+
+_LONGEST_MESSAGE = 2000

@@ -237,6 +237,13 @@ def _override(value: Any, where: str) -> tuple[str, Any]:
     return key, parsed
 
 
+def _share(value: Any, where: str) -> float:
+    share = parse_float(value, where, 0.0, 1.0)
+    if share in (0.0, 1.0):
+        raise input_error(where, f"expected a share strictly between 0 and 1, got {value!r}")
+    return share
+
+
 FREEZE = CommandSettings(
     "wpb freeze",
     (
@@ -250,6 +257,7 @@ FREEZE = CommandSettings(
             "generator option override (repeat for several; in a config, a mapping)",
             many=True,
             repeat=True,
+            pairs=True,
             metavar="KEY=VALUE",
         ),
         switch("gzip", "write .jsonl.gz files"),
@@ -276,8 +284,8 @@ FROM_EVENTS = CommandSettings(
         ),
         Setting(
             "heldout_fraction",
-            partial(parse_float, minimum=0.0, maximum=1.0),
-            "share of change events held out by --windows auto",
+            _share,
+            "share of change events held out by --windows auto, in (0, 1)",
             default=0.3,
         ),
         Setting("stride", partial(parse_int, minimum=1), "events between episode starts (default: --length)"),

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..core.tracks import TRACKS
 from ..episodes.generators.paper import REGIMES
-from ..evaluation.referee import DEFAULT_LIMITS, RunLimits
+from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
 from .inputs import (
     MAX_LENGTH,
     InputError,
@@ -22,6 +22,7 @@ from .inputs import (
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
+
 
 
 def check_agents(value: Any, where: str) -> list[Any]:
@@ -84,12 +85,13 @@ EVAL_SETTINGS = (
     ),
     Setting(
         "max_seconds_per_step",
-        parse_seconds,
+        partial(parse_seconds, maximum=MAX_SECONDS_PER_STEP),
         "stop an agent that takes longer over one timestep, in seconds (0: no limit)",
         default=DEFAULT_LIMITS.max_seconds_per_step,
     ),
 )
 RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name != "jobs")
+GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed")
 
 EVAL = CommandSettings(
     "wpb eval",
@@ -124,7 +126,7 @@ ABLATE = CommandSettings(
         ),
         Setting("seeds", partial(parse_int, minimum=2), "seeds 0..N-1 of the generated episodes", default=5),
         Setting("jobs", partial(parse_int, minimum=1), "worker processes (default: each config's)"),
-        Setting("out", parse_path, "also write the markdown table to this file"),
+        Setting("out", parse_path, "also write the markdown table to this file", in_config=False),
     ),
 )
 

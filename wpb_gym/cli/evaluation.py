@@ -13,7 +13,7 @@ from ..core.file_names import name_part
 from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
 from ..evaluation.run_folder import check_folder_path
-from .eval_settings import ABLATE, EVAL, RECORDED, eval_config_file, run_limits
+from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits
 from .inputs import (
     InputError,
     did_you_mean,
@@ -60,7 +60,7 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
             factory = partial(make_agent, entry.name, **params)
             # Isolated: the registry's word on the track (a model's is its file's, read in its process).
             track = (entry.track if entry.track in POLICY_TRACKS else None) if isolate else factory().track
-        except (KeyError, TypeError, ValueError, OSError) as error:
+        except (KeyError, TypeError, ValueError, OSError, AttributeError) as error:
             hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
@@ -133,6 +133,10 @@ def _run_eval(config: Settings) -> int:
     policies = _policy_specs(config["agents"], config["isolate"], limits)
     recorded = {k: config[k] for k in RECORDED}
     if config["episodes"] is not None:
+        generated_only = [name for name in GENERATED_ONLY if config.origin_of(name) != "default"]
+        if generated_only:
+            given = ", ".join(config.origin_of(name) for name in generated_only)
+            raise InputError(f"{given}: apply to generated episodes, not to the episodes read from files")
         episodes = read_episode_source(config["episodes"])
         try:
             refs = given_refs(episodes, str(config["episodes"]))
@@ -231,14 +235,21 @@ def _cmd_ablate(settings: Settings) -> int:
         config = eval_config_file(path)
         if config["episodes"] is not None:
             raise InputError(f"{path} reads episodes from files; ablations vary the seed of generated ones")
-        configs.append((config, _policy_specs(config["agents"])))  # both checked before any work
+        if config.origin_of("seed") != "default":
+            raise InputError(f"{path}: seed: an ablation runs seeds 0..--seeds-1 itself; leave 'seed:' out")
+        # Both variants are checked before any work.
+        configs.append((config, _policy_specs(config["agents"], config["isolate"], run_limits(config))))
     runs = []
     for config, policies in configs:
         per_seed = []
         for seed in range(settings.seeds):
             refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
+            jobs = settings.jobs or config["jobs"]
             per_seed.append(
-                run_grid(refs, policies, config["budgets"], config["tracks"], jobs=settings.jobs or config["jobs"])
+                run_grid(
+                    refs, policies, config["budgets"], config["tracks"], jobs=jobs, isolate=config["isolate"],
+                    limits=run_limits(config),
+                )
             )
         runs.append(per_seed)
     text = ablation_markdown(runs[0], runs[1], Path(settings.config_a).stem, Path(settings.config_b).stem)

@@ -29,6 +29,8 @@ def _cmd_ingest_openapi(args: Settings) -> int:
     from ..episodes.real.openapi_ingest import IngestError, ingest_openapi
 
     out = Path(args.out)
+    if not out.name.endswith((".jsonl", ".jsonl.gz")):
+        raise InputError(f"--out {out}: expected a .jsonl or .jsonl.gz file name for the change-event log")
     if out.is_dir():
         raise InputError(f"--out {out}: is a folder; expected the change-event log to write (.jsonl or .jsonl.gz)")
     check_folder_path(out.parent, f"--out {out}: its folder")

@@ -129,6 +129,8 @@ def parse_int(value: Any, where: str, minimum: int, maximum: int | None = None) 
     """An int (or its decimal text) in ``[minimum, maximum]``."""
     if isinstance(value, str):
         try:
+            if not value.isascii():  # int() reads other scripts' digits too
+                raise ValueError
             value = int(value.strip())
         except ValueError:
             raise input_error(where, f"expected an integer, got {value!r}") from None
@@ -150,8 +152,8 @@ def parse_bool(value: Any, where: str) -> bool:
     return value
 
 
-def parse_seconds(value: Any, where: str) -> float:
-    """A non-negative, finite number of seconds (or its text)."""
+def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float:
+    """A non-negative, finite number of seconds (or its text), at most ``maximum``."""
     if isinstance(value, str):
         try:
             value = float(value.strip())
@@ -159,6 +161,8 @@ def parse_seconds(value: Any, where: str) -> float:
             raise input_error(where, f"expected a number of seconds, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise input_error(where, f"expected a non-negative number of seconds, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise input_error(where, f"at most {maximum:g} seconds, got {value!r}")
     return float(value)
 
 
@@ -189,7 +193,8 @@ def parse_text(value: Any, where: str) -> str:
 def parse_choice(value: Any, where: str, choices: Sequence[str]) -> str:
     """One of ``choices``."""
     if not isinstance(value, str) or value not in choices:
-        raise input_error(where, f"expected one of {', '.join(choices)}, got {value!r}{did_you_mean(str(value), choices)}")
+        hint = did_you_mean(str(value), choices)
+        raise input_error(where, f"expected one of {', '.join(choices)}, got {value!r}{hint}")
     return value
 
 
@@ -223,6 +228,13 @@ def one_line(message: str) -> str:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The env's parts: objects built in Python (``WritePolicyBenchEnv``'s docstring), never from text.
+_ENV_PARTS = {
+    "episode_sampler": "EpisodeSampler",
+    "observation_encoder": "ObservationEncoder",
+    "reward_fn": "RewardFunction",
+    "viewer": "MemoryViewer",
+}
 
 
 def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
@@ -271,6 +283,11 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
     for key, value in kwargs.items():
         if reserved and key in reserved:
             raise InputError(f"{where}: {key} is {reserved[key]}")
+        if key in _ENV_PARTS:
+            raise InputError(
+                f"{where}: {key} takes a Python object (a {_ENV_PARTS[key]}), which text cannot give; "
+                "pass it to the env in Python, or set the arguments it replaces"
+            )
         if key not in arguments and key not in options:
             raise InputError(
                 f"{where}: unknown env argument {key!r}{did_you_mean(str(key), arguments + options)}; "
@@ -307,6 +324,15 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help' for usage)\n")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        # argparse reports unknown options from the top parser ("wpb: error"): name the command.
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:
+            prog = getattr(parsed, "prog", self.prog)
+            message = f"unrecognized arguments: {' '.join(unknown)} (see '{prog} --help' for usage)"
+            self.exit(2, f"{prog}: error: {message}\n")
+        return parsed
 
 
 def flag_type(parse: Callable[..., Any], *args: Any) -> Callable[[str], Any]:

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 
 from ..core.tracks import TRACKS
 from ..evaluation.run_folder import check_folder_path
+from ..scoring.metrics import METRIC_NAMES
 from .inputs import (
     InputError,
     budget_text,
@@ -31,6 +32,9 @@ def _cmd_report(args: Settings) -> int:
     from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
 
     run = Path(args.run)
+    for name, table in (("highlight", "headroom"), ("track", "paper_tables"), ("diagnostics_budget", "paper_tables")):
+        if not args[table] and args.origin_of(name) != "default":
+            raise InputError(f"{args.origin_of(name)}: applies to --{table.replace('_', '-')} only")
     rows = read_run(run)
     if args.headroom:
         check_policies(args.highlight or (), rows, run, "--highlight")
@@ -80,6 +84,11 @@ def _diagnostics_budget(args: Settings, rows: Sequence[dict[str, Any]], run: Pat
 def _cmd_compare(args: Settings) -> int:
     from ..evaluation.reports.compare import compare_runs, comparison_markdown
 
+    if args.versus and args.against_baseline:
+        raise InputError("--versus compares agents within one run; --against-baseline compares a run with the "
+                         "baseline: give one of them")
+    if not args.against_baseline and args.origin_of("store") != "default":
+        raise InputError(f"{args.origin_of('store')}: the baseline folder is read only with --against-baseline")
     if args.versus:
         if len(args.runs) != 1:
             raise InputError("--versus AGENT takes one run folder")
@@ -133,6 +142,8 @@ def _cmd_baseline(args: Settings) -> int:
         source = run / name
         if source.exists():
             write_atomic(store / name, source.read_text(encoding="utf-8"))
+        elif (store / name).exists():  # the earlier baseline's, which would describe another run
+            (store / name).unlink()
     print(f"baseline recorded in {store} (from {run})")
     return 0
 
@@ -146,18 +157,25 @@ def _cmd_seeds(args: Settings) -> int:
     groups: dict[str, list[str]] = {}
     for item in args.learned:
         name, sep, labels = item.partition("=")
+        name = name.strip()
         seeds = [label.strip() for label in labels.split(",") if label.strip()]
-        if not sep or not name.strip() or not seeds:
+        if not sep or not name or not seeds:
             raise InputError(f"--learned expects NAME=LABEL,LABEL,..., got {item!r}")
         if name in groups:
             raise InputError(f"--learned: {name} is given twice")
+        if len(set(seeds)) != len(seeds):
+            raise InputError(f"--learned {name}: a seed's label is given twice in {item!r}")
         check_policies(seeds, rows, where, f"--learned {name}")
-        groups[name.strip()] = seeds
+        groups[name] = seeds
     references = [r.strip() for r in args.versus.split(",") if r.strip()]
+    if not references:
+        raise InputError(f"--versus: expected references (LABEL, LABEL@TRACK or best@TRACK), got {args.versus!r}")
+    for reference in references:
+        _, at, track = reference.partition("@")
+        if at and track not in TRACKS:
+            raise InputError(f"--versus {reference!r}: unknown track {track!r}; tracks: {', '.join(TRACKS)}")
     named = [r.partition("@")[0] for r in references if r.partition("@")[0] != "best"]
     check_policies(named, rows, where, "--versus")
-    if rows and args.metric not in rows[0]:
-        raise InputError(f"--metric {args.metric!r}: the run has no such column")
     try:
         text = seed_table_markdown(seed_table(rows, groups, references, metric=args.metric), args.metric)
     except ValueError as error:
@@ -246,7 +264,9 @@ SEEDS = CommandSettings(
             default="breaking_detector,best@privileged",
             metavar="REF,...",
         ),
-        Setting("metric", parse_text, "the metric column", default="f1"),
+        Setting(
+            "metric", partial(parse_choice, choices=METRIC_NAMES), f"one of {', '.join(METRIC_NAMES)}", default="f1"
+        ),
         Setting("out", parse_path, "also write the table to this file", in_config=False),
     ),
 )

@@ -29,13 +29,15 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        loaded = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise FileNotFoundError(f"config file {path} does not exist") from None
     except IsADirectoryError:
         raise ValueError(f"config file {path} is a folder; expected a YAML file") from None
     except UnicodeDecodeError as error:
         raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); expected a YAML file") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply; expected a mapping of settings") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
@@ -55,6 +57,21 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
     return loaded
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 @dataclass(frozen=True)
 class Setting:
     """One setting of a command.
@@ -63,6 +80,9 @@ class Setting:
     starting with ``where``; a flag's text and a config's value go through it alike. A ``many``
     setting is a list whose items are checked one by one: given as a positional argument, as
     a flag followed by several values, or (``repeat``) as a flag given several times.
+    A ``pairs`` setting is a list of (key, value) pairs (``--set KEY=VALUE``; a mapping in a
+    config): the flags' pairs are added to the config's, a flag winning for its key. Items of
+    a ``many`` setting, and keys of a ``pairs`` one, may appear once per source.
     ``in_config=False`` keeps a setting on the command line only (where to write, whether to
     replace): a config file describes an experiment, not what may be overwritten.
     """
@@ -76,6 +96,7 @@ class Setting:
     switch: bool = False
     many: bool = False
     repeat: bool = False
+    pairs: bool = False
     in_config: bool = True
     flag: str | None = None
     metavar: str | None = None
@@ -93,12 +114,23 @@ class Setting:
             return parse_bool(value, where)
         if not self.many:
             return self.check(value, where)
-        if isinstance(value, Mapping):  # KEY: VALUE pairs for a setting whose flag takes KEY=VALUE
-            value = list(value.items())
+        if isinstance(value, Mapping):
+            if not self.pairs:
+                raise InputError(f"{where}: expected a list, got a mapping")
+            value = list(value.items())  # KEY: VALUE pairs for a setting whose flag takes KEY=VALUE
         items = value if isinstance(value, list) else [value]
         if not items:
             raise InputError(f"{where}: expected a non-empty list")
-        return [self.check(item, where) for item in items]
+        return self.distinct([self.check(item, where) for item in items], where)
+
+    def distinct(self, items: list[Any], where: str) -> list[Any]:
+        """``items`` of a ``many`` setting, refusing repeats (of keys, for ``pairs``)."""
+        keys = [item[0] for item in items] if self.pairs else [repr(item) for item in items]
+        repeated = sorted({str(key) for key in keys if keys.count(key) > 1})
+        if repeated:
+            what = "key" if self.pairs else "value"
+            raise InputError(f"{where}: the {what} {repeated[0]} is given more than once")
+        return items
 
 
 def switch(name: str, help: str, in_config: bool = True) -> Setting:
@@ -180,6 +212,7 @@ class CommandSettings:
             parser.add_argument(
                 "--config",
                 type=flag_type(parse_path),
+                action=_Once,
                 metavar="FILE",
                 help=f"YAML file of settings: {', '.join(self.known_in_config())} (flags override it)",
             )
@@ -210,8 +243,8 @@ class CommandSettings:
                 target.add_argument(setting.name, nargs="*" if setting.many else "?", **kwargs)
             elif setting.repeat:
                 target.add_argument(setting.option, action="append", **kwargs)
-            else:
-                target.add_argument(setting.option, nargs="+" if setting.many else None, **kwargs)
+            else:  # given twice, a flag would silently keep its last value
+                target.add_argument(setting.option, nargs="+" if setting.many else None, action=_Once, **kwargs)
 
     def resolve(self, args: argparse.Namespace | Mapping[str, Any], *, file_only: bool = False) -> Settings:
         """Defaults, then ``--config``'s file, then the flags given: the command's ``Settings``.
@@ -223,42 +256,67 @@ class CommandSettings:
         config = given.get("config") if self.config else None
         if config is not None:
             for name, value in self.read_config(config).items():
-                values[name], sources[name] = value, f"{config}: {name}"
+                values[name], sources[name] = value, f"'{name}:' in {config}"
         for setting in self.settings:
             value = given.get(setting.name)
-            if value is not None and value != []:
-                values[setting.name], sources[setting.name] = value, setting.option
+            if value is None or value == []:
+                continue
+            if setting.many:
+                value = setting.distinct(list(value), setting.option)
+                if setting.pairs and sources[setting.name] != "default":  # the config's pairs, then the flags'
+                    value = list({**dict(values[setting.name]), **dict(value)}.items())
+            values[setting.name], sources[setting.name] = value, setting.option
         for setting in self.settings:
             if file_only and not setting.in_config:
                 continue
             if setting.required and values[setting.name] in (None, []):
-                raise InputError(f"{self.command}: {self._how_to_give(setting)} is required")
+                if file_only:
+                    raise InputError(f"{config}: '{setting.name}:' is required")
+                raise InputError(f"{self._how_to_give(setting)} is required")
         for group in self.one_of:
             chosen = [name for name in group if values[name] not in (None, False, [])]
             if len(chosen) != 1:
                 options = ", ".join(self.by_name[name].option for name in group)
-                got = ", ".join(self.by_name[name].option for name in chosen) or "none"
-                raise InputError(f"{self.command}: give exactly one of {options} (got {got})")
+                got = ", ".join(sources[name] for name in chosen) or "none"
+                raise InputError(f"give exactly one of {options} (got {got})")
         return Settings(self.command, values, sources)
 
     def read_config(self, path: str | Path) -> dict[str, Any]:
         """The checked settings of the YAML file ``path``: unknown keys, and keys only the
-        command line may give, are refused by name."""
+        command line may give, are refused by name. ``null`` for a setting whose default is
+        None (nothing) is the default."""
         known = self.known_in_config()
         try:
             loaded = read_settings(path, self.by_name)
         except (FileNotFoundError, ValueError) as error:
-            raise InputError(str(error)) from None
+            message = str(error)
+            if "unknown setting" in message:  # list what a config may hold, not the command-line-only keys
+                message = message[: message.rindex("; known: ")] + f"; known: {known}"
+            raise InputError(message) from None
         line_only = sorted(set(loaded) - set(known))
         if line_only:
             flags = ", ".join(self.by_name[name].option for name in line_only)
             raise InputError(f"{path}: {line_only} can only be given on the command line ({flags}); known: {known}")
-        return {name: self.by_name[name].from_file(value, f"{path}: {name}") for name, value in loaded.items()}
+        return {
+            name: self.by_name[name].from_file(value, f"{path}: {name}")
+            for name, value in loaded.items()
+            if value is not None or self.by_name[name].default is not None
+        }
 
     def _how_to_give(self, setting: Setting) -> str:
         if setting.in_config and self.config:
             return f"{setting.option} (or '{setting.name}:' in --config FILE)"
         return setting.option
+
+
+class _Once(argparse.Action):
+    """Store a flag's value, refusing the flag a second time (argparse would keep the last)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(f"argument {option_string}: given more than once; give it once")
+        setattr(namespace, self.dest, values)
 
 
 def _shown(value: Any) -> str:

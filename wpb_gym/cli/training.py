@@ -31,7 +31,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     env_kwargs = env_kwargs_dict(settings.env_kwargs or (), "--env-kwargs")
     env_kwargs = check_env_kwargs(env_kwargs, "--env-kwargs", reserved)
     if settings.algo in LEARNER_ALGOS:
-        for name in ("config", "resume", "init_from", "subproc"):
+        for name in ("config", "resume", "init_from", "vec_env"):
             if settings[name]:
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
         return env_kwargs, {"env": {}}, f"the {settings.algo} defaults"
@@ -45,8 +45,8 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved), **env_kwargs}
     if settings.timesteps is not None:
         config["timesteps"] = settings.timesteps
-    if settings.subproc:
-        config["vec_env"] = "subproc"
+    if settings.vec_env is not None:
+        config["vec_env"] = settings.vec_env
     return env_kwargs, config, str(where)
 
 
@@ -54,10 +54,13 @@ def _cmd_train(settings: Settings) -> int:
     from agents.learner_training import LEARNER_ALGOS, train_learner_run
     from agents.train import train  # the CLI joins the packages
 
-    check_folder_path(Path(settings.out))
+    out = Path(settings.out)
+    check_folder_path(out)
     env_kwargs, config, where = _training_run(settings)
+    if out.is_dir() and any(out.iterdir()) and not settings.resume:  # never mix two runs' files
+        raise InputError(f"--out {out}: the folder is not empty; continue its run with --resume, or choose another")
     # Episode files are read here first, so that their errors name them (and come before any
-    # worker process of --subproc starts).
+    # worker process of --vec-env subproc starts).
     for source in {config["env"].get("episodes"), env_kwargs.get("episodes"), settings.eval_episodes} - {None}:
         if isinstance(source, str):
             read_episode_source(source)
@@ -127,6 +130,7 @@ TRAIN = CommandSettings(
             parse_env_kwarg,
             "env arguments, e.g. regime=burst_drift (override the recipe's env settings)",
             many=True,
+            pairs=True,
             metavar="KEY=VALUE",
         ),
         Setting("timesteps", partial(parse_int, minimum=1), "total environment steps (default: the recipe's)"),
@@ -135,7 +139,13 @@ TRAIN = CommandSettings(
             "out", parse_path, "run folder: models, checkpoints, TensorBoard logs, config.json", required=True
         ),
         switch("resume", "continue from the newest checkpoint in --out"),
-        switch("subproc", "SubprocVecEnv instead of DummyVecEnv"),
+        Setting(
+            "vec_env",
+            partial(parse_choice, choices=("native", "dummy", "subproc")),
+            "the training envs: native (one native vector env, batched masks), dummy or subproc (SB3's "
+            "DummyVecEnv / SubprocVecEnv over single envs); same episodes and results (default: the recipe's, "
+            "native)",
+        ),
         Setting(
             "eval_episodes",
             parse_path,

@@ -161,11 +161,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     The same seed gives the same episode and the same observations. In ``"cycle"`` order a
     seeded reset restarts the cycle at episode 0.
 
-    ## Vectorized
+    ## Vectorized environment
 
-    Plain Python and picklable: use ``gym.make_vec(..., vectorization_mode="sync"|"async")``
-    or SB3's ``make_vec_env`` with ``DummyVecEnv`` or ``SubprocVecEnv``; sb3-contrib's
-    ``MaskablePPO`` finds ``action_masks`` through the wrappers.
+    ``gym.make_vec(id, num_envs=N)`` builds the native vector env (``envs.vector``): N episodes
+    played by this class's own dynamics (``advance``), batched in Gymnasium's vector layout
+    (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default), ``"SameStep"`` or
+    ``"Disabled"``. ``"sync"``/``"async"`` modes wrap single envs (plain Python, picklable).
+    SB3: ``agents.native_vec_env.NativeVecEnv`` (``wpb train``'s default) or ``make_vec_env``.
 
     ## Version History
 
@@ -345,6 +347,18 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             self._require_episode("step()")
             raise RuntimeError("the episode is over: call reset() before step()")
         a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
+        reward, terminated, accepted, reason, metrics = self.advance(a)
+        info = self._info(accepted, reason)
+        if metrics is not None:
+            info["metrics"] = metrics
+            info.update(metrics)
+        return self._encoder.observation(), reward, terminated, False, info
+
+    def advance(self, a: int) -> tuple[float, bool, bool, str, dict[str, Any] | None]:
+        """The dynamics of one step, shared by ``step`` and the vector env: apply the action
+        ``a`` (an int in range; the episode not over) and return the reward, whether the episode
+        ended, whether the action was accepted and why not, and the final metrics (None before
+        the end). The new observation and mask are the encoder's (``obs_bytes``, ``mask``)."""
         t = self._t
         store = self._store
         encoder = self._encoder
@@ -399,15 +413,12 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                 self.viewer.time_advanced(store.bytes_used)
         terminated = self._t >= self._T
         encoder.update(self._t, self._expires_this_step, self._reverted_expired)
-        info = self._info(accepted, reason)
         metrics = None
         if terminated:
             self._done = True
             metrics = self.episode_metrics().as_row()
-            info["metrics"] = metrics
-            info.update(metrics)
         reward = self.reward_fn.reward(None if expired else t, penalty, metrics)
-        return self._encoder.observation(), reward, terminated, False, info
+        return reward, terminated, accepted, reason, metrics
 
     def _stored(self, t: int, merge_target: int | None, cost: int) -> None:
         """After the store accepted WRITE (``merge_target`` None) or MERGE of step ``t``."""

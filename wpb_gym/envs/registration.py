@@ -12,6 +12,9 @@ from typing import Any
 import gymnasium as gym
 
 ENTRY_POINT = "wpb_gym.envs.env:WritePolicyBenchEnv"
+# gym.make_vec(id, num_envs=N) builds the native vector env (envs/vector.py); "sync" and "async"
+# still build Gymnasium's vector envs over single envs.
+VECTOR_ENTRY_POINT = "wpb_gym.envs.vector:WritePolicyBenchVectorEnv"
 
 _REGIME_NAMES = {
     "default": "",
@@ -51,4 +54,6 @@ ENV_IDS: dict[str, dict[str, Any]] = _ids()
 def register_envs() -> None:
     for env_id, kwargs in ENV_IDS.items():
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=ENTRY_POINT, kwargs=dict(kwargs))
+            gym.register(
+                id=env_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT, kwargs=dict(kwargs)
+            )

@@ -285,7 +285,8 @@ def write_frozen_set(
             "package_version": __version__,
         }
         manifest["manifest_sha256"] = _manifest_digest(manifest)
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        text = json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False)  # what the reader accepts
+        (tmp / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
         os.chmod(tmp / MANIFEST_NAME, default_mode())
         os.chmod(tmp, default_mode(directory=True))
         # Move an old set aside, put the new one in place, then delete the old: at every
@@ -330,7 +331,8 @@ def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> Fro
         )
     if manifest.get("format_version") != FORMAT_VERSION:
         raise FrozenSetError(
-            f"{manifest_path}: field 'format_version': expected {FORMAT_VERSION}, got {manifest.get('format_version')!r}"
+            f"{manifest_path}: field 'format_version': expected {FORMAT_VERSION}, "
+            f"got {manifest.get('format_version')!r}"
         )
     entries = manifest.get("files")
     if not isinstance(entries, dict) or not entries:

@@ -18,8 +18,8 @@ What a policy can and cannot change (the evaluator's integrity rules):
 What stays reachable in one process — the store behind a view, the labels through the
 interpreter's frames or the garbage collector, the next runs of the same code through its
 globals — is closed by isolated evaluation, which runs each policy in its own process and
-sends it each step only when its turn comes (``wpb_gym.evaluation.isolated.isolation``). ``wpb_gym.evaluation.runner.run_episode``
-runs one policy either way.
+sends it each step only when its turn comes (``wpb_gym.evaluation.isolated.isolation``).
+``wpb_gym.evaluation.runner.run_episode`` runs one policy either way.
 """
 
 from __future__ import annotations

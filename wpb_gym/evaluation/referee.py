@@ -54,6 +54,10 @@ class _NotJson:
 NOT_JSON = _NotJson()
 
 
+# The interval timer of isolated evaluation takes at most about 24 days; a day is plenty.
+MAX_SECONDS_PER_STEP = 86_400.0
+
+
 @dataclass(frozen=True)
 class RunLimits:
     """What one policy may do at one timestep, in one run.
@@ -75,8 +79,12 @@ class RunLimits:
         s = self.max_seconds_per_step
         if s is not None and (
             isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0
+            or s > MAX_SECONDS_PER_STEP
         ):
-            raise ValueError(f"max_seconds_per_step must be a positive number of seconds or None, got {s!r}")
+            raise ValueError(
+                f"max_seconds_per_step must be a positive number of seconds up to {MAX_SECONDS_PER_STEP:g} "
+                f"(a day) or None, got {s!r}"
+            )
 
 
 DEFAULT_LIMITS = RunLimits()

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.checks import InputError
+from ..episodes.jsonl import default_mode
 
 RESULTS = "results.csv"
 # What wpb eval writes besides results.csv, and what wpb report derives from results.csv:
@@ -49,7 +50,9 @@ def check_folder_path(out: Path, option: str = "--out") -> None:
 
 def staging_folder(out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=out))
+    staging.chmod(default_mode(directory=True))  # mkdtemp's 0700 would hide the published run
+    return staging
 
 
 def publish(staging: Path, out: Path) -> None:

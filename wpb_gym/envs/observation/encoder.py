@@ -36,9 +36,8 @@ class ObservationEncoder:
 
     ``start`` begins an episode; ``stored`` and ``expired`` follow the store's accepted
     actions; ``update`` computes the slot layout, the observation and the mask of the
-    current state: ``slots`` (the timestep of the item each shown slot holds, slot 0 first) and
-    ``mask`` (one byte per action) are set there, and ``observation()`` and ``mask_array()``
-    return new arrays.
+    current state: ``slots`` (the timestep of each shown item, slot 0 first), ``obs_bytes``
+    (float32) and ``mask`` (a byte per action); ``observation()``, ``mask_array()`` copy them.
     """
 
     def __init__(self, layout: ObservationLayout, *, slot_order: str, max_expires_per_step: int | None,
@@ -72,6 +71,7 @@ class ObservationEncoder:
         self._mask_arrays: dict[bytes, np.ndarray] = {}  # few masks recur: each is built once
         self._shapes = ObservationShapes()  # observation descriptions shared by the episodes
         self.slots: list[int] = []
+        self.obs_bytes = b""
         self.mask = b""
 
     def fresh(self) -> ObservationEncoder:
@@ -403,7 +403,7 @@ class ObservationEncoder:
                 parts.append(slot_heads[age_now - s])
                 parts.append(rows[s])
         parts.append(self._pad[n_slots])
-        self._obs_bytes = b"".join(parts)
+        self.obs_bytes = b"".join(parts)
         self.mask = mask
 
     def _step_row(self, t: int, fam: int, fam_live: int, remaining: int) -> bytes:
@@ -476,7 +476,7 @@ class ObservationEncoder:
 
     def observation(self) -> np.ndarray | dict[str, np.ndarray]:
         # A copy of the private buffer: every call returns a new, writable array.
-        buf = bytearray(self._obs_bytes)
+        buf = bytearray(self.obs_bytes)
         if self.observation_mode == "box":
             return np.frombuffer(buf, np.float32)  # dtype by position: measurably faster
         n_step, n_mem = self._n_step, self._n_mem

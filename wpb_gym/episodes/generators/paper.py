@@ -72,6 +72,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import hashlib
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
 
@@ -86,6 +87,7 @@ from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY,
 PRIORITY_SCALE = 6.0
 BASE_DATE = _dt.date(2024, 1, 1)
 
+_INT_LIMIT = 2**31
 _DOC_TOPICS = ("overview", "authentication", "errors", "pagination", "rate-limits", "webhooks", "examples")
 _VOCABULARY = (
     "the request returns object field param value endpoint client server token error status limit page "
@@ -136,6 +138,12 @@ class GeneratorConfig:
             expected = {"str": str, "int": int, "float": (int, float), "bool": bool}[f.type]
             if not isinstance(value, expected) or (f.type != "bool" and isinstance(value, bool)):
                 raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
+            # Frozen sets record their config in JSON, which has no NaN or infinity; numpy's
+            # generators take sizes and seeds below 2**31.
+            if f.type == "float" and not math.isfinite(value):
+                raise ValueError(f"GeneratorConfig.{f.name}: expected a finite number, got {value!r}")
+            if f.type == "int" and not -_INT_LIMIT < value < _INT_LIMIT:
+                raise ValueError(f"GeneratorConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
         for name in (
             "drift_prob",
             "burst_drift_prob",

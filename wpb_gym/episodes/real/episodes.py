@@ -177,7 +177,9 @@ def auto_periods(events: Sequence[ChangeEvent], heldout_fraction: float = 0.3) -
     changes = [e for e in events if not e.initial]
     if len(changes) < 2:
         raise ValueError("the log holds fewer than two change events: nothing to split")
-    split_day = _dt.date.fromisoformat(changes[int(len(changes) * (1.0 - heldout_fraction))].date[:10])
+    # At least the last change event is held out, however small the fraction.
+    first_held_out = min(len(changes) - 1, int(len(changes) * (1.0 - heldout_fraction)))
+    split_day = _dt.date.fromisoformat(changes[first_held_out].date[:10])
     first_day = _dt.date.fromisoformat(changes[0].date[:10])
     if split_day <= first_day:
         raise ValueError("the held-out fraction begins on the log's first day: no training period is left")

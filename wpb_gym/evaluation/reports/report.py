@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...core.policy import ORACLE
+from ...episodes.jsonl import default_mode
 from ..grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
 
@@ -45,6 +46,7 @@ def write_atomic_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, default_mode())  # mkstemp's 0600 would hide the file from other users
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)

@@ -1,0 +1,153 @@
+"""The native vector env against CartPole-v1's, SyncVectorEnv and SB3's DummyVecEnv, in one run.
+
+Three measurements, each a ratio against a reference measured in the same run, in
+alternating slices (the VM's speed drifts):
+
+* ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
+  with random valid actions (drawn from the batched mask), against CartPole-v1's native vector
+  env at the same N with random actions, and against ``vectorization_mode="sync"``. At N = 256
+  on the default settings (target 0.25x CartPole) and on T = 10,000 / 1 MB (target 0.15x).
+* ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
+  ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, envs and
+  results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x).
+* ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
+  plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process).
+
+    python benchmarks/vector_env.py [--part env|train|memory|all] [--seconds 4] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+import wpb_gym  # noqa: F401  (registers the ids)
+
+SETTINGS = {
+    "default (T=200, 10 KB)": {},
+    "long (T=10,000, 1 MB)": {"length": 10_000, "budget_bytes": 1_048_576},
+}
+
+
+def random_valid(masks: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One uniformly drawn valid action per row of ``masks``, with array operations."""
+    counts = masks.sum(axis=1)
+    picks = (rng.random(len(masks)) * counts).astype(np.int64)
+    return (np.cumsum(masks, axis=1) <= picks[:, None]).sum(axis=1)
+
+
+def env_rate(env, seconds: float, masked: bool, seed: int = 0) -> tuple[int, float]:
+    _, info = env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    n, steps, start = env.num_envs, 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        actions = random_valid(info["action_mask"], rng) if masked else rng.integers(0, 2, n)
+        _, _, _, _, info = env.step(actions)
+        steps += n
+    return steps, time.perf_counter() - start
+
+
+def measure_env(n: int, seconds: float, rounds: int) -> None:
+    print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
+    header = f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7}"
+    print(header + f" {'native/sync':>12}")
+    for name, kwargs in SETTINGS.items():
+        envs = {
+            "cartpole": (gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"), False),
+            "native": (gym.make_vec("WritePolicyBench-v0", num_envs=n, **kwargs), True),
+            "sync": (gym.make_vec("WritePolicyBench-v0", num_envs=n, vectorization_mode="sync", **kwargs), True),
+        }
+        totals = {key: [0, 0.0] for key in envs}
+        for _ in range(rounds):
+            for key, (env, masked) in envs.items():
+                steps, elapsed = env_rate(env, seconds, masked)
+                totals[key][0] += steps
+                totals[key][1] += elapsed
+        rate = {key: steps / elapsed for key, (steps, elapsed) in totals.items()}
+        print(
+            f"{name:<26} {rate['cartpole']:>12,.0f} {rate['native']:>10,.0f} {rate['native'] / rate['cartpole']:>6.3f}x"
+            f" {rate['sync']:>9,.0f} {rate['sync'] / rate['cartpole']:>6.3f}x {rate['native'] / rate['sync']:>11.2f}x"
+        )
+
+
+def measure_train(n_envs: int, steps: int, rounds: int) -> None:
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from agents.train import _vec_env
+
+    torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
+    hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
+             "device": "cpu", "seed": 0}
+    runs = {
+        "CartPole-v1, PPO (reference)": lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0), **hyper),
+        "MaskablePPO, DummyVecEnv": lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "dummy"), **hyper),
+        "MaskablePPO, NativeVecEnv": lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"), **hyper),
+    }
+    totals = {name: [0, 0.0] for name in runs}
+    for _ in range(rounds):
+        for name, make in runs.items():
+            model = make()
+            start = time.perf_counter()
+            model.learn(steps)
+            totals[name][0] += model.num_timesteps
+            totals[name][1] += time.perf_counter() - start
+    rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    cartpole, dummy = rate["CartPole-v1, PPO (reference)"], rate["MaskablePPO, DummyVecEnv"]
+    print(f"Training steps per second, {n_envs} envs, n_steps 256, batch 256, 4 epochs, one torch thread")
+    print(f"{'training run':<32} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}")
+    for name, value in rate.items():
+        print(f"{name:<32} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x")
+
+
+def _memory_child(length: int, n: int, steps: int) -> None:
+    import resource
+
+    kwargs = {"length": length, "budget_bytes": 1_048_576} if length > 200 else {}
+    env = gym.make_vec("WritePolicyBench-v0", num_envs=n, **kwargs)
+    _, info = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        _, _, _, _, info = env.step(random_valid(info["action_mask"], rng))
+    print(json.dumps({"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def measure_memory(n: int, steps: int) -> None:
+    print(f"Peak resident memory, N = {n}, {steps} vector steps, each in a fresh process")
+    for length in (200, 10_000):
+        code = f"import benchmarks.vector_env as b; b._memory_child({length}, {n}, {steps})"
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent
+        )
+        peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+        print(f"  T = {length:>6,}: {peak:,.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--part", choices=["env", "train", "memory", "all"], default="all")
+    parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
+    parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
+    parser.add_argument("--train-envs", type=int, default=4, help="envs of the training part (the recipes' 4)")
+    parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
+    args = parser.parse_args()
+    if args.part in ("env", "all"):
+        measure_env(args.num_envs, args.seconds, args.rounds)
+    if args.part in ("train", "all"):
+        measure_train(args.train_envs, args.train_steps, args.rounds)
+    if args.part in ("memory", "all"):
+        measure_memory(args.num_envs, 2_000)
+
+
+if __name__ == "__main__":
+    main()

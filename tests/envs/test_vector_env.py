@@ -1,0 +1,190 @@
+"""The native vector env against Gymnasium's SyncVectorEnv over single envs, output for output."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import wpb_gym
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.registration import ENV_IDS
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes.frozen import freeze_set
+from wpb_gym.episodes.generators.paper import REGIMES
+
+
+def same(a, b, path="") -> None:
+    """Equal values, dtypes and shapes, through dicts and object arrays."""
+    if isinstance(a, tuple):
+        assert isinstance(b, tuple) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            same(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and set(a) == set(b), (path, sorted(set(a) ^ set(b)))
+        for key in a:
+            same(a[key], b[key], f"{path}/{key}")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray), path
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), (path, a.dtype, b.dtype, a.shape, b.shape)
+        if a.dtype == object:
+            for x, y in zip(a, b, strict=True):
+                same(x, y, path + "[]")
+        else:
+            assert np.array_equal(a, b), path
+    else:
+        assert type(a) is type(b) and a == b, (path, a, b)
+
+
+def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, invalid_share=0.05,
+              expire_share: float | None = None, **kwargs) -> int:
+    """Step the vector env and a SyncVectorEnv of single envs with the same random actions
+    (mostly valid, some the mask refuses; with ``expire_share``, EXPIREs, which do not advance
+    time, only that often); every output must be identical. Returns the number of episodes
+    that ended."""
+    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
+    first, expected = vector.reset(seed=seed), sync.reset(seed=seed)
+    same(first, expected)
+    rng = np.random.default_rng(seed)
+    info, ended = expected[1], 0
+    for _ in range(steps):
+        masks = info["action_mask"]
+        assert np.array_equal(vector.action_masks(), masks)
+        if expire_share is not None and rng.random() > expire_share:
+            masks = masks[:, : 2 + vector.envs[0].K]
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in masks])
+        wrong = rng.random(n) < invalid_share
+        actions[wrong] = rng.integers(0, vector.n_actions, wrong.sum())
+        got, want = vector.step(actions), sync.step(actions)
+        same(got, want)
+        info, ended = want[4], ended + int(want[2].sum())
+    return ended
+
+
+@pytest.mark.parametrize("regime", REGIMES)
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_every_regime_and_track_steps_as_the_single_envs(regime, track):
+    assert play_both(3, 90, seed=len(regime), regime=regime, track=track, length=25, dense_reward=True) >= 3
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    n=st.integers(1, 5),
+    seed=st.integers(0, 2**31 - 1),
+    regime=st.sampled_from(sorted(REGIMES)),
+    track=st.sampled_from(["unprivileged", "privileged"]),
+    mode=st.sampled_from([AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]),
+    slots=st.integers(1, 8),
+    invalid_share=st.sampled_from([0.0, 0.1, 0.5]),
+)
+def test_random_settings_step_as_the_single_envs(n, seed, regime, track, mode, slots, invalid_share):
+    kwargs = {"regime": regime, "track": track, "slots": slots, "length": 12, "dense_reward": True}
+    play_both(n, 40, seed=seed, mode=mode, invalid_share=invalid_share, **kwargs)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode)[:2])
+@pytest.mark.parametrize("observation_mode", ["box", "dict"])
+def test_both_autoreset_modes_and_observation_modes(mode, observation_mode):
+    kwargs = {"length": 20, "observation_mode": observation_mode, "max_expires_per_step": 1, "slots": 4}
+    assert play_both(4, 70, seed=1, mode=mode, invalid_share=0.2, **kwargs) >= 4
+
+
+def test_rewards_other_than_f1_and_the_invalid_action_penalty():
+    kwargs = {"length": 20, "reward": {"f1": 0.5, "utility": 0.5}, "invalid_action_penalty": 0.1}
+    assert play_both(3, 60, seed=2, invalid_share=0.3, **kwargs) >= 3
+
+
+def test_a_long_episode_of_ten_thousand_steps_and_a_megabyte():
+    kwargs = {"regime": "contract_mix", "length": 10_000, "budget_bytes": 1 << 20}
+    assert play_both(2, 11_500, seed=4, invalid_share=0.01, expire_share=0.05, **kwargs) >= 2
+
+
+def test_episodes_read_from_files(tmp_path):
+    frozen = freeze_set(tmp_path / "set", ["breaking", "reverts"], [15], 3, seed=5)
+    for order in ("random", "cycle"):
+        assert play_both(3, 60, seed=6, episodes=str(frozen.root), episode_order=order) >= 3
+
+
+def test_make_vec_builds_it_for_every_registered_id_and_sync_still_wraps_single_envs():
+    for env_id in ENV_IDS:
+        env = gym.make_vec(env_id, num_envs=2)
+        assert isinstance(env.unwrapped, WritePolicyBenchVectorEnv), env_id
+        assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+        assert env.unwrapped.envs[0].track == ENV_IDS[env_id]["track"]
+    env = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                       autoreset_mode="SameStep", length=10)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP and env.unwrapped.envs[0].length == 10
+    assert isinstance(gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync"), SyncVectorEnv)
+    assert gym.register_envs(wpb_gym) is None
+
+
+def test_seeds_choose_the_episodes_as_a_single_env_would():
+    vector = WritePolicyBenchVectorEnv(3, length=20)
+    observations, _ = vector.reset(seed=[7, None, 9])
+    single = WritePolicyBenchEnv(length=20)
+    for i, seed in ((0, 7), (2, 9)):
+        assert np.array_equal(observations[i], single.reset(seed=seed)[0])
+        assert vector.envs[i].episode.episode_id == single.episode.episode_id
+    again, _ = WritePolicyBenchVectorEnv(3, length=20).reset(seed=[7, 8, 9])
+    assert np.array_equal(again[0], observations[0]) and np.array_equal(again[2], observations[2])
+    for bad in ([1, 2], "7", 1.5):
+        with pytest.raises(ValueError, match="seed must be None, an int or a list of 3 seeds"):
+            vector.reset(seed=bad)
+
+
+def test_a_partial_reset_matches_gymnasiums_and_disabled_autoreset_needs_one():
+    kwargs = {"length": 5}
+    vector = WritePolicyBenchVectorEnv(3, autoreset_mode="Disabled", **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(3)], autoreset_mode="Disabled")
+    same(vector.reset(seed=0), sync.reset(seed=0))
+    skip = np.zeros(3, dtype=int)
+    for _ in range(5):
+        same(vector.step(skip), sync.step(skip))
+    with pytest.raises(RuntimeError, match="sub-env 0's episode is over"):
+        vector.step(skip)
+    chosen = np.array([True, False, True])
+    same(vector.reset(seed=10, options={"reset_mask": chosen}), sync.reset(seed=10, options={"reset_mask": chosen}))
+    with pytest.raises(ValueError, match="reset_mask"):
+        vector.reset(options={"reset_mask": np.zeros(3, dtype=bool)})
+    with pytest.raises(ValueError, match="the first reset resets every sub-env"):
+        WritePolicyBenchVectorEnv(2).reset(options={"reset_mask": np.array([True, False])})
+
+
+def test_bad_actions_and_arguments_are_named():
+    vector = WritePolicyBenchVectorEnv(2, length=5)
+    with pytest.raises(RuntimeError, match="call reset"):
+        vector.step(np.zeros(2, dtype=int))
+    vector.reset(seed=0)
+    for actions, message in [
+        (np.zeros(3, dtype=int), r"actions must be 2 integers .* shape \(3,\)"),
+        (np.zeros(2), "actions must be 2 integers .*float64"),
+        (np.array([0, vector.n_actions]), f"action {vector.n_actions} of sub-env 1 is not in Discrete"),
+        (np.array([-1, 0]), "action -1 of sub-env 0"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            vector.step(actions)
+    with pytest.raises(ValueError, match="autoreset_mode must be one of"):
+        WritePolicyBenchVectorEnv(2, autoreset_mode="later")
+    with pytest.raises(ValueError, match="num_envs"):
+        WritePolicyBenchVectorEnv(0)
+    with pytest.raises(ValueError, match="slots"):
+        WritePolicyBenchVectorEnv(2, slots=0)
+
+
+def test_outputs_are_fresh_arrays_and_sub_envs_are_independent():
+    vector = WritePolicyBenchVectorEnv(2, length=10)
+    observations, info = vector.reset(seed=0)
+    masks = vector.action_masks()
+    observations[:] = 7
+    masks[:] = False
+    info["action_mask"][:] = False
+    step = vector.step(np.ones(2, dtype=int))
+    assert not (step[0] == 7).all() and vector.action_masks()[:, 0].all()
+    assert vector.envs[0].sampler is not vector.envs[1].sampler
+    assert vector.envs[0]._encoder is not vector.envs[1]._encoder
+    assert vector.call("oracle_utility") == tuple(env.oracle_utility() for env in vector.envs)
+    assert vector.get_attr("t") == (1, 1)
