@@ -14,6 +14,7 @@ entries (``t``, ``accepted``, ``reason``, ``bytes_used``, ``action_mask``) are i
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,11 +98,16 @@ def _row(batched: Mapping[str, Any], i: int) -> dict[str, Any]:
     return row
 
 
-def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None):
+def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,
+                        monitor_dir: str | None = None):
     """``NativeVecEnv`` in ``VecMonitor`` (SB3's episode reward and length statistics), seeded
-    like ``make_vec_env``: sub-env i's first reset uses ``seed + i``."""
+    like ``make_vec_env``: sub-env i's first reset uses ``seed + i``. With ``monitor_dir``, the
+    episodes are logged there as SB3's ``monitor.csv`` (``load_results(monitor_dir)``)."""
     env = NativeVecEnv(num_envs, env_kwargs)
     if seed is not None:
         env.seed(seed)
         env.action_space.seed(seed)
-    return VecMonitor(env)
+    if monitor_dir is None:
+        return VecMonitor(env)
+    os.makedirs(monitor_dir, exist_ok=True)
+    return VecMonitor(env, filename=os.path.join(monitor_dir, "native"))

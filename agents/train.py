@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,8 @@ def _check_config(config: dict[str, Any], file: Path) -> None:
 VEC_ENVS = ("native", "dummy", "subproc")
 
 
-def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str):
+def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, monitor_dir: Path | None = None):
+    """The training envs; with ``monitor_dir``, SB3's monitor logs of their episodes there."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -147,13 +149,14 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
     if vec_env == "native":
         from .native_vec_env import make_native_vec_env
 
-        return make_native_vec_env(n_envs, env_kwargs, seed)
+        return make_native_vec_env(n_envs, env_kwargs, seed, None if monitor_dir is None else str(monitor_dir))
     return make_vec_env(
         WritePolicyBenchEnv,
         n_envs=n_envs,
         seed=seed,
         env_kwargs=dict(env_kwargs),
         vec_env_cls=SubprocVecEnv if vec_env == "subproc" else DummyVecEnv,
+        monitor_dir=None if monitor_dir is None else str(monitor_dir),
     )
 
 
@@ -177,6 +180,36 @@ def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
     steps, path = max(found)
     return path, steps
 
+
+
+def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, seed, resume, init_from, n_envs, saved):
+    """The training and held-out envs and the model (new, resumed or started from another)."""
+    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"], out / "monitor")
+    validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
+    n_eval = len(validation["episodes"])
+    # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
+    eval_kind = "native" if config["vec_env"] == "native" else "dummy"
+    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
+    cls = algo_class(algo)
+    policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
+    start = 0
+    newest = _newest_checkpoint(out / "checkpoints") if resume else None
+    if resume and newest is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoints'}")
+    if newest is not None:
+        path, start = newest
+        model = cls.load(path, env=train_env, device="cpu", tensorboard_log=str(out / "tb"))
+    elif init_from is not None:
+        # The other model's weights and hyperparameters; its step count starts again from 0.
+        model = cls.load(init_from, env=train_env, device="cpu", tensorboard_log=str(out / "tb"), seed=seed)
+        saved["init_from_hyperparams"] = {
+            key: getattr(model, key)
+            for key in config["hyperparams"]
+            if isinstance(getattr(model, key, None), (int, float, str, bool))
+        }
+    else:
+        model = _new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
+    return train_env, eval_env, model, start, n_eval, validation, newest is not None
 
 def train(
     algo: str,
@@ -227,38 +260,22 @@ def train(
         if env_config.get("observation_mode", "box") != "box" or config["policy"] != "MlpPolicy":
             raise ValueError("imitation: its teachers read box observations (observation_mode=box, MlpPolicy)")
     n_envs = 1 if algo == "dqn" else int(config["n_envs"])
-    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"])
-    validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
-    n_eval = len(validation["episodes"])
-    # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
-    eval_kind = "native" if config["vec_env"] == "native" else "dummy"
-    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
-    cls = algo_class(algo)
-    policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
-    start = 0
-    newest = _newest_checkpoint(out / "checkpoints") if resume else None
-    if resume and newest is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoints'}")
-    if newest is not None:
-        path, start = newest
-        model = cls.load(path, env=train_env, device="cpu", tensorboard_log=str(out / "tb"))
-    elif init_from is not None:
-        # The other model's weights and hyperparameters; its step count starts again from 0.
-        model = cls.load(init_from, env=train_env, device="cpu", tensorboard_log=str(out / "tb"), seed=seed)
-        saved["init_from_hyperparams"] = {
-            key: getattr(model, key)
-            for key in config["hyperparams"]
-            if isinstance(getattr(model, key, None), (int, float, str, bool))
-        }
-    else:
-        model = _new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
+    created = not out.exists()
+    try:
+        train_env, eval_env, model, start, n_eval, validation, resumed = _envs_and_model(
+            algo, out, config, env_config, eval_config, eval_episodes, seed, resume, init_from, n_envs, saved
+        )
+    except BaseException:
+        if created:  # the monitor logs' folder: a refused run leaves nothing behind
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     # Only now, with the settings, envs and model all accepted, does the run folder appear:
     # a run refused for bad input leaves nothing behind.
     out.mkdir(parents=True, exist_ok=True)
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
 
     imitated = None
-    if imitation is not None and newest is None:
+    if imitation is not None and not resumed:
         from .imitation import dagger
 
         history = dagger(
@@ -302,7 +319,7 @@ def train(
             total_timesteps=total - start,
             callback=CallbackList([evaluator, checkpoints]),
             progress_bar=progress,
-            reset_num_timesteps=newest is None,
+            reset_num_timesteps=not resumed,
             tb_log_name=algo,
         )
     model.save(out / "final_model.zip")

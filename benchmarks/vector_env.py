@@ -102,11 +102,35 @@ def measure_train(n_envs: int, steps: int, rounds: int) -> None:
             totals[name][0] += model.num_timesteps
             totals[name][1] += time.perf_counter() - start
     rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    stepping = sb3_stepping(n_envs, rounds)
     cartpole, dummy = rate["CartPole-v1, PPO (reference)"], rate["MaskablePPO, DummyVecEnv"]
     print(f"Training steps per second, {n_envs} envs, n_steps 256, batch 256, 4 epochs, one torch thread")
     print(f"{'training run':<32} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}")
     for name, value in rate.items():
         print(f"{name:<32} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x")
+    print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
+    for name, value in stepping.items():
+        print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
+
+
+def sb3_stepping(n_envs: int, rounds: int, seconds: float = 2.0) -> dict[str, float]:
+    """What training asks of the env (a step and the masks per call), without the learning."""
+    from sb3_contrib.common.maskable.utils import get_action_masks
+
+    from agents.train import _vec_env
+
+    totals = {"DummyVecEnv": [0, 0.0], "NativeVecEnv": [0, 0.0]}
+    for _ in range(rounds):
+        for name in totals:
+            env = _vec_env({}, n_envs, 0, "dummy" if name == "DummyVecEnv" else "native")
+            env.reset()
+            rng, steps, start = np.random.default_rng(0), 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                env.step(random_valid(get_action_masks(env), rng))
+                steps += n_envs
+            totals[name][0] += steps
+            totals[name][1] += time.perf_counter() - start
+    return {name: steps / elapsed for name, (steps, elapsed) in totals.items()}
 
 
 def _memory_child(length: int, n: int, steps: int) -> None:

@@ -71,6 +71,10 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     assert saved["seed"] == 3 and saved["held_out_episode_seed"] == 3 + HELD_OUT_SEED_OFFSET
     assert saved["config"]["env"]["regime"] == "burst_drift" and saved["versions"]["torch"]
     assert saved["config"]["vec_env"] == "native"  # the native vector env, unless --vec-env says otherwise
+    from stable_baselines3.common.monitor import load_results  # pandas, in the train extra
+
+    episodes = load_results(str(out / "monitor"))
+    assert len(episodes) >= 1 and set(episodes.columns) >= {"r", "l", "t"}
     for name in ("best_model.zip", "final_model.zip", "eval/evaluations.npz"):
         assert (out / name).is_file(), name
     assert json.loads((out / "best_model.env.json").read_text()) == {"slots": 4}

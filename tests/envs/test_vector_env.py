@@ -188,3 +188,10 @@ def test_outputs_are_fresh_arrays_and_sub_envs_are_independent():
     assert vector.envs[0]._encoder is not vector.envs[1]._encoder
     assert vector.call("oracle_utility") == tuple(env.oracle_utility() for env in vector.envs)
     assert vector.get_attr("t") == (1, 1)
+
+
+def test_the_mask_is_reachable_through_gymnasiums_wrappers():
+    env = gym.make("WritePolicyBench-v0", length=5)
+    _, info = env.reset(seed=0)
+    assert env.unwrapped is not env  # gym.make wraps it
+    assert np.array_equal(env.get_wrapper_attr("action_masks")(), info["action_mask"])

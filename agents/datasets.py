@@ -1,0 +1,168 @@
+"""Offline-RL and imitation datasets: any agent's trajectories in ``WritePolicyBench-v0`` as a
+Minari dataset (``pip install 'writepolicybench-gym[offline]'``).
+
+The agent plays through the env (``agents.env_adapter``), so a scripted agent, the exact
+oracle or a trained model is recorded with the env's own observations and actions. Each
+episode holds ``T + 1`` observations, the actions, the env's rewards, terminations and
+truncations, and per step the infos ``action_mask``, ``accepted``, ``bytes_used``, ``t`` and
+``metrics`` (every benchmark metric: NaN until the episode's last step, then the final value
+the offline scorer computes). Episode i is the source's episode i, reset with seed
+``seed + i``; the dataset records the env's id and arguments, so
+``dataset.recover_environment()`` rebuilds it.
+
+Written by hand here: a small recorder wrapper. Minari's ``DataCollector`` does the same but
+needs JAX (``minari[create]``, several hundred MB) for its tree utilities; the recorder builds
+Minari's own ``EpisodeBuffer``s and hands them to ``minari.create_dataset_from_buffers``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from wpb_gym.core.version import __version__
+from wpb_gym.scoring.metrics import METRIC_NAMES
+
+from .env_adapter import run_agent_in_env
+
+
+def _info_row(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The info of one step in a fixed structure (Minari stores the same keys at every step)."""
+    metrics = info.get("metrics")
+    return {
+        "action_mask": np.asarray(info["action_mask"], dtype=np.bool_),
+        "accepted": bool(info["accepted"]),
+        "bytes_used": int(info["bytes_used"]),
+        "t": int(info["t"]),
+        "metrics": {name: float(metrics[name]) if metrics else math.nan for name in METRIC_NAMES},
+    }
+
+
+def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-step dicts as one dict of per-key lists (nested dicts alike)."""
+    return {
+        key: _columns([row[key] for row in rows]) if isinstance(value, dict) else [row[key] for row in rows]
+        for key, value in rows[0].items()
+    }
+
+
+class _Recorder(gym.Wrapper):
+    """Keeps every finished episode of the env it wraps as a Minari ``EpisodeBuffer``."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.episodes: list[Any] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        self._reset = (seed, options)
+        self._steps: dict[str, list[Any]] = {"observations": [observation], "actions": [], "rewards": [],
+                                            "terminations": [], "truncations": [], "infos": [_info_row(info)]}
+        return observation, info
+
+    def step(self, action: Any):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        steps = self._steps
+        for key, value in (("observations", observation), ("actions", int(action)), ("rewards", float(reward)),
+                           ("terminations", bool(terminated)), ("truncations", bool(truncated)),
+                           ("infos", _info_row(info))):
+            steps[key].append(value)
+        if terminated or truncated:
+            from minari.data_collector.episode_buffer import EpisodeBuffer
+
+            seed, options = self._reset
+            self.episodes.append(
+                EpisodeBuffer(
+                    id=len(self.episodes), seed=seed, options=options, **{**steps, "infos": _columns(steps["infos"])}
+                )
+            )
+        return observation, reward, terminated, truncated, info
+
+
+@contextlib.contextmanager
+def _datasets_root(root: Path) -> Iterator[None]:
+    """Minari reads where its datasets live from ``MINARI_DATASETS_PATH`` at every call."""
+    before = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["MINARI_DATASETS_PATH"]
+        else:
+            os.environ["MINARI_DATASETS_PATH"] = before
+
+
+def default_root() -> Path:
+    """Minari's datasets folder: ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets``."""
+    return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
+
+
+def record_dataset(
+    dataset_id: str,
+    make_agent: Callable[[], Any],
+    env_kwargs: Mapping[str, Any],
+    episodes: int,
+    *,
+    seed: int = 0,
+    root: str | os.PathLike[str] | None = None,
+    algorithm_name: str | None = None,
+    description: str | None = None,
+    force: bool = False,
+    progress: Callable[[range], Any] = lambda episodes: episodes,
+) -> Path:
+    """Record ``episodes`` episodes of the agent ``make_agent()`` in
+    ``gym.make("WritePolicyBench-v0", **env_kwargs)`` as the Minari dataset ``dataset_id`` under
+    ``root`` (Minari's own folder by default); returns the dataset's folder.
+
+    The dataset is written in a staging folder beside it and moved into place once complete;
+    an existing dataset of that id is an error unless ``force`` (then it is replaced, and only
+    then)."""
+    import minari
+    from minari.dataset.minari_dataset import parse_dataset_id
+
+    parse_dataset_id(dataset_id)  # a malformed id is refused before any episode is played
+    root = Path(root) if root is not None else default_root()
+    target = root / dataset_id
+    if target.exists() and not force:
+        raise FileExistsError(f"{target}: the dataset {dataset_id!r} exists; pass force=True (--force) to replace it")
+    env = gym.make("WritePolicyBench-v0", **{"episode_seed": seed, **env_kwargs})
+    available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
+    if available is not None and episodes > available:
+        raise ValueError(f"episodes: the episode source holds {available} episodes, fewer than the {episodes} asked")
+    recorder = _Recorder(env)
+    agent = make_agent()
+    for i in progress(range(episodes)):
+        run_agent_in_env(agent, recorder, seed=seed + i, options={"episode_index": i})
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".wpb-dataset-", dir=root))
+    try:
+        with _datasets_root(staging), warnings.catch_warnings():
+            # Minari's advice to name an author, an email and a code link: the caller's to give.
+            warnings.filterwarnings("ignore", category=UserWarning, module="minari.utils")
+            minari.create_dataset_from_buffers(
+                dataset_id,
+                recorder.episodes,
+                env=env,
+                eval_env=env.spec,
+                algorithm_name=algorithm_name,
+                description=description,
+                requirements=[f"writepolicybench-gym=={__version__}"],
+            )
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        (staging / dataset_id).rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

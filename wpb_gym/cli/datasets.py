@@ -1,0 +1,112 @@
+"""``wpb dataset``: an agent's trajectories as a Minari dataset, for offline RL and imitation."""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from typing import Any
+
+from .inputs import (
+    InputError,
+    check_env_kwargs,
+    env_kwargs_dict,
+    one_line,
+    parse_env_kwarg,
+    parse_int,
+    parse_path,
+    parse_text,
+    read_episode_source,
+)
+from .settings import CommandSettings, Setting, Settings, switch
+
+
+def _cmd_dataset(settings: Settings) -> int:
+    try:
+        from agents.datasets import default_root, record_dataset  # the CLI joins the packages
+    except ImportError as error:  # minari is in the offline extra
+        raise InputError(f"wpb dataset needs Minari: pip install 'writepolicybench-gym[offline]' ({error})") from None
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from tqdm import tqdm
+
+    from .evaluation import _policy_specs
+
+    try:
+        parse_dataset_id(settings.dataset_id)
+    except ValueError as error:
+        raise InputError(f"--dataset-id: {error}") from None
+    env_kwargs = env_kwargs_dict(settings.env_kwargs or (), "--env-kwargs")
+    reserved = {"episode_seed": "set by --seed", "track": "the agent's: privileged for privileged and oracle agents"}
+    env_kwargs = check_env_kwargs(env_kwargs, "--env-kwargs", reserved)
+    if isinstance(env_kwargs.get("episodes"), str):
+        read_episode_source(env_kwargs["episodes"])  # its errors name the file
+    (spec,) = _policy_specs([settings.agent])
+    env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" else "privileged"
+    root = settings.out or default_root()
+
+    def progress(episodes):
+        return tqdm(episodes, desc=f"dataset {spec.label}", unit="ep", file=sys.stderr, disable=settings.quiet)
+
+    try:
+        path = record_dataset(
+            settings.dataset_id,
+            spec.factory,
+            env_kwargs,
+            settings.episodes,
+            seed=settings.seed,
+            root=root,
+            algorithm_name=spec.label,
+            description=f"WritePolicyBench-v0 trajectories of {spec.label}, recorded by wpb dataset",
+            force=settings.force,
+            progress=progress,
+        )
+    except FileExistsError as error:
+        raise InputError(str(error)) from None
+    except ValueError as error:  # Minari's refusal of the id, or the env's of an argument
+        raise InputError(f"{one_line(str(error))}") from None
+    print(f"{settings.episodes} episodes of {spec.label} -> {path} (minari.load_dataset({settings.dataset_id!r}) "
+          f"with MINARI_DATASETS_PATH={root})")
+    return 0
+
+
+DATASET = CommandSettings(
+    "wpb dataset",
+    (
+        Setting(
+            "agent",
+            parse_text,
+            "the agent to record: a name or alias, or NAME:PATH for one read from a file (sb3:MODEL.zip)",
+            required=True,
+        ),
+        Setting(
+            "dataset_id",
+            parse_text,
+            "Minari's id of the dataset, NAMESPACE/NAME-vVERSION, e.g. wpb/contract_mix-breaking_detector-v0",
+            required=True,
+        ),
+        Setting("episodes", partial(parse_int, minimum=1), "episodes to record (episode i of the source)", default=10),
+        Setting("seed", partial(parse_int, minimum=0), "episode seed of generated episodes and reset seeds", default=0),
+        Setting(
+            "env_kwargs",
+            parse_env_kwarg,
+            "env arguments, e.g. regime=contract_mix budget_bytes=10KB dense_reward=true (the track is the agent's)",
+            many=True,
+            pairs=True,
+            metavar="KEY=VALUE",
+        ),
+        Setting(
+            "out",
+            parse_path,
+            "Minari's datasets folder to write in (default: $MINARI_DATASETS_PATH, else ~/.minari/datasets)",
+            in_config=False,
+        ),
+        switch("force", "replace an existing dataset of that id (once the new one is complete)", in_config=False),
+        switch("quiet", "no progress bar", in_config=False),
+    ),
+)
+
+
+def add_commands(sub: Any) -> None:
+    """Add dataset to the ``wpb`` subcommands ``sub``."""
+    dataset = sub.add_parser("dataset", help="record an agent's trajectories as a Minari dataset (offline RL)")
+    DATASET.add_to(dataset)
+    dataset.set_defaults(func=_cmd_dataset, prog=dataset.prog, settings=DATASET)
