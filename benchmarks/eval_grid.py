@@ -5,7 +5,7 @@ tracks x the paper's 7 baselines (5 on the unprivileged track), with the exact o
 agent-episode runs. The target is at most 3 seconds on a 2-core machine (the published
 implementation needs about a minute).
 
-    python benchmarks/eval_grid.py [--jobs 2] [--repeat 3] [--profile]
+    python benchmarks/eval_grid.py [--jobs 2] [--repeat 3] [--isolate] [--ray] [--profile]
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import subprocess
+import sys
 import time
 from functools import partial
 
@@ -32,12 +34,26 @@ AGENTS = (
 )
 
 
-def grid(jobs: int, isolate: bool = False) -> tuple[int, float]:
+def grid(jobs: int, isolate: bool = False, backend: str = "processes") -> tuple[int, float]:
     policies = [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in AGENTS]
     refs = generated_refs(REGIMES, [200], 10, seed=0)
     start = time.perf_counter()
-    rows = run_grid(refs, policies, BUDGETS, ("unprivileged", "privileged"), jobs=jobs, isolate=isolate)
+    rows = run_grid(
+        refs, policies, BUDGETS, ("unprivileged", "privileged"), jobs=jobs, isolate=isolate, backend=backend
+    )
     return len(rows), time.perf_counter() - start
+
+
+def ray_start_up(jobs: int) -> float:
+    """Seconds to start and stop a local Ray of ``jobs`` CPUs, in a new process (as the grid's
+    Ray driver does; this process never runs Ray itself)."""
+    code = (
+        "import time, ray; t = time.perf_counter(); "
+        f"ray.init(num_cpus={jobs}, include_dashboard=False, log_to_driver=False, configure_logging=False); "
+        "ray.shutdown(); print(time.perf_counter() - t)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -45,18 +61,22 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="runs; the best time is reported")
     parser.add_argument("--isolate", action="store_true", help="also time isolated evaluation, alternating")
+    parser.add_argument("--ray", action="store_true", help="also time the grid as Ray tasks (a local Ray), alternating")
     parser.add_argument("--profile", action="store_true", help="cProfile one single-process run")
     args = parser.parse_args()
     if args.profile:
         cProfile.runctx("grid(1)", globals(), {}, "/tmp/wpb_grid.prof")
         pstats.Stats("/tmp/wpb_grid.prof").sort_stats("tottime").print_stats(20)
         return
-    times, isolated = [], []
+    times, isolated, on_ray, start_up = [], [], [], []
     for _ in range(args.repeat):  # alternated, so that both see the machine in the same state
         rows, seconds = grid(args.jobs)
         times.append(seconds)
         if args.isolate:
             isolated.append(grid(args.jobs, isolate=True)[1])
+        if args.ray:
+            on_ray.append(grid(args.jobs, backend="ray")[1])
+            start_up.append(ray_start_up(args.jobs))
     print(
         f"paper grid: {rows} agent-episode runs, best of {args.repeat}: {min(times):.2f} s "
         f"with {args.jobs} job(s) (target: 3 s)"
@@ -65,6 +85,12 @@ def main() -> None:
         print(
             f"isolated (a process per policy): best of {args.repeat}: {min(isolated):.2f} s, "
             f"{min(isolated) / min(times):.2f}x the in-process time (target: at most 3x)"
+        )
+    if args.ray:
+        print(
+            f"on Ray (a local Ray started and stopped by each run): best of {args.repeat}: {min(on_ray):.2f} s, "
+            f"{min(on_ray) / min(times):.2f}x the process pool's time; Ray's start and stop alone: "
+            f"{min(start_up):.2f} s"
         )
 
 

@@ -7,17 +7,20 @@ from typing import Any
 
 from ..core.tracks import TRACKS
 from ..episodes.generators.paper import REGIMES
+from ..evaluation.ray_backend import BACKENDS
 from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
 from .inputs import (
     MAX_LENGTH,
     InputError,
     budget_text,
     parse_budgets,
+    parse_choice,
     parse_int,
     parse_ints,
     parse_names,
     parse_path,
     parse_seconds,
+    parse_text,
 )
 from .settings import CommandSettings, Setting, Settings, switch
 
@@ -73,6 +76,14 @@ EVAL_SETTINGS = (
     ),
     Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS)),
     Setting("jobs", partial(parse_int, minimum=1), "worker processes (results do not depend on it)", default=1),
+    Setting(
+        "backend",
+        partial(parse_choice, choices=BACKENDS),
+        "where the grid's tasks run: processes (a pool of --jobs workers) or ray (Ray tasks: a local Ray "
+        "of --jobs CPUs, or the cluster at --address; the scale extra); results do not depend on it",
+        default="processes",
+    ),
+    Setting("address", parse_text, "with --backend ray: the Ray cluster to use (auto, or ray://HOST:10001)"),
     switch(
         "isolate",
         "run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",
@@ -90,7 +101,8 @@ EVAL_SETTINGS = (
         default=DEFAULT_LIMITS.max_seconds_per_step,
     ),
 )
-RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name != "jobs")
+# Where the tasks run never changes results: not recorded, not hashed.
+RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in ("jobs", "backend", "address"))
 GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed")
 
 EVAL = CommandSettings(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import importlib.util
 import json
 import shutil
 import sys
@@ -130,6 +131,12 @@ def _run_eval(config: Settings) -> int:
             f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
         )
     limits = run_limits(config)
+    if config["backend"] == "ray" and config["isolate"]:
+        raise InputError(f"{config.origin_of('isolate')}: isolated evaluation runs with --backend processes, not ray")
+    if config["address"] is not None and config["backend"] != "ray":
+        raise InputError(f"{config.origin_of('address')}: names a Ray cluster; it needs --backend ray")
+    if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
+        raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
     policies = _policy_specs(config["agents"], config["isolate"], limits)
     recorded = {k: config[k] for k in RECORDED}
     if config["episodes"] is not None:
@@ -195,6 +202,8 @@ def _run_eval(config: Settings) -> int:
                 on_episode_done=checkpoint,
                 isolate=config["isolate"],
                 limits=limits,
+                backend=config["backend"],
+                address=config["address"],
             )
         except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
             print(f"wpb eval: {error}", file=sys.stderr)

@@ -32,6 +32,7 @@ from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
 from .child_processes import end_with_parent
 from .playing import PlayedRun, Seat, end_episode, play, score
+from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits
 
 # Columns of results.csv, in order: the condition, then the paper's metric names, then the rest.
@@ -270,13 +271,17 @@ def run_grid(
     on_episode_done: Callable[[EpisodeRef, list[dict[str, Any]]], None] | None = None,
     isolate: bool = False,
     limits: RunLimits = DEFAULT_LIMITS,
+    backend: str = "processes",
+    address: str | None = None,
 ) -> list[dict[str, Any]]:
-    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``
-    and either ``isolate``).
+    """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``,
+    either ``isolate`` and either ``backend``).
 
     ``on_episode_done(ref, rows)`` is called as each episode's rows arrive (in ``refs`` order),
     e.g. to checkpoint them for a resumable run. ``isolate`` runs each policy in its own
     process (see the module docstring); ``limits`` bounds each policy per timestep.
+    ``backend="ray"`` runs the tasks as Ray tasks (``ray_backend``: a local Ray of ``jobs`` CPUs,
+    or the cluster at ``address``).
     """
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
@@ -288,11 +293,19 @@ def run_grid(
         raise ValueError(f"budgets must be non-negative ints, got {list(budgets)}")
     if jobs < 1:
         raise ValueError(f"jobs must be at least 1, got {jobs}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "ray" and isolate:
+        raise ValueError("isolated evaluation runs on the process pool (backend='processes'), not on Ray")
+    if address is not None and backend != "ray":
+        raise ValueError("address names a Ray cluster: it needs backend='ray'")
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
     try:
-        if jobs == 1:
+        if backend == "ray":
+            rows = _collect(ray_map(run_task, tasks, jobs=jobs, address=address), refs, progress, on_episode_done)
+        elif jobs == 1:
             if isolate:
                 results: Iterator[list[dict[str, Any]]] = chain.from_iterable(map(run_isolated_tasks, batches))
             else:

@@ -1,0 +1,55 @@
+"""The grid on Ray: the same rows, progress and checkpoints as the process pool."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from agents.registry import agent_entry, make_agent  # noqa: E402
+from wpb_gym.cli import main  # noqa: E402
+from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid  # noqa: E402
+
+
+def spec(name: str) -> PolicySpec:
+    return PolicySpec(name, partial(make_agent, name), agent_entry(name).track)
+
+
+def test_the_grid_on_ray_gives_the_rows_and_checkpoints_of_the_process_pool():
+    refs = generated_refs(["default", "breaking"], [20], 3, seed=4)
+    policies = [spec("breaking_detector"), spec("fifo_store_all"), spec("priority_threshold")]
+    grid = (refs, policies, [1024, 10240], ["unprivileged", "privileged"])
+    done: dict[str, list] = {"processes": [], "ray": []}
+    local = run_grid(*grid, jobs=2, on_episode_done=lambda ref, rows: done["processes"].append((ref, rows)))
+    assert not ray.is_initialized()
+    on_ray = run_grid(*grid, jobs=2, backend="ray", on_episode_done=lambda ref, rows: done["ray"].append((ref, rows)))
+    assert not ray.is_initialized()  # the grid shut down the Ray it started
+    assert on_ray == local and done["ray"] == done["processes"] and len(local) == 6 * 2 * 2 * 3 - 6 * 2
+    with pytest.raises(ValueError, match="isolated evaluation runs on the process pool"):
+        run_grid(*grid, backend="ray", isolate=True)
+    with pytest.raises(ValueError, match="needs backend='ray'"):
+        run_grid(*grid, address="auto")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        run_grid(*grid, backend="threads")
+
+
+def test_wpb_eval_on_ray_writes_the_same_run(tmp_path, capsys):
+    argv = ["eval", "--agents", "change_detector,last_kb", "--lengths", "20", "--episodes-per-condition", "3"]
+    argv += ["--budgets", "1KB,10KB", "--tracks", "unprivileged", "--jobs", "2", "--quiet"]
+    assert main([*argv, "--out", str(tmp_path / "pool")]) == 0
+    assert main([*argv, "--backend", "ray", "--out", str(tmp_path / "ray")]) == 0
+    pool, on_ray = (tmp_path / "pool" / "results.csv").read_bytes(), (tmp_path / "ray" / "results.csv").read_bytes()
+    assert pool == on_ray  # config_hash included: where the tasks ran is not part of the run
+    runs = [json.loads((tmp_path / name / "run.json").read_text()) for name in ("pool", "ray")]
+    assert runs[0]["config"] == runs[1]["config"] and "backend" not in runs[0]["config"]
+    for extra, named in [
+        (["--backend", "ray", "--isolate"], "--isolate: isolated evaluation runs with --backend processes"),
+        (["--address", "auto"], "--address: names a Ray cluster; it needs --backend ray"),
+        (["--backend", "spark"], "--backend: expected one of processes, ray"),
+    ]:
+        assert main([*argv, *extra, "--out", str(tmp_path / "bad")]) == 2
+        assert named in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
