@@ -10,10 +10,10 @@ import pytest
 
 from wpb_gym.cli import build_parser, main
 from wpb_gym.cli.eval_settings import EVAL, RECORDED
-
-NOT_RECORDED = {"jobs", "backend", "address"}  # where the tasks run never changes results
 from wpb_gym.cli.inputs import InputError, parse_int
 from wpb_gym.cli.settings import CommandSettings, Setting, Settings, switch
+
+NOT_RECORDED = {"jobs", "backend", "address"}  # where the tasks run never changes results
 
 
 def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
