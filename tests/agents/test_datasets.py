@@ -67,7 +67,7 @@ def test_an_existing_dataset_is_replaced_only_with_force_and_only_once_the_new_o
     record_dataset("wpb/x-v0", agent, KWARGS, 2)
     with pytest.raises(FileExistsError, match="exists"):
         record_dataset("wpb/x-v0", agent, KWARGS, 3)
-    with pytest.raises(ValueError, match="no_such_argument"):  # a bad argument: the old dataset stays
+    with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_argument'"):  # the old one stays
         record_dataset("wpb/x-v0", agent, {**KWARGS, "no_such_argument": 1}, 3, force=True)
     assert minari.load_dataset("wpb/x-v0").total_episodes == 2
     record_dataset("wpb/x-v0", agent, KWARGS, 3, force=True)

@@ -454,3 +454,30 @@ def test_check_env_with_render_mode(render_mode):
         warnings.simplefilter("error")
         gym_check_env(env.unwrapped)
     env.close()
+
+
+def test_an_unknown_keyword_is_a_type_error_as_python_says_it():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'"):
+        gym.make("WritePolicyBench-v0", frameskip=4)
+
+
+def test_torchrl_steps_it_with_the_mask_as_its_action_mask_transform_wants():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchrl")
+    from torchrl.data import Binary
+    from torchrl.envs import GymEnv, TransformedEnv
+    from torchrl.envs.gym_like import default_info_dict_reader
+    from torchrl.envs.transforms import ActionMask
+    from torchrl.envs.utils import check_env_specs
+
+    env = GymEnv("WritePolicyBench-v0", length=20)
+    check_env_specs(env)
+    n = env.action_spec.shape[-1]
+    mask_spec = {"action_mask": Binary(n, dtype=torch.bool)}
+    env.set_info_dict_reader(default_info_dict_reader(["action_mask"], spec=mask_spec))
+    env = TransformedEnv(env, ActionMask())
+    torch.manual_seed(0)
+    rollout = env.rollout(200)  # random actions, drawn among the valid ones
+    chosen = rollout["action"].argmax(-1)
+    assert rollout["action_mask"].gather(-1, chosen[:, None]).all()
+    assert rollout["next", "done"][-1].item() and rollout.batch_size[0] >= 20

@@ -18,6 +18,8 @@ EPISODE_ORDERS = ("random", "cycle")
 DEFAULT_LENGTH = 200
 DEFAULT_REGIME = "default"
 _RANDOM_INDEX_RANGE = 2**31 - 1
+# The generator's options an env takes as keywords (regime and length are env arguments).
+GENERATOR_OPTIONS = tuple(name for name in GeneratorConfig.__dataclass_fields__ if name not in ("regime", "length"))
 
 
 class EpisodeSampler:
@@ -31,6 +33,12 @@ class EpisodeSampler:
     def __init__(self, *, regime: str | None, length: int | None,
                  episodes: str | os.PathLike[str] | Sequence[Episode] | None, episode_seed: int, order: str,
                  generator_options: dict[str, Any]) -> None:
+        unknown = sorted(set(generator_options) - set(GENERATOR_OPTIONS))
+        if unknown:  # what Python says of an unknown keyword (libraries such as TorchRL rely on it)
+            raise TypeError(
+                f"WritePolicyBenchEnv got an unexpected keyword argument {unknown[0]!r}: neither an env argument "
+                f"nor a generator option ({', '.join(GENERATOR_OPTIONS)})"
+            )
         if order not in EPISODE_ORDERS:
             raise ValueError(f"episode_order must be one of {EPISODE_ORDERS}, got {order!r}")
         self.order = order
