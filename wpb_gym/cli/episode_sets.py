@@ -20,13 +20,12 @@ from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
-from .eval_settings import DEFAULT_BUDGETS
+from .eval_settings import BUDGETS, TRACKS_SETTING
 from .inputs import (
     MAX_LENGTH,
     InputError,
     budget_text,
     input_error,
-    parse_budgets,
     parse_float,
     parse_int,
     parse_ints,
@@ -323,14 +322,8 @@ INSPECT = CommandSettings(
             many=True,
             required=True,
         ),
-        Setting(
-            "budgets",
-            parse_budgets,
-            "comma-separated, e.g. 1KB,10KB (1KB = 1024 B)",
-            default=list(DEFAULT_BUDGETS),
-            default_text=",".join(map(budget_text, DEFAULT_BUDGETS)),
-        ),
-        Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS)),
+        BUDGETS,
+        TRACKS_SETTING,
     ),
 )
 

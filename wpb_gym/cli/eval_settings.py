@@ -44,6 +44,16 @@ def check_agents(value: Any, where: str) -> list[Any]:
     return items
 
 
+# Shared with wpb inspect.
+BUDGETS = Setting(
+    "budgets",
+    parse_budgets,
+    "comma-separated, e.g. 1KB,10KB (1KB = 1024 bytes)",
+    default=list(DEFAULT_BUDGETS),
+    default_text=",".join(map(budget_text, DEFAULT_BUDGETS)),
+)
+TRACKS_SETTING = Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS))
+
 # What a run records (and hashes, for --resume): every setting that can change its results.
 # ``jobs`` never does; the rest are how to write the run.
 EVAL_SETTINGS = (
@@ -67,14 +77,8 @@ EVAL_SETTINGS = (
         default=10,
     ),
     Setting("seed", partial(parse_int, minimum=0), "seed of the generated episodes", default=0),
-    Setting(
-        "budgets",
-        parse_budgets,
-        "comma-separated, 1KB = 1024 bytes",
-        default=list(DEFAULT_BUDGETS),
-        default_text=",".join(map(budget_text, DEFAULT_BUDGETS)),
-    ),
-    Setting("tracks", partial(parse_names, known=TRACKS), "comma-separated tracks", default=list(TRACKS)),
+    BUDGETS,
+    TRACKS_SETTING,
     Setting("jobs", partial(parse_int, minimum=1), "worker processes (results do not depend on it)", default=1),
     Setting(
         "backend",
