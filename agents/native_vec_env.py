@@ -8,8 +8,9 @@ the step that ends them, as SB3 expects: the finished episode's last observation
 ``infos[i]["terminal_observation"]`` and its metrics are ``infos[i]["metrics"]`` (and each
 metric's own key). The infos of the other sub-envs are empty: the single env's per-step
 entries (``t``, ``accepted``, ``reason``, ``bytes_used``, ``action_mask``) are in
-``last_info``, batched. Wrap it in ``VecMonitor`` for SB3's episode statistics
-(``make_native_vec_env`` does).
+``last_info``, batched; ``reset_infos`` are empty dicts (the reset infos are ``last_info``
+after a reset). Wrap it in ``VecMonitor`` for SB3's episode statistics (``make_native_vec_env``
+does).
 """
 
 from __future__ import annotations

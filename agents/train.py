@@ -104,12 +104,12 @@ def load_config(algo: str, path: str | Path | None = None, regime: str | None = 
                 config[key].update(value)
             else:
                 config[key] = value
-    _check_config(config, file)
+    check_config(config, file)
     return config
 
 
-def _check_config(config: dict[str, Any], file: Path) -> None:
-    """Refuse settings SB3 would choke on later, naming the file and key."""
+def check_config(config: dict[str, Any], file: Path | str) -> None:
+    """Refuse settings SB3 would choke on later, naming the file (or flags) and key."""
     for key in ("n_envs", "torch_threads", "checkpoint_every_steps"):
         parse_int(config[key], f"{file}: {key}", 1)
     # 0 steps of RL: the imitation student is the result (a recipe may stop there).
@@ -184,6 +184,11 @@ def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
 
 def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, seed, resume, init_from, n_envs, saved):
     """The training and held-out envs and the model (new, resumed or started from another)."""
+    newest = _newest_checkpoint(out / "checkpoints") if resume else None
+    if newest is not None:  # the monitor logs so far stay beside the resumed run's (SB3 rewrites its files)
+        for log in sorted((out / "monitor").glob("*.monitor.csv")):
+            if ".until_" not in log.name:
+                log.rename(log.with_name(log.name.replace(".monitor.csv", f".until_{newest[1]}.monitor.csv")))
     train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"], out / "monitor")
     validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
     n_eval = len(validation["episodes"])
@@ -193,7 +198,6 @@ def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, s
     cls = algo_class(algo)
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
     start = 0
-    newest = _newest_checkpoint(out / "checkpoints") if resume else None
     if resume and newest is None:
         raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoints'}")
     if newest is not None:

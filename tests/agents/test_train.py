@@ -13,7 +13,7 @@ import yaml
 from agents.sb3_agent import SB3Agent
 from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config
 from wpb_gym.cli import main as wpb
-from wpb_gym.cli.inputs import env_kwargs_dict, parse_env_kwarg
+from wpb_gym.cli.inputs import parse_env_kwarg
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
 
@@ -133,6 +133,9 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
         == 0
     )
     assert MaskablePPO.load(out / "final_model.zip").num_timesteps == 256
+    # The first part's monitor log is kept beside the resumed part's; load_results reads both.
+    logs = sorted(p.name for p in (out / "monitor").glob("*.monitor.csv"))
+    assert logs == ["native.monitor.csv", "native.until_128.monitor.csv"], logs
     with one_line_error(capsys, "no checkpoint"):
         assert 2 == wpb(
             [
@@ -314,12 +317,12 @@ def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
 
 def parse_env_kwargs(items):
     """``wpb train --env-kwargs ITEM...`` as the command reads it."""
-    return env_kwargs_dict([parse_env_kwarg(item, "--env-kwargs") for item in items], "--env-kwargs")
+    return dict(parse_env_kwarg(item, "--env-kwargs") for item in items)
 
 
-def test_env_kwargs_refuse_repeats_and_bad_yaml():
-    with pytest.raises(ValueError, match="--env-kwargs: slots is given more than once"):
-        parse_env_kwargs(["slots=2", "slots=3"])
+def test_env_kwargs_refuse_repeats_and_bad_yaml(tmp_path, capsys):
+    assert wpb(["train", "--algo", "ppo", "--env-kwargs", "slots=2", "slots=3", "--out", str(tmp_path / "t")]) == 2
+    assert "--env-kwargs: the key slots is given more than once" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"--env-kwargs: 'slots=\[': the value is not valid YAML"):
         parse_env_kwargs(["slots=["])
 
@@ -335,3 +338,18 @@ def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learner
     assert "--vec-env: expected one of native, dummy, subproc, got 'threads'" in capsys.readouterr().err
     assert wpb(["train", "--algo", "epsilon_greedy", "--vec-env", "dummy", "--out", str(tmp_path / "b")]) == 2
     assert "--vec-env is for the SB3 algorithms, not epsilon_greedy" in capsys.readouterr().err
+
+
+def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, monkeypatch, capsys):
+    from agents.learner_training import LEARNER_ALGOS
+    from agents.train import VEC_ENVS
+    from wpb_gym.cli import training
+
+    assert training.ALGOS == ALGOS + LEARNER_ALGOS and training.VEC_ENVS == VEC_ENVS
+    seen = {}
+    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    imitation = tiny_config(tmp_path, imitation={"teacher": "breaking_rule", "rounds": 1, "episodes": 2})
+    argv = ["train", "--algo", "maskable_ppo", "--timesteps", "0", "--out", str(tmp_path / "t")]
+    assert wpb([*argv, "--config", str(imitation)]) == 0 and seen["config"]["timesteps"] == 0
+    assert wpb([*argv, "--config", str(tiny_config(tmp_path))]) == 2
+    assert "tiny.yaml with --timesteps: timesteps: expected an integer >= 1, got 0" in capsys.readouterr().err

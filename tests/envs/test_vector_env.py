@@ -195,3 +195,22 @@ def test_the_mask_is_reachable_through_gymnasiums_wrappers():
     _, info = env.reset(seed=0)
     assert env.unwrapped is not env  # gym.make wraps it
     assert np.array_equal(env.get_wrapper_attr("action_masks")(), info["action_mask"])
+
+
+def test_disabled_autoreset_refuses_before_any_sub_env_moves_and_the_api_matches_sync():
+    vector = WritePolicyBenchVectorEnv(2, autoreset_mode="Disabled", length=3)
+    vector.reset(seed=0)
+    for _ in range(3):
+        vector.step(np.zeros(2, dtype=int))
+    vector.reset(options={"reset_mask": np.array([True, False])})
+    with pytest.raises(RuntimeError, match="sub-env 1's episode is over"):
+        vector.step(np.zeros(2, dtype=int))
+    assert vector.get_attr("t") == (0, 3)  # sub-env 0 did not move
+    sync = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync")
+    assert vector.metadata["render_fps"] == sync.metadata["render_fps"]
+    vector.set_attr("invalid_action_penalty", [0.5, 0.25])
+    vector.set_attr("invalid_action_penalty", 0.5)
+    assert vector.get_attr("invalid_action_penalty") == (0.5, 0.5)
+    vector.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        vector.step(np.zeros(2, dtype=int))

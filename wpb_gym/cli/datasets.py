@@ -9,7 +9,6 @@ from typing import Any
 from .inputs import (
     InputError,
     check_env_kwargs,
-    env_kwargs_dict,
     one_line,
     parse_env_kwarg,
     parse_int,
@@ -34,9 +33,9 @@ def _cmd_dataset(settings: Settings) -> int:
         parse_dataset_id(settings.dataset_id)
     except ValueError as error:
         raise InputError(f"--dataset-id: {error}") from None
-    env_kwargs = env_kwargs_dict(settings.env_kwargs or (), "--env-kwargs")
+    where = settings.origin_of("env_kwargs")  # the flag, or the config file's key
     reserved = {"episode_seed": "set by --seed", "track": "the agent's: privileged for privileged and oracle agents"}
-    env_kwargs = check_env_kwargs(env_kwargs, "--env-kwargs", reserved)
+    env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), where, reserved)
     if isinstance(env_kwargs.get("episodes"), str):
         read_episode_source(env_kwargs["episodes"])  # its errors name the file
     (spec,) = _policy_specs([settings.agent])

@@ -256,16 +256,6 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
         raise input_error(where, f"{value!r}: the value is not valid YAML ({problem})") from None
 
 
-def env_kwargs_dict(pairs: Iterable[tuple[str, Any]], where: str) -> dict[str, Any]:
-    """The (key, value) pairs of ``parse_env_kwarg`` as a mapping, refusing a key given twice."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise input_error(where, f"{key} is given more than once")
-        out[key] = value
-    return out
-
-
 def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None) -> dict[str, Any]:
     """Env arguments by name (``WritePolicyBenchEnv``'s own, or generator options), with
     ``budget_bytes`` read as a budget. ``reserved`` names arguments set otherwise, and how."""
@@ -278,6 +268,7 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
         raise InputError(f"{where}: expected a mapping of env arguments, got {type(kwargs).__name__} {kwargs!r}")
     signature = inspect.signature(WritePolicyBenchEnv.__init__).parameters.values()
     arguments = [p.name for p in signature if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    arguments = [name for name in arguments if name not in _ENV_PARTS]  # text cannot give them
     options = [name for name in GeneratorConfig.__dataclass_fields__ if name not in arguments]
     checked = {}
     for key, value in kwargs.items():

@@ -10,7 +10,6 @@ from ..evaluation.run_folder import check_folder_path
 from .inputs import (
     InputError,
     check_env_kwargs,
-    env_kwargs_dict,
     parse_choice,
     parse_env_kwarg,
     parse_int,
@@ -24,16 +23,17 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     """The env arguments, the training config and where it came from: the algorithm's defaults,
     then its recipe (``--config`` or the shipped recipe of the regime), then the flags."""
     from agents.learner_training import LEARNER_ALGOS
-    from agents.train import HELD_OUT_SEED_OFFSET, load_config, recipe_path  # the CLI joins the packages
+    from agents.train import HELD_OUT_SEED_OFFSET, check_config, load_config, recipe_path  # the CLI joins the packages
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
-    env_kwargs = env_kwargs_dict(settings.env_kwargs or (), "--env-kwargs")
-    env_kwargs = check_env_kwargs(env_kwargs, "--env-kwargs", reserved)
+    env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), "--env-kwargs", reserved)
     if settings.algo in LEARNER_ALGOS:
         for name in ("config", "resume", "init_from", "vec_env"):
             if settings[name]:
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
+        if settings.timesteps == 0:
+            raise InputError("--timesteps: a bandit learner trains for at least 1 decision, got 0")
         return env_kwargs, {"env": {}}, f"the {settings.algo} defaults"
     recipe = recipe_path(settings.algo, env_kwargs.get("regime"))
     config_file = settings.config or (recipe if recipe.is_file() else None)
@@ -47,6 +47,11 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         config["timesteps"] = settings.timesteps
     if settings.vec_env is not None:
         config["vec_env"] = settings.vec_env
+    flags = [settings.origin_of(name) for name in ("timesteps", "vec_env") if settings[name] is not None]
+    try:  # the recipe with the flags applied, checked as one (e.g. 0 RL steps only after imitation)
+        check_config(config, f"{where} with {', '.join(flags)}" if flags else str(where))
+    except ValueError as error:
+        raise InputError(str(error)) from None
     return env_kwargs, config, str(where)
 
 
@@ -103,7 +108,10 @@ def _cmd_agents(args: Settings) -> int:
     return 0
 
 
+# agents.train's ALGOS and VEC_ENVS and agents.learner_training's LEARNER_ALGOS, named here so
+# that building the parser imports no agent code (a test keeps them equal).
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo", "epsilon_greedy", "bandit_ucb")
+VEC_ENVS = ("native", "dummy", "subproc")
 
 # --config here is the training recipe (a nested YAML document, ``agents.train.load_config``),
 # so the table has no config file of its own; the recipe's env settings and timesteps are
@@ -133,7 +141,11 @@ TRAIN = CommandSettings(
             pairs=True,
             metavar="KEY=VALUE",
         ),
-        Setting("timesteps", partial(parse_int, minimum=1), "total environment steps (default: the recipe's)"),
+        Setting(
+            "timesteps",
+            partial(parse_int, minimum=0),
+            "total environment steps (default: the recipe's; 0 only after the recipe's imitation)",
+        ),
         Setting("seed", partial(parse_int, minimum=0), "training seed (held-out episodes use another)", default=0),
         Setting(
             "out", parse_path, "run folder: models, checkpoints, TensorBoard logs, config.json", required=True
@@ -141,7 +153,7 @@ TRAIN = CommandSettings(
         switch("resume", "continue from the newest checkpoint in --out"),
         Setting(
             "vec_env",
-            partial(parse_choice, choices=("native", "dummy", "subproc")),
+            partial(parse_choice, choices=VEC_ENVS),
             "the training envs: native (one native vector env, batched masks), dummy or subproc (SB3's "
             "DummyVecEnv / SubprocVecEnv over single envs); same episodes and results (default: the recipe's, "
             "native)",

@@ -46,7 +46,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     ``"metrics"`` and each metric's own key, masked to the sub-envs that finished.
     """
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
                  **env_kwargs: Any) -> None:
@@ -106,9 +106,14 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ step
     def step(self, actions: Any):
+        if self.closed:
+            raise RuntimeError("the vector env is closed")
         if not self._started:
             raise RuntimeError("call reset() before step()")
         actions = self._check_actions(actions)
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
+            i = int(np.flatnonzero(self._autoreset)[0])  # refused before any sub-env moves
+            raise RuntimeError(f"sub-env {i}'s episode is over: reset it (options['reset_mask']) first")
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
@@ -119,8 +124,6 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
         for i, (env, a) in enumerate(zip(self.envs, actions, strict=True)):
             if self._autoreset[i]:
-                if self.autoreset_mode == AutoresetMode.DISABLED:
-                    raise RuntimeError(f"sub-env {i}'s episode is over: reset it (options['reset_mask']) first")
                 env.reset()  # NEXT_STEP: this step starts the next episode; its action is ignored
                 self._autoreset[i] = False
                 continue
@@ -204,6 +207,19 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         return tuple(getattr(env, name) for env in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set ``name`` on every sub-env: to ``values[i]`` for a list or tuple of N, else to ``values``."""
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs {self.num_envs} values, one per sub-env, got {len(values)}")
+        for env, value in zip(self.envs, values, strict=True):
+            setattr(env, name, value)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
 
     def render(self) -> tuple[Any, ...] | None:
         if self.render_mode is None:
