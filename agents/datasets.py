@@ -132,7 +132,8 @@ def record_dataset(
     from minari.dataset.minari_dataset import parse_dataset_id
 
     parse_dataset_id(dataset_id)  # a malformed id is refused before any episode is played
-    root = Path(root) if root is not None else default_root()
+    # Absolute: Minari joins a relative datasets folder onto itself.
+    root = (Path(root) if root is not None else default_root()).resolve()
     target = root / dataset_id
     if target.exists() and not force:
         raise FileExistsError(f"{target}: the dataset {dataset_id!r} exists; pass force=True (--force) to replace it")

@@ -75,8 +75,15 @@ def test_an_existing_dataset_is_replaced_only_with_force_and_only_once_the_new_o
     assert [p.name for p in root.iterdir()] == ["wpb"]  # no staging folder left
 
 
-def test_wpb_dataset_records_and_names_bad_input(tmp_path, capsys):
+def test_wpb_dataset_records_and_names_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "datasets"
+    relative = ["dataset", "--agent", "no_mem", "--dataset-id", "wpb/rel-v0", "--episodes", "1", "--out", "rel"]
+    assert main([*relative, "--env-kwargs", "length=5", "--quiet"]) == 0  # --out relative to the current folder
+    assert (tmp_path / "rel" / "wpb" / "rel-v0").is_dir()
+    (tmp_path / "afile").write_text("x")
+    assert main([*relative[:-1], "afile", "--quiet"]) == 2
+    assert "--out " in capsys.readouterr().err
     argv = ["dataset", "--agent", "change_detector", "--episodes", "2", "--env-kwargs", "length=10", "--out", str(out)]
     assert main([*argv, "--dataset-id", "wpb/cd-v0", "--quiet"]) == 0
     assert (out / "wpb" / "cd-v0").is_dir()

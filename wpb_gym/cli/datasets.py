@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+from ..evaluation.run_folder import check_folder_path
 from .inputs import (
     InputError,
     check_env_kwargs,
@@ -40,7 +42,8 @@ def _cmd_dataset(settings: Settings) -> int:
         read_episode_source(env_kwargs["episodes"])  # its errors name the file
     (spec,) = _policy_specs([settings.agent])
     env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" else "privileged"
-    root = settings.out or default_root()
+    root = Path(settings.out).resolve() if settings.out else default_root()
+    check_folder_path(root)  # a file, under a file, or not writable: named before any episode is played
 
     def progress(episodes):
         return tqdm(episodes, desc=f"dataset {spec.label}", unit="ep", file=sys.stderr, disable=settings.quiet)
