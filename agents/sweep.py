@@ -155,7 +155,10 @@ def run_sweep(settings: Mapping[str, Any], out: str | Path, *, address: str | No
 
     out = Path(out).resolve()
     storage = out / "tune"
-    ray.init(address=address, include_dashboard=False, log_to_driver=progress, configure_logging=False)
+    try:
+        ray.init(address=address, include_dashboard=False, log_to_driver=progress, configure_logging=False)
+    except (ConnectionError, ValueError, RuntimeError) as error:  # no cluster there, or not an address
+        raise RuntimeError(f"--address {address}: cannot start or reach Ray: {error}") from None
     try:
         trainable = tune.with_resources(
             tune.with_parameters(_tune_trial, settings=dict(settings), out=str(out)),

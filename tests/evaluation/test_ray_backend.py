@@ -53,3 +53,11 @@ def test_wpb_eval_on_ray_writes_the_same_run(tmp_path, capsys):
         assert main([*argv, *extra, "--out", str(tmp_path / "bad")]) == 2
         assert named in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_bad_ray_address_is_one_line_naming_it(tmp_path, capsys):
+    argv = ["eval", "--agents", "no_mem", "--lengths", "10", "--episodes-per-condition", "1", "--budgets", "1KB"]
+    argv += ["--tracks", "unprivileged", "--quiet", "--backend", "ray", "--address", "garbage::"]
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert "--address garbage::: the grid failed on Ray: ValueError: Invalid address format" in capsys.readouterr().err
+    assert not (tmp_path / "o" / "results.csv").exists()

@@ -107,6 +107,7 @@ def _run_eval(config: Settings) -> int:
     from tqdm import tqdm
 
     from ..evaluation.grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
+    from ..evaluation.ray_backend import RayBackendError
     from ..evaluation.referee import PolicyError
     from ..evaluation.reports.report import run_metadata, write_atomic
     from ..evaluation.reports.run_writer import RunWriter
@@ -208,6 +209,9 @@ def _run_eval(config: Settings) -> int:
         except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
             print(f"wpb eval: {error}", file=sys.stderr)
             return 1
+        except RayBackendError as error:  # e.g. no cluster at --address; checkpoints stay for --resume
+            where = f"--address {config['address']}" if config["address"] else "--backend ray"
+            raise InputError(f"{where}: the grid failed on Ray: {error}") from None
         stopped = [row for row in rows if row.get("error")]
         if stopped:
             agents = sorted({row["policy"] for row in stopped})

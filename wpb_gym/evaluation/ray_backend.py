@@ -29,6 +29,16 @@ from typing import Any
 from .child_processes import end_with_parent
 
 BACKENDS = ("processes", "ray")
+
+
+class RayBackendError(RuntimeError):
+    """The grid failed in the Ray driver process (Ray could not start or connect, or a task
+    failed); ``str()`` is the exception's last line, ``details`` the whole traceback."""
+
+    def __init__(self, details: str) -> None:
+        lines = [line for line in details.strip().splitlines() if line.strip()]
+        super().__init__(lines[-1] if lines else "the Ray driver failed")
+        self.details = details
 _END = "end"
 _ERROR = "error"
 
@@ -69,7 +79,7 @@ def ray_map(function: Callable[[Any], Any], items: Sequence[Any], *, jobs: int,
             if kind == _END:
                 break
             if kind == _ERROR:
-                raise RuntimeError(f"the grid failed on Ray:\n{payload}")
+                raise RayBackendError(payload)
             yield from payload
     finally:
         results.close()
