@@ -21,7 +21,9 @@ import contextlib
 import math
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -103,6 +105,39 @@ def _datasets_root(root: Path) -> Iterator[None]:
             os.environ["MINARI_DATASETS_PATH"] = before
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) held until the block has run, then delivered: the swap of an old dataset
+    for the new one is never cut in half. Only the main thread receives signals."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _swap(new: Path, target: Path, aside: Path) -> None:
+    """Put the complete dataset ``new`` at ``target``: an existing one is first moved to ``aside``
+    (renamed, not deleted; the caller deletes it once this returns) and moved back if the new
+    one cannot take its place. At no moment is neither on disk."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _interrupts_held():
+        if target.exists():
+            target.rename(aside)
+        try:
+            new.rename(target)
+        except BaseException:
+            if aside.exists() and not target.exists():
+                aside.rename(target)
+            raise
+
+
 def default_root() -> Path:
     """Minari's datasets folder: ``$MINARI_DATASETS_PATH``, else ``~/.minari/datasets``."""
     return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
@@ -126,8 +161,10 @@ def record_dataset(
     ``root`` (Minari's own folder by default); returns the dataset's folder.
 
     The dataset is written in a staging folder beside it and moved into place once complete;
-    an existing dataset of that id is an error unless ``force`` (then it is replaced, and only
-    then)."""
+    an existing dataset of that id is an error unless ``force``: then it is moved aside into the
+    staging folder, the new one renamed into its place, and only then is the old one deleted (a
+    crash in between leaves both in the staging folder ``.wpb-dataset-*``). An interruption
+    (KeyboardInterrupt) before the swap leaves nothing written; the swap itself is not cut short."""
     import minari
     from minari.dataset.minari_dataset import parse_dataset_id
 
@@ -140,7 +177,9 @@ def record_dataset(
     env = gym.make("WritePolicyBench-v0", **{"episode_seed": seed, **env_kwargs})
     available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
     if available is not None and episodes > available:
-        raise ValueError(f"episodes: the episode source holds {available} episodes, fewer than the {episodes} asked")
+        raise ValueError(
+            f"episodes: {episodes} asked, but the episode source holds {available}; expected at most {available}"
+        )
     recorder = _Recorder(env)
     agent = make_agent()
     for i in progress(range(episodes)):
@@ -160,10 +199,7 @@ def record_dataset(
                 description=description,
                 requirements=[f"writepolicybench-gym=={__version__}"],
             )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists():
-            shutil.rmtree(target)
-        (staging / dataset_id).rename(target)
+        _swap(staging / dataset_id, target, staging / ".replaced")
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # the staging folder, and the replaced dataset if any
     return target

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -96,8 +102,122 @@ def test_wpb_dataset_records_and_names_bad_input(tmp_path, capsys, monkeypatch):
         assert main([*argv_extra, *extra, "--quiet"]) == 2
         err = capsys.readouterr().err
         assert named in err and len(err.strip().splitlines()) == 1, err
-    files = tmp_path / "set"
+
+
+def test_bad_env_kwargs_values_and_too_many_episodes_name_the_option_value_and_expectation(tmp_path, capsys):
+    files, out = tmp_path / "set", tmp_path / "datasets"
     assert main(["freeze", "--regimes", "breaking", "--lengths", "10", "--episodes", "2", "--out", str(files)]) == 0
-    argv = ["dataset", "--agent", "no_mem", "--dataset-id", "wpb/f-v0", "--episodes", "3", "--out", str(out)]
-    assert main([*argv, "--env-kwargs", f"episodes={files}", "--quiet"]) == 2
-    assert "the episode source holds 2 episodes, fewer than the 3 asked" in capsys.readouterr().err
+    capsys.readouterr()
+    argv = ["dataset", "--agent", "no_mem", "--dataset-id", "wpb/f-v0", "--out", str(out), "--quiet"]
+    config = tmp_path / "d.yaml"
+    config.write_text("env_kwargs: {length: abc}\n")
+    for extra, named in [
+        (["--episodes", "3", "--env-kwargs", f"episodes={files}"],
+         f"--episodes 3: more episodes than the source episodes={files} holds (2); expected at most 2"),
+        (["--env-kwargs", "length=abc"], "--env-kwargs: length must be a positive int, got 'abc'"),
+        (["--config", str(config)], f"'env_kwargs:' in {config}: length must be a positive int, got 'abc'"),
+        (["--env-kwargs", "slots=0"], "--env-kwargs: slots must be a positive int, got 0"),
+    ]:
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert named in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()  # refused before anything was played or written
+    with pytest.raises(ValueError, match="episodes: 3 asked, but the episode source holds 2; expected at most 2"):
+        record_dataset("wpb/f-v0", lambda: make_agent("no_mem"), {"episodes": str(files)}, 3, root=out)
+
+
+def test_ctrl_c_during_wpb_dataset_is_one_line_exit_130_and_leaves_no_partial_dataset(root, capsys, monkeypatch):
+    import agents.datasets as datasets
+
+    argv = ["dataset", "--agent", "no_mem", "--dataset-id", "wpb/c-v0", "--episodes", "3", "--env-kwargs", "length=5"]
+    assert main([*argv, "--quiet"]) == 0
+    capsys.readouterr()
+    played = datasets.run_agent_in_env
+
+    def interrupted_at_the_second_episode(agent, env, **kwargs):
+        if kwargs["seed"] == 1:
+            raise KeyboardInterrupt
+        return played(agent, env, **kwargs)
+
+    monkeypatch.setattr(datasets, "run_agent_in_env", interrupted_at_the_second_episode)
+    for dataset_id, state in [("wpb/new-v0", "nothing was written (no dataset at"),
+                              ("wpb/c-v0", "nothing was written: the dataset")]:
+        assert main([*argv[:4], dataset_id, *argv[5:], "--force", "--quiet"]) == 130
+        err = capsys.readouterr().err
+        assert err.startswith(f"wpb dataset: interrupted; {state}") and len(err.strip().splitlines()) == 1, err
+    monkeypatch.setattr(datasets, "run_agent_in_env", played)
+
+    def interrupted_while_writing(dataset_id, buffers, **kwargs):  # Minari half-way through its files
+        folder = Path(os.environ["MINARI_DATASETS_PATH"]) / dataset_id / "data"
+        folder.mkdir(parents=True)
+        (folder / "main_data.hdf5").write_bytes(b"half")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", interrupted_while_writing)
+    assert main([*argv, "--force"]) == 130
+    assert "interrupted; nothing was written: the dataset" in capsys.readouterr().err
+    assert not (root / "wpb" / "new-v0").exists() and [p.name for p in (root / "wpb").iterdir()] == ["c-v0"]
+    assert minari.load_dataset("wpb/c-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]
+
+
+def test_a_real_sigint_during_wpb_dataset_prints_no_traceback(tmp_path):
+    env = {**os.environ, "MINARI_DATASETS_PATH": str(tmp_path / "datasets")}
+    argv = [sys.executable, "-m", "wpb_gym.cli", "dataset", "--agent", "no_mem", "--dataset-id", "wpb/s-v0"]
+    child = subprocess.Popen([*argv, "--episodes", "100000", "--env-kwargs", "length=50"], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stderr is not None
+    started = ""
+    while "ep/s]" not in started and child.poll() is None:  # the progress bar: episodes are being played
+        started += child.stderr.read(1)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("wpb dataset: interrupted; nothing")
+    assert not (tmp_path / "datasets").exists() and out == ""  # not even the datasets folder
+
+
+def test_force_moves_the_old_dataset_aside_before_the_new_one_takes_its_place(root, monkeypatch):
+    def agent():
+        return make_agent("fifo_store_all")
+
+    target = record_dataset("wpb/x-v0", agent, KWARGS, 2)
+    renamed = Path.rename
+    during: list[tuple[bool, list[int]]] = []  # as the new one moves in: is the target free, what is aside
+
+    def rename(path, to):
+        if Path(to) == target and Path(path).name != ".replaced":  # not the old one moving back
+            aside = root.glob(".wpb-dataset-*/.replaced/**/metadata.json")
+            aside = [json.loads(metadata.read_text())["total_episodes"] for metadata in aside]
+            during.append((target.exists(), aside))
+            if len(during) == 1:
+                raise OSError(28, "No space left on device")
+        return renamed(path, to)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(OSError, match="No space left"):  # the new one cannot move in: the old one moves back
+        record_dataset("wpb/x-v0", agent, KWARGS, 3, force=True)
+    assert minari.load_dataset("wpb/x-v0").total_episodes == 2 and [p.name for p in root.iterdir()] == ["wpb"]
+    record_dataset("wpb/x-v0", agent, KWARGS, 3, force=True)
+    # Both times the old dataset was on disk, renamed aside, while the new one moved in (a crash
+    # there would have left both); it is deleted only after.
+    assert during == [(False, [2]), (False, [2])]
+    assert minari.load_dataset("wpb/x-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]
+
+
+def test_ctrl_c_during_the_swap_is_held_until_the_new_dataset_is_in_place(root, monkeypatch):
+    def agent():
+        return make_agent("no_mem")
+
+    target = record_dataset("wpb/x-v0", agent, KWARGS, 2)
+    renamed = Path.rename
+
+    def rename(path, to):
+        if Path(to) == target:
+            signal.raise_signal(signal.SIGINT)  # Ctrl-C between moving the old one aside and the new one in
+        return renamed(path, to)
+
+    monkeypatch.setattr(Path, "rename", rename)
+    with pytest.raises(KeyboardInterrupt):  # delivered once the swap is done
+        record_dataset("wpb/x-v0", agent, KWARGS, 3, force=True)
+    monkeypatch.setattr(Path, "rename", renamed)
+    assert minari.load_dataset("wpb/x-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]

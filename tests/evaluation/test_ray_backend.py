@@ -61,3 +61,41 @@ def test_a_bad_ray_address_is_one_line_naming_it(tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     assert "--address garbage::: the grid failed on Ray: ValueError: Invalid address format" in capsys.readouterr().err
     assert not (tmp_path / "o" / "results.csv").exists()
+
+
+def test_jobs_with_an_address_is_refused_before_ray_starts(tmp_path, capsys, monkeypatch):
+    import wpb_gym.evaluation.ray_backend as ray_backend
+
+    monkeypatch.setattr(ray_backend, "ray_map", lambda *a, **k: pytest.fail("the grid went to Ray"))
+    argv = ["eval", "--agents", "no_mem", "--lengths", "10", "--episodes-per-condition", "1", "--budgets", "1KB"]
+    argv += ["--tracks", "unprivileged", "--quiet", "--backend", "ray", "--address", "ray://head:10001"]
+    config = tmp_path / "e.yaml"
+    config.write_text("jobs: 4\n")
+    for extra, named in [
+        (["--jobs", "2"], "--jobs: sets the worker processes, or the CPUs of a local Ray; with --address the tasks "
+                          "run on the cluster's CPUs: leave --jobs out"),
+        (["--config", str(config)], f"'jobs:' in {config}: sets the worker processes"),
+    ]:
+        assert main([*argv, *extra, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert named in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_local_ray_holds_back_its_token_auth_notice_and_a_clusters_keeps_it():
+    import logging
+
+    from wpb_gym.evaluation.ray_backend import init_ray
+
+    notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    shown: list[tuple[str | None, bool]] = []
+
+    class FakeRay:
+        @staticmethod
+        def init(address=None, **kwargs):
+            shown.append((address, notice.isEnabledFor(logging.WARNING)))
+
+    init_ray(FakeRay, None, num_cpus=1)
+    init_ray(FakeRay, "ray://head:10001")
+    # Held back for the local Ray only, and only while it starts (authentication itself stays on).
+    assert shown == [(None, False), ("ray://head:10001", True)] and notice.isEnabledFor(logging.WARNING)

@@ -20,6 +20,36 @@ from .inputs import (
 )
 from .settings import CommandSettings, Setting, Settings, switch
 
+INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What tells a dataset folder from another put in its place (None: there is none)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _check_env(env_kwargs: dict[str, Any], settings: Settings) -> None:
+    """Build the env once, so that a bad env argument, or more --episodes than its episode
+    source holds, is named before any episode is played."""
+    import gymnasium as gym
+
+    where = settings.origin_of("env_kwargs")
+    try:
+        env = gym.make("WritePolicyBench-v0", **{"episode_seed": settings.seed, **env_kwargs})
+    except (ValueError, TypeError) as error:
+        raise InputError(f"{'--env-kwargs' if where == 'default' else where}: {one_line(str(error))}") from None
+    available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
+    env.close()
+    if available is not None and settings.episodes > available:
+        raise InputError(
+            f"{settings.origin_of('episodes')} {settings.episodes}: more episodes than the source "
+            f"episodes={env_kwargs.get('episodes')} holds ({available}); expected at most {available}"
+        )
+
 
 def _cmd_dataset(settings: Settings) -> int:
     try:
@@ -44,6 +74,9 @@ def _cmd_dataset(settings: Settings) -> int:
     env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" else "privileged"
     root = Path(settings.out).resolve() if settings.out else default_root()
     check_folder_path(root)  # a file, under a file, or not writable: named before any episode is played
+    _check_env(env_kwargs, settings)
+    target = root.resolve() / settings.dataset_id
+    before = _identity(target)
 
     def progress(episodes):
         return tqdm(episodes, desc=f"dataset {spec.label}", unit="ep", file=sys.stderr, disable=settings.quiet)
@@ -63,6 +96,16 @@ def _cmd_dataset(settings: Settings) -> int:
         )
     except FileExistsError as error:
         raise InputError(str(error)) from None
+    except KeyboardInterrupt:  # record_dataset leaves no partial dataset (its staging folder is removed)
+        after = _identity(target)
+        if after is not None and after != before:
+            left = f"interrupted once the new dataset was complete: {target} holds it"
+        elif before is not None:
+            left = f"interrupted; nothing was written: the dataset {target} is as it was"
+        else:
+            left = f"interrupted; nothing was written (no dataset at {target})"
+        print(("" if settings.quiet else "\n") + f"wpb dataset: {left}", file=sys.stderr)
+        return INTERRUPTED
     except ValueError as error:  # Minari's refusal of the id, or the env's of an argument
         raise InputError(f"{one_line(str(error))}") from None
     print(f"{settings.episodes} episodes of {spec.label} -> {path} (minari.load_dataset({settings.dataset_id!r}) "

@@ -87,7 +87,12 @@ EVAL_SETTINGS = (
         "of --jobs CPUs, or the cluster at --address; the scale extra); results do not depend on it",
         default="processes",
     ),
-    Setting("address", parse_text, "with --backend ray: the Ray cluster to use (auto, or ray://HOST:10001)"),
+    Setting(
+        "address",
+        parse_text,
+        "with --backend ray: the Ray cluster to use (auto, or ray://HOST:10001); the tasks run on its CPUs, "
+        "so --jobs is refused with it",
+    ),
     switch(
         "isolate",
         "run every agent in its own process, shown only what it may see (for untrusted code, leaderboards)",

@@ -136,6 +136,11 @@ def _run_eval(config: Settings) -> int:
         raise InputError(f"{config.origin_of('isolate')}: isolated evaluation runs with --backend processes, not ray")
     if config["address"] is not None and config["backend"] != "ray":
         raise InputError(f"{config.origin_of('address')}: names a Ray cluster; it needs --backend ray")
+    if config["address"] is not None and config.origin_of("jobs") != "default":  # the cluster's CPUs run the tasks
+        raise InputError(
+            f"{config.origin_of('jobs')}: sets the worker processes, or the CPUs of a local Ray; with "
+            f"{config.origin_of('address')} the tasks run on the cluster's CPUs: leave --jobs out"
+        )
     if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
     policies = _policy_specs(config["agents"], config["isolate"], limits)

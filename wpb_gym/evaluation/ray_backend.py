@@ -3,7 +3,9 @@
 ``pip install 'writepolicybench-gym[scale]'``. Without an address, a local Ray is started with
 ``jobs`` CPUs for the grid and shut down after it; with ``address`` (``"auto"`` or
 ``"ray://HOST:10001"``) the grid runs on that cluster, whose workers must have this package
-installed (a Ray ``runtime_env`` can install it). Results arrive in task order, so progress,
+installed (a Ray ``runtime_env`` can install it), on as many of its CPUs as Ray schedules
+(``jobs`` plays no part there: ``wpb eval`` refuses ``--jobs`` with ``--address``; the tasks
+are sized to the cluster's CPUs). Results arrive in task order, so progress,
 checkpoints and the rows are those of the process pool: ``tests/evaluation/test_ray_backend.py``
 compares them.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import pickle
 import subprocess
@@ -41,6 +44,27 @@ class RayBackendError(RuntimeError):
         self.details = details
 _END = "end"
 _ERROR = "error"
+# Where Ray 2.5x logs, at every start of a new local Ray, that it turned token authentication on.
+_AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def init_ray(ray: Any, address: str | None, **kwargs: Any) -> None:
+    """``ray.init``: a new local Ray (``address`` None) or the cluster at ``address``.
+
+    A new local Ray turns token authentication on and says so on stderr at every start; the
+    notice is held back (authentication stays on: ``RAY_AUTH_MODE=disabled`` would leave the
+    local cluster's ports open to anyone who can reach this machine). For a cluster at
+    ``address`` Ray's messages about its authentication are shown, as they are the user's."""
+    if address is not None:
+        ray.init(address=address, **kwargs)
+        return
+    notice = logging.getLogger(_AUTH_NOTICE_LOGGER)
+    level = notice.level
+    notice.setLevel(logging.ERROR)
+    try:
+        ray.init(**kwargs)
+    finally:
+        notice.setLevel(level)
 
 
 def ray_map(function: Callable[[Any], Any], items: Sequence[Any], *, jobs: int,
@@ -100,9 +124,10 @@ def _drive(fd: int) -> None:
         import ray
 
         if address is None:
-            ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            init_ray(ray, None, num_cpus=jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
         else:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
+            init_ray(ray, address, log_to_driver=False, configure_logging=False)
+            jobs = max(1, int(ray.cluster_resources().get("CPU", 1)))  # the tasks sized to the cluster
         try:
             for chunk in _chunks(ray, function, items, jobs):
                 _send(out, ("chunk", chunk))
