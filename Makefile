@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop]'
+	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop,rllib]'
 	touch $(STAMP)
 
 setup: $(STAMP)

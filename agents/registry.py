@@ -12,10 +12,17 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from .base import Agent
+from .base import MODEL_KINDS, Agent
 
 # Modules whose Agent subclasses (those defining ``name``) are registered, in listing order.
-AGENT_MODULES = ("agents.baselines", "agents.oracles", "agents.heuristics", "agents.learners", "agents.sb3_agent")
+AGENT_MODULES = (
+    "agents.baselines",
+    "agents.oracles",
+    "agents.heuristics",
+    "agents.learners",
+    "agents.sb3_agent",
+    "agents.rllib_agent",
+)
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,7 @@ def _entries() -> dict[str, AgentEntry]:
             entry = AgentEntry(
                 name=cls.name,
                 aliases=tuple(getattr(cls, "aliases", ())),
-                track="the model's" if cls.kind == "sb3" else cls.track,
+                track="the model's" if cls.kind in MODEL_KINDS else cls.track,
                 kind=cls.kind,
                 description=cls.description,
                 cls=cls,

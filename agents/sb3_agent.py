@@ -1,55 +1,24 @@
 """A trained Stable-Baselines3 model as an agent of the offline evaluator.
 
-The model decides from the environment's observation, so the agent keeps a private copy of
-``WritePolicyBenchEnv`` in step with the evaluator: it is built at every episode start from
-the stream (the steps as the track shows them, never the labels), and every action the
-model picks is yielded to the evaluator and then stepped in the private env. The two
-memories apply the same rules to the same actions, so they stay equal.
-
-The env arguments the model was trained with (slots, track, observation mode...) are read
-from ``<model>.env.json`` beside the model file when it exists, or given as ``env_kwargs``.
+The model decides from the environment's observation through a private copy of
+``WritePolicyBenchEnv`` kept in step with the evaluator (``agents.model_agent``). The env
+arguments the model was trained with (slots, track, observation mode...) are read from
+``<model>.env.json`` beside the model file when it exists, or given as ``env_kwargs``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
-import json
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wpb_gym.core.policy import EpisodeContext
-from wpb_gym.core.readonly import thaw
-from wpb_gym.core.store import StoreView
-from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
-from wpb_gym.episodes.generators.paper import GeneratorConfig
 
-from .base import Agent
-
-# Arguments that choose episodes or rewards: the evaluator decides those, not the model.
-_IGNORED_ENV_KWARGS = {
-    "episodes",
-    "episode_seed",
-    "episode_order",
-    "regime",
-    "length",
-    "budget_bytes",
-    "reward",
-    "dense_reward",
-    "invalid_action_penalty",
-    "render_mode",
-} | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
-
-
-def env_kwargs_path(model_path: str | Path) -> Path:
-    """Where the env arguments of a saved model live: ``<model>.env.json``."""
-    path = Path(model_path)
-    return path.with_name(path.name.removesuffix(".zip") + ".env.json")
+from .model_agent import ModelAgent, env_kwargs_path
 
 
 def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:
@@ -101,36 +70,22 @@ def _is_recurrent(path: Path) -> bool:
     return "recurrent" in data.lower() and "lstm" in data.lower()
 
 
-class SB3Agent(Agent):
+class SB3Agent(ModelAgent):
     name = "sb3"
     aliases = ()
     description = "a trained Stable-Baselines3 model (by path), acting through the env's observation"
     kind = "sb3"
-    needs_stream = True
 
     def __init__(
         self,
         path: str | Path,
-        env_kwargs: dict[str, Any] | None = None,
+        env_kwargs: Mapping[str, Any] | None = None,
         deterministic: bool = True,
         algo: str = "auto",
     ) -> None:
-        self.path = str(path)
+        super().__init__(path, env_kwargs)
         self.deterministic = bool(deterministic)
         self.algo = algo
-        if env_kwargs is None:
-            sidecar = env_kwargs_path(path)
-            if sidecar.is_file():
-                try:
-                    env_kwargs = json.loads(sidecar.read_text(encoding="utf-8"))
-                except json.JSONDecodeError as error:
-                    raise ValueError(f"{sidecar}: not valid JSON ({error})") from None
-                if not isinstance(env_kwargs, dict):
-                    raise ValueError(f"{sidecar}: expected a JSON object of env arguments")
-            else:
-                env_kwargs = {}
-        self.env_kwargs = {k: v for k, v in env_kwargs.items() if k not in _IGNORED_ENV_KWARGS}
-        self.track = self.env_kwargs.get("track", "unprivileged")
         self.model = load_sb3_model(path, algo)
         probe = WritePolicyBenchEnv(**self.env_kwargs)
         if probe.observation_space != self.model.observation_space:
@@ -145,7 +100,6 @@ class SB3Agent(Agent):
         self._recurrent = "episode_start" in inspect.signature(self.model.predict).parameters
         self._state: Any = None
         self._episode_start = np.ones((1,), dtype=bool)
-        self._env: WritePolicyBenchEnv | None = None
 
     def params(self) -> dict[str, Any]:
         return {
@@ -155,50 +109,18 @@ class SB3Agent(Agent):
             "algo": self.algo,
         }
 
-    def start_episode(self, context: EpisodeContext) -> None:
-        if context.stream is None:
-            raise ValueError("SB3Agent needs the episode's stream at start_episode (needs_stream = True)")
-        if context.track != self.track:
-            # Byte costs depend on the track: the model's private memory would drift apart.
-            raise ValueError(
-                f"{self.path} was trained on the {self.track} track; evaluate it on that track, not {context.track}"
-            )
-        # The evaluator shows read-only copies; the env reads plain JSON fastest, so the model's
-        # private env gets a plain copy of them.
-        steps = [Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps]
-        stream = Episode(steps=steps, labels={})
-        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes)
-        self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
+    def _start_policy(self) -> None:
         self._state = None
         self._episode_start = np.ones((1,), dtype=bool)
 
-    def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
-        env = self._env
-        if env is None:
-            raise RuntimeError("SB3Agent.select before start_episode")
-        if env.t != step.t:
-            raise RuntimeError(f"SB3Agent's env is at t={env.t}, the evaluator at t={step.t}: they went out of step")
-        while True:
-            mask = env.action_masks()
-            if self._maskable:
-                action, _ = self.model.predict(self._obs, deterministic=self.deterministic, action_masks=mask)
-            elif self._recurrent:
-                action, self._state = self.model.predict(
-                    self._obs, state=self._state, episode_start=self._episode_start, deterministic=self.deterministic
-                )
-                self._episode_start = np.zeros((1,), dtype=bool)
-            else:
-                action, _ = self.model.predict(self._obs, deterministic=self.deterministic)
-            a = int(np.asarray(action).reshape(-1)[0])
-            if not mask[a]:
-                a = 0  # the env treats an invalid action as SKIP
-            if a != 0:
-                chosen = env.decode_action(a)
-                if chosen.action == "WRITE":
-                    chosen = MemoryAction.write(step)  # the step as the evaluator showed it
-                elif chosen.action == "MERGE":
-                    chosen = MemoryAction.merge(step, chosen.target_t)
-                yield chosen
-            self._obs, _, _, _, _ = env.step(a)
-            if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
-                return
+    def _act(self, observation: Any, mask: np.ndarray) -> int:
+        if self._maskable:
+            action, _ = self.model.predict(observation, deterministic=self.deterministic, action_masks=mask)
+        elif self._recurrent:
+            action, self._state = self.model.predict(
+                observation, state=self._state, episode_start=self._episode_start, deterministic=self.deterministic
+            )
+            self._episode_start = np.zeros((1,), dtype=bool)
+        else:
+            action, _ = self.model.predict(observation, deterministic=self.deterministic)
+        return int(np.asarray(action).reshape(-1)[0])

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.base import Agent
+from agents.base import MODEL_KINDS, Agent
 from agents.env_adapter import EnvDriver, run_agent_in_env
 from agents.registry import agent_entry, list_agents, make_agent, registry_table
 from wpb_gym.cli import main as wpb_main
@@ -23,7 +23,7 @@ from wpb_gym.evaluation.runner import run_episode
 
 REGIMES = ("default", "burst_redundancy")
 BUDGETS = (1024, 10240)
-ENTRIES = [e for e in list_agents() if e.kind != "sb3"]
+ENTRIES = [e for e in list_agents() if e.kind not in MODEL_KINDS]
 
 
 def run_track(entry) -> str:
@@ -216,7 +216,7 @@ def test_registry_names_aliases_and_parameters():
     }.items():
         assert agent_entry(alias).name == name
         assert make_agent(alias).name == name
-    assert {e.kind for e in list_agents()} <= {"scripted", "learner", "oracle", "sb3"}
+    assert {e.kind for e in list_agents()} <= {"scripted", "learner", "oracle", "sb3", "rllib"}
     assert {e.name for e in list_agents() if e.track == "oracle"} >= {"utility_greedy", "oracle_optimal"}
     assert all(e.kind == "oracle" for e in list_agents() if e.track == "oracle")
     assert agent_entry("uniform_sample").defaults["N"] == 10

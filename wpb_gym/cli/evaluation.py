@@ -32,7 +32,8 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
     ``isolate``, in its own process (an agent's code never runs in this one)."""
     from functools import partial
 
-    from agents.registry import agent_entry, make_agent  # the CLI joins the packages
+    from agents.base import MODEL_KINDS  # the CLI joins the packages
+    from agents.registry import agent_entry, make_agent
 
     from ..evaluation.grid import PolicySpec
 
@@ -51,7 +52,7 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
         else:
             raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
         head, colon, path = name.partition(":")
-        if colon:  # NAME:PATH, an agent read from a file: an SB3 model or a trained learner
+        if colon:  # NAME:PATH, an agent read from a file: a trained model or learner
             if not path:
                 raise InputError(f"agent {item!r}: {head}:PATH needs the path of a file")
             params["path"] = path
@@ -61,12 +62,13 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
             factory = partial(make_agent, entry.name, **params)
             # Isolated: the registry's word on the track (a model's is its file's, read in its process).
             track = (entry.track if entry.track in POLICY_TRACKS else None) if isolate else factory().track
-        except (KeyError, TypeError, ValueError, OSError, AttributeError) as error:
+        except (KeyError, TypeError, ValueError, OSError, AttributeError, ImportError) as error:
             hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
             label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
-        specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=entry.kind == "sb3"))
+        own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
+        specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:

@@ -1,0 +1,134 @@
+"""The common part of agents that are trained models deciding from the env's observation
+(``sb3:MODEL.zip``, ``rllib:CHECKPOINT``).
+
+A model reads ``WritePolicyBenchEnv``'s observation, which the offline evaluator does not
+produce, so such an agent keeps a private copy of the env in step with the evaluator: it is
+built at every episode start from the stream (the steps as the track shows them, never the
+labels), and every action the model picks is yielded to the evaluator and then stepped in the
+private env. The two memories apply the same rules to the same actions, so they stay equal.
+
+The env arguments the model was trained with (slots, track, observation mode...) are read
+from ``<model>.env.json`` beside the model (file or folder) when it exists, or given as
+``env_kwargs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from abc import abstractmethod
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.readonly import thaw
+from wpb_gym.core.store import StoreView
+from wpb_gym.core.types import Episode, MemoryAction, Step
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.episodes.generators.paper import GeneratorConfig
+
+from .base import Agent
+
+# Arguments that choose episodes or rewards: the evaluator decides those, not the model.
+IGNORED_ENV_KWARGS = {
+    "episodes",
+    "episode_seed",
+    "episode_order",
+    "regime",
+    "length",
+    "budget_bytes",
+    "reward",
+    "dense_reward",
+    "invalid_action_penalty",
+    "render_mode",
+} | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
+
+
+def env_kwargs_path(model_path: str | Path) -> Path:
+    """Where the env arguments of a saved model live: ``<model>.env.json``."""
+    path = Path(model_path)
+    return path.with_name(path.name.removesuffix(".zip") + ".env.json")
+
+
+def read_env_kwargs(model_path: str | Path, env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The env arguments that shape a model's observation: ``env_kwargs`` if given, else those of
+    ``<model>.env.json`` (none when it is absent), without those the evaluator decides."""
+    if env_kwargs is None:
+        sidecar = env_kwargs_path(model_path)
+        if sidecar.is_file():
+            try:
+                env_kwargs = json.loads(sidecar.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{sidecar}: not valid JSON ({error})") from None
+            if not isinstance(env_kwargs, dict):
+                raise ValueError(f"{sidecar}: expected a JSON object of env arguments")
+        else:
+            env_kwargs = {}
+    return {k: v for k, v in env_kwargs.items() if k not in IGNORED_ENV_KWARGS}
+
+
+class ModelAgent(Agent):
+    """An agent whose decisions come from a model reading a private ``WritePolicyBenchEnv``.
+
+    Subclasses load the model and implement ``_act(observation, mask)``, the env action for the
+    private env's current observation and action mask; ``_start_policy`` resets whatever the
+    model carries from one decision to the next (a recurrent state) at each episode start.
+    """
+
+    needs_stream = True
+
+    def __init__(self, path: str | Path, env_kwargs: Mapping[str, Any] | None = None) -> None:
+        self.path = str(path)
+        self.env_kwargs = read_env_kwargs(path, env_kwargs)
+        self.track = self.env_kwargs.get("track", "unprivileged")
+        self._env: WritePolicyBenchEnv | None = None
+        self._obs: Any = None
+
+    @abstractmethod
+    def _act(self, observation: Any, mask: np.ndarray) -> int:
+        """The model's env action for ``observation`` (the private env's) with valid actions ``mask``."""
+
+    def _start_policy(self) -> None:  # noqa: B027 - an optional hook: no-op by default
+        """Called at every episode start, after the private env's reset."""
+
+    def start_episode(self, context: EpisodeContext) -> None:
+        if context.stream is None:
+            raise ValueError(f"{type(self).__name__} needs the episode's stream at start_episode (needs_stream = True)")
+        if context.track != self.track:
+            # Byte costs depend on the track: the model's private memory would drift apart.
+            raise ValueError(
+                f"{self.path} was trained on the {self.track} track; evaluate it on that track, not {context.track}"
+            )
+        # The evaluator shows read-only copies; the env reads plain JSON fastest, so the model's
+        # private env gets a plain copy of them.
+        steps = [Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps]
+        stream = Episode(steps=steps, labels={})
+        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes)
+        self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
+        self._start_policy()
+
+    def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
+        env = self._env
+        name = type(self).__name__
+        if env is None:
+            raise RuntimeError(f"{name}.select before start_episode")
+        if env.t != step.t:
+            raise RuntimeError(f"{name}'s env is at t={env.t}, the evaluator at t={step.t}: they went out of step")
+        while True:
+            mask = env.action_masks()
+            a = self._act(self._obs, mask)
+            if not mask[a]:
+                a = 0  # the env treats an invalid action as SKIP
+            if a != 0:
+                chosen = env.decode_action(a)
+                if chosen.action == "WRITE":
+                    chosen = MemoryAction.write(step)  # the step as the evaluator showed it
+                elif chosen.action == "MERGE":
+                    chosen = MemoryAction.merge(step, chosen.target_t)
+                yield chosen
+            self._obs, _, _, _, _ = env.step(a)
+            if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
+                return

@@ -1,0 +1,213 @@
+"""RLlib's PPO with action masking: a few training iterations, the checkpoint restored, the masked
+module never choosing a masked action, and the trained policy evaluated by ``wpb eval``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray.rllib", reason="RLlib is not installed: pip install -e '.[rllib]'")
+
+from agents.registry import make_agent  # noqa: E402
+from agents.rllib_agent import RLlibAgent, load_rllib_module  # noqa: E402
+from agents.rllib_env import (  # noqa: E402
+    INSTALL_HINT,
+    RLLIB_ENV_NAME,
+    make_rllib_env,
+    masked_observation,
+    register_rllib_env,
+    require_rllib,
+)
+from agents.rllib_training import masked_ppo_config, train_rllib_ppo  # noqa: E402
+from wpb_gym.cli import main as wpb_main  # noqa: E402
+from wpb_gym.core.policy import EpisodeContext  # noqa: E402
+from wpb_gym.episodes.generators.paper import generate_episode, make_config  # noqa: E402
+from wpb_gym.evaluation.runner import run_episode  # noqa: E402
+
+ENV_KWARGS = {"regime": "default", "length": 50, "budget_bytes": 10240}
+# A few hundred env steps: two iterations of 200 steps, small networks.
+PPO = {"train_batch_size": 200, "minibatch_size": 50, "num_epochs": 2, "hidden_sizes": [32, 32]}
+
+TRAIN_AND_RESTORE = """
+import json, sys
+import ray
+from ray.rllib.algorithms.algorithm import Algorithm
+from agents.rllib_agent import load_rllib_module
+from agents.rllib_training import train_rllib_ppo
+
+out, env_kwargs, ppo = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+run = train_rllib_ppo(out, env_kwargs, iterations=2, seed=0, **ppo)
+# The whole algorithm restores from the checkpoint (to train further), with the weights the
+# agent loads (its env runner's module is the inference part of the learner's).
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
+algo = Algorithm.from_checkpoint(str(run.checkpoint))
+restored = algo.get_module().state_dict()
+saved = load_rllib_module(run.checkpoint).state_dict()
+same = bool(restored) and set(restored) <= set(saved) and all((restored[k] == saved[k]).all() for k in restored)
+algo.stop()
+ray.shutdown()
+print(json.dumps({"checkpoint": str(run.checkpoint), "metrics": run.metrics, "restored": bool(same)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Two training iterations, in a process of its own: Ray is started there, not in the test
+    process (whose later process pools a Ray started and stopped here could break)."""
+    out = tmp_path_factory.mktemp("rllib") / "run"
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(TRAIN_AND_RESTORE), str(out), json.dumps(ENV_KWARGS), json.dumps(PPO)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return out, result
+
+
+def test_training_writes_a_checkpoint_that_restores(run):
+    out, result = run
+    assert result["restored"]
+    assert result["checkpoint"] == str(out / "checkpoint")
+    metrics = result["metrics"]
+    assert metrics["training_iteration"] == 2 and metrics["env_steps"] == 400
+    lines = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [line["training_iteration"] for line in lines] == [1, 2] and lines[-1] == metrics
+    config = json.loads((out / "config.json").read_text())
+    assert config["env"] == {**ENV_KWARGS, "dense_reward": True, "episode_seed": 0} and config["seed"] == 0
+    assert json.loads((out / "checkpoint.env.json").read_text()) == {}  # the default observation
+
+
+def test_the_masked_module_never_picks_a_masked_action(run):
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    from agents.rllib_module import MASKED_LOGIT
+
+    out, _ = run
+    module = load_rllib_module(out / "checkpoint")
+    env = make_rllib_env(ENV_KWARGS)
+    generator = torch.Generator().manual_seed(0)
+    for seed in range(2):
+        obs, _ = env.reset(seed=seed)
+        masked, terminated = 0, False
+        while not terminated:
+            mask = env.unwrapped.action_masks()
+            assert np.array_equal(obs["action_mask"], mask.astype(np.float32))
+            batch = {Columns.OBS: {k: torch.from_numpy(v)[None] for k, v in obs.items()}}
+            with torch.no_grad():
+                for forward in (module.forward_inference, module.forward_exploration, module.forward_train):
+                    logits = forward(batch)[Columns.ACTION_DIST_INPUTS][0]
+                    assert (logits[torch.from_numpy(~mask)] == MASKED_LOGIT).all()
+                    assert (logits[torch.from_numpy(mask)] > MASKED_LOGIT).all()
+                sampled = int(torch.multinomial(torch.softmax(logits, -1), 1, generator=generator))
+            greedy = int(torch.argmax(logits))
+            assert mask[greedy] and mask[sampled]
+            masked += int((~mask).sum())
+            obs, _, terminated, _, _ = env.step(sampled if seed else greedy)
+        assert masked > 0  # the episode did offer actions to mask
+
+
+def test_the_agent_plays_the_modules_greedy_decisions(run):
+    import torch
+    from ray.rllib.core.columns import Columns
+
+    out, _ = run
+    agent = make_agent("rllib", path=str(out / "checkpoint"))
+    assert isinstance(agent, RLlibAgent) and agent.track == "unprivileged" and agent.kind == "rllib"
+    module = load_rllib_module(out / "checkpoint")
+    for index in range(2):
+        episode = generate_episode(make_config("default", length=50), seed=5, index=index)
+        offline = run_episode(agent, episode, 10240, "unprivileged")
+        env = make_rllib_env({"episodes": [episode], "budget_bytes": 10240})
+        obs, _ = env.reset(seed=0)
+        terminated = False
+        while not terminated:
+            batch = {Columns.OBS: {k: torch.from_numpy(v)[None] for k, v in obs.items()}}
+            with torch.no_grad():
+                action = int(torch.argmax(module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS][0]))
+            obs, _, terminated, _, info = env.step(action)
+        assert info["metrics"] == offline.metrics.as_row()
+
+
+def test_the_env_creator_builds_envs_from_env_config_by_name():
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    assert register_rllib_env() == RLLIB_ENV_NAME
+    env = _global_registry.get(ENV_CREATOR, RLLIB_ENV_NAME)({"regime": "breaking", "length": 30, "slots": 4})
+    obs, _ = env.reset(seed=0)
+    assert env.unwrapped.regime == "breaking" and env.unwrapped.K == 4
+    assert env.observation_space.contains(obs) and obs["action_mask"].shape == (2 + 2 * 4,)
+
+
+def _rows(out):
+    with open(out / "results.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_wpb_eval_runs_the_policy_beside_a_baseline_reproducibly(run, tmp_path):
+    out, _ = run
+    argv = ["eval", "--agents", f"rllib:{out / 'checkpoint'},change_detector", "--regimes", "default",
+            "--lengths", "50", "--budgets", "10240", "--tracks", "unprivileged", "--episodes-per-condition", "2",
+            "--quiet", "--out"]
+    assert wpb_main([*argv, str(tmp_path / "a")]) == 0
+    rows = _rows(tmp_path / "a")
+    assert sorted(row["policy"] for row in rows) == ["change_detector"] * 2 + ["rllib:checkpoint"] * 2
+    assert wpb_main([*argv, str(tmp_path / "b"), "--jobs", "2"]) == 0
+    metrics = ("f1", "recall", "precision", "policy_utility", "bytes_used", "write_actions", "expire_actions")
+    again = _rows(tmp_path / "b")
+    assert [[r[k] for k in metrics] for r in rows] == [[r[k] for k in metrics] for r in again]
+
+
+def test_bad_training_arguments_are_named_before_ray_starts(tmp_path):
+    import ray
+
+    for kwargs, named in [
+        ({"iterations": 0}, "iterations must be a positive int"),
+        ({"env_kwargs": {"slots": 0}}, "env_kwargs: slots"),
+        ({"env_kwargs": {"observation_mode": "dict"}}, "env_kwargs: observation_mode='dict'"),
+        ({"env_kwargs": {"bogus": 1}}, "env_kwargs:"),
+        ({"minibatch_size": 500, "train_batch_size": 100}, "minibatch_size (500) must be at most"),
+        ({"lr": 0}, "lr must be a positive number"),
+        ({"ppo_options": {"bogus": 1}}, "ppo_options:"),
+        ({"num_env_runners": 2}, "num_env_runners (2) needs at least as many CPUs"),
+    ]:
+        with pytest.raises(ValueError) as error:
+            train_rllib_ppo(tmp_path / "out", **kwargs)
+        assert named in str(error.value), (kwargs, str(error.value))
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "x").write_text("")
+    with pytest.raises(ValueError, match="not an empty folder"):
+        train_rllib_ppo(busy)
+    assert not ray.is_initialized()
+    assert masked_ppo_config(ENV_KWARGS).env_config["episode_seed"] == 0
+
+
+def test_the_agent_refuses_wrong_checkpoints_and_arguments(run, tmp_path):
+    out, _ = run
+    with pytest.raises(FileNotFoundError, match="no RLlib checkpoint"):
+        RLlibAgent(tmp_path)
+    with pytest.raises(ValueError, match="expects observations"):
+        RLlibAgent(out / "checkpoint", env_kwargs={"slots": 4})
+    episode = generate_episode(make_config("default", length=10), seed=1, index=0)
+    context = EpisodeContext(length=10, budget_bytes=1024, track="privileged", stream=episode)
+    with pytest.raises(ValueError, match="trained on the unprivileged track"):
+        RLlibAgent(out / "checkpoint").start_episode(context)
+    assert masked_observation(np.zeros(3, np.float32), np.array([True, False]))["action_mask"].dtype == np.float32
+
+
+def test_missing_rllib_is_named_with_the_extra_to_install(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "ray.rllib", None)  # as if RLlib were not installed
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[rllib\]'"):
+        require_rllib()
+    assert wpb_main(["eval", "--agents", f"rllib:{tmp_path}", "--out", str(tmp_path / "e")]) == 2
+    err = capsys.readouterr().err
+    assert INSTALL_HINT in err and len(err.strip().splitlines()) == 1, err
