@@ -347,6 +347,31 @@ def _forging(send, variant):
     return forged
 
 
+class ForgedWrites(Attacker):
+    """In its own process, edit the list of runs a reply says wrote their step (``writes``):
+    add a run that is not its own (``stranger``), a run that also has actions in the reply
+    (``twice``), or a JSON ``true`` instead of a run's number (``true``)."""
+
+    def select(self, step: Step, store: Any):
+        if self.tamper:
+            import json
+
+            if not getattr(json.dumps, "forged", False):
+                json.dumps = _forging_writes(json.dumps, self.variant)
+        yield MemoryAction.skip()
+
+
+def _forging_writes(dumps, variant):
+    def forged(reply, **options):
+        if isinstance(reply, dict) and reply.get("actions"):
+            k = reply["actions"][0][0]
+            reply["writes"].append({"stranger": k + 1000, "twice": k, "true": True}[variant])
+        return dumps(reply, **options)
+
+    forged.forged = True
+    return forged
+
+
 # ---------------------------------------------------------------------------- found in review
 _BUILT = [0]
 

@@ -254,6 +254,24 @@ def test_a_reply_that_is_not_an_action_gets_a_named_error():
         run_episode(adv.ForgedReply(True, "garbage"), episode, 10240, isolate=True)
 
 
+@pytest.mark.parametrize(
+    ("variant", "message"),
+    [
+        ("stranger", "named a run that is not its own"),
+        ("twice", "answered twice for one run"),
+        ("true", "named a run that is not its own"),
+    ],
+)
+def test_a_forged_list_of_writing_runs_gets_a_named_error(variant, message):
+    """The short form of a reply (runs that wrote their step, by number) is checked as closely
+    as the long one: only the policy's own runs, each once, numbers of exact type."""
+    episode = generate_episode(make_config("default", length=10), seed=0, index=0)
+    with pytest.raises(PolicyError, match=rf"ForgedWrites\({variant}\)' at t=0: its process {message}"):
+        run_episode(adv.ForgedWrites(True, variant), episode, 10240, isolate=True)
+    honest = run_episode(adv.ForgedWrites(False, variant), episode, 10240, isolate=True)
+    assert honest.error is None and honest.metrics.write_actions == 0
+
+
 def test_a_policy_that_does_not_pickle_cannot_be_isolated():
     episode = generate_episode(make_config("default", length=5), seed=0, index=0)
     policy = adv.WriteAll()

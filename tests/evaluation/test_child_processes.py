@@ -50,6 +50,7 @@ def test_14_workers_end_with_a_killed_parent(tmp_path, sig, isolate):
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
+    children: list[psutil.Process] = []
     try:
         assert parent.stdout.readline().strip() == b"started"
         # Two pool workers; isolated, each also starts one process per policy.
@@ -61,6 +62,12 @@ def test_14_workers_end_with_a_killed_parent(tmp_path, sig, isolate):
         assert not alive, f"orphaned workers still running: {[p.pid for p in alive]}"
     finally:
         if parent.poll() is None:
+            children += psutil.Process(parent.pid).children(recursive=True)
             parent.kill()
-        for child in psutil.Process().children(recursive=True):
-            child.kill()
+        # Only the grid's processes: this process's own helpers (the fork server and resource
+        # tracker that isolated tests before this one started) must live on.
+        for child in children:
+            try:
+                child.kill()
+            except psutil.NoSuchProcess:
+                pass

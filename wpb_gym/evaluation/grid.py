@@ -205,8 +205,10 @@ def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, res
     return row
 
 
-# Episodes played at once in isolated evaluation: more means fewer messages, more memory.
-ISOLATED_BATCH = 8
+# Episodes played at once in isolated evaluation. More means fewer messages, but every policy
+# process then steps more runs in lockstep, each timestep touching all of their memories: on the
+# paper grid 2 was fastest (1, 2, 4, 8: 11.3, 9.7, 10.1, 11.1 s; benchmarks/eval_grid.py --isolate).
+ISOLATED_BATCH = 2
 # One set of policy processes per process of the grid, kept from one episode to the next.
 _POOLS: dict[bytes, Any] = {}
 

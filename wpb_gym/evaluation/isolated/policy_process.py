@@ -8,9 +8,11 @@ one JSON object (never pickle: the evaluator must not run code this process chos
   Each episode says its number ``e``, length, id, runs ``(k, track, budget)`` and, only for a
   policy that asks for them, the unlabelled stream (``needs_stream``) or, for an oracle
   policy, the labelled episode.
-* ``("step", t, {episode: {track: (number, metadata, cost[, observation])}})`` → ``{"actions": [[k,
-  [action, ...]], ...], "stopped": [[k, message], ...]}`` (runs that took no action are left
-  out): step ``t`` of every episode still running. An observation comes once, with its
+* ``("step", t, {episode: {track: (number, metadata, cost[, observation])}})`` → ``{"writes": [k, ...],
+  "actions": [[k, [action, ...]], ...], "stopped": [[k, message], ...]}``: step ``t`` of every
+  episode still running. ``writes`` names the runs whose only action was an accepted WRITE of the
+  step (``wire.ONE_WRITE``), ``actions`` gives the others' actions; runs that took no action are
+  left out. An observation comes once, with its
   number, the first time a step shows it; later steps that show the same object send only
   the number (since the last ``begin``). ``cost`` is the step's WRITE cost, priced by the
   evaluator;
@@ -40,6 +42,7 @@ from ...core.store import ByteMemoryStore
 from ...core.types import Episode, Step
 from ..playing import PlayedRun, Seat, StepCopies, stepper
 from ..referee import PolicyLimitError, RunLimits
+from .wire import ONE_WRITE
 
 __all__ = ["serve"]
 
@@ -135,7 +138,7 @@ class _Server:
                     known.append(step)
                 current[e, track] = (self.copies[e, track].step(t), known[t])
         seconds = self.limits.max_seconds_per_step
-        replies, stopped = [], []
+        writes, replies, stopped = [], [], []
         if seconds is not None:  # one timer for the message: re-armed run by run only when it fires
             self.started = perf_counter()
             signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -158,11 +161,14 @@ class _Server:
                     run.stopped = True
                     stopped.append([run.index, run.played.error.message])
                 if sink:  # a run that did nothing is not named: most runs, most steps
-                    replies.append([run.index, sink])
+                    if sink == ONE_WRITE:
+                        writes.append(run.index)
+                    else:
+                        replies.append([run.index, sink])
         finally:
             if seconds is not None:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-        return {"actions": replies, "stopped": stopped}
+        return {"writes": writes, "actions": replies, "stopped": stopped}
 
     def on_alarm(self, signum: int, frame: Any) -> None:
         # The run being played is over its time: interrupt it. Otherwise the time went to runs

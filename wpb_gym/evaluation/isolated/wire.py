@@ -15,6 +15,10 @@ code       action                                      example
 
 A supplied MERGE delta that is not JSON travels as ``null`` with ``delta_is_json`` false. The
 decoder checks every field's exact type: what arrives is the policy's data.
+
+Most runs, most timesteps, take exactly one action, an accepted WRITE of the current step with
+no reason (``ONE_WRITE``): a reply lists those runs by number alone, which is cheaper on both
+sides of the pipe than a list of actions per run (``wpb_gym.evaluation.isolated.policy_process``).
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from typing import Any
 
 from ..referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
 
-__all__ = ["decode_action", "encode_action"]
+__all__ = ["ONE_WRITE", "decode_action", "encode_action"]
 
 CODES = {"SKIP": 0, "WRITE": 1, "MERGE": 2, "EXPIRE": 3}
 KINDS = ("SKIP", "WRITE", "MERGE", "EXPIRE")
+# A run's actions at one timestep when they are one accepted WRITE of the step, without reason.
+ONE_WRITE = [[1, True]]
 
 
 def encode_action(plain: PlainAction, accepted: bool) -> list[Any]:
