@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop,rllib]'
+	# PufferLib's wheel pins torch 2.9.0; its Gymnasium emulation, which the tests drive the env
+	# through, needs only numpy and gymnasium: installed without its dependencies.
+	$(PY) -m pip install --quiet --no-deps pufferlib-core==3.0.23
 	touch $(STAMP)
 
 setup: $(STAMP)
