@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (see README): `make run` and `make test`.
 # Both create .venv, install the CPU build of torch first (so stable-baselines3 does not pull
-# a CUDA build), then the project with its extras.
+# a CUDA build), then the project with its extras. PufferLib's wheel pins torch 2.9.0; its
+# Gymnasium emulation, which the tests drive the env through, needs only numpy and gymnasium,
+# so it is installed without its dependencies.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -13,8 +15,6 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop,rllib]'
-	# PufferLib's wheel pins torch 2.9.0; its Gymnasium emulation, which the tests drive the env
-	# through, needs only numpy and gymnasium: installed without its dependencies.
 	$(PY) -m pip install --quiet --no-deps pufferlib-core==3.0.23
 	touch $(STAMP)
 
