@@ -10,7 +10,7 @@ STAMP := $(VENV)/.wpb-installed
 
 .PHONY: run test setup clean regimes learned
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0

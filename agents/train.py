@@ -369,7 +369,8 @@ def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str
         raise ValueError(f"hyperparams: {cls.__name__} has no parameter {unknown}; its parameters: {accepted}")
     try:
         return cls(policy, env, seed=seed, device="cpu", tensorboard_log=tensorboard_log, verbose=0, **hyperparams)
-    except (AssertionError, TypeError, ValueError, KeyError) as error:  # SB3 checks its arguments with assert
+    # SB3 checks its arguments with assert; torch refuses impossible layer sizes with RuntimeError.
+    except (AssertionError, TypeError, ValueError, KeyError, RuntimeError) as error:
         raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}") from None
 
 

@@ -35,7 +35,7 @@ def test_a_two_by_two_sweep_on_ray_equals_the_trials_run_without_ray(tmp_path):
     path.write_text(SWEEP)
     done = wpb_sweep(str(path), "--out", str(tmp_path / "ray"), "--quiet")
     assert done.returncode == 0, done.stderr[-2000:]
-    # --quiet: the table and its last line, nothing of Tune's and no notice of Ray's on stderr.
+    # --quiet: the table and nothing else, nothing of Tune's and no notice of Ray's on stderr.
     assert done.stderr == "" and done.stdout.startswith("f1 on held-out episodes"), done.stdout[:500] + done.stderr
     settings = sweep_settings(str(path))
     assert len(trials(settings)) == 4
@@ -43,6 +43,7 @@ def test_a_two_by_two_sweep_on_ray_equals_the_trials_run_without_ray(tmp_path):
         run_trial(trial, settings, str(tmp_path / "plain"))
     baselines = [row for regime in settings["regimes"] for row in run_baselines(settings, regime)]
     table = collect(settings, tmp_path / "plain", baselines)
+    assert done.stdout == table
     assert (tmp_path / "ray" / "results.csv").read_bytes() == (tmp_path / "plain" / "results.csv").read_bytes()
     assert (tmp_path / "ray" / "table.md").read_text() == table and "| breaking | 200 | 10240 |" in table
     for trial in trials(settings):
@@ -119,6 +120,8 @@ def test_bad_sb3_hyperparameters_and_env_values_are_named_before_ray_starts(tmp_
         (ppo + "hyperparams: {policy_kwargs: [{net_arch: x}]}\n",
          "s.yaml: hyperparams (maskable_ppo on regime default with {'policy_kwargs': {'net_arch': 'x'}}): "
          "hyperparams or policy of MaskablePPO:"),
+        (ppo + "hyperparams: {policy_kwargs: [{net_arch: [-1]}]}\n",  # refused by torch, not SB3
+         "hyperparams or policy of MaskablePPO: Trying to create tensor with negative dimension"),
         ("algos: [maskable_ppo, dqn]\nhyperparams: {gae_lambda: [0.9]}\n",
          "s.yaml: hyperparams.gae_lambda: not a parameter of DQN (algos: dqn)"),
         (ppo + "env: {length: abc}\n",

@@ -209,7 +209,8 @@ def _cmd_sweep(options: Settings) -> int:
     except (FileNotFoundError, RuntimeError, ValueError) as error:
         raise InputError(str(error)) from None
     print(table, end="")
-    print(f"{len(trials(settings))} trials -> {out}/ (trials/, results.csv, table.md)")
+    if not options.quiet:
+        print(f"{len(trials(settings))} trials -> {out}/ (trials/, results.csv, table.md)")
     return 0
 
 
