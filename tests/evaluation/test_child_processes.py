@@ -19,10 +19,12 @@ GRID = textwrap.dedent(
     import sys
     from functools import partial
     from agents.registry import make_agent
-    from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+    from wpb_gym.evaluation.grid import PolicySpec, generated_refs, isolated_info, run_grid
 
     if __name__ == "__main__":
         policies = [PolicySpec(n, partial(make_agent, n)) for n in ("last_kb", "fifo_store_all")]
+        if sys.argv[1] == "isolate":  # as wpb eval --isolate does: ask each policy here first
+            isolated_info(policies)
         refs = generated_refs(["default"], [200], 400, seed=0)
         print("started", flush=True)
         run_grid(refs, policies, [1024, 10240], ["unprivileged"], jobs=2, isolate=sys.argv[1] == "isolate")

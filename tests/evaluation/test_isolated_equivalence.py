@@ -15,6 +15,7 @@ import pytest
 from agents.registry import agent_entry, list_agents, make_agent
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.grid import ISOLATED_BATCH, PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.referee import RunLimits
 from wpb_gym.evaluation.runner import run_episode
 
 BUDGETS = (1024, 4096, 65536)
@@ -67,3 +68,20 @@ def test_rejected_actions_are_logged_alike():
         assert [(a.t, a.action, a.decision) for a in here.actions] == [
             (a.t, a.action, a.decision) for a in there.actions
         ]
+
+
+def test_an_isolated_grid_on_worker_processes_after_policies_were_asked_here():
+    """``wpb eval --isolate --jobs 2`` asks each policy for its track in this process first (its
+    policy processes and fork server start here), then runs the grid on worker processes, which
+    must start their own."""
+    from wpb_gym.evaluation.grid import isolated_info
+
+    specs = [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in ("last_kb", "change_detector")]
+    # Other limits than the grid's: the policy processes started here are not the grid's.
+    assert [info["name"] for info in isolated_info(specs, RunLimits(max_actions_per_step=500))] == [
+        "last_kb",
+        "change_detector",
+    ]
+    refs = generated_refs(["default"], [25], 3, seed=1)
+    on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=2, isolate=True)
+    assert on_workers == run_grid(refs, specs, (1024,), ("unprivileged",)) and len(on_workers) == 6

@@ -17,6 +17,8 @@ run stopped by a limit keeps its row, with the error in the ``error`` column.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -209,8 +211,19 @@ def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, res
 # process then steps more runs in lockstep, each timestep touching all of their memories: on the
 # paper grid 2 was fastest (1, 2, 4, 8: 11.3, 9.7, 10.1, 11.1 s; benchmarks/eval_grid.py --isolate).
 ISOLATED_BATCH = 2
-# One set of policy processes per process of the grid, kept from one episode to the next.
+# One set of policy processes per process of the grid, kept from one episode to the next, and
+# the process that started them: a forked child inherits the dict, not the right to stop them.
 _POOLS: dict[bytes, Any] = {}
+_POOLS_PID = os.getpid()
+_POOLS_STARTED = False  # whether this process ever started policy processes (and a fork server)
+
+
+def _own_pools() -> dict[bytes, Any]:
+    global _POOLS_PID, _POOLS_STARTED
+    if _POOLS_PID != os.getpid():  # forked: the parent's pools are the parent's to close
+        _POOLS.clear()
+        _POOLS_PID, _POOLS_STARTED = os.getpid(), False
+    return _POOLS
 
 
 def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
@@ -221,10 +234,13 @@ def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
     # A model's track is its file's, which only its own process reads (never the oracle's).
     described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]
     key = pickle.dumps((described, limits))
-    pool = _POOLS.get(key)
+    pools = _own_pools()
+    pool = pools.get(key)
     if pool is None:
+        global _POOLS_STARTED
         close_isolated_pools()
-        pool = _POOLS[key] = IsolatedPolicies(described, limits)
+        pool = pools[key] = IsolatedPolicies(described, limits)
+        _POOLS_STARTED = True
     return pool
 
 
@@ -237,8 +253,9 @@ def isolated_info(policies: Sequence[PolicySpec], limits: RunLimits = DEFAULT_LI
 
 def close_isolated_pools() -> None:
     """Stop the policy processes this process started for isolated grids."""
-    while _POOLS:
-        _POOLS.popitem()[1].close()
+    pools = _own_pools()
+    while pools:
+        pools.popitem()[1].close()
 
 
 def row_key(row: dict[str, Any]) -> tuple:
@@ -314,9 +331,16 @@ def run_grid(
                 results = map(run_task, tasks)
             rows = _collect(results, refs, progress, on_episode_done)
         else:
+            context = None
+            if isolate and _POOLS_STARTED:
+                # The workers start their own policy processes. This process has started some
+                # (isolated_info), and with them a fork server that a forked worker can neither
+                # use nor replace: such workers are spawned instead (about a second more).
+                close_isolated_pools()
+                context = multiprocessing.get_context("spawn")
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
             # shut the pool down); their policy processes end with them.
-            with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent) as pool:
+            with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent, mp_context=context) as pool:
                 if isolate:
                     results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
                 else:
