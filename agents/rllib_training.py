@@ -5,9 +5,8 @@
 and writes to ``out_dir``:
 
 - ``checkpoint/``: the algorithm checkpoint (``Algorithm.save_to_path``); ``wpb eval --agents
-  rllib:OUT/checkpoint`` evaluates its policy, and ``Algorithm.from_checkpoint`` restores it
-  to train further;
-- ``checkpoint.env.json``: the env arguments that shape the observation, read by the agent;
+  rllib:OUT/checkpoint`` evaluates its policy (with the env arguments its config stores, so the
+  folder can be moved alone), and ``Algorithm.from_checkpoint`` restores it to train further;
 - ``progress.jsonl``: one line of metrics per training iteration;
 - ``config.json``: the arguments of the run and the package versions.
 
@@ -16,7 +15,10 @@ more env runners, other hyperparameters).
 
 Torch gets ``torch_threads`` threads (1 by default) in this process, where the learner and,
 with ``num_env_runners=0``, the env runner live: on 2 cores PyTorch's default threads train
-several times slower. Everything needs ``pip install -e '.[rllib]'``.
+several times slower. Arguments are checked, ``ppo_options`` against ``PPOConfig.training``
+included, before Ray starts; ``out_dir`` is written only once the algorithm is built, and a run
+that fails or is interrupted removes what it wrote, so the same folder can be used again.
+Everything needs ``pip install -e '.[rllib]'``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ import json
 import logging
 import math
 import os
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from wpb_gym.cli.inputs import did_you_mean, one_line
 from wpb_gym.core.checks import require_int
 from wpb_gym.core.version import __version__
 
@@ -84,8 +88,8 @@ def masked_ppo_config(
     ``train_batch_size`` env steps are sampled per iteration and trained on for ``num_epochs``
     passes in minibatches of ``minibatch_size``; ``hidden_sizes`` are the layers of the policy
     and value networks; ``ppo_options`` are further ``PPOConfig.training`` arguments (e.g.
-    ``{"entropy_coeff": 0.01}``). Bad arguments raise a ``ValueError`` naming them, before any
-    env runner starts.
+    ``{"entropy_coeff": 0.01}``; not those set by the arguments here). Bad arguments raise a
+    ``ValueError`` naming them (checked here and by RLlib's ``validate``), without starting Ray.
     """
     require_rllib()
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -117,12 +121,110 @@ def masked_ppo_config(
         # No CPU/GPU usage thread: it only adds numbers to the results (and a notice asking for GPUtil).
         .debugging(seed=seed, log_sys_usage=False)
     )
-    if ppo_options:
-        try:
-            config.training(**dict(ppo_options))
-        except TypeError as error:
-            raise ValueError(f"ppo_options: {error}") from None
+    options = check_ppo_options(ppo_options)
+    # RLlib's own checks (choices, schedules; those of the whole config in validate) need no Ray:
+    # run here, they name a bad option before Ray starts rather than in a traceback from it.
+    try:
+        config.training(**options)
+        with quiet_rllib_deprecations(), _logger_without(_CONFIG_LOGGER, _NEW_STACK_NOTICE):
+            config.validate()
+    except (TypeError, ValueError) as error:
+        # RLlib's message names the option in backquotes, and ends in a hint about turning its checks off.
+        message = one_line(str(error)).split("To suppress all validation errors")[0].rstrip("; ")
+        named = [name for name in options if f"`{name}`" in message]
+        where = f"ppo_options.{named[0]}" if named else "ppo_options"
+        raise ValueError(f"{where}: RLlib refuses it: {message}") from None
     return config
+
+
+# PPOConfig.training arguments this module sets from its own arguments, which check them: given in
+# ppo_options they would skip those checks.
+_OWN_ARGUMENTS = {
+    "train_batch_size": "train_batch_size",
+    "train_batch_size_per_learner": "train_batch_size",
+    "minibatch_size": "minibatch_size",
+    "num_epochs": "num_epochs",
+    "num_sgd_iter": "num_epochs",
+    "lr": "lr",
+}
+# Options whose default is a number but which also take RLlib's schedule, [[timestep, value], ...].
+_SCHEDULES = {"entropy_coeff"}
+# Options RLlib defaults to None (off) that take a number.
+_NUMBER_OR_NONE = {"grad_clip"}
+# Ranges RLlib's validate leaves unchecked: out of them a run trains on nonsense or fails mid-training.
+_UNIT_INTERVAL = {"gamma", "lambda_"}
+_NON_NEGATIVE = {"kl_coeff", "kl_target", "vf_loss_coeff", "entropy_coeff", "clip_param", "vf_clip_param",
+                 "grad_clip"}
+
+
+def check_ppo_options(ppo_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``ppo_options`` checked against ``PPOConfig.training``: a ``ValueError`` naming
+    ``ppo_options.NAME``, the value and what was expected for an unknown or deprecated name, one
+    this module sets itself (``num_epochs``...: use its argument), or a value of the wrong type
+    (numbers and switches, against the defaults of ``PPOConfig``) or out of range."""
+    import inspect
+
+    from ray._common.deprecation import DEPRECATED_VALUE
+    from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    if ppo_options is None:
+        return {}
+    if not isinstance(ppo_options, Mapping):
+        raise ValueError(f"ppo_options must be a mapping of PPOConfig.training arguments, got {ppo_options!r}")
+    defaults = PPOConfig()
+    # Deprecated names are in the signatures still (with the DEPRECATED_VALUE default, or no attribute).
+    known = {
+        name for cls in (PPOConfig, AlgorithmConfig) for name in inspect.signature(cls.training).parameters
+        if name not in ("self", "kwargs") and hasattr(defaults, name)
+        and not _same(getattr(defaults, name), DEPRECATED_VALUE)
+    }
+    for name, value in ppo_options.items():
+        where = f"ppo_options.{name}"
+        if name in _OWN_ARGUMENTS:
+            raise ValueError(f"{where}: set it with the {_OWN_ARGUMENTS[name]} argument of train_rllib_ppo "
+                             "(masked_ppo_config), which checks it, not in ppo_options")
+        if name not in known:
+            raise ValueError(f"{where}: not a PPOConfig.training argument of this RLlib (or a deprecated one)"
+                             f"{did_you_mean(str(name), sorted(known))}")
+        if name in _NUMBER_OR_NONE:
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            problem = None if value is None or number else "expected a number, or None (its default: off)"
+        else:
+            problem = _type_problem(value, getattr(defaults, name), name in _SCHEDULES)
+        if problem is None and isinstance(value, (int, float)) and not isinstance(value, bool):
+            if name in _UNIT_INTERVAL and not 0 <= value <= 1:
+                problem = "expected a number from 0 to 1"
+            elif name in _NON_NEGATIVE and value < 0:
+                problem = "expected a number of at least 0"
+        if problem:
+            raise ValueError(f"{where}: {value!r}: {problem}")
+    return dict(ppo_options)
+
+
+def _same(value: Any, deprecated: Any) -> bool:
+    # RLlib marks deprecated settings with the int -1: a float or bool default is never that mark.
+    return type(value) is type(deprecated) and value == deprecated
+
+
+def _type_problem(value: Any, default: Any, schedule: bool) -> str | None:
+    """What is wrong with ``value`` for an option whose default is ``default``, or None; only
+    numbers and switches are checked here (RLlib's ``validate`` checks some others)."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else f"expected true or false, like its default {default}"
+    if not isinstance(default, (int, float)):
+        return None
+    if schedule and isinstance(value, (list, tuple)):
+        return None  # RLlib's validate checks the schedule
+    kind = "an integer" if isinstance(default, int) else "a number"
+    like = f", like its default {default!r}" + (" (or a schedule [[timestep, value], ...])" if schedule else "")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected {kind}{like}"
+    if isinstance(default, int) and not isinstance(value, int):
+        return f"expected an integer{like}"
+    if not math.isfinite(value):
+        return "expected a finite number"
+    return None
 
 
 def env_config_for(env_kwargs: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
@@ -161,6 +263,8 @@ def train_rllib_ppo(
     is started for the run and stopped after it, unless this process already runs Ray (then
     that one is used, and left running); ``num_env_runners`` env runners each take a CPU of it
     (0, the default: sampling happens in this process). ``progress`` prints a line per iteration.
+    Bad arguments raise a ``ValueError`` before Ray starts; ``out_dir`` is written once the
+    algorithm is built, and emptied again (or removed, if this call made it) when the run fails.
     """
     iterations = require_int(iterations, "iterations", 1)
     num_cpus = require_int(num_cpus, "num_cpus", 1)
@@ -175,20 +279,21 @@ def train_rllib_ppo(
     import ray
     import torch
 
-    from .train import save_env_kwargs
+    from wpb_gym.evaluation.ray_backend import init_ray
 
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_json(out / "config.json", _run_record(config, iterations, seed, num_cpus, torch_threads, ppo))
+    created = not out.exists()
     started = not ray.is_initialized()
     if started:
-        with _logger_without(_AUTH_LOGGER, _AUTH_NOTICE):
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=progress, configure_logging=False)
+        init_ray(ray, None, num_cpus=num_cpus, include_dashboard=False, log_to_driver=progress,
+                 configure_logging=False)
     try:
         with quiet_rllib_deprecations(), _logger_without(_CONFIG_LOGGER, _NEW_STACK_NOTICE):
             algo = config.build_algo()
         try:
+            out.mkdir(parents=True, exist_ok=True)
+            _write_json(out / "config.json", _run_record(config, iterations, seed, num_cpus, torch_threads, ppo))
             with (out / "progress.jsonl").open("w", encoding="utf-8") as log:
                 for _ in range(iterations):
                     metrics = _metrics(algo.train())
@@ -200,18 +305,16 @@ def train_rllib_ppo(
             checkpoint = Path(algo.save_to_path(str((out / "checkpoint").resolve())))
         finally:
             algo.stop()
+    except BaseException:
+        # A run without its checkpoint cannot be resumed or evaluated: it only blocks the folder.
+        _discard(out, created)
+        raise
     finally:
         if started:
             ray.shutdown()
-    save_env_kwargs(checkpoint, config.env_config)
     return RLlibTraining(checkpoint, metrics)
 
 
-# Ray's notice that it turned on token authentication, its default for a local cluster. Setting
-# RAY_AUTH_MODE would silence it too, but "disabled" opens the cluster to anyone on the network,
-# and "token" set after Ray was imported leaves the driver without its token.
-_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
-_AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
 # RLlib's notice that PPO runs on the new API stack, which this module chose on purpose.
 _CONFIG_LOGGER = "ray.rllib.algorithms.algorithm_config"
 _NEW_STACK_NOTICE = "You are running PPO on the new API stack"
@@ -231,6 +334,18 @@ def _logger_without(name: str, prefix: str) -> Iterator[None]:
         yield
     finally:
         logger.removeFilter(drop)
+
+
+def _discard(out: Path, created: bool) -> None:
+    """Remove what a failed run wrote to ``out`` (empty or absent when it began)."""
+    if created:
+        shutil.rmtree(out, ignore_errors=True)
+    elif out.is_dir():
+        for child in out.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
 
 
 def _metrics(result: Mapping[str, Any]) -> dict[str, Any]:

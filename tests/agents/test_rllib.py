@@ -1,13 +1,17 @@
 """RLlib's PPO with action masking: a few training iterations, the checkpoint restored, the masked
-module never choosing a masked action, and the trained policy evaluated by ``wpb eval``."""
+module never choosing a masked action, and the trained policy evaluated by ``wpb eval`` (from a
+relative path, and from a copy of the checkpoint folder alone)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 
 import numpy as np
 import pytest
@@ -30,7 +34,9 @@ from wpb_gym.core.policy import EpisodeContext  # noqa: E402
 from wpb_gym.episodes.generators.paper import generate_episode, make_config  # noqa: E402
 from wpb_gym.evaluation.runner import run_episode  # noqa: E402
 
-ENV_KWARGS = {"regime": "default", "length": 50, "budget_bytes": 10240}
+# No EXPIRE: an env argument that changes what the policy may do but not the observation's shape,
+# so a checkpoint played with the wrong env arguments is not caught by its observation space.
+ENV_KWARGS = {"regime": "default", "length": 50, "budget_bytes": 10240, "max_expires_per_step": 0}
 # A few hundred env steps: two iterations of 200 steps, small networks.
 PPO = {"train_batch_size": 200, "minibatch_size": 50, "num_epochs": 2, "hidden_sizes": [32, 32]}
 
@@ -82,7 +88,7 @@ def test_training_writes_a_checkpoint_that_restores(run):
     assert [line["training_iteration"] for line in lines] == [1, 2] and lines[-1] == metrics
     config = json.loads((out / "config.json").read_text())
     assert config["env"] == {**ENV_KWARGS, "dense_reward": True, "episode_seed": 0} and config["seed"] == 0
-    assert json.loads((out / "checkpoint.env.json").read_text()) == {}  # the default observation
+    assert not (out / "checkpoint.env.json").exists()  # the checkpoint holds its env arguments
 
 
 def test_the_masked_module_never_picks_a_masked_action(run):
@@ -122,11 +128,12 @@ def test_the_agent_plays_the_modules_greedy_decisions(run):
     out, _ = run
     agent = make_agent("rllib", path=str(out / "checkpoint"))
     assert isinstance(agent, RLlibAgent) and agent.track == "unprivileged" and agent.kind == "rllib"
+    assert agent.env_kwargs == {"max_expires_per_step": 0}  # read from the checkpoint's config
     module = load_rllib_module(out / "checkpoint")
     for index in range(2):
         episode = generate_episode(make_config("default", length=50), seed=5, index=index)
         offline = run_episode(agent, episode, 10240, "unprivileged")
-        env = make_rllib_env({"episodes": [episode], "budget_bytes": 10240})
+        env = make_rllib_env({"episodes": [episode], "budget_bytes": 10240, "max_expires_per_step": 0})
         obs, _ = env.reset(seed=0)
         terminated = False
         while not terminated:
@@ -166,6 +173,41 @@ def test_wpb_eval_runs_the_policy_beside_a_baseline_reproducibly(run, tmp_path):
     assert [[r[k] for k in metrics] for r in rows] == [[r[k] for k in metrics] for r in again]
 
 
+EVAL_ARGS = ["--regimes", "default", "--lengths", "50", "--budgets", "10240", "--tracks", "unprivileged",
+             "--episodes-per-condition", "2", "--quiet", "--out"]
+METRICS = ("f1", "recall", "precision", "policy_utility", "bytes_used", "write_actions", "expire_actions")
+
+
+def test_a_relative_checkpoint_path_is_evaluated(run, tmp_path, monkeypatch):
+    out, _ = run
+    monkeypatch.chdir(out.parent)
+    relative = f"{out.name}/checkpoint"
+    assert make_agent("rllib", path=relative).path == str(out / "checkpoint")
+    assert wpb_main(["eval", "--agents", f"rllib:{relative}", *EVAL_ARGS, str(tmp_path / "e")]) == 0
+    assert [row["policy"] for row in _rows(tmp_path / "e")] == ["rllib:checkpoint"] * 2
+
+
+def test_a_copy_of_the_checkpoint_folder_alone_plays_as_the_original(run, tmp_path, capsys):
+    out, _ = run
+    copy = tmp_path / "elsewhere" / "checkpoint"
+    shutil.copytree(out / "checkpoint", copy)
+    assert make_agent("rllib", path=str(copy)).env_kwargs == {"max_expires_per_step": 0}
+    # Every run's folder is called checkpoint, as every SB3 run's model best_model: two runs need labels.
+    assert wpb_main(["eval", "--agents", f"rllib:{out / 'checkpoint'},rllib:{copy}", *EVAL_ARGS,
+                     str(tmp_path / "twice")]) == 2
+    assert "appear twice" in capsys.readouterr().err
+    agents = f"original=rllib:{out / 'checkpoint'},copy=rllib:{copy}"
+    assert wpb_main(["eval", "--agents", agents, *EVAL_ARGS, str(tmp_path / "e")]) == 0
+    rows = {(row["policy"], row["episode_index"]): [row[k] for k in METRICS] for row in _rows(tmp_path / "e")}
+    assert sorted(rows) == [("copy", "0"), ("copy", "1"), ("original", "0"), ("original", "1")]
+    assert all(rows["copy", i] == rows["original", i] for i in ("0", "1"))
+    # A file beside the folder, or env_kwargs, override what the checkpoint stores.
+    (copy.parent / "checkpoint.env.json").write_text("{}")
+    assert make_agent("rllib", path=str(copy)).env_kwargs == {}
+    assert make_agent("rllib", path=str(copy), env_kwargs={"max_expires_per_step": 1}).env_kwargs == {
+        "max_expires_per_step": 1}
+
+
 def test_bad_training_arguments_are_named_before_ray_starts(tmp_path):
     import ray
 
@@ -176,7 +218,7 @@ def test_bad_training_arguments_are_named_before_ray_starts(tmp_path):
         ({"env_kwargs": {"bogus": 1}}, "env_kwargs:"),
         ({"minibatch_size": 500, "train_batch_size": 100}, "minibatch_size (500) must be at most"),
         ({"lr": 0}, "lr must be a positive number"),
-        ({"ppo_options": {"bogus": 1}}, "ppo_options:"),
+        ({"ppo_options": "gamma=1"}, "ppo_options must be a mapping"),
         ({"num_env_runners": 2}, "num_env_runners (2) needs at least as many CPUs"),
     ]:
         with pytest.raises(ValueError) as error:
@@ -187,14 +229,89 @@ def test_bad_training_arguments_are_named_before_ray_starts(tmp_path):
     (busy / "x").write_text("")
     with pytest.raises(ValueError, match="not an empty folder"):
         train_rllib_ppo(busy)
-    assert not ray.is_initialized()
+    assert not ray.is_initialized() and not (tmp_path / "out").exists()
     assert masked_ppo_config(ENV_KWARGS).env_config["episode_seed"] == 0
 
 
-def test_the_agent_refuses_wrong_checkpoints_and_arguments(run, tmp_path):
+@pytest.mark.parametrize("option, value, expected", [
+    ("gamma", "x", "expected a number, like its default 0.99"),
+    ("gamma", 1.5, "expected a number from 0 to 1"),
+    ("entropy_coeff", "hi", "expected a number"),
+    ("entropy_coeff", [1], "Must be a list of 2 or more"),  # RLlib's validate, before Ray
+    ("use_kl_loss", 1, "expected true or false"),
+    ("clip_param", float("nan"), "expected a finite number"),
+    ("num_aggregator_actors_per_learner", 1.5, "expected an integer"),
+    ("grad_clip_by", "sideways", "must be one of"),
+    ("lambda", 0.9, "did you mean 'lambda_'"),
+    ("num_epochs", 0, "set it with the num_epochs argument"),
+    ("minibatch_size", 10_000, "set it with the minibatch_size argument"),
+    ("train_batch_size_per_learner", 1, "set it with the train_batch_size argument"),
+])
+def test_bad_ppo_options_are_named_before_ray_starts(tmp_path, option, value, expected):
+    import ray
+
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(ValueError) as error:
+        train_rllib_ppo(out, ppo_options={"entropy_coeff": 0.01, option: value})
+    message = str(error.value)
+    assert len(message.splitlines()) == 1 and message.startswith(f"ppo_options.{option}: "), message
+    value_named = not expected.startswith(("set it with", "did you mean"))  # else the name is wrong
+    assert expected in message and (str(value) in message or not value_named), message
+    assert not ray.is_initialized() and not any(out.iterdir())
+
+
+def test_a_failed_run_leaves_its_folder_reusable(tmp_path, monkeypatch):
+    """Ray's start (through ray_backend.init_ray, which holds back its authentication notice) and
+    the algorithm are stood in for: the run fails in its first iteration."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from wpb_gym.evaluation import ray_backend
+
+    started = []
+
+    class Failing:
+        def train(self):
+            raise RuntimeError("the first iteration failed")
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(ray_backend, "init_ray", lambda ray, address, **kwargs: started.append((address, kwargs)))
+    monkeypatch.setattr(PPOConfig, "build_algo", lambda config: Failing())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "new" / "run", empty):
+        with pytest.raises(RuntimeError, match="first iteration"):
+            train_rllib_ppo(out, iterations=1, num_cpus=1)
+        assert not out.exists() if out != empty else not any(out.iterdir())
+    assert started[0][0] is None and started[0][1]["num_cpus"] == 1
+
+
+def test_the_agent_refuses_wrong_checkpoints_and_arguments(run, tmp_path, capsys):
     out, _ = run
     with pytest.raises(FileNotFoundError, match="no RLlib checkpoint"):
         RLlibAgent(tmp_path)
+    model = tmp_path / "best_model.zip"  # an SB3 model is a zip file
+    with zipfile.ZipFile(model, "w") as archive:
+        archive.writestr("data", "{}")
+    with pytest.raises(ValueError, match=re.escape(f"evaluate it as sb3:{model}")):
+        RLlibAgent(model)
+    copy = tmp_path / "copy" / "checkpoint"
+    shutil.copytree(out / "checkpoint", copy)
+    # An RLModule's own folder stores no env arguments: refused, not played with the defaults.
+    with pytest.raises(ValueError, match="no env arguments"):
+        RLlibAgent(copy / "learner_group" / "learner" / "rl_module" / "default_policy")
+    (copy.parent / "checkpoint.env.json").write_text('{"bogus": 1}')
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(copy.parent / 'checkpoint.env.json'))}: .*'bogus'"):
+        RLlibAgent(copy)
+    state = copy / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    state.write_bytes(b"not a pickle")
+    for argv in (["--agents", f"rllib:{copy}"], ["--agents", "rllib:"]):
+        assert wpb_main(["eval", *argv, "--out", str(tmp_path / "e")]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert len(errors) == 2 and f"{state}: damaged, not the pickle RLlib wrote (UnpicklingError" in errors[0], errors
+    assert "rllib:PATH needs the path of an RLlib checkpoint folder" in errors[1]
     with pytest.raises(ValueError, match="expects observations"):
         RLlibAgent(out / "checkpoint", env_kwargs={"slots": 4})
     episode = generate_episode(make_config("default", length=10), seed=1, index=0)

@@ -26,7 +26,8 @@ from .settings import Settings
 
 def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
-    (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``; ``LABEL=NAME:PATH`` to name it),
+    or folder (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``, ``rllib:CHECKPOINT``;
+    ``LABEL=NAME:PATH`` to name it),
     or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
     other parameters. Each agent is built once to check its parameters: here, or, with
     ``isolate``, in its own process (an agent's code never runs in this one)."""
@@ -52,9 +53,10 @@ def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = Non
         else:
             raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
         head, colon, path = name.partition(":")
-        if colon:  # NAME:PATH, an agent read from a file: a trained model or learner
+        if colon:  # NAME:PATH, an agent read from a file or folder: a trained model or learner
             if not path:
-                raise InputError(f"agent {item!r}: {head}:PATH needs the path of a file")
+                what = "an RLlib checkpoint folder" if head == "rllib" else "a file"
+                raise InputError(f"agent {item!r}: {head}:PATH needs the path of {what}")
             params["path"] = path
             name, label = head, label or f"{head}:{Path(path).stem}"
         try:
