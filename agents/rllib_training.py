@@ -37,6 +37,7 @@ from wpb_gym.cli.inputs import did_you_mean, one_line
 from wpb_gym.core.checks import require_int
 from wpb_gym.core.version import __version__
 
+from .option_checks import type_problem
 from .rllib_env import RLlibWritePolicyBenchEnv, make_rllib_env, quiet_rllib_deprecations, require_rllib
 
 # Dense rewards: the episode's F1 paid as it accrues rather than only on the last step (the same
@@ -191,7 +192,9 @@ def check_ppo_options(ppo_options: Mapping[str, Any] | None) -> dict[str, Any]:
             number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             problem = None if value is None or number else "expected a number, or None (its default: off)"
         else:
-            problem = _type_problem(value, getattr(defaults, name), name in _SCHEDULES)
+            schedule = name in _SCHEDULES
+            note = " (or a schedule [[timestep, value], ...])" if schedule else ""
+            problem = type_problem(value, getattr(defaults, name), sequences=schedule, note=note)
         if problem is None and isinstance(value, (int, float)) and not isinstance(value, bool):
             if name in _UNIT_INTERVAL and not 0 <= value <= 1:
                 problem = "expected a number from 0 to 1"
@@ -205,26 +208,6 @@ def check_ppo_options(ppo_options: Mapping[str, Any] | None) -> dict[str, Any]:
 def _same(value: Any, deprecated: Any) -> bool:
     # RLlib marks deprecated settings with the int -1: a float or bool default is never that mark.
     return type(value) is type(deprecated) and value == deprecated
-
-
-def _type_problem(value: Any, default: Any, schedule: bool) -> str | None:
-    """What is wrong with ``value`` for an option whose default is ``default``, or None; only
-    numbers and switches are checked here (RLlib's ``validate`` checks some others)."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else f"expected true or false, like its default {default}"
-    if not isinstance(default, (int, float)):
-        return None
-    if schedule and isinstance(value, (list, tuple)):
-        return None  # RLlib's validate checks the schedule
-    kind = "an integer" if isinstance(default, int) else "a number"
-    like = f", like its default {default!r}" + (" (or a schedule [[timestep, value], ...])" if schedule else "")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"expected {kind}{like}"
-    if isinstance(default, int) and not isinstance(value, int):
-        return f"expected an integer{like}"
-    if not math.isfinite(value):
-        return "expected a finite number"
-    return None
 
 
 def env_config_for(env_kwargs: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:

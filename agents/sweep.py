@@ -23,7 +23,6 @@ import inspect
 import itertools
 import json
 import logging
-import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,6 +34,7 @@ from typing import Any
 from wpb_gym.core.tracks import PRIVILEGED, UNPRIVILEGED
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 
+from .option_checks import type_problem
 from .registry import agent_entry, make_agent
 
 SWEEP_DEFAULTS: dict[str, Any] = {
@@ -275,22 +275,11 @@ _NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def _type_problem(value: Any, default: Any) -> str | None:
-    """What is wrong with ``value`` for a parameter whose default is ``default`` (a number or a
-    switch), or None. Other defaults (None, a schedule, a mapping) leave the value to SB3."""
-    if isinstance(default, bool):
-        return None if isinstance(value, bool) else f"expected true or false, like its default {default}"
-    if not isinstance(default, (int, float)) or isinstance(value, (list, tuple)):  # e.g. DQN's train_freq pair
-        return None
-    kind = "an integer" if isinstance(default, int) else "a number"
-    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()):
-        return f"expected {kind}, got text (YAML reads 1e-3 as text: write 1.0e-3)"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"expected {kind}, like its default {default!r}"
-    if isinstance(default, int) and not isinstance(value, int):
-        return f"expected an integer, like its default {default!r}"
-    if not math.isfinite(value):
-        return "expected a finite number"
-    return None
+    if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, str):
+        if _NUMBER_TEXT.fullmatch(value.strip()):
+            kind = "an integer" if isinstance(default, int) else "a number"
+            return f"expected {kind}, got text (YAML reads 1e-3 as text: write 1.0e-3)"
+    return type_problem(value, default)
 
 
 def _build_env(env_kwargs: Mapping[str, Any], n_envs: int, vec_env: str, where: str) -> Any:

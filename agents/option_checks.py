@@ -1,0 +1,31 @@
+"""The type a library's default implies for an option given as data (a sweep file's
+hyperparameters, RLlib's ``ppo_options``), checked before any training starts."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["type_problem"]
+
+
+def type_problem(value: Any, default: Any, *, sequences: bool = True, note: str = "") -> str | None:
+    """What is wrong with ``value`` for an option whose default is ``default``, or None.
+
+    Only numbers and switches are checked; other defaults (None, a mapping) leave the value to
+    the library. A list or tuple passes when ``sequences`` (schedules, DQN's ``train_freq``
+    pair). ``note`` follows "like its default ..." in the message.
+    """
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else f"expected true or false, like its default {default}"
+    if not isinstance(default, (int, float)) or (sequences and isinstance(value, (list, tuple))):
+        return None
+    kind = "an integer" if isinstance(default, int) else "a number"
+    like = f", like its default {default!r}{note}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"expected {kind}{like}"
+    if isinstance(default, int) and not isinstance(value, int):
+        return f"expected an integer{like}"
+    if not math.isfinite(value):
+        return "expected a finite number"
+    return None
