@@ -233,11 +233,11 @@ def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
 
     # A model's track is its file's, which only its own process reads (never the oracle's).
     described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]
+    global _POOLS_STARTED
     key = pickle.dumps((described, limits))
     pools = _own_pools()
     pool = pools.get(key)
     if pool is None:
-        global _POOLS_STARTED
         close_isolated_pools()
         pool = pools[key] = IsolatedPolicies(described, limits)
         _POOLS_STARTED = True
