@@ -3,7 +3,9 @@
 The grid: 4 regimes x budgets {1 KB ... 1 MB} (11 budgets) x 10 episodes (T=200, seed 0) x both
 tracks x the paper's 7 baselines (5 on the unprivileged track), with the exact oracle: 5,280
 agent-episode runs. The target is at most 3 seconds on a 2-core machine (the published
-implementation needs about a minute).
+implementation needs about a minute). ``--isolate`` also times the grid with every policy in a
+process of its own, alternating (target: at most 3x the in-process time); there ``--jobs``
+counts the policies' processes, so with 7 policies and 2 jobs the isolated grid has one worker.
 
     python benchmarks/eval_grid.py [--jobs 2] [--repeat 3] [--isolate] [--ray] [--profile]
 """

@@ -27,7 +27,8 @@ GRID = textwrap.dedent(
             isolated_info(policies)
         refs = generated_refs(["default"], [200], 400, seed=0)
         print("started", flush=True)
-        run_grid(refs, policies, [1024, 10240], ["unprivileged"], jobs=2, isolate=sys.argv[1] == "isolate")
+        isolate = sys.argv[1] == "isolate"  # (isolated, jobs count the policies' processes: 2 workers of 2)
+        run_grid(refs, policies, [1024, 10240], ["unprivileged"], jobs=4 if isolate else 2, isolate=isolate)
     """
 )
 

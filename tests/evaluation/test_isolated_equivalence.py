@@ -14,7 +14,7 @@ import pytest
 
 from agents.registry import agent_entry, list_agents, make_agent
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
-from wpb_gym.evaluation.grid import ISOLATED_BATCH, PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.grid import ISOLATED_BATCH, PolicySpec, generated_refs, isolated_workers, run_grid
 from wpb_gym.evaluation.referee import RunLimits
 from wpb_gym.evaluation.runner import run_episode
 
@@ -71,9 +71,9 @@ def test_rejected_actions_are_logged_alike():
 
 
 def test_an_isolated_grid_on_worker_processes_after_policies_were_asked_here():
-    """``wpb eval --isolate --jobs 2`` asks each policy for its track in this process first (its
+    """``wpb eval --isolate --jobs 4`` asks each policy for its track in this process first (its
     policy processes and fork server start here), then runs the grid on worker processes, which
-    must start their own."""
+    must start their own (with two policies, two workers: ``isolated_workers``)."""
     from wpb_gym.evaluation.grid import isolated_info
 
     specs = [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in ("last_kb", "change_detector")]
@@ -83,5 +83,13 @@ def test_an_isolated_grid_on_worker_processes_after_policies_were_asked_here():
         "change_detector",
     ]
     refs = generated_refs(["default"], [25], 3, seed=1)
-    on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=2, isolate=True)
+    assert isolated_workers(4, len(specs)) == 2
+    on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=4, isolate=True)
     assert on_workers == run_grid(refs, specs, (1024,), ("unprivileged",)) and len(on_workers) == 6
+
+
+def test_isolated_jobs_count_the_policies_processes():
+    # Each worker drives one process per policy: two jobs and seven policies make one worker.
+    assert [isolated_workers(jobs, 7) for jobs in (1, 2, 6, 7, 13, 14, 32)] == [1, 1, 1, 1, 1, 2, 4]
+    assert [isolated_workers(jobs, 1) for jobs in (1, 2, 8)] == [1, 2, 8]
+    assert isolated_workers(3, 0) == 3

@@ -30,13 +30,30 @@ def test_every_action_round_trips_through_json(plain, accepted):
 
 
 def test_the_wire_forms_are_short():
-    assert encode_action(("WRITE", None, None, None), True) == [1, True]
+    # accepted, without a reason: one integer
+    assert encode_action(("WRITE", None, None, None), True) == -1
+    assert encode_action(("EXPIRE", 7, None, None), True) == 7
+    assert encode_action(("EXPIRE", 0, None, None), True) == 0
+    assert encode_action(("SKIP", None, None, "why"), True) == -2
+    # otherwise a list
+    assert encode_action(("WRITE", None, None, None), False) == [1, False]
+    assert encode_action(("WRITE", None, None, "fits"), True) == [1, True, "fits"]
     assert encode_action(("WRITE", None, None, "fits"), False) == [1, False, "fits"]
-    assert encode_action(("EXPIRE", 7, None, None), True) == [3, True, None, 7]
-    assert encode_action(("SKIP", None, None, "why"), True) == [0, True]
+    assert encode_action(("EXPIRE", 7, None, None), False) == [3, False, None, 7]
+    assert encode_action(("EXPIRE", -3, None, None), True) == [3, True, None, -3]
+    assert encode_action(("MERGE", 2, {"v": 1}, None), True) == [2, True, None, 2, {"v": 1}, True]
+
+
+def test_every_integer_a_process_sends_is_an_action_or_refused():
+    assert decode_action(12) == (("EXPIRE", 12, None, None), True)
+    assert decode_action(2**80) == (("EXPIRE", 2**80, None, None), True)  # judged, and refused, as any EXPIRE
+    assert decode_action(-1) == (("WRITE", None, None, None), True)
+    assert decode_action(-2) == (("SKIP", None, None, None), True)
+    for raw in (-3, -(2**80), True, False):
+        assert decode_action(raw) is None, raw
 
 
 def test_what_is_not_an_action_is_refused():
-    for raw in (True, 1, 1.0, "1", None, [], [1], [True, True], [1, 1], [3, True, None, "7"], [3, True, None, True],
+    for raw in (True, -3, 1.0, "1", None, [], [1], [True, True], [1, 1], [3, True, None, "7"], [3, True, None, True],
                 [0, True, None, 7], [2, True, None, 7, {}, "yes"], [2, True, None, 7, {"a": 1}, False]):
         assert decode_action(raw) is None, raw

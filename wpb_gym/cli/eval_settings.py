@@ -79,7 +79,13 @@ EVAL_SETTINGS = (
     Setting("seed", partial(parse_int, minimum=0), "seed of the generated episodes", default=0),
     BUDGETS,
     TRACKS_SETTING,
-    Setting("jobs", partial(parse_int, minimum=1), "worker processes (results do not depend on it)", default=1),
+    Setting(
+        "jobs",
+        partial(parse_int, minimum=1),
+        "worker processes; with --isolate, the agents' processes (each worker runs one per agent, so there "
+        "are --jobs // agents workers, at least one); results do not depend on it",
+        default=1,
+    ),
     Setting(
         "backend",
         partial(parse_choice, choices=BACKENDS),

@@ -6,8 +6,9 @@ track it needs. The core never imports ``agents``: the CLI passes factories in.
 
 Work is split by episode: one task runs every policy at every budget and track on one
 episode, in lockstep (``wpb_gym.evaluation.playing.play``), with the exact oracle computed once per
-(episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1``; the rows
-are sorted afterwards, so the result does not depend on ``jobs``.
+(episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1`` (in isolated
+mode, ``jobs`` counts the policies' processes: ``isolated_workers``); the rows are sorted
+afterwards, so the result does not depend on ``jobs``.
 
 ``isolate=True`` runs every policy in a process of its own (``wpb_gym.evaluation.isolated.isolation``), which
 is what a leaderboard submission must use; in-process evaluation is the fast default for
@@ -148,7 +149,7 @@ def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
     pool = _isolated_pool(tasks[0].policies, tasks[0].limits)
     episodes = [task.ref.load() for task in tasks]
     plans = [_plan(task) for task in tasks]
-    played = pool.play_many(list(zip(episodes, plans, strict=True)))
+    played = pool.play_many(list(zip(episodes, plans, strict=True)), stores=False)  # rows need only metrics
     out, all_runs, all_results = [], [], []
     for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
         results, rows = _score(task, episode, plan, runs)
@@ -209,8 +210,9 @@ def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, res
 
 # Episodes played at once in isolated evaluation. More means fewer messages, but every policy
 # process then steps more runs in lockstep, each timestep touching all of their memories: on the
-# paper grid 2 was fastest (1, 2, 4, 8: 11.3, 9.7, 10.1, 11.1 s; benchmarks/eval_grid.py --isolate).
-ISOLATED_BATCH = 2
+# paper grid (one worker) 4 was fastest (2, 4, 5, 8, 10 episodes: 6.0-6.5, 5.5-5.6, 5.5-6.2,
+# 5.7-6.9, 6.9-8.8 s; benchmarks/eval_grid.py --isolate).
+ISOLATED_BATCH = 4
 # One set of policy processes per process of the grid, kept from one episode to the next, and
 # the process that started them: a forked child inherits the dict, not the right to stop them.
 _POOLS: dict[bytes, Any] = {}
@@ -321,10 +323,11 @@ def run_grid(
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
+    workers = isolated_workers(jobs, len(policies)) if isolate else jobs
     try:
         if backend == "ray":
             rows = _collect(ray_map(run_task, tasks, jobs=jobs, address=address), refs, progress, on_episode_done)
-        elif jobs == 1:
+        elif workers == 1:
             if isolate:
                 results: Iterator[list[dict[str, Any]]] = chain.from_iterable(map(run_isolated_tasks, batches))
             else:
@@ -340,7 +343,7 @@ def run_grid(
                 context = multiprocessing.get_context("spawn")
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
             # shut the pool down); their policy processes end with them.
-            with ProcessPoolExecutor(max_workers=jobs, initializer=end_with_parent, mp_context=context) as pool:
+            with ProcessPoolExecutor(max_workers=workers, initializer=end_with_parent, mp_context=context) as pool:
                 if isolate:
                     results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
                 else:
@@ -350,6 +353,15 @@ def run_grid(
         close_isolated_pools()
     rows.sort(key=row_key)
     return rows
+
+
+def isolated_workers(jobs: int, policies: int) -> int:
+    """Worker processes of an isolated grid of ``jobs`` jobs: each drives a process per policy,
+    and those processes are what keeps the cores busy (a worker waits while its policies think,
+    and they wait for it), so ``jobs`` counts policy processes, not workers. More workers than
+    that only make the processes take turns on the cores: on the paper's grid (7 policies,
+    2 cores) one worker took 5.7-6.1 s and two 6.6-8.2 s (``benchmarks/eval_grid.py --isolate``)."""
+    return max(1, jobs // max(1, policies))
 
 
 def _collect(results, refs, progress, on_episode_done) -> list[dict[str, Any]]:

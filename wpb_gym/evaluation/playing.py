@@ -226,14 +226,18 @@ def play(
     return runs
 
 
-def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Generator[None, Any, None]:
+def stepper(
+    run: PlayedRun, first_t: int, limits: RunLimits, record: bool, reasons: bool = True
+) -> Generator[None, Any, None]:
     """Play ``run`` one timestep per ``send((shown, canonical, sink))``, from ``first_t`` on.
 
     At each timestep the policy is shown ``shown`` and every action it yields is normalised
     and judged on ``canonical`` at once. A limit crossed stops the run (``run.error``) and ends
     the generator (the next ``send`` raises ``StopIteration``). With a ``sink`` list, every
     action is also appended to it as ``[kind, target_t, delta, delta_is_json, reason,
-    accepted]`` (what a policy's process reports in isolated evaluation). In process the
+    accepted]`` (what a policy's process reports in isolated evaluation), its reason left out
+    unless ``reasons`` (only an action log shows reasons: most actions then travel as
+    ``wire.ONE_WRITE``, which costs both sides of the pipe less). In process the
     steps are fed in a loop (``play``); in a policy's process one per message — the same code.
 
     Time is read before a timestep's first action, every 64 actions and when it ends; steps
@@ -281,13 +285,15 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
                             if kind == "WRITE" and action.step is shown_t:
                                 decision = write(canonical, t, reason, shown=shown_t)
                                 if sink is not None:
-                                    sink.append(encode_action(("WRITE", None, None, reason), decision.accepted))
+                                    said = reason if reasons else None
+                                    sink.append(encode_action(("WRITE", None, None, said), decision.accepted))
                                 continue
                             target = action.target_t
                             if kind == "EXPIRE" and type(target) is int:
                                 decision = expire(target, t)
                                 if sink is not None:
-                                    sink.append(encode_action(("EXPIRE", target, None, reason), decision.accepted))
+                                    said = reason if reasons else None
+                                    sink.append(encode_action(("EXPIRE", target, None, said), decision.accepted))
                                 continue
                             if kind == "SKIP":
                                 skip(t)
@@ -299,7 +305,7 @@ def stepper(run: PlayedRun, first_t: int, limits: RunLimits, record: bool) -> Ge
                     if record:
                         run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
                     if sink is not None:
-                        sink.append(encode_action(plain, decision.accepted))
+                        sink.append(encode_action(plain if reasons else (*plain[:3], None), decision.accepted))
             except PolicyLimitError:
                 _close(iterator)
                 raise

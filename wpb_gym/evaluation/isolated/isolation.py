@@ -5,10 +5,10 @@ labels through the interpreter's frames or the garbage collector). Here each pol
 process of its own that holds nothing of the evaluator's memory (forked from a fork server,
 itself a fresh interpreter, or spawned where there is none), and the evaluator sends it, one
 timestep at a time, only the step as the policy's track shows it — never a label, never a
-later step. In its process the policy reads a replica
-of its memory, kept by the same store code from its own actions; it sends its actions back as
-plain JSON, and the evaluator judges them on its own canonical store. Whatever the policy does
-to its process (its replica included) changes nothing that is scored; a run whose replica no
+later step. In its process the policy reads a replica of its memory, kept by the same store
+code from its own actions; it sends its actions back as plain JSON, and the evaluator judges
+them on its own canonical memory (``wpb_gym.evaluation.isolated.judging``). Whatever the policy
+does to its process (its replica included) changes nothing that is scored; a run whose replica no
 longer agrees with the evaluator's decisions is reported as diverged.
 
 Per timestep, ``RunLimits`` bounds each run's actions and wall time. Time is enforced inside
@@ -30,7 +30,10 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
+import select
 from collections.abc import Callable, Sequence
+from math import ceil
+from time import monotonic
 from typing import Any
 
 from ...core.accounting import estimate_bytes
@@ -39,10 +42,10 @@ from ...core.readonly import thaw
 from ...core.store import ByteMemoryStore
 from ...core.tracks import policy_episode
 from ...core.types import Episode, Step
-from ..playing import EpisodeRun, LoggedAction, PlayedRun, Seat, score
-from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits, apply, as_action
+from ..playing import EpisodeRun, PlayedRun, Seat, score
+from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits
+from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
-from .wire import ONE_WRITE, decode_action
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
 
@@ -68,6 +71,8 @@ _CONTEXT = _start_method()
 _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
 _GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
 _START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
+
+_NEVER = float("inf")
 
 # (policy index, track, budget): one run of a plan
 Plan = Sequence[tuple[int, str, int]]
@@ -132,10 +137,6 @@ class _Worker:
         if "error" in reply:
             raise PolicyError(self.label, t, f"raised in its process:\n{reply['error']}")
         return reply
-
-    def call(self, message: tuple[Any, ...], timeout: float | None, t: int | None = None) -> dict[str, Any]:
-        self.send(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
-        return self.receive(timeout, t)
 
     def stop(self) -> None:
         self.conn.close()
@@ -224,9 +225,14 @@ class IsolatedPolicies:
         return self.play_many([(episode, plan)], record_actions=record_actions)[0]
 
     def play_many(
-        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False
+        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False, stores: bool = True
     ) -> list[list[PlayedRun]]:
-        """``play`` for several episodes at once: their runs advance in lockstep."""
+        """``play`` for several episodes at once: their runs advance in lockstep.
+
+        ``stores=False`` when only the metrics (and action counts) are wanted: a run that does
+        not merge is then judged on a ``Ledger`` (``wpb_gym.evaluation.isolated.judging``), which
+        becomes its ``store``; otherwise every run's ``store`` is its final ``ByteMemoryStore``.
+        """
         runs: list[PlayedRun] = []
         canonical: dict[tuple[int, str], Sequence[Step]] = {}
         begins: dict[int, list[dict[str, Any]]] = {}  # policy -> what it is told of each episode
@@ -244,8 +250,7 @@ class IsolatedPolicies:
             for i in mine:
                 begins.setdefault(i, []).append((e, episode, mine[i]))
         workers = dict(zip(owned, self._start(list(owned)), strict=True))
-        for i, entries in begins.items():
-            self._begin(workers[i], entries, canonical)
+        self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions)
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
 
@@ -272,133 +277,117 @@ class IsolatedPolicies:
 
         # A policy's process gets step t + 1 as soon as its answer for t is in (never earlier, so
         # it cannot look ahead); the answer is checked and kept, and judged when the batch is over.
+        # Each process goes at its own pace: replies are taken as they come, so a quick policy is
+        # never held back by a slow one (on few cores, that kept a core idle at every timestep).
         longest = max(lengths, default=0)
         ends = set(lengths)  # the timesteps at which an episode of the batch is over
         steps_of = [canonical[run.seat.group[0], run.seat.track] for run in runs]
         mine = {i: set(ks) for i, ks in live.items()}
-        backlog: list[list[tuple[int, Any]]] = [[] for _ in runs]  # (t, actions; None: ONE_WRITE)
-        t, pending = 0, [i for i, ks in live.items() if ks and longest > 0]
-        first = message(0) if pending else b""
-        for i in pending:
-            workers[i].send(first)
-        while pending:
-            upcoming = message(t + 1) if t + 1 < longest else None
-            sent = []
-            for i in pending:
-                worker, ks = workers[i], live[i]
-                try:
-                    reply = worker.receive(self._timeout(len(ks)), t)
-                except _NoAnswer:
+        backlog: list[Backlog] = [[] for _ in runs]
+        max_actions = self.limits.max_actions_per_step or float("inf")
+        built: dict[int, bytes] = {}  # each timestep's message, until every process has had it
+        at: dict[int, int] = {}  # policy -> the timestep its process is deciding
+        deadline: dict[int, float] = {}  # policy -> when its process is stopped if still silent
+
+        def send(i: int, t: int) -> None:
+            if t not in built:  # in order: a first sight goes in the first message that shows it
+                built[t] = message(t)
+            at[i] = t
+            timeout = self._timeout(len(live[i]))
+            deadline[i] = _NEVER if timeout is None else monotonic() + timeout
+            workers[i].send(built[t])
+
+        for i, ks in live.items():
+            if ks and longest > 0:
+                send(i, 0)
+        poller, by_fd = select.poll(), {}  # kept for the batch (connection.wait builds one per call)
+        for i in at:
+            by_fd[workers[i].conn.fileno()] = i
+            poller.register(workers[i].conn.fileno(), select.POLLIN)
+
+        def done(i: int) -> None:
+            fd = workers[i].conn.fileno()
+            poller.unregister(fd)
+            del at[i], deadline[i], by_fd[fd]
+
+        oldest = 0  # the first message still kept
+        while at:
+            soonest = min(deadline.values())
+            ready = poller.poll(None if soonest == _NEVER else max(0, ceil((soonest - monotonic()) * 1000)))
+            if not ready:  # a process over its time: stopped, its runs with it
+                for i in [i for i in at if deadline[i] <= monotonic()]:
+                    worker, t = workers[i], at[i]
+                    done(i)
                     self._discard(worker)
-                    for k in ks:
+                    for k in live[i]:
                         runs[k].error = PolicyLimitError(
                             worker.label, t, "its process did not answer within the time limit and was stopped"
                         )
                     live[i], mine[i] = [], set()
-                    continue
+                continue
+            for fd, _ in ready:
+                i = by_fd[fd]
+                worker, t, ks = workers[i], at[i], live[i]
+                reply = worker.receive(0.0, t)  # ready: an answer, or a dead process (an error)
                 going = ks if t + 1 not in ends else [k for k in ks if t + 1 < lengths[runs[k].seat.group[0]]]
-                if upcoming is not None and going:
-                    worker.send(upcoming)
-                    sent.append(i)
-                if self._take(reply, runs, mine[i], t, backlog, worker.label):
+                if take(reply, runs, mine[i], t, backlog, worker.label, max_actions):
                     going = [k for k in going if runs[k].error is None]
                 if going is not ks:
                     live[i], mine[i] = going, set(going)
-            pending, t = sent, t + 1
+                if t + 1 < longest and going:
+                    send(i, t + 1)
+                else:
+                    done(i)
+            behind = min(at.values(), default=longest)
+            while oldest < behind:  # every process still going has had these
+                built.pop(oldest, None)
+                oldest += 1
+        costs = {}
+        if not (stores or record_actions):
+            costs = {key: [estimate_bytes(step) for step in steps] for key, steps in canonical.items()}
         for run, taken, steps in zip(runs, backlog, steps_of, strict=True):
-            self._judge(run, taken, steps, record_actions)
+            if costs:
+                key = run.seat.group[0], run.seat.track
+                judged = judge_on_ledger(taken, costs[key], run.seat.budget, run.name)
+                if judged is not None:  # None: the run merges
+                    run.store, run.diverged_at = judged
+                    continue
+            judge_on_store(run, taken, steps, record_actions)
         nested: list[list[PlayedRun]] = [[] for _ in items]
         for run in runs:
             nested[run.seat.group[0]].append(run)
         return nested
 
-    def _begin(self, worker: _Worker, entries: list[tuple[int, Episode, list[tuple[int, str, int]]]], canonical):
-        messages = []
-        for e, episode, runs in entries:
-            tracks = sorted({track for _, track, _ in runs})
-            streams = None
-            if worker.info["needs_stream"]:
-                streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
-            whole = None
-            if self.tracks[self._workers.index(worker)] == ORACLE:  # an upper bound: it reads the labels
-                whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
-            messages.append(
-                {
-                    "e": e,
-                    "tracks": tracks,
-                    "streams": streams,
-                    "episode": whole,
-                    "length": len(episode),
-                    "episode_id": thaw(episode.episode_id),
-                    "runs": runs,
-                }
-            )
-        try:
-            worker.call(("begin", messages), self._timeout(sum(len(m["runs"]) for m in messages)))
-        except _NoAnswer:
-            self._discard(worker)
-            raise PolicyError(worker.label, None, "start_episode did not return within the time limit") from None
-
-    def _take(self, reply, runs, mine, t, backlog, label) -> bool:
-        """Check one process's reply for ``t`` field by field (it is the policy's data) and put
-        each run's actions on its backlog, to be judged when the batch is over (``_judge``).
-        True when a run was stopped."""
-        writes, actions, stopped = reply.get("writes"), reply.get("actions"), reply.get("stopped")
-        if type(writes) is not list or type(actions) is not list or type(stopped) is not list:
-            raise PolicyError(label, t, "its process sent a reply without 'writes', 'actions' and 'stopped' lists")
-        max_actions = self.limits.max_actions_per_step or float("inf")
-        seen: set[int] = set()
-        any_stopped = False
-        for k in writes:  # one accepted WRITE of the step each (wire.ONE_WRITE): most runs, most steps
-            if type(k) is not int or k not in mine or k in seen:
-                _run_entry([k, ()], mine, seen, label, t)  # raises, naming what is wrong
-            seen.add(k)
-            backlog[k].append((t, None))
-        for entry in actions:
-            k, taken = _run_entry(entry, mine, seen, label, t)
-            if len(taken) > max_actions:
-                runs[k].error = PolicyLimitError(label, t, f"yielded more than {max_actions} actions at one timestep")
-                any_stopped = True
-                continue
-            backlog[k].append((t, taken))
-        for entry in stopped:
-            k, text = _run_entry(entry, mine, set(), label, t)
-            if not isinstance(text, str):
-                raise PolicyError(label, t, "its process sent a malformed stop")
-            runs[k].error = PolicyLimitError(label, t, text)
-            any_stopped = True
-        return any_stopped
-
-    @staticmethod
-    def _judge(run: PlayedRun, backlog: list[tuple[int, Any]], steps: Sequence[Step], record: bool) -> None:
-        """Apply one run's actions to its store, in the order they were taken.
-
-        Judged run by run once the batch is over, not timestep by timestep as they arrive: a
-        store's decisions depend only on its own actions, so the result is the same, and one
-        run's store and steps stay in the processor's caches while it is judged (replaying the
-        paper grid's actions, run by run took about a third less time than interleaved).
-        """
-        store, label = run.store, run.name
-        write = store.write
-        for t, taken in backlog:
-            step = steps[t]
-            if taken is None and not record:  # wire.ONE_WRITE
-                if not write(step, t, None, shown=step).accepted and run.diverged_at is None:
-                    run.diverged_at = t
-                continue
-            for raw in ONE_WRITE if taken is None else taken:
-                decoded = decode_action(raw)
-                if decoded is None:
-                    raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
-                plain, accepted = decoded
-                if plain[0] == "WRITE" and not record:
-                    decision = write(step, t, plain[3], shown=step)
-                else:
-                    decision = apply(store, plain, t, step, step)
-                    if record:
-                        run.actions.append(LoggedAction(t, as_action(plain, step), decision))
-                if decision.accepted is not accepted and run.diverged_at is None:
-                    run.diverged_at = t
+    def _begin(self, entries: dict[_Worker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record):
+        """Tell each process its runs of the batch: sent to all of them, then answered (each
+        builds its policies and calls ``start_episode`` while the others do)."""
+        deadlines = {}
+        for worker, episodes in entries.items():
+            messages = []
+            for e, episode, runs in episodes:
+                tracks = sorted({track for _, track, _ in runs})
+                streams = None
+                if worker.info["needs_stream"]:
+                    streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
+                whole = None
+                if self.tracks[self._workers.index(worker)] == ORACLE:  # an upper bound: it reads the labels
+                    whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
+                messages.append(
+                    {
+                        "e": e,
+                        "tracks": tracks,
+                        "streams": streams,
+                        "episode": whole,
+                        "length": len(episode),
+                        "episode_id": thaw(episode.episode_id),
+                        "runs": runs,
+                        "reasons": record,  # only an action log shows them
+                    }
+                )
+            timeout = self._timeout(sum(len(m["runs"]) for m in messages))
+            deadlines[worker] = None if timeout is None else monotonic() + timeout
+            worker.send(pickle.dumps(("begin", messages), protocol=pickle.HIGHEST_PROTOCOL))
+        self._gather(deadlines, "start_episode did not return within the time limit")
 
     def end(self, runs: Sequence[PlayedRun], results: Sequence[EpisodeRun]) -> None:
         """Report each run's metrics to its policy's ``end_episode`` (in the policy's process);
@@ -406,14 +395,32 @@ class IsolatedPolicies:
         by_policy: dict[int, dict[str, dict[str, float]]] = {}
         for k, (run, result) in enumerate(zip(runs, results, strict=True)):
             by_policy.setdefault(run.seat.group[1], {})[str(k)] = result.metrics.as_row()
-        for i, metrics in by_policy.items():
+        deadlines = {}
+        for i, metrics in by_policy.items():  # sent to all, then answered: they run at once
             worker = self._workers[i]
             if worker is None:
                 continue  # stopped during the episode: its runs are not called again
+            timeout = self._timeout(len(metrics))
+            deadlines[worker] = None if timeout is None else monotonic() + timeout
+            worker.send(pickle.dumps(("end", metrics), protocol=pickle.HIGHEST_PROTOCOL))
+        self._gather(deadlines, None)
+
+    def _gather(self, deadlines: dict[_Worker, float | None], silence: str | None) -> None:
+        """Every answer to a message sent to several processes, each read before the first
+        error is raised (an answer left unread would be taken for the next one). A process
+        silent past its deadline is stopped: an error saying ``silence``, or none if None."""
+        first = None
+        for worker, deadline in deadlines.items():
             try:
-                worker.call(("end", metrics), self._timeout(len(metrics)))
+                worker.receive(None if deadline is None else max(0.0, deadline - monotonic()), None)
             except _NoAnswer:
                 self._discard(worker)
+                if silence is not None and first is None:
+                    first = PolicyError(worker.label, None, silence)
+            except PolicyError as error:
+                first = first or error
+        if first is not None:
+            raise first
 
 
 def _checked_info(reply: dict[str, Any], label: str) -> dict[str, Any]:
@@ -423,20 +430,6 @@ def _checked_info(reply: dict[str, Any], label: str) -> dict[str, Any]:
     if not isinstance(info["needs_stream"], bool):
         raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
     return info
-
-
-def _run_entry(entry: Any, mine: set[int], seen: set[int], label: str, t: int) -> tuple[int, Any]:
-    if type(entry) is not list or len(entry) != 2:
-        raise PolicyError(label, t, "its process sent a malformed reply")
-    k, taken = entry
-    if type(k) is not int or k not in mine:  # (a JSON true would pass as 1 without the type check)
-        raise PolicyError(label, t, "its process named a run that is not its own")
-    if k in seen:
-        raise PolicyError(label, t, "its process answered twice for one run")
-    seen.add(k)
-    if type(taken) is not list and type(taken) is not str:
-        raise PolicyError(label, t, "its process sent malformed actions")
-    return k, taken
 
 
 def run_isolated(

@@ -5,7 +5,8 @@ one JSON object (never pickle: the evaluator must not run code this process chos
 
 * ``("probe",)`` → ``{"name", "track", "needs_stream"}``: builds the policy once.
 * ``("begin", episodes)`` → ``{"ok": true}``: a fresh policy per run, ``start_episode``.
-  Each episode says its number ``e``, length, id, runs ``(k, track, budget)`` and, only for a
+  Each episode says its number ``e``, length, id, runs ``(k, track, budget)``, whether
+  actions go back with their reasons (``reasons``: only for an action log) and, only for a
   policy that asks for them, the unlabelled stream (``needs_stream``) or, for an oracle
   policy, the labelled episode.
 * ``("step", t, {episode: {track: (number, metadata, cost[, observation])}})`` → ``{"writes": [k, ...],
@@ -103,7 +104,7 @@ class _Server:
                 policy = self.factory()
                 check_can_run(policy, track)
                 played = PlayedRun(Seat(policy, budget, track), self.name, ByteMemoryStore(budget))
-                player = stepper(played, 0, self.untimed, False)
+                player = stepper(played, 0, self.untimed, False, message["reasons"])
                 next(player)
                 self.runs.append(_Run(index, policy, played, (e, track), player.send))
                 context = EpisodeContext(

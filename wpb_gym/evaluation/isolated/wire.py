@@ -1,20 +1,24 @@
-"""How an action crosses from a policy's process to the evaluator: compact JSON lists.
+"""How an action crosses from a policy's process to the evaluator: compact JSON.
 
-An action travels as ``[code, accepted, reason, target_t, delta, delta_is_json]`` with the
-fields after ``accepted`` left off when they hold nothing (``accepted`` is what the policy's
-replica of its memory decided; the evaluator judges again):
+An action the policy's replica of its memory accepted, without a reason, travels as one
+integer; any other as a list ``[code, accepted, reason, target_t, delta, delta_is_json]``
+with the fields after ``accepted`` left off when they hold nothing (``accepted`` is what the
+replica decided; the evaluator judges again):
 
-=========  ==========================================  =====================================
-code       action                                      example
-=========  ==========================================  =====================================
-0          SKIP                                        ``[0,true]``
-1          WRITE of the current step                   ``[1,true]``, ``[1,false,"fits"]``
-2          MERGE of the current step into ``target``   ``[2,true,null,7,{"v":2},true]``
-3          EXPIRE of ``target``                        ``[3,true,null,7]``
-=========  ==========================================  =====================================
+=========  ==========================================  ========  ==========================
+code       action                                      accepted  otherwise
+=========  ==========================================  ========  ==========================
+0          SKIP                                        ``-2``    —
+1          WRITE of the current step                   ``-1``    ``[1,false,"fits"]``
+2          MERGE of the current step into ``target``   —         ``[2,true,null,7,{"v":2},true]``
+3          EXPIRE of ``target``                        ``7``     ``[3,false,null,7]``
+=========  ==========================================  ========  ==========================
 
-A supplied MERGE delta that is not JSON travels as ``null`` with ``delta_is_json`` false. The
-decoder checks every field's exact type: what arrives is the policy's data.
+So ``[7,-1]`` says "EXPIRE 7, then WRITE the step", both accepted: the shape most actions of a
+policy that evicts take (a list of four-field actions was three quarters of what crossed the
+pipe on the paper grid). A supplied MERGE delta that is not JSON travels as ``null`` with
+``delta_is_json`` false. The decoder checks every field's exact type: what arrives is the
+policy's data, and whatever it sends decodes to an action some policy could have taken.
 
 Most runs, most timesteps, take exactly one action, an accepted WRITE of the current step with
 no reason (``ONE_WRITE``): a reply lists those runs by number alone, which is cheaper on both
@@ -27,18 +31,27 @@ from typing import Any
 
 from ..referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
 
-__all__ = ["ONE_WRITE", "decode_action", "encode_action"]
+__all__ = ["ONE_WRITE", "SKIPPED", "WROTE", "decode_action", "encode_action"]
 
 CODES = {"SKIP": 0, "WRITE": 1, "MERGE": 2, "EXPIRE": 3}
 KINDS = ("SKIP", "WRITE", "MERGE", "EXPIRE")
+WROTE = -1  # an accepted WRITE of the current step, without reason
+SKIPPED = -2  # a SKIP (never refused; its reason stays in the policy's process)
 # A run's actions at one timestep when they are one accepted WRITE of the step, without reason.
-ONE_WRITE = [[1, True]]
+ONE_WRITE = [WROTE]
 
 
-def encode_action(plain: PlainAction, accepted: bool) -> list[Any]:
+def encode_action(plain: PlainAction, accepted: bool) -> int | list[Any]:
     """The wire form of a normalised action and the replica's verdict on it."""
     kind, target, delta, reason = plain
     code = CODES[kind]
+    if accepted and (reason is None or code == 0):
+        if code == 1:
+            return WROTE
+        if code == 0:
+            return SKIPPED
+        if code == 3 and target >= 0:  # (an accepted EXPIRE's target always is)
+            return target
     if code == 2:
         is_json = delta is not NOT_JSON
         return [2, accepted, reason, target, delta if is_json else None, is_json]
@@ -49,6 +62,12 @@ def encode_action(plain: PlainAction, accepted: bool) -> list[Any]:
 
 def decode_action(raw: Any) -> tuple[PlainAction, bool] | None:
     """The normalised action and the replica's verdict, or None if ``raw`` is not well formed."""
+    if type(raw) is int:  # (a JSON true is a bool, not an int)
+        if raw >= 0:
+            return ("EXPIRE", raw, None, None), True
+        if raw == WROTE:
+            return ("WRITE", None, None, None), True
+        return (("SKIP", None, None, None), True) if raw == SKIPPED else None
     if type(raw) is not list or not 2 <= len(raw) <= 6:
         return None
     code, accepted, *rest = raw
