@@ -22,7 +22,9 @@ from .learners import BanditLearner, make_learner
 
 LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
 DEFAULT_TIMESTEPS = 200_000  # 1,000 episodes of T = 200: about 20 seconds here
-DEFAULT_ENV = {"budget_bytes": 10240}
+# The learners' evictions are scripted, and their contexts read no slot: the env they learn in
+# charges nothing for an EXPIRE (the env's default cost would tax every WRITE that evicts).
+DEFAULT_ENV = {"budget_bytes": 10240, "expire_cost": 0.0}
 
 
 def train_learner_run(
@@ -96,6 +98,7 @@ def make_training_env(
 
     import wpb_gym  # noqa: F401  (registers WritePolicyBench-v0)
 
+    options = {"expire_cost": 0.0, **env_options}  # as DEFAULT_ENV: evictions are the learner's script
     return gym.make(
         "WritePolicyBench-v0",
         regime=regime,
@@ -103,7 +106,7 @@ def make_training_env(
         length=length,
         episode_seed=episode_seed,
         dense_reward=True,
-        **env_options,
+        **options,
     )
 
 

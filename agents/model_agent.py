@@ -43,8 +43,23 @@ IGNORED_ENV_KWARGS = {
     "reward",
     "dense_reward",
     "invalid_action_penalty",
+    "expire_cost",
     "render_mode",
 } | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
+
+
+def slots_of(space: Any, env_kwargs: Mapping[str, Any], make: Any) -> int | None:
+    """The number of slots with which ``make(**env_kwargs, slots=K)`` observes in ``space``
+    (None if no K up to 64 does): for models saved before the env's default slots became 2
+    (package 0.4.0), whose arguments do not name the 8 they were trained with."""
+    for slots in range(1, 65):
+        env = make(**{**env_kwargs, "slots": slots})
+        try:
+            if env.observation_space == space:
+                return slots
+        finally:
+            env.close()
+    return None
 
 
 def env_kwargs_path(model_path: str | Path) -> Path:

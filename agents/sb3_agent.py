@@ -18,7 +18,7 @@ import numpy as np
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
-from .model_agent import ModelAgent, env_kwargs_path
+from .model_agent import ModelAgent, env_kwargs_path, slots_of
 
 
 def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:
@@ -88,6 +88,13 @@ class SB3Agent(ModelAgent):
         self.algo = algo
         self.model = load_sb3_model(path, algo)
         probe = WritePolicyBenchEnv(**self.env_kwargs)
+        if probe.observation_space != self.model.observation_space and "slots" not in self.env_kwargs:
+            # Saved before the env's default slots became 2 (package 0.4.0), its arguments do not
+            # name the 8 slots it was trained with; its observation space does.
+            slots = slots_of(self.model.observation_space, self.env_kwargs, WritePolicyBenchEnv)
+            if slots is not None:
+                self.env_kwargs = {**self.env_kwargs, "slots": slots}
+                probe = WritePolicyBenchEnv(**self.env_kwargs)
         if probe.observation_space != self.model.observation_space:
             raise ValueError(
                 f"{self.path}: the model expects observations {self.model.observation_space}, but the env built "
@@ -124,3 +131,4 @@ class SB3Agent(ModelAgent):
         else:
             action, _ = self.model.predict(observation, deterministic=self.deterministic)
         return int(np.asarray(action).reshape(-1)[0])
+

@@ -161,11 +161,17 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
 
 
 def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
+    # Every argument that shapes the observation, defaults included: a model must load the same
+    # way after the env's defaults change (models of package 0.3.0 and before name only those
+    # given; sb3_agent reads their slots from the model's own observation space).
+    from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.evaluation.reports.report import write_atomic
 
     from .sb3_agent import env_kwargs_path
 
-    kept = {k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS}
+    env = WritePolicyBenchEnv(**{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS})
+    kept = {"track": env.track, "slots": env.K, "slot_order": env.slot_order,
+            "observation_mode": env.observation_mode, "max_expires_per_step": env.max_expires_per_step}
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
 
 
@@ -343,7 +349,8 @@ def _validation_config(
 ) -> dict[str, Any]:
     """The env arguments of the validation env that picks the best model: the same episodes at
     every evaluation (the first ``count`` of the held-out seed, or every episode of the
-    ``--eval-episodes`` file), scored with the terminal reward (the episode's F1)."""
+    ``--eval-episodes`` file), scored with the terminal reward (the episode's F1: no cost per
+    EXPIRE, whatever the training env charges)."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
 
     env = WritePolicyBenchEnv(**{**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle"})
@@ -357,7 +364,7 @@ def _validation_config(
         env.reset(options={"episode_index": index})
         episodes.append(env.episode)
     kept = {k: v for k, v in eval_config.items() if k not in ("episodes", "regime", "length")}
-    return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False}
+    return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False, "expire_cost": 0.0}
 
 
 def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str, hyperparams: dict[str, Any]):

@@ -34,8 +34,9 @@ def _both(env: WritePolicyBenchEnv, options: dict) -> tuple[dict, float, list, l
 
 @pytest.mark.parametrize("regime", CONTRACT_REGIMES)
 @pytest.mark.parametrize("budget", [2048, 10240])
-def test_the_rule_over_the_observation_reproduces_breaking_detector(regime, budget):
-    env = WritePolicyBenchEnv(regime=regime, budget_bytes=budget, episode_seed=HELD_OUT_SEED)
+@pytest.mark.parametrize("slots", [8, 2])  # two slots still show what the rule needs (one does not)
+def test_the_rule_over_the_observation_reproduces_breaking_detector(regime, budget, slots):
+    env = WritePolicyBenchEnv(regime=regime, budget_bytes=budget, episode_seed=HELD_OUT_SEED, slots=slots)
     ours, theirs = [], []
     for i in range(8):
         metrics, f1, mine, logged = _both(env, {"episode_index": i})

@@ -108,7 +108,7 @@ def test_fit_returns_per_episode_metrics_and_leaves_eval_mode():
 
 
 def test_fit_needs_dense_rewards():
-    env = gym.make("WritePolicyBench-v0", length=40)
+    env = gym.make("WritePolicyBench-v0", length=40, dense_reward=False)
     with pytest.raises(ValueError, match="dense_reward=True"):
         BanditUCBAgent().fit(env, 1)
 

@@ -28,7 +28,7 @@ from agents.rllib_env import (  # noqa: E402
     register_rllib_env,
     require_rllib,
 )
-from agents.rllib_training import masked_ppo_config, train_rllib_ppo  # noqa: E402
+from agents.rllib_training import DEFAULT_ENV_KWARGS, masked_ppo_config, train_rllib_ppo  # noqa: E402
 from wpb_gym.cli import main as wpb_main  # noqa: E402
 from wpb_gym.core.policy import EpisodeContext  # noqa: E402
 from wpb_gym.episodes.generators.paper import generate_episode, make_config  # noqa: E402
@@ -87,7 +87,8 @@ def test_training_writes_a_checkpoint_that_restores(run):
     lines = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert [line["training_iteration"] for line in lines] == [1, 2] and lines[-1] == metrics
     config = json.loads((out / "config.json").read_text())
-    assert config["env"] == {**ENV_KWARGS, "dense_reward": True, "episode_seed": 0} and config["seed"] == 0
+    assert config["env"] == {**DEFAULT_ENV_KWARGS, **ENV_KWARGS, "episode_seed": 0} and config["seed"] == 0
+    assert DEFAULT_ENV_KWARGS == {"budget_bytes": 10240, "dense_reward": True, "slots": 8, "expire_cost": 0.0}
     assert not (out / "checkpoint.env.json").exists()  # the checkpoint holds its env arguments
 
 
@@ -99,7 +100,7 @@ def test_the_masked_module_never_picks_a_masked_action(run):
 
     out, _ = run
     module = load_rllib_module(out / "checkpoint")
-    env = make_rllib_env(ENV_KWARGS)
+    env = make_rllib_env({**ENV_KWARGS, "slots": 8})
     generator = torch.Generator().manual_seed(0)
     for seed in range(2):
         obs, _ = env.reset(seed=seed)
@@ -128,12 +129,12 @@ def test_the_agent_plays_the_modules_greedy_decisions(run):
     out, _ = run
     agent = make_agent("rllib", path=str(out / "checkpoint"))
     assert isinstance(agent, RLlibAgent) and agent.track == "unprivileged" and agent.kind == "rllib"
-    assert agent.env_kwargs == {"max_expires_per_step": 0}  # read from the checkpoint's config
+    assert agent.env_kwargs == {"max_expires_per_step": 0, "slots": 8}  # read from the checkpoint's config
     module = load_rllib_module(out / "checkpoint")
     for index in range(2):
         episode = generate_episode(make_config("default", length=50), seed=5, index=index)
         offline = run_episode(agent, episode, 10240, "unprivileged")
-        env = make_rllib_env({"episodes": [episode], "budget_bytes": 10240, "max_expires_per_step": 0})
+        env = make_rllib_env({"episodes": [episode], "budget_bytes": 10240, "max_expires_per_step": 0, "slots": 8})
         obs, _ = env.reset(seed=0)
         terminated = False
         while not terminated:
@@ -191,7 +192,7 @@ def test_a_copy_of_the_checkpoint_folder_alone_plays_as_the_original(run, tmp_pa
     out, _ = run
     copy = tmp_path / "elsewhere" / "checkpoint"
     shutil.copytree(out / "checkpoint", copy)
-    assert make_agent("rllib", path=str(copy)).env_kwargs == {"max_expires_per_step": 0}
+    assert make_agent("rllib", path=str(copy)).env_kwargs == {"max_expires_per_step": 0, "slots": 8}
     # Every run's folder is called checkpoint, as every SB3 run's model best_model: two runs need labels.
     assert wpb_main(["eval", "--agents", f"rllib:{out / 'checkpoint'},rllib:{copy}", *EVAL_ARGS,
                      str(tmp_path / "twice")]) == 2
@@ -202,10 +203,11 @@ def test_a_copy_of_the_checkpoint_folder_alone_plays_as_the_original(run, tmp_pa
     assert sorted(rows) == [("copy", "0"), ("copy", "1"), ("original", "0"), ("original", "1")]
     assert all(rows["copy", i] == rows["original", i] for i in ("0", "1"))
     # A file beside the folder, or env_kwargs, override what the checkpoint stores.
+    # (Without slots, they are read from the policy's own observation space: 8.)
     (copy.parent / "checkpoint.env.json").write_text("{}")
-    assert make_agent("rllib", path=str(copy)).env_kwargs == {}
+    assert make_agent("rllib", path=str(copy)).env_kwargs == {"slots": 8}
     assert make_agent("rllib", path=str(copy), env_kwargs={"max_expires_per_step": 1}).env_kwargs == {
-        "max_expires_per_step": 1}
+        "max_expires_per_step": 1, "slots": 8}
 
 
 def test_bad_training_arguments_are_named_before_ray_starts(tmp_path):

@@ -121,3 +121,23 @@ def test_loading_a_model_sets_torch_threads(model_path):
     torch.set_num_threads(2)
     SB3Agent(model_path)
     assert torch.get_num_threads() == 1  # evaluation workers must not oversubscribe the cores
+
+
+def test_a_model_saved_before_the_default_slots_changed_still_loads(model_path, tmp_path):
+    """Models of package 0.3.0 and before name only the arguments given at training: one trained
+    with the then-default 8 slots has none in its file. Its observation space says how many."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)
+    env = WritePolicyBenchEnv(length=20, slots=8)
+    old = tmp_path / "old.zip"
+    MaskablePPO("MlpPolicy", env, n_steps=32, batch_size=32, n_epochs=1, seed=0, device="cpu").save(old)
+    env_kwargs_path(old).write_text("{}", encoding="utf-8")
+    agent = SB3Agent(old)
+    assert agent.env_kwargs == {"slots": 8}
+    episode = generate_episode(make_config("default", length=30), seed=2)
+    assert run_episode(agent, episode, 10240, "unprivileged").metrics.steps == 30
+    # Slots that were given are never second-guessed.
+    with pytest.raises(ValueError, match="expects observations"):
+        SB3Agent(old, env_kwargs={"slots": 3})

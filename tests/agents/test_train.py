@@ -77,7 +77,11 @@ def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     assert len(episodes) >= 1 and set(episodes.columns) >= {"r", "l", "t"}
     for name in ("best_model.zip", "final_model.zip", "eval/evaluations.npz"):
         assert (out / name).is_file(), name
-    assert json.loads((out / "best_model.env.json").read_text()) == {"slots": 4}
+    # Every argument that shapes the observation, defaults included (a later default cannot change it).
+    assert json.loads((out / "best_model.env.json").read_text()) == {
+        "slots": 4, "track": "unprivileged", "slot_order": "relevance", "observation_mode": "box",
+        "max_expires_per_step": None,
+    }
     assert any((out / "tb").rglob("events.out.tfevents.*"))
     assert sorted(p.name for p in (out / "checkpoints").glob("*.zip"))
     # The best model is an agent of the offline evaluator.

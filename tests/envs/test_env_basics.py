@@ -116,12 +116,13 @@ def test_generator_options_with_a_file_source_are_refused(tmp_path):
 def test_layout_sizes_match_the_docstring():
     unpriv = WritePolicyBenchEnv()
     priv = WritePolicyBenchEnv(track="privileged")
-    assert unpriv.observation_space.shape == (39 + 8 + 14 * 8,) == (159,)
-    assert priv.observation_space.shape == (40 + 8 + 15 * 8,)
+    assert unpriv.K == 2 and unpriv.observation_space.shape == (39 + 8 + 14 * 2,) == (75,)
+    assert priv.observation_space.shape == (40 + 8 + 15 * 2,)
+    assert WritePolicyBenchEnv(slots=8).observation_space.shape == (39 + 8 + 14 * 8,) == (159,)
     assert unpriv.step_features == STEP_FEATURES and "priority" not in unpriv.slot_features
     assert priv.step_features[-1] == "priority"
     assert priv.slot_features == (*SLOT_FEATURES, "priority", *SLOT_CONTEXT_FEATURES)
-    assert unpriv.action_space == gym.spaces.Discrete(18)
+    assert unpriv.action_space == gym.spaces.Discrete(6)
 
 
 # ---------------------------------------------------------------- episode sources
@@ -275,8 +276,8 @@ def test_rejected_actions_report_their_reason_and_count_as_skip():
 def test_step_after_the_end_raises_and_bad_actions_are_errors():
     env = WritePolicyBenchEnv(length=3)
     env.reset(seed=0)
-    with pytest.raises(ValueError, match=r"action must be an int in \[0, 18\)"):
-        env.step(18)
+    with pytest.raises(ValueError, match=r"action must be an int in \[0, 6\)"):
+        env.step(6)
     with pytest.raises(ValueError, match="action must be an int"):
         env.step(1.5)
     for _ in range(3):
@@ -289,7 +290,7 @@ def test_step_after_the_end_raises_and_bad_actions_are_errors():
 
 
 def test_terminal_reward_is_the_metric_and_zero_before():
-    env = WritePolicyBenchEnv(length=40)
+    env = WritePolicyBenchEnv(length=40, dense_reward=False)
     env.reset(seed=3)
     rewards = []
     while True:

@@ -142,7 +142,8 @@ def test_sb3_check_env(env_id):
 # ---------------------------------------------------------------------------------------- 2. determinism
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_same_seed_same_trajectory(env_id):
-    env_a, env_b = gym.make(env_id), gym.make(env_id)
+    env_a, env_b = gym.make(env_id), gym.make(env_id)  # the defaults: dense rewards, a cost per EXPIRE
+    total, expires = 0.0, 0
     obs_a, info_a = env_a.reset(seed=123)
     obs_b, info_b = env_b.reset(seed=123)
     assert_obs_equal(obs_a, obs_b)
@@ -157,6 +158,8 @@ def test_same_seed_same_trajectory(env_id):
         obs_b, reward_b, terminated_b, truncated_b, info_b = env_b.step(action)
         assert_obs_equal(obs_a, obs_b)
         assert reward_a == reward_b
+        total += reward_a
+        expires += action >= 2 + env_a.unwrapped.K
         assert terminated_a == terminated_b and truncated_a == truncated_b
         assert info_a["accepted"] is True, info_a["reason"]  # the action was valid
         assert_info_equal(info_a, info_b)
@@ -164,7 +167,8 @@ def test_same_seed_same_trajectory(env_id):
         done = terminated_a or truncated_a
     assert steps >= len(env_a.unwrapped.episode)  # EXPIREs do not advance time
     assert info_a["metrics"] == info_b["metrics"]
-    assert 0.0 <= reward_a <= 1.0 and reward_a == info_a["f1"]
+    cost = env_a.unwrapped.expire_cost
+    assert cost == 0.03 and total == pytest.approx(info_a["f1"] - cost * expires, abs=1e-9)
     env_a.close()
     env_b.close()
 
@@ -189,7 +193,7 @@ def test_different_seed_different_episode(env_id):
 def test_action_mask_is_exactly_what_the_store_accepts(env_id):
     """What MaskablePPO relies on: a masked action is rejected (and penalised), an allowed one accepted."""
     penalty = 0.25
-    env = gym.make(env_id, invalid_action_penalty=penalty).unwrapped
+    env = gym.make(env_id, invalid_action_penalty=penalty, dense_reward=False, expire_cost=0.0).unwrapped
     rng = np.random.default_rng(5)
     _, info = env.reset(seed=21)
     checked = {True: 0, False: 0}
@@ -286,7 +290,8 @@ def test_pickle_mid_episode_continues_identically(env_id):
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_gymnasium_make_vec(env_id, mode):
     num_envs = 2
-    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+    # Terminal rewards, so that each episode's last reward is its F1.
+    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode, dense_reward=False, expire_cost=0.0)
     try:
         n = int(envs.single_action_space.n)
         obs, infos = envs.reset(seed=0)
@@ -323,7 +328,10 @@ def test_gymnasium_make_vec(env_id, mode):
 )
 def test_sb3_make_vec_env(env_id, vec_env_cls, vec_env_kwargs):
     n_envs = 2
-    venv = make_vec_env(env_id, n_envs=n_envs, seed=0, vec_env_cls=vec_env_cls, vec_env_kwargs=vec_env_kwargs)
+    venv = make_vec_env(
+        env_id, n_envs=n_envs, seed=0, vec_env_cls=vec_env_cls, vec_env_kwargs=vec_env_kwargs,
+        env_kwargs={"dense_reward": False, "expire_cost": 0.0},  # the last reward of an episode is its F1
+    )
     try:
         n = int(venv.action_space.n)
         obs = venv.reset()

@@ -76,7 +76,10 @@ def check(features: dict, expected: dict) -> None:
 
 def test_golden_features_on_a_hand_made_episode():
     B, K, T = 10_000, 2, 4
-    env = WritePolicyBenchEnv(episodes=[golden_episode()], budget_bytes=B, slots=K, max_expires_per_step=2)
+    # Terminal rewards without costs: the last reward is the episode's F1.
+    env = WritePolicyBenchEnv(
+        episodes=[golden_episode()], budget_bytes=B, slots=K, max_expires_per_step=2, dense_reward=False, expire_cost=0
+    )
     assert env.step_features == STEP_FEATURES and set(env.slot_features) == set(SLOT_NAMES)
     meta = {"mode": "m"}  # the unprivileged view of the metadata
     cost = [write_cost(obs, meta) for obs in OBS]

@@ -54,7 +54,9 @@ def test_injected_parts_replace_the_arguments_they_are_built_from():
     with pytest.raises(ValueError, match=r"episode_sampler replaces the arguments \['length'\]"):
         WritePolicyBenchEnv(episode_sampler=sampler, length=20)
     with pytest.raises(ValueError, match=r"reward_fn replaces the arguments \['dense_reward'\]"):
-        WritePolicyBenchEnv(reward_fn=RewardFunction({"f1": 1.0}, dense=True), dense_reward=True)
+        WritePolicyBenchEnv(reward_fn=RewardFunction({"f1": 1.0}, dense=True), dense_reward=False)
+    with pytest.raises(ValueError, match=r"reward_fn replaces the arguments \['expire_cost'\]"):
+        WritePolicyBenchEnv(reward_fn=RewardFunction({"f1": 1.0}, dense=True), expire_cost=0.1)
 
 
 def test_the_viewer_records_only_what_its_mode_draws():

@@ -109,6 +109,9 @@ def env_configs(draw, *, dense: bool | None = False, mode: str | None = "box") -
     if dense is None:
         kwargs["reward"] = draw(st.sampled_from(REWARDS))
         kwargs["dense_reward"] = draw(st.booleans())
+    else:
+        kwargs["dense_reward"] = dense
+    kwargs["expire_cost"] = 0.0  # (the env's default is 0.03; the tests of costs set their own)
     if draw(st.integers(0, 2)) == 0:
         kwargs["episodes"] = [merge_episode(draw(st.integers(0, 10_000)), draw(st.integers(20, 50)))]
     else:

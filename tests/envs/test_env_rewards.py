@@ -44,3 +44,38 @@ def test_dense_rewards_add_up_to_the_terminal_reward(spec, kwargs, choice_list, 
         total += r
     assert total == sum(dense_rewards) == terminal_rewards[-1]
     assert terminal_rewards[-1] == terminal_value(weights(spec), info["metrics"])
+
+
+@pytest.mark.parametrize("dense", [True, False], ids=["dense", "terminal"])
+@settings(max_examples=25)
+@given(kwargs=env_configs(), choice_list=choices, seed=st.integers(0, 1000))
+def test_an_expire_cost_is_paid_when_the_expire_is_taken(dense, kwargs, choice_list, seed):
+    """Each accepted EXPIRE costs ``expire_cost`` at once; the rewards add up to the metric less
+    the costs, and everything else (memory, metrics) is as without a cost."""
+    cost = 0.03
+    priced = make_env(kwargs, dense_reward=dense, expire_cost=cost)
+    free = make_env(kwargs, dense_reward=dense)
+    assert priced.expire_cost == cost and free.expire_cost == 0.0
+    priced.reset(seed=seed)
+    free.reset(seed=seed)
+    total, expires = 0.0, 0
+    for choice in actions_until_done(choice_list):
+        a = pick(priced, choice)
+        expire = a >= 2 + priced.K and bool(priced.action_masks()[a])
+        _, r_priced, done, _, info = priced.step(a)
+        _, r_free, _, _, info_free = free.step(a)
+        total += r_priced
+        expires += expire
+        if done:
+            break
+        assert r_priced == pytest.approx(r_free - (cost if expire else 0.0), abs=1e-12)
+    assert info["metrics"] == info_free["metrics"]
+    assert total == pytest.approx(terminal_value({"f1": 1.0}, info["metrics"]) - cost * expires, abs=1e-9)
+
+
+@pytest.mark.parametrize("bad", [-0.1, float("nan"), float("inf"), True, "0.1"])
+def test_an_expire_cost_is_a_finite_number_at_least_zero(bad):
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    with pytest.raises(ValueError, match="expire_cost"):
+        WritePolicyBenchEnv(expire_cost=bad)

@@ -80,6 +80,7 @@ def configs(draw, source: str, track: str) -> dict:
         "reward": draw(st.sampled_from(REWARDS)),
         "dense_reward": draw(st.booleans()),
         "invalid_action_penalty": draw(st.sampled_from((0.0, 0.25))),
+        "expire_cost": draw(st.sampled_from((0.0, 0.03))),
     }
     if source in ("merge_episode", "mixed_episode"):
         make = merge_episode if source == "merge_episode" else mixed_episode
@@ -148,7 +149,7 @@ def test_the_fast_encoder_equals_the_literal_reference(source, track, data, choi
         observation, reward, terminated, truncated, info = env.step(a)
         assert (info["accepted"], info["reason"]) == (bool(view.mask[a]), reason)
         assert not truncated
-        penalty = 0.0 if view.mask[a] else kwargs["invalid_action_penalty"]
+        penalty = kwargs["expire_cost"] if is_expire else 0.0 if view.mask[a] else kwargs["invalid_action_penalty"]
         penalties += penalty
         if terminated:
             assert reward == pytest.approx(terminal_value(weights, info["metrics"]) - penalties - paid, abs=1e-9)

@@ -29,7 +29,7 @@ EMPTY_SLOT = "empty_slot"
 EXPIRE_CAP = "expire_cap"
 
 _ACCEPTED = Reason.ACCEPTED.value
-_ENCODER_DEFAULTS = {"slots": 8, "slot_order": "relevance", "observation_mode": "box", "max_expires_per_step": None}
+_ENCODER_DEFAULTS = {"slots": 2, "slot_order": "relevance", "observation_mode": "box", "max_expires_per_step": None}
 _EPISODE_DEFAULTS = {"regime": None, "length": None, "episodes": None, "episode_seed": 0, "episode_order": "random"}
 
 
@@ -72,7 +72,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
     flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``.
     ``n = 39 + 8 + 14 K`` on the unprivileged track and ``40 + 8 + 15 K`` on the privileged
-    one (which adds ``priority``); 159 at ``K = 8``.
+    one (which adds ``priority``): 75 at the default ``K = 2``, 159 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
 
@@ -97,12 +97,17 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Rewards
 
-    ``reward="f1"`` (default) pays the episode's F1 on the last step and 0 before.
-    ``"utility"`` pays policy utility / U*(B), ``"neg_regret"`` pays -regret / U*(B), and a
-    weighted mix (``{"f1": 0.5, "utility": 0.5}``) pays their weighted sum. With
-    ``dense_reward=True`` the same metric is paid as per-step potential differences whose
-    sum equals the terminal value exactly (see ``wpb_gym.envs.rewards``). A rejected action
-    costs ``invalid_action_penalty`` (default 0).
+    ``reward="f1"`` (default) scores the episode's F1; ``"utility"`` policy utility / U*(B),
+    ``"neg_regret"`` -regret / U*(B), and a weighted mix (``{"f1": 0.5, "utility": 0.5}``)
+    their weighted sum. With ``dense_reward=True`` (default) it is paid as per-step potential
+    differences whose sum equals the terminal value exactly (``wpb_gym.envs.rewards``); with
+    ``False``, on the last step and 0 before. A rejected action costs
+    ``invalid_action_penalty`` (default 0), an accepted EXPIRE ``expire_cost`` (default 0.03);
+    the episode's rewards then sum to the metric less those costs.
+
+    The defaults (two slots, dense reward, 0.03 per EXPIRE) are those MaskablePPO learns the
+    default regime from with EXPIRE available (``docs/learned-agents.md``); two slots still
+    show what ``breaking_detector`` reads. The per-regime recipes set their own.
 
     ## Starting State
 
@@ -131,17 +136,18 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         episodes=None,            # None: generated; a frozen set, directory or JSONL path; or a list of Episodes
         episode_seed=0,           # the generated set's seed (episode i = `wpb freeze --seed S` episode i)
         episode_order="random",   # or "cycle"
-        slots=8,                  # K
+        slots=2,                  # K
         slot_order="relevance",   # or "oldest"
         reward="f1",              # "utility", "neg_regret", or a weighted mix
-        dense_reward=False,
+        dense_reward=True,
         invalid_action_penalty=0.0,
+        expire_cost=0.03,         # reward cost of each accepted EXPIRE
         observation_mode="box",   # or "dict"
         max_expires_per_step=None,
         render_mode=None,         # "ansi" or "rgb_array"
         episode_sampler=None,     # an EpisodeSampler, instead of the episode arguments above
         observation_encoder=None, # an ObservationEncoder, instead of slots= ... max_expires_per_step=
-        reward_fn=None,           # a RewardFunction, instead of reward= and dense_reward=
+        reward_fn=None,           # a RewardFunction, instead of reward=, dense_reward= and expire_cost=
         viewer=None,              # a MemoryViewer, instead of render_mode=
         **generator_options,      # any GeneratorConfig field, e.g. drift_prob=0.2
     )
@@ -171,6 +177,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Version History
 
+    * v0, package 0.4.0: defaults ``slots=2`` (was 8), ``dense_reward=True`` (was False) and
+      the new ``expire_cost=0.03``; ``slots=8, dense_reward=False, expire_cost=0`` give the
+      earlier env. Models saved with 8 slots still load.
     * v0, package 0.2.0: the slot feature ``same_api`` is 0 for documentation sections and
       migration guides, which have no ``api`` (it was 1 for those of the current step's
       family): observations change on streams with documents or guides (``mixed_sizes``,
@@ -198,11 +207,12 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         episodes: str | os.PathLike[str] | Sequence[Episode] | None = None,
         episode_seed: int = 0,
         episode_order: str = "random",
-        slots: int = 8,
+        slots: int = 2,
         slot_order: str = "relevance",
         reward: str | Mapping[str, float] = "f1",
-        dense_reward: bool = False,
+        dense_reward: bool = True,
         invalid_action_penalty: float = 0.0,
+        expire_cost: float = 0.03,
         observation_mode: str = "box",
         max_expires_per_step: int | None = None,
         render_mode: str | None = None,
@@ -244,14 +254,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.viewer = viewer.fresh()
         self.render_mode = self.viewer.mode
         if episode_sampler is None:
-            episode_sampler = EpisodeSampler(
-                regime=regime,
-                length=length,
-                episodes=episodes,
-                episode_seed=episode_seed,
-                order=episode_order,
-                generator_options=generator_options,
-            )
+            episode_sampler = EpisodeSampler(regime=regime, length=length, episodes=episodes, episode_seed=episode_seed,
+                                             order=episode_order, generator_options=generator_options)
         else:
             given = {"regime": regime, "length": length, "episodes": episodes, "episode_seed": episode_seed,
                      "episode_order": episode_order}
@@ -259,10 +263,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             episode_sampler = episode_sampler.fresh()
         self.sampler = episode_sampler
         if reward_fn is None:
-            reward_fn = RewardFunction(parse_reward(reward), dense_reward)
+            reward_fn = RewardFunction(parse_reward(reward), dense_reward, expire_cost)
         else:
-            _only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward},
-                           {"reward": "f1", "dense_reward": False})
+            _only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward, "expire_cost": expire_cost},
+                           {"reward": "f1", "dense_reward": True, "expire_cost": 0.03})
             reward_fn = reward_fn.fresh()
         self.reward_fn = reward_fn
 
@@ -286,6 +290,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     generator_options = property(lambda self: dict(self.sampler.generator_options))
     reward_weights = property(lambda self: dict(self.reward_fn.weights))
     dense_reward = property(lambda self: self.reward_fn.dense)
+    expire_cost = property(lambda self: self.reward_fn.expire_cost)
 
     # ------------------------------------------------------------------ public reading
     @property
@@ -440,13 +445,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._store.check(self.decode_action(a), self._t).reason.value
 
     def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
-        return {
-            "t": self._t,
-            "accepted": accepted,
-            "reason": reason,
-            "bytes_used": self._store.budget.used,
-            "action_mask": self._encoder.mask_array(),
-        }
+        return {"t": self._t, "accepted": accepted, "reason": reason, "bytes_used": self._store.budget.used,
+                "action_mask": self._encoder.mask_array()}
 
     # ------------------------------------------------------------------ metrics
     def oracle_utility(self) -> float:

@@ -106,13 +106,21 @@ class RewardFunction:
     hidden labels it scores them with never reach the observation.
     """
 
-    def __init__(self, weights: Mapping[str, float], dense: bool) -> None:
+    def __init__(self, weights: Mapping[str, float], dense: bool, expire_cost: float = 0.0) -> None:
         self.weights = dict(weights)
         self.dense = bool(dense)
+        # What each accepted EXPIRE costs, paid as it is taken and taken off the terminal value
+        # as a rejected action's penalty is: a policy that writes what it will expire later
+        # pays for it, one that skips it does not.
+        if isinstance(expire_cost, bool) or not isinstance(expire_cost, (int, float)) or not (
+            0.0 <= expire_cost < math.inf
+        ):
+            raise ValueError(f"expire_cost must be a finite number >= 0, got {expire_cost!r}")
+        self.expire_cost = float(expire_cost)
 
     def fresh(self) -> RewardFunction:
         """A new reward function of the same settings, with no episode."""
-        return type(self)(self.weights, self.dense)
+        return type(self)(self.weights, self.dense, self.expire_cost)
 
     def start(self, episode: Episode, costs: np.ndarray, budget: int) -> None:
         self._episode = episode
@@ -166,12 +174,14 @@ class RewardFunction:
 
     def reward(self, decided: int | None, penalty: float, metrics: Mapping[str, float] | None) -> float:
         """The reward of the action just taken: ``decided``, the step it decided (None for an
-        EXPIRE, which leaves time where it is); ``metrics`` (as ``EpisodeMetrics.as_row``)
-        when it ended the episode."""
+        accepted EXPIRE, which leaves time where it is and costs ``expire_cost``); ``metrics``
+        (as ``EpisodeMetrics.as_row``) when it ended the episode."""
         if decided is not None:
             self._decided = decided + 1
             if self._critical[decided]:
                 self._critical_before += 1
+        elif self.expire_cost:
+            penalty += self.expire_cost
         reward = -penalty if penalty else 0.0  # not -0.0
         self._penalties += penalty
         if metrics is not None:
