@@ -258,6 +258,28 @@ class Exiter(Attacker):
         return ()
 
 
+class Staller(Attacker):
+    """At timestep ``at``, in its own process, begin a reply on the pipe (a length header and no
+    body), ignore the interval timer and sleep: the evaluator, reading the reply, waits."""
+
+    def __init__(self, at: int = 1) -> None:
+        super().__init__(True, f"at={at}")
+        self.at = at
+
+    def select(self, step: Step, store: Any):
+        if step.t == self.at:
+            import signal
+            import struct
+
+            frame = sys._getframe()
+            while "conn" not in frame.f_locals:  # the process's main loop holds the pipe
+                frame = frame.f_back
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            os.write(frame.f_locals["conn"].fileno(), struct.pack("!i", 1000))
+            time.sleep(600)
+        return (MemoryAction.write(step),)
+
+
 # -------------------------------------------------------------------- found along the way
 class DecisionEditor(Attacker):
     """Edit the decision ``check`` returns (decisions of equal cost are shared), then WRITE."""

@@ -10,6 +10,7 @@ are checked in isolated evaluation only.
 from __future__ import annotations
 
 import json
+import time
 from functools import partial
 
 import adversaries as adv
@@ -209,6 +210,18 @@ def test_7_a_policy_that_swallows_the_interrupt_has_its_process_stopped(monkeypa
     run = run_episode(adv.Spinner(at=4, stubborn=True), episode, 10240, limits=limits, isolate=True)
     assert run.error is not None and run.error.t == 4 and "was stopped" in str(run.error)
     assert run.metrics.write_actions == 4
+
+
+def test_7_a_policy_that_begins_a_reply_and_never_finishes_it_is_stopped(monkeypatch):
+    # Once a reply has begun, reading it cannot time out: the evaluator's watchdog stops the
+    # process when the transfer outlasts its limit, and the error names the policy and t.
+    monkeypatch.setattr(isolation, "_TRANSFER_SECONDS", 1.0)
+    episode = generate_episode(make_config("default", length=10), seed=0, index=0)
+    limits = RunLimits(max_seconds_per_step=0.3)
+    started = time.monotonic()
+    with pytest.raises(PolicyError, match=r"Staller.*t=3.*began a reply and did not finish it within 1 s"):
+        run_episode(adv.Staller(at=3), episode, 10240, limits=limits, isolate=True)
+    assert time.monotonic() - started < 30
 
 
 def test_a_policy_that_ends_its_own_process_gets_a_named_error():

@@ -93,3 +93,14 @@ def test_isolated_jobs_count_the_policies_processes():
     assert [isolated_workers(jobs, 7) for jobs in (1, 2, 6, 7, 13, 14, 32)] == [1, 1, 1, 1, 1, 2, 4]
     assert [isolated_workers(jobs, 1) for jobs in (1, 2, 8)] == [1, 2, 8]
     assert isolated_workers(3, 0) == 3
+
+
+@pytest.mark.parametrize("policy", ["change_detector", "breaking_detector"])
+def test_the_final_memory_keeps_the_reasons_without_an_action_log(policy):
+    # Without an action log, a run's memory is still the caller's: its items keep their reasons.
+    episode = generate_episode(make_config("contract_mix", length=60), seed=4, index=0)
+    here = run_episode(make_agent(policy), episode, 2048, record_actions=False)
+    there = run_episode(make_agent(policy), episode, 2048, record_actions=False, isolate=True)
+    kept = [(item.t, dict(item.metadata)) for item in here.store.items()]
+    assert kept == [(item.t, dict(item.metadata)) for item in there.store.items()]
+    assert any(metadata.get("reason") for _, metadata in kept)

@@ -12,9 +12,10 @@ A reward specification is a metric name or a weighted mix of them:
 Terminal mode pays the metric once, on the last step. Dense mode pays the change of a
 potential after every action: the metric as if the episode ended now, scored against the
 steps already decided (F1 against the critical steps seen so far, utility kept so far,
-regret against the prefix oracle U*(B, t)). The final reward closes the sum, so the rewards
-of an episode add up to the terminal metric exactly (in the left-to-right float sum that
-``Monitor`` and ``RecordEpisodeStatistics`` compute).
+regret against the prefix oracle U*(B, t)). Costs are paid when they are incurred: a
+rejected action's penalty and an accepted EXPIRE's ``expire_cost``. The final reward closes
+the sum, so the rewards of an episode add up to the terminal metric less those costs exactly
+(in the left-to-right float sum that ``Monitor`` and ``RecordEpisodeStatistics`` compute).
 """
 
 from __future__ import annotations

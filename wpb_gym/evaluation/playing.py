@@ -236,8 +236,8 @@ def stepper(
     the generator (the next ``send`` raises ``StopIteration``). With a ``sink`` list, every
     action is also appended to it as ``[kind, target_t, delta, delta_is_json, reason,
     accepted]`` (what a policy's process reports in isolated evaluation), its reason left out
-    unless ``reasons`` (only an action log shows reasons: most actions then travel as
-    ``wire.ONE_WRITE``, which costs both sides of the pipe less). In process the
+    unless ``reasons`` (only an action log or a memory the caller keeps shows them: without,
+    most actions travel as ``wire.ONE_WRITE``, which costs both sides of the pipe less). In process the
     steps are fed in a loop (``play``); in a policy's process one per message — the same code.
 
     Time is read before a timestep's first action, every 64 actions and when it ends; steps

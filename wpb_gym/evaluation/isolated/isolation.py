@@ -29,11 +29,13 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import pickle
 import select
+import threading
 from collections.abc import Callable, Sequence
 from math import ceil
-from time import monotonic
+from time import monotonic, sleep
 from typing import Any
 
 from ...core.accounting import estimate_bytes
@@ -72,6 +74,7 @@ _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into
 _GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
 _START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
 
+_TRANSFER_SECONDS = 10.0  # a message, once it has begun to cross the pipe, crosses within this
 _NEVER = float("inf")
 
 # (policy index, track, budget): one run of a plan
@@ -98,6 +101,37 @@ class _NoAnswer(Exception):
     pass
 
 
+class _Watchdog:
+    """Stops a policy's process that holds the evaluator in a pipe transfer. Once a reply has
+    begun (``poll`` said readable) reading it cannot time out, and a message to a process that
+    stops reading fills the pipe and blocks: a process can stall either on purpose (a length
+    header and no body). A thread of the evaluator's (one per process, started on first use)
+    kills the process when a transfer outlasts ``_TRANSFER_SECONDS``; the transfer then ends
+    with an error naming the policy."""
+
+    def __init__(self) -> None:
+        self.watched: tuple[Any, float] | None = None  # (process, when to stop it)
+        self.stopped: set[int] = set()  # pids it stopped
+        self._pid: int | None = None
+
+    def watch(self, process: Any) -> None:
+        if self._pid != os.getpid():  # (a forked child has no thread of its parent's)
+            self._pid = os.getpid()
+            threading.Thread(target=self._run, name="wpb-pipe-watchdog", daemon=True).start()
+        self.watched = (process, monotonic() + _TRANSFER_SECONDS)
+
+    def _run(self) -> None:
+        while True:
+            sleep(0.1)
+            watched = self.watched
+            if watched is not None and monotonic() > watched[1]:
+                self.stopped.add(watched[0].pid)
+                watched[0].kill()
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _Worker:
     """The evaluator's handle on one policy's process."""
 
@@ -112,18 +146,28 @@ class _Worker:
         self.info: dict[str, Any] = {}
 
     def send(self, data: bytes) -> None:
+        _WATCHDOG.watch(self.process)
         try:
             self.conn.send_bytes(data)
         except OSError:
             pass  # a dead process: receive() says so
+        finally:
+            _WATCHDOG.watched = None
 
     def receive(self, timeout: float | None, t: int | None) -> dict[str, Any]:
         try:
             if not self.conn.poll(timeout):
                 raise _NoAnswer
-            data = self.conn.recv_bytes(_MAX_REPLY_BYTES)
+            _WATCHDOG.watch(self.process)
+            try:
+                data = self.conn.recv_bytes(_MAX_REPLY_BYTES)
+            finally:
+                _WATCHDOG.watched = None
         except (EOFError, OSError) as error:
             self.process.join(1.0)
+            if self.process.pid in _WATCHDOG.stopped:
+                why = f"it began a reply and did not finish it within {_TRANSFER_SECONDS:g} s"
+                raise PolicyLimitError(self.label, t, f"its process was stopped: {why}") from None
             code = self.process.exitcode
             raise PolicyError(
                 self.label, t, f"its process ended unexpectedly (exit code {code}; {type(error).__name__})"
@@ -250,7 +294,8 @@ class IsolatedPolicies:
             for i in mine:
                 begins.setdefault(i, []).append((e, episode, mine[i]))
         workers = dict(zip(owned, self._start(list(owned)), strict=True))
-        self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions)
+        # Reasons cross when something shows them: an action log, or the stored items.
+        self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions or stores)
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
 
@@ -314,8 +359,9 @@ class IsolatedPolicies:
         while at:
             soonest = min(deadline.values())
             ready = poller.poll(None if soonest == _NEVER else max(0, ceil((soonest - monotonic()) * 1000)))
-            if not ready:  # a process over its time: stopped, its runs with it
-                for i in [i for i in at if deadline[i] <= monotonic()]:
+            if min(deadline.values()) <= monotonic():  # processes over their time: stopped, their runs with them
+                answered = {by_fd[fd] for fd, _ in ready}  # (even while others keep answering)
+                for i in [i for i in at if deadline[i] <= monotonic() and i not in answered]:
                     worker, t = workers[i], at[i]
                     done(i)
                     self._discard(worker)
@@ -324,7 +370,6 @@ class IsolatedPolicies:
                             worker.label, t, "its process did not answer within the time limit and was stopped"
                         )
                     live[i], mine[i] = [], set()
-                continue
             for fd, _ in ready:
                 i = by_fd[fd]
                 worker, t, ks = workers[i], at[i], live[i]
@@ -381,7 +426,7 @@ class IsolatedPolicies:
                         "length": len(episode),
                         "episode_id": thaw(episode.episode_id),
                         "runs": runs,
-                        "reasons": record,  # only an action log shows them
+                        "reasons": record,  # only an action log or stored items show them
                     }
                 )
             timeout = self._timeout(sum(len(m["runs"]) for m in messages))

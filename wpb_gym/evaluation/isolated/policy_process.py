@@ -6,7 +6,7 @@ one JSON object (never pickle: the evaluator must not run code this process chos
 * ``("probe",)`` → ``{"name", "track", "needs_stream"}``: builds the policy once.
 * ``("begin", episodes)`` → ``{"ok": true}``: a fresh policy per run, ``start_episode``.
   Each episode says its number ``e``, length, id, runs ``(k, track, budget)``, whether
-  actions go back with their reasons (``reasons``: only for an action log) and, only for a
+  actions go back with their reasons (``reasons``: for an action log or a kept memory) and, only for a
   policy that asks for them, the unlabelled stream (``needs_stream``) or, for an oracle
   policy, the labelled episode.
 * ``("step", t, {episode: {track: (number, metadata, cost[, observation])}})`` → ``{"writes": [k, ...],
