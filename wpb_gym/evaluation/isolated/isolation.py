@@ -166,7 +166,7 @@ class _Worker:
         except (EOFError, OSError) as error:
             self.process.join(1.0)
             if self.process.pid in _WATCHDOG.stopped:
-                why = f"it began a reply and did not finish it within {_TRANSFER_SECONDS:g} s"
+                why = f"a message on its pipe (a reply begun, or one sent to it) stalled for {_TRANSFER_SECONDS:g} s"
                 raise PolicyLimitError(self.label, t, f"its process was stopped: {why}") from None
             code = self.process.exitcode
             raise PolicyError(
