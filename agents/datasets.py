@@ -18,6 +18,7 @@ Minari's own ``EpisodeBuffer``s and hands them to ``minari.create_dataset_from_b
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import shutil
@@ -33,6 +34,7 @@ import gymnasium as gym
 import numpy as np
 
 from wpb_gym.core.version import __version__
+from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.scoring.metrics import METRIC_NAMES
 
 from .env_adapter import run_agent_in_env
@@ -143,6 +145,13 @@ def default_root() -> Path:
     return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
 
 
+RECORDED_DEFAULTS = {
+    name: inspect.signature(WritePolicyBenchEnv).parameters[name].default
+    for name in ("budget_bytes", "slots", "slot_order", "observation_mode", "max_expires_per_step", "reward",
+                 "dense_reward", "expire_cost", "invalid_action_penalty")
+}
+
+
 def record_dataset(
     dataset_id: str,
     make_agent: Callable[[], Any],
@@ -174,7 +183,9 @@ def record_dataset(
     target = root / dataset_id
     if target.exists() and not force:
         raise FileExistsError(f"{target}: the dataset {dataset_id!r} exists; pass force=True (--force) to replace it")
-    env = gym.make("WritePolicyBench-v0", **{"episode_seed": seed, **env_kwargs})
+    # Every argument that shapes what was recorded, defaults included, goes into the dataset's
+    # env spec: recover_environment() then rebuilds this env even after a default changes.
+    env = gym.make("WritePolicyBench-v0", **{"episode_seed": seed, **RECORDED_DEFAULTS, **env_kwargs})
     available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
     if available is not None and episodes > available:
         raise ValueError(

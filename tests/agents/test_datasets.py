@@ -15,7 +15,7 @@ import pytest
 
 minari = pytest.importorskip("minari")
 
-from agents.datasets import record_dataset  # noqa: E402
+from agents.datasets import RECORDED_DEFAULTS, record_dataset  # noqa: E402
 from agents.registry import make_agent  # noqa: E402
 from wpb_gym.cli import main  # noqa: E402
 from wpb_gym.evaluation.runner import run_episode  # noqa: E402
@@ -36,7 +36,9 @@ def test_a_recorded_dataset_loads_replays_and_scores_as_the_evaluator_does(root)
     dataset = minari.load_dataset("wpb/contract_mix-breaking_detector-v0")
     assert dataset.total_episodes == 4 and dataset.storage.metadata["algorithm_name"] == "breaking_detector"
     env = dataset.recover_environment()
-    assert env.spec.kwargs == {**KWARGS, "episode_seed": 3, "track": "unprivileged"}
+    # Every argument that shapes the recording is named, defaults included.
+    assert env.spec.kwargs == {**RECORDED_DEFAULTS, **KWARGS, "episode_seed": 3, "track": "unprivileged"}
+    assert env.spec.kwargs["slots"] == 2 and env.spec.kwargs["expire_cost"] == 0.03
     for i, episode in enumerate(dataset.iterate_episodes()):
         steps = len(episode.actions)
         assert episode.observations.shape == (steps + 1, env.observation_space.shape[0])
@@ -160,6 +162,14 @@ def test_ctrl_c_during_wpb_dataset_is_one_line_exit_130_and_leaves_no_partial_da
     assert minari.load_dataset("wpb/c-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]
 
 
+# A background job of a non-interactive shell (nohup ... &) starts with SIGINT ignored, and so
+# does every process it starts: there Ctrl-C cannot be tried at all.
+needs_sigint = pytest.mark.skipif(
+    signal.getsignal(signal.SIGINT) is signal.SIG_IGN, reason="SIGINT is ignored in this process (a background job)"
+)
+
+
+@needs_sigint
 def test_a_real_sigint_during_wpb_dataset_prints_no_traceback(tmp_path):
     env = {**os.environ, "MINARI_DATASETS_PATH": str(tmp_path / "datasets")}
     argv = [sys.executable, "-m", "wpb_gym.cli", "dataset", "--agent", "no_mem", "--dataset-id", "wpb/s-v0"]
@@ -204,6 +214,7 @@ def test_force_moves_the_old_dataset_aside_before_the_new_one_takes_its_place(ro
     assert minari.load_dataset("wpb/x-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]
 
 
+@needs_sigint
 def test_ctrl_c_during_the_swap_is_held_until_the_new_dataset_is_in_place(root, monkeypatch):
     def agent():
         return make_agent("no_mem")
