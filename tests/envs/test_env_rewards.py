@@ -79,3 +79,11 @@ def test_an_expire_cost_is_a_finite_number_at_least_zero(bad):
 
     with pytest.raises(ValueError, match="expire_cost"):
         WritePolicyBenchEnv(expire_cost=bad)
+
+
+@pytest.mark.parametrize("bad", ["abc", "false", 1, None])
+def test_dense_reward_is_a_switch(bad):
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    with pytest.raises(ValueError, match="dense_reward must be true or false"):
+        WritePolicyBenchEnv(dense_reward=bad)

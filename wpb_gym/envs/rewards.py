@@ -109,6 +109,8 @@ class RewardFunction:
 
     def __init__(self, weights: Mapping[str, float], dense: bool, expire_cost: float = 0.0) -> None:
         self.weights = dict(weights)
+        if not isinstance(dense, (bool, np.bool_)):  # (bool("no") is True)
+            raise ValueError(f"dense_reward must be true or false, got {dense!r}")
         self.dense = bool(dense)
         # What each accepted EXPIRE costs, paid as it is taken and taken off the terminal value
         # as a rejected action's penalty is: a policy that writes what it will expire later
