@@ -18,7 +18,6 @@ Minari's own ``EpisodeBuffer``s and hands them to ``minari.create_dataset_from_b
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import os
 import shutil
@@ -34,10 +33,10 @@ import gymnasium as gym
 import numpy as np
 
 from wpb_gym.core.version import __version__
-from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.scoring.metrics import METRIC_NAMES
 
 from .env_adapter import run_agent_in_env
+from .model_agent import env_defaults
 
 
 def _info_row(info: Mapping[str, Any]) -> dict[str, Any]:
@@ -145,11 +144,10 @@ def default_root() -> Path:
     return Path(os.environ.get("MINARI_DATASETS_PATH") or Path.home() / ".minari" / "datasets")
 
 
-RECORDED_DEFAULTS = {
-    name: inspect.signature(WritePolicyBenchEnv).parameters[name].default
-    for name in ("budget_bytes", "slots", "slot_order", "observation_mode", "max_expires_per_step", "reward",
-                 "dense_reward", "expire_cost", "invalid_action_penalty")
-}
+RECORDED_DEFAULTS = env_defaults(
+    "budget_bytes", "slots", "slot_order", "observation_mode", "max_expires_per_step", "reward", "dense_reward",
+    "expire_cost", "invalid_action_penalty",
+)
 
 
 def record_dataset(

@@ -98,7 +98,7 @@ def make_training_env(
 
     import wpb_gym  # noqa: F401  (registers WritePolicyBench-v0)
 
-    options = {"expire_cost": 0.0, **env_options}  # as DEFAULT_ENV: evictions are the learner's script
+    options = {"expire_cost": DEFAULT_ENV["expire_cost"], **env_options}  # evictions are the learner's script
     return gym.make(
         "WritePolicyBench-v0",
         regime=regime,

@@ -48,18 +48,33 @@ IGNORED_ENV_KWARGS = {
 } | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
 
 
-def slots_of(space: Any, env_kwargs: Mapping[str, Any], make: Any) -> int | None:
-    """The number of slots with which ``make(**env_kwargs, slots=K)`` observes in ``space``
-    (None if no K up to 64 does): for models saved before the env's default slots became 2
-    (package 0.4.0), whose arguments do not name the 8 they were trained with."""
+def env_defaults(*names: str) -> dict[str, Any]:
+    """The env's default values of the arguments ``names`` (for files that must name every
+    argument that shaped them, so that a later change of a default does not change them)."""
+    import inspect
+
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    parameters = inspect.signature(WritePolicyBenchEnv).parameters
+    return {name: parameters[name].default for name in names}
+
+
+def fit_slots(space: Any, env_kwargs: Mapping[str, Any], make: Any) -> tuple[dict[str, Any], Any]:
+    """``env_kwargs`` and the env ``make(**env_kwargs)`` builds, with ``slots`` added when they
+    do not name it and another count is the one whose observations are ``space``: models saved
+    before the env's default slots became 2 (package 0.4.0) name only the arguments they were
+    given, not the 8 slots they were trained with; their observation space says how many."""
+    env_kwargs = dict(env_kwargs)
+    probe = make(**env_kwargs)
+    if probe.observation_space == space or "slots" in env_kwargs:
+        return env_kwargs, probe
     for slots in range(1, 65):
-        env = make(**{**env_kwargs, "slots": slots})
-        try:
-            if env.observation_space == space:
-                return slots
-        finally:
-            env.close()
-    return None
+        candidate = make(**{**env_kwargs, "slots": slots})
+        if candidate.observation_space == space:
+            probe.close()
+            return {**env_kwargs, "slots": slots}, candidate
+        candidate.close()
+    return env_kwargs, probe
 
 
 def env_kwargs_path(model_path: str | Path) -> Path:

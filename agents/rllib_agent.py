@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from .model_agent import ModelAgent, env_kwargs_path, read_env_kwargs, slots_of
+from .model_agent import ModelAgent, env_kwargs_path, fit_slots, read_env_kwargs
 from .rllib_env import make_rllib_env, masked_observation, quiet_rllib_deprecations, require_rllib
 
 # Where an algorithm checkpoint keeps the RLModule of its (single-agent) policy.
@@ -159,14 +159,11 @@ class RLlibAgent(ModelAgent):
         given, source = _env_kwargs_of(path, env_kwargs)
         super().__init__(path, given)
         try:
-            probe = make_rllib_env(self.env_kwargs)
+            self.env_kwargs, probe = fit_slots(
+                self.module.observation_space, self.env_kwargs, lambda **kwargs: make_rllib_env(kwargs)
+            )
         except (TypeError, ValueError) as error:  # a bad argument: named with the file it came from
             raise ValueError(f"{source}: {error}") from None
-        if probe.observation_space != self.module.observation_space and "slots" not in self.env_kwargs:
-            slots = slots_of(self.module.observation_space, self.env_kwargs, lambda **kw: make_rllib_env(kw))
-            if slots is not None:  # saved before the default slots became 2: its size says how many
-                self.env_kwargs = {**self.env_kwargs, "slots": slots}
-                probe = make_rllib_env(self.env_kwargs)
         if probe.observation_space != self.module.observation_space:
             raise ValueError(
                 f"{self.path}: the policy expects observations {self.module.observation_space}, but the env built "

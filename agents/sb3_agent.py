@@ -18,7 +18,7 @@ import numpy as np
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
-from .model_agent import ModelAgent, env_kwargs_path, slots_of
+from .model_agent import ModelAgent, env_kwargs_path, fit_slots
 
 
 def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:
@@ -87,14 +87,7 @@ class SB3Agent(ModelAgent):
         self.deterministic = bool(deterministic)
         self.algo = algo
         self.model = load_sb3_model(path, algo)
-        probe = WritePolicyBenchEnv(**self.env_kwargs)
-        if probe.observation_space != self.model.observation_space and "slots" not in self.env_kwargs:
-            # Saved before the env's default slots became 2 (package 0.4.0), its arguments do not
-            # name the 8 slots it was trained with; its observation space does.
-            slots = slots_of(self.model.observation_space, self.env_kwargs, WritePolicyBenchEnv)
-            if slots is not None:
-                self.env_kwargs = {**self.env_kwargs, "slots": slots}
-                probe = WritePolicyBenchEnv(**self.env_kwargs)
+        self.env_kwargs, probe = fit_slots(self.model.observation_space, self.env_kwargs, WritePolicyBenchEnv)
         if probe.observation_space != self.model.observation_space:
             raise ValueError(
                 f"{self.path}: the model expects observations {self.model.observation_space}, but the env built "

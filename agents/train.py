@@ -163,15 +163,13 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
 def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
     # Every argument that shapes the observation, defaults included: a model must load the same
     # way after the env's defaults change (models of package 0.3.0 and before name only those
-    # given; sb3_agent reads their slots from the model's own observation space).
-    from wpb_gym.envs.env import WritePolicyBenchEnv
+    # given; model_agent.fit_slots reads their slots from the model's own observation space).
     from wpb_gym.evaluation.reports.report import write_atomic
 
+    from .model_agent import env_defaults
     from .sb3_agent import env_kwargs_path
 
-    env = WritePolicyBenchEnv(**{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS})
-    kept = {"track": env.track, "slots": env.K, "slot_order": env.slot_order,
-            "observation_mode": env.observation_mode, "max_expires_per_step": env.max_expires_per_step}
+    kept = {**env_defaults(*OBSERVATION_KWARGS), **{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS}}
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
 
 
