@@ -42,7 +42,8 @@ turns them off. A new learner is in evaluation mode, as ``fit`` leaves it: in ev
 mode both learners act greedily on the means and learn nothing, so they are deterministic
 and carry nothing from one episode to the next. Greedy choices compare SKIP (worth 0 before
 it has data: the reward of doing nothing) with the available arms that have data; ties go to
-the first arm in ``SKIP, WRITE, MERGE`` order, so an untrained agent skips everything.
+the first arm in ``SKIP, WRITE, MERGE`` order, so an untrained agent skips everything. An arm
+without data in the step's context uses its data pooled over that context's budget buckets.
 Exploration draws from ``numpy.random.default_rng([seed, n])`` in the n-th training
 episode, so training is reproducible. ``fit`` (and ``agents.learner_training.train_learner``) train through
 ``agents.env_adapter`` in a ``WritePolicyBench-v0`` env with ``dense_reward=True``;
@@ -67,91 +68,19 @@ from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
 from .base import Agent
-from .observe import StepChange, StreamObserver
+from .learner_contexts import (  # noqa: F401 (change_status, eviction_plan: part of this module's interface)
+    DEFAULT_BUDGET_BUCKETS,
+    Context,
+    change_status,
+    eviction_plan,
+    merge_target,
+    step_context,
+)
+from .observe import StreamObserver
 
 ARMS: tuple[str, ...] = ("SKIP", "WRITE", "MERGE")
 STATE_FORMAT = "wpb-learner"
 STATE_VERSION = 2  # 2: the contract flags of CHANGE_FLAGS (1 had v, p, d)
-DEFAULT_BUDGET_BUCKETS = 3
-
-Context = tuple[str, str, int, int, int]
-
-
-# ---------------------------------------------------------------------------- contexts
-# The change flags of a context, in order: the contract comparisons of the env's observation.
-CHANGE_FLAGS: tuple[tuple[str, str], ...] = (
-    ("v", "version_up"),
-    ("a", "params_added"),
-    ("r", "params_removed"),
-    ("q", "required_added"),
-    ("o", "required_removed"),
-    ("d", "newly_deprecated"),
-    ("u", "undeprecated"),
-    ("x", "newly_removed"),
-    ("b", "restored"),
-    ("e", "returns_to_earlier"),
-)
-
-
-def change_status(change: StepChange) -> str:
-    """``"new"`` (``"new:removed"`` for a first sighting showing the endpoint removed), ``"same"``
-    or ``"changed:<flags>"`` with the ``CHANGE_FLAGS`` that hold."""
-    if not change.seen_before:
-        return "new:removed" if change.removed else "new"
-    if not change.changed:
-        return "same"
-    return "changed:" + "".join(flag for flag, field in CHANGE_FLAGS if getattr(change, field))
-
-
-def budget_bucket(store: StoreView, buckets: int) -> int:
-    """``floor(remaining / budget * buckets)``, capped at ``buckets - 1`` (0 for a zero budget)."""
-    max_bytes = store.max_bytes
-    if max_bytes <= 0:
-        return 0
-    return min(buckets - 1, store.remaining() * buckets // max_bytes)
-
-
-def step_context(change: StepChange, store: StoreView, buckets: int = DEFAULT_BUDGET_BUCKETS) -> Context:
-    """The learners' context of a step: only what an unprivileged policy can see."""
-    return (change.kind, change_status(change), int(change.in_memory), int(change.fits), budget_bucket(store, buckets))
-
-
-def eviction_plan(store: StoreView, cost: int, t: int) -> list[int] | None:
-    """Timesteps to expire, oldest first, so that ``cost`` bytes fit at ``t``.
-
-    ``[]`` when it fits already; None when it cannot fit (more than the budget, or not
-    enough bytes held by items older than ``t``).
-    """
-    need = cost - store.remaining()
-    if need <= 0:
-        return []
-    if cost > store.max_bytes:
-        return None
-    plan = []
-    for item in store.items():  # oldest first
-        if need <= 0:
-            break
-        if item.t >= t:
-            break
-        plan.append(item.t)
-        need -= item.byte_cost
-    return plan if need <= 0 else None
-
-
-def merge_target(step: Step, store: StoreView) -> int | None:
-    """The newest base item of the step's ``api`` if the store would accept the MERGE now."""
-    obs = step.observation
-    if not isinstance(obs, dict) or "api" not in obs:
-        return None
-    try:
-        base = store.newest_base_item(obs["api"])
-    except TypeError:  # an api value that cannot be an identity key
-        return None
-    if base is None:
-        return None
-    if not store.would_accept(MemoryAction("MERGE", step=step, target_t=base.t), step.t):
-        return None
-    return base.t
 
 
 # ---------------------------------------------------------------------------- the learners
@@ -259,16 +188,35 @@ class BanditLearner(Agent):
 
     def _greedy(self, ctx: Context, available: tuple[bool, ...]) -> int:
         """The best available arm by mean: SKIP always competes (worth 0 without data, the
-        reward of doing nothing), other arms only once they have data; ties to the first arm."""
-        counts = self.counts.get(ctx)
-        if counts is None:
-            return 0
-        means = self.means[ctx]
+        reward of doing nothing), other arms only once they have data; ties to the first arm.
+
+        An arm without data in ``ctx`` takes its data pooled over ``ctx`` at every budget
+        bucket: the bucket only refines the step's context, and training may never have seen
+        a bucket that evaluation meets (a learner that filled its memory while exploring sees
+        an empty one only when it evaluates)."""
+        counts, means = self._arm_data(ctx)
         best, best_value = 0, means[0] if counts[0] else 0.0
         for arm in range(1, len(ARMS)):
             if available[arm] and counts[arm] and means[arm] > best_value:
                 best, best_value = arm, means[arm]
         return best
+
+    def _arm_data(self, ctx: Context) -> tuple[list[int], list[float]]:
+        """Per arm, its count and mean in ``ctx``, or pooled over the budget buckets where it has none."""
+        counts = list(self.counts.get(ctx) or [0] * len(ARMS))
+        means = list(self.means.get(ctx) or [0.0] * len(ARMS))
+        if all(counts):
+            return counts, means
+        for arm in (a for a in range(len(ARMS)) if not counts[a]):
+            n = total = 0.0
+            for bucket in range(self.budget_buckets):
+                other = (*ctx[:-1], bucket)
+                if other in self.counts:
+                    n += self.counts[other][arm]
+                    total += self.counts[other][arm] * self.means[other][arm]
+            if n:
+                counts[arm], means[arm] = int(n), total / n
+        return counts, means
 
     @abstractmethod
     def _explore(self, ctx: Context, available: tuple[bool, ...]) -> int:

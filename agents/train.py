@@ -361,7 +361,10 @@ def _validation_config(
     for index in range(count):
         env.reset(options={"episode_index": index})
         episodes.append(env.episode)
-    kept = {k: v for k, v in eval_config.items() if k not in ("episodes", "regime", "length")}
+    from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
+
+    # The episodes are made: what chose or generated them (generator options included) goes.
+    kept = {k: v for k, v in eval_config.items() if k not in ("episodes", "regime", "length", *GENERATOR_OPTIONS)}
     return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False, "expire_cost": 0.0}
 
 

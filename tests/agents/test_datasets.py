@@ -20,7 +20,7 @@ from agents.registry import make_agent  # noqa: E402
 from wpb_gym.cli import main  # noqa: E402
 from wpb_gym.evaluation.runner import run_episode  # noqa: E402
 
-KWARGS = {"regime": "contract_mix", "length": 20, "dense_reward": True}
+KWARGS = {"regime": "contract_mix", "length": 20, "api_pool": 8, "dense_reward": True}
 
 
 @pytest.fixture
@@ -108,7 +108,8 @@ def test_wpb_dataset_records_and_names_bad_input(tmp_path, capsys, monkeypatch):
 
 def test_bad_env_kwargs_values_and_too_many_episodes_name_the_option_value_and_expectation(tmp_path, capsys):
     files, out = tmp_path / "set", tmp_path / "datasets"
-    assert main(["freeze", "--regimes", "breaking", "--lengths", "10", "--episodes", "2", "--out", str(files)]) == 0
+    freeze = ["freeze", "--regimes", "breaking", "--lengths", "10", "--set", "api_pool=4", "--episodes", "2"]
+    assert main([*freeze, "--out", str(files)]) == 0
     capsys.readouterr()
     argv = ["dataset", "--agent", "no_mem", "--dataset-id", "wpb/f-v0", "--out", str(out), "--quiet"]
     config = tmp_path / "d.yaml"

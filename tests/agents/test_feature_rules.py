@@ -77,6 +77,6 @@ def test_the_rule_needs_box_observations():
 
 
 def test_play_returns_the_final_metrics():
-    env = WritePolicyBenchEnv(regime="breaking", length=50)
+    env = WritePolicyBenchEnv(regime="breaking", length=50, api_pool=16)
     metrics = play(env, BreakingRule(env), seed=3)
     assert set(metrics) >= {"f1", "recall", "precision"}

@@ -56,7 +56,7 @@ def test_contexts_carry_the_contract_comparisons_of_the_observation():
 
 def test_a_trained_learner_is_an_agent_of_wpb_eval(tmp_path, capsys):
     out = tmp_path / "eg"
-    argv = ["train", "--algo", "epsilon_greedy", "--env-kwargs", "regime=breaking", "length=50"]
+    argv = ["train", "--algo", "epsilon_greedy", "--env-kwargs", "regime=breaking", "length=50", "api_pool=16"]
     assert wpb([*argv, "--timesteps", "2000", "--seed", "4", "--out", str(out), "--quiet"]) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["timesteps"] == 2000 and saved["episodes"] == 40 and saved["seed"] == 4
@@ -69,7 +69,7 @@ def test_a_trained_learner_is_an_agent_of_wpb_eval(tmp_path, capsys):
     config = tmp_path / "eval.yaml"
     config.write_text(
         f"agents: [{{name: epsilon_greedy, label: eg_trained, path: {out / 'learner.json'}}}, epsilon_greedy]\n"
-        "regimes: [breaking]\nlengths: [50]\nbudgets: [10240]\nepisodes_per_condition: 3\ntracks: [unprivileged]\n"
+        "regimes: [breaking]\nlengths: [80]\nbudgets: [10240]\nepisodes_per_condition: 3\ntracks: [unprivileged]\n"
     )
     run = tmp_path / "run"
     assert wpb(["eval", "--config", str(config), "--out", str(run), "--quiet"]) == 0

@@ -347,3 +347,20 @@ def test_params_names_and_registry():
     for alias, name in (("EpsilonGreedy", "epsilon_greedy"), ("BanditUCB", "bandit_ucb")):
         assert agent_entry(alias).name == name and agent_entry(name).kind == "learner"
         assert make_agent(alias, seed=3).params()["seed"] == 3
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_choices_pool_the_budget_buckets_where_the_context_has_no_data(name):
+    # A learner that explored with a full memory meets an empty one only when it evaluates:
+    # without pooling, every step of the empty memory's contexts was skipped (F1 0).
+    learner = make_learner(name)
+    full = ("endpoint", "changed:vr", 0, 1, 0)
+    for _ in range(3):
+        learner._update(full, 0, 0.0)
+        learner._update(full, 1, 0.04)
+    empty = (*full[:-1], 2)
+    assert learner._greedy(empty, (True, True, False)) == 1
+    assert learner._greedy(empty, (True, False, False)) == 0  # WRITE not available
+    learner._update(empty, 1, -0.5)  # the context's own data wins where it has some
+    assert learner._greedy(empty, (True, True, False)) == 0
+    assert learner._greedy(("endpoint", "changed:va", 0, 1, 2), (True, True, False)) == 0  # nothing to borrow

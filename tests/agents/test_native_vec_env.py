@@ -13,7 +13,7 @@ from agents.native_vec_env import NativeVecEnv, make_native_vec_env
 from agents.train import _vec_env, algo_class
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
-KWARGS = {"length": 25, "dense_reward": True, "regime": "contract_mix"}
+KWARGS = {"length": 25, "api_pool": 8, "dense_reward": True, "regime": "contract_mix"}
 
 
 def test_steps_observations_rewards_masks_and_final_infos_are_dummy_vec_envs():

@@ -149,7 +149,8 @@ def test_the_env_creator_builds_envs_from_env_config_by_name():
     from ray.tune.registry import ENV_CREATOR, _global_registry
 
     assert register_rllib_env() == RLLIB_ENV_NAME
-    env = _global_registry.get(ENV_CREATOR, RLLIB_ENV_NAME)({"regime": "breaking", "length": 30, "slots": 4})
+    config = {"regime": "breaking", "length": 30, "api_pool": 8, "slots": 4}
+    env = _global_registry.get(ENV_CREATOR, RLLIB_ENV_NAME)(config)
     obs, _ = env.reset(seed=0)
     assert env.unwrapped.regime == "breaking" and env.unwrapped.K == 4
     assert env.observation_space.contains(obs) and obs["action_mask"].shape == (2 + 2 * 4,)

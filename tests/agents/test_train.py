@@ -161,8 +161,8 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
 
     from wpb_gym.episodes.frozen import freeze_set
 
-    train_set = freeze_set(tmp_path / "train", ["breaking"], [20], 3, seed=1)
-    held_set = freeze_set(tmp_path / "held", ["breaking"], [20], 2, seed=2)
+    train_set = freeze_set(tmp_path / "train", ["breaking"], [20], 3, seed=1, overrides={"api_pool": 8})
+    held_set = freeze_set(tmp_path / "held", ["breaking"], [20], 2, seed=2, overrides={"api_pool": 8})
     train_file, held_file = train_set.files[0].path, held_set.files[0].path
     config = str(tiny_config(tmp_path))
     argv = ["train", "--algo", "maskable_ppo", "--config", config, "--quiet"]
@@ -181,7 +181,7 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
             ]
         )
     synthetic = tmp_path / "synthetic"
-    assert wpb([*argv, "--env-kwargs", "regime=breaking", "--out", str(synthetic)]) == 0
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "api_pool=8", "--out", str(synthetic)]) == 0
     tuned = tmp_path / "tuned"
     assert (
         wpb(

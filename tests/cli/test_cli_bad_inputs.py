@@ -34,6 +34,13 @@ BAD_INPUTS = [
     case("eval: lengths a word", EVAL_C, "lengths", {"c.yaml": "agents: [last_kb]\nlengths: abc\n"}),
     case("eval: length 0 in YAML", EVAL_C, "lengths", {"c.yaml": "agents: [last_kb]\nlengths: [0]\n"}),
     case("eval: huge length", [*EVAL, "--lengths", "100000000000000000000", "--out", "{w}/o"], "--lengths"),
+    # The contract regimes open with a warm-up of their 64 endpoints: a shorter length is refused.
+    case("eval: too short for the warm-up", [*EVAL, "--regimes", "breaking", "--lengths", "30", "--out", "{w}/o"],
+         "--lengths with --regimes: GeneratorConfig.length: regime 'breaking'"),
+    case("eval: too short in YAML", EVAL_C, "'lengths:' in {w}/c.yaml with 'regimes:' in {w}/c.yaml",
+         {"c.yaml": "agents: [last_kb]\nregimes: [default, reverts]\nlengths: [40]\n"}),
+    case("train: too short for the warm-up", [*TRAIN, "--env-kwargs", "regime=reverts", "length=40", "--out", "{w}/t"],
+         "regime 'reverts' opens with a warm-up"),
     case(
         "eval: episodes_per_condition a word",
         EVAL_C,

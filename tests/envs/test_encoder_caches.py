@@ -39,7 +39,7 @@ def play(env: WritePolicyBenchEnv, rng_seed: int, resets: list[dict]) -> list:
 @pytest.mark.parametrize("track", ["unprivileged", "privileged"])
 @pytest.mark.parametrize("regime", ["default", "contract_mix"])
 def test_evicting_every_cache_changes_nothing(monkeypatch, regime, track):
-    kwargs = {"regime": regime, "track": track, "budget_bytes": 1500, "slots": 3, "dense_reward": True}
+    kwargs = {"regime": regime, "track": track, "budget_bytes": 1500, "slots": 3, "dense_reward": True, "api_pool": 8}
     resets = [{"length": 40}, {"length": 25}, {"length": 40, "episode_index": 3}, {"length": 12}]
     expected = play(WritePolicyBenchEnv(**kwargs), 7, resets)
     for (module, name), value in TINY.items():

@@ -394,7 +394,7 @@ def test_stream_table_views_are_the_tracks_policy_steps(track, regime):
     from wpb_gym.envs.observation.stream_table import StreamTable
     from wpb_gym.episodes.generators.paper import generate_episode, make_config
 
-    episode = generate_episode(make_config(regime, length=60), 3, 1)
+    episode = generate_episode(make_config(regime, length=100), 3, 1)
     table = StreamTable(episode, track)
     for t, raw in enumerate(episode.steps):
         expected = policy_step(raw, track)

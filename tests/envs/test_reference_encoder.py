@@ -88,6 +88,7 @@ def configs(draw, source: str, track: str) -> dict:
     else:
         kwargs["regime"] = source
         kwargs["length"] = draw(st.integers(10, 50))
+        kwargs["api_pool"] = draw(st.integers(1, 9))  # below the length: the contract regimes' warm-up shows them all
         kwargs["episode_seed"] = draw(st.integers(0, 5))
         kwargs.update(draw(st.sampled_from(GENERATOR_OPTIONS)))
     return kwargs

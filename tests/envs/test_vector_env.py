@@ -68,7 +68,7 @@ def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, inval
 @pytest.mark.parametrize("regime", REGIMES)
 @pytest.mark.parametrize("track", ["unprivileged", "privileged"])
 def test_every_regime_and_track_steps_as_the_single_envs(regime, track):
-    assert play_both(3, 90, seed=len(regime), regime=regime, track=track, length=25, dense_reward=True) >= 3
+    assert play_both(3, 90, seed=len(regime), regime=regime, track=track, length=25, api_pool=8, dense_reward=True) >= 3
 
 
 @settings(max_examples=15, deadline=None)
@@ -82,7 +82,7 @@ def test_every_regime_and_track_steps_as_the_single_envs(regime, track):
     invalid_share=st.sampled_from([0.0, 0.1, 0.5]),
 )
 def test_random_settings_step_as_the_single_envs(n, seed, regime, track, mode, slots, invalid_share):
-    kwargs = {"regime": regime, "track": track, "slots": slots, "length": 12, "dense_reward": True}
+    kwargs = {"regime": regime, "track": track, "slots": slots, "length": 12, "api_pool": 6, "dense_reward": True}
     play_both(n, 40, seed=seed, mode=mode, invalid_share=invalid_share, **kwargs)
 
 
@@ -104,7 +104,7 @@ def test_a_long_episode_of_ten_thousand_steps_and_a_megabyte():
 
 
 def test_episodes_read_from_files(tmp_path):
-    frozen = freeze_set(tmp_path / "set", ["breaking", "reverts"], [15], 3, seed=5)
+    frozen = freeze_set(tmp_path / "set", ["breaking", "reverts"], [15], 3, seed=5, overrides={"api_pool": 6})
     for order in ("random", "cycle"):
         assert play_both(3, 60, seed=6, episodes=str(frozen.root), episode_order=order) >= 3
 

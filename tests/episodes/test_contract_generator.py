@@ -23,6 +23,7 @@ from wpb_gym.episodes.generators.paper import (
     generate_episode,
     make_config,
 )
+from wpb_gym.episodes.generators.utility_scale import UTILITY_WARMUP
 from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
 
 
@@ -99,9 +100,9 @@ def test_critical_steps_are_the_breaking_changes_still_in_force(regime):
         episode = generate_episode(make_config(regime), seed=0, index=index)
         labels = episode.labels
         kinds = dict(labels["change_kinds"])
-        reverted = set(labels["reverted_changes"])
+        reverted, undone = set(labels["reverted_changes"]), set(labels["undone_changes"])
         breaking = [t for t, k in sorted(kinds.items()) if k in BREAKING_KINDS]
-        assert labels["critical_steps"] == [t for t in breaking if t not in reverted]
+        assert labels["critical_steps"] == [t for t in breaking if t not in reverted | undone]
         assert labels["breaking_changes"] == labels["critical_steps"]
         assert labels["total_drift_events"] == len(labels["critical_steps"])
         assert labels["cosmetic_changes"] == [t for t, k in sorted(kinds.items()) if k in COSMETIC_KINDS]
@@ -110,9 +111,11 @@ def test_critical_steps_are_the_breaking_changes_still_in_force(regime):
         u = labels["utility_by_step"]
         for t in labels["critical_steps"]:
             assert u[t] == UTILITY_DRIFT
-        for t in [*labels["cosmetic_changes"], *labels["revert_steps"], *reverted]:
+        for t in [*labels["cosmetic_changes"], *labels["revert_steps"], *reverted, *undone]:
             assert u[t] == UTILITY_COSMETIC
-        for t, step in enumerate(episode.steps):
+        warmup = labels["warmup_steps"]
+        assert all(u[t] == UTILITY_WARMUP for t in range(warmup))
+        for t, step in enumerate(episode.steps[warmup:], start=warmup):
             if t not in kinds and "api" in step.observation:
                 assert u[t] in (UTILITY_ORDINARY, UTILITY_REPEAT)
 
@@ -135,7 +138,7 @@ def test_revert_window_one_reverts_every_revertible_change_but_the_last():
 
 
 def test_a_revert_due_after_the_end_leaves_the_change_critical():
-    config = make_config("breaking", length=60, revert_prob=1.0, revert_window=1000, drift_prob=0.5)
+    config = make_config("breaking", length=124, revert_prob=1.0, revert_window=1000, drift_prob=0.5)
     episode = generate_episode(config, seed=2)
     kinds = dict(episode.labels["change_kinds"])
     late = [t for t, k in kinds.items() if k in REVERTIBLE_KINDS and t not in episode.labels["reverted_changes"]]
@@ -294,13 +297,13 @@ def test_snapshots_carry_no_trace_of_their_history(regime):
     assert added_last / added < 0.6  # an addition lands anywhere in the sorted list
 
 
-def test_first_sightings_do_not_reveal_whether_or_how_the_endpoint_just_changed():
+def test_without_a_warm_up_first_sightings_do_not_reveal_whether_or_how_the_endpoint_just_changed():
     # Changed and unchanged first sightings show the same range of versions, and a deprecated
     # first sighting is sometimes a deprecation just made, sometimes none.
     versions = {"changed": set(), "unchanged": set()}
     deprecated_first = {"deprecate": 0, "other": 0}
     for index in range(20):
-        episode = generate_episode(make_config("breaking", length=200), seed=11, index=index)
+        episode = generate_episode(make_config("breaking", length=200, warmup=False), seed=11, index=index)
         for obs, kind in _first_sightings(episode).values():
             versions["unchanged" if kind is None else "changed"].add(obs["version"])
             if obs["deprecated"]:
@@ -312,7 +315,7 @@ def test_first_sightings_do_not_reveal_whether_or_how_the_endpoint_just_changed(
 
 @pytest.mark.parametrize("p", [0.0, 1.0])
 def test_initially_deprecated(p):
-    episode = generate_episode(make_config("breaking", length=300, initially_deprecated=p), seed=2)
+    episode = generate_episode(make_config("breaking", length=300, initially_deprecated=p, warmup=False), seed=2)
     kinds = dict(episode.labels["change_kinds"])
     firsts = [obs for obs, kind in _first_sightings(episode).values() if kind is None]
     assert firsts and all(obs["deprecated"] is bool(p) for obs in firsts)
@@ -323,3 +326,105 @@ def test_initially_deprecated(p):
 def test_initially_deprecated_must_be_a_probability():
     with pytest.raises(ValueError, match="initially_deprecated"):
         make_config("breaking", initially_deprecated=1.5)
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_the_warm_up_shows_every_endpoint_once_before_anything_changes(regime):
+    config = make_config(regime)
+    for index in range(5):
+        episode = generate_episode(config, seed=3, index=index)
+        warmup = episode.labels["warmup_steps"]
+        assert warmup == config.api_pool
+        shown = [step.observation for step in episode.steps[:warmup]]
+        assert sorted(endpoint_family(obs["api"]) for obs in shown) == sorted(
+            endpoint_family(f"api.v1.endpoint_{i}") for i in range(config.api_pool)
+        )
+        kinds = dict(episode.labels["change_kinds"])
+        assert min(kinds, default=warmup) >= warmup
+        assert all(u == UTILITY_WARMUP for u in episode.utilities[:warmup])
+        assert all(t >= warmup for t in episode.labels["critical_steps"])
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+def test_with_the_warm_up_every_change_comes_at_an_endpoint_already_shown(regime):
+    # The point of the warm-up: every change, renamed endpoints included, can be classified
+    # by comparing with what the stream showed before (no critical step is undecidable).
+    from wpb_gym.evaluation.reports.decidability import undecidable_critical_steps
+
+    changes = 0
+    for index in range(10):
+        episode = generate_episode(make_config(regime), seed=8, index=index)
+        assert undecidable_critical_steps(episode) == ()
+        kinds = dict(episode.labels["change_kinds"])
+        for t, (before, obs) in _replay(episode).items():
+            if kinds.get(t) in (*BREAKING_KINDS, *COSMETIC_KINDS) and "api" in obs:
+                changes += 1
+                assert before is not None, (index, t, kinds[t])
+    assert changes > 50
+
+
+def test_renamed_endpoints_are_shown_under_their_new_name_before_they_change_again():
+    renamed = 0
+    for index in range(10):
+        episode = generate_episode(make_config("contract_mix"), seed=1, index=index)
+        kinds = dict(episode.labels["change_kinds"])
+        for t in episode.labels["rename_steps"]:
+            new_family = endpoint_family(episode.steps[t].observation["new_api"])
+            later = [s for s in episode.steps[t + 1 :] if endpoint_family(s.observation.get("api", "")) == new_family]
+            if later:
+                renamed += 1
+                assert kinds.get(later[0].t) is None  # shown unchanged first
+    assert renamed > 5
+
+
+def test_episodes_without_the_warm_up_are_pinned():
+    """Golden: the contract episodes with ``warmup=False`` (``test_generated_episodes_are_pinned``
+    pins them with the warm-up)."""
+    import hashlib
+
+    from wpb_gym.episodes.jsonl import dumps_episode
+
+    h = hashlib.sha256()
+    for index in range(3):
+        episode = generate_episode(make_config("contract_mix", length=120, warmup=False), 11, index)
+        h.update(dumps_episode(episode).encode())
+    assert h.hexdigest()[:16] == "e4e28c644b02f68c"
+
+
+def test_warm_up_options_are_checked():
+    expected = r"GeneratorConfig.length: regime 'breaking' .*64 endpoints.*got 64.*warmup=False"
+    with pytest.raises(ValueError, match=expected):
+        make_config("breaking", length=64)
+    assert make_config("breaking", length=65).warmup
+    assert make_config("breaking", length=20, warmup=False).length == 20
+    with pytest.raises(ValueError, match="GeneratorConfig.warmup: only the contract change model"):
+        make_config("default", warmup=True)
+    with pytest.raises(ValueError, match="GeneratorConfig.warmup: expected bool"):
+        make_config("breaking", warmup=1)
+
+
+def test_a_requirement_relaxed_or_removed_later_is_not_critical():
+    # Critical means in force at the end: a parameter made required must still be required.
+    undone_seen = 0
+    for regime, index in [(regime, index) for regime in CONTRACT_REGIMES for index in range(6)]:
+        episode = generate_episode(make_config(regime), seed=4, index=index)
+        labels, kinds = episode.labels, dict(episode.labels["change_kinds"])
+        replay = _replay(episode)
+        last = {}
+        for step in episode.steps:
+            if "api" in step.observation:
+                last[endpoint_family(step.observation["api"])] = step.observation
+        undone = set(labels["undone_changes"])
+        undone_seen += len(undone)
+        assert undone <= {t for t, k in kinds.items() if k == "require_param"}
+        assert not undone & set(labels["critical_steps"]) and not undone & set(labels["reverted_changes"])
+        for t, k in kinds.items():
+            if k != "require_param" or t in labels["reverted_changes"]:
+                continue
+            before, obs = replay[t]
+            (param,) = set(obs["required"]) - set(before["required"])
+            end = last[endpoint_family(obs["api"])]
+            assert (t in undone) == (param not in end["required"])
+            assert (t in labels["critical_steps"]) == (param in end["required"])
+            assert episode.utilities[t] == (UTILITY_COSMETIC if t in undone else UTILITY_DRIFT)
+    assert undone_seen > 0

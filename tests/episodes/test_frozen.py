@@ -411,13 +411,13 @@ def test_a_frozen_set_is_readable_by_others(tmp_path):
 
 def test_contract_regimes_freeze_deterministically_and_verify(tmp_path):
     regimes = ["reverts", "contract_mix"]
-    freeze_set(tmp_path / "a", regimes, [40], episodes=2, seed=3)
-    b = freeze_set(tmp_path / "b", regimes, [40], episodes=2, seed=3)
+    freeze_set(tmp_path / "a", regimes, [80], episodes=2, seed=3)
+    b = freeze_set(tmp_path / "b", regimes, [80], episodes=2, seed=3)
     files_a, files_b = _manifest(tmp_path / "a")["files"], _manifest(tmp_path / "b")["files"]
     assert {n: f["sha256"] for n, f in files_a.items()} == {n: f["sha256"] for n, f in files_b.items()}
     reopened = open_frozen_set(tmp_path / "a")  # checks every file's sha256
     episodes = [episode for _, episode in reopened.iter_episodes()]
     assert sorted(e.regime for e in episodes) == ["contract_mix", "contract_mix", "reverts", "reverts"]
     first_revert = next(e for e in episodes if e.regime == "reverts")
-    assert first_revert == generate_episode(make_config("reverts", length=40), seed=3, index=0)
+    assert first_revert == generate_episode(make_config("reverts", length=80), seed=3, index=0)
     assert b.root == tmp_path / "b"

@@ -27,7 +27,7 @@ SCRIPTED = [e.name for e in list_agents() if e.kind in ("scripted", "oracle", "l
 def test_every_scripted_agent_scores_alike_in_process_and_isolated():
     # More episodes than one batch, and batches of episodes of two lengths: the policies'
     # processes serve several batches, and runs of one batch end at different timesteps.
-    refs = generated_refs(["default", "reverts", "contract_mix"], [30, 45], 1, seed=3)
+    refs = generated_refs(["default", "reverts", "contract_mix"], [70, 90], 1, seed=3)
     batches = [refs[i : i + ISOLATED_BATCH] for i in range(0, len(refs), ISOLATED_BATCH)]
     assert len(batches) > 1 and any(len({ref.steps for ref in batch}) > 1 for batch in batches)
     specs = [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in SCRIPTED]
@@ -51,7 +51,7 @@ POLICIES = {
 def test_action_logs_are_the_same_in_process_and_isolated(policy):
     """Every action and every decision (accepted or not), of every kind, at a small budget."""
     factory, regime, kinds = POLICIES[policy]
-    episode = generate_episode(make_config(regime, length=80), seed=5, index=1)
+    episode = generate_episode(make_config(regime, length=100, api_pool=8), seed=5, index=1)
     here = run_episode(factory(), episode, 2048, record_actions=True)
     there = run_episode(factory(), episode, 2048, record_actions=True, isolate=True)
     assert {a.action.action for a in here.actions} == kinds
@@ -98,7 +98,7 @@ def test_isolated_jobs_count_the_policies_processes():
 @pytest.mark.parametrize("policy", ["change_detector", "breaking_detector"])
 def test_the_final_memory_keeps_the_reasons_without_an_action_log(policy):
     # Without an action log, a run's memory is still the caller's: its items keep their reasons.
-    episode = generate_episode(make_config("contract_mix", length=60), seed=4, index=0)
+    episode = generate_episode(make_config("contract_mix", length=60, api_pool=8), seed=4, index=0)
     here = run_episode(make_agent(policy), episode, 2048, record_actions=False)
     there = run_episode(make_agent(policy), episode, 2048, record_actions=False, isolate=True)
     kept = [(item.t, dict(item.metadata)) for item in here.store.items()]

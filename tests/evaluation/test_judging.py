@@ -31,7 +31,7 @@ LENGTH = 30
 
 @cache
 def episode_and_steps(track: str):
-    episode = generate_episode(make_config("contract_mix", length=LENGTH), seed=11)
+    episode = generate_episode(make_config("contract_mix", length=LENGTH, api_pool=8), seed=11)
     return episode, policy_episode(episode, track).steps
 
 

@@ -19,7 +19,7 @@ def spec(name: str) -> PolicySpec:
 
 
 def test_the_grid_on_ray_gives_the_rows_and_checkpoints_of_the_process_pool():
-    refs = generated_refs(["default", "breaking"], [20], 3, seed=4)
+    refs = generated_refs(["default", "breaking"], [70], 3, seed=4)
     policies = [spec("breaking_detector"), spec("fifo_store_all"), spec("priority_threshold")]
     grid = (refs, policies, [1024, 10240], ["unprivileged", "privileged"])
     done: dict[str, list] = {"processes": [], "ray": []}

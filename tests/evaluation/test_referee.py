@@ -250,7 +250,7 @@ class _Scripted:
 
 @given(script=actions_strategy, budget=st.sampled_from([0, 300, 2000, 10**6]), regime=st.sampled_from(sorted(REGIMES)))
 def test_the_fast_path_leaves_the_same_memory_as_normalise_and_apply(script, budget, regime):
-    episode = generate_episode(make_config(regime, length=60), seed=1, index=0)
+    episode = generate_episode(make_config(regime, length=60, api_pool=8), seed=1, index=0)
     fast = play(episode, [Seat(_Scripted(script), budget)], record_actions=False)[0]
     literal = play(episode, [Seat(_Scripted(script), budget)], record_actions=True)[0]
     for a, b in [(fast.store, literal.store)]:

@@ -88,7 +88,7 @@ def test_wpb_seeds_reads_a_run_and_refuses_unknown_labels(tmp_path, capsys):
     config = tmp_path / "eval.yaml"
     config.write_text(
         "agents: [{name: change_detector, label: a}, {name: last_kb, label: b}, {name: fifo_store_all, label: c},"
-        " breaking_detector]\nregimes: [breaking]\nlengths: [40]\nbudgets: [2048]\nepisodes_per_condition: 4\n"
+        " breaking_detector]\nregimes: [breaking]\nlengths: [80]\nbudgets: [2048]\nepisodes_per_condition: 4\n"
         "tracks: [unprivileged]\n"
     )
     run = tmp_path / "run"
@@ -97,7 +97,7 @@ def test_wpb_seeds_reads_a_run_and_refuses_unknown_labels(tmp_path, capsys):
     out = tmp_path / "table.md"
     assert wpb(["seeds", str(run), "--learned", "mix=a,b,c", "--versus", "breaking_detector", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "| breaking | 40 | 2048 | unprivileged | mix | 3 | 4 |" in printed and out.read_text() == printed
+    assert "| breaking | 80 | 2048 | unprivileged | mix | 3 | 4 |" in printed and out.read_text() == printed
     assert wpb(["seeds", str(run), "--learned", "mix=a,zz"]) == 2
     assert "zz" in capsys.readouterr().err
     assert wpb(["seeds", str(run), "--learned", "mix"]) == 2

@@ -110,7 +110,7 @@ def _cmd_eval(config: Settings) -> int:
 def _run_eval(config: Settings) -> int:
     from tqdm import tqdm
 
-    from ..evaluation.grid import ROW_COLUMNS, generated_refs, given_refs, row_key, run_grid, skipped
+    from ..evaluation.grid import ROW_COLUMNS, given_refs, row_key, run_grid, skipped
     from ..evaluation.ray_backend import RayBackendError
     from ..evaluation.referee import PolicyError
     from ..evaluation.reports.report import run_metadata, write_atomic
@@ -163,7 +163,7 @@ def _run_eval(config: Settings) -> int:
         # are: an edited file never mixes its new rows with checkpointed old ones.
         recorded["episodes_sha256"] = episodes_digest(episodes)
     else:
-        refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], config["seed"])
+        refs = _generated_refs(config, config["seed"])
     notes = skipped(policies, config["tracks"])
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
@@ -244,7 +244,7 @@ def _run_eval(config: Settings) -> int:
 
 
 def _cmd_ablate(settings: Settings) -> int:
-    from ..evaluation.grid import generated_refs, run_grid
+    from ..evaluation.grid import run_grid
     from ..evaluation.reports.compare import ablation_markdown
     from ..evaluation.reports.report import write_atomic
 
@@ -265,7 +265,7 @@ def _cmd_ablate(settings: Settings) -> int:
     for config, policies in configs:
         per_seed = []
         for seed in range(settings.seeds):
-            refs = generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
+            refs = _generated_refs(config, seed)
             jobs = settings.jobs or config["jobs"]
             per_seed.append(
                 run_grid(
@@ -290,3 +290,13 @@ def add_commands(sub: Any) -> None:
     ablate = sub.add_parser("ablate", help="two eval configs over N seeds: mean ± std and paired t-tests")
     ABLATE.add_to(ablate)
     ablate.set_defaults(func=_cmd_ablate, prog=ablate.prog, settings=ABLATE)
+
+
+def _generated_refs(config, seed: int) -> list:
+    """The grid's generated episodes; a length a regime cannot have is an input error naming both."""
+    from ..evaluation.grid import generated_refs
+
+    try:
+        return generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
+    except ValueError as error:
+        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}") from None

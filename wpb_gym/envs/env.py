@@ -177,23 +177,23 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Version History
 
+    * v0, package 0.5.0: the contract regimes open with an unscored warm-up showing every endpoint's
+      starting state (``warmup``), so every change can be classified from the stream, and a
+      requirement relaxed or removed later is no longer critical: their episodes changed.
     * v0, package 0.4.0: defaults ``slots=2`` (was 8), ``dense_reward=True`` (was False) and
       the new ``expire_cost=0.03``; ``slots=8, dense_reward=False, expire_cost=0`` give the
       earlier env. Models saved with 8 slots still load.
-    * v0, package 0.2.0: the slot feature ``same_api`` is 0 for documentation sections and
-      migration guides, which have no ``api`` (it was 1 for those of the current step's
-      family): observations change on streams with documents or guides (``mixed_sizes``,
-      ``contract_mix``, ``doc_prob`` > 0, ``migration_guides``), their sizes do not.
-    * v0, package 0.1.0: the observation gained what a scripted policy may know from the
-      stream it was shown (the ``*_since_seen`` comparisons, ``removed``,
-      ``returns_to_earlier``, ``reverted_expired``, ``fits_if_larger_expired``, the slot
-      feature ``reverted``), and slot 0 of the ``"relevance"`` layout shows the largest item
-      (138 to 159 features at K = 8; earlier models do not load). The contract regimes'
-      snapshots stopped betraying their history, which changed their episodes.
-    * v0: spec v0 and the paper's regimes; later the contract regimes (``breaking``,
-      ``reverts``, ``noisy_priority``, ``mixed_sizes``, ``contract_mix``), the long-stream
-      ids and real-drift episodes (``episodes=``; the base id takes every regime of a file)
-      were added as episode sources, leaving the paper's episodes unchanged.
+    * v0, package 0.2.0: the slot feature ``same_api`` is 0 for documentation sections and migration
+      guides (no ``api``; it was 1 for those of the step's family): observations change on streams
+      with them (``mixed_sizes``, ``contract_mix``, ``doc_prob`` > 0), their sizes do not.
+    * v0, package 0.1.0: the observation gained what a scripted policy may know from the stream
+      (``*_since_seen``, ``removed``, ``returns_to_earlier``, ``reverted_expired``,
+      ``fits_if_larger_expired``, slot feature ``reverted``) and ``"relevance"`` shows the largest
+      item in slot 0 (138 to 159 features at K = 8); the contract regimes' snapshots stopped
+      betraying their history.
+    * v0: spec v0 and the paper's regimes; later the contract regimes (``breaking``, ``reverts``,
+      ``noisy_priority``, ``mixed_sizes``, ``contract_mix``), the long-stream ids and real-drift
+      episodes (``episodes=``) were added as episode sources, leaving the paper's episodes unchanged.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}

@@ -97,8 +97,9 @@ class EpisodeRef:
 
 def generated_refs(regimes: Sequence[str], lengths: Sequence[int], per_condition: int, seed: int) -> list[EpisodeRef]:
     """Episodes 0..per_condition-1 of every (regime, length), generated from ``seed``."""
-    for regime in regimes:
-        make_config(regime)  # an unknown regime fails here, before any work
+    for regime in regimes:  # an unknown regime, or a length it cannot have, fails here before any work
+        for length in lengths:
+            make_config(regime, length=length)
     return [
         EpisodeRef(regime, length, i, seed) for regime in regimes for length in lengths for i in range(per_condition)
     ]

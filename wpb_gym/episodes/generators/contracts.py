@@ -10,6 +10,16 @@ An endpoint's snapshot::
     {"api": "api.v4.endpoint_3", "deprecated": false, "params": ["card_token", "email_limit", "page_scope"],
      "required": ["email_limit"], "version": 4}
 
+With ``warmup`` (on in every contract regime) the stream opens with a *warm-up*: its first
+``api_pool`` steps show each endpoint's starting snapshot once, in a random order, before
+anything changes. Warm-up steps are never critical and have utility 0 (``UTILITY_WARMUP``), so
+they are unscored: a policy loses nothing by skipping them, and a WRITE there is a non-critical
+write like any other. After the warm-up every change comes at an endpoint seen before (a renamed
+endpoint is shown under its new name before it changes again), so comparing with what the
+stream showed can classify it. ``labels["warmup_steps"]`` is their
+number. Without it (``warmup=False``; the contract regimes had none before package 0.5.0) some changes come at an
+endpoint's first sighting, and no policy can tell them from the stream.
+
 A snapshot seen for the first time carries no trace of its history. Parameter names are
 random word pairs and both lists are sorted, so nothing tells when a parameter was added or
 which one disappeared. Endpoints start at versions 1..``FIRST_VERSION_MAX``, so a version
@@ -42,21 +52,23 @@ Reverts (``revert_prob``): a ``remove_param`` / ``require_param`` / ``deprecate`
 stream then shows the endpoint with its previous contract and a higher version. Until then
 the endpoint does not change. A change whose revert arrives within the episode is not
 critical (the end state does not carry it); one whose revert would come after the last
-step is. The revert itself only restores, so
-it is cosmetic.
+step is. The revert itself only restores, so it is cosmetic. Other changes can undo a
+change too: a ``require_param`` whose parameter is later relaxed or removed is not in force
+at the end either, so it is not critical (``undone_changes``).
 
 Critical steps: breaking changes still in force at the end, and rename guides. Utilities:
 ``UTILITY_DRIFT`` (``UTILITY_BURST_DRIFT`` in a burst) for those, ``UTILITY_COSMETIC`` for a
-cosmetic change, a revert or a reverted change, 1 for an unchanged snapshot, 0.5 for an
-exact repeat of the previous step, ``doc_utility`` for a documentation section.
+cosmetic change, a revert, a reverted or undone change, 1 for an unchanged snapshot, 0.5 for an
+exact repeat of the previous step, ``doc_utility`` for a documentation section, 0 for a
+warm-up step.
 Documentation sections (``doc_prob``, ``doc_min_bytes``..``doc_max_bytes``) are never
 critical; a section shown again has new content (a ``doc_edit``, cosmetic).
 
 Labels add to the paper's: ``change_kinds`` (``[step, kind]`` of every change in step order, reverts and doc edits
 included; pairs, not an object, so that a JSONL round trip keeps the steps ``int``),
 ``cosmetic_changes``, ``revert_steps`` and ``reverted_changes`` (aligned: the change that
-each revert rolled back) and ``rename_steps``; ``breaking_changes`` lists the breaking
-changes in force at the end (the critical steps).
+each revert rolled back), ``undone_changes``, ``rename_steps`` and ``warmup_steps``;
+``breaking_changes`` lists the breaking changes in force at the end (the critical steps).
 """
 
 from __future__ import annotations
@@ -66,7 +78,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_COSMETIC, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
+from .utility_scale import (
+    UTILITY_BURST_DRIFT,
+    UTILITY_COSMETIC,
+    UTILITY_DRIFT,
+    UTILITY_ORDINARY,
+    UTILITY_REPEAT,
+    UTILITY_WARMUP,
+)
 
 if TYPE_CHECKING:  # for annotations only: the generator imports this module, not the reverse
     from .paper import GeneratorConfig
@@ -112,7 +131,9 @@ class _ParamNames:
 
 
 class _Endpoint:
-    __slots__ = ("name", "version", "params", "required", "deprecated", "param_names", "renames", "frozen_until")
+    __slots__ = (
+        "name", "version", "params", "required", "deprecated", "param_names", "renames", "frozen_until", "shown"
+    )
 
     def __init__(
         self, index: int, version: int, n_params: int, n_required: int, deprecated: bool, names: _ParamNames
@@ -125,6 +146,7 @@ class _Endpoint:
         self.deprecated = deprecated
         self.renames = 0
         self.frozen_until = -1  # a revert is pending until this step
+        self.shown = False  # its current name's snapshot has been shown (the warm-up's rule)
 
     def api(self) -> str:
         return f"api.v{self.version}.{self.name}"
@@ -200,11 +222,23 @@ def generate_contract_steps(
     reverted: list[int] = []
     revert_steps: list[int] = []
     renames: list[int] = []
+    requirements: list[tuple[int, int, str]] = []  # (step, endpoint, parameter) of each require_param
     doc_sections: set[str] = set()
     prev_obs: Any = None
     prev_endpoint: int | None = None
 
-    for t in range(T):
+    # The warm-up takes the first api_pool steps; the stream after it reads the same per-step
+    # draws at the same indices as without it.
+    warmup = c.api_pool if c.warmup else 0
+    if warmup:
+        for t, i in enumerate(name_rng.permutation(c.api_pool).tolist()):
+            prev_obs = snapshots[i] = endpoints[i].snapshot()
+            endpoints[i].shown = True
+            observations.append(prev_obs)
+            utility[t] = UTILITY_WARMUP
+            prev_endpoint = i
+
+    for t in range(warmup, T):
         in_burst = c.bursts and (t % c.burst_interval) < c.burst_len
         change_value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
         if t in pending_reverts:
@@ -235,6 +269,9 @@ def generate_contract_steps(
                 i = int(endpoint_draw[t])
             e = endpoints[i]
             drift = u_drift[t] < (c.burst_drift_prob if in_burst else c.drift_prob) and t > e.frozen_until
+            # With a warm-up, a renamed endpoint is shown under its new name before it changes again.
+            drift = drift and (e.shown or not warmup)
+            e.shown = True
             kind = None
             if drift:
                 is_breaking = bool(u_class[t] < c.breaking_prob)
@@ -250,6 +287,7 @@ def generate_contract_steps(
                 old_api = e.api()
                 e.renames += 1
                 e.name = f"endpoint_{i}_r{e.renames}"
+                e.shown = False
                 e.version += 1
                 snapshots[i] = e.snapshot()
                 size = int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))
@@ -266,7 +304,9 @@ def generate_contract_steps(
                     e.params = [p for p in e.params if p != victim]
                     e.required = [p for p in e.required if p != victim]
                 elif kind == "require_param":
-                    e.required = [*e.required, optional[int(u_which[t] * len(optional))]]
+                    made_required = optional[int(u_which[t] * len(optional))]
+                    e.required = [*e.required, made_required]
+                    requirements.append((t, i, made_required))
                 elif kind == "deprecate":
                     e.deprecated = True
                 elif kind == "add_param":
@@ -294,7 +334,10 @@ def generate_contract_steps(
         prev_obs = obs
 
     reverted_set = set(reverted)
-    critical = [t for t in breaking if t not in reverted_set]
+    # A requirement relaxed or removed later is no longer in force at the end, reverted or not.
+    undone = [t for t, i, param in requirements if t not in reverted_set and param not in endpoints[i].required]
+    utility[undone] = UTILITY_COSMETIC
+    critical = [t for t in breaking if t not in reverted_set and t not in set(undone)]
     labels = {
         "breaking_changes": critical,
         "change_kinds": [[t, k] for t, k in sorted(change_kinds.items())],
@@ -305,5 +348,8 @@ def generate_contract_steps(
         "revert_steps": revert_steps,
         "reverted_changes": reverted,
         "total_drift_events": len(critical),
+        "undone_changes": undone,
     }
+    if warmup:  # only then: episodes without a warm-up stay byte for byte what they were
+        labels["warmup_steps"] = warmup
     return observations, utility, labels

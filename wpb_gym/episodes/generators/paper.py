@@ -20,10 +20,11 @@ Regimes (``REGIMES``):
   endpoint again (usually with identical content).
 * ``burst_redundancy`` — both.
 
-Discriminative regimes (``change_model="contract"``, see ``contract_generator.py``): every
+Discriminative regimes (``change_model="contract"``, see ``contracts.py``): every
 change raises the version but only breaking changes still in force at the end are critical;
-64 endpoints (some changes come at an endpoint's first sighting, with nothing to compare
-with); priority hint with latent correlation 0.8 (``priority_correlation``).
+64 endpoints, each shown once in a warm-up of the first 64 steps (``warmup``: unscored, it
+shows every endpoint's starting state, so every later change can be classified from the
+stream); priority hint with latent correlation 0.8 (``priority_correlation``).
 
 * ``breaking`` — breaking (param removed / made required, deprecation) vs cosmetic
   (param added, requirement relaxed) changes, half each; ``drift_prob`` 0.2.
@@ -123,7 +124,7 @@ class GeneratorConfig:
     migration_guides: bool = False
     guide_min_bytes: int = 1024
     guide_max_bytes: int = 3072
-    # The contract change model (contract_generator.py); "paper" keeps the paper's streams.
+    # The contract change model (contracts.py); "paper" keeps the paper's streams.
     change_model: str = "paper"
     breaking_prob: float = 0.5
     renames: bool = False
@@ -131,6 +132,8 @@ class GeneratorConfig:
     revert_window: int = 30
     initially_deprecated: float = 0.0
     priority_correlation: float = 1.0
+    # The contract model's warm-up (contracts.py): every endpoint's starting state first.
+    warmup: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -184,6 +187,14 @@ class GeneratorConfig:
                 raise ValueError(
                     f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}"
                 )
+        if self.warmup and self.change_model != "contract":
+            raise ValueError("GeneratorConfig.warmup: only the contract change model has a warm-up")
+        if self.warmup and self.length <= self.api_pool:
+            raise ValueError(
+                f"GeneratorConfig.length: regime {self.regime!r} opens with a warm-up that shows each of its "
+                f"{self.api_pool} endpoints (api_pool) once, so expected more than {self.api_pool} steps, "
+                f"got {self.length} (or warmup=False)"
+            )
         if self.priority_noise < 0 or self.doc_utility < 0:
             raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
 
@@ -201,16 +212,17 @@ class GeneratorConfig:
 
 CHANGE_MODELS = ("paper", "contract")
 
-# The contract regimes' shared settings: 64 endpoints, so that in 200 steps an endpoint is
-# seen about three times and some changes come at its first sighting (nothing to compare
-# with), a tenth of them deprecated from the start (so a deprecated first sighting is a hint
-# of a deprecation, not proof), and a priority hint whose latent has correlation 0.8 with utility.
+# The contract regimes' shared settings: 64 endpoints, each shown once in a warm-up (so that
+# every change comes at an endpoint seen before and can be classified from the stream), a
+# tenth of them deprecated from the start, and a priority hint whose latent has correlation
+# 0.8 with utility.
 _CONTRACT = {
     "change_model": "contract",
     "api_pool": 64,
     "drift_prob": 0.2,
     "initially_deprecated": 0.1,
     "priority_correlation": 0.8,
+    "warmup": True,
 }
 
 REGIMES: dict[str, dict[str, Any]] = {
@@ -219,7 +231,7 @@ REGIMES: dict[str, dict[str, Any]] = {
     "burst_drift": {"bursts": True},
     "redundancy": {"redundancy": True},
     "burst_redundancy": {"bursts": True, "redundancy": True},
-    # Discriminative regimes (contract_generator.py).
+    # Discriminative regimes (contracts.py).
     "breaking": dict(_CONTRACT),
     "reverts": {**_CONTRACT, "drift_prob": 0.3, "revert_prob": 0.5, "revert_window": 60},
     "noisy_priority": {**_CONTRACT, "priority_correlation": 0.5},
