@@ -394,7 +394,11 @@ def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | Non
         return dict(env_config)
     if train_source is not None and isinstance(train_source, (str, Path)):
         _check_held_out(Path(train_source), Path(eval_episodes))
-    return {**env_config, "episodes": str(eval_episodes)}
+    from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
+
+    # The held-out episodes are made: options that generate episodes do not apply to them.
+    kept = {k: v for k, v in env_config.items() if k not in GENERATOR_OPTIONS}
+    return {**kept, "episodes": str(eval_episodes)}
 
 
 def _check_held_out(train: Path, held: Path) -> None:

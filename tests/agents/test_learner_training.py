@@ -84,3 +84,14 @@ def test_learner_training_refuses_the_sb3_options(tmp_path, capsys):
     assert wpb(argv) == 2
     assert "--resume is for the SB3 algorithms, not bandit_ucb" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_generator_options_train_against_held_out_files(tmp_path):
+    # The options that generated the training episodes do not apply to held-out files.
+    from wpb_gym.episodes.frozen import freeze_set
+
+    held = freeze_set(tmp_path / "held", ["breaking"], [20], 3, seed=5, overrides={"api_pool": 8})
+    argv = ["train", "--algo", "epsilon_greedy", "--env-kwargs", "regime=breaking", "api_pool=8", "length=20"]
+    argv += ["--eval-episodes", str(held.root), "--timesteps", "500", "--out", str(tmp_path / "eg"), "--quiet"]
+    assert wpb(argv) == 0
+    assert json.loads((tmp_path / "eg" / "config.json").read_text())["held_out_episodes"] == str(held.root)

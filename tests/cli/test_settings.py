@@ -12,6 +12,7 @@ from wpb_gym.cli import build_parser, main
 from wpb_gym.cli.eval_settings import EVAL, RECORDED
 from wpb_gym.cli.inputs import InputError, parse_int
 from wpb_gym.cli.settings import CommandSettings, Setting, Settings, switch
+from wpb_gym.core.version import __version__
 
 NOT_RECORDED = {"jobs", "backend", "address"}  # where the tasks run never changes results
 
@@ -137,6 +138,9 @@ def test_eval_records_and_hashes_the_same_settings_from_flags_or_a_config(tmp_pa
     runs = [json.loads((tmp_path / name / "run.json").read_text()) for name in ("flags", "yaml")]
     assert runs[0]["config_hash"] == runs[1]["config_hash"]
     assert runs[0]["config"] == runs[1]["config"]
+    # Generated episodes also record the package that made them (a resume under another version
+    # that made other episodes has another checkpoint key).
+    assert runs[0]["config"].pop("generated_by") == f"wpb_gym {__version__}"
     assert set(runs[0]["config"]) == set(RECORDED) == {s.name for s in EVAL.settings if s.in_config} - NOT_RECORDED
     capsys.readouterr()
 

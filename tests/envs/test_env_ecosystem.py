@@ -365,9 +365,9 @@ def test_sb3_make_vec_env(env_id, vec_env_cls, vec_env_kwargs):
 # ---------------------------------------------------------------------------------------- 7. MaskablePPO, Monitor
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_monitor_logs_final_metrics(env_id):
-    env = Monitor(gym.make(env_id), info_keywords=("f1", "recall"))
+    env = Monitor(gym.make(env_id, budget_bytes=102_400), info_keywords=("f1", "recall"))
     _, info = env.reset(seed=0)
-    # Writing whatever fits after the contract regimes' warm-up keeps some critical steps.
+    # Writing every step after the contract regimes' warm-up keeps critical steps (100 KB holds them).
     warmup, t, done = env.unwrapped.episode.labels.get("warmup_steps", 0), 0, False
     while not done:
         _, _, terminated, truncated, info = env.step(1 if info["action_mask"][1] and t >= warmup else 0)

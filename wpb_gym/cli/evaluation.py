@@ -164,6 +164,8 @@ def _run_eval(config: Settings) -> int:
         recorded["episodes_sha256"] = episodes_digest(episodes)
     else:
         refs = _generated_refs(config, config["seed"])
+        # Generated episodes are the package's: a run resumed under another version must not mix them.
+        recorded["generated_by"] = f"wpb_gym {__version__}"
     notes = skipped(policies, config["tracks"])
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
@@ -260,6 +262,7 @@ def _cmd_ablate(settings: Settings) -> int:
         if config.origin_of("seed") != "default":
             raise InputError(f"{path}: seed: an ablation runs seeds 0..--seeds-1 itself; leave 'seed:' out")
         # Both variants are checked before any work.
+        _generated_refs(config, 0)
         configs.append((config, _policy_specs(config["agents"], config["isolate"], run_limits(config))))
     runs = []
     for config, policies in configs:
@@ -299,4 +302,5 @@ def _generated_refs(config, seed: int) -> list:
     try:
         return generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
     except ValueError as error:
-        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}") from None
+        hint = "; `wpb freeze --set warmup=false` makes such episodes for --episodes" if "warm-up" in str(error) else ""
+        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}{hint}") from None

@@ -14,11 +14,12 @@ With ``warmup`` (on in every contract regime) the stream opens with a *warm-up*:
 ``api_pool`` steps show each endpoint's starting snapshot once, in a random order, before
 anything changes. Warm-up steps are never critical and have utility 0 (``UTILITY_WARMUP``), so
 they are unscored: a policy loses nothing by skipping them, and a WRITE there is a non-critical
-write like any other. After the warm-up every change comes at an endpoint seen before (a renamed
-endpoint is shown under its new name before it changes again), so comparing with what the
-stream showed can classify it. ``labels["warmup_steps"]`` is their
-number. Without it (``warmup=False``; the contract regimes had none before package 0.5.0) some changes come at an
-endpoint's first sighting, and no policy can tell them from the stream.
+write like any other; ``labels["warmup_steps"]`` is their number. After the warm-up every
+change to a snapshot comes at an endpoint seen before (a renamed endpoint is shown under its
+new name before it changes again), so comparing with what the stream showed can classify it;
+a rename shows as its guide, critical whatever came before. Without it (``warmup=False``; the
+contract regimes had none before package 0.5.0) some changes come at an endpoint's first
+sighting, and no policy can tell them from the stream.
 
 A snapshot seen for the first time carries no trace of its history. Parameter names are
 random word pairs and both lists are sorted, so nothing tells when a parameter was added or
@@ -334,10 +335,16 @@ def generate_contract_steps(
         prev_obs = obs
 
     reverted_set = set(reverted)
-    # A requirement relaxed or removed later is no longer in force at the end, reverted or not.
-    undone = [t for t, i, param in requirements if t not in reverted_set and param not in endpoints[i].required]
+    # A requirement is in force at the end only if its parameter is required then and no later
+    # requirement of the same parameter replaced it (after a relax in between).
+    in_force: dict[tuple[int, str], int] = {}
+    for t, i, param in requirements:
+        if t not in reverted_set and param in endpoints[i].required:
+            in_force[i, param] = t  # requirements come in step order: the last one stays
+    undone = [t for t, i, param in requirements if t not in reverted_set and in_force.get((i, param)) != t]
     utility[undone] = UTILITY_COSMETIC
-    critical = [t for t in breaking if t not in reverted_set and t not in set(undone)]
+    dropped = reverted_set.union(undone)
+    critical = [t for t in breaking if t not in dropped]
     labels = {
         "breaking_changes": critical,
         "change_kinds": [[t, k] for t, k in sorted(change_kinds.items())],

@@ -193,7 +193,7 @@ class GeneratorConfig:
             raise ValueError(
                 f"GeneratorConfig.length: regime {self.regime!r} opens with a warm-up that shows each of its "
                 f"{self.api_pool} endpoints (api_pool) once, so expected more than {self.api_pool} steps, "
-                f"got {self.length} (or warmup=False)"
+                f"got {self.length} (warmup=False turns the warm-up off)"
             )
         if self.priority_noise < 0 or self.doc_utility < 0:
             raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
