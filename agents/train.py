@@ -361,10 +361,7 @@ def _validation_config(
     for index in range(count):
         env.reset(options={"episode_index": index})
         episodes.append(env.episode)
-    from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
-
-    # The episodes are made: what chose or generated them (generator options included) goes.
-    kept = {k: v for k, v in eval_config.items() if k not in ("episodes", "regime", "length", *GENERATOR_OPTIONS)}
+    kept = _given_episodes(eval_config, "regime", "length")  # they chose the episodes, now made
     return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False, "expire_cost": 0.0}
 
 
@@ -394,11 +391,15 @@ def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | Non
         return dict(env_config)
     if train_source is not None and isinstance(train_source, (str, Path)):
         _check_held_out(Path(train_source), Path(eval_episodes))
+    return {**_given_episodes(env_config), "episodes": str(eval_episodes)}
+
+
+def _given_episodes(env_config: Mapping[str, Any], *also: str) -> dict[str, Any]:
+    """``env_config`` for an env given its episodes: the episode source and the generator
+    options go (they would only apply to generated episodes), and so do ``also``."""
     from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
 
-    # The held-out episodes are made: options that generate episodes do not apply to them.
-    kept = {k: v for k, v in env_config.items() if k not in GENERATOR_OPTIONS}
-    return {**kept, "episodes": str(eval_episodes)}
+    return {k: v for k, v in env_config.items() if k not in ("episodes", *GENERATOR_OPTIONS, *also)}
 
 
 def _check_held_out(train: Path, held: Path) -> None:

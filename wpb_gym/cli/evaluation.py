@@ -302,5 +302,4 @@ def _generated_refs(config, seed: int) -> list:
     try:
         return generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
     except ValueError as error:
-        hint = "; `wpb freeze --set warmup=false` makes such episodes for --episodes" if "warm-up" in str(error) else ""
-        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}{hint}") from None
+        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}") from None
