@@ -73,9 +73,10 @@ learned: $(STAMP)
 	done; \
 	for src in $(REAL_SOURCES); do \
 	  w=$$([ $$src = stripe ] && echo "$(STRIPE_WINDOWS)" || echo "$(TWILIO_WINDOWS)"); \
-	  for stride in 100 10; do \
-	    $(WPB) episodes from-events $(APIDRIFT)/$${src}_snapshots.jsonl --source $$src --length 100 --stride $$stride \
-	      --windows $$w --out runs/real/$${src}_stride$$stride --force > /dev/null; done; \
+	  $(WPB) episodes from-events $(APIDRIFT)/$${src}_snapshots.jsonl --source $$src --length 100 \
+	    --windows $$w --out runs/real/$$src --force > /dev/null; \
+	  $(WPB) episodes from-events $(APIDRIFT)/$${src}_snapshots.jsonl --source $$src --length 100 --stride 10 \
+	    --windows $$w --out runs/real/$${src}_stride10 --force > /dev/null; \
 	  d=runs/learned/real_$$src; e=runs/real/$${src}_stride10; rm -rf $$d; \
 	  for s in $(SEEDS); do \
 	    $(WPB) train --algo maskable_ppo --env-kwargs episodes=$$e/train.jsonl regime=real:$$src \
@@ -84,7 +85,7 @@ learned: $(STAMP)
 	      $(WPB) train --algo $$a --env-kwargs episodes=$$e/train.jsonl regime=real:$$src \
 	        --eval-episodes $$e/valid.jsonl --seed $$s --out $$d/$$a/seed$$s --quiet; done; \
 	  done; \
-	  $(WPB) eval --agents $$(agents $$d) --episodes runs/real/$${src}_stride100/heldout.jsonl --budgets 10KB \
+	  $(WPB) eval --agents $$(agents $$d) --episodes runs/real/$$src/heldout.jsonl --budgets 10KB \
 	    --tracks unprivileged,privileged --out $$d/eval --force --jobs 2 --quiet; \
 	done; \
 	$(WPB) seeds $(foreach r,$(LEARNED_REGIMES),runs/learned/$(r)/eval) $(foreach s,$(REAL_SOURCES),runs/learned/real_$(s)/eval) \

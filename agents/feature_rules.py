@@ -32,6 +32,10 @@ _CONTRACT_CHANGES = (
     "newly_removed_since_seen",
     "restored_since_seen",
 )
+# Yes/no changes; the others are shares of the parameter lists (0..1).
+_CHANGE_FLAGS = frozenset(
+    {"newly_deprecated_since_seen", "undeprecated_since_seen", "newly_removed_since_seen", "restored_since_seen"}
+)
 _BREAKING = (
     "params_removed_since_seen",
     "required_added_since_seen",
@@ -69,6 +73,13 @@ class BreakingRule:
         self._removed = step["removed"]
         self._fits = step["fits"]
         self._changes = [step[name] for name in _CONTRACT_CHANGES]
+        # (changed_since_seen, the contract-change features, which of them are yes/no): what
+        # imitation varies to make counterfactual states.
+        self.contract_change_features = (
+            step["changed_since_seen"],
+            np.array(self._changes),
+            np.array([name in _CHANGE_FLAGS for name in _CONTRACT_CHANGES]),
+        )
         self._breaking = [step[name] for name in _BREAKING]
         self._fits_if_larger_expired = memory_start + MEMORY_FEATURES.index("fits_if_larger_expired")
         self._reverted_expired = memory_start + MEMORY_FEATURES.index("reverted_expired")

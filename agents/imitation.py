@@ -18,6 +18,16 @@ Teachers:
   learns how likely a step is to be critical from its features, as a supervised criticality
   model does, together with the teacher's evictions.
 
+``counterfactuals: N`` (``breaking_rule`` only, whose labels are a function of the observation
+alone) adds, for every labelled state of an endpoint snapshot that differs from its family's
+last shown one (``changed_since_seen``), N copies that show another random combination of
+contract changes (which of
+parameters added / removed, requirements added / removed, deprecated, undeprecated, removed,
+restored, and how large), each labelled by the rule. A stream meets some combinations rarely
+(a parameter added as required, say), and a student that never saw one may take it for the
+common case it resembles; the copies teach the rule over all of them. They train the policy
+only, not the value head (they have no return).
+
 The result is an ordinary MaskablePPO model: ``wpb train`` fine-tunes it with RL afterwards
 (a config's ``imitation:`` section), it saves and loads like any other and evaluates as
 ``sb3:PATH``.
@@ -47,6 +57,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_size": 256,
     "learning_rate": 0.001,
     "validation_episodes": 20,
+    "counterfactuals": 0,  # relabelled copies per state with a contract change (breaking_rule only)
 }
 
 
@@ -123,11 +134,17 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
     merged = {**DEFAULTS, **section}
     if merged["teacher"] not in TEACHERS:
         raise ValueError(f"imitation: teacher: expected one of {TEACHERS}, got {merged['teacher']!r}")
-    for key in ("rounds", "episodes", "epochs", "batch_size", "validation_episodes"):
+    for key in ("rounds", "episodes", "epochs", "batch_size", "validation_episodes", "counterfactuals"):
         value = merged[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < (0 if key == "rounds" else 1):
-            kind = "non-negative" if key == "rounds" else "positive"
+        at_least = 0 if key in ("rounds", "counterfactuals") else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < at_least:
+            kind = "non-negative" if at_least == 0 else "positive"
             raise ValueError(f"imitation: {key}: expected a {kind} int, got {value!r}")
+    if merged["counterfactuals"] and merged["teacher"] != "breaking_rule":
+        raise ValueError(
+            "imitation: counterfactuals need the breaking_rule teacher (the hindsight teacher's labels "
+            "depend on the episode, not on the observation alone)"
+        )
     for key in ("beta", "learning_rate"):
         value = merged[key]
         top = 1 if key == "beta" else 10
@@ -211,9 +228,11 @@ def fit(
             values, log_prob, _ = policy.evaluate_actions(
                 obs_t, torch.as_tensor(actions[index]), action_masks=masks[index]
             )
-            loss = -log_prob.mean() + 0.5 * torch.nn.functional.mse_loss(
-                values.flatten(), torch.as_tensor(returns[index])
-            )
+            loss = -log_prob.mean()
+            target = torch.as_tensor(returns[index])
+            known = ~torch.isnan(target)  # counterfactual states have no return
+            if bool(known.any()):
+                loss = loss + 0.5 * torch.nn.functional.mse_loss(values.flatten()[known], target[known])
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 0.5)
@@ -257,6 +276,8 @@ def dagger(
         beta = config["beta"] ** round_ if round_ else 1.0
         played, rollout_f1 = play_round(model, envs, teachers, config["episodes"], beta, rng)
         data.extend(played)
+        if config["counterfactuals"]:
+            data.extend(counterfactual_states(played, teachers[0], config["counterfactuals"], rng))
         loss = fit(model, data, config["epochs"], config["batch_size"], config["learning_rate"], rng)
         score = validate(model, validation, config["validation_episodes"])
         history.append(
@@ -275,6 +296,28 @@ def dagger(
     assert best is not None
     model.policy.load_state_dict(best[1])
     return history
+
+
+def counterfactual_states(data: Dataset, rule: BreakingRule, copies: int, rng: np.random.Generator) -> Dataset:
+    """``copies`` relabelled variants of each state in ``data`` whose snapshot differs from its
+    family's last shown one (see the module docstring); their returns are NaN."""
+    out = Dataset([], [], [], [])
+    changed, changes, flags = rule.contract_change_features
+    for obs, mask in zip(data.observations, data.masks, strict=True):
+        if not obs[changed]:
+            continue
+        for _ in range(copies):
+            present = rng.random(len(changes)) < 0.5
+            if not present.any():
+                present[rng.integers(len(changes))] = True
+            sizes = np.where(flags, 1.0, rng.uniform(0.05, 1.0, len(changes)))
+            variant = obs.copy()
+            variant[changes] = np.where(present, sizes, 0.0)
+            out.observations.append(variant)
+            out.masks.append(mask)
+            out.actions.append(int(rule(variant)))
+            out.returns.append(float("nan"))
+    return out
 
 
 def validate(model: Any, envs: list[WritePolicyBenchEnv], episodes: int) -> float:

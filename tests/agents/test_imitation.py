@@ -11,7 +11,7 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 from agents.feature_rules import BreakingRule, play
-from agents.imitation import HindsightTeacher, dagger, settings, validate
+from agents.imitation import Dataset, HindsightTeacher, counterfactual_states, dagger, settings, validate
 from agents.train import CONFIG_DIR, RECIPES, load_config, recipe_path
 from wpb_gym.cli import main as wpb
 from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -28,6 +28,8 @@ def test_settings_merge_defaults_and_name_what_is_wrong():
         ({"episodes": 0}, "episodes: expected a positive int"),
         ({"rounds": True}, "rounds: expected a non-negative int"),
         ({"beta": 1.5}, "beta: expected a number in range"),
+        ({"counterfactuals": -1}, "counterfactuals: expected a non-negative int"),
+        ({"counterfactuals": 2, "teacher": "hindsight"}, "counterfactuals need the breaking_rule teacher"),
     ]:
         with pytest.raises(ValueError, match=message):
             settings(bad)
@@ -107,6 +109,48 @@ def test_dagger_teaches_a_policy_network_breaking_detectors_rule():
     envs = [WritePolicyBenchEnv(**{**SHORT, "episode_seed": 777, "episode_order": "cycle"}) for _ in range(2)]
     expected = np.mean([play(env, rule, options={"episode_index": i})["f1"] for i in range(6)])
     assert validate(model, envs, 6) == pytest.approx(expected, abs=0.03)
+
+
+def test_counterfactual_states_vary_the_contract_changes_and_take_the_rules_labels():
+    env = WritePolicyBenchEnv(**{**SHORT, "episode_seed": 3})
+    rule = BreakingRule(env)
+    data = Dataset([], [], [], [])
+    for index in range(12):
+        obs, _ = env.reset(options={"episode_index": index})
+        done = False
+        while not done:
+            data.extend(Dataset([obs], [env.action_masks()], [rule(obs)], [0.0]))
+            obs, _, done, _, _ = env.step(rule(obs))
+    changed, columns, flags = rule.contract_change_features
+    out = counterfactual_states(data, rule, 4, np.random.default_rng(0))
+    sources = [(o, m) for o, m in zip(data.observations, data.masks, strict=True) if o[changed]]
+    assert len(out.actions) == 4 * len(sources) > 300
+    assert out.actions == [rule(o) for o in out.observations] and np.isnan(out.returns).all()
+    others = np.ones(len(data.observations[0]), dtype=bool)
+    others[columns] = False
+    combinations = set()
+    for k, variant in enumerate(out.observations):
+        source, mask = sources[k // 4]
+        assert np.array_equal(variant[others], source[others]) and out.masks[k] is mask  # only the changes vary
+        shown = variant[columns]
+        assert shown.any() and np.all(shown[flags] != 0.5) and np.all((shown >= 0) & (shown <= 1))
+        combinations.add(tuple(shown > 0))
+    assert len(combinations) > 100  # of the 255: combinations the stream itself rarely shows
+    assert {0, 1} <= set(out.actions)  # both the rule's answers are taught
+
+
+def test_dagger_with_counterfactuals_trains_on_them_without_a_return():
+    from stable_baselines3.common.env_util import make_vec_env
+
+    torch.set_num_threads(1)
+    kwargs = {**SHORT, "episode_seed": 0}
+    histories = []
+    for copies in (0, 2):
+        model = MaskablePPO("MlpPolicy", make_vec_env(WritePolicyBenchEnv, 1, seed=0, env_kwargs=SHORT), seed=0)
+        config = {"rounds": 0, "episodes": 4, "epochs": 1, "validation_episodes": 2, "counterfactuals": copies}
+        histories.append(dagger(model, kwargs, {**kwargs, "episode_seed": 1}, config, seed=0)[0])
+        assert np.isfinite(histories[-1]["loss"])  # NaN returns are left out of the value loss
+    assert histories[1]["samples"] > histories[0]["samples"] + 4 * 10
 
 
 def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, monkeypatch):

@@ -23,7 +23,9 @@ from wpb_gym.episodes.real.episodes import (
     observation,
     parse_windows,
 )
+from wpb_gym.episodes.real.openapi_changes import replay_events
 from wpb_gym.episodes.sources import read_episodes
+from wpb_gym.evaluation.reports.decidability import undecidable_critical_steps
 
 START = dt.datetime(2020, 1, 1, 9, 0, 0)
 
@@ -132,7 +134,7 @@ def test_critical_means_durable_breaking(reverted_after_days, window, count_reve
 
 def test_episode_labels_steps_and_priority():
     events = synthetic_log()
-    cut = cut_period(events, Period("all", None, None), options())
+    cut = cut_period(events, Period("all", None, None), options(warmup=False))
     changes = [e for e in events if e.change != ("initial",)]
     assert cut.change_events == len(changes) and cut.windows == len(changes) // 20
     assert cut.tail_events == len(changes) % 20
@@ -154,13 +156,120 @@ def test_episode_labels_steps_and_priority():
 
 def test_windows_stride_and_min_critical():
     events = synthetic_log()
-    every = cut_period(events, Period("all", None, None), options(length=10, stride=5, min_critical=0))
+    every = cut_period(events, Period("all", None, None), options(length=10, stride=5, min_critical=0, warmup=False))
     assert len(every.episodes) == every.windows == (every.change_events - 10) // 5 + 1
     assert every.episodes[1].steps[0].observation == every.episodes[0].steps[5].observation
-    strict = cut_period(events, Period("all", None, None), options(length=10, stride=5, min_critical=3))
+    strict = cut_period(events, Period("all", None, None), options(length=10, stride=5, min_critical=3, warmup=False))
     assert len(strict.episodes) + strict.too_few_critical == strict.windows
     assert strict.too_few_critical > 0 and all(len(e.critical_steps) >= 3 for e in strict.episodes)
     assert [e.labels["episode_id"] for e in strict.episodes] == [f"toy/all/{i}" for i in range(len(strict.episodes))]
+
+
+def test_warmup_shows_each_changed_endpoint_as_it_stood_before_the_window():
+    events = synthetic_log()
+    changes = [e for e in events if not e.initial]
+    cut = cut_period(events, Period("all", None, None), options(min_critical=0))
+    assert cut.windows == len(cut.episodes) > 3
+    used, in_change_order = [], []
+    for episode in cut.episodes:
+        w, n = episode.labels["warmup_steps"], episode.labels["change_events"]
+        assert len(episode) == 20 and w + n == 20 and w > 0
+        window = changes[len(used) : len(used) + n]
+        used += window
+        assert [s.observation for s in episode.steps[w:]] == [observation(e) for e in window]
+        # The warm-up, literally: the log replayed up to the window, one snapshot per endpoint the
+        # window changes (and at most one more, whose change the next window holds).
+        before = replay_events(events[: events.index(window[0])])
+        warmup = [s.observation for s in episode.steps[:w]]
+        for obs in warmup:
+            state = before[obs["api"]]
+            assert (obs["params"], obs["required"], obs["deprecated"]) == (
+                sorted(state.params), sorted(state.required), state.deprecated
+            )
+        changed = list(dict.fromkeys(e.api for e in window))
+        in_change_order.append([o["api"] for o in warmup if o["api"] in changed] == changed)
+        assert set(changed) <= {o["api"] for o in warmup} and len(warmup) - len(set(changed)) in (0, 1)
+        assert len({o["api"] for o in warmup}) == w
+        # Unscored, never critical, and every critical step decidable from the stream.
+        assert list(episode.utilities[:w]) == [0.0] * w
+        assert min(episode.critical_steps, default=w) >= w and min(episode.labels["breaking_events"], default=w) >= w
+        assert [k for k, _ in episode.labels["change_kinds"]] == list(range(w, 20))
+        assert undecidable_critical_steps(episode) == ()
+    assert used == changes[: len(used)] and cut.tail_events == len(changes) - len(used)  # back to back
+    assert not all(in_change_order)  # the warm-up's order does not tell which endpoint changes first
+
+
+def test_warmup_options_and_episodes_without_it(log, tmp_path):
+    for flag, warm in (("--no-warmup", False), ("--warmup", True)):
+        out = tmp_path / flag
+        argv = ["episodes", "from-events", str(log), "--source", "toy", "--length", "20", flag, "--out", str(out)]
+        assert main(argv) == 0
+        assert all(("warmup_steps" in e.labels) is warm for e in read_episodes(out / "train.jsonl"))
+        assert open_frozen_set(out).files[0].generator["options"]["warmup"] is warm
+    with pytest.raises(ValueError, match="length: expected >= 2 with a warm-up"):
+        options(length=1)
+    assert len(cut_period(synthetic_log(), Period("all", None, None), options(length=1, warmup=False)).episodes) > 0
+    with pytest.raises(ValueError, match="warmup: expected true or false"):
+        options(warmup="yes")
+    plain = cut_period(synthetic_log(), Period("all", None, None), options(warmup=False)).episodes[0]
+    assert "warmup_steps" not in plain.labels and "change_events" not in plain.labels
+    events = synthetic_log()
+    changes = [e for e in events if not e.initial]
+    overlapping = cut_period(events, Period("all", None, None), options(stride=5, min_critical=0))
+    assert len(overlapping.episodes) > 20
+    for k, episode in enumerate(overlapping.episodes):  # episode k opens at change event 5k
+        w = episode.labels["warmup_steps"]
+        assert episode.steps[w].observation == observation(changes[5 * k])
+        before = replay_events(events[: events.index(changes[5 * k])])
+        for step in episode.steps[:w]:
+            assert sorted(before[step.observation["api"]].params) == step.observation["params"]
+
+
+def _event(seq, api, change, params, **details):
+    day = dt.date(2021, 1, 1) + dt.timedelta(days=seq)
+    return ChangeEvent(
+        date=f"{day}T12:00:00Z", version=f"r{seq}", commit=f"{seq:010x}", seq=seq, api=api, operation_id=None,
+        params=tuple(params), required=(), deprecated=False, change=change,
+        breaking=bool(set(change) & BREAKING_TYPES), **details,
+    )  # fmt: skip
+
+
+def test_warmup_of_removed_renamed_and_new_endpoints():
+    """Shown: what existed before the window, as it stood (its own date and revision), under the
+    name it had; not an endpoint removed before the window, nor one added in it. The endpoint
+    that fills the last step opens the next window with its change."""
+    log = [
+        _event(0, "GET /a", ("initial",), ["p1"]),
+        _event(0, "GET /b", ("initial",), ["p1"]),
+        _event(0, "GET /c/{id}", ("initial",), ["p1"]),
+        _event(1, "GET /b", ("endpoint_removed",), ["p1"]),
+        _event(2, "GET /a", ("param_added",), ["p1", "p2"], added=("p2",)),  # the period starts here
+        _event(3, "GET /b", ("endpoint_added",), ["p1"]),
+        _event(4, "GET /c/{cid}", ("path_param_renamed",), ["p1"], previous_api="GET /c/{id}"),
+        _event(5, "GET /d", ("endpoint_added",), ["q"]),
+        _event(6, "GET /a", ("param_removed",), ["p2"], removed=("p1",)),
+        _event(7, "GET /c/{cid}", ("param_added",), ["p1", "p3"], added=("p3",)),
+    ]
+    period = Period("later", dt.date(2021, 1, 3), None)
+
+    def steps(episode):
+        w = episode.labels["warmup_steps"]
+        shown = sorted((s.observation["api"], s.observation["version"], s.observation["date"][:10])
+                       for s in episode.steps[:w])  # fmt: skip
+        return shown, [s.observation["version"] for s in episode.steps[w:]]
+
+    whole = cut_period(log, period, options(length=8, min_critical=0)).episodes
+    assert [steps(e) for e in whole] == [
+        ([("GET /a", 0, "2021-01-01"), ("GET /c/{id}", 0, "2021-01-01")], [2, 3, 4, 5, 6, 7])
+    ]
+    cut = cut_period(log, period, options(length=4, min_critical=0))
+    assert [steps(e) for e in cut.episodes] == [
+        ([("GET /a", 0, "2021-01-01"), ("GET /c/{id}", 0, "2021-01-01")], [2, 3]),  # /c shown, its change next
+        ([("GET /a", 2, "2021-01-03"), ("GET /c/{id}", 0, "2021-01-01")], [4, 5]),  # /a shown, its change next
+        ([("GET /a", 2, "2021-01-03"), ("GET /c/{cid}", 4, "2021-01-05")], [6, 7]),
+    ]
+    assert cut.tail_events == 0
+    assert all(len(e) == 4 for e in cut.episodes)
 
 
 def test_parse_windows_and_their_errors():
@@ -279,3 +388,17 @@ def test_training_refuses_held_out_episodes_that_are_not(log, tmp_path):
         _held_out_env({"episodes": str(late / "train.jsonl")}, held)
     with pytest.raises(ValueError, match="needs held-out episodes"):
         _held_out_env({"episodes": str(train)}, None)
+
+
+@pytest.mark.parametrize("warmup, digest", [(True, "30d15f3d769bff8b"), (False, "f74da1b3eff22628")])
+def test_real_episodes_are_pinned(warmup, digest):
+    """Golden: the episodes of the toy log, with the warm-up and without it (the latter as they
+    were before the warm-up existed)."""
+    import hashlib
+
+    from wpb_gym.episodes.jsonl import dumps_episode
+
+    h = hashlib.sha256()
+    for episode in cut_period(synthetic_log(), Period("all", None, None), options(warmup=warmup)).episodes:
+        h.update(dumps_episode(episode).encode())
+    assert h.hexdigest()[:16] == digest

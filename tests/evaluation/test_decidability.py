@@ -1,4 +1,5 @@
-"""What a stream-only policy can decide: first sightings, and the bound that leaves them out."""
+"""What a stream-only policy can decide: first sightings, changes that do not show, and the
+bound that leaves them out."""
 
 from __future__ import annotations
 
@@ -36,6 +37,23 @@ def test_a_first_sighting_is_undecidable_unless_it_shows_the_endpoint_removed():
     assert (d.critical, d.undecidable, d.undecidable_share) == (4, 1, 0.25)
     assert d.bounds[10_000].f1 == 1.0 and d.decidable_bounds[10_000] == 2 * 3 / (3 + 4)
     assert d.decidable_bounds[0] == 0.0
+
+
+def test_a_repeat_whose_change_does_not_show_is_undecidable():
+    e = episode(
+        [
+            {"api": "GET /v1/a", "params": ["x"], "required": [], "version": 1},  # 0: first sighting, not critical
+            {"api": "GET /v1/a", "params": ["x"], "required": [], "version": 2},  # 1: same contract: undecidable
+            {"api": "GET /v1/a", "params": ["x"], "required": ["x"], "version": 3},  # 2: required: decidable
+            {"api": "api.v1.b", "params": ["y"]},  # 3: first sighting, not critical
+            {"api": "api.v2.b", "params": ["y"]},  # 4: the api's version rose: decidable
+            {"api": "api.v2.b", "params": ["y"], "deprecated": False},  # 5: same contract: undecidable
+            {"api": "api.v2.b", "params": ["y"], "deprecated": True},  # 6: deprecated: decidable
+            {"api": "api.v2.b", "removed": True},  # 7: removed: decidable
+        ],
+        critical=[1, 2, 4, 5, 6, 7],
+    )
+    assert undecidable_critical_steps(e) == (1, 5)
 
 
 def test_no_stream_only_policy_of_ours_passes_the_decidable_bound():

@@ -26,6 +26,7 @@ from .inputs import (
     InputError,
     budget_text,
     input_error,
+    parse_bool,
     parse_float,
     parse_int,
     parse_ints,
@@ -127,6 +128,7 @@ def _cmd_episodes_from_events(args: Settings) -> int:
             min_critical=args.min_critical,
             priority_correlation=args.priority_correlation,
             seed=args.seed,
+            warmup=args.warmup,
         )
         periods = None if args.windows == "auto" else parse_windows(args.windows)
         frozen = episodes_from_events(
@@ -212,8 +214,8 @@ def _cmd_inspect(args: Settings) -> int:
     rows.sort(key=lambda r: (str(r[1]), int(r[2]), r[5]))
     print("Exact hindsight oracle per file (means over episodes): U*(B) = best retained utility,")
     print("F1 bound = best F1 a WRITE-only policy can reach within B; undecidable = share of critical steps")
-    print("a stream-only policy cannot tell (endpoint first sightings); decidable = the F1 bound keeping only")
-    print("the others (wpb_gym.evaluation.reports.decidability).")
+    print("a stream-only policy cannot tell (endpoint first sightings, and repeats whose change does not show);")
+    print("decidable = the F1 bound keeping only the others (wpb_gym.evaluation.reports.decidability).")
     print(markdown_table(header, rows))
     return 0
 
@@ -272,7 +274,15 @@ FROM_EVENTS = CommandSettings(
             "events", parse_path, "the change-event log (.jsonl or .jsonl.gz)", positional=True, required=True
         ),
         Setting("source", parse_text, "the API's name; the regime is real:SOURCE", required=True),
-        Setting("length", partial(parse_int, minimum=1), "change events per episode", default=200),
+        Setting("length", partial(parse_int, minimum=1), "steps per episode, warm-up included", default=200),
+        Setting(
+            "warmup",
+            parse_bool,
+            "open each episode with an unscored warm-up showing the state before the window of each endpoint it "
+            "changes (--no-warmup: change events only)",
+            default=True,
+            switch=True,
+        ),
         Setting(
             "windows",
             parse_text,
@@ -287,7 +297,11 @@ FROM_EVENTS = CommandSettings(
             "share of change events held out by --windows auto, in (0, 1)",
             default=0.3,
         ),
-        Setting("stride", partial(parse_int, minimum=1), "events between episode starts (default: --length)"),
+        Setting(
+            "stride",
+            partial(parse_int, minimum=1),
+            "change events between episode starts (default: each episode starts where the one before ended)",
+        ),
         Setting(
             "min_critical", partial(parse_int, minimum=0), "leave out windows with fewer critical steps", default=1
         ),

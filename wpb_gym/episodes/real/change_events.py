@@ -179,6 +179,17 @@ def endpoint_key(api: str) -> str:
     return re.sub(r"\{[^}]*\}", "{}", api)
 
 
+def apply_event(states: dict[str, Any], event: ChangeEvent, value: Any) -> None:
+    """Replay ``event`` onto ``states`` (endpoint key -> what is kept of the endpoint): a renamed
+    endpoint leaves its old key, a removed one its key, and any other event sets ``value``."""
+    if event.previous_api is not None:
+        states.pop(endpoint_key(event.previous_api), None)
+    if event.removed_endpoint:
+        states.pop(event.endpoint_key, None)
+    else:
+        states[event.endpoint_key] = value
+
+
 def order_changes(changes: Iterable[str]) -> tuple[str, ...]:
     """Change types deduplicated and in canonical order (raises ``KeyError`` on an unknown type)."""
     return tuple(sorted(set(changes), key=_CHANGE_ORDER.__getitem__))
@@ -278,7 +289,7 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[ChangeEvent]:
     path = Path(path)
     last: ChangeEvent | None = None
     seen_in_commit: set[str] = set()
-    live: set[str] = set()
+    live: dict[str, None] = {}  # the endpoints that exist, replayed by apply_event
     with open_text(path, "r") as fh:
         for lineno, text in enumerate(fh, start=1):
             if not text.strip():
@@ -309,12 +320,7 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[ChangeEvent]:
                     raise ChangeEventError(path, lineno, "change", f"endpoint_added but {event.api!r} exists")
                 if "endpoint_added" not in event.change and not exists:
                     raise ChangeEventError(path, lineno, "api", f"{event.api!r} changes but does not exist")
-            if event.previous_api is not None:
-                live.discard(endpoint_key(event.previous_api))
-            if event.removed_endpoint:
-                live.discard(key)
-            else:
-                live.add(key)
+            apply_event(live, event, None)
             last = event
             yield event
     if last is None:

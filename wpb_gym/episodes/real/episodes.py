@@ -3,12 +3,12 @@
 ``wpb episodes from-events LOG --source stripe --out DIR`` reads a change-event log
 (``change_events.py``; ``wpb ingest openapi`` writes one from a git history), splits its
 chronological stream into named time periods (``--windows``), cuts each period into
-episodes of ``length`` consecutive change events and freezes them as one set: a file per
+episodes of ``length`` steps and freezes them as one set: a file per
 period (``train.jsonl``, ``heldout.jsonl``) and a ``MANIFEST.json`` pinning the log's sha256
 and every option. Pass one file to the environment, ``wpb eval`` or ``wpb train``
 (``episodes=DIR/train.jsonl``); it is verified against the manifest.
 
-A step is one event: the endpoint's snapshot right after the change, nothing about the
+A change event is one step: the endpoint's snapshot right after the change, nothing about the
 change itself::
 
     {"api": "POST /v1/charges", "date": "2019-05-16T18:40:57Z", "deprecated": false,
@@ -23,6 +23,14 @@ and are not steps. As in the ``contract`` regimes, telling a breaking change fro
 one takes the endpoint's previous snapshot, which a policy has only if it kept it; a change
 nested below a top-level parameter (``nested_param_*``) does not show at all.
 
+With ``warmup`` (the default) an episode opens with a *warm-up*, as the ``contract`` regimes
+do: for each endpoint its change events touch that existed before them, the snapshot of the
+endpoint's latest event before the episode's first change event (the log replayed from its
+``initial`` lines), in a random order. Warm-up steps are unscored (``UTILITY_WARMUP``, never
+critical), so every change the episode shows comes at an endpoint shown before it and can be
+classified from the stream, unless it is nested or comes with a renamed path parameter (the
+stream then shows the endpoint under a name it has not shown).
+
 Critical steps are the *durable* breaking changes: breaking events (``change_events.BREAKING_TYPES``)
 except those whose ``reverted_after_days`` is at most ``revert_window_days`` (default 30: the
 log's README marks shorter-lived changes as artefacts, e.g. a commit that regressed the spec
@@ -35,21 +43,27 @@ other change. The privileged ``priority`` is the ``contract`` regimes' hint: ``P
 sqrt(1 - rho^2) * N(0, 1))`` of the episode's standardised utility, ``rho =
 priority_correlation`` (0.8), drawn from a stream keyed by source, period, seed and index.
 
-Windows: within a period, episode ``k`` holds the change events ``k * stride ..
-k * stride + length - 1`` (``stride`` defaults to ``length``: no overlap); an incomplete tail
-is left out, and so is every window with fewer than ``min_critical`` (1) critical steps, so
-that each episode contains breaking changes. Periods are whole UTC days and may not overlap,
-so training and held-out episodes never share a moment of history. ``--windows auto`` (the
+Windows: an episode has ``length`` steps. Without the warm-up they are ``length`` consecutive
+change events; with it, the warm-up and the change events share them: consecutive events are
+taken, each preceded in the warm-up by its endpoint if not shown yet, until the steps are
+filled (when one step is left for an endpoint and its change, the endpoint is shown and the
+change is left out). Episodes start where the one before ended (so that change opens the next
+one), or every ``stride`` change events (overlapping when ``stride`` is shorter than a window,
+leaving gaps when longer). An incomplete tail is left out, and so is every window with fewer
+than ``min_critical`` (1) critical steps, so that each episode contains breaking changes.
+Periods are whole UTC days and may not overlap, so training and held-out episodes never share
+a moment of history. ``--windows auto`` (the
 default) ends ``train`` on the day before the one where the last ``heldout_fraction`` (0.3)
 of the change events begins.
 
 Labels: ``critical_steps`` and ``breaking_changes`` (the same: durable breaking changes),
 ``total_drift_events`` (their number), ``breaking_events`` (every breaking event),
 ``reverted_changes`` (breaking events left out as reverted), ``change_kinds`` (``[step,
-"type+type"]`` per step), ``commits`` (the distinct spec commits), ``first_date`` /
-``last_date``, ``first_seq`` / ``last_seq``, ``window``, ``deprecated_apis``,
-``utility_by_step``, ``max_utility``, ``episode_id`` (``source/window/index``), ``mode``
-(the regime, ``real:SOURCE``) and ``seed``.
+"type+type"]`` per change event), ``commits`` (the distinct spec commits), ``first_date`` /
+``last_date``, ``first_seq`` / ``last_seq`` (of the change events), ``window``,
+``deprecated_apis``, ``utility_by_step``, ``max_utility``, ``episode_id``
+(``source/window/index``), ``mode`` (the regime, ``real:SOURCE``), ``seed``, and with the
+warm-up ``warmup_steps`` (the first steps) and ``change_events`` (the others).
 """
 
 from __future__ import annotations
@@ -67,9 +81,9 @@ import numpy as np
 from ...core.types import Episode, Step, frozen_instance
 from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.paper import correlated_priority, episode_seed
-from ..generators.utility_scale import UTILITY_COSMETIC, UTILITY_DRIFT
+from ..generators.utility_scale import UTILITY_COSMETIC, UTILITY_DRIFT, UTILITY_WARMUP
 from ..jsonl import write_jsonl
-from .change_events import ChangeEvent, read_events
+from .change_events import ChangeEvent, apply_event, endpoint_key, read_events
 
 REGIME_PREFIX = "real:"
 _SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -88,6 +102,7 @@ class RealEpisodeOptions:
     min_critical: int = 1
     priority_correlation: float = 0.8
     seed: int = 0
+    warmup: bool = True
 
     def __post_init__(self) -> None:
         if not _SOURCE_NAME.match(self.source):
@@ -104,14 +119,14 @@ class RealEpisodeOptions:
             raise ValueError(f"priority_correlation: expected a value in [0, 1], got {self.priority_correlation}")
         if self.seed < 0:
             raise ValueError(f"seed: expected >= 0, got {self.seed}")
+        if not isinstance(self.warmup, bool):
+            raise ValueError(f"warmup: expected true or false, got {self.warmup!r}")
+        if self.warmup and self.length < 2:
+            raise ValueError(f"length: expected >= 2 with a warm-up (an endpoint and its change), got {self.length}")
 
     @property
     def regime(self) -> str:
         return REGIME_PREFIX + self.source
-
-    @property
-    def step_stride(self) -> int:
-        return self.length if self.stride is None else self.stride
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,30 +226,44 @@ def observation(event: ChangeEvent) -> dict[str, Any]:
     return obs
 
 
-def build_episode(events: Sequence[ChangeEvent], options: RealEpisodeOptions, period: str, index: int) -> Episode:
-    """The episode whose steps are ``events`` (already cut), episode ``index`` of ``period``."""
-    critical = [t for t, e in enumerate(events) if is_critical(e, options)]
-    critical_set = set(critical)
-    utility = np.array([UTILITY_DRIFT if t in critical_set else UTILITY_COSMETIC for t in range(len(events))])
+def build_episode(
+    events: Sequence[ChangeEvent],
+    options: RealEpisodeOptions,
+    period: str,
+    index: int,
+    warmup: Sequence[ChangeEvent] = (),
+) -> Episode:
+    """Episode ``index`` of ``period``: the snapshots set by the ``warmup`` events (unscored), in
+    a random order, then the change ``events`` (already cut)."""
     rng = np.random.default_rng(episode_seed(f"{options.regime}/{period}", options.seed, index))
+    # Its own stream, so that the warm-up's order leaves the priority draws as they were.
+    order = np.random.default_rng(episode_seed(f"{options.regime}/{period}/warmup", options.seed, index))
+    shown = [warmup[i] for i in order.permutation(len(warmup)).tolist()]
+    w = len(shown)
+    critical = [w + t for t, e in enumerate(events) if is_critical(e, options)]
+    critical_set = set(critical)
+    utility = np.array(
+        [UTILITY_WARMUP] * w
+        + [UTILITY_DRIFT if w + t in critical_set else UTILITY_COSMETIC for t in range(len(events))]
+    )
     if options.priority_correlation < 1.0:
         priority = correlated_priority(utility, options.priority_correlation, rng)
     else:
         priority = utility / UTILITY_DRIFT
     priority = np.clip(priority, 0.0, 1.0)
-    observations = [observation(e) for e in events]
+    observations = [observation(e) for e in (*shown, *events)]
     steps = tuple(
         frozen_instance(Step, {"t": t, "observation": obs, "metadata": {"mode": options.regime, "priority": p}})
         for t, (obs, p) in enumerate(zip(observations, priority.tolist(), strict=True))
     )
-    breaking = [t for t, e in enumerate(events) if e.breaking]
+    breaking = [w + t for t, e in enumerate(events) if e.breaking]
     labels = {
         "breaking_changes": critical,
         "breaking_events": breaking,
-        "change_kinds": [[t, "+".join(e.change)] for t, e in enumerate(events)],
+        "change_kinds": [[w + t, "+".join(e.change)] for t, e in enumerate(events)],
         "commits": len({e.seq for e in events}),
         "critical_steps": critical,
-        "deprecated_apis": len({o["api"] for o in observations if o["deprecated"]}),
+        "deprecated_apis": len({o["api"] for o in observations[w:] if o["deprecated"]}),
         "episode_id": f"{options.source}/{period}/{index}",
         "first_date": events[0].date,
         "first_seq": events[0].seq,
@@ -248,6 +277,9 @@ def build_episode(events: Sequence[ChangeEvent], options: RealEpisodeOptions, pe
         "utility_by_step": dict(enumerate(utility.tolist())),
         "window": period,
     }
+    if options.warmup:  # only then: episodes without a warm-up stay byte for byte what they were
+        labels["change_events"] = len(events)
+        labels["warmup_steps"] = w
     return Episode(steps=steps, labels=dict(sorted(labels.items())))
 
 
@@ -263,20 +295,74 @@ class PeriodCut:
     tail_events: int
 
 
+class _ReplayedStates:
+    """The endpoints' latest events (``initial`` lines included) before a given change event,
+    replayed once, forwards, over the whole log: the documentation as it stood then."""
+
+    def __init__(self, events: Sequence[ChangeEvent]) -> None:
+        self._events = events
+        self._next = 0
+        self.latest: dict[str, ChangeEvent] = {}
+
+    def before(self, event: ChangeEvent) -> dict[str, ChangeEvent]:
+        """The state just before ``event`` (each call must name an event later than the last)."""
+        while self._events[self._next] is not event:
+            passed = self._events[self._next]
+            apply_event(self.latest, passed, passed)
+            self._next += 1
+        return self.latest
+
+
+def _warmup_window(
+    changes: Sequence[ChangeEvent], start: int, state: dict[str, ChangeEvent], length: int
+) -> tuple[list[ChangeEvent], list[ChangeEvent]] | None:
+    """``length`` steps from ``changes[start]`` on: the change events, each preceded (in the
+    warm-up) by its endpoint's state before the window if the endpoint existed then; ``None``
+    when the period ends first. When one step is left for an endpoint and its change, the
+    endpoint is shown and its change is left out."""
+    warmup: list[ChangeEvent] = []
+    window: list[ChangeEvent] = []
+    shown: set[str] = set()
+    i = start
+    while len(warmup) + len(window) < length:
+        if i == len(changes):
+            return None
+        event = changes[i]
+        key = endpoint_key(event.previous_api) if event.previous_api is not None else event.endpoint_key
+        if key in state and key not in shown:
+            shown.add(key)
+            warmup.append(state[key])
+            if len(warmup) + len(window) == length:
+                break
+        window.append(event)
+        i += 1
+    return warmup, window
+
+
 def cut_period(events: Sequence[ChangeEvent], period: Period, options: RealEpisodeOptions) -> PeriodCut:
-    """Episodes of ``length`` consecutive change events of ``period`` (see the module docstring)."""
+    """Episodes of ``length`` steps cut from the change events of ``period`` (see the module docstring)."""
     changes = [e for e in events if not e.initial and period.contains(e)]
-    length, stride = options.length, options.step_stride
-    starts = list(range(0, len(changes) - length + 1, stride))
-    episodes, dropped = [], 0
-    for start in starts:
-        window = changes[start : start + length]
+    length, stride = options.length, options.stride
+    episodes: list[Episode] = []
+    windows = dropped = covered = 0
+    replay = _ReplayedStates(events) if options.warmup else None
+    start = 0
+    while start < len(changes):
+        if replay is None:
+            cut = ([], changes[start : start + length]) if start + length <= len(changes) else None
+        else:
+            cut = _warmup_window(changes, start, replay.before(changes[start]), length)
+        if cut is None:
+            break
+        warmup, window = cut
+        windows += 1
+        covered = max(covered, start + len(window))
         if sum(is_critical(e, options) for e in window) < options.min_critical:
             dropped += 1
-            continue
-        episodes.append(build_episode(window, options, period.name, len(episodes)))
-    covered = starts[-1] + length if starts else 0
-    return PeriodCut(period, len(changes), tuple(episodes), len(starts), dropped, len(changes) - covered)
+        else:
+            episodes.append(build_episode(window, options, period.name, len(episodes), warmup))
+        start += len(window) if stride is None else stride
+    return PeriodCut(period, len(changes), tuple(episodes), windows, dropped, len(changes) - covered)
 
 
 def episodes_from_events(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from .change_events import BREAKING_TYPES, ChangeEvent, endpoint_key, order_changes
+from .change_events import BREAKING_TYPES, ChangeEvent, apply_event, order_changes
 from .openapi_spec import EndpointState, dotted
 
 #: The change type each detail field of an event explains.
@@ -244,18 +244,14 @@ def replay_events(
     """
     states = dict(start or {})
     for event in events:
-        if event.previous_api is not None:
-            states.pop(endpoint_key(event.previous_api), None)
-        if event.removed_endpoint:
-            states.pop(event.endpoint_key, None)
-        else:
-            states[event.endpoint_key] = EndpointState(
-                api=event.api,
-                operation_id=event.operation_id,
-                params=frozenset(event.params),
-                required=frozenset(event.required),
-                deprecated=event.deprecated,
-            )
+        state = EndpointState(
+            api=event.api,
+            operation_id=event.operation_id,
+            params=frozenset(event.params),
+            required=frozenset(event.required),
+            deprecated=event.deprecated,
+        )
+        apply_event(states, event, state)
     return states
 
 

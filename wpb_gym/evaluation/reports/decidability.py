@@ -1,11 +1,18 @@
 """How much of an episode's headroom a policy that sees only the stream can reach at all.
 
 A stream-only policy judges a snapshot by comparing it with what the stream showed before.
-An endpoint snapshot at its family's *first sighting* has nothing before it: whether it is a
-change (and critical) cannot be told from the stream, short of guessing, unless the snapshot
-announces itself by showing the endpoint ``removed``. Such critical steps are *undecidable*.
-Migration guides, documentation sections and later snapshots of a family are decidable in
-this sense (their content or the comparison can tell).
+Two kinds of critical endpoint snapshot are *undecidable*, short of guessing:
+
+- at its family's *first sighting* it has nothing before it, so whether it is a change (and
+  critical) cannot be told, unless the snapshot announces itself by showing the endpoint
+  ``removed``;
+- a later sighting whose ``api``, parameters, required parameters, deprecated and removed flags
+  are those of the family's last shown snapshot: the change does not show (on real drift, a
+  change nested below a top-level parameter; every real step after the warm-up is a change, so
+  that the spec revision in ``version`` has risen tells nothing).
+
+Migration guides, documentation sections and the other snapshots are decidable in this sense
+(their content or the comparison can tell).
 
 The *decidable F1 bound* is the hindsight F1 bound (``wpb_gym.scoring.oracle.hindsight_f1_bound``)
 when only the decidable critical steps may be kept, while F1 still counts every critical step:
@@ -21,22 +28,26 @@ from dataclasses import dataclass
 
 from ...core.tracks import UNPRIVILEGED, track_costs
 from ...core.types import Episode
-from ...envs.observation.stream_table import StreamTable
+from ...envs.observation.stream_table import KIND_ENDPOINT, StreamTable
 from ...scoring.oracle import F1Bound, hindsight_f1_bound
 
 __all__ = ["Decidability", "decidability", "undecidable_critical_steps"]
 
 
 def undecidable_critical_steps(episode: Episode, track: str = UNPRIVILEGED) -> tuple[int, ...]:
-    """The critical steps that are endpoint snapshots at their family's first sighting, not
-    showing the endpoint removed (see the module docstring)."""
+    """The critical endpoint snapshots at their family's first sighting (not showing the endpoint
+    removed) or equal in ``api`` and contract to the family's last shown one (see the module docstring)."""
     table = StreamTable(episode, track)
+    contract = (table.apis, table.params, table.required, table.deprecated, table.removed)
     out = []
-    for t in episode.critical_steps:
-        if not 0 <= t < len(episode) or table.previous_shown[t] != -1:
+    for t in sorted(set(episode.critical_steps)):
+        if not 0 <= t < len(episode) or table.kinds[t] != KIND_ENDPOINT:
             continue
-        observation = episode.steps[t].observation
-        if isinstance(observation, dict) and "api" in observation and observation.get("removed") is not True:
+        before = table.previous_shown[t]
+        if before == -1:
+            if not table.removed[t]:
+                out.append(t)
+        elif table.kinds[before] == KIND_ENDPOINT and all(column[t] == column[before] for column in contract):
             out.append(t)
     return tuple(out)
 
