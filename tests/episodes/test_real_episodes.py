@@ -199,14 +199,16 @@ def test_warmup_shows_each_changed_endpoint_as_it_stood_before_the_window():
     assert not all(in_change_order)  # the warm-up's order does not tell which endpoint changes first
 
 
-def test_warmup_options_and_episodes_without_it(log, tmp_path):
+def test_warmup_options_and_episodes_without_it(log, tmp_path, capsys):
     for flag, warm in (("--no-warmup", False), ("--warmup", True)):
         out = tmp_path / flag
         argv = ["episodes", "from-events", str(log), "--source", "toy", "--length", "20", flag, "--out", str(out)]
         assert main(argv) == 0
         assert all(("warmup_steps" in e.labels) is warm for e in read_episodes(out / "train.jsonl"))
         assert open_frozen_set(out).files[0].generator["options"]["warmup"] is warm
-    with pytest.raises(ValueError, match="length: expected >= 2 with a warm-up"):
+    argv = ["episodes", "from-events", str(log), "--source", "toy", "--length", "1", "--out", str(tmp_path / "one")]
+    assert main(argv) == 2 and "--no-warmup" in capsys.readouterr().err and not (tmp_path / "one").exists()
+    with pytest.raises(ValueError, match=r"length: expected >= 2 with a warm-up .*got 1 \(warmup=False, --no-warmup"):
         options(length=1)
     assert len(cut_period(synthetic_log(), Period("all", None, None), options(length=1, warmup=False)).episodes) > 0
     with pytest.raises(ValueError, match="warmup: expected true or false"):

@@ -122,7 +122,10 @@ class RealEpisodeOptions:
         if not isinstance(self.warmup, bool):
             raise ValueError(f"warmup: expected true or false, got {self.warmup!r}")
         if self.warmup and self.length < 2:
-            raise ValueError(f"length: expected >= 2 with a warm-up (an endpoint and its change), got {self.length}")
+            raise ValueError(
+                f"length: expected >= 2 with a warm-up (an endpoint and its change), got {self.length} "
+                "(warmup=False, --no-warmup, turns the warm-up off)"
+            )
 
     @property
     def regime(self) -> str:
