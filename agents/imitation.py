@@ -21,9 +21,8 @@ Teachers:
 ``counterfactuals: N`` (``breaking_rule`` only, whose labels are a function of the observation
 alone) adds, for every labelled state of an endpoint snapshot that differs from its family's
 last shown one (``changed_since_seen``), N copies that show another random combination of
-contract changes (which of
-parameters added / removed, requirements added / removed, deprecated, undeprecated, removed,
-restored, and how large), each labelled by the rule. A stream meets some combinations rarely
+contract changes (which of parameters added / removed, requirements added / removed,
+deprecated, undeprecated, removed, restored, and how large), each labelled by the rule. A stream meets some combinations rarely
 (a parameter added as required, say), and a student that never saw one may take it for the
 common case it resembles; the copies teach the rule over all of them. They train the policy
 only, not the value head (they have no return).
@@ -57,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_size": 256,
     "learning_rate": 0.001,
     "validation_episodes": 20,
-    "counterfactuals": 0,  # relabelled copies per state with a contract change (breaking_rule only)
+    "counterfactuals": 0,  # relabelled copies per state whose snapshot changed (breaking_rule only)
 }
 
 
