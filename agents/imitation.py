@@ -22,10 +22,10 @@ Teachers:
 alone) adds, for every labelled state of an endpoint snapshot that differs from its family's
 last shown one (``changed_since_seen``), N copies that show another random combination of
 contract changes (which of parameters added / removed, requirements added / removed,
-deprecated, undeprecated, removed, restored, and how large), each labelled by the rule. A stream meets some combinations rarely
-(a parameter added as required, say), and a student that never saw one may take it for the
-common case it resembles; the copies teach the rule over all of them. They train the policy
-only, not the value head (they have no return).
+deprecated, undeprecated, removed, restored, and how large), each labelled by the rule. A
+stream meets some combinations rarely (a parameter added as required, say), and a student that
+never saw one may take it for the common case it resembles; the copies teach the rule over all
+of them. They train the policy only, not the value head (they have no return).
 
 The result is an ordinary MaskablePPO model: ``wpb train`` fine-tunes it with RL afterwards
 (a config's ``imitation:`` section), it saves and loads like any other and evaluates as

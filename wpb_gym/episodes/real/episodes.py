@@ -28,8 +28,8 @@ do: for each endpoint its change events touch that existed before them, the snap
 endpoint's latest event before the episode's first change event (the log replayed from its
 ``initial`` lines), in a random order. Warm-up steps are unscored (``UTILITY_WARMUP``, never
 critical), so every change at an endpoint that existed before the episode comes after the
-endpoint was shown and can be classified from the stream, unless it is nested or comes with a renamed path parameter (the
-stream then shows the endpoint under a name it has not shown).
+endpoint was shown and can be classified from the stream, unless it is nested or comes with a
+renamed path parameter (the stream then shows the endpoint under a name it has not shown).
 
 Critical steps are the *durable* breaking changes: breaking events (``change_events.BREAKING_TYPES``)
 except those whose ``reverted_after_days`` is at most ``revert_window_days`` (default 30: the
@@ -49,8 +49,9 @@ taken, each preceded in the warm-up by its endpoint if not shown yet, until the 
 filled (when one step is left for an endpoint and its change, the endpoint is shown and the
 change is left out). Episodes start where the one before ended (so that change opens the next
 one), or every ``stride`` change events (overlapping when ``stride`` is below a window's number
-of change events, leaving gaps when above). An incomplete tail is left out, and so is every window with fewer
-than ``min_critical`` (1) critical steps, so that each episode contains breaking changes.
+of change events, leaving gaps when above). An incomplete tail is left out, and so is every
+window with fewer than ``min_critical`` (1) critical steps, so that each episode contains
+breaking changes.
 Periods are whole UTC days and may not overlap, so training and held-out episodes never share
 a change event (a warm-up may show a state set in an earlier period: the documentation as it
 stood when the episode begins). ``--windows auto`` (the
