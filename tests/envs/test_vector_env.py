@@ -40,22 +40,25 @@ def same(a, b, path="") -> None:
 
 
 def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, invalid_share=0.05,
-              expire_share: float | None = None, **kwargs) -> int:
+              expire_share: float | None = None, compiled: bool | None = True, **kwargs) -> int:
     """Step the vector env and a SyncVectorEnv of single envs with the same random actions
     (mostly valid, some the mask refuses; with ``expire_share``, EXPIREs, which do not advance
-    time, only that often); every output must be identical. Returns the number of episodes
-    that ended."""
+    time, only that often); every output must be identical. ``compiled``: whether every
+    sub-env's first episode must be stepped by the compiled core (None: either). Returns the
+    number of episodes that ended."""
     vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
     first, expected = vector.reset(seed=seed), sync.reset(seed=seed)
     same(first, expected)
+    if compiled is not None:
+        assert vector._core.compiled.all() == compiled, vector._core.compiled
     rng = np.random.default_rng(seed)
     info, ended = expected[1], 0
     for _ in range(steps):
         masks = info["action_mask"]
         assert np.array_equal(vector.action_masks(), masks)
         if expire_share is not None and rng.random() > expire_share:
-            masks = masks[:, : 2 + vector.envs[0].K]
+            masks = masks[:, : 2 + (vector.n_actions - 2) // 2]
         actions = np.array([rng.choice(np.flatnonzero(row)) for row in masks])
         wrong = rng.random(n) < invalid_share
         actions[wrong] = rng.integers(0, vector.n_actions, wrong.sum())

@@ -110,7 +110,18 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
     stored = store.timesteps()  # every item, orphaned MERGE deltas included: they hold bytes too
     if stored and (stored[0] < 0 or stored[-1] >= T):
         raise ValueError(f"memory holds timesteps outside the episode (0..{T - 1}): {stored[0]}..{stored[-1]}")
-    retained = store.retained_timesteps()
+    counts = store.accepted_counts
+    return metrics_of_memory(episode, store.retained_timesteps(), bytes_used=store.bytes_used,
+                             budget=store.max_bytes, writes=counts["WRITE"], expires=counts["EXPIRE"],
+                             merges=counts["MERGE"], oracle_utility=oracle_utility)
+
+
+def metrics_of_memory(episode: Episode, retained: tuple[int, ...], *, bytes_used: int, budget: int, writes: int,
+                      expires: int, merges: int, oracle_utility: float) -> EpisodeMetrics:
+    """The metrics of a final memory given by its retained set (sorted), bytes used, budget and
+    accepted WRITE, EXPIRE and MERGE counts: ``compute_metrics`` without a store (the vector
+    env's compiled core keeps its memory in arrays)."""
+    T = len(episode)
     relevant = set(episode.critical_steps)
     tp = sum(1 for t in retained if t in relevant)
     fp = len(retained) - tp
@@ -121,10 +132,6 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
     u = episode.utilities
     policy_utility = math.fsum(float(u[t]) for t in retained)
-    bytes_used = store.bytes_used
-    budget = store.max_bytes
-    writes = store.accepted_counts["WRITE"]
-    expires = store.accepted_counts["EXPIRE"]
     total_drift = episode.total_drift_events
     return EpisodeMetrics(
         recall=recall,
@@ -142,7 +149,7 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
         bytes_used=bytes_used,
         write_actions=writes,
         expire_actions=expires,
-        merge_actions=store.accepted_counts["MERGE"],
+        merge_actions=merges,
         tp=tp,
         fp=fp,
         fn=fn,

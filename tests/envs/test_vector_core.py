@@ -1,0 +1,100 @@
+"""The vector env's compiled core (``envs.fast``) against the single env, on adversarial settings.
+
+``test_vector_env.py`` plays the vector env against ``SyncVectorEnv`` on the generated regimes;
+here the same comparison runs over every env setting the reference-encoder tests draw (slot
+orders, EXPIRE caps, budgets down to 0, every reward, dense or terminal, costs and penalties)
+and the hand-made episodes that stress equality (MERGE-heavy, mixed contents with free text,
+reverts, removed endpoints, versions of changing type), plus values that print differently but
+compare equal in Python, observations the core cannot compile, and the single envs a user reads.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_reference_encoder import SOURCES, configs
+from test_vector_env import play_both
+
+from wpb_gym import Episode, Step
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+
+
+@settings(max_examples=40, deadline=None)
+@given(source=st.sampled_from(SOURCES), track=st.sampled_from(["unprivileged", "privileged"]), data=st.data(),
+       seed=st.integers(0, 2**31 - 1), invalid_share=st.sampled_from([0.0, 0.2]))
+def test_every_setting_and_hand_made_episode_steps_as_the_single_envs(source, track, data, seed, invalid_share):
+    kwargs = data.draw(configs(source, track))
+    play_both(3, 70, seed=seed, invalid_share=invalid_share, compiled=True, **kwargs)
+
+
+def _episode(observations: list) -> Episode:
+    steps = [Step(t, obs, {"mode": "m"}) for t, obs in enumerate(observations)]
+    utilities = {t: 1 + t % 3 for t in range(len(steps))}
+    return Episode(steps=steps, labels={"critical_steps": list(range(0, len(steps), 2)), "utility_by_step": utilities})
+
+
+# Values that print differently but are equal in Python (1 == 1.0 == True, a missing key is None
+# to a MERGE delta), versions of several types, and a field that only disappears.
+EQUAL_BUT_PRINTED_APART = [
+    {"api": "a", "version": 1, "p": [1, {"x": True}], "params": ["q"]},
+    {"api": "a", "version": 1.0, "p": [1.0, {"x": 1}], "params": ["q"]},
+    {"api": "a", "version": True, "p": [1], "n": None, "params": ["q", "r"]},
+    {"api": "a", "version": "1", "p": [1], "params": ["q"], "deprecated": True},
+    {"api": "a", "version": [1], "p": [True]},
+    {"api": "a", "version": [1.0], "p": [1.0], "extra": 2.5},
+    {"api": "a", "version": 2**60 + 1, "p": [1]},
+    {"api": "a", "version": float(2**60), "p": [1]},
+    "free text",
+    ["a", "list"],
+    {},
+]
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_values_equal_in_python_but_printed_apart(slots):
+    episode = _episode(EQUAL_BUT_PRINTED_APART * 3)
+    for seed in range(4):
+        play_both(2, 80, seed=seed, invalid_share=0.1, compiled=True, episodes=[episode], budget_bytes=700,
+                  slots=slots, reward={"f1": 0.5, "neg_regret": 0.5})
+
+
+def test_observations_that_are_not_plain_json_are_stepped_by_the_single_env():
+    plain = _episode(copy.deepcopy(EQUAL_BUT_PRINTED_APART))
+    odd = _episode([{"api": "a", "v": float("nan")}, {"api": "a", "p": ("x",)}, {"api": "a", "n": {1: 2}}] * 4)
+    kwargs = {"episodes": [plain, odd], "episode_order": "cycle", "budget_bytes": 600}
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    vector.reset(seed=0)
+    vector.reset(options={"reset_mask": np.array([False, True]), "episode_index": 1})
+    assert vector._core.compiled.tolist() == [True, False]
+    assert play_both(2, 60, seed=0, invalid_share=0.2, compiled=None, **kwargs) >= 2
+
+
+def test_rendering_vector_envs_step_their_single_envs():
+    vector = WritePolicyBenchVectorEnv(2, length=10, render_mode="ansi")
+    vector.reset(seed=0)
+    assert not vector._core.compiled.any()
+    assert play_both(2, 30, seed=1, compiled=False, length=10, render_mode="ansi") >= 2
+    assert all(isinstance(text, str) for text in vector.render())
+
+
+def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
+    vector = WritePolicyBenchVectorEnv(3, length=40, budget_bytes=3000, slots=3)
+    _, info = vector.reset(seed=2)
+    rng = np.random.default_rng(2)
+    for _ in range(25):
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+        _, _, _, _, info = vector.step(actions)
+        if rng.random() < 0.3:
+            assert vector.get_attr("t") == tuple(info["t"].tolist())
+    single = WritePolicyBenchEnv(length=40, budget_bytes=3000, slots=3)
+    for i, env in enumerate(vector.envs):
+        assert np.array_equal(env.action_masks(), info["action_mask"][i])
+        assert env.store.bytes_used == info["bytes_used"][i]
+        assert np.array_equal(env._encoder.observation(), vector._core.observations[i])
+        single.reset(seed=2 + i)
+        assert single.episode.episode_id == env.episode.episode_id

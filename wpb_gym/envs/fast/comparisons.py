@@ -1,0 +1,146 @@
+"""How the compiled core compares two steps: ``envs.observation.comparisons`` on the flat
+arrays of ``episode_arrays`` (contents' fields, parameter sets, contracts, version ranks)."""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .layout import (
+    CONTENT,
+    CONTRACT,
+    EQUALITY,
+    FIELD_IS_API,
+    FIELD_KEYS,
+    FIELD_LENGTHS,
+    FIELD_OFFSETS,
+    FIELD_VALUES,
+    H_NONE_VALUE,
+    H_STATIC,
+    IS_DICT,
+    MASK_BITS,
+    MASK_OFFSETS,
+    PREVIOUS,
+    REMOVED,
+    VERSION_KIND,
+    VERSION_OTHER,
+    VERSION_RANK,
+)
+
+NO_VERSION_ORDER = 2
+
+
+@njit(cache=True, inline="always")
+def col(static, name, i):
+    """Entry ``i`` of the static section ``name``."""
+    return static[static[H_STATIC + name] + i]
+
+
+@njit(cache=True, inline="always")
+def at(static, name):
+    """Where the static section ``name`` starts."""
+    return static[H_STATIC + name]
+
+
+@njit(cache=True, inline="always")
+def fat(floats, name, i):
+    """Entry ``i`` of the float section ``name``."""
+    return floats[int(floats[name]) + i]
+
+
+# ---------------------------------------------------------------- comparisons (comparisons.py)
+@njit(cache=True)
+def added(static, a, b):
+    """``comparisons._added``: |a - b| / |a| for two parameter sets (0 if either is missing or a is empty)."""
+    if a < 0 or b < 0:
+        return 0.0
+    offsets, bits = at(static, MASK_OFFSETS), at(static, MASK_BITS)
+    a0, a1 = static[offsets + a], static[offsets + a + 1]
+    size = a1 - a0
+    if size == 0:
+        return 0.0
+    b0, b1 = static[offsets + b], static[offsets + b + 1]
+    i, j, common = a0, b0, 0
+    while i < a1 and j < b1:
+        x, y = static[bits + i], static[bits + j]
+        if x == y:
+            common += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    return (size - common) / size
+
+
+@njit(cache=True)
+def compare_versions(static, ct, cr):
+    """``stream_table.compare_versions`` of two contents' versions: 1, -1, 0, or 2 (no order)."""
+    kt, kr = col(static, VERSION_KIND, ct), col(static, VERSION_KIND, cr)
+    if kt != kr:
+        return NO_VERSION_ORDER
+    rt, rr = col(static, VERSION_RANK, ct), col(static, VERSION_RANK, cr)
+    if kt == VERSION_OTHER:
+        return 0 if rt == rr else NO_VERSION_ORDER
+    return (rt > rr) - (rt < rr)
+
+
+@njit(cache=True)
+def fields_changed(static, ct, cr):
+    """``comparisons._fields_changed``: the share of content ``ct``'s fields that differ in ``cr``."""
+    offsets = at(static, FIELD_OFFSETS)
+    i0, i1 = static[offsets + ct], static[offsets + ct + 1]
+    if col(static, IS_DICT, ct) == 0 or col(static, IS_DICT, cr) == 0 or i1 == i0:
+        return 1.0 if col(static, EQUALITY, ct) != col(static, EQUALITY, cr) else 0.0
+    keys, values = at(static, FIELD_KEYS), at(static, FIELD_VALUES)
+    j, j1 = static[offsets + cr], static[offsets + cr + 1]
+    changed = 0
+    for i in range(i0, i1):
+        key = static[keys + i]
+        while j < j1 and static[keys + j] < key:
+            j += 1
+        if j >= j1 or static[keys + j] != key or static[values + j] != static[values + i]:
+            changed += 1
+    return changed / (i1 - i0)
+
+
+@njit(cache=True)
+def merge_cost(static, ct, cs):
+    """Bytes of a MERGE of content ``ct`` into a base item of content ``cs`` with the same api
+    (``len(json.dumps(canonical_delta)) + 16``); -1 when the delta is empty."""
+    if ct == cs:
+        return -1
+    offsets = at(static, FIELD_OFFSETS)
+    keys, values = at(static, FIELD_KEYS), at(static, FIELD_VALUES)
+    lengths, is_api = at(static, FIELD_LENGTHS), at(static, FIELD_IS_API)
+    none = static[H_NONE_VALUE]
+    j, j1 = static[offsets + cs], static[offsets + cs + 1]
+    total, n = 0, 0
+    for i in range(static[offsets + ct], static[offsets + ct + 1]):
+        if static[is_api + i]:
+            continue
+        key = static[keys + i]
+        while j < j1 and static[keys + j] < key:
+            j += 1
+        if j < j1 and static[keys + j] == key:
+            changed = static[values + j] != static[values + i]
+        else:  # base.get(k) is None
+            changed = static[values + i] != none
+        if changed:
+            total += static[lengths + i]
+            n += 1
+    if n == 0:
+        return -1
+    return total + 2 * n + 16  # "{", "}", ", " between items, the MERGE overhead
+
+
+@njit(cache=True)
+def reverted(static, floats, s, t):
+    """``comparisons.reverted``: step ``t`` shows the contract its family had before item ``s``."""
+    now = col(static, CONTRACT, col(static, CONTENT, t))
+    if now < 0 or col(static, CONTRACT, col(static, CONTENT, s)) == now:
+        return False
+    before = col(static, PREVIOUS, s)
+    if before >= 0:
+        return col(static, CONTRACT, col(static, CONTENT, before)) == now
+    return fat(floats, REMOVED, s) > fat(floats, REMOVED, t)

@@ -1,0 +1,136 @@
+"""``CompiledCore``: the vector env's sub-envs as arrays, stepped by ``kernel`` in one call.
+
+It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``) and
+its scalars, and the batched observation and mask buffers. The vector env keeps a single env
+per sub-env for what is done once per episode (choosing and reading the episode, the reward's
+labels and oracle) and for anything a user asks of a sub-env: ``sync`` replays the actions the
+kernel took through the single env's own ``advance``, so its memory is exactly the kernel's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+from numba.typed import List
+
+from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
+from . import kernel
+from .episode_arrays import FieldMemo, compile_episode
+from .layout import (
+    F_PAID,
+    F_PENALTIES,
+    LOG,
+    METRIC_CODES,
+    N_FLOAT_SCALARS,
+    S_BUDGET,
+    S_EXPIRES,
+    S_LOG,
+    S_MERGES,
+    S_T,
+    S_USED,
+    S_WRITES,
+    n_scalars,
+)
+
+_EMPTY_INT = np.zeros(1, dtype=np.int32)
+_EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
+
+
+class CompiledCore:
+    """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
+
+    def __init__(self, n: int, env: Any) -> None:
+        self.n = n
+        self.K = env.K
+        self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
+        self.oldest = env.slot_order == "oldest"
+        self.privileged = int(env.privileged)
+        reward_fn = env.reward_fn
+        self.weights = dict(reward_fn.weights)
+        assert set(self.weights) <= set(REWARD_METRICS)
+        self.codes = np.array([METRIC_CODES[name] for name in self.weights], dtype=np.int64)
+        self.weight_values = np.array(list(self.weights.values()), dtype=np.float64)
+        self.dense = reward_fn.dense
+        self.expire_cost = reward_fn.expire_cost
+        self.penalties = np.zeros(n, dtype=np.float64)  # each sub-env's invalid_action_penalty
+        self.memo = FieldMemo()
+        self.statics = List([_EMPTY_INT] * n)
+        self.floats = List([_EMPTY_FLOAT] * n)
+        self.states = List([_EMPTY_INT] * n)
+        self.scalars = np.zeros((n, n_scalars(self.K)), dtype=np.int64)
+        self.fscalars = np.zeros((n, N_FLOAT_SCALARS), dtype=np.float64)
+        self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
+        self.masks = np.zeros((n, env.n_actions), dtype=np.bool_)
+        self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
+        self.synced = np.zeros(n, dtype=np.int64)  # actions replayed into the single env so far
+
+    def start(self, indices: Sequence[int], envs: Sequence[Any]) -> None:
+        """The sub-envs ``indices`` were just reset: compile their episodes and observe them
+        (a sub-env whose episode cannot be compiled is played by its single env)."""
+        ready, budgets = [], []
+        for i in indices:
+            env = envs[i]
+            self.penalties[i] = env.invalid_action_penalty
+            arrays = compile_episode(env, self.memo)
+            self.synced[i] = 0
+            if arrays is None:
+                self.compiled[i] = False
+                self.copy_from(i, env)
+                continue
+            self.compiled[i] = True
+            self.statics[i], self.floats[i], self.states[i] = arrays
+            ready.append(i)
+            budgets.append(env._store.max_bytes)
+        if ready:
+            kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
+                               self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
+                               self.K, self.cap, self.oldest, self.privileged)
+
+    def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
+             reasons: np.ndarray) -> None:
+        """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
+        that ends an episode is filled in by ``close``."""
+        kernel.step_batch(indices, actions, self.statics, self.floats, self.states, self.scalars, self.fscalars,
+                          self.masks, self.observations, rewards, terminated, reasons, self.K, self.cap, self.oldest,
+                          self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
+                          self.expire_cost)
+
+    def close(self, i: int, env: Any) -> tuple[float, dict[str, Any]]:
+        """The final reward and metrics of compiled sub-env ``i``'s finished episode."""
+        from ...scoring.metrics import metrics_of_memory
+
+        row = self.scalars[i]
+        retained = tuple(kernel.retained(self.statics[i], self.states[i]).tolist())
+        metrics = metrics_of_memory(
+            env.episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
+            writes=int(row[S_WRITES]), expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]),
+            oracle_utility=env.oracle_utility(),
+        ).as_row()
+        floats = self.fscalars[i]
+        reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
+        floats[F_PAID] += reward
+        return reward, metrics
+
+    def sync(self, i: int, env: Any) -> None:
+        """Bring single env ``i`` to the kernel's state by replaying the actions it took since."""
+        if not self.compiled[i]:
+            return
+        taken = int(self.scalars[i, S_LOG])
+        if self.synced[i] < taken:
+            log = kernel.st_py(self.statics[i], LOG)
+            for a in self.states[i][log + self.synced[i]: log + taken].tolist():
+                env.advance(a)
+            self.synced[i] = taken
+
+    def copy_from(self, i: int, env: Any) -> None:
+        """Sub-env ``i`` is played by its single env: take its observation and mask."""
+        encoder = env._encoder
+        self.observations[i] = np.frombuffer(encoder.obs_bytes, dtype=np.float32)
+        self.masks[i] = np.frombuffer(encoder.mask, dtype=np.bool_)
+
+    def t(self) -> np.ndarray:
+        return self.scalars[:, S_T]
+
+    def bytes_used(self) -> np.ndarray:
+        return self.scalars[:, S_USED]

@@ -1,0 +1,254 @@
+"""One episode, as the compiled core reads it: flat arrays built from a single env just reset.
+
+The single env's reset already did the work that does not depend on memory (the episode's
+``StreamTable``, the ``*_since_seen`` features, the reward's labels and oracle); this module
+turns it into three flat arrays per sub-env, with the offsets of their sections in a header:
+
+* ``static`` (int32): per timestep its cost, kind, family, api, content and the other ids the
+  kernel compares; per distinct observation (content) its version rank, parameter and
+  contract ids and its top-level fields; per parameter set its sorted members;
+* ``floats`` (float64): utilities, priorities, flags, the prefix oracle and the distinct rows
+  of the ``*_since_seen`` features;
+* ``state`` (int32, zeros): room for the memory the kernel keeps (linked lists of items, a
+  heap of sizes, the action log), its size known from the episode.
+
+Equality follows Python's, as the single env compares values: ``1 == 1.0 == True`` inside
+lists and dicts, a missing key is ``None`` for a MERGE delta but not for ``fields_changed``.
+Episodes whose observations are not plain JSON (a NaN, a tuple, non-string keys) are not
+compiled (``compile_episode`` returns None) and the vector env plays them with the single env.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ...core.accounting import MERGE_KEY
+from . import layout as L
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class FieldMemo:
+    """What each distinct observation text holds, kept across the episodes of one vector env
+    (generated streams show the same endpoint states again and again). Ids are only compared
+    within one episode, so the memo starts afresh when it grows large."""
+
+    def __init__(self, limit: int = 16384) -> None:
+        self.limit = limit
+        self.clear()
+
+    def clear(self) -> None:
+        self.by_text: dict[str, tuple[Any, ...]] = {}
+        self.keys: dict[str, int] = {}
+        self.values: dict[str, int] = {}
+        self.masks: dict[int, tuple[int, ...]] = {}
+
+    def start(self) -> None:
+        if len(self.by_text) > self.limit or len(self.values) > 8 * self.limit:
+            self.clear()
+
+    def describe(self, text: str, obs: Any) -> tuple[Any, ...]:
+        """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api")."""
+        found = self.by_text.get(text)
+        if found is None:
+            values = self.values
+            equality = values.setdefault(_normal_text(obs), len(values))
+            if isinstance(obs, dict):
+                keys = self.keys
+                fields = sorted((keys.setdefault(k, len(keys)), k, v) for k, v in obs.items())
+                found = (
+                    1,
+                    equality,
+                    [f[0] for f in fields],
+                    [values.setdefault(_normal_text(f[2]), len(values)) for f in fields],
+                    [len(json.dumps(f[1])) + 2 + len(json.dumps(f[2], sort_keys=True)) for f in fields],
+                    [1 if f[1] == MERGE_KEY else 0 for f in fields],
+                )
+            else:
+                found = (0, equality, [], [], [], [])
+            self.by_text[text] = found
+        return found
+
+    def bits(self, mask: int) -> tuple[int, ...]:
+        found = self.masks.get(mask)
+        if found is None:
+            found = self.masks[mask] = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+        return found
+
+    def none_id(self) -> int:
+        return self.values.setdefault("null", len(self.values))
+
+
+def _normal(value: Any) -> Any:
+    """A value whose JSON text is equal exactly when Python says the values are equal."""
+    kind = type(value)
+    if kind is bool:
+        return int(value)
+    if kind is float:
+        return int(value) if value.is_integer() else value
+    if kind is dict:
+        return {k: _normal(v) for k, v in value.items()}
+    if kind is list:
+        return [_normal(v) for v in value]
+    return value
+
+
+def _normal_text(value: Any) -> str:
+    return json.dumps(_normal(value), sort_keys=True)
+
+
+def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
+    """Each version as (kind, rank) so that ``compare_versions`` is a comparison of ints: numbers
+    (not bools) and strings ranked among their own kind, anything else by identity."""
+    kinds, ranks = [], []
+    numbers = sorted({v for v in versions if type(v) in (int, float)})
+    strings = sorted({v for v in versions if type(v) is str})
+    number_rank, rank, last = {}, -1, None
+    for v in numbers:
+        if last is None or v > last:
+            rank += 1
+            last = v
+        number_rank[v] = rank
+    string_rank = {v: i for i, v in enumerate(strings)}
+    others: dict[tuple[str, str], int] = {}
+    for v in versions:
+        if type(v) in (int, float):
+            kinds.append(L.VERSION_NUMBER)
+            ranks.append(number_rank[v])
+        elif type(v) is str:
+            kinds.append(L.VERSION_STRING)
+            ranks.append(string_rank[v])
+        else:
+            kinds.append(L.VERSION_OTHER)
+            ranks.append(others.setdefault((type(v).__name__, _normal_text(v)), len(others)))
+    return kinds, ranks
+
+
+def _dense(ids: list[int]) -> np.ndarray:
+    """Ids renumbered 0.. in first-seen order (-1 stays -1)."""
+    array = np.asarray(ids, dtype=np.int64)
+    out = np.full(len(array), -1, dtype=np.int32)
+    present = array >= 0
+    if present.any():
+        _, inverse = np.unique(array[present], return_inverse=True)
+        out[present] = inverse
+    return out
+
+
+def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(static, floats, state) for the episode ``env`` (a ``WritePolicyBenchEnv``) was just reset
+    to, or None when an observation is not plain JSON."""
+    tab = env._table
+    contents = tab.contents
+    if min(contents) < 0:
+        return None
+    memo.start()
+    T = tab.length
+    encoder = env._encoder
+    reward_fn = env.reward_fn
+    # Per distinct observation (content ids are 1.. in first-shown order).
+    n_contents = max(contents)
+    first = [0] * n_contents
+    for t in range(T - 1, -1, -1):
+        first[contents[t] - 1] = t
+    describe = memo.describe
+    texts = tab._texts
+    described = [describe(texts[t], tab.observation(t)) for t in first]
+    version_kind, version_rank = _version_codes([tab.versions[t] for t in first])
+    mask_ids: dict[int, int] = {}
+    contract_ids: dict[Any, int] = {}
+
+    def mask_id(mask: int | None) -> int:
+        return -1 if mask is None else mask_ids.setdefault(mask, len(mask_ids))
+
+    params = [mask_id(tab.params[t]) for t in first]
+    required = [mask_id(tab.required[t]) for t in first]
+    contract_list = encoder._contracts
+    contract = [-1 if contract_list[t] is None else contract_ids.setdefault(contract_list[t], len(contract_ids))
+                for t in first]
+    field_offsets = np.zeros(n_contents + 1, dtype=np.int32)
+    field_offsets[1:] = np.cumsum([len(d[2]) for d in described])
+    masks = list(mask_ids)
+    bit_lists = [memo.bits(m) for m in masks]
+    mask_offsets = np.zeros(len(masks) + 1, dtype=np.int32)
+    mask_offsets[1:] = np.cumsum([len(b) for b in bit_lists])
+    seen = encoder._seen
+    seen_rows = dict.fromkeys(seen)
+    seen_index = dict(zip(seen_rows, range(len(seen_rows)), strict=True))
+    critical = np.zeros(T, dtype=np.int32)
+    critical[np.flatnonzero(reward_fn._critical)] = 1
+    costs = np.asarray(tab.costs, dtype=np.int64)
+    if T and costs.max() >= 2**31:
+        return None
+    families = _dense(tab.families)
+    apis = _dense(tab.apis)
+    n_families = int(families.max()) + 1 if T else 0
+    n_apis = int(apis.max()) + 1 if T else 0
+
+    def flat(parts: list[Any]) -> np.ndarray:
+        return np.asarray([x for part in parts for x in part], dtype=np.int32)
+
+    sections = {
+        L.COST: costs,
+        L.KIND: tab.kinds,
+        L.FAMILY: families,
+        L.API: apis,
+        L.CONTENT: np.asarray(contents, dtype=np.int32) - 1,
+        L.PREVIOUS: tab.previous_shown,
+        L.CRITICAL: critical,
+        L.SEEN: list(map(seen_index.__getitem__, seen)),
+        L.VERSION_KIND: version_kind,
+        L.VERSION_RANK: version_rank,
+        L.PARAMS: params,
+        L.REQUIRED: required,
+        L.CONTRACT: contract,
+        L.IS_DICT: [d[0] for d in described],
+        L.EQUALITY: [d[1] for d in described],
+        L.FIELD_OFFSETS: field_offsets,
+        L.FIELD_KEYS: flat([d[2] for d in described]),
+        L.FIELD_VALUES: flat([d[3] for d in described]),
+        L.FIELD_LENGTHS: flat([d[4] for d in described]),
+        L.FIELD_IS_API: flat([d[5] for d in described]),
+        L.MASK_OFFSETS: mask_offsets,
+        L.MASK_BITS: flat(bit_lists),
+    }
+    header = np.zeros(L.HEADER_SIZE, dtype=np.int64)
+    header[L.H_LENGTH] = T
+    header[L.H_FAMILIES] = n_families
+    header[L.H_APIS] = n_apis
+    header[L.H_NONE_VALUE] = memo.none_id()
+    arrays = [np.asarray(sections[name], dtype=np.int32) for name in range(L.N_STATIC)]
+    position = L.HEADER_SIZE
+    for name, array in enumerate(arrays):
+        header[L.H_STATIC + name] = position
+        position += len(array)
+    # The kernel's memory: sections sized by the episode (see layout.STATE_SECTIONS).
+    sizes = L.state_sizes(T, n_families, n_apis)
+    state_position = 0
+    for name, size in enumerate(sizes):
+        header[L.H_STATE + name] = state_position
+        state_position += size
+    if position >= 2**31 or state_position >= 2**31:
+        return None
+    static = np.concatenate([header.astype(np.int32), *arrays]) if arrays else header.astype(np.int32)
+    oracle_prefix = reward_fn._oracle_prefix
+    float_parts = [
+        np.asarray(reward_fn._utilities, dtype=np.float64),
+        np.asarray(tab.priorities if tab.priorities is not None else np.zeros(T), dtype=np.float64),
+        np.asarray(tab.deprecated, dtype=np.float64),
+        np.asarray(tab.removed, dtype=np.float64),
+        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
+        np.asarray(list(seen_rows), dtype=np.float64).reshape(-1),
+    ]
+    float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
+    position = len(float_header)
+    for name, part in enumerate(float_parts):
+        float_header[name] = position
+        position += len(part)
+    float_header[L.N_FLOATS] = np.nan if reward_fn._oracle_value is None else reward_fn._oracle_value
+    floats = np.concatenate([float_header, *float_parts])
+    state = np.zeros(state_position, dtype=np.int32)
+    return static, floats, state

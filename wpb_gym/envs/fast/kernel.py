@@ -1,0 +1,464 @@
+"""The compiled dynamics: ``WritePolicyBenchEnv.advance`` and ``ObservationEncoder.update`` for
+many sub-envs in one call, on the flat arrays of ``episode_arrays`` (numba, nopython).
+
+Each function mirrors a piece of the single env, named in its docstring; the differential
+tests (``tests/envs/test_vector_env.py``) play both on the same seeds and actions and require
+every output to be equal, bit for bit. The features the single env keeps as flags on stored
+rows are read from the memory instead: ``superseded`` (not its family's newest item) and
+``orphan`` (a MERGE delta whose base is gone).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted
+from .layout import (
+    API,
+    API_HEAD,
+    CHILDREN,
+    CONTENT,
+    COST,
+    CRITICAL,
+    DEPRECATED,
+    F_KEPT_UTILITY,
+    F_PAID,
+    F_PENALTIES,
+    F_POTENTIAL,
+    FAMILY,
+    FAMILY_HEAD,
+    FAMILY_LIVE,
+    FAMILY_PREV,
+    H_APIS,
+    H_FAMILIES,
+    H_LENGTH,
+    H_STATE,
+    ITEM_COST,
+    KIND,
+    LOG,
+    N_FLOATS,
+    N_SEEN,
+    NEXT,
+    ORACLE_PREFIX,
+    PARAMS,
+    PARENT,
+    PRIORITY,
+    REQUIRED,
+    S_BUDGET,
+    S_CRITICAL_BEFORE,
+    S_DECIDED,
+    S_EXPIRES,
+    S_EXPIRES_NOW,
+    S_HEAD,
+    S_ITEMS,
+    S_KEPT,
+    S_KEPT_CRITICAL,
+    S_LENGTH,
+    S_LOG,
+    S_MERGE_ITEMS,
+    S_MERGES,
+    S_REVERTED_EXPIRED,
+    S_SHOWN,
+    S_SLOTS,
+    S_T,
+    S_TAIL,
+    S_USED,
+    S_WRITES,
+    SEEN,
+    SEEN_ROWS,
+    UTILITY,
+)
+from .memory import cost_budget, largest, remove, st, store
+
+_OVER_BUDGET, _EMPTY_SLOT, _EXPIRE_CAP, _TARGET_NOT_BASE, _NOT_SAME_ENDPOINT, _EMPTY_DELTA = 1, 2, 3, 4, 5, 6
+_KIND_ENDPOINT = 0
+_N_MEMORY = 8
+_COMPARE = 7  # family_in_memory: the 18 step features that compare the step with memory start here
+_SEEN_AT = 25  # family_seen: the *_since_seen features
+_F1, _UTILITY = 0, 1
+
+
+@njit(cache=True)
+def _slots(static, state, scalars, K, oldest, family, family_live):
+    """``ObservationEncoder._relevant_slots`` (or the K oldest items): into the scalars' slot
+    columns; returns how many are shown."""
+    if scalars[S_ITEMS] == 0:
+        return 0
+    nxt = st(static, NEXT)
+    shown = 0
+    if oldest:
+        s = scalars[S_HEAD]
+        while s >= 0 and shown < K:
+            scalars[S_SLOTS + shown] = s
+            shown += 1
+            s = state[nxt + s]
+        return shown
+    big = largest(static, state, scalars)
+    scalars[S_SLOTS] = big
+    shown = 1
+    if K == 1:
+        return shown
+    if family >= 0 and family_live > 0:
+        older = st(static, FAMILY_PREV)
+        s = state[st(static, FAMILY_HEAD) + family]
+        while s >= 0 and shown < K:
+            if s != big:
+                scalars[S_SLOTS + shown] = s
+                shown += 1
+            s = state[older + s]
+        s = scalars[S_HEAD]
+        while s >= 0 and shown < K:
+            if col(static, FAMILY, s) != family and s != big:
+                scalars[S_SLOTS + shown] = s
+                shown += 1
+            s = state[nxt + s]
+        return shown
+    s = scalars[S_HEAD]
+    while s >= 0 and shown < K:
+        if s != big:
+            scalars[S_SLOTS + shown] = s
+            shown += 1
+        s = state[nxt + s]
+    return shown
+
+
+@njit(cache=True)
+def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mask):
+    """``ObservationEncoder.update``: the slots, the observation row ``obs`` and the mask."""
+    T = scalars[S_LENGTH]
+    t = scalars[S_T]
+    live = t < T
+    budget = scalars[S_BUDGET]
+    remaining = budget - scalars[S_USED]
+    n_items = scalars[S_ITEMS]
+    family = col(static, FAMILY, t) if live else -1
+    family_live = state[st(static, FAMILY_LIVE) + family] if family >= 0 else 0
+    shown = _slots(static, state, scalars, K, oldest, family, family_live)
+    scalars[S_SHOWN] = shown
+    inv_T = 1.0 / T
+    n_step = 39 + privileged
+    n_slot = 14 + privileged
+    obs[:] = 0.0
+    mask[:] = False
+    mask[0] = True
+    expires_now = scalars[S_EXPIRES_NOW]
+    cost = col(static, COST, t) if live else 0
+    fits = live and cost <= remaining
+    mask[1] = fits
+    if live and (cap < 0 or expires_now < cap):
+        for k in range(shown):
+            mask[2 + K + k] = True
+    if cap < 0:
+        cap_left = 1.0 if live else 0.0
+    else:
+        cap_left = (cap - expires_now) / cap if live and cap else 0.0
+    if fits:
+        fits_if_larger = 1.0
+    elif live and cost <= budget:
+        freed = 0
+        costs, nxt = st(static, ITEM_COST), st(static, NEXT)
+        s = scalars[S_HEAD]
+        while s >= 0:
+            if state[costs + s] > cost:
+                freed += state[costs + s]
+            s = state[nxt + s]
+        fits_if_larger = 1.0 if cost <= remaining + freed else 0.0
+    else:
+        fits_if_larger = 0.0
+    m = n_step
+    obs[m] = remaining / budget if budget else 0.0
+    obs[m + 1] = n_items / (n_items + K)
+    obs[m + 2] = (n_items - shown) / n_items if n_items else 0.0
+    obs[m + 3] = scalars[S_MERGE_ITEMS] / n_items if n_items else 0.0
+    obs[m + 4] = t * inv_T if live else 1.0
+    obs[m + 5] = cap_left
+    obs[m + 6] = 1.0 if scalars[S_REVERTED_EXPIRED] else 0.0
+    obs[m + 7] = fits_if_larger
+    content = col(static, CONTENT, t) if live else 0
+    api = col(static, API, t) if live else -1
+    if live:
+        obs[0] = cost_budget(cost, budget)
+        if remaining > 0:
+            obs[1] = min(1.0, cost / remaining)
+        else:
+            obs[1] = 0.0 if cost == 0 else 1.0
+        obs[2] = 1.0 if cost <= remaining else 0.0
+        obs[3 + col(static, KIND, t)] = 1.0
+        deprecated = fat(floats, DEPRECATED, t)
+        if family_live:
+            _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs)
+        else:
+            obs[_COMPARE + 10] = deprecated
+        row = _fat_index(floats, SEEN_ROWS) + N_SEEN * col(static, SEEN, t)
+        for j in range(N_SEEN):
+            obs[_SEEN_AT + j] = floats[row + j]
+        if privileged:
+            obs[39] = fat(floats, PRIORITY, t)
+    age_now = t if live else T
+    costs, parents = st(static, ITEM_COST), st(static, PARENT)
+    heads = st(static, FAMILY_HEAD)
+    for k in range(shown):
+        s = scalars[S_SLOTS + k]
+        r = n_step + _N_MEMORY + k * n_slot
+        parent = state[parents + s]
+        obs[r] = 1.0
+        obs[r + 1] = (age_now - s) * inv_T
+        if parent < 0:
+            obs[r + 2] = cost_budget(col(static, COST, s), budget)
+        else:
+            obs[r + 2] = min(1.0, state[costs + s] / budget) if budget else 1.0
+            obs[r + 3] = 1.0
+        kind = col(static, KIND, s)
+        if kind < 3:
+            obs[r + 4 + kind] = 1.0
+        obs[r + 7] = fat(floats, DEPRECATED, s)
+        c = r + 8
+        if privileged:
+            obs[c] = fat(floats, PRIORITY, s)
+            c += 1
+        if parent >= 0 and state[costs + parent] < 0:
+            obs[c] = 1.0  # orphan
+        item_family = col(static, FAMILY, s)
+        if item_family >= 0 and state[heads + item_family] != s:
+            obs[c + 3] = 1.0  # superseded
+        if family_live and item_family == family:
+            obs[c + 1] = 1.0
+            if kind == _KIND_ENDPOINT and reverted(static, floats, s, t):
+                obs[c + 5] = 1.0
+            if api >= 0 and col(static, API, s) == api:
+                obs[c + 2] = 1.0
+                if parent < 0:
+                    delta_cost = merge_cost(static, content, col(static, CONTENT, s))
+                    if delta_cost >= 0 and delta_cost <= remaining:
+                        obs[c + 4] = 1.0
+                        mask[2 + k] = True
+
+
+@njit(cache=True, inline="always")
+def _fat_index(floats, name):
+    return int(floats[name])
+
+
+@njit(cache=True)
+def _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs):
+    """``ObservationEncoder._step_row``'s features from family_in_memory to family_items."""
+    ref = state[st(static, FAMILY_HEAD) + family]
+    base = state[st(static, API_HEAD) + api] if api >= 0 else -1
+    ct, cr = col(static, CONTENT, t), col(static, CONTENT, ref)
+    merge_ok, merge_share = 0.0, 0.0
+    if base >= 0:
+        delta_cost = merge_cost(static, ct, col(static, CONTENT, base))
+        if delta_cost >= 0:
+            merge_ok = 1.0 if delta_cost <= remaining else 0.0
+            merge_share = min(1.0, delta_cost / cost) if cost else 1.0
+    identical = ct == cr
+    order = 0 if identical else compare_versions(static, ct, cr)
+    dep_t, dep_r = fat(floats, DEPRECATED, t), fat(floats, DEPRECATED, ref)
+    pt, pr = col(static, PARAMS, ct), col(static, PARAMS, cr)
+    qt, qr = col(static, REQUIRED, ct), col(static, REQUIRED, cr)
+    c = _COMPARE
+    obs[c] = 1.0
+    obs[c + 1] = 1.0 if base >= 0 else 0.0
+    obs[c + 2] = 1.0 if identical else 0.0
+    obs[c + 3] = 1.0 if order == 1 else 0.0
+    obs[c + 4] = 1.0 if order == -1 else 0.0
+    obs[c + 5] = 0.0 if identical or order == 0 else 1.0
+    obs[c + 6] = added(static, pt, pr)
+    obs[c + 7] = added(static, pr, pt)
+    obs[c + 8] = added(static, qt, qr)
+    obs[c + 9] = added(static, qr, qt)
+    obs[c + 10] = dep_t
+    obs[c + 11] = 1.0 if dep_t > dep_r else 0.0
+    obs[c + 12] = 1.0 if dep_r > dep_t else 0.0
+    obs[c + 13] = 0.0 if identical else fields_changed(static, ct, cr)
+    obs[c + 14] = merge_ok
+    obs[c + 15] = merge_share
+    obs[c + 16] = (t - ref) * inv_T
+    obs[c + 17] = min(1.0, family_live / K)
+
+
+@njit(cache=True)
+def _rejection(static, state, scalars, a, K, cap, t):
+    """``WritePolicyBenchEnv._rejection_reason`` of an action the mask refused."""
+    if a == 1:
+        return _OVER_BUDGET
+    k = (a - 2) % K
+    if k >= scalars[S_SHOWN]:
+        return _EMPTY_SLOT
+    if a >= 2 + K:
+        return _EXPIRE_CAP
+    s = scalars[S_SLOTS + k]
+    if state[st(static, PARENT) + s] >= 0:
+        return _TARGET_NOT_BASE
+    api = col(static, API, t)
+    if api < 0 or col(static, API, s) != api:
+        return _NOT_SAME_ENDPOINT
+    if merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, s)) < 0:
+        return _EMPTY_DELTA
+    return _OVER_BUDGET
+
+
+@njit(cache=True)
+def _keep(static, floats, scalars, fscalars, t, sign):
+    """``RewardFunction.kept`` (sign 1) and ``dropped`` (sign -1) of one step."""
+    scalars[S_KEPT] += sign
+    scalars[S_KEPT_CRITICAL] += sign * col(static, CRITICAL, t)
+    if sign > 0:
+        fscalars[F_KEPT_UTILITY] += fat(floats, UTILITY, t)
+    else:
+        fscalars[F_KEPT_UTILITY] -= fat(floats, UTILITY, t)
+
+
+@njit(cache=True)
+def _potential(floats, scalars, fscalars, codes, weights):
+    """``RewardFunction._current_potential``."""
+    total = 0.0
+    oracle = floats[N_FLOATS]
+    kept_utility = fscalars[F_KEPT_UTILITY]
+    for j in range(len(codes)):
+        if codes[j] == _F1:
+            denominator = scalars[S_KEPT] + scalars[S_CRITICAL_BEFORE]
+            value = 2.0 * scalars[S_KEPT_CRITICAL] / denominator if denominator else 0.0
+        elif math.isnan(oracle) or oracle == 0.0:
+            value = 0.0
+        elif codes[j] == _UTILITY:
+            value = kept_utility / oracle
+        else:
+            decided = scalars[S_DECIDED]
+            best = fat(floats, ORACLE_PREFIX, decided - 1) if decided else 0.0
+            gap = best - kept_utility
+            value = -(gap if gap > 0.0 else 0.0) / oracle
+        total += weights[j] * value
+    return total
+
+
+@njit(cache=True)
+def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, codes, weights, invalid_penalty,
+            expire_cost):
+    """``WritePolicyBenchEnv.advance`` of action ``a``: returns (reward, terminated, reason);
+    the reward of the step that ends the episode is closed by the caller (it needs the final
+    metrics)."""
+    t = scalars[S_T]
+    penalty = 0.0
+    reason = 0
+    expired = False
+    if not mask[a]:
+        reason = _rejection(static, state, scalars, a, K, cap, t)
+        penalty = invalid_penalty
+    elif a == 1:
+        store(static, state, scalars, t, -1, col(static, COST, t))
+        scalars[S_WRITES] += 1
+        _keep(static, floats, scalars, fscalars, t, 1)
+    elif 2 <= a < 2 + K:
+        target = scalars[S_SLOTS + a - 2]
+        cost = merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, target))
+        store(static, state, scalars, t, target, cost)
+        scalars[S_MERGES] += 1
+        _keep(static, floats, scalars, fscalars, t, 1)
+    elif a >= 2 + K:
+        target = scalars[S_SLOTS + a - 2 - K]
+        costs, parents = st(static, ITEM_COST), st(static, PARENT)
+        parent = state[parents + target]
+        # ByteMemoryStore.retained_loss: the item if retained, then a base's MERGE deltas in order.
+        if parent < 0 or state[costs + parent] >= 0:
+            _keep(static, floats, scalars, fscalars, target, -1)
+        if parent < 0:
+            left = state[st(static, CHILDREN) + target]
+            nxt = st(static, NEXT)
+            s = state[nxt + target]
+            while left > 0 and s >= 0:
+                if state[parents + s] == target:
+                    _keep(static, floats, scalars, fscalars, s, -1)
+                    left -= 1
+                s = state[nxt + s]
+        if col(static, KIND, target) == _KIND_ENDPOINT and col(static, FAMILY, target) == col(static, FAMILY, t):
+            if not scalars[S_REVERTED_EXPIRED] and reverted(static, floats, target, t):
+                scalars[S_REVERTED_EXPIRED] = 1
+        remove(static, state, scalars, target)
+        scalars[S_EXPIRES] += 1
+        expired = True
+    log = st(static, LOG)
+    state[log + scalars[S_LOG]] = a
+    scalars[S_LOG] += 1
+    if expired:
+        scalars[S_EXPIRES_NOW] += 1
+        if expire_cost:
+            penalty += expire_cost
+    else:
+        scalars[S_T] = t + 1
+        scalars[S_EXPIRES_NOW] = 0
+        scalars[S_REVERTED_EXPIRED] = 0
+        scalars[S_DECIDED] = t + 1
+        scalars[S_CRITICAL_BEFORE] += col(static, CRITICAL, t)
+    terminated = scalars[S_T] >= scalars[S_LENGTH]
+    reward = -penalty if penalty else 0.0
+    fscalars[F_PENALTIES] += penalty
+    if not terminated:
+        if dense:
+            potential = _potential(floats, scalars, fscalars, codes, weights)
+            reward += potential - fscalars[F_POTENTIAL]
+            fscalars[F_POTENTIAL] = potential
+        fscalars[F_PAID] += reward
+    return reward, terminated, reason
+
+
+@njit(cache=True)
+def start(static, state, scalars, fscalars, budget):
+    """A new episode: empty memory (the state's sections set to "none"), counters at 0."""
+    scalars[:] = 0
+    fscalars[:] = 0.0
+    scalars[S_LENGTH] = static[H_LENGTH]
+    scalars[S_BUDGET] = budget
+    scalars[S_HEAD] = -1
+    scalars[S_TAIL] = -1
+    state[:] = 0
+    T = static[H_LENGTH]
+    state[st(static, ITEM_COST): st(static, ITEM_COST) + T] = -1
+    heads = st(static, FAMILY_HEAD)
+    state[heads: heads + static[H_FAMILIES]] = -1
+    heads = st(static, API_HEAD)
+    state[heads: heads + static[H_APIS]] = -1
+
+
+@njit(cache=True)
+def step_batch(indices, actions, statics, floats, states, scalars, fscalars, masks, observations, rewards,
+               terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
+    """``advance`` then ``observe`` for the sub-envs in ``indices``."""
+    for j in range(len(indices)):
+        i = indices[j]
+        static, fl, state = statics[i], floats[i], states[i]
+        reward, done, reason = advance(static, fl, state, scalars[i], fscalars[i], masks[i], actions[i], K, cap,
+                                       dense, codes, weights, invalid_penalties[i], expire_cost)
+        rewards[i] = reward
+        terminated[i] = done
+        reasons[i] = reason
+        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
+
+
+@njit(cache=True)
+def start_batch(indices, budgets, statics, floats, states, scalars, fscalars, masks, observations, K, cap, oldest,
+                privileged):
+    """``start`` then ``observe`` for the sub-envs in ``indices``."""
+    for j in range(len(indices)):
+        i = indices[j]
+        start(statics[i], states[i], scalars[i], fscalars[i], budgets[j])
+        observe(statics[i], floats[i], states[i], scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
+
+
+def retained(static: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """The retained set W of the memory, sorted (``ByteMemoryStore.retained_timesteps``)."""
+    T = static[H_LENGTH]
+    costs = state[st_py(static, ITEM_COST): st_py(static, ITEM_COST) + T]
+    parents = state[st_py(static, PARENT): st_py(static, PARENT) + T]
+    stored = costs >= 0
+    base_alive = np.ones(T, dtype=bool)
+    merged = stored & (parents >= 0)
+    base_alive[merged] = costs[parents[merged]] >= 0
+    return np.flatnonzero(stored & base_alive)
+
+
+def st_py(static: np.ndarray, name: int) -> int:
+    return int(static[H_STATE + name])

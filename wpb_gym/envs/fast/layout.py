@@ -1,0 +1,61 @@
+"""Where things sit in the compiled core's flat arrays: shared by ``episode_arrays`` (which
+fills them) and ``kernel`` (which reads them; numba takes module-level ints as constants)."""
+
+from __future__ import annotations
+
+# ---- static (int32): a header, then one section per name below, in this order.
+(COST, KIND, FAMILY, API, CONTENT, PREVIOUS, CRITICAL, SEEN,  # per timestep
+ VERSION_KIND, VERSION_RANK, PARAMS, REQUIRED, CONTRACT, IS_DICT, EQUALITY, FIELD_OFFSETS,  # per content
+ FIELD_KEYS, FIELD_VALUES, FIELD_LENGTHS, FIELD_IS_API,  # per field of a content
+ MASK_OFFSETS, MASK_BITS) = range(22)  # per parameter set
+N_STATIC = 22
+H_LENGTH, H_FAMILIES, H_APIS, H_NONE_VALUE = range(4)
+H_STATIC = 4  # the static sections' offsets
+N_STATE = 15
+H_STATE = H_STATIC + N_STATIC  # the state sections' offsets
+HEADER_SIZE = H_STATE + N_STATE
+
+# ---- floats (float64): offsets of these sections, U*(B) (NaN: not computed), then the sections.
+UTILITY, PRIORITY, DEPRECATED, REMOVED, ORACLE_PREFIX, SEEN_ROWS = range(6)
+N_FLOATS = 6
+N_SEEN = 14  # the *_since_seen features
+
+VERSION_NUMBER, VERSION_STRING, VERSION_OTHER = 0, 1, 2
+
+# ---- state (int32), per sub-env: the memory.
+(ITEM_COST,  # bytes of the item holding step t (-1: none)
+ PARENT,  # a MERGE item's base (-1: a WRITE item)
+ NEXT, PREV,  # store order (oldest first)
+ FAMILY_PREV, FAMILY_NEXT,  # the items of a family (PREV: older)
+ API_PREV, API_NEXT,  # the WRITE items of an api
+ CHILDREN,  # a WRITE item's stored MERGE deltas
+ FAMILY_HEAD, FAMILY_LIVE,  # per family: newest item, items stored
+ API_HEAD,  # per api: newest WRITE item
+ HEAP_COST, HEAP_T,  # items by size (a heap; expired items leave it lazily)
+ LOG) = range(N_STATE)  # the actions taken this episode
+
+
+def state_sizes(T: int, families: int, apis: int) -> list[int]:
+    per_step = [T] * 9
+    return per_step + [families, families, apis, T, T, 2 * T + 2]
+
+
+# ---- scalars (int64), per sub-env: one row of the vector env's scalar table.
+(S_T, S_LENGTH, S_BUDGET, S_USED, S_ITEMS, S_MERGE_ITEMS, S_HEAD, S_TAIL, S_EXPIRES_NOW, S_REVERTED_EXPIRED,
+ S_WRITES, S_EXPIRES, S_MERGES, S_KEPT, S_KEPT_CRITICAL, S_CRITICAL_BEFORE, S_DECIDED, S_HEAP, S_SHOWN,
+ S_LOG, S_SLOTS) = range(21)  # S_SLOTS: the K shown items from here on
+
+
+def n_scalars(K: int) -> int:
+    return S_SLOTS + K
+
+
+# ---- float scalars (float64), per sub-env.
+F_KEPT_UTILITY, F_POTENTIAL, F_PAID, F_PENALTIES = range(4)
+N_FLOAT_SCALARS = 4
+
+# ---- rejection reasons (0: accepted), as the single env names them.
+REASONS = ("accepted", "over_budget", "empty_slot", "expire_cap", "target_not_base", "not_same_endpoint",
+           "empty_delta")
+# ---- reward metrics, by code.
+METRIC_CODES = {"f1": 0, "utility": 1, "neg_regret": 2}
