@@ -32,7 +32,7 @@ class NativeVecEnv(VecEnv):
         self.vector = WritePolicyBenchVectorEnv(num_envs, autoreset_mode="SameStep", **dict(env_kwargs or {}))
         super().__init__(num_envs, self.vector.single_observation_space, self.vector.single_action_space)
         self.render_mode = self.vector.render_mode
-        self.last_info: dict[str, Any] = {}
+        self._last_info: dict[str, Any] | None = {}
         self._actions: np.ndarray | None = None
 
     def reset(self):
@@ -50,23 +50,39 @@ class NativeVecEnv(VecEnv):
         self._actions = np.asarray(actions).reshape(self.num_envs)
 
     def step_wait(self):
-        observations, rewards, terminated, truncated, info = self.vector.step(self._actions)
-        self.last_info = info
-        dones = terminated | truncated
+        vector = self.vector
+        outcome = vector.advance(self._actions)
+        self._last_info = None
+        dones = outcome.terminated.copy()
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
-        for i in np.flatnonzero(dones):
-            final = _row(info["final_info"], i)
-            final["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-            final["terminal_observation"] = info["final_obs"][i]
+        for i, obs, final in outcome.final:
+            final = {k: v.item() if isinstance(v, np.generic) else v for k, v in final.items()}
+            final["TimeLimit.truncated"] = False
+            final["terminal_observation"] = obs
             infos[i] = final
-        return observations, rewards.astype(np.float32), dones, infos
+        return vector.observations(), outcome.rewards.astype(np.float32), dones, infos
+
+    @property
+    def last_info(self) -> dict[str, Any]:
+        """The batched every-step infos of the last step or reset (built when read)."""
+        if self._last_info is None:
+            self._last_info = self.vector.infos()
+        return self._last_info
+
+    @last_info.setter
+    def last_info(self, value: dict[str, Any]) -> None:
+        self._last_info = value
 
     def close(self) -> None:
         self.vector.close()
 
     # ------------------------------------------------------------------ sub-env access
     def _targets(self, indices: Any) -> list[Any]:
-        return [self.vector.envs[i] for i in self._get_indices(indices)]
+        return [self.vector.sub_env(i) for i in self._get_indices(indices)]
+
+    def has_attr(self, attr_name: str) -> bool:
+        # Whether the single env has it: no sub-env needs to be brought up to date for that.
+        return hasattr(self.vector.sub_env(0, sync=False), attr_name)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         return [getattr(env, attr_name) for env in self._targets(indices)]
@@ -74,6 +90,7 @@ class NativeVecEnv(VecEnv):
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
         for env in self._targets(indices):
             setattr(env, attr_name, value)
+        self.vector.settings_changed()
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
         if method_name == "action_masks" and not method_args and not method_kwargs:
@@ -85,18 +102,6 @@ class NativeVecEnv(VecEnv):
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         return [env.render() if env.render_mode == "rgb_array" else None for env in self.vector.envs]
-
-
-def _row(batched: Mapping[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env ``i``'s entries of a batched info (Gymnasium's ``key`` / ``_key`` layout)."""
-    row = {}
-    for key, value in batched.items():
-        if key.startswith("_") or not batched.get("_" + key, np.zeros(i + 1, bool))[i]:
-            continue
-        row[key] = _row(value, i) if isinstance(value, Mapping) else value[i]
-        if isinstance(row[key], np.generic):
-            row[key] = row[key].item()
-    return row
 
 
 def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,

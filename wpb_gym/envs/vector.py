@@ -13,7 +13,7 @@ episodes and episodes from files, and requires every output to be equal.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -75,15 +75,23 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._started = False
+        self._last: StepOutcome | None = None
         self._core = CompiledCore(self.num_envs, first)
         self._use_kernel = self.render_mode is None  # rendering records what the single env does
 
     @property
     def envs(self) -> list[WritePolicyBenchEnv]:
         """The single envs, one per sub-env, each brought to its sub-env's state."""
-        for i, env in enumerate(self._envs):
+        return [self.sub_env(i) for i in range(self.num_envs)]
+
+    def sub_env(self, i: int, sync: bool = True) -> WritePolicyBenchEnv:
+        """Sub-env ``i``'s single env, brought to its state (``sync``: the actions the compiled
+        core took since it was last brought up to date are replayed through it; without,
+        only its settings and episode can be relied on)."""
+        env = self._envs[i]
+        if sync:
             self._core.sync(i, env)
-        return self._envs
+        return env
 
     # ------------------------------------------------------------------ reset
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
@@ -112,6 +120,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             self._autoreset[i] = False
         self._start(indices)
         self._started = True
+        self._last = None
         observations, infos = self._batch()
         if reset_mask is not None:
             infos = _masked(infos, chosen)
@@ -119,67 +128,91 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     # ------------------------------------------------------------------ step
     def step(self, actions: Any):
+        outcome = self.advance(actions)
+        observations, infos = self._batch(outcome.accepted, outcome.reasons)
+        for i, metrics in outcome.finished:
+            if self.autoreset_mode != AutoresetMode.SAME_STEP:
+                self._add_info(infos, {"metrics": metrics, **metrics}, i)
+        for i, obs, info in outcome.final:
+            self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
+        truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        return observations, outcome.rewards, outcome.terminated, truncated, infos
+
+    def advance(self, actions: Any) -> StepOutcome:
+        """``step`` without building the observations and infos (the SB3 adapter reads the
+        buffers, ``observations()`` and ``infos()``, itself)."""
         if self.closed:
             raise RuntimeError("the vector env is closed")
         if not self._started:
             raise RuntimeError("call reset() before step()")
         actions = self._check_actions(actions)
-        if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
-            i = int(np.flatnonzero(self._autoreset)[0])  # refused before any sub-env moves
+        autoreset = self._autoreset
+        if self.autoreset_mode == AutoresetMode.DISABLED and autoreset.any():
+            i = int(np.flatnonzero(autoreset)[0])  # refused before any sub-env moves
             raise RuntimeError(f"sub-env {i}'s episode is over: reset it (options['reset_mask']) first")
         n = self.num_envs
         core = self._core
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         codes = np.zeros(n, dtype=np.int8)
-        restarting = np.flatnonzero(self._autoreset)
-        if len(restarting):  # NEXT_STEP: this step starts the next episode; its action is ignored
-            for i in restarting.tolist():
+        if autoreset.any():  # NEXT_STEP: this step starts the next episode; its action is ignored
+            restarting = np.flatnonzero(autoreset).tolist()
+            for i in restarting:
                 self._envs[i].reset()
-            self._autoreset[restarting] = False
-            self._start(restarting.tolist())
-        moving = np.ones(n, dtype=np.bool_)
-        moving[restarting] = False
-        compiled = np.flatnonzero(moving & core.compiled)
+            autoreset[:] = False
+            self._start(restarting)
+            moving = np.ones(n, dtype=np.bool_)
+            moving[restarting] = False
+            compiled, by_env = np.flatnonzero(moving & core.compiled), np.flatnonzero(moving & ~core.compiled)
+        else:
+            compiled, by_env = core.compiled_indices, core.single_indices
         if len(compiled):
             core.step(compiled, actions, rewards, terminated, codes)
         accepted = codes == 0
-        reasons = np.full(n, _ACCEPTED, dtype=object)
-        for i in np.flatnonzero(~accepted).tolist():
-            reasons[i] = REASONS[codes[i]]
+        reasons = None if accepted.all() else _reason_names(codes)
         finished: list[tuple[int, dict[str, Any]]] = []
-        for i in np.flatnonzero(moving & ~core.compiled).tolist():
+        for i in by_env.tolist():
             env = self._envs[i]
-            rewards[i], terminated[i], accepted[i], reasons[i], metrics = env.advance(int(actions[i]))
+            rewards[i], terminated[i], ok, reason, metrics = env.advance(int(actions[i]))
+            if not ok:
+                accepted[i] = False
+                reasons = _reason_names(codes) if reasons is None else reasons
+                reasons[i] = reason
             core.copy_from(i, env)
             if metrics is not None:
                 finished.append((i, metrics))
-        for i in np.flatnonzero(terminated & core.compiled).tolist():
-            rewards[i], metrics = core.close(i, self._envs[i])
-            finished.append((i, metrics))
-        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        if terminated.any():
+            for i in np.flatnonzero(terminated & core.compiled).tolist():
+                rewards[i], metrics = core.close(i, self._envs[i])
+                finished.append((i, metrics))
+            finished.sort(key=lambda f: f[0])
         final: list[tuple[int, Any, dict[str, Any]]] = []
-        if same_step and finished:
-            ended = sorted(i for i, _ in finished)
-            by_index = dict(finished)
-            for i in ended:
-                info = {"t": int(core.t()[i]) if core.compiled[i] else self._envs[i]._t,
-                        "accepted": bool(accepted[i]), "reason": reasons[i],
-                        "bytes_used": self._bytes_used(i), "action_mask": core.masks[i].copy(),
-                        "metrics": by_index[i], **by_index[i]}
+        if finished and self.autoreset_mode == AutoresetMode.SAME_STEP:
+            for i, metrics in finished:
+                info = {"t": self._t(i), "accepted": bool(accepted[i]), "reason": _ACCEPTED if reasons is None else
+                        reasons[i], "bytes_used": self._bytes_used(i), "action_mask": core.masks[i].copy(),
+                        "metrics": metrics, **metrics}
                 final.append((i, self._observation_of(i), info))
                 self._envs[i].reset()
-                accepted[i], reasons[i] = True, _ACCEPTED
-            self._start(ended)
+                accepted[i] = True
+                if reasons is not None:
+                    reasons[i] = _ACCEPTED
+            self._start([i for i, _ in finished])
         elif finished:
-            self._autoreset[[i for i, _ in finished]] = True
-        observations, infos = self._batch(accepted, reasons)
-        for i, metrics in ([] if same_step else sorted(finished, key=lambda f: f[0])):
-            self._add_info(infos, {"metrics": metrics, **metrics}, i)
-        for i, obs, info in final:
-            self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
-        truncated = np.zeros(n, dtype=np.bool_)
-        return observations, rewards, terminated, truncated, infos
+            autoreset[[i for i, _ in finished]] = True
+        self._last = StepOutcome(rewards, terminated, accepted, reasons, finished, final)
+        return self._last
+
+    def observations(self) -> Any:
+        """The current observations of all sub-envs (a new array, or dict of arrays)."""
+        flat = self._core.observations.copy()
+        return flat if not self._dict_mode else self._split(flat, self._core.masks)
+
+    def infos(self) -> dict[str, Any]:
+        """The every-step infos of the last ``step``/``advance`` (or reset): what ``step`` returns
+        but for the metrics and final entries."""
+        last = self._last
+        return self._batch(None if last is None else last.accepted, None if last is None else last.reasons)[1]
 
     def _start(self, indices: list[int]) -> None:
         """The sub-envs ``indices`` were just reset: hand their episodes to the compiled core."""
@@ -189,19 +222,16 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             for i in indices:
                 self._core.copy_from(i, self._envs[i])
 
+    def _t(self, i: int) -> int:
+        return int(self._core.t()[i]) if self._core.compiled[i] else self._envs[i]._t
+
     def _bytes_used(self, i: int) -> int:
         return int(self._core.bytes_used()[i]) if self._core.compiled[i] else self._envs[i]._store.budget.used
 
     def _observation_of(self, i: int) -> Any:
         """Sub-env ``i``'s current observation, as the single env returns it."""
         row = self._core.observations[i].copy()
-        if not self._dict_mode:
-            return row
-        layout = self._layout
-        step_end = layout.n_step
-        memory_end = step_end + layout.n_memory
-        return {"step": row[:step_end].copy(), "memory": row[step_end:memory_end].copy(),
-                "slots": row[memory_end:].copy(), "action_mask": self._core.masks[i].view(np.int8).copy()}
+        return row if not self._dict_mode else self._split(row, self._core.masks[i])
 
     def _check_actions(self, actions: Any) -> np.ndarray:
         array = np.asarray(actions)
@@ -218,12 +248,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         """Observations and the every-step infos of all sub-envs, from the core's buffers."""
         n = self.num_envs
         core = self._core
-        flat = core.observations.copy()
         masks = core.masks.copy()
-        compiled = core.compiled
         t = core.t().copy()
         used = core.bytes_used().copy()
-        for i in np.flatnonzero(~compiled).tolist():
+        for i in core.single_indices.tolist():
             env = self._envs[i]
             t[i], used[i] = env._t, env._store.budget.used
         infos = {
@@ -238,18 +266,20 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             "action_mask": masks.copy(),
             "_action_mask": self._all.copy(),
         }
-        if not self._dict_mode:
-            return flat, infos
+        flat = core.observations.copy()
+        return (flat if not self._dict_mode else self._split(flat, masks)), infos
+
+    def _split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
+        """``"dict"`` observations from the flat rows (the mask as int8, as the single env's)."""
         layout = self._layout
         step_end = layout.n_step
         memory_end = step_end + layout.n_memory
-        observations = {
-            "step": flat[:, :step_end].copy(),
-            "memory": flat[:, step_end:memory_end].copy(),
-            "slots": flat[:, memory_end:].copy(),
+        return {
+            "step": flat[..., :step_end].copy(),
+            "memory": flat[..., step_end:memory_end].copy(),
+            "slots": flat[..., memory_end:].copy(),
             "action_mask": masks.view(np.int8).copy(),
         }
-        return observations, infos
 
     # ------------------------------------------------------------------ reading
     def action_masks(self) -> np.ndarray:
@@ -275,6 +305,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             raise ValueError(f"set_attr needs {self.num_envs} values, one per sub-env, got {len(values)}")
         for env, value in zip(self.envs, values, strict=True):
             setattr(env, name, value)
+        self.settings_changed()
+
+    def settings_changed(self) -> None:
+        """Sub-envs' attributes were set: the compiled core takes their invalid-action penalties."""
         self._core.penalties[:] = [env.invalid_action_penalty for env in self._envs]
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -285,6 +319,27 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         if self.render_mode is None:
             return None
         return tuple(env.render() for env in self.envs)
+
+
+class StepOutcome(NamedTuple):
+    """What one vector step did: rewards, terminations, which actions were accepted and why
+    not (None: all were), the finished episodes' metrics and, in ``"SameStep"`` mode, their
+    final observations and infos (sub-env index first, ascending)."""
+
+    rewards: np.ndarray
+    terminated: np.ndarray
+    accepted: np.ndarray
+    reasons: np.ndarray | None
+    finished: list[tuple[int, dict[str, Any]]]
+    final: list[tuple[int, Any, dict[str, Any]]]
+
+
+def _reason_names(codes: np.ndarray) -> np.ndarray:
+    """The rejection reasons of the compiled core's codes, as the single env names them."""
+    names = np.full(len(codes), _ACCEPTED, dtype=object)
+    for i in np.flatnonzero(codes).tolist():
+        names[i] = REASONS[codes[i]]
+    return names
 
 
 def _masked(infos: dict[str, Any], chosen: np.ndarray) -> dict[str, Any]:

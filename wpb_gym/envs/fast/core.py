@@ -64,6 +64,11 @@ class CompiledCore:
         self.masks = np.zeros((n, env.n_actions), dtype=np.bool_)
         self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
         self.synced = np.zeros(n, dtype=np.int64)  # actions replayed into the single env so far
+        self._index()
+
+    def _index(self) -> None:
+        self.compiled_indices = np.flatnonzero(self.compiled)
+        self.single_indices = np.flatnonzero(~self.compiled)
 
     def start(self, indices: Sequence[int], envs: Sequence[Any]) -> None:
         """The sub-envs ``indices`` were just reset: compile their episodes and observe them
@@ -82,6 +87,7 @@ class CompiledCore:
             self.statics[i], self.floats[i], self.states[i] = arrays
             ready.append(i)
             budgets.append(env._store.max_bytes)
+        self._index()
         if ready:
             kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
                                self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,

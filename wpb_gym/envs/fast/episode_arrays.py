@@ -20,12 +20,11 @@ compiled (``compile_episode`` returns None) and the vector env plays them with t
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 
-from ...core.accounting import MERGE_KEY
+from ...core.accounting import MERGE_KEY, json_text
 from . import layout as L
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -42,8 +41,10 @@ class FieldMemo:
 
     def clear(self) -> None:
         self.by_text: dict[str, tuple[Any, ...]] = {}
-        self.keys: dict[str, int] = {}
+        self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
+        self.api_key = 0
         self.values: dict[str, int] = {}
+        self.unique = -1  # equality ids of non-empty dicts count down from -2
         self.masks: dict[int, tuple[int, ...]] = {}
 
     def start(self) -> None:
@@ -51,31 +52,47 @@ class FieldMemo:
             self.clear()
 
     def describe(self, text: str, obs: Any) -> tuple[Any, ...]:
-        """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api")."""
+        """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api")
+        of an observation and its JSON text. The equality id is only compared when one side is
+        not a dict or is empty (``_fields_changed``), so a non-empty dict gets one of its own."""
         found = self.by_text.get(text)
         if found is None:
             values = self.values
-            equality = values.setdefault(_normal_text(obs), len(values))
-            if isinstance(obs, dict):
+            if isinstance(obs, dict) and obs:
+                self.unique -= 1
                 keys = self.keys
-                fields = sorted((keys.setdefault(k, len(keys)), k, v) for k, v in obs.items())
+                fields = sorted((*(keys.get(k) or self._key(k)), v) for k, v in obs.items())
+                texts = [json_text(f[2]) for f in fields]
                 found = (
                     1,
-                    equality,
+                    self.unique,
                     [f[0] for f in fields],
-                    [values.setdefault(_normal_text(f[2]), len(values)) for f in fields],
-                    [len(json.dumps(f[1])) + 2 + len(json.dumps(f[2], sort_keys=True)) for f in fields],
-                    [1 if f[1] == MERGE_KEY else 0 for f in fields],
+                    [values.setdefault(v if _printed_as_compared(f[2]) else _normal_text(f[2]), len(values))
+                     for f, v in zip(fields, texts, strict=True)],
+                    [f[1] + len(v) for f, v in zip(fields, texts, strict=True)],
+                    [1 if f[0] == self.api_key else 0 for f in fields],
                 )
             else:
-                found = (0, equality, [], [], [], [])
+                equality = values.setdefault(text if _printed_as_compared(obs) else _normal_text(obs), len(values))
+                found = (int(isinstance(obs, dict)), equality, [], [], [], [])
             self.by_text[text] = found
         return found
 
+    def _key(self, key: str) -> tuple[int, int]:
+        found = self.keys[key] = (len(self.keys), len(json_text(key)) + 2)
+        return found
+
     def bits(self, mask: int) -> tuple[int, ...]:
-        found = self.masks.get(mask)
+        """The members of a parameter set (a bit mask), ascending."""
+        key = mask
+        found = self.masks.get(key)
         if found is None:
-            found = self.masks[mask] = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+            members = []
+            while mask:
+                lowest = mask & -mask
+                members.append(lowest.bit_length() - 1)
+                mask ^= lowest
+            found = self.masks[key] = tuple(members)
         return found
 
     def none_id(self) -> int:
@@ -97,7 +114,19 @@ def _normal(value: Any) -> Any:
 
 
 def _normal_text(value: Any) -> str:
-    return json.dumps(_normal(value), sort_keys=True)
+    return json_text(_normal(value))
+
+
+def _printed_as_compared(value: Any) -> bool:
+    """True when equal JSON text means equal in Python and back: no bool or float inside."""
+    kind = type(value)
+    if kind is str or kind is int or value is None:
+        return True
+    if kind is dict:
+        return all(map(_printed_as_compared, value.values()))
+    if kind is list:
+        return all(map(_printed_as_compared, value))
+    return False
 
 
 def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
