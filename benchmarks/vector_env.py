@@ -1,6 +1,6 @@
 """The native vector env against CartPole-v1's, SyncVectorEnv and SB3's DummyVecEnv, in one run.
 
-Three measurements, each a ratio against a reference measured in the same run, in
+Four measurements, the first two as ratios against a reference measured in the same run, in
 alternating slices (the VM's speed drifts):
 
 * ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
@@ -9,17 +9,22 @@ alternating slices (the VM's speed drifts):
   on the default settings (target 0.25x CartPole) and on T = 10,000 / 1 MB (target 0.15x).
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
   ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, envs and
-  results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x).
+  results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x), at 4, 16 and 64
+  envs, the first rollout of each run outside the timing.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process).
+* ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 
-    python benchmarks/vector_env.py [--part env|train|memory|all] [--seconds 4] [--rounds 3]
+The env and train parts call the compiled core once before timing (``warm_up``).
+
+    python benchmarks/vector_env.py [--part env|train|memory|compile|all] [--seconds 4] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -55,6 +60,7 @@ def env_rate(env, seconds: float, masked: bool, seed: int = 0) -> tuple[int, flo
 
 
 def measure_env(n: int, seconds: float, rounds: int) -> None:
+    warm_up()
     print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
     header = f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7}"
     print(header + f" {'native/sync':>12}")
@@ -77,40 +83,84 @@ def measure_env(n: int, seconds: float, rounds: int) -> None:
         )
 
 
-def measure_train(n_envs: int, steps: int, rounds: int) -> None:
+def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from agents.train import _vec_env
+    from agents.train import _distribution_checks_off, _vec_env
 
     torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
              "device": "cpu", "seed": 0}
-    runs = {
-        "CartPole-v1, PPO (reference)": lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0), **hyper),
-        "MaskablePPO, DummyVecEnv": lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "dummy"), **hyper),
-        "MaskablePPO, NativeVecEnv": lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"), **hyper),
-    }
-    totals = {name: [0, 0.0] for name in runs}
-    for _ in range(rounds):
-        for name, make in runs.items():
-            model = make()
-            start = time.perf_counter()
-            model.learn(steps)
-            totals[name][0] += model.num_timesteps
-            totals[name][1] += time.perf_counter() - start
-    rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+    warm_up()
+    print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
+          " runs it (distribution checks off), CartPole-v1 PPO as SB3 runs it")
+    print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}")
+    for n_envs in n_envs_list:
+        runs = {
+            "CartPole-v1, PPO (reference)": (lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0),
+                                                         **hyper), False),
+            "MaskablePPO, DummyVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "dummy"), **hyper),
+                                         True),
+            "MaskablePPO, NativeVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"),
+                                                              **hyper), True),
+        }
+        totals = {name: [0, 0.0] for name in runs}
+        for _ in range(rounds):
+            for name, (make, as_wpb_train) in runs.items():
+                model = make()
+                model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
+                done = model.num_timesteps
+                start = time.perf_counter()
+                if as_wpb_train:
+                    with _distribution_checks_off():
+                        model.learn(steps, reset_num_timesteps=False)
+                else:
+                    model.learn(steps, reset_num_timesteps=False)
+                totals[name][0] += model.num_timesteps - done
+                totals[name][1] += time.perf_counter() - start
+        rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+        cartpole, dummy = rate["CartPole-v1, PPO (reference)"], rate["MaskablePPO, DummyVecEnv"]
+        for name, value in rate.items():
+            print(f"{n_envs:>4} {name:<28} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x")
+    n_envs = n_envs_list[0]
     stepping = sb3_stepping(n_envs, rounds)
-    cartpole, dummy = rate["CartPole-v1, PPO (reference)"], rate["MaskablePPO, DummyVecEnv"]
-    print(f"Training steps per second, {n_envs} envs, n_steps 256, batch 256, 4 epochs, one torch thread")
-    print(f"{'training run':<32} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}")
-    for name, value in rate.items():
-        print(f"{name:<32} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x")
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
     for name, value in stepping.items():
         print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
+
+
+def warm_up() -> None:
+    """Build, reset and step a native vector env once: the compiled core's first calls load (or
+    compile) its machine code, a cost paid once per process (``--part compile`` measures it)."""
+    env = gym.make_vec("WritePolicyBench-v0", num_envs=2)
+    _, info = env.reset(seed=0)
+    env.step(random_valid(info["action_mask"], np.random.default_rng(0)))
+
+
+def _first_call_child() -> None:
+    start = time.perf_counter()
+    warm_up()
+    print(json.dumps({"seconds": time.perf_counter() - start}))
+
+
+def measure_first_call() -> None:
+    """Seconds from import to the first step of a fresh process, with the compiled core's cache
+    empty (numba compiles) and then filled (numba loads it)."""
+    import tempfile
+
+    print("First call of the compiled core (build, reset and step a vector env), each in a fresh process")
+    with tempfile.TemporaryDirectory() as cache:
+        for label in ("compile (empty cache)", "load (cache filled)"):
+            done = subprocess.run(
+                [sys.executable, "-c", "import benchmarks.vector_env as b; b._first_call_child()"],
+                capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent,
+                env={**os.environ, "NUMBA_CACHE_DIR": cache},
+            )
+            seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+            print(f"  {label:<24} {seconds:6.1f} s")
 
 
 def sb3_stepping(n_envs: int, rounds: int, seconds: float = 2.0) -> dict[str, float]:
@@ -158,11 +208,12 @@ def measure_memory(n: int, steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "all"], default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "all"], default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
-    parser.add_argument("--train-envs", type=int, default=4, help="envs of the training part (the recipes' 4)")
+    parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64],
+                        help="env counts of the training part (the recipes use 4)")
     parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
     args = parser.parse_args()
     if args.part in ("env", "all"):
@@ -171,6 +222,8 @@ def main() -> None:
         measure_train(args.train_envs, args.train_steps, args.rounds)
     if args.part in ("memory", "all"):
         measure_memory(args.num_envs, 2_000)
+    if args.part in ("compile", "all"):
+        measure_first_call()
 
 
 if __name__ == "__main__":

@@ -170,13 +170,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ## Vectorized environment
 
     ``gym.make_vec(id, num_envs=N)`` builds the native vector env (``envs.vector``): N episodes
-    played by this class's own dynamics (``advance``), batched in Gymnasium's vector layout
-    (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default), ``"SameStep"`` or
-    ``"Disabled"``. ``"sync"``/``"async"`` modes wrap single envs (plain Python, picklable).
-    SB3: ``agents.native_vec_env.NativeVecEnv`` (``wpb train``'s default) or ``make_vec_env``.
+    stepped by one compiled call on arrays (``envs.fast``, tested output for output against
+    this class), in Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode``
+    ``"NextStep"`` (default), ``"SameStep"`` or ``"Disabled"``. ``"sync"``/``"async"`` wrap
+    single envs. SB3: ``agents.native_vec_env.NativeVecEnv`` (``wpb train``'s default).
 
     ## Version History
 
+    * v0, package 0.7.0: the native vector env steps on a compiled core (numba); the env is unchanged.
     * v0, package 0.5.0: the contract regimes open with an unscored warm-up showing every endpoint's
       starting state (``warmup``), so every change can be classified from the stream, and a
       requirement relaxed or removed later is no longer critical: their episodes changed.
@@ -360,10 +361,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._encoder.observation(), reward, terminated, False, info
 
     def advance(self, a: int) -> tuple[float, bool, bool, str, dict[str, Any] | None]:
-        """The dynamics of one step, shared by ``step`` and the vector env: apply the action
-        ``a`` (an int in range; the episode not over) and return the reward, whether the episode
-        ended, whether the action was accepted and why not, and the final metrics (None before
-        the end). The new observation and mask are the encoder's (``obs_bytes``, ``mask``)."""
+        """One step's dynamics (``step``, and the vector env's replays): apply ``a`` (in range, the
+        episode not over); returns the reward, whether the episode ended, whether the action was
+        accepted and why not, and the final metrics (None before the end); obs and mask: the encoder's."""
         t = self._t
         store = self._store
         encoder = self._encoder

@@ -21,7 +21,6 @@ from gymnasium.vector.utils import batch_space
 
 from ..core.checks import require_int
 from .env import WritePolicyBenchEnv
-from .fast.core import CompiledCore
 from .fast.layout import REASONS
 
 # The arguments that choose episodes: sub-envs share the first one's episode sampler (a file's
@@ -76,6 +75,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._started = False
         self._last: StepOutcome | None = None
+        from .fast.core import CompiledCore  # numba is imported with the first vector env, not with wpb_gym
+
         self._core = CompiledCore(self.num_envs, first)
         self._use_kernel = self.render_mode is None  # rendering records what the single env does
 

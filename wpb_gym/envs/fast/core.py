@@ -15,7 +15,7 @@ import numpy as np
 from numba.typed import List
 
 from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
-from . import kernel
+from .compile_cache import keyed_on_these_sources
 from .episode_arrays import FieldMemo, compile_episode
 from .layout import (
     F_PAID,
@@ -32,6 +32,9 @@ from .layout import (
     S_WRITES,
     n_scalars,
 )
+
+with keyed_on_these_sources():
+    from . import kernel  # its compiled functions bind their cache folder as they are defined
 
 _EMPTY_INT = np.zeros(1, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
