@@ -2,7 +2,7 @@
 
 ``DummyVecEnv`` steps N single envs one by one, copies every info dict at every step and
 fetches MaskablePPO's masks env by env through the wrappers. ``NativeVecEnv`` hands the whole
-action array to ``WritePolicyBenchVectorEnv`` (same dynamics: the single env's own), and
+action array to ``WritePolicyBenchVectorEnv`` (its compiled core, tested against the single env), and
 ``env_method("action_masks")`` returns the rows of one batched mask array. Episodes reset in
 the step that ends them, as SB3 expects: the finished episode's last observation is
 ``infos[i]["terminal_observation"]`` and its metrics are ``infos[i]["metrics"]`` (and each
@@ -81,14 +81,15 @@ class NativeVecEnv(VecEnv):
         return [self.vector.sub_env(i) for i in self._get_indices(indices)]
 
     def has_attr(self, attr_name: str) -> bool:
-        # Whether the single env has it: no sub-env needs to be brought up to date for that.
-        return hasattr(self.vector.sub_env(0, sync=False), attr_name)
+        # Whether the attribute exists does not depend on how far a sub-env has stepped: no replay.
+        return all(hasattr(env, attr_name) for env in self.vector._envs)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        return [getattr(env, attr_name) for env in self._targets(indices)]
+        return [getattr(self.vector.read_sub_env(i), attr_name) for i in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-        for env in self._targets(indices):
+        for i in self._get_indices(indices):
+            env = self.vector.read_sub_env(i) if attr_name == "invalid_action_penalty" else self.vector.sub_env(i)
             setattr(env, attr_name, value)
         self.vector.settings_changed()
 
@@ -101,7 +102,7 @@ class NativeVecEnv(VecEnv):
         return [False for _ in self._get_indices(indices)]  # sub-envs are bare WritePolicyBenchEnvs
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        return [env.render() if env.render_mode == "rgb_array" else None for env in self.vector.envs]
+        return [env.render() if env.render_mode == "rgb_array" else None for env in self.vector._envs]
 
 
 def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,

@@ -11,13 +11,15 @@ compare equal in Python, observations the core cannot compile, and the single en
 from __future__ import annotations
 
 import copy
+import pickle
 
 import numpy as np
 import pytest
+from gymnasium.vector import SyncVectorEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_reference_encoder import SOURCES, configs
-from test_vector_env import play_both
+from test_vector_env import play_both, same
 
 from wpb_gym import Episode, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -98,3 +100,70 @@ def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
         assert np.array_equal(env._encoder.observation(), vector._core.observations[i])
         single.reset(seed=2 + i)
         assert single.episode.episode_id == env.episode.episode_id
+
+
+def test_a_single_env_handed_out_steps_its_sub_env_from_then_on():
+    """What a user does to a sub-env's single env (expose an item, reset it, set an attribute)
+    is what the vector env plays: the sub-env leaves the compiled core when handed out."""
+    kwargs = {"length": 40, "budget_bytes": 3000, "slots": 2}
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
+    _, info = vector.reset(seed=3)
+    sync.reset(seed=3)
+    rng = np.random.default_rng(3)
+    for step in range(60):
+        if step == 20:
+            assert vector.get_attr("t") == sync.get_attr("t") and vector._core.compiled.all()  # read, kept
+            vector.sub_env(0).invalid_action_penalty = sync.envs[0].invalid_action_penalty = 0.5
+            assert vector._core.compiled.tolist() == [False, True]
+        if step == 30:  # call() may change sub-envs: every one is handed over
+            assert vector.call("reset", seed=7)[1][0].tolist() == sync.call("reset", seed=7)[1][0].tolist()
+            assert not vector._core.compiled.any()
+        actions = np.array([rng.integers(0, vector.n_actions) for _ in range(2)])
+        got, want = vector.step(actions), sync.step(actions)
+        same(got, want)
+    vector.reset(seed=1)
+    assert not vector._core.compiled.any()  # handed out for good, new episodes included
+
+
+def test_agents_attached_to_the_vector_env_play_as_on_single_envs():
+    from agents.registry import make_agent
+
+    kwargs = {"length": 60, "budget_bytes": 3000, "slots": 2}
+
+    def play(vector):
+        agent = make_agent("merge_aggressive")
+        vector.reset(seed=0)
+        agent.attach(vector)
+        outputs = []
+        for _ in range(150):
+            actions, _ = agent.predict(np.zeros((2, 1)))
+            outputs.append(vector.step(actions))
+        return outputs
+
+    for got, want in zip(play(WritePolicyBenchVectorEnv(2, **kwargs)),
+                         play(SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])), strict=True):
+        same(got, want)
+
+
+def test_container_apis_are_stepped_by_the_single_env():
+    # The table keys a list "api" by its JSON text, the store compares with ==: [1] == [True].
+    episode = _episode([{"api": [1], "x": 1}, {"api": [True], "x": 2}, {"api": [1], "x": 3}] * 3)
+    vector = WritePolicyBenchVectorEnv(1, episodes=[episode])
+    vector.reset(seed=0)
+    assert not vector._core.compiled.any()
+    play_both(1, 30, seed=0, invalid_share=0.5, compiled=False, episodes=[episode])
+
+
+def test_the_vector_env_pickles_mid_episode_and_goes_on_alike():
+    vector = WritePolicyBenchVectorEnv(2, length=30)
+    _, info = vector.reset(seed=4)
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        _, _, _, _, info = vector.step(np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]]))
+    copy_ = pickle.loads(pickle.dumps(vector))
+    for _ in range(40):
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+        got, want = copy_.step(actions), vector.step(actions)
+        same(got, want)
+        info = want[4]

@@ -27,7 +27,9 @@ from .fast.layout import REASONS
 # episodes are read once), each working on its own fresh copy.
 _SAMPLER_ARGUMENTS = ("regime", "length", "episodes", "episode_seed", "episode_order")
 _ENV_ARGUMENTS = tuple(p for p in inspect.signature(WritePolicyBenchEnv.__init__).parameters if p != "self")
-_ACCEPTED = "accepted"
+_ACCEPTED = REASONS[0]
+# Attributes set_attr may change without handing sub-envs over: the compiled core reads them.
+_CORE_SETTINGS = ("invalid_action_penalty",)
 
 
 class WritePolicyBenchVectorEnv(VectorEnv):
@@ -82,17 +84,16 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     @property
     def envs(self) -> list[WritePolicyBenchEnv]:
-        """The single envs, one per sub-env, each brought to its sub-env's state."""
+        """The single envs, one per sub-env, handed to you (``sub_env``)."""
         return [self.sub_env(i) for i in range(self.num_envs)]
 
-    def sub_env(self, i: int, sync: bool = True) -> WritePolicyBenchEnv:
-        """Sub-env ``i``'s single env, brought to its state (``sync``: the actions the compiled
-        core took since it was last brought up to date are replayed through it; without,
-        only its settings and episode can be relied on)."""
-        env = self._envs[i]
-        if sync:
-            self._core.sync(i, env)
-        return env
+    def sub_env(self, i: int) -> WritePolicyBenchEnv:
+        """Sub-env ``i``'s single env, brought to its state and handed over: from now on that
+        sub-env is stepped by this single env's own ``advance`` (at its speed), so whatever
+        you do to it (``expose_item``, ``reset``, attributes) is what the vector env plays.
+        ``get_attr`` reads without handing over."""
+        self._core.release(i, self._envs[i])
+        return self._envs[i]
 
     # ------------------------------------------------------------------ reset
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
@@ -258,9 +259,9 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         infos = {
             "t": t.astype(int),
             "_t": self._all.copy(),
-            "accepted": np.ones(n, dtype=np.bool_) if accepted is None else accepted,
+            "accepted": np.ones(n, dtype=np.bool_) if accepted is None else accepted.copy(),
             "_accepted": self._all.copy(),
-            "reason": np.full(n, _ACCEPTED, dtype=object) if reasons is None else reasons,
+            "reason": np.full(n, _ACCEPTED, dtype=object) if reasons is None else reasons.copy(),
             "_reason": self._all.copy(),
             "bytes_used": used.astype(int),
             "_bytes_used": self._all.copy(),
@@ -288,7 +289,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return self._core.masks.copy()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """``name`` of every sub-env: called with the arguments if it is a method, else read."""
+        """``name`` of every sub-env: called with the arguments if it is a method, else read
+        (a call may change a sub-env: every single env is handed over first, see ``sub_env``)."""
         results = []
         for env in self.envs:
             attribute = getattr(env, name)
@@ -296,7 +298,14 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return tuple(results)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        return tuple(getattr(env, name) for env in self.envs)
+        """``name`` of every sub-env's single env, brought to its state (not handed over)."""
+        return tuple(getattr(self.read_sub_env(i), name) for i in range(self.num_envs))
+
+    def read_sub_env(self, i: int) -> WritePolicyBenchEnv:
+        """Sub-env ``i``'s single env brought to its state, for reading only: the compiled core
+        keeps stepping the sub-env and does not see changes made to it."""
+        self._core.sync(i, self._envs[i])
+        return self._envs[i]
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set ``name`` on every sub-env: to ``values[i]`` for a list or tuple of N, else to ``values``."""
@@ -304,12 +313,13 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values, one per sub-env, got {len(values)}")
-        for env, value in zip(self.envs, values, strict=True):
-            setattr(env, name, value)
+        for i, value in enumerate(values):
+            setattr(self.read_sub_env(i) if name in _CORE_SETTINGS else self.sub_env(i), name, value)
         self.settings_changed()
 
     def settings_changed(self) -> None:
-        """Sub-envs' attributes were set: the compiled core takes their invalid-action penalties."""
+        """Sub-envs' attributes were set: the compiled core takes their invalid-action penalties
+        (any other attribute set hands the sub-env over, see ``sub_env``)."""
         self._core.penalties[:] = [env.invalid_action_penalty for env in self._envs]
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -319,7 +329,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     def render(self) -> tuple[Any, ...] | None:
         if self.render_mode is None:
             return None
-        return tuple(env.render() for env in self.envs)
+        return tuple(env.render() for env in self._envs)  # with a render_mode no sub-env is compiled
 
 
 class StepOutcome(NamedTuple):

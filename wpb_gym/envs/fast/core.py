@@ -36,6 +36,7 @@ from .layout import (
 with keyed_on_these_sources():
     from . import kernel  # its compiled functions bind their cache folder as they are defined
 
+_LISTS = ("statics", "floats", "states")
 _EMPTY_INT = np.zeros(1, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
 
@@ -67,6 +68,7 @@ class CompiledCore:
         self.masks = np.zeros((n, env.n_actions), dtype=np.bool_)
         self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
         self.synced = np.zeros(n, dtype=np.int64)  # actions replayed into the single env so far
+        self.released = np.zeros(n, dtype=np.bool_)  # handed to the user: stepped by the single env for good
         self._index()
 
     def _index(self) -> None:
@@ -80,7 +82,7 @@ class CompiledCore:
         for i in indices:
             env = envs[i]
             self.penalties[i] = env.invalid_action_penalty
-            arrays = compile_episode(env, self.memo)
+            arrays = None if self.released[i] else compile_episode(env, self.memo)
             self.synced[i] = 0
             if arrays is None:
                 self.compiled[i] = False
@@ -131,6 +133,27 @@ class CompiledCore:
             for a in self.states[i][log + self.synced[i]: log + taken].tolist():
                 env.advance(a)
             self.synced[i] = taken
+
+    def __getstate__(self) -> dict[str, Any]:
+        # numba's typed lists do not pickle: plain lists of the same arrays do.
+        state = dict(self.__dict__)
+        for name in _LISTS:
+            state[name] = list(state[name])
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in _LISTS:
+            state[name] = List(state[name])
+        self.__dict__.update(state)
+
+    def release(self, i: int, env: Any) -> None:
+        """Sub-env ``i`` is stepped by its single env from now on, brought to the core's state."""
+        self.sync(i, env)
+        if self.compiled[i]:
+            self.compiled[i] = False
+            self.statics[i], self.floats[i], self.states[i] = _EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT
+            self._index()
+        self.released[i] = True
 
     def copy_from(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is played by its single env: take its observation and mask."""

@@ -27,7 +27,8 @@ import numpy as np
 from ...core.accounting import MERGE_KEY, json_text
 from . import layout as L
 
-_SCALARS = (str, int, float, bool, type(None))
+# "api" values the store compares as the table keys them: equal ids exactly when ``same_api``.
+_API_TYPES = (str, int, float, bool, type(None))
 
 
 class FieldMemo:
@@ -84,15 +85,14 @@ class FieldMemo:
 
     def bits(self, mask: int) -> tuple[int, ...]:
         """The members of a parameter set (a bit mask), ascending."""
-        key = mask
-        found = self.masks.get(key)
+        found = self.masks.get(mask)
         if found is None:
-            members = []
-            while mask:
-                lowest = mask & -mask
+            members, rest = [], mask
+            while rest:
+                lowest = rest & -rest
                 members.append(lowest.bit_length() - 1)
-                mask ^= lowest
-            found = self.masks[key] = tuple(members)
+                rest ^= lowest
+            found = self.masks[mask] = tuple(members)
         return found
 
     def none_id(self) -> int:
@@ -185,7 +185,11 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
         first[contents[t] - 1] = t
     describe = memo.describe
     texts = tab._texts
-    described = [describe(texts[t], tab.observation(t)) for t in first]
+    observations = [tab.observation(t) for t in first]
+    if any(isinstance(obs, dict) and MERGE_KEY in obs and type(obs[MERGE_KEY]) not in _API_TYPES
+           for obs in observations):
+        return None  # a container "api": the table keys it by its JSON text, the store by ==
+    described = [describe(texts[t], obs) for t, obs in zip(first, observations, strict=True)]
     version_kind, version_rank = _version_codes([tab.versions[t] for t in first])
     mask_ids: dict[int, int] = {}
     contract_ids: dict[Any, int] = {}
@@ -254,7 +258,7 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
     for name, array in enumerate(arrays):
         header[L.H_STATIC + name] = position
         position += len(array)
-    # The kernel's memory: sections sized by the episode (see layout.STATE_SECTIONS).
+    # The kernel's memory: sections sized by the episode (layout.state_sizes).
     sizes = L.state_sizes(T, n_families, n_apis)
     state_position = 0
     for name, size in enumerate(sizes):

@@ -24,6 +24,10 @@ from .layout import (
     COST,
     CRITICAL,
     DEPRECATED,
+    EMPTY_DELTA,
+    EMPTY_SLOT,
+    ENDPOINT,
+    EXPIRE_CAP,
     F_KEPT_UTILITY,
     F_PAID,
     F_PENALTIES,
@@ -39,14 +43,24 @@ from .layout import (
     ITEM_COST,
     KIND,
     LOG,
+    MERGE_OK,
+    METRIC_F1,
+    METRIC_UTILITY,
     N_FLOATS,
+    N_MEMORY,
     N_SEEN,
+    N_SLOT,
+    N_STEP,
     NEXT,
+    NOT_SAME_ENDPOINT,
     ORACLE_PREFIX,
+    ORPHAN,
+    OVER_BUDGET,
     PARAMS,
     PARENT,
     PRIORITY,
     REQUIRED,
+    REVERTED,
     S_BUDGET,
     S_CRITICAL_BEFORE,
     S_DECIDED,
@@ -67,18 +81,21 @@ from .layout import (
     S_TAIL,
     S_USED,
     S_WRITES,
+    SAME_API,
+    SAME_FAMILY,
     SEEN,
     SEEN_ROWS,
+    SLOT_CONTEXT,
+    SLOT_KIND,
+    SLOT_KINDS,
+    STEP_COMPARE,
+    STEP_KIND,
+    STEP_SEEN,
+    SUPERSEDED,
+    TARGET_NOT_BASE,
     UTILITY,
 )
 from .memory import cost_budget, largest, remove, st, store
-
-_OVER_BUDGET, _EMPTY_SLOT, _EXPIRE_CAP, _TARGET_NOT_BASE, _NOT_SAME_ENDPOINT, _EMPTY_DELTA = 1, 2, 3, 4, 5, 6
-_KIND_ENDPOINT = 0
-_N_MEMORY = 8
-_COMPARE = 7  # family_in_memory: the 18 step features that compare the step with memory start here
-_SEEN_AT = 25  # family_seen: the *_since_seen features
-_F1, _UTILITY = 0, 1
 
 
 @njit(cache=True)
@@ -139,8 +156,8 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
     shown = _slots(static, state, scalars, K, oldest, family, family_live)
     scalars[S_SHOWN] = shown
     inv_T = 1.0 / T
-    n_step = 39 + privileged
-    n_slot = 14 + privileged
+    n_step = N_STEP + privileged
+    n_slot = N_SLOT + privileged
     obs[:] = 0.0
     mask[:] = False
     mask[0] = True
@@ -186,23 +203,23 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
         else:
             obs[1] = 0.0 if cost == 0 else 1.0
         obs[2] = 1.0 if cost <= remaining else 0.0
-        obs[3 + col(static, KIND, t)] = 1.0
+        obs[STEP_KIND + col(static, KIND, t)] = 1.0
         deprecated = fat(floats, DEPRECATED, t)
         if family_live:
             _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs)
         else:
-            obs[_COMPARE + 10] = deprecated
-        row = _fat_index(floats, SEEN_ROWS) + N_SEEN * col(static, SEEN, t)
+            obs[STEP_COMPARE + 10] = deprecated
+        row = int(floats[SEEN_ROWS]) + N_SEEN * col(static, SEEN, t)
         for j in range(N_SEEN):
-            obs[_SEEN_AT + j] = floats[row + j]
+            obs[STEP_SEEN + j] = floats[row + j]
         if privileged:
-            obs[39] = fat(floats, PRIORITY, t)
+            obs[N_STEP] = fat(floats, PRIORITY, t)
     age_now = t if live else T
     costs, parents = st(static, ITEM_COST), st(static, PARENT)
     heads = st(static, FAMILY_HEAD)
     for k in range(shown):
         s = scalars[S_SLOTS + k]
-        r = n_step + _N_MEMORY + k * n_slot
+        r = n_step + N_MEMORY + k * n_slot
         parent = state[parents + s]
         obs[r] = 1.0
         obs[r + 1] = (age_now - s) * inv_T
@@ -212,34 +229,29 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
             obs[r + 2] = min(1.0, state[costs + s] / budget) if budget else 1.0
             obs[r + 3] = 1.0
         kind = col(static, KIND, s)
-        if kind < 3:
-            obs[r + 4 + kind] = 1.0
-        obs[r + 7] = fat(floats, DEPRECATED, s)
-        c = r + 8
+        if kind < SLOT_KINDS:
+            obs[r + SLOT_KIND + kind] = 1.0
+        obs[r + SLOT_KIND + SLOT_KINDS] = fat(floats, DEPRECATED, s)
+        c = r + SLOT_CONTEXT
         if privileged:
             obs[c] = fat(floats, PRIORITY, s)
             c += 1
         if parent >= 0 and state[costs + parent] < 0:
-            obs[c] = 1.0  # orphan
+            obs[c + ORPHAN] = 1.0
         item_family = col(static, FAMILY, s)
         if item_family >= 0 and state[heads + item_family] != s:
-            obs[c + 3] = 1.0  # superseded
+            obs[c + SUPERSEDED] = 1.0
         if family_live and item_family == family:
-            obs[c + 1] = 1.0
-            if kind == _KIND_ENDPOINT and reverted(static, floats, s, t):
-                obs[c + 5] = 1.0
+            obs[c + SAME_FAMILY] = 1.0
+            if kind == ENDPOINT and reverted(static, floats, s, t):
+                obs[c + REVERTED] = 1.0
             if api >= 0 and col(static, API, s) == api:
-                obs[c + 2] = 1.0
+                obs[c + SAME_API] = 1.0
                 if parent < 0:
                     delta_cost = merge_cost(static, content, col(static, CONTENT, s))
                     if delta_cost >= 0 and delta_cost <= remaining:
-                        obs[c + 4] = 1.0
+                        obs[c + MERGE_OK] = 1.0
                         mask[2 + k] = True
-
-
-@njit(cache=True, inline="always")
-def _fat_index(floats, name):
-    return int(floats[name])
 
 
 @njit(cache=True)
@@ -259,7 +271,7 @@ def _compare_with_memory(static, floats, state, t, family, family_live, api, cos
     dep_t, dep_r = fat(floats, DEPRECATED, t), fat(floats, DEPRECATED, ref)
     pt, pr = col(static, PARAMS, ct), col(static, PARAMS, cr)
     qt, qr = col(static, REQUIRED, ct), col(static, REQUIRED, cr)
-    c = _COMPARE
+    c = STEP_COMPARE
     obs[c] = 1.0
     obs[c + 1] = 1.0 if base >= 0 else 0.0
     obs[c + 2] = 1.0 if identical else 0.0
@@ -284,21 +296,21 @@ def _compare_with_memory(static, floats, state, t, family, family_live, api, cos
 def _rejection(static, state, scalars, a, K, cap, t):
     """``WritePolicyBenchEnv._rejection_reason`` of an action the mask refused."""
     if a == 1:
-        return _OVER_BUDGET
+        return OVER_BUDGET
     k = (a - 2) % K
     if k >= scalars[S_SHOWN]:
-        return _EMPTY_SLOT
+        return EMPTY_SLOT
     if a >= 2 + K:
-        return _EXPIRE_CAP
+        return EXPIRE_CAP
     s = scalars[S_SLOTS + k]
     if state[st(static, PARENT) + s] >= 0:
-        return _TARGET_NOT_BASE
+        return TARGET_NOT_BASE
     api = col(static, API, t)
     if api < 0 or col(static, API, s) != api:
-        return _NOT_SAME_ENDPOINT
+        return NOT_SAME_ENDPOINT
     if merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, s)) < 0:
-        return _EMPTY_DELTA
-    return _OVER_BUDGET
+        return EMPTY_DELTA
+    return OVER_BUDGET
 
 
 @njit(cache=True)
@@ -319,12 +331,12 @@ def _potential(floats, scalars, fscalars, codes, weights):
     oracle = floats[N_FLOATS]
     kept_utility = fscalars[F_KEPT_UTILITY]
     for j in range(len(codes)):
-        if codes[j] == _F1:
+        if codes[j] == METRIC_F1:
             denominator = scalars[S_KEPT] + scalars[S_CRITICAL_BEFORE]
             value = 2.0 * scalars[S_KEPT_CRITICAL] / denominator if denominator else 0.0
         elif math.isnan(oracle) or oracle == 0.0:
             value = 0.0
-        elif codes[j] == _UTILITY:
+        elif codes[j] == METRIC_UTILITY:
             value = kept_utility / oracle
         else:
             decided = scalars[S_DECIDED]
@@ -374,7 +386,7 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
                     _keep(static, floats, scalars, fscalars, s, -1)
                     left -= 1
                 s = state[nxt + s]
-        if col(static, KIND, target) == _KIND_ENDPOINT and col(static, FAMILY, target) == col(static, FAMILY, t):
+        if col(static, KIND, target) == ENDPOINT and col(static, FAMILY, target) == col(static, FAMILY, t):
             if not scalars[S_REVERTED_EXPIRED] and reverted(static, floats, target, t):
                 scalars[S_REVERTED_EXPIRED] = 1
         remove(static, state, scalars, target)

@@ -3,6 +3,9 @@ fills them) and ``kernel`` (which reads them; numba takes module-level ints as c
 
 from __future__ import annotations
 
+from ..observation.features import MEMORY_FEATURES, SLOT_CONTEXT_FEATURES, SLOT_FEATURES, STEP_FEATURES
+from ..observation.stream_table import KIND_ENDPOINT, KIND_OTHER
+
 # ---- static (int32): a header, then one section per name below, in this order.
 (COST, KIND, FAMILY, API, CONTENT, PREVIOUS, CRITICAL, SEEN,  # per timestep
  VERSION_KIND, VERSION_RANK, PARAMS, REQUIRED, CONTRACT, IS_DICT, EQUALITY, FIELD_OFFSETS,  # per content
@@ -57,5 +60,22 @@ N_FLOAT_SCALARS = 4
 # ---- rejection reasons (0: accepted), as the single env names them.
 REASONS = ("accepted", "over_budget", "empty_slot", "expire_cap", "target_not_base", "not_same_endpoint",
            "empty_delta")
+OVER_BUDGET, EMPTY_SLOT, EXPIRE_CAP, TARGET_NOT_BASE, NOT_SAME_ENDPOINT, EMPTY_DELTA = range(1, len(REASONS))
+
+# ---- where features sit in an observation row (features.py's order; priority adds one column
+# after the step features and one in each slot row, before the slot's context features).
+N_STEP = len(STEP_FEATURES)
+N_MEMORY = len(MEMORY_FEATURES)
+N_SLOT = len(SLOT_FEATURES) + len(SLOT_CONTEXT_FEATURES)
+STEP_COMPARE = STEP_FEATURES.index("family_in_memory")  # the 18 features comparing the step with memory
+STEP_SEEN = STEP_FEATURES.index("family_seen")
+STEP_KIND = STEP_FEATURES.index("kind_endpoint")  # four kind flags, in KIND_* order
+SLOT_KIND = SLOT_FEATURES.index("kind_endpoint")  # three kind flags, then deprecated
+SLOT_CONTEXT = len(SLOT_FEATURES)
+ORPHAN, SAME_FAMILY, SAME_API, SUPERSEDED, MERGE_OK, REVERTED = (
+    SLOT_CONTEXT_FEATURES.index(name) for name in ("orphan", "same_family", "same_api", "superseded", "merge_ok",
+                                                   "reverted"))
+ENDPOINT, SLOT_KINDS = KIND_ENDPOINT, KIND_OTHER  # a slot row flags the kinds before "other"
 # ---- reward metrics, by code.
 METRIC_CODES = {"f1": 0, "utility": 1, "neg_regret": 2}
+METRIC_F1, METRIC_UTILITY = METRIC_CODES["f1"], METRIC_CODES["utility"]
