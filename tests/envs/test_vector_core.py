@@ -23,6 +23,7 @@ from test_vector_env import play_both, same
 
 from wpb_gym import Episode, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 
@@ -167,3 +168,29 @@ def test_the_vector_env_pickles_mid_episode_and_goes_on_alike():
         got, want = copy_.step(actions), vector.step(actions)
         same(got, want)
         info = want[4]
+
+
+class _BonusReward(RewardFunction):
+    def reward(self, decided, penalty, metrics):
+        return super().reward(decided, penalty, metrics) + 0.01
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"budget_bytes": 66074153943056138},  # past 2**53: Python divides the ints exactly
+    {"budget_bytes": 2**62},
+    {"max_expires_per_step": 2**63},
+    {"reward_fn": _BonusReward({"f1": 1.0}, True, 0.03)},  # a part the kernel does not mirror
+])
+def test_settings_past_what_the_core_mirrors_are_stepped_by_the_single_env(kwargs):
+    assert play_both(2, 40, seed=5, invalid_share=0.2, compiled=False, length=12, **kwargs) >= 2
+
+
+def test_a_step_whose_t_is_not_its_position_fails_as_in_the_single_env():
+    steps = [Step(0, {"api": "a", "x": 1}, {"mode": "m"}), Step(5, {"api": "a", "x": 2}, {"mode": "m"})]
+    episode = Episode(steps=steps, labels={"critical_steps": [1], "utility_by_step": {0: 1, 1: 1}})
+    for env in (WritePolicyBenchVectorEnv(1, episodes=[episode]),
+                SyncVectorEnv([lambda: WritePolicyBenchEnv(episodes=[episode])])):
+        env.reset(seed=0)
+        env.step(np.array([0]))
+        with pytest.raises(AssertionError, match="NOT_CURRENT_STEP"):
+            env.step(np.array([1]))

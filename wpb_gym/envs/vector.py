@@ -77,10 +77,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._started = False
         self._last: StepOutcome | None = None
-        from .fast.core import CompiledCore  # numba is imported with the first vector env, not with wpb_gym
+        from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
 
         self._core = CompiledCore(self.num_envs, first)
-        self._use_kernel = self.render_mode is None  # rendering records what the single env does
+        self._use_kernel = compilable_settings(first)  # rendering records what the single env does
 
     @property
     def envs(self) -> list[WritePolicyBenchEnv]:

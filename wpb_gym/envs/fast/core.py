@@ -14,7 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 from numba.typed import List
 
-from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
+from ..observation.encoder import ObservationEncoder
+from ..render import MemoryViewer
+from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources
 from .episode_arrays import FieldMemo, compile_episode
 from .layout import (
@@ -37,6 +39,20 @@ with keyed_on_these_sources():
     from . import kernel  # its compiled functions bind their cache folder as they are defined
 
 _LISTS = ("statics", "floats", "states")
+# Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
+_EXACT_INTS = 2**53
+
+
+def _plain_parts(env: Any) -> bool:
+    """The env's parts are the ones the kernel mirrors (a subclass may change what they do)."""
+    return (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
+            and type(env.viewer) is MemoryViewer)
+
+
+def compilable_settings(env: Any) -> bool:
+    """Whether the compiled core can play sub-envs made like ``env`` at all."""
+    cap = env.max_expires_per_step
+    return env.render_mode is None and (cap is None or cap < _EXACT_INTS)
 _EMPTY_INT = np.zeros(1, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
 
@@ -82,7 +98,8 @@ class CompiledCore:
         for i in indices:
             env = envs[i]
             self.penalties[i] = env.invalid_action_penalty
-            arrays = None if self.released[i] else compile_episode(env, self.memo)
+            compilable = not self.released[i] and _plain_parts(env) and env._store.max_bytes < _EXACT_INTS
+            arrays = compile_episode(env, self.memo) if compilable else None
             self.synced[i] = 0
             if arrays is None:
                 self.compiled[i] = False

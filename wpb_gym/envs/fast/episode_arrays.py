@@ -174,6 +174,9 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
     contents = tab.contents
     if min(contents) < 0:
         return None
+    raw = tab._raw
+    if raw is not None and any(step.t != t for t, step in enumerate(raw)):
+        return None  # the store refuses to WRITE a step whose t is not the current timestep
     memo.start()
     T = tab.length
     encoder = env._encoder
