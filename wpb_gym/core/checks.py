@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InputError", "require_int"]
+__all__ = ["InputError", "only_defaults", "require_int"]
 
 
 class InputError(ValueError):
@@ -22,3 +22,10 @@ def require_int(value: Any, name: str, minimum: int = 0) -> int:
         expected = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
         raise ValueError(f"{name} must be {expected}, got {value!r}")
     return int(value)
+
+
+def only_defaults(part: str, given: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """A part passed in replaces the arguments it is built from: those must keep their defaults."""
+    set_too = sorted(k for k, v in given.items() if k not in defaults or v != defaults[k])
+    if set_too:
+        raise ValueError(f"{part} replaces the arguments {set_too}: pass one or the other")

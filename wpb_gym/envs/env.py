@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import gymnasium as gym
 from gymnasium import spaces
 
-from ..core.checks import require_int
+from ..core.checks import only_defaults, require_int
 from ..core.store import ByteMemoryStore, Reason
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
@@ -241,7 +241,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         else:
             given = {"slots": slots, "slot_order": slot_order, "observation_mode": observation_mode,
                      "max_expires_per_step": max_expires_per_step}
-            _only_defaults("observation_encoder", given, _ENCODER_DEFAULTS)
+            only_defaults("observation_encoder", given, _ENCODER_DEFAULTS)
             if observation_encoder.privileged != (self.track == PRIVILEGED):
                 raise ValueError(f"observation_encoder: its layout is for the other track than track={track!r}")
             encoder = observation_encoder.fresh()
@@ -251,7 +251,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if viewer is None:
             viewer = MemoryViewer(render_mode)
         else:
-            _only_defaults("viewer", {"render_mode": render_mode}, {"render_mode": None})
+            only_defaults("viewer", {"render_mode": render_mode}, {"render_mode": None})
         self.viewer = viewer.fresh()
         self.render_mode = self.viewer.mode
         if episode_sampler is None:
@@ -260,13 +260,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         else:
             given = {"regime": regime, "length": length, "episodes": episodes, "episode_seed": episode_seed,
                      "episode_order": episode_order}
-            _only_defaults("episode_sampler", {**given, **generator_options}, _EPISODE_DEFAULTS)
+            only_defaults("episode_sampler", {**given, **generator_options}, _EPISODE_DEFAULTS)
             episode_sampler = episode_sampler.fresh()
         self.sampler = episode_sampler
         if reward_fn is None:
             reward_fn = RewardFunction(parse_reward(reward), dense_reward, expire_cost)
         else:
-            _only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward, "expire_cost": expire_cost},
+            only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward, "expire_cost": expire_cost},
                            {"reward": "f1", "dense_reward": True, "expire_cost": 0.03})
             reward_fn = reward_fn.fresh()
         self.reward_fn = reward_fn
@@ -314,6 +314,12 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     # ------------------------------------------------------------------ episode start
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._start(*self.choose_episode(seed, options))
+        return self._encoder.observation(), self._info(True, _ACCEPTED)
+
+    def choose_episode(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Episode, int]:
+        """``reset`` but for starting the episode: seed, check ``options``, choose; returns the
+        episode and its budget (the vector env starts compiled sub-envs' episodes itself)."""
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = sorted(set(options) - set(RESET_OPTIONS))
@@ -322,13 +328,11 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if seed is not None:
             self.sampler.restart()
         budget = require_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
-        episode, index = self.sampler.choose(self.np_random, options)
+        episode, self.episode_index = self.sampler.choose(self.np_random, options)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
-        self._start(episode, budget)
         self.reset_count += 1
-        self.episode_index = index
-        return self._encoder.observation(), self._info(True, _ACCEPTED)
+        return episode, budget
 
     def _start(self, episode: Episode, budget: int) -> None:
         self._episode = episode
@@ -492,9 +496,3 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 # The feature tables are kept once, with the feature names (observation/features.py).
 WritePolicyBenchEnv.__doc__ = WritePolicyBenchEnv.__doc__.replace("    {feature_tables}", feature_tables("    "))
 
-
-def _only_defaults(part: str, given: dict[str, Any], defaults: dict[str, Any]) -> None:
-    """A part passed in replaces the arguments it is built from: those must keep their defaults."""
-    set_too = sorted(k for k, v in given.items() if k not in defaults or v != defaults[k])
-    if set_too:
-        raise ValueError(f"{part} replaces the arguments {set_too}: pass one or the other")

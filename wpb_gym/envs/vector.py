@@ -118,7 +118,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                 raise ValueError("the first reset resets every sub-env: leave out options['reset_mask']")
         indices = np.flatnonzero(chosen).tolist()
         for i in indices:
-            self._envs[i].reset(seed=seeds[i], options=options)
+            self._reset_sub_env(i, seeds[i], options)
             self._autoreset[i] = False
         self._start(indices)
         self._started = True
@@ -160,7 +160,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         if autoreset.any():  # NEXT_STEP: this step starts the next episode; its action is ignored
             restarting = np.flatnonzero(autoreset).tolist()
             for i in restarting:
-                self._envs[i].reset()
+                self._reset_sub_env(i)
             autoreset[:] = False
             self._start(restarting)
             moving = np.ones(n, dtype=np.bool_)
@@ -195,7 +195,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                         reasons[i], "bytes_used": self._bytes_used(i), "action_mask": core.masks[i].copy(),
                         "metrics": metrics, **metrics}
                 final.append((i, self._observation_of(i), info))
-                self._envs[i].reset()
+                self._reset_sub_env(i)
                 accepted[i] = True
                 if reasons is not None:
                     reasons[i] = _ACCEPTED
@@ -215,6 +215,16 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         but for the metrics and final entries."""
         last = self._last
         return self._batch(None if last is None else last.accepted, None if last is None else last.reasons)[1]
+
+    def _reset_sub_env(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Reset sub-env ``i``: its single env chooses the episode (seeding, options, sampler) and,
+        if the compiled core will play it, leaves starting it to the core (``_start``)."""
+        env, core = self._envs[i], self._core
+        if self._use_kernel and not core.released[i]:
+            core.pending[i] = env.choose_episode(seed, options)
+        else:
+            core.pending[i] = None
+            env.reset(seed=seed, options=options)
 
     def _start(self, indices: list[int]) -> None:
         """The sub-envs ``indices`` were just reset: hand their episodes to the compiled core."""

@@ -14,7 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 from numba.typed import List
 
+from ..observation.comparisons import contracts, seen_features
 from ..observation.encoder import ObservationEncoder
+from ..observation.stream_table import StreamTable
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources
@@ -85,6 +87,8 @@ class CompiledCore:
         self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
         self.synced = np.zeros(n, dtype=np.int64)  # actions replayed into the single env so far
         self.released = np.zeros(n, dtype=np.bool_)  # handed to the user: stepped by the single env for good
+        # (episode, budget) chosen for a sub-env whose single env has not started it (see sync).
+        self.pending: list[tuple[Any, int] | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -92,15 +96,26 @@ class CompiledCore:
         self.single_indices = np.flatnonzero(~self.compiled)
 
     def start(self, indices: Sequence[int], envs: Sequence[Any]) -> None:
-        """The sub-envs ``indices`` were just reset: compile their episodes and observe them
-        (a sub-env whose episode cannot be compiled is played by its single env)."""
+        """The sub-envs ``indices`` were just reset: those whose episode was chosen but not started
+        (``pending``) are compiled and observed; an episode the core cannot play, and a
+        sub-env that was reset in full, is played by its single env."""
         ready, budgets = [], []
         for i in indices:
             env = envs[i]
             self.penalties[i] = env.invalid_action_penalty
-            compilable = not self.released[i] and _plain_parts(env) and env._store.max_bytes < _EXACT_INTS
-            arrays = compile_episode(env, self.memo) if compilable else None
             self.synced[i] = 0
+            chosen = self.pending[i]
+            arrays = None
+            if chosen is not None:
+                episode, budget = chosen
+                if _plain_parts(env) and budget < _EXACT_INTS:
+                    table = StreamTable(episode, env.track, env._encoder._shapes)
+                    shown = contracts(table)
+                    env.reward_fn.start(episode, table.cost_array(), budget)
+                    arrays = compile_episode(table, shown, seen_features(table, shown), env.reward_fn, self.memo)
+                if arrays is None:  # the single env plays it: start it now
+                    env._start(episode, budget)
+                    self.pending[i] = None
             if arrays is None:
                 self.compiled[i] = False
                 self.copy_from(i, env)
@@ -108,7 +123,7 @@ class CompiledCore:
             self.compiled[i] = True
             self.statics[i], self.floats[i], self.states[i] = arrays
             ready.append(i)
-            budgets.append(env._store.max_bytes)
+            budgets.append(budget)
         self._index()
         if ready:
             kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
@@ -130,10 +145,11 @@ class CompiledCore:
 
         row = self.scalars[i]
         retained = tuple(kernel.retained(self.statics[i], self.states[i]).tolist())
+        episode = env.episode if self.pending[i] is None else self.pending[i][0]
         metrics = metrics_of_memory(
-            env.episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
+            episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
             writes=int(row[S_WRITES]), expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]),
-            oracle_utility=env.oracle_utility(),
+            oracle_utility=env.reward_fn.oracle_utility(),
         ).as_row()
         floats = self.fscalars[i]
         reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
@@ -141,9 +157,14 @@ class CompiledCore:
         return reward, metrics
 
     def sync(self, i: int, env: Any) -> None:
-        """Bring single env ``i`` to the kernel's state by replaying the actions it took since."""
+        """Bring single env ``i`` to the kernel's state: start its episode if it was not, and
+        replay the actions the kernel took since it was last brought up to date."""
         if not self.compiled[i]:
             return
+        if self.pending[i] is not None:
+            env._start(*self.pending[i])
+            self.pending[i] = None
+            self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])
         if self.synced[i] < taken:
             log = kernel.st_py(self.statics[i], LOG)

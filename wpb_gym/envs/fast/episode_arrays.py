@@ -1,8 +1,10 @@
-"""One episode, as the compiled core reads it: flat arrays built from a single env just reset.
+"""One episode, as the compiled core reads it: flat arrays built from what does not depend on memory.
 
-The single env's reset already did the work that does not depend on memory (the episode's
-``StreamTable``, the ``*_since_seen`` features, the reward's labels and oracle); this module
-turns it into three flat arrays per sub-env, with the offsets of their sections in a header:
+The vector env's sub-env chooses the episode and its budget as a single env's reset does; the
+core then builds what the single env's start builds that does not depend on memory (its
+``StreamTable``, contracts and ``*_since_seen`` rows, with the same functions) and starts the
+reward function on it; this module turns those into three flat arrays per sub-env, with the
+offsets of their sections in a header:
 
 * ``static`` (int32): per timestep its cost, kind, family, api, content and the other ids the
   kernel compares; per distinct observation (content) its version rank, parameter and
@@ -167,10 +169,11 @@ def _dense(ids: list[int]) -> np.ndarray:
     return out
 
 
-def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(static, floats, state) for the episode ``env`` (a ``WritePolicyBenchEnv``) was just reset
-    to, or None when an observation is not plain JSON."""
-    tab = env._table
+def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]], reward_fn: Any,
+                    memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(static, floats, state) of an episode from its ``StreamTable``, contracts and
+    ``*_since_seen`` rows (``envs.observation.comparisons``) and the reward function started on
+    it, or None when an observation is not plain JSON."""
     contents = tab.contents
     if min(contents) < 0:
         return None
@@ -179,8 +182,6 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
         return None  # the store refuses to WRITE a step whose t is not the current timestep
     memo.start()
     T = tab.length
-    encoder = env._encoder
-    reward_fn = env.reward_fn
     # Per distinct observation (content ids are 1.. in first-shown order).
     n_contents = max(contents)
     first = [0] * n_contents
@@ -202,8 +203,7 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
 
     params = [mask_id(tab.params[t]) for t in first]
     required = [mask_id(tab.required[t]) for t in first]
-    contract_list = encoder._contracts
-    contract = [-1 if contract_list[t] is None else contract_ids.setdefault(contract_list[t], len(contract_ids))
+    contract = [-1 if contracts[t] is None else contract_ids.setdefault(contracts[t], len(contract_ids))
                 for t in first]
     field_offsets = np.zeros(n_contents + 1, dtype=np.int32)
     field_offsets[1:] = np.cumsum([len(d[2]) for d in described])
@@ -211,7 +211,6 @@ def compile_episode(env: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, 
     bit_lists = [memo.bits(m) for m in masks]
     mask_offsets = np.zeros(len(masks) + 1, dtype=np.int32)
     mask_offsets[1:] = np.cumsum([len(b) for b in bit_lists])
-    seen = encoder._seen
     seen_rows = dict.fromkeys(seen)
     seen_index = dict(zip(seen_rows, range(len(seen_rows)), strict=True))
     critical = np.zeros(T, dtype=np.int32)
