@@ -14,10 +14,11 @@ alternating slices (the VM's speed drifts):
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process).
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
+* ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 
 The env and train parts call the compiled core once before timing (``warm_up``).
 
-    python benchmarks/vector_env.py [--part env|train|memory|compile|all] [--seconds 4] [--rounds 3]
+    python benchmarks/vector_env.py [--part env|train|memory|compile|reset|all] [--seconds 4] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
                                          True),
             "MaskablePPO, NativeVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"),
                                                               **hyper), True),
+            "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"), **hyper),
+                                      False),
         }
         totals = {name: [0, 0.0] for name in runs}
         for _ in range(rounds):
@@ -130,6 +133,30 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
     for name, value in stepping.items():
         print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
+
+
+def measure_reset(resets: int, rounds: int) -> None:
+    """Per regime: what resetting one sub-env of the native vector env costs (choosing the
+    episode, turning it into arrays, observing it) against a single env's reset, on the same
+    seeds, in alternating slices."""
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+    from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+    from wpb_gym.episodes.generators.paper import REGIMES
+
+    warm_up()
+    print(f"Reset time per regime, {resets} resets x {rounds} rounds (ratio: one sub-env's reset / a single env's)")
+    print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}")
+    for regime in sorted(REGIMES):
+        single, vector = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
+        totals = {"single": 0.0, "vector": 0.0}
+        for r in range(rounds):
+            for name, env in (("single", single), ("vector", vector)):
+                start = time.perf_counter()
+                for k in range(resets):
+                    env.reset(seed=r * resets + k)
+                totals[name] += time.perf_counter() - start
+        per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
+        print(f"{regime:<18} {per['single']:>9,.0f}us {per['vector']:>9,.0f}us {per['vector'] / per['single']:>6.2f}x")
 
 
 def warm_up() -> None:
@@ -208,7 +235,7 @@ def measure_memory(n: int, steps: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "all"], default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "all"], default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
@@ -224,6 +251,8 @@ def main() -> None:
         measure_memory(args.num_envs, 2_000)
     if args.part in ("compile", "all"):
         measure_first_call()
+    if args.part in ("reset", "all"):
+        measure_reset(20, args.rounds)
 
 
 if __name__ == "__main__":

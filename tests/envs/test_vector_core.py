@@ -194,3 +194,36 @@ def test_a_step_whose_t_is_not_its_position_fails_as_in_the_single_env():
         env.step(np.array([0]))
         with pytest.raises(AssertionError, match="NOT_CURRENT_STEP"):
             env.step(np.array([1]))
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False)
+    | st.sampled_from([0, 1, -0.0, 1.0, 0.5, 2**53, float(2**53), 10**16, 1e16]) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=_JSON, b=_JSON)
+def test_value_ids_are_equal_exactly_when_python_says_so_and_lengths_are_the_json_texts(a, b):
+    from wpb_gym.core.accounting import json_text
+    from wpb_gym.envs.fast.episode_arrays import _equality_key, json_length
+
+    assert (_equality_key(a) == _equality_key(b)) == (a == b)
+    assert json_length(a) == len(json_text(a))
+
+
+def test_a_reset_that_fails_part_way_leaves_the_sub_envs_it_reached_started():
+    vector = WritePolicyBenchVectorEnv(2, length=20)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(length=20) for _ in range(2)])
+    same(vector.reset(seed=0), sync.reset(seed=0))
+    for _ in range(3):
+        same(vector.step(np.ones(2, dtype=int)), sync.step(np.ones(2, dtype=int)))
+    for env in (vector, sync):
+        with pytest.raises(Exception, match="Seed must be greater or equal to zero"):
+            env.reset(seed=[11, -1])  # sub-env 0 is reset, sub-env 1 refuses its seed
+    for _ in range(5):
+        got, want = vector.step(np.ones(2, dtype=int)), sync.step(np.ones(2, dtype=int))
+        same(got[:4], want[:4])
+    assert vector.get_attr("t") == sync.get_attr("t")

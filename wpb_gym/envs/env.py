@@ -177,7 +177,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Version History
 
-    * v0, package 0.7.0: the native vector env steps on a compiled core (numba); the env is unchanged.
+    * v0, package 0.7.0: the native vector env steps on a compiled core (numba); ``choose_episode``.
     * v0, package 0.5.0: the contract regimes open with an unscored warm-up showing every endpoint's
       starting state (``warmup``), so every change can be classified from the stream, and a
       requirement relaxed or removed later is no longer critical: their episodes changed.
@@ -267,7 +267,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             reward_fn = RewardFunction(parse_reward(reward), dense_reward, expire_cost)
         else:
             only_defaults("reward_fn", {"reward": reward, "dense_reward": dense_reward, "expire_cost": expire_cost},
-                           {"reward": "f1", "dense_reward": True, "expire_cost": 0.03})
+                          {"reward": "f1", "dense_reward": True, "expire_cost": 0.03})
             reward_fn = reward_fn.fresh()
         self.reward_fn = reward_fn
 
@@ -328,10 +328,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if seed is not None:
             self.sampler.restart()
         budget = require_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
-        episode, self.episode_index = self.sampler.choose(self.np_random, options)
+        episode, index = self.sampler.choose(self.np_random, options)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
-        self.reset_count += 1
+        self.reset_count, self.episode_index = self.reset_count + 1, index
         return episode, budget
 
     def _start(self, episode: Episode, budget: int) -> None:

@@ -1,13 +1,12 @@
 """The native vector environment: N episodes of ``WritePolicyBench-v0`` stepped by one call.
 
 ``gym.make_vec("WritePolicyBench-v0", num_envs=N)`` builds it (every registered id has it as
-its ``vector_entry_point``). Episodes are chosen, read and labelled by one single env per
-sub-env at reset; the steps are taken by the compiled core (``envs.fast``) for all sub-envs in
-one call, on arrays. A sub-env whose episode holds observations that are not plain JSON, and
-every sub-env of a vector env made with a ``render_mode``, is stepped by its single env's own
-``advance`` instead. ``tests/envs/test_vector_env.py`` plays it against Gymnasium's
-``SyncVectorEnv`` over single envs on every regime, both tracks, both observation modes, long
-episodes and episodes from files, and requires every output to be equal.
+its ``vector_entry_point``). Each sub-env's single env chooses its episodes (seeds, options,
+sampler); the compiled core (``envs.fast``) turns them into arrays and steps all sub-envs in one
+call. What the core does not mirror (episodes that are not plain JSON, subclassed parts, a
+``render_mode``, a sub-env whose single env was handed to the user) is stepped by the single
+env's own ``advance``. ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
+against Gymnasium's ``SyncVectorEnv`` over single envs and require every output to be equal.
 """
 
 from __future__ import annotations
@@ -116,11 +115,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                 raise ValueError(f"options['reset_mask'] must be {n} bools with at least one True, got {reset_mask!r}")
             if not self._started and not chosen.all():
                 raise ValueError("the first reset resets every sub-env: leave out options['reset_mask']")
-        indices = np.flatnonzero(chosen).tolist()
-        for i in indices:
-            self._reset_sub_env(i, seeds[i], options)
-            self._autoreset[i] = False
-        self._start(indices)
+        self._reset_sub_envs(np.flatnonzero(chosen).tolist(), seeds, options)
         self._started = True
         self._last = None
         observations, infos = self._batch()
@@ -159,10 +154,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         codes = np.zeros(n, dtype=np.int8)
         if autoreset.any():  # NEXT_STEP: this step starts the next episode; its action is ignored
             restarting = np.flatnonzero(autoreset).tolist()
-            for i in restarting:
-                self._reset_sub_env(i)
-            autoreset[:] = False
-            self._start(restarting)
+            self._reset_sub_envs(restarting)
             moving = np.ones(n, dtype=np.bool_)
             moving[restarting] = False
             compiled, by_env = np.flatnonzero(moving & core.compiled), np.flatnonzero(moving & ~core.compiled)
@@ -195,11 +187,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                         reasons[i], "bytes_used": self._bytes_used(i), "action_mask": core.masks[i].copy(),
                         "metrics": metrics, **metrics}
                 final.append((i, self._observation_of(i), info))
-                self._reset_sub_env(i)
                 accepted[i] = True
                 if reasons is not None:
                     reasons[i] = _ACCEPTED
-            self._start([i for i, _ in finished])
+            self._reset_sub_envs([i for i, _ in finished])
         elif finished:
             autoreset[[i for i, _ in finished]] = True
         self._last = StepOutcome(rewards, terminated, accepted, reasons, finished, final)
@@ -216,15 +207,24 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         last = self._last
         return self._batch(None if last is None else last.accepted, None if last is None else last.reasons)[1]
 
-    def _reset_sub_env(self, i: int, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
-        """Reset sub-env ``i``: its single env chooses the episode (seeding, options, sampler) and,
-        if the compiled core will play it, leaves starting it to the core (``_start``)."""
-        env, core = self._envs[i], self._core
-        if self._use_kernel and not core.released[i]:
-            core.pending[i] = env.choose_episode(seed, options)
-        else:
-            core.pending[i] = None
-            env.reset(seed=seed, options=options)
+    def _reset_sub_envs(self, indices: list[int], seeds: list[int | None] | None = None,
+                        options: dict[str, Any] | None = None) -> None:
+        """Reset these sub-envs: each single env chooses its episode (seeding, options, sampler)
+        and, where the compiled core will play it, leaves starting it to the core. The sub-envs
+        reset before one that fails are started all the same."""
+        core, done = self._core, []
+        try:
+            for i in indices:
+                env, seed = self._envs[i], None if seeds is None else seeds[i]
+                if self._use_kernel and not core.released[i]:
+                    core.pending[i] = env.choose_episode(seed, options)
+                else:
+                    core.pending[i] = None
+                    env.reset(seed=seed, options=options)
+                self._autoreset[i] = False
+                done.append(i)
+        finally:
+            self._start(done)
 
     def _start(self, indices: list[int]) -> None:
         """The sub-envs ``indices`` were just reset: hand their episodes to the compiled core."""
@@ -312,8 +312,9 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return tuple(getattr(self.read_sub_env(i), name) for i in range(self.num_envs))
 
     def read_sub_env(self, i: int) -> WritePolicyBenchEnv:
-        """Sub-env ``i``'s single env brought to its state, for reading only: the compiled core
-        keeps stepping the sub-env and does not see changes made to it."""
+        """Sub-env ``i``'s single env brought to its state, for reading now: the compiled core
+        keeps stepping the sub-env, does not see changes made to it, and brings the single env
+        up to date again only when it is read again."""
         self._core.sync(i, self._envs[i])
         return self._envs[i]
 

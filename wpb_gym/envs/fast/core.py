@@ -1,10 +1,11 @@
 """``CompiledCore``: the vector env's sub-envs as arrays, stepped by ``kernel`` in one call.
 
-It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``) and
-its scalars, and the batched observation and mask buffers. The vector env keeps a single env
-per sub-env for what is done once per episode (choosing and reading the episode, the reward's
-labels and oracle) and for anything a user asks of a sub-env: ``sync`` replays the actions the
-kernel took through the single env's own ``advance``, so its memory is exactly the kernel's.
+It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
+scalars and its own reward function (labels and oracle), and the batched observation and mask
+buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
+builds its table and ``*_since_seen`` rows with the single env's own functions, compiles and
+steps it. The single env starts the episode, and replays the actions the kernel took through
+its own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class CompiledCore:
         self.statics = List([_EMPTY_INT] * n)
         self.floats = List([_EMPTY_FLOAT] * n)
         self.states = List([_EMPTY_INT] * n)
+        # The same arrays for Python to read (a typed list's items are slow to reach from Python).
+        self.arrays = [(_EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT)] * n
         self.scalars = np.zeros((n, n_scalars(self.K)), dtype=np.int64)
         self.fscalars = np.zeros((n, N_FLOAT_SCALARS), dtype=np.float64)
         self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
@@ -89,6 +92,9 @@ class CompiledCore:
         self.released = np.zeros(n, dtype=np.bool_)  # handed to the user: stepped by the single env for good
         # (episode, budget) chosen for a sub-env whose single env has not started it (see sync).
         self.pending: list[tuple[Any, int] | None] = [None] * n
+        # The core's own reward functions (labels, oracle) of compiled episodes: a single env
+        # keeps its own, on its own episode, until it is brought up to date.
+        self.reward_fns = [env.reward_fn.fresh() for _ in range(n)]
         self._index()
 
     def _index(self) -> None:
@@ -111,8 +117,9 @@ class CompiledCore:
                 if _plain_parts(env) and budget < _EXACT_INTS:
                     table = StreamTable(episode, env.track, env._encoder._shapes)
                     shown = contracts(table)
-                    env.reward_fn.start(episode, table.cost_array(), budget)
-                    arrays = compile_episode(table, shown, seen_features(table, shown), env.reward_fn, self.memo)
+                    reward_fn = self.reward_fns[i]
+                    reward_fn.start(episode, table.cost_array(), budget)
+                    arrays = compile_episode(table, shown, seen_features(table, shown), reward_fn, self.memo)
                 if arrays is None:  # the single env plays it: start it now
                     env._start(episode, budget)
                     self.pending[i] = None
@@ -121,7 +128,7 @@ class CompiledCore:
                 self.copy_from(i, env)
                 continue
             self.compiled[i] = True
-            self.statics[i], self.floats[i], self.states[i] = arrays
+            self.statics[i], self.floats[i], self.states[i] = self.arrays[i] = arrays
             ready.append(i)
             budgets.append(budget)
         self._index()
@@ -144,12 +151,13 @@ class CompiledCore:
         from ...scoring.metrics import metrics_of_memory
 
         row = self.scalars[i]
-        retained = tuple(kernel.retained(self.statics[i], self.states[i]).tolist())
+        static, _, state = self.arrays[i]
+        retained = tuple(kernel.retained(static, state).tolist())
         episode = env.episode if self.pending[i] is None else self.pending[i][0]
         metrics = metrics_of_memory(
             episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
             writes=int(row[S_WRITES]), expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]),
-            oracle_utility=env.reward_fn.oracle_utility(),
+            oracle_utility=self.reward_fns[i].oracle_utility(),
         ).as_row()
         floats = self.fscalars[i]
         reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
@@ -167,8 +175,9 @@ class CompiledCore:
             self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])
         if self.synced[i] < taken:
-            log = kernel.st_py(self.statics[i], LOG)
-            for a in self.states[i][log + self.synced[i]: log + taken].tolist():
+            static, _, state = self.arrays[i]
+            log = kernel.st_py(static, LOG)
+            for a in state[log + self.synced[i]: log + taken].tolist():
                 env.advance(a)
             self.synced[i] = taken
 
@@ -189,7 +198,7 @@ class CompiledCore:
         self.sync(i, env)
         if self.compiled[i]:
             self.compiled[i] = False
-            self.statics[i], self.floats[i], self.states[i] = _EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT
+            self.statics[i], self.floats[i], self.states[i] = self.arrays[i] = _EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT
             self._index()
         self.released[i] = True
 

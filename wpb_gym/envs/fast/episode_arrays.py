@@ -22,6 +22,7 @@ compiled (``compile_episode`` returns None) and the vector env plays them with t
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -46,7 +47,7 @@ class FieldMemo:
         self.by_text: dict[str, tuple[Any, ...]] = {}
         self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
         self.api_key = 0
-        self.values: dict[str, int] = {}
+        self.values: dict[tuple[Any, ...], int] = {}
         self.unique = -1  # equality ids of non-empty dicts count down from -2
         self.masks: dict[int, tuple[int, ...]] = {}
 
@@ -57,7 +58,9 @@ class FieldMemo:
     def describe(self, text: str, obs: Any) -> tuple[Any, ...]:
         """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api")
         of an observation and its JSON text. The equality id is only compared when one side is
-        not a dict or is empty (``_fields_changed``), so a non-empty dict gets one of its own."""
+        not a dict or is empty (``_fields_changed``), so a non-empty dict gets one of its own.
+        Only a MERGE prices fields, and only an observation with an "api" can be merged: the
+        others' lengths are 0."""
         found = self.by_text.get(text)
         if found is None:
             values = self.values
@@ -65,19 +68,20 @@ class FieldMemo:
                 self.unique -= 1
                 keys = self.keys
                 fields = sorted((*(keys.get(k) or self._key(k)), v) for k, v in obs.items())
-                texts = [json_text(f[2]) for f in fields]
+                if MERGE_KEY in obs:
+                    keys_and_lengths = [(_equality_key(f[2]), f[1] + json_length(f[2])) for f in fields]
+                else:
+                    keys_and_lengths = [(_equality_key(f[2]), 0) for f in fields]
                 found = (
                     1,
                     self.unique,
                     [f[0] for f in fields],
-                    [values.setdefault(v if _printed_as_compared(f[2]) else _normal_text(f[2]), len(values))
-                     for f, v in zip(fields, texts, strict=True)],
-                    [f[1] + len(v) for f, v in zip(fields, texts, strict=True)],
+                    [values.setdefault(key, len(values)) for key, _ in keys_and_lengths],
+                    [length for _, length in keys_and_lengths],
                     [1 if f[0] == self.api_key else 0 for f in fields],
                 )
             else:
-                equality = values.setdefault(text if _printed_as_compared(obs) else _normal_text(obs), len(values))
-                found = (int(isinstance(obs, dict)), equality, [], [], [], [])
+                found = (int(isinstance(obs, dict)), values.setdefault(_equality_key(obs), len(values)), [], [], [], [])
             self.by_text[text] = found
         return found
 
@@ -98,7 +102,7 @@ class FieldMemo:
         return found
 
     def none_id(self) -> int:
-        return self.values.setdefault("null", len(self.values))
+        return self.values.setdefault((3,), len(self.values))
 
 
 def _normal(value: Any) -> Any:
@@ -117,6 +121,44 @@ def _normal(value: Any) -> Any:
 
 def _normal_text(value: Any) -> str:
     return json_text(_normal(value))
+
+
+def json_length(value: Any) -> int:
+    """``len(json_text(value))``, without writing the text for what observations mostly hold:
+    plain ASCII strings, ints, lists of those strings, null and booleans."""
+    kind = type(value)
+    if kind is str:
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return len(value) + 2
+    elif kind is int:
+        return len(str(value))
+    elif kind is list and all(type(x) is str for x in value):
+        return 2 + sum(map(json_length, value)) + 2 * (len(value) - 1) if value else 2
+    elif value is None or value is True:
+        return 4
+    elif value is False:
+        return 5
+    return len(json_text(value))
+
+
+def _equality_key(value: Any) -> tuple[Any, ...]:
+    """A key equal for two JSON values exactly when Python says they are equal: strings by
+    themselves, numbers and booleans by value (1 == 1.0 == True), lists of strings by their
+    items, other containers by the JSON text of their normal form."""
+    kind = type(value)
+    if kind is str:
+        return (0, value)
+    if kind is int or kind is bool:
+        return (1, int(value))
+    if kind is float:
+        return (1, int(value)) if value.is_integer() else (2, value)
+    if value is None:
+        return (3,)
+    if kind is list and all(type(x) is str for x in value):
+        return (5, tuple(value))
+    if _printed_as_compared(value):
+        return (4, json_text(value))
+    return (4, _normal_text(value))
 
 
 def _printed_as_compared(value: Any) -> bool:
@@ -154,19 +196,21 @@ def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
             ranks.append(string_rank[v])
         else:
             kinds.append(L.VERSION_OTHER)
-            ranks.append(others.setdefault((type(v).__name__, _normal_text(v)), len(others)))
+            ranks.append(others.setdefault((type(v).__name__, _equality_key(v)), len(others)))
     return kinds, ranks
 
 
-def _dense(ids: list[int]) -> np.ndarray:
-    """Ids renumbered 0.. in first-seen order (-1 stays -1)."""
-    array = np.asarray(ids, dtype=np.int64)
-    out = np.full(len(array), -1, dtype=np.int32)
-    present = array >= 0
-    if present.any():
-        _, inverse = np.unique(array[present], return_inverse=True)
-        out[present] = inverse
-    return out
+def _dense(ids: list[int]) -> tuple[np.ndarray, int]:
+    """Ids renumbered 0.. in first-seen order (-1 stays -1), and how many there are."""
+    numbers = dict.fromkeys(ids)
+    numbers.pop(-1, None)
+    numbers = dict(zip(numbers, range(len(numbers)), strict=True))
+    numbers[-1] = -1
+    return np.fromiter(map(numbers.__getitem__, ids), dtype=np.int32, count=len(ids)), len(numbers) - 1
+
+
+def _flat(parts: list[Any]) -> np.ndarray:
+    return np.fromiter(chain.from_iterable(parts), dtype=np.int32)
 
 
 def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]], reward_fn: Any,
@@ -211,20 +255,16 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
     bit_lists = [memo.bits(m) for m in masks]
     mask_offsets = np.zeros(len(masks) + 1, dtype=np.int32)
     mask_offsets[1:] = np.cumsum([len(b) for b in bit_lists])
-    seen_rows = dict.fromkeys(seen)
-    seen_index = dict(zip(seen_rows, range(len(seen_rows)), strict=True))
-    critical = np.zeros(T, dtype=np.int32)
-    critical[np.flatnonzero(reward_fn._critical)] = 1
+    # Rows of the *_since_seen features, one per distinct row object (repeats share one).
+    seen_ids = list(map(id, seen))
+    first_row = dict(zip(reversed(seen_ids), range(T - 1, -1, -1), strict=True))  # row object -> a step showing it
+    seen_index = dict(zip(first_row, range(len(first_row)), strict=True))
+    seen_rows = [seen[t] for t in first_row.values()]
     costs = np.asarray(tab.costs, dtype=np.int64)
     if T and costs.max() >= 2**31:
         return None
-    families = _dense(tab.families)
-    apis = _dense(tab.apis)
-    n_families = int(families.max()) + 1 if T else 0
-    n_apis = int(apis.max()) + 1 if T else 0
-
-    def flat(parts: list[Any]) -> np.ndarray:
-        return np.asarray([x for part in parts for x in part], dtype=np.int32)
+    families, n_families = _dense(tab.families)
+    apis, n_apis = _dense(tab.apis)
 
     sections = {
         L.COST: costs,
@@ -233,8 +273,8 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
         L.API: apis,
         L.CONTENT: np.asarray(contents, dtype=np.int32) - 1,
         L.PREVIOUS: tab.previous_shown,
-        L.CRITICAL: critical,
-        L.SEEN: list(map(seen_index.__getitem__, seen)),
+        L.CRITICAL: reward_fn._critical,
+        L.SEEN: list(map(seen_index.__getitem__, seen_ids)),
         L.VERSION_KIND: version_kind,
         L.VERSION_RANK: version_rank,
         L.PARAMS: params,
@@ -243,12 +283,12 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
         L.IS_DICT: [d[0] for d in described],
         L.EQUALITY: [d[1] for d in described],
         L.FIELD_OFFSETS: field_offsets,
-        L.FIELD_KEYS: flat([d[2] for d in described]),
-        L.FIELD_VALUES: flat([d[3] for d in described]),
-        L.FIELD_LENGTHS: flat([d[4] for d in described]),
-        L.FIELD_IS_API: flat([d[5] for d in described]),
+        L.FIELD_KEYS: _flat([d[2] for d in described]),
+        L.FIELD_VALUES: _flat([d[3] for d in described]),
+        L.FIELD_LENGTHS: _flat([d[4] for d in described]),
+        L.FIELD_IS_API: _flat([d[5] for d in described]),
         L.MASK_OFFSETS: mask_offsets,
-        L.MASK_BITS: flat(bit_lists),
+        L.MASK_BITS: _flat(bit_lists),
     }
     header = np.zeros(L.HEADER_SIZE, dtype=np.int64)
     header[L.H_LENGTH] = T
@@ -276,7 +316,7 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
         np.asarray(tab.deprecated, dtype=np.float64),
         np.asarray(tab.removed, dtype=np.float64),
         np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
-        np.asarray(list(seen_rows), dtype=np.float64).reshape(-1),
+        np.asarray(seen_rows, dtype=np.float64).reshape(-1),
     ]
     float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
     position = len(float_header)
