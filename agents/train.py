@@ -27,7 +27,7 @@ hyperparameters it was saved with (SB3's ``load``); ``config.json`` then records
 Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's default threads
 train PPO several times slower. While the model learns, torch's distributions skip their
 argument checks (the logits come from the policy and the masks from the env, valid by
-construction): MaskablePPO builds three distributions per batch and trains about 17% faster
+construction): MaskablePPO builds three distributions per batch and trains 13-14% faster
 without them (``benchmarks/vector_env.py --part train``). A policy whose logits turn NaN then
 fails at sampling (torch's multinomial) instead of when the distribution is built.
 """

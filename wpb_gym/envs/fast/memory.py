@@ -105,28 +105,28 @@ def store(static, state, scalars, t, parent, cost):
     scalars[S_TAIL] = t
     family = col(static, FAMILY, t)
     if family >= 0:
-        heads, older, newer = st(static, FAMILY_HEAD), st(static, FAMILY_PREV), st(static, FAMILY_NEXT)
-        head = state[heads + family]
-        state[older + t], state[newer + t] = head, -1
-        if head >= 0:
-            state[newer + head] = t
-        state[heads + family] = t
+        _push(state, st(static, FAMILY_HEAD), st(static, FAMILY_PREV), st(static, FAMILY_NEXT), family, t)
         state[st(static, FAMILY_LIVE) + family] += 1
     if parent < 0:
         api = col(static, API, t)
         if api >= 0:
-            heads, older, newer = st(static, API_HEAD), st(static, API_PREV), st(static, API_NEXT)
-            head = state[heads + api]
-            state[older + t], state[newer + t] = head, -1
-            if head >= 0:
-                state[newer + head] = t
-            state[heads + api] = t
+            _push(state, st(static, API_HEAD), st(static, API_PREV), st(static, API_NEXT), api, t)
     else:
         state[st(static, CHILDREN) + parent] += 1
         scalars[S_MERGE_ITEMS] += 1
     _heap_push(static, state, scalars, cost, t)
     scalars[S_USED] += cost
     scalars[S_ITEMS] += 1
+
+
+@njit(cache=True)
+def _push(state, heads, older, newer, group, t):
+    """Item ``t`` becomes the newest of ``group``'s list (``heads``: newest per group)."""
+    head = state[heads + group]
+    state[older + t], state[newer + t] = head, -1
+    if head >= 0:
+        state[newer + head] = t
+    state[heads + group] = t
 
 
 @njit(cache=True)
