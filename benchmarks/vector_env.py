@@ -6,7 +6,8 @@ alternating slices (the VM's speed drifts):
 * ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
   with random valid actions (drawn from the batched mask), against CartPole-v1's native vector
   env at the same N with random actions, and against ``vectorization_mode="sync"``. At N = 256
-  on the default settings (target 0.25x CartPole) and on T = 10,000 / 1 MB (target 0.15x).
+  on the default settings (target 0.25x CartPole), on T = 10,000 / 1 MB (target 0.15x), and on
+  a frozen set of 64 default episodes, whose episodes come back (read once, compiled once).
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
   ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, envs and
   results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x), at 4, 16 and 64
@@ -61,11 +62,18 @@ def env_rate(env, seconds: float, masked: bool, seed: int = 0) -> tuple[int, flo
 
 
 def measure_env(n: int, seconds: float, rounds: int) -> None:
+    import tempfile
+
+    from wpb_gym.episodes.frozen import freeze_set
+
     warm_up()
+    folder = tempfile.TemporaryDirectory()
+    frozen = freeze_set(Path(folder.name) / "set", ["default"], [200], 64, seed=0)
+    settings = {**SETTINGS, "a frozen set (64 x T=200)": {"episodes": str(frozen.root)}}
     print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
     header = f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7}"
     print(header + f" {'native/sync':>12}")
-    for name, kwargs in SETTINGS.items():
+    for name, kwargs in settings.items():
         envs = {
             "cartpole": (gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"), False),
             "native": (gym.make_vec("WritePolicyBench-v0", num_envs=n, **kwargs), True),

@@ -25,6 +25,7 @@ from wpb_gym import Episode, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes.frozen import freeze_set
 
 
 @settings(max_examples=40, deadline=None)
@@ -227,3 +228,15 @@ def test_a_reset_that_fails_part_way_leaves_the_sub_envs_it_reached_started():
         got, want = vector.step(np.ones(2, dtype=int)), sync.step(np.ones(2, dtype=int))
         same(got[:4], want[:4])
     assert vector.get_attr("t") == sync.get_attr("t")
+
+
+def test_episodes_from_files_that_come_back_reuse_their_arrays_and_step_alike(tmp_path):
+    frozen = freeze_set(tmp_path / "set", ["default", "reverts"], [12], 2, seed=8, overrides={"api_pool": 5})
+    kwargs = {"episodes": str(frozen.root), "episode_order": "cycle", "dense_reward": True,
+              "reward": {"f1": 0.5, "neg_regret": 0.5}}
+    assert play_both(3, 150, seed=2, invalid_share=0.1, **kwargs) >= 12
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    vector.reset(seed=0)
+    for _ in range(40):
+        vector.step(np.ones(2, dtype=int))
+    assert 0 < len(vector._core.kept) <= 4  # the set's four episodes, compiled once each

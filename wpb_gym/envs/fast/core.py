@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 from numba.typed import List
 
+from ...episodes.sources import EpisodeList
 from ..observation.comparisons import contracts, seen_features
 from ..observation.encoder import ObservationEncoder
 from ..observation.stream_table import StreamTable
@@ -42,6 +43,7 @@ with keyed_on_these_sources():
     from . import kernel  # its compiled functions bind their cache folder as they are defined
 
 _LISTS = ("statics", "floats", "states")
+_KEPT_EPISODES = 4096
 # Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
 _EXACT_INTS = 2**53
 
@@ -95,6 +97,8 @@ class CompiledCore:
         # The core's own reward functions (labels, oracle) of compiled episodes: a single env
         # keeps its own, on its own episode, until it is brought up to date.
         self.reward_fns = [env.reward_fn.fresh() for _ in range(n)]
+        # Compiled episodes of sets read from files, by (episode object, budget): see _arrays.
+        self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._index()
 
     def _index(self) -> None:
@@ -115,11 +119,7 @@ class CompiledCore:
             if chosen is not None:
                 episode, budget = chosen
                 if _plain_parts(env) and budget < _EXACT_INTS:
-                    table = StreamTable(episode, env.track, env._encoder._shapes)
-                    shown = contracts(table)
-                    reward_fn = self.reward_fns[i]
-                    reward_fn.start(episode, table.cost_array(), budget)
-                    arrays = compile_episode(table, shown, seen_features(table, shown), reward_fn, self.memo)
+                    arrays = self._arrays(i, env, episode, budget)
                 if arrays is None:  # the single env plays it: start it now
                     env._start(episode, budget)
                     self.pending[i] = None
@@ -136,6 +136,28 @@ class CompiledCore:
             kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
                                self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
                                self.K, self.cap, self.oldest, self.privileged)
+
+    def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
+        """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
+        function started. An episode of a set read from files comes back: its static arrays
+        (read-only to the kernel) are kept and shared, and only its memory is made afresh."""
+        reward_fn = self.reward_fns[i]
+        key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
+        kept = self.kept.get(key) if key is not None else None
+        if kept is not None and kept[0] is episode:
+            _, static, floats, costs, state_size = kept
+            reward_fn.start(episode, costs, budget)
+            return static, floats, np.zeros(state_size, dtype=np.int32)
+        table = StreamTable(episode, env.track, env._encoder._shapes)
+        shown = contracts(table)
+        costs = table.cost_array()
+        reward_fn.start(episode, costs, budget)
+        arrays = compile_episode(table, shown, seen_features(table, shown), reward_fn, self.memo)
+        if arrays is not None and key is not None:
+            if len(self.kept) >= _KEPT_EPISODES:
+                self.kept.clear()
+            self.kept[key] = (episode, arrays[0], arrays[1], costs, len(arrays[2]))  # holds the episode: ids stay
+        return arrays
 
     def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
              reasons: np.ndarray) -> None:
