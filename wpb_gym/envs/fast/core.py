@@ -16,6 +16,7 @@ import numpy as np
 from numba.typed import List
 
 from ...episodes.sources import EpisodeList
+from ...scoring.metrics import metrics_of_memory
 from ..observation.comparisons import contracts, seen_features
 from ..observation.encoder import ObservationEncoder
 from ..observation.stream_table import StreamTable
@@ -48,16 +49,16 @@ _KEPT_EPISODES = 4096
 _EXACT_INTS = 2**53
 
 
-def _plain_parts(env: Any) -> bool:
-    """The env's parts are the ones the kernel mirrors (a subclass may change what they do)."""
-    return (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
-            and type(env.viewer) is MemoryViewer)
-
-
 def compilable_settings(env: Any) -> bool:
-    """Whether the compiled core can play sub-envs made like ``env`` at all."""
+    """Whether the compiled core can play sub-envs made like ``env`` (every sub-env has fresh
+    copies of its parts) at all: parts the kernel mirrors (a subclass may change what they
+    do), no rendering, an EXPIRE cap float64 holds exactly."""
     cap = env.max_expires_per_step
-    return env.render_mode is None and (cap is None or cap < _EXACT_INTS)
+    plain_parts = (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
+                   and type(env.viewer) is MemoryViewer)
+    return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
+
+
 _EMPTY_INT = np.zeros(1, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
 
@@ -118,7 +119,7 @@ class CompiledCore:
             arrays = None
             if chosen is not None:
                 episode, budget = chosen
-                if _plain_parts(env) and budget < _EXACT_INTS:
+                if budget < _EXACT_INTS:
                     arrays = self._arrays(i, env, episode, budget)
                 if arrays is None:  # the single env plays it: start it now
                     env._start(episode, budget)
@@ -170,8 +171,6 @@ class CompiledCore:
 
     def close(self, i: int, env: Any) -> tuple[float, dict[str, Any]]:
         """The final reward and metrics of compiled sub-env ``i``'s finished episode."""
-        from ...scoring.metrics import metrics_of_memory
-
         row = self.scalars[i]
         static, _, state = self.arrays[i]
         retained = tuple(kernel.retained(static, state).tolist())
