@@ -11,7 +11,9 @@ alternating slices (the VM's speed drifts):
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
   ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, envs and
   results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x), at 4, 16 and 64
-  envs, the first rollout of each run outside the timing.
+  envs, the first rollout of each run outside the timing; with each run's share of time in
+  collecting rollouts, in the env during them (steps and masks) and in updating, and the most
+  any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process).
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
@@ -106,7 +108,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
     warm_up()
     print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
           " runs it (distribution checks off), CartPole-v1 PPO as SB3 runs it")
-    print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}")
+    print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}"
+          f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
         runs = {
             "CartPole-v1, PPO (reference)": (lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0),
@@ -118,11 +121,12 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
             "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"), **hyper),
                                       False),
         }
-        totals = {name: [0, 0.0] for name in runs}
+        totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         for _ in range(rounds):
             for name, (make, as_wpb_train) in runs.items():
                 model = make()
                 model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
+                phases = _timed_phases(model)
                 done = model.num_timesteps
                 start = time.perf_counter()
                 if as_wpb_train:
@@ -130,17 +134,45 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
                         model.learn(steps, reset_num_timesteps=False)
                 else:
                     model.learn(steps, reset_num_timesteps=False)
-                totals[name][0] += model.num_timesteps - done
-                totals[name][1] += time.perf_counter() - start
-        rate = {name: done / elapsed for name, (done, elapsed) in totals.items()}
+                elapsed = time.perf_counter() - start
+                measured = (model.num_timesteps - done, elapsed, phases["rollout"], phases["env"], phases["update"])
+                for k, value in enumerate(measured):
+                    totals[name][k] += value
+        rate = {name: done / elapsed for name, (done, elapsed, *_) in totals.items()}
         cartpole, dummy = rate["CartPole-v1, PPO (reference)"], rate["MaskablePPO, DummyVecEnv"]
         for name, value in rate.items():
-            print(f"{n_envs:>4} {name:<28} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x")
+            _, elapsed, rollout, env, update = totals[name]
+            print(f"{n_envs:>4} {name:<28} {value:>9,.0f} {value / cartpole:>15.2f}x {value / dummy:>14.2f}x"
+                  f" {100 * rollout / elapsed:>8.0f}% {100 * env / elapsed:>4.0f}% {100 * update / elapsed:>7.0f}%")
+        # Amdahl: the rest (SB3's own rollout work, the update) is the same work in both runs.
+        dummy_total, _, dummy_env, _ = totals["MaskablePPO, DummyVecEnv"][1:]
+        bound = dummy_total / (dummy_total - dummy_env)
+        print(f"{'':>4} bound: an env that cost nothing would train at most {bound:.2f}x DummyVecEnv"
+              " (its env share as measured)")
     n_envs = n_envs_list[0]
     stepping = sb3_stepping(n_envs, rounds)
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
     for name, value in stepping.items():
         print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
+
+
+def _timed_phases(model) -> dict[str, float]:
+    """Seconds ``model`` spends collecting rollouts, in its env during them (steps and masks),
+    and updating, summed from now on."""
+    phases = {"rollout": 0.0, "env": 0.0, "update": 0.0}
+    for owner, attribute, phase in ((model, "collect_rollouts", "rollout"), (model, "train", "update"),
+                                    (model.env, "step", "env"), (model.env, "env_method", "env")):
+        original = getattr(owner, attribute)
+
+        def timed(*args, _original=original, _phase=phase, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                phases[_phase] += time.perf_counter() - start
+
+        setattr(owner, attribute, timed)
+    return phases
 
 
 def measure_reset(resets: int, rounds: int) -> None:

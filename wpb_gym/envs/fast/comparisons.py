@@ -8,6 +8,7 @@ from numba import njit
 from .layout import (
     CONTENT,
     CONTRACT,
+    DEPRECATED,
     EQUALITY,
     FIELD_IS_API,
     FIELD_KEYS,
@@ -19,8 +20,27 @@ from .layout import (
     IS_DICT,
     MASK_BITS,
     MASK_OFFSETS,
+    N_SEEN,
+    PARAMS,
     PREVIOUS,
     REMOVED,
+    REQUIRED,
+    RETURNS,
+    SEEN_CHANGED,
+    SEEN_FAMILY,
+    SEEN_NEWLY_DEPRECATED,
+    SEEN_NEWLY_REMOVED,
+    SEEN_PARAMS_ADDED,
+    SEEN_PARAMS_REMOVED,
+    SEEN_REMOVED,
+    SEEN_REQUIRED_ADDED,
+    SEEN_REQUIRED_REMOVED,
+    SEEN_RESTORED,
+    SEEN_RETURNS,
+    SEEN_UNDEPRECATED,
+    SEEN_VERSION_DOWN,
+    SEEN_VERSION_UP,
+    STEP_SEEN,
     VERSION_KIND,
     VERSION_OTHER,
     VERSION_RANK,
@@ -144,3 +164,37 @@ def reverted(static, floats, s, t):
     if before >= 0:
         return col(static, CONTRACT, col(static, CONTENT, before)) == now
     return fat(floats, REMOVED, s) > fat(floats, REMOVED, t)
+
+
+@njit(cache=True)
+def since_seen(static, floats, t, obs):
+    """``comparisons.seen_features`` of step ``t``, written into ``obs``: step ``t`` against the
+    last shown step of its family (``returns_to_earlier`` comes precomputed, ``RETURNS``)."""
+    for j in range(STEP_SEEN, STEP_SEEN + N_SEEN):
+        obs[j] = 0.0
+    gone = fat(floats, REMOVED, t)
+    obs[SEEN_REMOVED] = gone
+    previous = col(static, PREVIOUS, t)
+    if previous < 0:
+        return
+    obs[SEEN_FAMILY] = 1.0
+    ct, cp = col(static, CONTENT, t), col(static, CONTENT, previous)
+    if ct == cp:  # the same observation: unchanged
+        return
+    obs[SEEN_CHANGED] = 1.0
+    order = compare_versions(static, ct, cp)
+    obs[SEEN_VERSION_UP] = 1.0 if order == 1 else 0.0
+    obs[SEEN_VERSION_DOWN] = 1.0 if order == -1 else 0.0
+    pt, pp = col(static, PARAMS, ct), col(static, PARAMS, cp)
+    rt, rp = col(static, REQUIRED, ct), col(static, REQUIRED, cp)
+    obs[SEEN_PARAMS_ADDED] = added(static, pt, pp)
+    obs[SEEN_PARAMS_REMOVED] = added(static, pp, pt)
+    obs[SEEN_REQUIRED_ADDED] = added(static, rt, rp)
+    obs[SEEN_REQUIRED_REMOVED] = added(static, rp, rt)
+    dt, dp = fat(floats, DEPRECATED, t), fat(floats, DEPRECATED, previous)
+    obs[SEEN_NEWLY_DEPRECATED] = 1.0 if dt > dp else 0.0
+    obs[SEEN_UNDEPRECATED] = 1.0 if dp > dt else 0.0
+    gone_before = fat(floats, REMOVED, previous)
+    obs[SEEN_NEWLY_REMOVED] = 1.0 if gone > gone_before else 0.0
+    obs[SEEN_RESTORED] = 1.0 if gone_before > gone else 0.0
+    obs[SEEN_RETURNS] = col(static, RETURNS, t)

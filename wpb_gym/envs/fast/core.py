@@ -17,7 +17,6 @@ from numba.typed import List
 
 from ...episodes.sources import EpisodeList
 from ...scoring.metrics import metrics_of_memory
-from ..observation.comparisons import contracts, seen_features
 from ..observation.encoder import ObservationEncoder
 from ..observation.stream_table import StreamTable
 from ..render import MemoryViewer
@@ -150,10 +149,9 @@ class CompiledCore:
             reward_fn.start(episode, costs, budget)
             return static, floats, np.zeros(state_size, dtype=np.int32)
         table = StreamTable(episode, env.track, env._encoder._shapes)
-        shown = contracts(table)
         costs = table.cost_array()
         reward_fn.start(episode, costs, budget)
-        arrays = compile_episode(table, shown, seen_features(table, shown), reward_fn, self.memo)
+        arrays = compile_episode(table, reward_fn, self.memo)
         if arrays is not None and key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()

@@ -1,16 +1,16 @@
 """One episode, as the compiled core reads it: flat arrays built from what does not depend on memory.
 
 The vector env's sub-env chooses the episode and its budget as a single env's reset does; the
-core then builds what the single env's start builds that does not depend on memory (its
-``StreamTable``, contracts and ``*_since_seen`` rows, with the same functions) and starts the
+core then builds the single env's ``StreamTable`` of it (with the same function) and starts the
 reward function on it; this module turns those into three flat arrays per sub-env, with the
 offsets of their sections in a header:
 
-* ``static`` (int32): per timestep its cost, kind, family, api, content and the other ids the
-  kernel compares; per distinct observation (content) its version rank, parameter and
-  contract ids and its top-level fields; per parameter set its sorted members;
-* ``floats`` (float64): utilities, priorities, flags, the prefix oracle and the distinct rows
-  of the ``*_since_seen`` features;
+* ``static`` (int32): per timestep its cost, kind, family, api, content, the last shown step
+  of its family, ``returns_to_earlier`` and the other ids the kernel compares; per distinct
+  observation (content) its version rank, parameter and contract ids and its top-level
+  fields; per parameter set its sorted members (the kernel derives the other
+  ``*_since_seen`` features from these, ``comparisons.since_seen``);
+* ``floats`` (float64): utilities, priorities, flags and the prefix oracle;
 * ``state`` (int32, zeros): room for the memory the kernel keeps (linked lists of items, a
   heap of sizes, the action log), its size known from the episode.
 
@@ -209,15 +209,28 @@ def _dense(ids: list[int]) -> tuple[np.ndarray, int]:
     return np.fromiter(map(numbers.__getitem__, ids), dtype=np.int32, count=len(ids)), len(numbers) - 1
 
 
+def _returns_to_earlier(families: np.ndarray, content_of: np.ndarray, previous: np.ndarray,
+                        contract_of_content: np.ndarray) -> np.ndarray:
+    """``returns_to_earlier`` of every step (``comparisons.seen_features``): its contract differs
+    from the last shown step's of its family and some earlier step of the family showed it."""
+    T = len(families)
+    steps = np.arange(T)
+    contract = contract_of_content[content_of] if T else np.zeros(0, dtype=np.int64)
+    known = (families >= 0) & (contract >= 0)
+    # (family, contract) as one key; steps without one get a key of their own.
+    keys = np.where(known, families.astype(np.int64) * (len(contract_of_content) + 1) + contract, -1 - steps)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    before = np.where(previous >= 0, contract[np.maximum(previous, 0)], -1)
+    return (known & (previous >= 0) & (contract != before) & (first[inverse] < steps)).astype(np.int32)
+
+
 def _flat(parts: list[Any]) -> np.ndarray:
     return np.fromiter(chain.from_iterable(parts), dtype=np.int32)
 
 
-def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]], reward_fn: Any,
-                    memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(static, floats, state) of an episode from its ``StreamTable``, contracts and
-    ``*_since_seen`` rows (``envs.observation.comparisons``) and the reward function started on
-    it, or None when an observation is not plain JSON."""
+def compile_episode(tab: Any, reward_fn: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(static, floats, state) of an episode from its ``StreamTable`` and the reward function
+    started on it, or None when an observation is not plain JSON."""
     contents = tab.contents
     if min(contents) < 0:
         return None
@@ -247,34 +260,32 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
 
     params = [mask_id(tab.params[t]) for t in first]
     required = [mask_id(tab.required[t]) for t in first]
-    contract = [-1 if contracts[t] is None else contract_ids.setdefault(contracts[t], len(contract_ids))
-                for t in first]
+    # A contract as ``comparisons.contracts`` states it, a function of the observation.
+    contract = [-1 if tab.params[t] is None else contract_ids.setdefault(
+        (tab.params[t], tab.required[t] or 0, tab.deprecated[t], tab.removed[t]), len(contract_ids)) for t in first]
     field_offsets = np.zeros(n_contents + 1, dtype=np.int32)
     field_offsets[1:] = np.cumsum([len(d[2]) for d in described])
     masks = list(mask_ids)
     bit_lists = [memo.bits(m) for m in masks]
     mask_offsets = np.zeros(len(masks) + 1, dtype=np.int32)
     mask_offsets[1:] = np.cumsum([len(b) for b in bit_lists])
-    # Rows of the *_since_seen features, one per distinct row object (repeats share one).
-    seen_ids = list(map(id, seen))
-    first_row = dict(zip(reversed(seen_ids), range(T - 1, -1, -1), strict=True))  # row object -> a step showing it
-    seen_index = dict(zip(first_row, range(len(first_row)), strict=True))
-    seen_rows = [seen[t] for t in first_row.values()]
     costs = np.asarray(tab.costs, dtype=np.int64)
     if T and costs.max() >= 2**31:
         return None
     families, n_families = _dense(tab.families)
     apis, n_apis = _dense(tab.apis)
+    content_of = np.asarray(contents, dtype=np.int32) - 1
+    previous = np.asarray(tab.previous_shown, dtype=np.int32)
 
     sections = {
         L.COST: costs,
         L.KIND: tab.kinds,
         L.FAMILY: families,
         L.API: apis,
-        L.CONTENT: np.asarray(contents, dtype=np.int32) - 1,
-        L.PREVIOUS: tab.previous_shown,
+        L.CONTENT: content_of,
+        L.PREVIOUS: previous,
         L.CRITICAL: reward_fn._critical,
-        L.SEEN: list(map(seen_index.__getitem__, seen_ids)),
+        L.RETURNS: _returns_to_earlier(families, content_of, previous, np.asarray(contract, dtype=np.int64)),
         L.VERSION_KIND: version_kind,
         L.VERSION_RANK: version_rank,
         L.PARAMS: params,
@@ -316,7 +327,6 @@ def compile_episode(tab: Any, contracts: list[Any], seen: list[tuple[float, ...]
         np.asarray(tab.deprecated, dtype=np.float64),
         np.asarray(tab.removed, dtype=np.float64),
         np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
-        np.asarray(seen_rows, dtype=np.float64).reshape(-1),
     ]
     float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
     position = len(float_header)

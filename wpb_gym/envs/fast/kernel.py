@@ -15,7 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted
+from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted, since_seen
 from .layout import (
     API,
     API_HEAD,
@@ -48,7 +48,6 @@ from .layout import (
     METRIC_UTILITY,
     N_FLOATS,
     N_MEMORY,
-    N_SEEN,
     N_SLOT,
     N_STEP,
     NEXT,
@@ -83,14 +82,11 @@ from .layout import (
     S_WRITES,
     SAME_API,
     SAME_FAMILY,
-    SEEN,
-    SEEN_ROWS,
     SLOT_CONTEXT,
     SLOT_KIND,
     SLOT_KINDS,
     STEP_COMPARE,
     STEP_KIND,
-    STEP_SEEN,
     SUPERSEDED,
     TARGET_NOT_BASE,
     UTILITY,
@@ -209,9 +205,7 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
             _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs)
         else:
             obs[STEP_COMPARE + 10] = deprecated
-        row = int(floats[SEEN_ROWS]) + N_SEEN * col(static, SEEN, t)
-        for j in range(N_SEEN):
-            obs[STEP_SEEN + j] = floats[row + j]
+        since_seen(static, floats, t, obs)
         if privileged:
             obs[N_STEP] = fat(floats, PRIORITY, t)
     age_now = t if live else T

@@ -3,11 +3,11 @@ fills them) and ``kernel`` (which reads them; numba takes module-level ints as c
 
 from __future__ import annotations
 
-from ..observation.features import MEMORY_FEATURES, SLOT_CONTEXT_FEATURES, SLOT_FEATURES, STEP_FEATURES
+from ..observation.features import MEMORY_FEATURES, SEEN_FEATURES, SLOT_CONTEXT_FEATURES, SLOT_FEATURES, STEP_FEATURES
 from ..observation.stream_table import KIND_ENDPOINT, KIND_OTHER
 
 # ---- static (int32): a header, then one section per name below, in this order.
-(COST, KIND, FAMILY, API, CONTENT, PREVIOUS, CRITICAL, SEEN,  # per timestep
+(COST, KIND, FAMILY, API, CONTENT, PREVIOUS, CRITICAL, RETURNS,  # per timestep
  VERSION_KIND, VERSION_RANK, PARAMS, REQUIRED, CONTRACT, IS_DICT, EQUALITY, FIELD_OFFSETS,  # per content
  FIELD_KEYS, FIELD_VALUES, FIELD_LENGTHS, FIELD_IS_API,  # per field of a content
  MASK_OFFSETS, MASK_BITS) = range(22)  # per parameter set
@@ -19,9 +19,8 @@ H_STATE = H_STATIC + N_STATIC  # the state sections' offsets
 HEADER_SIZE = H_STATE + N_STATE
 
 # ---- floats (float64): offsets of these sections, U*(B) (NaN: not computed), then the sections.
-UTILITY, PRIORITY, DEPRECATED, REMOVED, ORACLE_PREFIX, SEEN_ROWS = range(6)
-N_FLOATS = 6
-N_SEEN = 14  # the *_since_seen features
+UTILITY, PRIORITY, DEPRECATED, REMOVED, ORACLE_PREFIX = range(5)
+N_FLOATS = 5
 
 VERSION_NUMBER, VERSION_STRING, VERSION_OTHER = 0, 1, 2
 
@@ -69,6 +68,16 @@ N_MEMORY = len(MEMORY_FEATURES)
 N_SLOT = len(SLOT_FEATURES) + len(SLOT_CONTEXT_FEATURES)
 STEP_COMPARE = STEP_FEATURES.index("family_in_memory")  # the 18 features comparing the step with memory
 STEP_SEEN = STEP_FEATURES.index("family_seen")
+N_SEEN = len(SEEN_FEATURES)
+# The *_since_seen features, as positions in an observation row.
+(SEEN_FAMILY, SEEN_CHANGED, SEEN_VERSION_UP, SEEN_VERSION_DOWN, SEEN_PARAMS_ADDED, SEEN_PARAMS_REMOVED,
+ SEEN_REQUIRED_ADDED, SEEN_REQUIRED_REMOVED, SEEN_NEWLY_DEPRECATED, SEEN_UNDEPRECATED, SEEN_REMOVED,
+ SEEN_NEWLY_REMOVED, SEEN_RESTORED, SEEN_RETURNS) = (
+    STEP_SEEN + SEEN_FEATURES.index(name) for name in (
+        "family_seen", "changed_since_seen", "version_up_since_seen", "version_down_since_seen",
+        "params_added_since_seen", "params_removed_since_seen", "required_added_since_seen",
+        "required_removed_since_seen", "newly_deprecated_since_seen", "undeprecated_since_seen", "removed",
+        "newly_removed_since_seen", "restored_since_seen", "returns_to_earlier"))
 STEP_KIND = STEP_FEATURES.index("kind_endpoint")  # four kind flags, in KIND_* order
 SLOT_KIND = SLOT_FEATURES.index("kind_endpoint")  # three kind flags, then deprecated
 SLOT_CONTEXT = len(SLOT_FEATURES)
