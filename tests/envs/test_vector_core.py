@@ -209,7 +209,7 @@ _JSON = st.recursive(
 @given(a=_JSON, b=_JSON)
 def test_value_ids_are_equal_exactly_when_python_says_so_and_lengths_are_the_json_texts(a, b):
     from wpb_gym.core.accounting import json_text
-    from wpb_gym.envs.fast.episode_arrays import _equality_key, json_length
+    from wpb_gym.envs.fast.contents import _equality_key, json_length
 
     assert (_equality_key(a) == _equality_key(b)) == (a == b)
     assert json_length(a) == len(json_text(a))
@@ -240,3 +240,62 @@ def test_episodes_from_files_that_come_back_reuse_their_arrays_and_step_alike(tm
     for _ in range(40):
         vector.step(np.ones(2, dtype=int))
     assert 0 < len(vector._core.kept) <= 4  # the set's four episodes, compiled once each
+
+
+def _renumbered(ids) -> list[int]:
+    """Ids as 0.. in first-seen order (-1 stays -1): two columns agree up to the names of their ids."""
+    names: dict[int, int] = {}
+    return [-1 if i < 0 else names.setdefault(i, len(names)) for i in ids]
+
+
+def _classes(values) -> list[int]:
+    """Each value as the first position of a value equal to it."""
+    names: dict = {}
+    return [names.setdefault(v, len(names)) for v in values]
+
+
+@settings(max_examples=60, deadline=None)
+@given(source=st.sampled_from(SOURCES), track=st.sampled_from(["unprivileged", "privileged"]), data=st.data())
+def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, data):
+    from wpb_gym.envs.fast.contents import PARAMS, REQUIRED, ContentMemo
+    from wpb_gym.envs.fast.episode_arrays import describe_episode
+    from wpb_gym.envs.observation.stream_table import StreamTable
+
+    kwargs = data.draw(configs(source, track))
+    env = WritePolicyBenchEnv(**{k: v for k, v in kwargs.items() if k in ("regime", "length", "api_pool",
+                                                                         "episode_seed", "episodes", "doc_prob",
+                                                                         "migration_guides", "drift_prob")})
+    memo = ContentMemo(limit=data.draw(st.sampled_from([4, 16384])))  # a small memo starts afresh often
+    for seed in range(3):
+        env.reset(seed=seed)
+        table = StreamTable(env.episode, track)
+        columns = describe_episode(env.episode, track, memo)
+        assert columns is not None
+        assert (columns.content_of + 1).tolist() == table.contents
+        assert columns.costs.tolist() == table.costs
+        assert columns.kinds.tolist() == table.kinds
+        assert columns.families.tolist() == _renumbered(table.families)
+        assert columns.apis.tolist() == _renumbered(table.apis)
+        assert columns.previous.tolist() == table.previous_shown
+        assert columns.deprecated.tolist() == table.deprecated and columns.removed.tolist() == table.removed
+        assert columns.priorities == table.priorities
+        first = {c: t for t, c in reversed(list(enumerate(columns.content_of.tolist())))}
+        for position in (PARAMS, REQUIRED):  # parameter sets: equal members exactly when equal masks
+            masks = [(table.params if position == PARAMS else table.required)[t] for t in first.values()]
+            members = [columns.contents[c][position] for c in first]
+            assert [m is None for m in members] == [m is None for m in masks]
+            assert [len(m) for m in members if m is not None] == [m.bit_count() for m in masks if m is not None]
+            assert _classes(members) == _classes(masks)
+
+
+def test_episodes_the_core_does_not_mirror_are_not_described():
+    from wpb_gym.envs.fast.contents import ContentMemo
+    from wpb_gym.envs.fast.episode_arrays import describe_episode
+
+    odd = [[{"api": "a", "v": float("nan")}], [{"api": "a", "p": ("x",)}], [{"api": "a", "n": {1: 2}}],
+           [{"api": ["a"], "v": 1}], [{"api": {"a": 1}}]]
+    for observations in odd:
+        assert describe_episode(_episode(observations * 2), "unprivileged", ContentMemo()) is None
+    misnumbered = Episode(steps=[Step(5, {"api": "a"}, {}), Step(6, {"api": "b"}, {})], labels={})
+    assert describe_episode(misnumbered, "unprivileged", ContentMemo()) is None
+    assert describe_episode(_episode(copy.deepcopy(EQUAL_BUT_PRINTED_APART)), "privileged", ContentMemo()) is not None

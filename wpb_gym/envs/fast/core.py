@@ -18,11 +18,11 @@ from numba.typed import List
 from ...episodes.sources import EpisodeList
 from ...scoring.metrics import metrics_of_memory
 from ..observation.encoder import ObservationEncoder
-from ..observation.stream_table import StreamTable
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources
-from .episode_arrays import FieldMemo, compile_episode
+from .contents import ContentMemo
+from .episode_arrays import compile_episode, describe_episode
 from .layout import (
     F_PAID,
     F_PENALTIES,
@@ -79,7 +79,7 @@ class CompiledCore:
         self.dense = reward_fn.dense
         self.expire_cost = reward_fn.expire_cost
         self.penalties = np.zeros(n, dtype=np.float64)  # each sub-env's invalid_action_penalty
-        self.memo = FieldMemo()
+        self.memo = ContentMemo()
         self.statics = List([_EMPTY_INT] * n)
         self.floats = List([_EMPTY_FLOAT] * n)
         self.states = List([_EMPTY_INT] * n)
@@ -148,10 +148,12 @@ class CompiledCore:
             _, static, floats, costs, state_size = kept
             reward_fn.start(episode, costs, budget)
             return static, floats, np.zeros(state_size, dtype=np.int32)
-        table = StreamTable(episode, env.track, env._encoder._shapes)
-        costs = table.cost_array()
+        columns = describe_episode(episode, env.track, self.memo)
+        if columns is None:
+            return None
+        costs = columns.costs
         reward_fn.start(episode, costs, budget)
-        arrays = compile_episode(table, reward_fn, self.memo)
+        arrays = compile_episode(columns, reward_fn, self.memo)
         if arrays is not None and key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()

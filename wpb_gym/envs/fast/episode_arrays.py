@@ -1,9 +1,10 @@
 """One episode, as the compiled core reads it: flat arrays built from what does not depend on memory.
 
 The vector env's sub-env chooses the episode and its budget as a single env's reset does; the
-core then builds the single env's ``StreamTable`` of it (with the same function) and starts the
-reward function on it; this module turns those into three flat arrays per sub-env, with the
-offsets of their sections in a header:
+core then reads it as the single env's ``StreamTable`` would (``describe_episode``: each distinct
+observation once, through ``contents.ContentMemo``, the steps as array operations), starts the
+reward function on it, and ``compile_episode`` turns both into three flat arrays per sub-env,
+with the offsets of their sections in a header:
 
 * ``static`` (int32): per timestep its cost, kind, family, api, content, the last shown step
   of its family, ``returns_to_earlier`` and the other ids the kernel compares; per distinct
@@ -16,8 +17,9 @@ offsets of their sections in a header:
 
 Equality follows Python's, as the single env compares values: ``1 == 1.0 == True`` inside
 lists and dicts, a missing key is ``None`` for a MERGE delta but not for ``fields_changed``.
-Episodes whose observations are not plain JSON (a NaN, a tuple, non-string keys) are not
-compiled (``compile_episode`` returns None) and the vector env plays them with the single env.
+Episodes the core does not mirror are not described (``describe_episode`` returns None: an
+observation that is not plain JSON, a list or dict ``"api"``, a step whose ``t`` is not its
+position) and the vector env plays them with the single env.
 """
 
 from __future__ import annotations
@@ -27,150 +29,84 @@ from typing import Any
 
 import numpy as np
 
-from ...core.accounting import MERGE_KEY, json_text
+from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_text, observation_json
+from ...core.tracks import PRIVILEGED
+from ..observation.stream_table import plain_json, step_priorities, visible_metadata_lengths
+from . import contents as C
 from . import layout as L
-
-# "api" values the store compares as the table keys them: equal ids exactly when ``same_api``.
-_API_TYPES = (str, int, float, bool, type(None))
+from .contents import ContentMemo, _equality_key
 
 
-class FieldMemo:
-    """What each distinct observation text holds, kept across the episodes of one vector env
-    (generated streams show the same endpoint states again and again). Ids are only compared
-    within one episode, so the memo starts afresh when it grows large."""
+class EpisodeColumns:
+    """What ``describe_episode`` reads from an episode: per distinct observation (content, in
+    first-shown order) its description and first step, per step its content and the columns
+    the table would hold."""
 
-    def __init__(self, limit: int = 16384) -> None:
-        self.limit = limit
-        self.clear()
-
-    def clear(self) -> None:
-        self.by_text: dict[str, tuple[Any, ...]] = {}
-        self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
-        self.api_key = 0
-        self.values: dict[tuple[Any, ...], int] = {}
-        self.unique = -1  # equality ids of non-empty dicts count down from -2
-        self.masks: dict[int, tuple[int, ...]] = {}
-
-    def start(self) -> None:
-        if len(self.by_text) > self.limit or len(self.values) > 8 * self.limit:
-            self.clear()
-
-    def describe(self, text: str, obs: Any) -> tuple[Any, ...]:
-        """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api")
-        of an observation and its JSON text. The equality id is only compared when one side is
-        not a dict or is empty (``_fields_changed``), so a non-empty dict gets one of its own.
-        Only a MERGE prices fields, and only an observation with an "api" can be merged: the
-        others' lengths are 0."""
-        found = self.by_text.get(text)
-        if found is None:
-            values = self.values
-            if isinstance(obs, dict) and obs:
-                self.unique -= 1
-                keys = self.keys
-                fields = sorted((*(keys.get(k) or self._key(k)), v) for k, v in obs.items())
-                if MERGE_KEY in obs:
-                    keys_and_lengths = [(_equality_key(f[2]), f[1] + json_length(f[2])) for f in fields]
-                else:
-                    keys_and_lengths = [(_equality_key(f[2]), 0) for f in fields]
-                found = (
-                    1,
-                    self.unique,
-                    [f[0] for f in fields],
-                    [values.setdefault(key, len(values)) for key, _ in keys_and_lengths],
-                    [length for _, length in keys_and_lengths],
-                    [1 if f[0] == self.api_key else 0 for f in fields],
-                )
-            else:
-                found = (int(isinstance(obs, dict)), values.setdefault(_equality_key(obs), len(values)), [], [], [], [])
-            self.by_text[text] = found
-        return found
-
-    def _key(self, key: str) -> tuple[int, int]:
-        found = self.keys[key] = (len(self.keys), len(json_text(key)) + 2)
-        return found
-
-    def bits(self, mask: int) -> tuple[int, ...]:
-        """The members of a parameter set (a bit mask), ascending."""
-        found = self.masks.get(mask)
-        if found is None:
-            members, rest = [], mask
-            while rest:
-                lowest = rest & -rest
-                members.append(lowest.bit_length() - 1)
-                rest ^= lowest
-            found = self.masks[mask] = tuple(members)
-        return found
-
-    def none_id(self) -> int:
-        return self.values.setdefault((3,), len(self.values))
+    __slots__ = ("length", "contents", "content_of", "costs", "kinds", "families", "n_families", "apis", "n_apis",
+                 "previous", "deprecated", "removed", "priorities")
 
 
-def _normal(value: Any) -> Any:
-    """A value whose JSON text is equal exactly when Python says the values are equal."""
-    kind = type(value)
-    if kind is bool:
-        return int(value)
-    if kind is float:
-        return int(value) if value.is_integer() else value
-    if kind is dict:
-        return {k: _normal(v) for k, v in value.items()}
-    if kind is list:
-        return [_normal(v) for v in value]
-    return value
-
-
-def _normal_text(value: Any) -> str:
-    return json_text(_normal(value))
-
-
-def json_length(value: Any) -> int:
-    """``len(json_text(value))``, without writing the text for what observations mostly hold:
-    plain ASCII strings, ints, lists of those strings, null and booleans."""
-    kind = type(value)
-    if kind is str:
-        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
-            return len(value) + 2
-    elif kind is int:
-        return len(str(value))
-    elif kind is list and all(type(x) is str for x in value):
-        return 2 + sum(map(json_length, value)) + 2 * (len(value) - 1) if value else 2
-    elif value is None or value is True:
-        return 4
-    elif value is False:
-        return 5
-    return len(json_text(value))
-
-
-def _equality_key(value: Any) -> tuple[Any, ...]:
-    """A key equal for two JSON values exactly when Python says they are equal: strings by
-    themselves, numbers and booleans by value (1 == 1.0 == True), lists of strings by their
-    items, other containers by the JSON text of their normal form."""
-    kind = type(value)
-    if kind is str:
-        return (0, value)
-    if kind is int or kind is bool:
-        return (1, int(value))
-    if kind is float:
-        return (1, int(value)) if value.is_integer() else (2, value)
-    if value is None:
-        return (3,)
-    if kind is list and all(type(x) is str for x in value):
-        return (5, tuple(value))
-    if _printed_as_compared(value):
-        return (4, json_text(value))
-    return (4, _normal_text(value))
-
-
-def _printed_as_compared(value: Any) -> bool:
-    """True when equal JSON text means equal in Python and back: no bool or float inside."""
-    kind = type(value)
-    if kind is str or kind is int or value is None:
-        return True
-    if kind is dict:
-        return all(map(_printed_as_compared, value.values()))
-    if kind is list:
-        return all(map(_printed_as_compared, value))
-    return False
+def describe_episode(episode: Any, track: str, memo: ContentMemo) -> EpisodeColumns | None:
+    """The columns of ``episode`` on ``track`` (``StreamTable``'s, ids renumbered per episode),
+    or None when the core does not mirror it."""
+    observations, metadatas = episode.columns()
+    raw = episode.__dict__.get("steps")
+    T = len(observations)
+    if raw is not None and any(step.t != t for t, step in enumerate(raw)):
+        return None  # the store refuses to WRITE a step whose t is not the current timestep
+    memo.start()
+    # Work per distinct observation object (generated steps share one per endpoint state), in
+    # the order they are first shown; equal texts are one content.
+    object_ids = list(map(id, observations))
+    first_shown = dict(zip(reversed(object_ids), range(T - 1, -1, -1), strict=True))
+    by_text: dict[str, int] = {}
+    by_object: dict[int, int] = {}
+    described: list[tuple[Any, ...]] = []
+    text_lengths: list[int] = []
+    for key in dict.fromkeys(object_ids):
+        t = first_shown[key]
+        obs = observations[t]
+        text = json_text(obs) if raw is None else observation_json(raw[t])
+        if "NaN" in text or not plain_json(obs):
+            return None
+        content = by_text.get(text)
+        if content is None:
+            description = memo.content(text, obs)
+            if description is None:
+                return None
+            content = by_text[text] = len(described)
+            described.append(description)
+            text_lengths.append(len(text))
+        by_object[key] = content
+    content_of = np.fromiter(map(by_object.__getitem__, object_ids), dtype=np.int32, count=T)
+    family_ids: dict[Any, int] = {}
+    api_ids: dict[Any, int] = {}
+    per_content = np.array(
+        [(d[C.KIND], -1 if d[C.FAMILY_KEY] is None else family_ids.setdefault(d[C.FAMILY_KEY], len(family_ids)),
+          -1 if d[C.API_KEY] is None else api_ids.setdefault(d[C.API_KEY], len(api_ids)), len_text)
+         for d, len_text in zip(described, text_lengths, strict=True)], dtype=np.int64).reshape(-1, 4)
+    flags = np.array([(d[C.DEPRECATED], d[C.REMOVED]) for d in described], dtype=np.float64).reshape(-1, 2)
+    lengths, _ = visible_metadata_lengths(metadatas, track)
+    ep = EpisodeColumns()
+    ep.length = T
+    ep.contents = described
+    ep.content_of = content_of
+    ep.costs = per_content[content_of, 3] + np.asarray(lengths, dtype=np.int64) + (HEADER_BYTES + INDEX_BYTES)
+    ep.kinds = per_content[content_of, 0]
+    ep.families = families = per_content[content_of, 1].astype(np.int32)
+    ep.n_families = len(family_ids)
+    ep.apis = per_content[content_of, 2].astype(np.int32)
+    ep.n_apis = len(api_ids)
+    # The previous step of the same family (-1: none): neighbours once the steps are grouped by family.
+    order = np.argsort(families, kind="stable")
+    grouped = families[order]
+    same = (grouped[1:] == grouped[:-1]) & (grouped[1:] >= 0)
+    ep.previous = np.full(T, -1, dtype=np.int32)
+    ep.previous[order[1:][same]] = order[:-1][same]
+    ep.deprecated = flags[content_of, 0]
+    ep.removed = flags[content_of, 1]
+    ep.priorities = step_priorities(metadatas) if track == PRIVILEGED else None
+    return ep
 
 
 def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
@@ -200,15 +136,6 @@ def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
     return kinds, ranks
 
 
-def _dense(ids: list[int]) -> tuple[np.ndarray, int]:
-    """Ids renumbered 0.. in first-seen order (-1 stays -1), and how many there are."""
-    numbers = dict.fromkeys(ids)
-    numbers.pop(-1, None)
-    numbers = dict(zip(numbers, range(len(numbers)), strict=True))
-    numbers[-1] = -1
-    return np.fromiter(map(numbers.__getitem__, ids), dtype=np.int32, count=len(ids)), len(numbers) - 1
-
-
 def _returns_to_earlier(families: np.ndarray, content_of: np.ndarray, previous: np.ndarray,
                         contract_of_content: np.ndarray) -> np.ndarray:
     """``returns_to_earlier`` of every step (``comparisons.seen_features``): its contract differs
@@ -228,78 +155,56 @@ def _flat(parts: list[Any]) -> np.ndarray:
     return np.fromiter(chain.from_iterable(parts), dtype=np.int32)
 
 
-def compile_episode(tab: Any, reward_fn: Any, memo: FieldMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """(static, floats, state) of an episode from its ``StreamTable`` and the reward function
-    started on it, or None when an observation is not plain JSON."""
-    contents = tab.contents
-    if min(contents) < 0:
+def compile_episode(ep: EpisodeColumns, reward_fn: Any,
+                    memo: ContentMemo) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(static, floats, state) of an episode from its columns and the reward function started
+    on it (None: a cost or the arrays too large for int32)."""
+    T = ep.length
+    described = ep.contents
+    if T and ep.costs.max() >= 2**31:
         return None
-    raw = tab._raw
-    if raw is not None and any(step.t != t for t, step in enumerate(raw)):
-        return None  # the store refuses to WRITE a step whose t is not the current timestep
-    memo.start()
-    T = tab.length
-    # Per distinct observation (content ids are 1.. in first-shown order).
-    n_contents = max(contents)
-    first = [0] * n_contents
-    for t in range(T - 1, -1, -1):
-        first[contents[t] - 1] = t
-    describe = memo.describe
-    texts = tab._texts
-    observations = [tab.observation(t) for t in first]
-    if any(isinstance(obs, dict) and MERGE_KEY in obs and type(obs[MERGE_KEY]) not in _API_TYPES
-           for obs in observations):
-        return None  # a container "api": the table keys it by its JSON text, the store by ==
-    described = [describe(texts[t], obs) for t, obs in zip(first, observations, strict=True)]
-    version_kind, version_rank = _version_codes([tab.versions[t] for t in first])
-    mask_ids: dict[int, int] = {}
+    version_kind, version_rank = _version_codes([d[C.VERSION] for d in described])
+    mask_ids: dict[tuple[int, ...], int] = {}
     contract_ids: dict[Any, int] = {}
 
-    def mask_id(mask: int | None) -> int:
-        return -1 if mask is None else mask_ids.setdefault(mask, len(mask_ids))
+    def mask_id(members: tuple[int, ...] | None) -> int:
+        return -1 if members is None else mask_ids.setdefault(members, len(mask_ids))
 
-    params = [mask_id(tab.params[t]) for t in first]
-    required = [mask_id(tab.required[t]) for t in first]
-    # A contract as ``comparisons.contracts`` states it, a function of the observation.
-    contract = [-1 if tab.params[t] is None else contract_ids.setdefault(
-        (tab.params[t], tab.required[t] or 0, tab.deprecated[t], tab.removed[t]), len(contract_ids)) for t in first]
-    field_offsets = np.zeros(n_contents + 1, dtype=np.int32)
-    field_offsets[1:] = np.cumsum([len(d[2]) for d in described])
+    params = [mask_id(d[C.PARAMS]) for d in described]
+    required = [mask_id(d[C.REQUIRED]) for d in described]
+    # A contract as ``comparisons.contracts`` states it (a missing "required" is an empty one).
+    contract = [-1 if d[C.PARAMS] is None else contract_ids.setdefault(
+        (d[C.PARAMS], d[C.REQUIRED] or (), d[C.DEPRECATED], d[C.REMOVED]), len(contract_ids)) for d in described]
+    field_offsets = np.zeros(len(described) + 1, dtype=np.int32)
+    field_offsets[1:] = np.cumsum([len(d[C.FIELD_KEYS]) for d in described])
     masks = list(mask_ids)
-    bit_lists = [memo.bits(m) for m in masks]
     mask_offsets = np.zeros(len(masks) + 1, dtype=np.int32)
-    mask_offsets[1:] = np.cumsum([len(b) for b in bit_lists])
-    costs = np.asarray(tab.costs, dtype=np.int64)
-    if T and costs.max() >= 2**31:
-        return None
-    families, n_families = _dense(tab.families)
-    apis, n_apis = _dense(tab.apis)
-    content_of = np.asarray(contents, dtype=np.int32) - 1
-    previous = np.asarray(tab.previous_shown, dtype=np.int32)
-
+    mask_offsets[1:] = np.cumsum([len(m) for m in masks])
+    n_families, n_apis = ep.n_families, ep.n_apis
+    content_of, previous = ep.content_of, ep.previous
     sections = {
-        L.COST: costs,
-        L.KIND: tab.kinds,
-        L.FAMILY: families,
-        L.API: apis,
+        L.COST: ep.costs,
+        L.KIND: ep.kinds,
+        L.FAMILY: ep.families,
+        L.API: ep.apis,
         L.CONTENT: content_of,
         L.PREVIOUS: previous,
         L.CRITICAL: reward_fn._critical,
-        L.RETURNS: _returns_to_earlier(families, content_of, previous, np.asarray(contract, dtype=np.int64)),
+        L.RETURNS: _returns_to_earlier(ep.families, content_of, previous, np.asarray(contract, dtype=np.int64)),
         L.VERSION_KIND: version_kind,
         L.VERSION_RANK: version_rank,
         L.PARAMS: params,
         L.REQUIRED: required,
         L.CONTRACT: contract,
-        L.IS_DICT: [d[0] for d in described],
-        L.EQUALITY: [d[1] for d in described],
+        L.IS_DICT: [d[C.IS_DICT] for d in described],
+        L.EQUALITY: [d[C.EQUALITY] for d in described],
         L.FIELD_OFFSETS: field_offsets,
-        L.FIELD_KEYS: _flat([d[2] for d in described]),
-        L.FIELD_VALUES: _flat([d[3] for d in described]),
-        L.FIELD_LENGTHS: _flat([d[4] for d in described]),
-        L.FIELD_IS_API: _flat([d[5] for d in described]),
+        L.FIELD_KEYS: _flat([d[C.FIELD_KEYS] for d in described]),
+        L.FIELD_VALUES: _flat([d[C.FIELD_VALUES] for d in described]),
+        L.FIELD_LENGTHS: _flat([d[C.FIELD_LENGTHS] for d in described]),
+        L.FIELD_IS_API: _flat([d[C.FIELD_IS_API] for d in described]),
         L.MASK_OFFSETS: mask_offsets,
-        L.MASK_BITS: _flat(bit_lists),
+        L.MASK_BITS: _flat(masks),
     }
     header = np.zeros(L.HEADER_SIZE, dtype=np.int64)
     header[L.H_LENGTH] = T
@@ -323,9 +228,9 @@ def compile_episode(tab: Any, reward_fn: Any, memo: FieldMemo) -> tuple[np.ndarr
     oracle_prefix = reward_fn._oracle_prefix
     float_parts = [
         np.asarray(reward_fn._utilities, dtype=np.float64),
-        np.asarray(tab.priorities if tab.priorities is not None else np.zeros(T), dtype=np.float64),
-        np.asarray(tab.deprecated, dtype=np.float64),
-        np.asarray(tab.removed, dtype=np.float64),
+        np.zeros(T) if ep.priorities is None else np.asarray(ep.priorities, dtype=np.float64),
+        ep.deprecated,
+        ep.removed,
         np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
     ]
     float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)

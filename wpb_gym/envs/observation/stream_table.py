@@ -61,7 +61,7 @@ def kind_and_family(obs: Any) -> tuple[int, Any]:
     return KIND_OTHER, None
 
 
-def _visible_metadata_lengths(metadatas: list[Any], track: str) -> tuple[list[int], dict[str, str] | None]:
+def visible_metadata_lengths(metadatas: list[Any], track: str) -> tuple[list[int], dict[str, str] | None]:
     """``len(json.dumps(visible_metadata(step.metadata, track), sort_keys=True))`` per step,
     and the visible metadata itself when it is the same string-valued dict at every step.
 
@@ -138,7 +138,7 @@ def compare_versions(current: Any, reference: Any) -> int | None:
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _plain_json(value: Any) -> bool:
+def plain_json(value: Any) -> bool:
     """True for what ``json.loads`` can return: dicts with str keys, lists and scalars."""
     stack = [value]
     while stack:
@@ -158,6 +158,17 @@ def _plain_json(value: Any) -> bool:
         elif kind not in _SCALARS:
             return False
     return True
+
+
+def step_priorities(metadatas: list[Any]) -> list[float]:
+    """Each step's ``priority`` as the privileged track shows it: clipped to [0, 1], 0 when it
+    is missing or not a number (a bool or NaN)."""
+    priorities = []
+    for metadata in metadatas:
+        p = metadata.get("priority")
+        ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
+        priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
+    return priorities
 
 
 class ObservationShapes:
@@ -290,7 +301,7 @@ class StreamTable:
             # Equal JSON text means equal observations only for plain JSON values without NaN
             # (NaN != NaN; a tuple and a list, or keys 1 and "1", print alike). Other contents
             # get a negative id, which tells the env to let the store compare values itself.
-            if "NaN" in text or not _plain_json(obs):
+            if "NaN" in text or not plain_json(obs):
                 by_object[key] = (text, -content, *describe(obs))
                 continue
             shape = by_text.get(text)
@@ -303,7 +314,7 @@ class StreamTable:
         columns = [list(c) for c in zip(*infos, strict=True)] if infos else [[] for _ in range(10)]
         texts, contents, kinds, families, apis, versions, params, required, deprecated, removed = columns
         self._texts = texts
-        lengths, self._shared_visible = _visible_metadata_lengths(metadatas, track)
+        lengths, self._shared_visible = visible_metadata_lengths(metadatas, track)
         fixed = HEADER_BYTES + INDEX_BYTES
         if lengths and lengths.count(lengths[0]) == len(lengths):  # one metadata length: a constant
             fixed += lengths[0]
@@ -326,13 +337,7 @@ class StreamTable:
         self.deprecated = deprecated
         self.removed = removed  # 1.0 where the endpoint shows "removed": true (real drift)
         self.contents = contents
-        self.priorities = None
-        if privileged:
-            self.priorities = []
-            for metadata in metadatas:
-                p = metadata.get("priority")
-                ok = isinstance(p, Real) and not isinstance(p, bool) and p == p
-                self.priorities.append(min(1.0, max(0.0, float(p))) if ok else 0.0)
+        self.priorities = step_priorities(metadatas) if privileged else None
 
     def step(self, t: int) -> Step:
         """Step ``t`` as a policy on this track sees it (built once, its cost already known)."""
