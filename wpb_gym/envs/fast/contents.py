@@ -39,6 +39,7 @@ class ContentMemo:
         self.values: dict[tuple[Any, ...], int] = {}
         self.unique = -1  # equality ids of non-empty dicts count down from -2
         self.bits: dict[Any, int] = {}  # a parameter (``identity_key``) -> its member id
+        self.layouts: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}  # see _layout
 
     def start(self) -> None:
         """Called before each episode: ids stay consistent within it."""
@@ -83,7 +84,10 @@ class ContentMemo:
         if not isinstance(values, list):
             return None
         bits = self.bits
-        return tuple(sorted({bits.setdefault(identity_key(v), len(bits)) for v in values}))
+        try:  # identity_key of a hashable member, without the call
+            return tuple(sorted({bits.setdefault((type(v), v), len(bits)) for v in values}))
+        except TypeError:
+            return tuple(sorted({bits.setdefault(identity_key(v), len(bits)) for v in values}))
 
     def _fields(self, obs: Any) -> tuple[Any, ...]:
         """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api").
@@ -94,20 +98,28 @@ class ContentMemo:
         if not (isinstance(obs, dict) and obs):
             return (int(isinstance(obs, dict)), values.setdefault(_equality_key(obs), len(values)), (), (), (), ())
         self.unique -= 1
-        keys = self.keys
-        fields = sorted((*(keys.get(k) or self._key(k)), v) for k, v in obs.items())
+        names = tuple(obs)
+        layout = self.layouts.get(names)  # observations of one kind share their keys, in one order
+        if layout is None:
+            layout = self.layouts[names] = self._layout(names)
+        order, key_ids, key_lengths, is_api = layout
+        items = list(obs.values())
         if MERGE_KEY in obs:
-            keys_and_lengths = [(_equality_key(f[2]), f[1] + json_length(f[2])) for f in fields]
+            facts = [_facts(items[i]) for i in order]
+            lengths = tuple([n + length for n, (_, length) in zip(key_lengths, facts, strict=True)])
         else:
-            keys_and_lengths = [(_equality_key(f[2]), 0) for f in fields]
-        return (
-            1,
-            self.unique,
-            tuple([f[0] for f in fields]),
-            tuple([values.setdefault(key, len(values)) for key, _ in keys_and_lengths]),
-            tuple([length for _, length in keys_and_lengths]),
-            tuple([1 if f[0] == self.api_key else 0 for f in fields]),
-        )
+            facts = [(_equality_key(items[i]), 0) for i in order]
+            lengths = (0,) * len(order)
+        value_ids = tuple([values.setdefault(key, len(values)) for key, _ in facts])
+        return (1, self.unique, key_ids, value_ids, lengths, is_api)
+
+    def _layout(self, names: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
+        """For a dict's keys in its order: the positions in key-id order, the key ids, the
+        lengths they add to a field (quotes and ": "), and which is "api"."""
+        ids = [self.keys.get(k) or self._key(k) for k in names]
+        order = tuple(sorted(range(len(names)), key=lambda i: ids[i][0]))
+        return (order, tuple(ids[i][0] for i in order), tuple(ids[i][1] for i in order),
+                tuple(1 if ids[i][0] == self.api_key else 0 for i in order))
 
     def _key(self, key: str) -> tuple[int, int]:
         found = self.keys[key] = (len(self.keys), len(json_text(key)) + 2)
@@ -151,6 +163,15 @@ def json_length(value: Any) -> int:
     elif value is False:
         return 5
     return len(json_text(value))
+
+
+def _facts(value: Any) -> tuple[tuple[Any, ...], int]:
+    """``(_equality_key(value), json_length(value))``, a list of plain strings checked in one go."""
+    if type(value) is list and all(type(x) is str for x in value):
+        joined = "".join(value)
+        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return (5, tuple(value)), len(joined) + 4 * len(value) if value else 2
+    return _equality_key(value), json_length(value)
 
 
 def _equality_key(value: Any) -> tuple[Any, ...]:
