@@ -178,23 +178,34 @@ def _timed_phases(model) -> dict[str, float]:
 def measure_reset(resets: int, rounds: int) -> None:
     """Per regime: what resetting one sub-env of the native vector env costs (choosing the
     episode, turning it into arrays, observing it) against a single env's reset, on the same
-    seeds, in alternating slices."""
+    seeds, in alternating slices. The garbage collector is off during each slice (as ``timeit``
+    runs) and collects before it, so that neither side pays for the other's garbage: with numba
+    loaded a full collection takes tens of milliseconds, and where one falls would decide a
+    slice. Both sides so leave out the collections a long run pays for."""
+    import gc
+
     from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
     from wpb_gym.episodes.generators.paper import REGIMES
 
     warm_up()
-    print(f"Reset time per regime, {resets} resets x {rounds} rounds (ratio: one sub-env's reset / a single env's)")
+    print(f"Reset time per regime, {resets} resets x {rounds} rounds, garbage collector off in slices"
+          " (ratio: one sub-env's reset / a single env's)")
     print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}")
     for regime in sorted(REGIMES):
         single, vector = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
         totals = {"single": 0.0, "vector": 0.0}
         for r in range(rounds):
             for name, env in (("single", single), ("vector", vector)):
-                start = time.perf_counter()
-                for k in range(resets):
-                    env.reset(seed=r * resets + k)
-                totals[name] += time.perf_counter() - start
+                gc.collect()
+                gc.disable()
+                try:
+                    start = time.perf_counter()
+                    for k in range(resets):
+                        env.reset(seed=r * resets + k)
+                    totals[name] += time.perf_counter() - start
+                finally:
+                    gc.enable()
         per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
         print(f"{regime:<18} {per['single']:>9,.0f}us {per['vector']:>9,.0f}us {per['vector'] / per['single']:>6.2f}x")
 

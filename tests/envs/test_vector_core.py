@@ -260,8 +260,9 @@ def _classes(values) -> list[int]:
 @settings(max_examples=60, deadline=None)
 @given(source=st.sampled_from(SOURCES), track=st.sampled_from(["unprivileged", "privileged"]), data=st.data())
 def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, data):
-    from wpb_gym.envs.fast.contents import PARAMS, REQUIRED, ContentMemo
-    from wpb_gym.envs.fast.episode_arrays import describe_episode
+    from wpb_gym.envs.fast.contents import DEPRECATED, PARAMS, REMOVED, REQUIRED, ContentMemo
+    from wpb_gym.envs.fast.episode_arrays import _returns_to_earlier, describe_episode
+    from wpb_gym.envs.observation.comparisons import contracts, seen_features
     from wpb_gym.envs.observation.stream_table import StreamTable
 
     kwargs = data.draw(configs(source, track))
@@ -282,6 +283,11 @@ def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, 
         assert columns.previous.tolist() == table.previous_shown
         assert columns.deprecated.tolist() == table.deprecated and columns.removed.tolist() == table.removed
         assert columns.priorities == table.priorities
+        contract_ids: dict = {}
+        contract_of_content = np.array([-1 if d[PARAMS] is None else contract_ids.setdefault(
+            (d[PARAMS], d[REQUIRED] or (), d[DEPRECATED], d[REMOVED]), len(contract_ids)) for d in columns.contents])
+        returns = _returns_to_earlier(columns.families, columns.content_of, columns.previous, contract_of_content)
+        assert returns.tolist() == [row[-1] for row in seen_features(table, contracts(table))]
         first = {c: t for t, c in reversed(list(enumerate(columns.content_of.tolist())))}
         for position in (PARAMS, REQUIRED):  # parameter sets: equal members exactly when equal masks
             masks = [(table.params if position == PARAMS else table.required)[t] for t in first.values()]
@@ -289,6 +295,31 @@ def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, 
             assert [m is None for m in members] == [m is None for m in masks]
             assert [len(m) for m in members if m is not None] == [m.bit_count() for m in masks if m is not None]
             assert _classes(members) == _classes(masks)
+
+
+# Contracts without "required" and with an empty one are the same contract; parameters 1 and True
+# are different members; a dict's fields are compared by key, whatever the order they come in.
+CONTRACTS_AND_FIELDS = {
+    "required missing or empty": [{"api": "a", "params": ["q"]}, {"api": "a", "params": ["r"]},
+                                  {"api": "a", "params": ["q"], "required": []},
+                                  {"api": "a", "params": ["r"], "required": []}, {"api": "a", "params": ["q"]}],
+    "1 and True as members": [{"api": "a", "params": [1]}, {"api": "a", "params": [True]},
+                              {"api": "a", "params": [1, True]}, {"api": "a", "params": [1.0]},
+                              {"api": "a", "params": [True, 1]}, {"api": "a", "params": [1]}],
+    "keys in another order": [{"api": "a", "x": 1, "y": 2}, {"y": 2, "api": "a", "x": 3},
+                              {"x": 1, "y": 3, "api": "a"}, {"api": "a", "y": 2, "x": 1},
+                              {"y": [1], "x": True, "api": "a"}],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTRACTS_AND_FIELDS))
+def test_contracts_members_and_field_order_step_as_the_single_envs(name):
+    observations = CONTRACTS_AND_FIELDS[name]
+    for seed in range(6):
+        play_both(2, 60, seed=seed, invalid_share=0.1, compiled=True,
+                  episodes=[_episode(copy.deepcopy(observations) * 3), _episode(observations)],
+                  budget_bytes=(200, 700, 5000)[seed % 3], slots=1 + seed % 3,
+                  track=("unprivileged", "privileged")[seed % 2], reward={"f1": 0.5, "neg_regret": 0.5})
 
 
 def test_episodes_the_core_does_not_mirror_are_not_described():

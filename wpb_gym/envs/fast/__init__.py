@@ -1,8 +1,9 @@
 """The vector env's compiled core: every speed device of ``envs.vector`` lives in this package.
 
-``episode_arrays`` turns an episode, as a single env just reset to it sees it, into flat
-arrays (``layout`` says where each thing sits); ``kernel`` steps many sub-envs over them in
-one compiled call (numba), with ``comparisons`` and ``memory`` as its parts. The single env
+``episode_arrays`` reads an episode as a single env just reset to it does (each distinct
+observation described once by ``contents``) and turns it into flat arrays (``layout`` says
+where each thing sits); ``kernel`` steps many sub-envs over them in one compiled call (numba),
+with ``comparisons`` and ``memory`` as its parts. The single env
 (``envs.env``) stays the literal definition of the dynamics: the differential tests play both
 on the same seeds and actions and require equal outputs.
 

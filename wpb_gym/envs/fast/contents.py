@@ -47,8 +47,8 @@ class ContentMemo:
             self.clear()
 
     def content(self, text: str, obs: Any) -> tuple[Any, ...] | None:
-        """The description of a plain JSON observation and its JSON text, or None when its
-        ``"api"`` is a list or dict (the table keys those by text, the store compares them by ``==``)."""
+        """The description of ``obs``, a plain JSON observation whose JSON text is ``text``; None
+        when its ``"api"`` is a list or dict (the table keys those by text, the store by ``==``)."""
         try:
             return self.by_text[text]
         except KeyError:

@@ -3,7 +3,7 @@
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
-builds its table and ``*_since_seen`` rows with the single env's own functions, compiles and
+reads it as the single env's table would (``episode_arrays.describe_episode``), compiles and
 steps it. The single env starts the episode, and replays the actions the kernel took through
 its own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
 """

@@ -39,8 +39,8 @@ from .contents import ContentMemo, _equality_key
 
 class EpisodeColumns:
     """What ``describe_episode`` reads from an episode: per distinct observation (content, in
-    first-shown order) its description and first step, per step its content and the columns
-    the table would hold."""
+    first-shown order) its description (``contents.ContentMemo.content``), per step its content
+    and the columns the table would hold."""
 
     __slots__ = ("length", "contents", "content_of", "costs", "kinds", "families", "n_families", "apis", "n_apis",
                  "previous", "deprecated", "removed", "priorities")
