@@ -15,7 +15,8 @@ alternating slices (the VM's speed drifts):
   collecting rollouts, in the env during them (steps and masks) and in updating, and the most
   any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
-  plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process).
+  plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
+  objects the garbage collector tracks, and a full collection's time, once numba is loaded.
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 
@@ -282,6 +283,31 @@ def measure_memory(n: int, steps: int) -> None:
         )
         peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
         print(f"  T = {length:>6,}: {peak:,.0f} MB")
+    done = subprocess.run([sys.executable, "-c", "import benchmarks.vector_env as b; b._collector_child()"],
+                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    print("Objects the garbage collector tracks, and a full collection's time (best of 5), in a fresh process:")
+    for stage, (objects, ms) in found.items():
+        print(f"  {stage:<40} {objects:>9,} objects {ms:>7.1f} ms")
+
+
+def _collector_child() -> None:
+    import gc
+
+    def state() -> tuple[int, float]:
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            gc.collect()
+            times.append((time.perf_counter() - start) * 1e3)
+        return len(gc.get_objects()), min(times)
+
+    found = {}
+    gym.make("WritePolicyBench-v0").reset(seed=0)
+    found["a single env reset"] = state()
+    gym.make_vec("WritePolicyBench-v0", num_envs=1).reset(seed=0)
+    found["and a 1-env vector env reset (numba)"] = state()
+    print(json.dumps(found))
 
 
 def main() -> None:
