@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.accounting import MERGE_KEY, identity_key, json_text
-from ..observation.stream_table import KIND_OTHER, kind_and_family
+from ..observation.stream_table import KIND_OTHER, kind_and_family, stated_contract
 
 # "api" values the store compares as the table keys them: equal ids exactly when ``same_api``.
 _API_TYPES = (str, int, float, bool, type(None))
@@ -67,17 +67,7 @@ class ContentMemo:
         else:
             api_key = None
         kind, family_key = kind_and_family(obs)
-        return (
-            kind,
-            family_key,
-            api_key,
-            obs["version"] if "version" in obs else obs.get("last_updated"),
-            self._members(obs.get("params")),
-            self._members(obs.get("required")),
-            1.0 if obs.get("deprecated") is True else 0.0,
-            1.0 if obs.get("removed") is True else 0.0,
-            *fields,
-        )
+        return (kind, family_key, api_key, *stated_contract(obs, self._members), *fields)
 
     def _members(self, values: Any) -> tuple[int, ...] | None:
         """A parameter list as the ascending ids of its distinct members (the table's bit mask)."""

@@ -171,6 +171,18 @@ def step_priorities(metadatas: list[Any]) -> list[float]:
     return priorities
 
 
+def stated_contract(obs: dict[str, Any], parameter_set: Any) -> tuple[Any, ...]:
+    """What a dict observation states of its endpoint: version (else ``last_updated``), its
+    ``params`` and ``required`` lists as ``parameter_set`` encodes them, deprecated, removed."""
+    return (
+        obs["version"] if "version" in obs else obs.get("last_updated"),
+        parameter_set(obs.get("params")),
+        parameter_set(obs.get("required")),
+        1.0 if obs.get("deprecated") is True else 0.0,
+        1.0 if obs.get("removed") is True else 0.0,
+    )
+
+
 class ObservationShapes:
     """What a plain JSON observation tells the table, memoised on its JSON text, with the ids
     (families, endpoints, parameter bits) those descriptions use.
@@ -240,16 +252,7 @@ class ObservationShapes:
             family_ids = self._family_ids
             family = -1 if family_key is None else family_ids.setdefault(family_key, len(family_ids))
             api_id = -1
-        return (
-            kind,
-            family,
-            api_id,
-            obs["version"] if "version" in obs else obs.get("last_updated"),
-            self._mask(obs.get("params")),
-            self._mask(obs.get("required")),
-            1.0 if obs.get("deprecated") is True else 0.0,
-            1.0 if obs.get("removed") is True else 0.0,
-        )
+        return (kind, family, api_id, *stated_contract(obs, self._mask))
 
 
 _NOT_A_DICT = (KIND_OTHER, -1, -1, None, None, None, 0.0, 0.0)
