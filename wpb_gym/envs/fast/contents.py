@@ -95,7 +95,7 @@ class ContentMemo:
         order, key_ids, key_lengths, is_api = layout
         items = list(obs.values())
         if MERGE_KEY in obs:
-            facts = [_facts(items[i]) for i in order]
+            facts = [(_equality_key(items[i]), json_length(items[i])) for i in order]
             lengths = tuple([n + length for n, (_, length) in zip(key_lengths, facts, strict=True)])
         else:
             facts = [(_equality_key(items[i]), 0) for i in order]
@@ -147,21 +147,14 @@ def json_length(value: Any) -> int:
     elif kind is int:
         return len(str(value))
     elif kind is list and all(type(x) is str for x in value):
-        return 2 + sum(map(json_length, value)) + 2 * (len(value) - 1) if value else 2
+        joined = "".join(value)  # the strings checked in one go: '["a", "bc"]' is 4 per string
+        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return len(joined) + 4 * len(value) if value else 2
     elif value is None or value is True:
         return 4
     elif value is False:
         return 5
     return len(json_text(value))
-
-
-def _facts(value: Any) -> tuple[tuple[Any, ...], int]:
-    """``(_equality_key(value), json_length(value))``, a list of plain strings checked in one go."""
-    if type(value) is list and all(type(x) is str for x in value):
-        joined = "".join(value)
-        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
-            return (5, tuple(value)), len(joined) + 4 * len(value) if value else 2
-    return _equality_key(value), json_length(value)
 
 
 def _equality_key(value: Any) -> tuple[Any, ...]:

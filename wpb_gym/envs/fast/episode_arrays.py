@@ -142,7 +142,7 @@ def _returns_to_earlier(families: np.ndarray, content_of: np.ndarray, previous: 
     from the last shown step's of its family and some earlier step of the family showed it."""
     T = len(families)
     steps = np.arange(T)
-    contract = contract_of_content[content_of] if T else np.zeros(0, dtype=np.int64)
+    contract = contract_of_content[content_of]
     known = (families >= 0) & (contract >= 0)
     # (family, contract) as one key; steps without one get a key of their own.
     keys = np.where(known, families.astype(np.int64) * (len(contract_of_content) + 1) + contract, -1 - steps)
