@@ -233,12 +233,7 @@ def measure_first_call() -> None:
     print("First call of the compiled core (build, reset and step a vector env), each in a fresh process")
     with tempfile.TemporaryDirectory() as cache:
         for label in ("compile (empty cache)", "load (cache filled)"):
-            done = subprocess.run(
-                [sys.executable, "-c", "import benchmarks.vector_env as b; b._first_call_child()"],
-                capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent,
-                env={**os.environ, "NUMBA_CACHE_DIR": cache},
-            )
-            seconds = json.loads(done.stdout.strip().splitlines()[-1])["seconds"]
+            seconds = _in_fresh_process("_first_call_child()", {**os.environ, "NUMBA_CACHE_DIR": cache})["seconds"]
             print(f"  {label:<24} {seconds:6.1f} s")
 
 
@@ -277,18 +272,19 @@ def _memory_child(length: int, n: int, steps: int) -> None:
 def measure_memory(n: int, steps: int) -> None:
     print(f"Peak resident memory, N = {n}, {steps} vector steps, each in a fresh process")
     for length in (200, 10_000):
-        code = f"import benchmarks.vector_env as b; b._memory_child({length}, {n}, {steps})"
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent
-        )
-        peak = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+        peak = _in_fresh_process(f"_memory_child({length}, {n}, {steps})")["peak_rss_mb"]
         print(f"  T = {length:>6,}: {peak:,.0f} MB")
-    done = subprocess.run([sys.executable, "-c", "import benchmarks.vector_env as b; b._collector_child()"],
-                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent)
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = _in_fresh_process("_collector_child()")
     print("Objects the garbage collector tracks, and a full collection's time (best of 5), in a fresh process:")
     for stage, (objects, ms) in found.items():
         print(f"  {stage:<40} {objects:>9,} objects {ms:>7.1f} ms")
+
+
+def _in_fresh_process(call: str, env: dict[str, str] | None = None) -> dict:
+    """What ``call`` (a function of this module, as code) prints last, as JSON, run in a new process."""
+    done = subprocess.run([sys.executable, "-c", f"import benchmarks.vector_env as b; b.{call}"],
+                          capture_output=True, text=True, check=True, cwd=Path(__file__).parent.parent, env=env)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def _collector_child() -> None:
