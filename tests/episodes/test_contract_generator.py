@@ -433,3 +433,47 @@ def test_a_requirement_relaxed_or_removed_later_is_not_critical():
             assert (t in labels["critical_steps"]) == in_force and (t in undone) == (not in_force), (regime, index, t)
             assert episode.utilities[t] == (UTILITY_DRIFT if in_force else UTILITY_COSMETIC)
     assert undone_seen > 0
+
+
+# ----------------------------------------------------------------------------- draws made in blocks
+def _generated(config, seed, index, block_draws):
+    """The episode, generated with the name stream's draws made in blocks or one call at a time."""
+    import wpb_gym.episodes.generators.paper as paper
+    from wpb_gym.episodes.generators import contracts
+
+    original = contracts.generate_contract_steps
+    paper.generate_contract_steps = lambda *args: original(*args, block_draws=block_draws)
+    try:
+        episode = generate_episode(config, seed, index)
+    finally:
+        paper.generate_contract_steps = original
+    observations, metadata = episode.columns()
+    return observations, metadata, episode.labels, episode.utilities.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(regime=st.sampled_from(CONTRACT_REGIMES), seed=st.integers(0, 2**31 - 1), index=st.integers(0, 50),
+       api_pool=st.sampled_from([1, 2, 5, 64]), params=st.sampled_from([(2, 6), (1, 3), (30, 45)]),
+       warmup=st.booleans(), length=st.sampled_from([70, 300]))
+def test_names_drawn_in_blocks_are_the_names_drawn_one_call_at_a_time(regime, seed, index, api_pool, params,
+                                                                      warmup, length):
+    # Many parameters per endpoint make names collide (a retry draws one more pair), and the
+    # warm-up draws its order from the same stream between the starting names and later ones.
+    config = make_config(regime, api_pool=api_pool, min_params=params[0], max_params=params[1], warmup=warmup,
+                         length=length)
+    assert _generated(config, seed, index, True) == _generated(config, seed, index, False)
+
+
+def test_names_taken_in_one_go_are_those_made_one_at_a_time_where_the_pairs_run_short():
+    from wpb_gym.episodes.generators.contracts import _PAIR_NAMES, _NameDraws, _ParamNames
+
+    for already in (0, len(_PAIR_NAMES) // 2 - 3, len(_PAIR_NAMES) // 2):
+        made = []
+        for one_go in (True, False):
+            names = _NameDraws(np.random.default_rng(already), block=True)
+            names.reserve(8)
+            endpoint = _ParamNames(names)
+            endpoint.taken.update(f"taken_{i}" for i in range(already))  # names no pair makes
+            made.append(endpoint.take(6) if one_go else [endpoint.new() for _ in range(6)])
+        assert made[0] == made[1]
+        assert len(set(made[0])) == 6

@@ -110,20 +110,70 @@ _PARAM_WORDS = (
 ).split()
 
 
+# Every word pair's name, at ``first * len(_PARAM_WORDS) + second``.
+_PAIR_NAMES = [f"{a}_{b}" for a in _PARAM_WORDS for b in _PARAM_WORDS]
+
+
+class _NameDraws:
+    """The name stream's word pairs, drawn in blocks where the count is known. numpy's bounded
+    integers take the bit generator's 32-bit words in order, so ``integers(0, n, size=2)``
+    called k times draws what ``integers(0, n, size=2 * k)`` draws once: a block is the same
+    names, made without a NumPy call per name (``block=False`` draws pair by pair, the literal
+    reference the tests compare with)."""
+
+    __slots__ = ("rng", "block", "pairs", "at")
+
+    def __init__(self, rng: np.random.Generator, block: bool = True) -> None:
+        self.rng = rng
+        self.block = block
+        self.pairs: list[int] = []  # drawn pairs not used yet, from ``at`` on, as _PAIR_NAMES indices
+        self.at = 0
+
+    def _draw(self, pairs: int) -> list[int]:
+        words = self.rng.integers(0, len(_PARAM_WORDS), size=(pairs, 2))
+        return (words[:, 0] * len(_PARAM_WORDS) + words[:, 1]).tolist()
+
+    def reserve(self, pairs: int) -> None:
+        """Draw ``pairs`` more pairs now. Only as many as are certain to be used, unless nothing
+        else draws from the stream afterwards: a draw ahead moves every later draw."""
+        if self.block and pairs > 0:
+            self.pairs, self.at = self.pairs[self.at:] + self._draw(pairs), 0
+
+    def name(self) -> str:
+        if self.at >= len(self.pairs):
+            self.pairs, self.at = self._draw(1), 0
+        self.at += 1
+        return _PAIR_NAMES[self.pairs[self.at - 1]]
+
+    def drawn(self, count: int) -> list[str]:
+        """The names of the next ``count`` pairs already drawn (fewer if fewer are), not used up."""
+        return [_PAIR_NAMES[k] for k in self.pairs[self.at:self.at + count]]
+
+
 class _ParamNames:
     """Fresh parameter names for one endpoint, never repeated within it."""
 
-    __slots__ = ("rng", "taken")
+    __slots__ = ("draws", "taken")
 
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
+    def __init__(self, draws: _NameDraws) -> None:
+        self.draws = draws
         self.taken: set[str] = set()
+
+    def take(self, count: int) -> list[str]:
+        """``count`` fresh names, as ``count`` calls of ``new`` make them: in one go when the
+        drawn pairs are all new and the pairs do not run short."""
+        names = self.draws.drawn(count)
+        if (len(names) == count and len(set(names)) == count and self.taken.isdisjoint(names)
+                and len(self.taken) + count <= len(_PAIR_NAMES) // 2):
+            self.draws.at += count
+            self.taken.update(names)
+            return names
+        return [self.new() for _ in range(count)]
 
     def new(self) -> str:
         n = len(_PARAM_WORDS)
         while True:
-            a, b = self.rng.integers(0, n, size=2).tolist()
-            name = f"{_PARAM_WORDS[a]}_{_PARAM_WORDS[b]}"
+            name = self.draws.name()
             if len(self.taken) >= n * n // 2:  # the pairs run short: number them instead
                 name = f"{name}_{len(self.taken)}"
             if name not in self.taken:
@@ -142,7 +192,7 @@ class _Endpoint:
         self.name = f"endpoint_{index}"
         self.version = version
         self.param_names = names
-        self.params = [names.new() for _ in range(n_params)]
+        self.params = names.take(n_params)
         self.required = self.params[:n_required]
         self.deprecated = deprecated
         self.renames = 0
@@ -190,14 +240,18 @@ def generate_contract_steps(
     text_rng: np.random.Generator,
     text: Callable[[np.random.Generator, int], str],
     date: Callable[[int], str],
+    block_draws: bool = True,
 ) -> tuple[list[Any], np.ndarray, dict[str, Any]]:
     """The observations, utilities and labels of one ``contract`` episode (see the module docstring).
 
     ``text(rng, n)`` and ``date(t)`` are the paper generator's filler-text and date helpers.
+    ``block_draws=False`` makes the same draws one NumPy call at a time (the tests' reference).
     """
     T = c.length
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
-    n_required = [int(rng.integers(0, n + 1)) for n in n_params.tolist()]
+    # One bound per endpoint: an array of bounds draws what a call per bound draws, in order.
+    n_required = (rng.integers(0, n_params + 1).tolist() if block_draws
+                  else [int(rng.integers(0, n + 1)) for n in n_params.tolist()])
     # Per-step uniforms, drawn up front in a fixed order (see generator.py).
     u_repeat, u_drift, u_class, u_kind, u_which, u_revert, u_doc = rng.random((7, T))
     endpoint_draw = rng.integers(0, c.api_pool, size=T)
@@ -208,8 +262,10 @@ def generate_contract_steps(
     name_rng = np.random.default_rng(int(rng.integers(2**63)))
     first_versions = name_rng.integers(1, FIRST_VERSION_MAX + 1, size=c.api_pool).tolist()
     initially_deprecated = (name_rng.random(c.api_pool) < c.initially_deprecated).tolist()
+    names = _NameDraws(name_rng, block_draws)
+    names.reserve(int(n_params.sum()))  # a pair at least per starting parameter
     endpoints = [
-        _Endpoint(i, first_versions[i], int(n_params[i]), n_required[i], initially_deprecated[i], _ParamNames(name_rng))
+        _Endpoint(i, first_versions[i], int(n_params[i]), n_required[i], initially_deprecated[i], _ParamNames(names))
         for i in range(c.api_pool)
     ]
     snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
@@ -238,6 +294,8 @@ def generate_contract_steps(
             observations.append(prev_obs)
             utility[t] = UTILITY_WARMUP
             prev_endpoint = i
+    # From here on the name stream only names added parameters: drawing ahead moves nothing.
+    names.reserve(T // 4)
 
     for t in range(warmup, T):
         in_burst = c.bursts and (t % c.burst_interval) < c.burst_len

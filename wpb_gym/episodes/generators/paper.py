@@ -96,6 +96,7 @@ _VOCABULARY = (
     "update delete retrieve expand filter sort response payload timeout retry idempotency key account "
     "customer charge invoice event webhook signature secret scope permission migrate replace remove"
 ).split()
+_WORD_WIDTHS = np.array([len(word) + 1 for word in _VOCABULARY])  # a word and the space after it
 
 
 @dataclass(frozen=True)
@@ -275,9 +276,13 @@ def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random
 
 
 def _text(rng: np.random.Generator, n_bytes: int) -> str:
-    words = rng.choice(np.asarray(_VOCABULARY), size=n_bytes // 3 + 1)
-    text = " ".join(words.tolist())
-    return text[:n_bytes]
+    """``n_bytes`` of filler: the start of ``n_bytes // 3 + 1`` words drawn uniformly, joined by
+    spaces. (``rng.choice`` of the vocabulary draws the same indices; joining only the words
+    the text reaches, as Python strings, is what keeps a 5 KB section cheap.)"""
+    picks = rng.integers(0, len(_VOCABULARY), size=n_bytes // 3 + 1)
+    # Word j ends the text once the words up to it and their spaces reach n_bytes + 1 characters.
+    reached = int(np.searchsorted(np.cumsum(_WORD_WIDTHS[picks]), n_bytes + 1)) + 1
+    return " ".join(map(_VOCABULARY.__getitem__, picks[:reached].tolist()))[:n_bytes]
 
 
 def _date(t: int) -> str:
