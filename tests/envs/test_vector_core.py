@@ -332,3 +332,64 @@ def test_episodes_the_core_does_not_mirror_are_not_described():
     misnumbered = Episode(steps=[Step(5, {"api": "a"}, {}), Step(6, {"api": "b"}, {})], labels={})
     assert describe_episode(misnumbered, "unprivileged", ContentMemo()) is None
     assert describe_episode(_episode(copy.deepcopy(EQUAL_BUT_PRINTED_APART)), "privileged", ContentMemo()) is not None
+
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.5, 1.0, 2.0]),
+                          st.sampled_from(["a", "b", "é", 'q"t', "back\\slash", "tab\t", ""]))
+_JSON_VALUES = st.recursive(_JSON_SCALARS, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.sampled_from(["x", "y"]), inner, max_size=2), max_leaves=6)
+_SNAPSHOT_KEYS = ("api", "version", "params", "required", "deprecated", "removed", "last_updated", "x")
+
+
+@st.composite
+def _observation_batches(draw) -> list[list]:
+    """Batches of observations, mostly dicts sharing their keys (as a generated stream's are)
+    with values of one type or mixed per field, and some of everything else."""
+    batches = []
+    for _ in range(draw(st.integers(1, 3))):
+        keys = draw(st.permutations(_SNAPSHOT_KEYS).map(lambda ks: ks[:4]))
+        string_lists = st.lists(st.sampled_from(["p", "q", "r", "s", 'u"v', "é"]), max_size=4)
+        column = {key: draw(st.sampled_from([_JSON_VALUES, string_lists, st.sampled_from(["a", "b", "c"]),
+                                             st.booleans(), st.integers(0, 3)])) for key in keys}
+        batch = [{key: draw(column[key]) for key in keys} for _ in range(draw(st.integers(1, 8)))]
+        batch += draw(st.lists(_JSON_VALUES, max_size=4))
+        batches.append(batch)
+    return batches
+
+
+def _as_stated(memo, description):
+    """A description with the memo's ids replaced by what they stand for: field key names, the
+    equality keys of field values, the identity keys of parameter-set members."""
+    from wpb_gym.envs.fast import contents as C
+
+    if description is None:
+        return None
+    value_of = {i: key for key, i in memo.values.items()}
+    member_of = {i: key for key, i in memo.bits.items()}
+    name_of = {i: name for name, (i, _) in memo.keys.items()}
+    d = description
+    for position in (C.PARAMS, C.REQUIRED):
+        assert d[position] is None or list(d[position]) == sorted(set(d[position]))
+    fields = sorted(zip(map(name_of.__getitem__, d[C.FIELD_KEYS]), map(value_of.__getitem__, d[C.FIELD_VALUES]),
+                        d[C.FIELD_LENGTHS], d[C.FIELD_IS_API], strict=True))
+    sets = [None if d[p] is None else frozenset(map(member_of.__getitem__, d[p])) for p in (C.PARAMS, C.REQUIRED)]
+    equality = "a dict's own" if d[C.EQUALITY] < 0 else value_of[d[C.EQUALITY]]
+    return (*d[:C.VERSION], type(d[C.VERSION]), d[C.VERSION], *sets, *d[C.DEPRECATED:C.EQUALITY], equality, fields)
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches=_observation_batches())
+def test_contents_described_together_are_described_as_one_at_a_time(batches):
+    from wpb_gym.core.accounting import json_text
+    from wpb_gym.envs.fast import contents as C
+    from wpb_gym.envs.observation.stream_table import plain_json
+
+    together, one_by_one = C.ContentMemo(), C.ContentMemo()
+    for batch in batches:
+        distinct = {json_text(obs): obs for obs in batch if plain_json(obs)}
+        texts, observations = list(distinct), list(distinct.values())
+        found = together.contents(texts, observations)
+        literal = [one_by_one.content(text, obs) for text, obs in zip(texts, observations, strict=True)]
+        assert [_as_stated(together, d) for d in found] == [_as_stated(one_by_one, d) for d in literal]
+        uniques = [d[C.EQUALITY] for d in found if d is not None and d[C.EQUALITY] < 0]
+        assert len(set(uniques)) == len(uniques)  # a non-empty dict equals no other content

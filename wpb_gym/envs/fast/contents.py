@@ -12,6 +12,7 @@ equal text then means an equal value of equal types.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 from ...core.accounting import MERGE_KEY, identity_key, json_text
@@ -19,6 +20,8 @@ from ..observation.stream_table import KIND_OTHER, kind_and_family, stated_contr
 
 # "api" values the store compares as the table keys them: equal ids exactly when ``same_api``.
 _API_TYPES = (str, int, float, bool, type(None))
+
+_UNKNOWN = object()  # not described yet (None is a description: the core does not mirror it)
 
 # Positions in a content's description.
 (KIND, FAMILY_KEY, API_KEY, VERSION, PARAMS, REQUIRED, DEPRECATED, REMOVED,
@@ -39,21 +42,93 @@ class ContentMemo:
         self.values: dict[tuple[Any, ...], int] = {}
         self.unique = -1  # equality ids of non-empty dicts count down from -2
         self.bits: dict[Any, int] = {}  # a parameter (``identity_key``) -> its member id
+        self.member_sets: dict[tuple[str, ...], tuple[int, ...]] = {}  # a list of strings -> its members
         self.layouts: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}  # see _layout
 
     def start(self) -> None:
         """Called before each episode: ids stay consistent within it."""
-        if len(self.by_text) > self.limit or len(self.values) > 8 * self.limit or len(self.bits) > self.limit:
+        if (len(self.by_text) > self.limit or len(self.values) > 8 * self.limit or len(self.bits) > self.limit
+                or len(self.member_sets) > self.limit):
             self.clear()
 
     def content(self, text: str, obs: Any) -> tuple[Any, ...] | None:
         """The description of ``obs``, a plain JSON observation whose JSON text is ``text``; None
-        when its ``"api"`` is a list or dict (the table keys those by text, the store by ``==``)."""
+        when its ``"api"`` is a list or dict (the table keys those by text, the store by ``==``).
+        One observation at a time: the literal form of what ``contents`` does for many."""
         try:
             return self.by_text[text]
         except KeyError:
             found = self.by_text[text] = self._describe(obs)
             return found
+
+    def contents(self, texts: list[str], observations: list[Any]) -> list[tuple[Any, ...] | None]:
+        """``content`` of each observation (of distinct ``texts``). Those not described yet are
+        described together: dicts that share their keys (every snapshot of a generated stream)
+        a field at a time, a column of strings, numbers or string lists in one pass, instead of
+        a call per value (``_describe_dicts``); the others one by one."""
+        by_text = self.by_text
+        found = [by_text.get(text, _UNKNOWN) for text in texts]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, description in enumerate(found):
+            if description is _UNKNOWN:
+                obs = observations[i]
+                if type(obs) is dict and obs:
+                    groups.setdefault(tuple(obs), []).append(i)
+                else:
+                    found[i] = by_text[texts[i]] = self._describe(obs)
+        for names, members in groups.items():
+            described = self._describe_dicts(names, [observations[i] for i in members])
+            for i, description in zip(members, described, strict=True):
+                found[i] = by_text[texts[i]] = description
+        return found
+
+    def _describe_dicts(self, names: tuple[str, ...], group: list[dict[str, Any]]) -> list[tuple[Any, ...] | None]:
+        """``_describe`` of each non-empty dict of ``group``, all with the keys ``names`` in this
+        order, column by column."""
+        n = len(group)
+        layout = self.layouts.get(names)
+        if layout is None:
+            layout = self.layouts[names] = self._layout(names)
+        order, key_ids, key_lengths, is_api = layout
+        columns = dict(zip(names, zip(*[obs.values() for obs in group], strict=True), strict=True))
+        priced = MERGE_KEY in columns  # only an observation with an "api" can be merged (see _fields)
+        values = self.values
+        value_columns, length_columns = [], []
+        for i in order:
+            keys, lengths = _column_facts(columns[names[i]], priced)
+            value_columns.append([values.setdefault(key, len(values)) for key in keys])
+            if priced:
+                length_columns.append([key_lengths[len(length_columns)] + length for length in lengths])
+        field_values = list(zip(*value_columns, strict=True))
+        field_lengths = list(zip(*length_columns, strict=True)) if priced else [(0,) * len(order)] * n
+        absent = [None] * n
+        version = columns.get("version") or columns.get("last_updated") or absent
+        params = self._member_column(columns.get("params", absent))
+        required = self._member_column(columns.get("required", absent))
+        deprecated = [1.0 if v is True else 0.0 for v in columns.get("deprecated", absent)]
+        removed = [1.0 if v is True else 0.0 for v in columns.get("removed", absent)]
+        apis = columns.get(MERGE_KEY, absent)
+        first = self.unique - 1
+        self.unique -= n
+        return [None if priced and type(apis[k]) not in _API_TYPES else (
+            *kind_and_family(obs), None if not priced else (type(apis[k]), apis[k]), version[k], params[k],
+            required[k], deprecated[k], removed[k], 1, first - k, key_ids, field_values[k], field_lengths[k], is_api)
+            for k, obs in enumerate(group)]
+
+    def _member_column(self, column: Any) -> list[tuple[int, ...] | None]:
+        """``_members`` of each value of a column; a list of strings met before (a parameter
+        list an endpoint keeps across versions) is looked up, not rebuilt."""
+        if set(map(type, column)) != {list} or set(map(type, chain.from_iterable(column))) - {str}:
+            return list(map(self._members, column))
+        cache, bits = self.member_sets, self.bits
+        found = []
+        for values in column:
+            key = tuple(values)
+            members = cache.get(key)
+            if members is None:
+                members = cache[key] = tuple(sorted({bits.setdefault((str, v), len(bits)) for v in values}))
+            found.append(members)
+        return found
 
     def _describe(self, obs: Any) -> tuple[Any, ...] | None:
         fields = self._fields(obs)
@@ -142,19 +217,48 @@ def json_length(value: Any) -> int:
     plain ASCII strings, ints, lists of those strings, null and booleans."""
     kind = type(value)
     if kind is str:
-        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+        if _plain_ascii(value):
             return len(value) + 2
     elif kind is int:
         return len(str(value))
     elif kind is list and all(type(x) is str for x in value):
         joined = "".join(value)  # the strings checked in one go: '["a", "bc"]' is 4 per string
-        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+        if _plain_ascii(joined):
             return len(joined) + 4 * len(value) if value else 2
     elif value is None or value is True:
         return 4
     elif value is False:
         return 5
     return len(json_text(value))
+
+
+def _plain_ascii(text: str) -> bool:
+    """True when ``text`` is its own JSON string body: printable ASCII, no quote or backslash."""
+    return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
+
+
+def _column_facts(column: tuple[Any, ...], priced: bool) -> tuple[list[Any], list[int]]:
+    """``_equality_key`` and (when ``priced``) ``json_length`` of each value of a column: for a
+    column of one type (strings, ints, booleans or lists of strings) in one pass."""
+    kinds = set(map(type, column))
+    kind = kinds.pop() if len(kinds) == 1 else None
+    if kind is str:
+        keys = [(0, v) for v in column]
+        if not priced:
+            return keys, []
+        if _plain_ascii("".join(column)):
+            return keys, [len(v) + 2 for v in column]
+    elif kind is int:
+        return [(1, v) for v in column], list(map(len, map(str, column))) if priced else []
+    elif kind is bool:
+        return [(1, int(v)) for v in column], [4 if v else 5 for v in column] if priced else []
+    elif kind is list and not set(map(type, chain.from_iterable(column))) - {str}:
+        keys = [(5, tuple(v)) for v in column]
+        if not priced:
+            return keys, []
+        if _plain_ascii("".join(chain.from_iterable(column))):
+            return keys, [len("".join(v)) + 4 * len(v) if v else 2 for v in column]
+    return [_equality_key(v) for v in column], [json_length(v) for v in column] if priced else []
 
 
 def _equality_key(value: Any) -> tuple[Any, ...]:

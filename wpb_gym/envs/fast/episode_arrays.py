@@ -61,8 +61,8 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo) -> EpisodeColu
     first_shown = dict(zip(reversed(object_ids), range(T - 1, -1, -1), strict=True))
     by_text: dict[str, int] = {}
     by_object: dict[int, int] = {}
-    described: list[tuple[Any, ...]] = []
-    text_lengths: list[int] = []
+    texts: list[str] = []
+    distinct: list[Any] = []
     for key in dict.fromkeys(object_ids):
         t = first_shown[key]
         obs = observations[t]
@@ -71,13 +71,14 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo) -> EpisodeColu
             return None
         content = by_text.get(text)
         if content is None:
-            description = memo.content(text, obs)
-            if description is None:
-                return None
-            content = by_text[text] = len(described)
-            described.append(description)
-            text_lengths.append(len(text))
+            content = by_text[text] = len(texts)
+            texts.append(text)
+            distinct.append(obs)
         by_object[key] = content
+    described = memo.contents(texts, distinct)
+    if None in described:
+        return None
+    text_lengths = list(map(len, texts))
     content_of = np.fromiter(map(by_object.__getitem__, object_ids), dtype=np.int32, count=T)
     family_ids: dict[Any, int] = {}
     api_ids: dict[Any, int] = {}
