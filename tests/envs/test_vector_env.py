@@ -217,3 +217,34 @@ def test_disabled_autoreset_refuses_before_any_sub_env_moves_and_the_api_matches
     vector.close()
     with pytest.raises(RuntimeError, match="closed"):
         vector.step(np.zeros(2, dtype=int))
+
+
+def test_the_garbage_collector_is_paused_only_inside_a_step_or_reset_and_left_as_the_user_set_it():
+    import gc
+
+    seen = []
+
+    class Watching(WritePolicyBenchVectorEnv):
+        def _reset_sub_envs(self, *args, **kwargs):
+            seen.append(gc.isenabled())
+            return super()._reset_sub_envs(*args, **kwargs)
+
+    env = Watching(2, length=5)
+    rng = np.random.default_rng(0)
+    assert gc.isenabled()
+    _, info = env.reset(seed=0)
+    for _ in range(12):  # episodes end and restart inside steps
+        _, _, _, _, info = env.step(rng.integers(0, 2, 2) * info["action_mask"][:, 1])
+        assert gc.isenabled()
+    env.advance(np.zeros(2, dtype=np.int64))
+    assert gc.isenabled() and seen and not any(seen)
+    with pytest.raises(ValueError):
+        env.step(np.array([99, 0]))
+    assert gc.isenabled()  # back on after a step that failed
+    gc.disable()
+    try:
+        env.reset(seed=1)
+        env.step(np.zeros(2, dtype=np.int64))
+        assert not gc.isenabled()  # a user who turned it off keeps it off
+    finally:
+        gc.enable()
