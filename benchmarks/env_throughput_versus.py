@@ -2,8 +2,9 @@
 
 Each measurement is a new process that imports ``wpb_gym`` from one tree and runs
 ``env_throughput.py``'s runners (CartPole-v1, then WritePolicyBench-v0 at the defaults, on the
-long setting and on the ``breaking`` regime, where episodes cost the most to make) in alternating slices; the trees alternate too, so that drifts of the machine's
-speed hit both alike. Each tree's figure is the median over rounds of its steps/s as a ratio
+long setting and on the ``breaking`` regime, where episodes cost the most to make) in
+alternating slices; the trees alternate too, so that drifts of the machine's speed hit both
+alike. Each tree's figure is the median over rounds of its steps/s as a ratio
 to CartPole-v1 in the same process; the last lines print this tree's ratio over the other's.
 
     git worktree add /tmp/before HEAD~1
@@ -20,7 +21,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
-SETTINGS = {"default": {}, "long": {"length": 10_000, "budget_bytes": 1_048_576}, "breaking": {"regime": "breaking"}}
+SETTINGS = {
+    "default": {},
+    "long": {"length": 10_000, "budget_bytes": 1_048_576},
+    "breaking": {"regime": "breaking"},
+}
 
 # Run in the child: the tree comes first on sys.path, and its own benchmarks/env_throughput.py
 # drives it (the other tree's may predate this script).

@@ -8,7 +8,9 @@ Two measurements per regime, each a ratio against a named reference measured in 
   same episodes (``tests/episodes``).
 * ``description``: the vector env reading an episode (``describe_episode``), its new contents
   described together a field at a time (``ContentMemo.contents``), against the same reading
-  with the contents described one at a time (``ContentMemo.content``, the literal form).
+  with the contents described one at a time (``ContentMemo.content``, the literal form). Each
+  side keeps one memo across its slices, as a vector env keeps one across episodes, and each
+  slice reads episodes it has not read before (the same ones on both sides).
 
     python benchmarks/episode_preparation.py [--episodes 300] [--rounds 5]
 """
@@ -17,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 import numpy as np
 
-import wpb_gym.episodes.generators.paper as paper
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.episode_arrays import describe_episode
-from wpb_gym.episodes.generators import contracts
+from wpb_gym.episodes.generators import contracts, paper
 from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
 
 
@@ -49,15 +50,37 @@ class OneAtATime(ContentMemo):
         return [self.content(text, obs) for text, obs in zip(texts, observations, strict=True)]
 
 
-def alternate(sides: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
-    """Seconds per call of each side, summed over ``rounds`` slices that alternate the order."""
+def alternate(sides: dict[str, Callable[[int], None]], rounds: int) -> dict[str, float]:
+    """Seconds per side, summed over ``rounds`` slices (slice r calls ``side(r)``) that
+    alternate the order."""
     totals = dict.fromkeys(sides, 0.0)
     for r in range(rounds):
         for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
             start = time.perf_counter()
-            sides[name]()
+            sides[name](r)
             totals[name] += time.perf_counter() - start
     return totals
+
+
+def generator(config: paper.GeneratorConfig, n: int, literal: bool) -> Callable[[int], None]:
+    def generate(_: int) -> None:
+        if literal:
+            with literal_generation():
+                for index in range(n):
+                    generate_episode(config, 0, index)
+        else:
+            for index in range(n):
+                generate_episode(config, 0, index)
+
+    return generate
+
+
+def reader(slices: list[list[object]], memo: ContentMemo) -> Callable[[int], None]:
+    def read(r: int) -> None:
+        for episode in slices[r]:
+            describe_episode(episode, "unprivileged", memo)
+
+    return read
 
 
 def main() -> None:
@@ -71,23 +94,9 @@ def main() -> None:
           f" {'speed-up':>9}")
     for regime in REGIMES:
         config = make_config(regime)
-
-        def generate() -> None:
-            for index in range(n):
-                generate_episode(config, 0, index)
-
-        def literal_generate() -> None:
-            with literal_generation():
-                generate()
-
-        generated = [generate_episode(config, 1, index) for index in range(n)]
-        memos = {"batched": ContentMemo(), "literal": OneAtATime()}
-
-        def reader(memo: ContentMemo) -> Callable[[], None]:
-            return lambda: [describe_episode(episode, "unprivileged", memo) for episode in generated]
-
-        g = alternate({"ours": generate, "literal": literal_generate}, rounds)
-        d = alternate({"ours": reader(memos["batched"]), "literal": reader(memos["literal"])}, rounds)
+        slices = [[generate_episode(config, 1, r * n + i) for i in range(n)] for r in range(rounds)]
+        g = alternate({"ours": generator(config, n, False), "literal": generator(config, n, True)}, rounds)
+        d = alternate({"ours": reader(slices, ContentMemo()), "literal": reader(slices, OneAtATime())}, rounds)
         per = 1e6 / (n * rounds)
         print(f"{regime:<18} {g['ours'] * per:>9,.0f}us {g['literal'] * per:>7,.0f}us {g['literal'] / g['ours']:>8.2f}x"
               f"   {d['ours'] * per:>9,.0f}us {d['literal'] * per:>7,.0f}us {d['literal'] / d['ours']:>8.2f}x")

@@ -349,8 +349,11 @@ def _observation_batches(draw) -> list[list]:
     for _ in range(draw(st.integers(1, 3))):
         keys = draw(st.permutations(_SNAPSHOT_KEYS).map(lambda ks: ks[:4]))
         string_lists = st.lists(st.sampled_from(["p", "q", "r", "s", 'u"v', "é"]), max_size=4)
-        column = {key: draw(st.sampled_from([_JSON_VALUES, string_lists, st.sampled_from(["a", "b", "c"]),
+        strings = st.sampled_from(["a", "b", "c", 'q"t', "é", "back\\slash", "tab\t"])
+        column = {key: draw(st.sampled_from([_JSON_VALUES, string_lists, string_lists, strings, strings,
                                              st.booleans(), st.integers(0, 3)])) for key in keys}
+        if "api" in column and draw(st.integers(0, 3)):  # mostly a string "api": a list one refuses the lot
+            column["api"] = st.sampled_from(["a", "b", "api.v1.endpoint_0"])
         batch = [{key: draw(column[key]) for key in keys} for _ in range(draw(st.integers(1, 8)))]
         batch += draw(st.lists(_JSON_VALUES, max_size=4))
         batches.append(batch)
@@ -375,6 +378,18 @@ def _as_stated(memo, description):
     sets = [None if d[p] is None else frozenset(map(member_of.__getitem__, d[p])) for p in (C.PARAMS, C.REQUIRED)]
     equality = "a dict's own" if d[C.EQUALITY] < 0 else value_of[d[C.EQUALITY]]
     return (*d[:C.VERSION], type(d[C.VERSION]), d[C.VERSION], *sets, *d[C.DEPRECATED:C.EQUALITY], equality, fields)
+
+
+# Columns whose fast paths must fall back or price exactly: strings JSON escapes, a parameter
+# list met again (looked up, not rebuilt) and one of the same length but other members.
+PRICED_COLUMNS = [[{"api": "a", "params": ["p"], "x": 'q"t'}, {"api": "b", "params": ["q"], "x": "é"},
+                   {"api": "c", "params": ["p"], "x": "back\\slash"}, {"api": "d", "params": ["q", "p"], "x": "t"}],
+                  [{"api": "a", "params": ["p", "r"], "x": ["é"]}, {"api": "b", "params": ["r", "p"], "x": ['"']}]]
+
+
+@pytest.mark.parametrize("batches", [PRICED_COLUMNS, PRICED_COLUMNS[::-1]])
+def test_escaped_strings_and_parameter_lists_met_again_are_described_as_one_at_a_time(batches):
+    test_contents_described_together_are_described_as_one_at_a_time.hypothesis.inner_test(batches)
 
 
 @settings(max_examples=150, deadline=None)

@@ -438,8 +438,7 @@ def test_a_requirement_relaxed_or_removed_later_is_not_critical():
 # ----------------------------------------------------------------------------- draws made in blocks
 def _generated(config, seed, index, block_draws):
     """The episode, generated with the name stream's draws made in blocks or one call at a time."""
-    import wpb_gym.episodes.generators.paper as paper
-    from wpb_gym.episodes.generators import contracts
+    from wpb_gym.episodes.generators import contracts, paper
 
     original = contracts.generate_contract_steps
     paper.generate_contract_steps = lambda *args: original(*args, block_draws=block_draws)

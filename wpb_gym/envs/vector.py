@@ -14,7 +14,8 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -42,14 +43,15 @@ def _collector_paused(method: Callable[..., Any]) -> Callable[..., Any]:
     reference counts unscanned; what outlives the call counts towards the next collection,
     which runs at the first allocation after it, so cycles are collected as before. The
     collector's switch is process-wide: a thread allocating during a step is not collected
-    until the step ends."""
+    until the step ends, and a ``gc.disable()`` made while a step runs (by another thread, or
+    by code the step calls) is undone when it ends."""
 
     @functools.wraps(method)
     def paused(*args: Any, **kwargs: Any) -> Any:
         if not gc.isenabled():
             return method(*args, **kwargs)
-        gc.disable()
         try:
+            gc.disable()
             return method(*args, **kwargs)
         finally:
             gc.enable()

@@ -62,7 +62,7 @@ class ContentMemo:
             return found
 
     def contents(self, texts: list[str], observations: list[Any]) -> list[tuple[Any, ...] | None]:
-        """``content`` of each observation (of distinct ``texts``). Those not described yet are
+        """``content`` of each observation (``texts`` their JSON texts). Those not described yet are
         described together: dicts that share their keys (every snapshot of a generated stream)
         a field at a time, a column of strings, numbers or string lists in one pass, instead of
         a call per value (``_describe_dicts``); the others one by one."""
@@ -75,11 +75,12 @@ class ContentMemo:
                 if type(obs) is dict and obs:
                     groups.setdefault(tuple(obs), []).append(i)
                 else:
-                    found[i] = by_text[texts[i]] = self._describe(obs)
+                    found[i] = by_text.setdefault(texts[i], self._describe(obs))
         for names, members in groups.items():
             described = self._describe_dicts(names, [observations[i] for i in members])
             for i, description in zip(members, described, strict=True):
-                found[i] = by_text[texts[i]] = description
+                # A text met twice keeps its first description, as one at a time would.
+                found[i] = by_text.setdefault(texts[i], description)
         return found
 
     def _describe_dicts(self, names: tuple[str, ...], group: list[dict[str, Any]]) -> list[tuple[Any, ...] | None]:
@@ -94,11 +95,11 @@ class ContentMemo:
         priced = MERGE_KEY in columns  # only an observation with an "api" can be merged (see _fields)
         values = self.values
         value_columns, length_columns = [], []
-        for i in order:
+        for key_length, i in zip(key_lengths, order, strict=True):
             keys, lengths = _column_facts(columns[names[i]], priced)
             value_columns.append([values.setdefault(key, len(values)) for key in keys])
             if priced:
-                length_columns.append([key_lengths[len(length_columns)] + length for length in lengths])
+                length_columns.append([key_length + length for length in lengths])
         field_values = list(zip(*value_columns, strict=True))
         field_lengths = list(zip(*length_columns, strict=True)) if priced else [(0,) * len(order)] * n
         absent = [None] * n

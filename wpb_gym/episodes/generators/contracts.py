@@ -171,10 +171,9 @@ class _ParamNames:
         return [self.new() for _ in range(count)]
 
     def new(self) -> str:
-        n = len(_PARAM_WORDS)
         while True:
             name = self.draws.name()
-            if len(self.taken) >= n * n // 2:  # the pairs run short: number them instead
+            if len(self.taken) >= len(_PAIR_NAMES) // 2:  # the pairs run short: number them instead
                 name = f"{name}_{len(self.taken)}"
             if name not in self.taken:
                 self.taken.add(name)
@@ -294,7 +293,8 @@ def generate_contract_steps(
             observations.append(prev_obs)
             utility[t] = UTILITY_WARMUP
             prev_endpoint = i
-    # From here on the name stream only names added parameters: drawing ahead moves nothing.
+    # From here on the name stream only names added parameters, so drawing ahead moves no other
+    # draw; a quarter of the steps is more names than a stream adds (any more are drawn singly).
     names.reserve(T // 4)
 
     for t in range(warmup, T):
