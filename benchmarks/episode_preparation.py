@@ -12,7 +12,7 @@ Two measurements per regime, each a ratio against a named reference measured in 
   side keeps one memo across its slices, as a vector env keeps one across episodes, and each
   slice reads episodes it has not read before (the same ones on both sides).
 
-    python benchmarks/episode_preparation.py [--episodes 300] [--rounds 5]
+    python benchmarks/episode_preparation.py [--episodes 300] [--rounds 5] [--regimes breaking ...]
 """
 
 from __future__ import annotations
@@ -87,12 +87,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=300, help="episodes per slice")
     parser.add_argument("--rounds", type=int, default=5, help="slices per side")
+    parser.add_argument("--regimes", nargs="+", default=list(REGIMES), choices=list(REGIMES))
     args = parser.parse_args()
     n, rounds = args.episodes, args.rounds
     print(f"Per regime, microseconds per episode ({n} episodes x {rounds} slices per side, alternating)")
     print(f"{'regime':<18} {'generation':>11} {'literal':>9} {'speed-up':>9}   {'description':>11} {'literal':>9}"
           f" {'speed-up':>9}")
-    for regime in REGIMES:
+    for regime in args.regimes:
         config = make_config(regime)
         slices = [[generate_episode(config, 1, r * n + i) for i in range(n)] for r in range(rounds)]
         g = alternate({"ours": generator(config, n, False), "literal": generator(config, n, True)}, rounds)
