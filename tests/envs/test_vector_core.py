@@ -244,6 +244,31 @@ def test_episodes_from_files_that_come_back_reuse_their_arrays_and_step_alike(tm
     assert 0 < len(vector._core.kept) <= 4  # the set's four episodes, compiled once each
 
 
+@pytest.mark.parametrize("reward", [{"f1": 1.0}, {"f1": 0.5, "neg_regret": 0.5}])
+def test_an_episode_that_comes_back_at_a_budget_has_its_oracle_computed_once(tmp_path, monkeypatch, reward):
+    import wpb_gym.envs.rewards as rewards
+
+    frozen = freeze_set(tmp_path / "set", ["reverts"], [12], 2, seed=3, overrides={"api_pool": 5})
+    kwargs = {"episodes": str(frozen.root), "episode_order": "cycle", "reward": reward, "dense_reward": True}
+    assert play_both(2, 120, seed=4, **kwargs) >= 8  # the metrics (U*(B) in them) are the single envs'
+    calls = []
+    for name in ("oracle_utility", "oracle_curve"):
+        original = getattr(rewards, name)
+        monkeypatch.setattr(rewards, name, lambda *args, _f=original, _n=name: calls.append((_n, args[2])) or _f(*args))
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    vector.reset(seed=0)
+    budgets, finished = [10240, 300], 0
+    for k in range(400):
+        _, _, terminated, _, _ = vector.step(np.zeros(2, dtype=int))
+        finished += int(terminated.sum())
+        if k == 150:  # the same episodes at another budget: their own U*(B)
+            vector.reset(seed=0, options={"budget_bytes": budgets[1]})
+    assert finished > 2 * 2 * 2  # every episode came back at each budget
+    # Once per (episode, budget), and once more at most for each sub-env that started an episode
+    # before its first close; never once per episode played.
+    assert len(calls) <= 2 * len(budgets) + 2 * len(budgets) * 2 < finished
+
+
 def _renumbered(ids) -> list[int]:
     """Ids as 0.. in first-seen order (-1 stays -1): two columns agree up to the names of their ids."""
     names: dict[int, int] = {}

@@ -99,6 +99,9 @@ class CompiledCore:
         self.reward_fns = [env.reward_fn.fresh() for _ in range(n)]
         # Compiled episodes of sets read from files, by (episode object, budget): see _arrays.
         self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}
+        # Per sub-env, its kept episode's U*(B) once a close has computed it (a one-item list
+        # shared with the kept entry; None: the episode is not kept).
+        self.oracles: list[list[float | None] | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -140,13 +143,17 @@ class CompiledCore:
     def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
         """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
         function started. An episode of a set read from files comes back: its static arrays
-        (read-only to the kernel) are kept and shared, and only its memory is made afresh."""
+        (read-only to the kernel) are kept and shared, and only its memory is made afresh; its
+        U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
+        self.oracles[i] = None
         if kept is not None and kept[0] is episode:
-            _, static, floats, costs, state_size = kept
-            reward_fn.start(episode, costs, budget)
+            _, static, floats, costs, state_size, oracle = kept
+            self.oracles[i] = oracle
+            if oracle[0] is None:  # close asks the reward function, until one close has told the entry
+                reward_fn.start(episode, costs, budget)
             return static, floats, np.zeros(state_size, dtype=np.int32)
         columns = describe_episode(episode, env.track, self.memo)
         if columns is None:
@@ -157,7 +164,9 @@ class CompiledCore:
         if arrays is not None and key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()
-            self.kept[key] = (episode, arrays[0], arrays[1], costs, len(arrays[2]))  # holds the episode: ids stay
+            self.oracles[i] = [None]
+            # The entry holds the episode, so its id stays its own while the entry lives.
+            self.kept[key] = (episode, arrays[0], arrays[1], costs, len(arrays[2]), self.oracles[i])
         return arrays
 
     def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
@@ -175,10 +184,17 @@ class CompiledCore:
         static, _, state = self.arrays[i]
         retained = tuple(kernel.retained(static, state).tolist())
         episode = env.episode if self.pending[i] is None else self.pending[i][0]
+        known = self.oracles[i]
+        if known is None or known[0] is None:
+            oracle = self.reward_fns[i].oracle_utility()
+            if known is not None:
+                known[0] = oracle  # an episode that comes back at this budget has this U*(B)
+        else:
+            oracle = known[0]
         metrics = metrics_of_memory(
             episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
             writes=int(row[S_WRITES]), expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]),
-            oracle_utility=self.reward_fns[i].oracle_utility(),
+            oracle_utility=oracle,
         ).as_row()
         floats = self.fscalars[i]
         reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
