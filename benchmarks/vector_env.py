@@ -23,6 +23,7 @@ alternating slices (the VM's speed drifts):
 The env and train parts call the compiled core once before timing (``warm_up``).
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|reset|all] [--seconds 4] [--rounds 3]
+        [--train-envs 4 16 64] [--train-regime breaking]
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.episodes.generators.paper import REGIMES
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -95,7 +97,7 @@ def measure_env(n: int, seconds: float, rounds: int) -> None:
         )
 
 
-def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
+def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str | None = None) -> None:
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
@@ -107,19 +109,20 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
              "device": "cpu", "seed": 0}
     warm_up()
+    wpb = {} if regime is None else {"regime": regime}
     print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
-          " runs it (distribution checks off), CartPole-v1 PPO as SB3 runs it")
+          f" runs it (distribution checks off) on the {regime or 'default'} regime, CartPole-v1 PPO as SB3 runs it")
     print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}"
           f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
         runs = {
             "CartPole-v1, PPO (reference)": (lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0),
                                                          **hyper), False),
-            "MaskablePPO, DummyVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "dummy"), **hyper),
+            "MaskablePPO, DummyVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "dummy"), **hyper),
                                          True),
-            "MaskablePPO, NativeVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"),
+            "MaskablePPO, NativeVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"),
                                                               **hyper), True),
-            "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, "native"), **hyper),
+            "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper),
                                       False),
         }
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
@@ -151,7 +154,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int) -> None:
         print(f"{'':>4} bound: an env that cost nothing would train at most {bound:.2f}x DummyVecEnv"
               " (its env share as measured)")
     n_envs = n_envs_list[0]
-    stepping = sb3_stepping(n_envs, rounds)
+    stepping = sb3_stepping(n_envs, rounds, wpb)
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
     for name, value in stepping.items():
         print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
@@ -237,7 +240,7 @@ def measure_first_call() -> None:
             print(f"  {label:<24} {seconds:6.1f} s")
 
 
-def sb3_stepping(n_envs: int, rounds: int, seconds: float = 2.0) -> dict[str, float]:
+def sb3_stepping(n_envs: int, rounds: int, env_kwargs: dict, seconds: float = 2.0) -> dict[str, float]:
     """What training asks of the env (a step and the masks per call), without the learning."""
     from sb3_contrib.common.maskable.utils import get_action_masks
 
@@ -246,7 +249,7 @@ def sb3_stepping(n_envs: int, rounds: int, seconds: float = 2.0) -> dict[str, fl
     totals = {"DummyVecEnv": [0, 0.0], "NativeVecEnv": [0, 0.0]}
     for _ in range(rounds):
         for name in totals:
-            env = _vec_env({}, n_envs, 0, "dummy" if name == "DummyVecEnv" else "native")
+            env = _vec_env(env_kwargs, n_envs, 0, "dummy" if name == "DummyVecEnv" else "native")
             env.reset()
             rng, steps, start = np.random.default_rng(0), 0, time.perf_counter()
             while time.perf_counter() - start < seconds:
@@ -315,11 +318,13 @@ def main() -> None:
     parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64],
                         help="env counts of the training part (the recipes use 4)")
     parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
+    parser.add_argument("--train-regime", default=None, choices=sorted(REGIMES),
+                        help="the regime MaskablePPO trains on (default: the default regime)")
     args = parser.parse_args()
     if args.part in ("env", "all"):
         measure_env(args.num_envs, args.seconds, args.rounds)
     if args.part in ("train", "all"):
-        measure_train(args.train_envs, args.train_steps, args.rounds)
+        measure_train(args.train_envs, args.train_steps, args.rounds, args.train_regime)
     if args.part in ("memory", "all"):
         measure_memory(args.num_envs, 2_000)
     if args.part in ("compile", "all"):
