@@ -180,38 +180,60 @@ def _timed_phases(model) -> dict[str, float]:
 
 
 def measure_reset(resets: int, rounds: int) -> None:
-    """Per regime: what resetting one sub-env of the native vector env costs (choosing the
-    episode, turning it into arrays, observing it) against a single env's reset, on the same
-    seeds, in alternating slices. The garbage collector is off during each slice (as ``timeit``
-    runs) and collects before it, so that neither side pays for the other's garbage: with numba
-    loaded a full collection takes tens of milliseconds, and where one falls would decide a
-    slice. Both sides so leave out the collections a long run pays for."""
+    """Per regime, two ways, each against a single env's reset in alternating slices:
+
+    * a sub-env's reset: ``reset(seed=...)`` of a one-env vector env (choosing the episode,
+      turning it into arrays, observing it, and the vector env's own reset work) against a
+      single env's ``reset(seed=...)`` on the same seeds;
+    * the stall of a batch step: what a step of a 64-env vector env does for each sub-env whose
+      episode ended (``_reset_sub_envs``: choose the next episode, read it, start it in the
+      compiled core) against a single env's unseeded ``reset()``, which chooses, reads and
+      observes its next episode likewise.
+
+    The garbage collector is off during each slice (as ``timeit`` runs) and collects before it,
+    so that neither side pays for the other's garbage: with numba loaded a full collection
+    takes tens of milliseconds, and where one falls would decide a slice. Both sides so leave
+    out the collections a long run pays for."""
     import gc
 
     from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
-    from wpb_gym.episodes.generators.paper import REGIMES
+
+    def timed(call) -> float:
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            for k in range(resets):
+                call(k)
+            return time.perf_counter() - start
+        finally:
+            gc.enable()
 
     warm_up()
     print(f"Reset time per regime, {resets} resets x {rounds} rounds, garbage collector off in slices"
-          " (ratio: one sub-env's reset / a single env's)")
-    print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}")
+          " (ratios: the vector env's / a single env's)")
+    print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}   {'single env':>11} {'in a step':>11}"
+          f" {'ratio':>7}")
     for regime in sorted(REGIMES):
-        single, vector = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
-        totals = {"single": 0.0, "vector": 0.0}
+        single, one = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
+        batch = WritePolicyBenchVectorEnv(64, regime=regime)
+        batch.reset(seed=0)
+        single.reset(seed=0)
+        sides = {
+            "seeded single": lambda k: single.reset(seed=k),
+            "sub-env": lambda k: one.reset(seed=k),
+            "single": lambda k: single.reset(),
+            "in a step": lambda k: batch._reset_sub_envs([k % 64]),
+        }
+        totals = dict.fromkeys(sides, 0.0)
         for r in range(rounds):
-            for name, env in (("single", single), ("vector", vector)):
-                gc.collect()
-                gc.disable()
-                try:
-                    start = time.perf_counter()
-                    for k in range(resets):
-                        env.reset(seed=r * resets + k)
-                    totals[name] += time.perf_counter() - start
-                finally:
-                    gc.enable()
+            for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+                totals[name] += timed(sides[name])
         per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
-        print(f"{regime:<18} {per['single']:>9,.0f}us {per['vector']:>9,.0f}us {per['vector'] / per['single']:>6.2f}x")
+        print(f"{regime:<18} {per['seeded single']:>9,.0f}us {per['sub-env']:>9,.0f}us"
+              f" {per['sub-env'] / per['seeded single']:>6.2f}x   {per['single']:>9,.0f}us {per['in a step']:>9,.0f}us"
+              f" {per['in a step'] / per['single']:>6.2f}x")
 
 
 def warm_up() -> None:
