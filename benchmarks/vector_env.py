@@ -23,7 +23,7 @@ alternating slices (the VM's speed drifts):
 The env and train parts call the compiled core once before timing (``warm_up``).
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|reset|all] [--seconds 4] [--rounds 3]
-        [--train-envs 4 16 64] [--train-regime breaking]
+        [--train-envs 4 16 64] [--train-regime breaking] [--resets 20]
 """
 
 from __future__ import annotations
@@ -340,6 +340,7 @@ def main() -> None:
     parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64],
                         help="env counts of the training part (the recipes use 4)")
     parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
+    parser.add_argument("--resets", type=int, default=20, help="resets per slice of the reset part")
     parser.add_argument("--train-regime", default=None, choices=sorted(REGIMES),
                         help="the regime MaskablePPO trains on (default: the default regime)")
     args = parser.parse_args()
@@ -352,7 +353,7 @@ def main() -> None:
     if args.part in ("compile", "all"):
         measure_first_call()
     if args.part in ("reset", "all"):
-        measure_reset(20, args.rounds)
+        measure_reset(args.resets, args.rounds)
 
 
 if __name__ == "__main__":
