@@ -258,12 +258,25 @@ def test_an_episode_that_comes_back_at_a_budget_has_its_oracle_computed_once(tmp
     vector = WritePolicyBenchVectorEnv(2, autoreset_mode="Disabled", **kwargs)
     budgets, finished = [10240, 300], 0
     vector.reset(seed=0, options={"budget_bytes": budgets[0]})
+    seen = set()
     for _ in range(150):  # the set's two episodes come back, at one budget and then the other, in turn
-        _, _, terminated, _, _ = vector.step(np.zeros(2, dtype=int))
+        _, _, terminated, _, info = vector.step(np.zeros(2, dtype=int))
         if terminated.any():
             finished += int(terminated.sum())
+            seen |= {(int(info["budget_bytes"][i]), info["oracle_utility"][i]) for i in np.flatnonzero(terminated)}
             vector.reset(options={"reset_mask": terminated, "budget_bytes": budgets[finished // 4 % 2]})
     assert finished >= 16
+    expected = set()
+    for budget in budgets:  # what single envs report for the same episodes at the same budgets
+        single = WritePolicyBenchEnv(**kwargs, budget_bytes=budget)
+        for index in range(2):
+            single.reset(options={"episode_index": index})
+            while True:
+                _, _, terminated, _, info = single.step(0)
+                if terminated:
+                    expected.add((budget, info["oracle_utility"]))
+                    break
+    assert seen == expected
     # Once per (episode, budget), and once more at most for each sub-env that started an episode
     # before its first close; never once per episode played.
     assert len(calls) <= 2 * len(budgets) + 2 * len(budgets) * 2 < finished
