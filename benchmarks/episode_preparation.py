@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -64,11 +64,7 @@ def alternate(sides: dict[str, Callable[[int], None]], rounds: int) -> dict[str,
 
 def generator(config: paper.GeneratorConfig, n: int, literal: bool) -> Callable[[int], None]:
     def generate(_: int) -> None:
-        if literal:
-            with literal_generation():
-                for index in range(n):
-                    generate_episode(config, 0, index)
-        else:
+        with literal_generation() if literal else nullcontext():
             for index in range(n):
                 generate_episode(config, 0, index)
 

@@ -94,9 +94,9 @@ class ContentMemo:
         columns = dict(zip(names, zip(*[obs.values() for obs in group], strict=True), strict=True))
         priced = MERGE_KEY in columns  # only an observation with an "api" can be merged (see _fields)
         values = self.values
-        value_columns, length_columns = [], []
+        value_columns, length_columns, keys_of = [], [], {}
         for key_length, i in zip(key_lengths, order, strict=True):
-            keys, lengths = _column_facts(columns[names[i]], priced)
+            keys, lengths = keys_of[names[i]] = _column_facts(columns[names[i]], priced)
             value_columns.append([values.setdefault(key, len(values)) for key in keys])
             if priced:
                 length_columns.append([key_length + length for length in lengths])
@@ -104,8 +104,8 @@ class ContentMemo:
         field_lengths = list(zip(*length_columns, strict=True)) if priced else [(0,) * len(order)] * n
         absent = [None] * n
         version = columns.get("version") or columns.get("last_updated") or absent
-        params = self._member_column(columns.get("params", absent))
-        required = self._member_column(columns.get("required", absent))
+        params = self._member_column(columns.get("params", absent), keys_of.get("params"))
+        required = self._member_column(columns.get("required", absent), keys_of.get("required"))
         deprecated = [1.0 if v is True else 0.0 for v in columns.get("deprecated", absent)]
         removed = [1.0 if v is True else 0.0 for v in columns.get("removed", absent)]
         apis = columns.get(MERGE_KEY, absent)
@@ -116,18 +116,18 @@ class ContentMemo:
             required[k], deprecated[k], removed[k], 1, first - k, key_ids, field_values[k], field_lengths[k], is_api)
             for k, obs in enumerate(group)]
 
-    def _member_column(self, column: Any) -> list[tuple[int, ...] | None]:
-        """``_members`` of each value of a column; a list of strings met before (a parameter
-        list an endpoint keeps across versions) is looked up, not rebuilt."""
-        if set(map(type, column)) != {list} or set(map(type, chain.from_iterable(column))) - {str}:
+    def _member_column(self, column: Any, facts: tuple[list[Any], list[int]] | None) -> list[tuple[int, ...] | None]:
+        """``_members`` of each value of a column, given the column's ``_column_facts``: when
+        every value is a list of strings (equality keys ``(5, items)``), a list met before (a
+        parameter list an endpoint keeps across versions) is looked up, not rebuilt."""
+        if facts is None or any(key[0] != 5 for key in facts[0]):
             return list(map(self._members, column))
         cache, bits = self.member_sets, self.bits
         found = []
-        for values in column:
-            key = tuple(values)
-            members = cache.get(key)
+        for _, items in facts[0]:
+            members = cache.get(items)
             if members is None:
-                members = cache[key] = tuple(sorted({bits.setdefault((str, v), len(bits)) for v in values}))
+                members = cache[items] = tuple(sorted({bits.setdefault((str, v), len(bits)) for v in items}))
             found.append(members)
         return found
 
