@@ -100,7 +100,8 @@ class CompiledCore:
         # Compiled episodes of sets read from files, by (episode object, budget): see _arrays.
         self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}
         # Per sub-env, its kept episode's U*(B) once a close has computed it (a one-item list
-        # shared with the kept entry; None: the episode is not kept).
+        # shared with the kept entry; None: the episode is not kept). Held here as well, not
+        # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
         self._index()
 
