@@ -14,6 +14,7 @@ from ..core.checks import only_defaults, require_int
 from ..core.store import ByteMemoryStore, Reason
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
+from ..episodes.sources import EpisodeRecipe
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter
 from .episode_sampler import EpisodeSampler
@@ -317,9 +318,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self._start(*self.choose_episode(seed, options))
         return self._encoder.observation(), self._info(True, _ACCEPTED)
 
-    def choose_episode(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Episode, int]:
-        """``reset`` but for starting the episode: seed, check ``options``, choose; returns the
-        episode and its budget (the vector env starts compiled sub-envs' episodes itself)."""
+    def choose_episode(self, seed: int | None = None, options: dict[str, Any] | None = None,
+                       recipe: bool = False) -> tuple[Episode | EpisodeRecipe, int]:
+        """``reset`` but for starting the episode: seed, check ``options``, choose; returns the episode (with
+        ``recipe``, a generated one not made) and its budget (the vector env starts compiled sub-envs' itself)."""
         super().reset(seed=seed)
         options = dict(options or {})
         unknown = sorted(set(options) - set(RESET_OPTIONS))
@@ -328,7 +330,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if seed is not None:
             self.sampler.restart()
         budget = require_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
-        episode, index = self.sampler.choose(self.np_random, options)
+        episode, index = self.sampler.choose(self.np_random, options, recipe)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
         self.reset_count, self.episode_index = self.reset_count + 1, index

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.checks import require_int
 from ..core.types import Episode
 from ..episodes.generators.paper import GeneratorConfig, make_config
-from ..episodes.sources import EpisodeList, GeneratedEpisodes
+from ..episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 
 EPISODE_ORDERS = ("random", "cycle")
 DEFAULT_LENGTH = 200
@@ -84,8 +84,10 @@ class EpisodeSampler:
         """A seeded reset: the ``"cycle"`` order starts again at episode 0."""
         self._position = 0
 
-    def choose(self, rng: np.random.Generator, options: dict[str, Any]) -> tuple[Episode, int | None]:
-        """The episode to play and its index in its source (None for ``options["episode"]``)."""
+    def choose(self, rng: np.random.Generator, options: dict[str, Any],
+               recipe: bool = False) -> tuple[Episode | EpisodeRecipe, int | None]:
+        """The episode to play and its index in its source (None for ``options["episode"]``);
+        with ``recipe``, a generated episode comes as its ``EpisodeRecipe``, not made."""
         episode = options.get("episode")
         if episode is not None:
             if not isinstance(episode, Episode):
@@ -110,6 +112,8 @@ class EpisodeSampler:
                 index = int(rng.integers(high))
         else:
             index = require_int(index, "options['episode_index']")
+        if recipe and isinstance(source, GeneratedEpisodes):
+            return source.recipe(index), index
         return source.episode(index), index
 
     def _source_for(self, regime: str | None, length: int | None) -> GeneratedEpisodes | EpisodeList:

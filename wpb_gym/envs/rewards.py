@@ -126,15 +126,20 @@ class RewardFunction:
         return type(self)(self.weights, self.dense, self.expire_cost)
 
     def start(self, episode: Episode, costs: np.ndarray, budget: int) -> None:
-        self._episode = episode
+        self.start_labels(len(episode), episode.critical_steps, episode.utilities, costs, budget)
+
+    def start_labels(self, T: int, critical_steps: Iterable[int], utilities: np.ndarray, costs: np.ndarray,
+                     budget: int) -> None:
+        """``start`` on an episode given by what it is scored on: its length, critical steps and
+        per-step utilities."""
+        self._utility_array = utilities
         self._costs = costs
         self._budget = budget
-        T = len(episode)
         self._critical = [False] * T
-        for t in episode.critical_steps:
+        for t in critical_steps:
             if 0 <= t < T:
                 self._critical[t] = True
-        self._utilities = episode.utilities.tolist()
+        self._utilities = utilities.tolist()
         self._critical_before = 0  # critical steps among those already decided
         self._decided = 0
         self._kept = 0
@@ -150,11 +155,11 @@ class RewardFunction:
 
     def _compute_oracle(self, prefix: bool) -> None:
         if prefix:
-            curve = oracle_curve(self._costs, self._episode.utilities, [self._budget])
+            curve = oracle_curve(self._costs, self._utility_array, [self._budget])
             self._oracle_value = curve.at(self._budget)
             self._oracle_prefix = curve.prefix[0]
         else:
-            self._oracle_value = oracle_utility(self._costs, self._episode.utilities, self._budget)
+            self._oracle_value = oracle_utility(self._costs, self._utility_array, self._budget)
 
     def oracle_utility(self) -> float:
         """U*(B) of the episode at its budget (computed once per episode)."""

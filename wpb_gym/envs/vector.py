@@ -248,7 +248,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             for i in indices:
                 env, seed = self._envs[i], None if seeds is None else seeds[i]
                 if self._use_kernel and not core.released[i]:
-                    core.pending[i] = env.choose_episode(seed, options)
+                    core.pending[i] = env.choose_episode(seed, options, recipe=True)
                 else:
                     core.pending[i] = None
                     env.reset(seed=seed, options=options)

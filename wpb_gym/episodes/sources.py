@@ -70,8 +70,29 @@ class GeneratedEpisodes:
     def episode(self, index: int) -> Episode:
         return generate_episode(self.config, self.seed, index)
 
+    def recipe(self, index: int) -> EpisodeRecipe:
+        """Episode ``index``, not made yet (see ``EpisodeRecipe``)."""
+        return EpisodeRecipe(self.config, self.seed, index)
+
     def describe(self) -> str:
         return f"generated regime={self.config.regime} T={self.config.length} seed={self.seed}"
+
+
+@dataclass(frozen=True)
+class EpisodeRecipe:
+    """Episode ``index`` of the generated set ``(config, seed)``, named but not made: ``make()``
+    generates it. The vector env's compiled core plays some generated episodes from their
+    draws alone and makes the episode only if something asks for it."""
+
+    config: GeneratorConfig
+    seed: int
+    index: int
+
+    def __len__(self) -> int:
+        return self.config.length
+
+    def make(self) -> Episode:
+        return generate_episode(self.config, self.seed, self.index)
 
 
 @dataclass(frozen=True)

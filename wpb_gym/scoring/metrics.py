@@ -30,7 +30,10 @@ deltas included: they still occupy memory.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..core.store import ByteMemoryStore
 from ..core.tracks import track_costs
@@ -121,8 +124,17 @@ def metrics_of_memory(episode: Episode, retained: tuple[int, ...], *, bytes_used
     """The metrics of a final memory given by its retained set (sorted), bytes used, budget and
     accepted WRITE, EXPIRE and MERGE counts: ``compute_metrics`` without a store (the vector
     env's compiled core keeps its memory in arrays)."""
-    T = len(episode)
-    relevant = set(episode.critical_steps)
+    return metrics_of_labels(len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events,
+                             retained, bytes_used=bytes_used, budget=budget, writes=writes, expires=expires,
+                             merges=merges, oracle_utility=oracle_utility)
+
+
+def metrics_of_labels(T: int, critical_steps: Sequence[int], u: np.ndarray, total_drift: int,
+                      retained: tuple[int, ...], *, bytes_used: int, budget: int, writes: int, expires: int,
+                      merges: int, oracle_utility: float) -> EpisodeMetrics:
+    """``metrics_of_memory`` of an episode given by what it is scored on: its length, critical
+    steps, per-step utilities and number of drift events."""
+    relevant = set(critical_steps)
     tp = sum(1 for t in retained if t in relevant)
     fp = len(retained) - tp
     fn = len(relevant) - tp
@@ -130,9 +142,7 @@ def metrics_of_memory(episode: Episode, retained: tuple[int, ...], *, bytes_used
     precision = tp / len(retained) if retained else 0.0
     recall = tp / len(relevant) if relevant else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    u = episode.utilities
     policy_utility = math.fsum(float(u[t]) for t in retained)
-    total_drift = episode.total_drift_events
     return EpisodeMetrics(
         recall=recall,
         precision=precision,

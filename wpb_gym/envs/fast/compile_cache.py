@@ -15,8 +15,10 @@ from pathlib import Path
 from numba.core import config
 
 _HERE = Path(__file__).parent
-# layout.py takes feature positions and kind codes from these; numba compiles them in as constants.
-_CONSTANTS_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py")
+# layout.py takes feature positions and kind codes from these, paper_episodes the utilities; numba
+# compiles them in as constants.
+_CONSTANTS_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
+                   _HERE.parent.parent / "episodes" / "generators" / "utility_scale.py")
 
 
 @contextmanager

@@ -15,8 +15,8 @@ from typing import Any, Sequence
 import numpy as np
 from numba.typed import List
 
-from ...episodes.sources import EpisodeList
-from ...scoring.metrics import metrics_of_memory
+from ...episodes.sources import EpisodeList, EpisodeRecipe
+from ...scoring.metrics import metrics_of_labels
 from ..observation.encoder import ObservationEncoder
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
@@ -40,7 +40,9 @@ from .layout import (
 )
 
 with keyed_on_these_sources():
-    from . import kernel  # its compiled functions bind their cache folder as they are defined
+    # Their compiled functions bind their cache folder as they are defined.
+    from . import kernel
+    from .paper_episodes import DrawnLabels, compile_drawn, drawn_compilable, drawn_oracle
 
 _LISTS = ("statics", "floats", "states")
 _KEPT_EPISODES = 4096
@@ -103,6 +105,9 @@ class CompiledCore:
         # shared with the kept entry; None: the episode is not kept). Held here as well, not
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
+        # Per sub-env, what its episode is scored on when the core played it from its draws
+        # (``paper_episodes``), without making it; None: the episode itself.
+        self.labels: list[DrawnLabels | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -120,12 +125,13 @@ class CompiledCore:
             self.synced[i] = 0
             chosen = self.pending[i]
             arrays = None
+            self.labels[i] = None
             if chosen is not None:
                 episode, budget = chosen
                 if budget < _EXACT_INTS:
                     arrays = self._arrays(i, env, episode, budget)
                 if arrays is None:  # the single env plays it: start it now
-                    env._start(episode, budget)
+                    env._start(self._made(i), budget)
                     self.pending[i] = None
             if arrays is None:
                 self.compiled[i] = False
@@ -147,6 +153,13 @@ class CompiledCore:
         (read-only to the kernel) are kept and shared, and only its memory is made afresh; its
         U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
+        if isinstance(episode, EpisodeRecipe):
+            if drawn_compilable(episode):
+                drawn = compile_drawn(episode, env.track, reward_fn, budget)
+                if drawn is not None:
+                    arrays, self.labels[i] = drawn
+                    return arrays
+            episode = self._made(i)
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
         self.oracles[i] = None
@@ -170,6 +183,14 @@ class CompiledCore:
             self.kept[key] = (episode, arrays[0], arrays[1], costs, len(arrays[2]), self.oracles[i])
         return arrays
 
+    def _made(self, i: int) -> Any:
+        """Sub-env ``i``'s chosen episode, made if it came as a recipe."""
+        episode, budget = self.pending[i]
+        if isinstance(episode, EpisodeRecipe):
+            episode = episode.make()
+            self.pending[i] = (episode, budget)
+        return episode
+
     def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
              reasons: np.ndarray) -> None:
         """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
@@ -184,18 +205,23 @@ class CompiledCore:
         row = self.scalars[i]
         static, _, state = self.arrays[i]
         retained = tuple(kernel.retained(static, state).tolist())
-        episode = env.episode if self.pending[i] is None else self.pending[i][0]
+        # What the episode is scored on: a drawn episode's labels, or the episode itself.
+        scored = self.labels[i]
+        if scored is None:
+            scored = env.episode if self.pending[i] is None else self.pending[i][0]
         known = self.oracles[i]
         if known is None or known[0] is None:
-            oracle = self.reward_fns[i].oracle_utility()
+            oracle = None if self.labels[i] is None else drawn_oracle(self.labels[i], int(row[S_BUDGET]))
+            if oracle is None:
+                oracle = self.reward_fns[i].oracle_utility()
             if known is not None:
                 known[0] = oracle  # an episode that comes back at this budget has this U*(B)
         else:
             oracle = known[0]
-        metrics = metrics_of_memory(
-            episode, retained, bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]),
-            writes=int(row[S_WRITES]), expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]),
-            oracle_utility=oracle,
+        metrics = metrics_of_labels(
+            len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events, retained,
+            bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]), writes=int(row[S_WRITES]),
+            expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]), oracle_utility=oracle,
         ).as_row()
         floats = self.fscalars[i]
         reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
@@ -208,7 +234,7 @@ class CompiledCore:
         if not self.compiled[i]:
             return
         if self.pending[i] is not None:
-            env._start(*self.pending[i])
+            env._start(self._made(i), self.pending[i][1])
             self.pending[i] = None
             self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])

@@ -293,7 +293,6 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
     seed, index = require_int(seed, "seed"), require_int(index, "index")
     c = config
-    T = c.length
     # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.
     rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 0))
     if c.change_model == "contract":
@@ -308,16 +307,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
         )
         steps_obs, utility, labels = _paper_steps(c, rng, text_rng)
 
-    if c.priority_correlation < 1.0 or c.priority_noise > 0:
-        noise_ss = _episode_stream(c.regime, seed, index, 1)
-    if c.priority_correlation < 1.0:
-        # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
-        priority = correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
-    else:
-        priority = utility / PRIORITY_SCALE
-    if c.priority_noise > 0:
-        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=T)
-    priority = np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
+    priority = episode_priorities(c, seed, index, utility)
     mode = c.regime
     # Steps are made when something reads episode.steps; an environment reset reads the columns.
     metadata = [{"mode": mode, "priority": p} for p in priority.tolist()]
@@ -337,6 +327,20 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     return episode
 
 
+def episode_priorities(c: GeneratorConfig, seed: int, index: int, utility: np.ndarray) -> np.ndarray:
+    """The ``priority`` of each step of episode ``index`` of ``(c, seed)`` whose utilities are ``utility``."""
+    if c.priority_correlation < 1.0 or c.priority_noise > 0:
+        noise_ss = _episode_stream(c.regime, seed, index, 1)
+    if c.priority_correlation < 1.0:
+        # A child stream: priority_noise keeps drawing from noise_ss itself, as it always has.
+        priority = correlated_priority(utility, c.priority_correlation, np.random.default_rng(noise_ss.spawn(1)[0]))
+    else:
+        priority = utility / PRIORITY_SCALE
+    if c.priority_noise > 0:
+        priority = priority + np.random.default_rng(noise_ss).normal(0.0, c.priority_noise, size=len(utility))
+    return np.clip(priority, 0.0, 1.0)  # a doc_utility above 6 must not leave [0, 1]
+
+
 def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
     """``Phi(rho * z(u) + sqrt(1 - rho^2) * N(0, 1))``: a hint whose latent has correlation ``rho`` with utility."""
     spread = float(utility.std())
@@ -345,15 +349,30 @@ def correlated_priority(utility: np.ndarray, rho: float, rng: np.random.Generato
     return special.ndtr(latent)
 
 
+def paper_draws(c: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every structural draw of an episode of the paper's change model, made up front in a fixed
+    order (so options that change how a step is used, docs and guides, leave the draws of other
+    steps where they were): each endpoint's starting number of parameters; per step the six
+    uniforms (repeat, drift, kind, which parameter, deprecated, doc) as rows; per step the drawn
+    endpoint. ``_paper_steps`` plays them; the vector env's compiled core reads them as well."""
+    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    uniforms = rng.random((6, c.length))
+    endpoints = rng.integers(0, c.api_pool, size=c.length)
+    return n_params, uniforms, endpoints
+
+
+def structure_draws(c: GeneratorConfig, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``paper_draws`` of episode ``index`` of ``(c, seed)``, from the stream ``generate_episode`` gives it."""
+    return paper_draws(c, np.random.default_rng(_episode_stream(c.regime, seed, index, 0)))
+
+
 def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
     """The observations, utilities and labels of one episode of the paper's change model."""
     T = c.length
-    # Every structural draw is made up front, in a fixed order, so options that change how a
-    # step is used (docs, guides) leave the draws of other steps where they were.
-    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    n_params, uniforms, endpoints = paper_draws(c, rng)
     # As Python floats and ints (the same values): the loop below reads them one at a time.
-    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = rng.random((6, T)).tolist()
-    endpoint_draw = rng.integers(0, c.api_pool, size=T).tolist()
+    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = uniforms.tolist()
+    endpoint_draw = endpoints.tolist()
 
     versions = [1] * c.api_pool
     params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]

@@ -1,0 +1,164 @@
+"""The compiled core's paper-regime episodes played from their draws (``envs.fast.paper_episodes``)
+against the literal path: the episode made by the generator, read and compiled by
+``episode_arrays``. The arrays must agree up to the names of the ids the module numbers its own
+way, the reward function must start alike, and a vector env must step as the single envs
+(``play_both``) without ever making the episodes it plays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_vector_env import play_both
+
+from wpb_gym.envs.fast import layout as L
+from wpb_gym.envs.fast.contents import ContentMemo
+from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
+from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
+from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_compilable, drawn_oracle
+from wpb_gym.envs.rewards import RewardFunction
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes import sources
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, make_config
+from wpb_gym.episodes.sources import EpisodeRecipe
+from wpb_gym.scoring.oracle import oracle_utility
+
+# Sections whose ids the two paths name their own way: value ids (with None's), parameter ids,
+# and the equality ids of dicts, which are only ever unequal.
+_RENAMED = {L.FIELD_VALUES, L.MASK_BITS}
+
+
+def _first_seen(ids) -> list[int]:
+    names: dict[int, int] = {}
+    return [names.setdefault(i, len(names)) for i in ids]
+
+
+def _sections(static: np.ndarray) -> list[np.ndarray]:
+    starts = [int(static[L.H_STATIC + name]) for name in range(L.N_STATIC)] + [len(static)]
+    return [static[a:b] for a, b in zip(starts, starts[1:])]
+
+
+def _literal(recipe: EpisodeRecipe, track: str, reward_fn: RewardFunction, budget: int):
+    episode = recipe.make()
+    memo = ContentMemo()
+    columns = describe_episode(episode, track, memo)
+    reward_fn.start(episode, columns.costs, budget)
+    return episode, compile_episode(columns, reward_fn, memo)
+
+
+def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int) -> None:
+    drawn_fn, made_fn = RewardFunction(reward, dense), RewardFunction(reward, dense)
+    (static, floats, state), labels = compile_drawn(recipe, track, drawn_fn, budget)
+    episode, (want_static, want_floats, want_state) = _literal(recipe, track, made_fn, budget)
+    assert len(static) == len(want_static) and len(state) == len(want_state)
+    header = np.arange(L.HEADER_SIZE) != L.H_NONE_VALUE
+    assert np.array_equal(static[:L.HEADER_SIZE][header], want_static[:L.HEADER_SIZE][header])
+    got, want = _sections(static), _sections(want_static)
+    for name in range(L.N_STATIC):
+        if name == L.FIELD_VALUES:
+            assert _first_seen([*got[name], static[L.H_NONE_VALUE]]) == _first_seen(
+                [*want[name], want_static[L.H_NONE_VALUE]]), name
+        elif name in _RENAMED:
+            assert _first_seen(got[name]) == _first_seen(want[name]), name
+        elif name == L.EQUALITY:
+            assert len(set(got[name].tolist())) == len(got[name]) == len(set(want[name].tolist()))
+        else:
+            assert np.array_equal(got[name], want[name]), name
+    assert np.array_equal(floats, want_floats, equal_nan=True)
+    assert labels.critical_steps == episode.critical_steps and len(labels) == len(episode)
+    assert labels.total_drift_events == episode.total_drift_events
+    assert np.array_equal(labels.utilities, episode.utilities)
+    assert drawn_fn._critical == made_fn._critical and drawn_fn._utilities == made_fn._utilities
+    assert list(drawn_fn._costs) == list(made_fn._costs)
+    assert drawn_fn.oracle_utility() == made_fn.oracle_utility()
+    assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())
+
+
+@st.composite
+def _recipes(draw) -> EpisodeRecipe:
+    low = draw(st.integers(1, 7))
+    options = {
+        "length": draw(st.integers(1, 300)),
+        "api_pool": draw(st.integers(1, 12)),
+        "min_params": low,
+        "max_params": draw(st.integers(low, 9)),
+        "drift_prob": draw(st.sampled_from([0.0, 0.08, 0.5, 1.0])),
+        "remove_param_prob": draw(st.sampled_from([0.0, 0.5, 0.9, 1.0])),
+        "deprecate_prob": draw(st.sampled_from([0.0, 0.3, 1.0])),
+        "priority_noise": draw(st.sampled_from([0.0, 0.3])),
+        "priority_correlation": draw(st.sampled_from([1.0, 0.5])),
+        "burst_len": draw(st.integers(0, 8)),
+    }
+    config = make_config(draw(st.sampled_from(PAPER_REGIMES)), **options)
+    return EpisodeRecipe(config, draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 10**6)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(recipe=_recipes(), track=st.sampled_from(["unprivileged", "privileged"]),
+       reward=st.sampled_from([{"f1": 1.0}, {"utility": 1.0}, {"f1": 0.5, "neg_regret": 0.5}]),
+       dense=st.booleans(), budget=st.integers(0, 20_000))
+def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, track, reward, dense, budget):
+    assert drawn_compilable(recipe)
+    assert_drawn_as_made(recipe, track, reward, dense, budget)
+
+
+@pytest.mark.parametrize("regime", PAPER_REGIMES)
+def test_long_episodes_played_from_their_draws_compile_as_the_episodes_made(regime):
+    recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
+    assert_drawn_as_made(recipe, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 1_048_576)
+
+
+@pytest.mark.parametrize("config", [
+    *(make_config(regime) for regime in CONTRACT_REGIMES),
+    make_config("default", doc_prob=0.2),
+    make_config("redundancy", migration_guides=True),
+    make_config("default", api_pool=10_000, length=2_000),  # parameter ids past int32's room
+])
+def test_episodes_with_text_contracts_or_too_many_ids_are_made(config):
+    assert not drawn_compilable(EpisodeRecipe(config, 0, 0))
+
+
+def test_the_vector_env_never_makes_the_episodes_it_plays_from_draws(monkeypatch):
+    made = []
+    generate = sources.generate_episode
+    monkeypatch.setattr(sources, "generate_episode", lambda *args: made.append(args) or generate(*args))
+    vector = WritePolicyBenchVectorEnv(4, length=20)
+    _, info = vector.reset(seed=3)
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(90):
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+        _, _, terminated, _, info = vector.step(actions)
+        ended += int(terminated.sum())
+    assert ended >= 8 and made == []
+    # Reading a sub-env makes its episode: the one its single env chose, brought up to date.
+    single = vector.sub_env(2)
+    assert len(made) == 1 and single.episode == sources.generate_episode(*made[0])
+    assert single.episode_index == made[0][2]
+
+
+@pytest.mark.parametrize("regime", PAPER_REGIMES)
+@pytest.mark.parametrize("mode", ["box", "dict"])
+def test_every_paper_regime_played_from_draws_steps_as_the_single_envs(regime, mode):
+    options = {"priority_noise": 0.2, "priority_correlation": 0.5, "drift_prob": 0.4, "remove_param_prob": 0.7}
+    assert play_both(3, 160, seed=11, regime=regime, track="privileged", length=30, api_pool=3,
+                     observation_mode=mode, dense_reward=True, reward={"f1": 0.5, "neg_regret": 0.5},
+                     **options) >= 6
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([0.0, 0.5, 1.0, 5.0, 6.0])), max_size=60),
+       budget=st.integers(0, 6000))
+def test_the_oracle_of_drawn_episodes_is_the_scoring_oracle(steps, budget):
+    costs = np.array([c for c, _ in steps], dtype=np.int64)
+    utilities = np.array([u for _, u in steps], dtype=np.float64)
+    labels = DrawnLabels(len(steps), (), utilities, costs)
+    assert drawn_oracle(labels, budget) == oracle_utility(costs, utilities, budget)
+
+
+def test_the_oracle_of_drawn_episodes_leaves_too_many_combinations_to_the_scoring_oracle():
+    costs = np.arange(1, 601, dtype=np.int64)
+    utilities = np.tile([0.5, 1.0, 5.0, 6.0], 150)
+    assert drawn_oracle(DrawnLabels(600, (), utilities, costs), 10**6) == utilities.sum()  # all fit
+    assert drawn_oracle(DrawnLabels(600, (), utilities, costs), 40_000) is None

@@ -1,0 +1,457 @@
+"""Generated episodes of the paper's change model, compiled from their draws without being made.
+
+Such an episode without text (no documentation sections, no migration guides: the paper's four
+regimes) is a function of three arrays of draws (``paper.structure_draws``) and its priorities.
+``compile_drawn`` replays the generator's loop (``paper._paper_steps``) on the draws in
+compiled code and writes the arrays ``episode_arrays`` would make of the generated episode
+(``describe_episode``, then ``compile_episode``), with no observation dict, JSON text or
+description in between: every observation is an endpoint snapshot
+``{"api": "api.v<V>.endpoint_<i>", "deprecated": <bool>, "params": [<names>], "version": <V>}``,
+so its JSON length and its fields follow from (endpoint, version, deprecated, parameter list).
+
+Ids are this module's own, as ``episode_arrays`` leaves them free (they are compared within one
+episode only): a field's value id is equal exactly when Python's ``==`` is (ints by value, so
+``True`` and version 1 share one, as they do there), a parameter's id is its endpoint and
+number, and a content's equality id is unique. Everything else (families, apis, contracts and
+parameter sets numbered in first-shown order, version ranks) is numbered as there. The
+differential tests compare the two, ids renamed, and play both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numba import types as nbtypes
+from numba.typed import Dict
+
+from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
+from ...core.tracks import PRIVILEGED
+from ...episodes.generators.paper import episode_priorities, structure_draws
+from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
+from ...episodes.sources import EpisodeRecipe
+from . import layout as L
+
+# A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
+# played from the made episode.
+_MAX_PARAMETER_IDS = 2**24
+_MAX_STATIC = 2**31
+
+
+def drawn_compilable(recipe: Any) -> bool:
+    """Whether ``compile_drawn`` plays this episode: a generated one of the paper's change model
+    without text, whose parameter ids fit."""
+    c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
+    return (c is not None and c.change_model == "paper" and c.doc_prob == 0 and not c.migration_guides
+            and c.api_pool * (c.max_params + c.length + 1) <= _MAX_PARAMETER_IDS)
+
+
+class DrawnLabels:
+    """What a drawn episode is scored on (``metrics.metrics_of_labels``): its length, critical
+    steps, per-step utilities and number of drift events; and its WRITE costs, for U*(B)."""
+
+    __slots__ = ("length", "critical_steps", "utilities", "total_drift_events", "costs")
+
+    def __init__(self, length: int, critical_steps: tuple[int, ...], utilities: np.ndarray, costs: np.ndarray) -> None:
+        self.length = length
+        self.critical_steps = critical_steps
+        self.utilities = utilities
+        self.total_drift_events = len(critical_steps)
+        self.costs = costs
+
+    def __len__(self) -> int:
+        return self.length
+
+
+def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int):
+    """``(static, floats, state)`` of the recipe's episode on ``track`` and its ``DrawnLabels``,
+    ``reward_fn`` started on it; None when the arrays are too large for int32."""
+    c = recipe.config
+    n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
+    played = _play(n_params, uniforms, endpoints, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
+                   c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
+                   c.max_params + c.length + 1)
+    content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = played
+    T = c.length
+    priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
+    costs = _text_lengths(endpoint, version, deprecated, param_start, param_numbers)[content_of]
+    costs += _metadata_lengths(c.regime, priorities, T) + (HEADER_BYTES + INDEX_BYTES)
+    critical_steps = tuple(np.flatnonzero(critical).tolist())
+    utility.setflags(write=False)
+    reward_fn.start_labels(T, critical_steps, utility, costs, budget)
+    static = _static(content_of, critical, costs, endpoint, version, deprecated, param_start, param_numbers,
+                     c.max_params + c.length + 1)
+    if static is None or len(static) >= _MAX_STATIC:
+        return None
+    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), int(static[L.H_APIS]))
+    static[L.H_STATE:L.H_STATE + L.N_STATE] = np.cumsum([0, *sizes[:-1]])
+    if sum(sizes) >= _MAX_STATIC:
+        return None
+    oracle_prefix = reward_fn._oracle_prefix
+    float_parts = [
+        utility,
+        np.zeros(T) if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0),
+        deprecated[content_of].astype(np.float64),
+        np.zeros(T),
+        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
+    ]
+    float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
+    float_header[:L.N_FLOATS] = len(float_header) + np.cumsum([0, *map(len, float_parts[:-1])])
+    float_header[L.N_FLOATS] = np.nan if reward_fn._oracle_value is None else reward_fn._oracle_value
+    floats = np.concatenate([float_header, *float_parts])
+    return (static, floats, np.zeros(sum(sizes), dtype=np.int32)), DrawnLabels(T, critical_steps, utility, costs)
+
+
+def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray | int:
+    """The JSON length of each step's visible metadata: ``{"mode": regime}``, and its priority on
+    the privileged track (one text per distinct float; by bits, as -0.0 prints apart from 0.0)."""
+    if priorities is None:
+        return json_len({"mode": regime})
+    bits, inverse = np.unique(priorities.view(np.int64), return_inverse=True)
+    lengths = [json_len({"mode": regime, "priority": p}) for p in bits.view(np.float64).tolist()]
+    return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]
+
+
+@njit(cache=True)
+def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redundancy, redundancy_prob, drift_prob,
+          burst_drift_prob, remove_param_prob, deprecate_prob, stride):
+    """``paper._paper_steps`` without text, on its draws: per step its content (an endpoint
+    snapshot, numbered as first shown), utility and whether it drifted; per content its
+    endpoint, version, deprecated flag and parameter numbers (in list order, between
+    ``param_start`` offsets)."""
+    T = endpoints.shape[0]
+    pool = n_params.shape[0]
+    params = np.empty((pool, stride), dtype=np.int32)
+    lengths = np.empty(pool, dtype=np.int64)
+    next_param = np.empty(pool, dtype=np.int64)
+    for i in range(pool):
+        lengths[i] = next_param[i] = n_params[i]
+        for k in range(n_params[i]):
+            params[i, k] = k
+    versions = np.ones(pool, dtype=np.int64)
+    deprecated = np.zeros(pool, dtype=np.bool_)
+    snapshot = np.full(pool, -1, dtype=np.int64)
+    content_of = np.empty(T, dtype=np.int64)
+    utility = np.empty(T, dtype=np.float64)
+    critical = np.zeros(T, dtype=np.bool_)
+    c_endpoint = np.empty(T, dtype=np.int64)
+    c_version = np.empty(T, dtype=np.int64)
+    c_deprecated = np.empty(T, dtype=np.bool_)
+    param_start = np.empty(T + 1, dtype=np.int64)
+    param_numbers = np.empty(max(16, 2 * int(n_params.sum())), dtype=np.int32)
+    n_contents, position, prev_endpoint, prev_content = 0, 0, -1, -1
+    param_start[0] = 0
+    for t in range(T):
+        in_burst = bursts and (t % burst_interval) < burst_len
+        if redundancy and prev_endpoint >= 0 and uniforms[0, t] < redundancy_prob:
+            i = prev_endpoint
+        else:
+            i = endpoints[t]
+        drift = uniforms[1, t] < (burst_drift_prob if in_burst else drift_prob)
+        if drift:
+            versions[i] += 1
+            n = lengths[i]
+            if uniforms[2, t] < remove_param_prob and n > 1:
+                for j in range(int(uniforms[3, t] * n), n - 1):
+                    params[i, j] = params[i, j + 1]
+                lengths[i] = n - 1
+            else:
+                params[i, n] = next_param[i]
+                next_param[i] += 1
+                lengths[i] = n + 1
+            deprecated[i] = uniforms[4, t] < deprecate_prob
+            critical[t] = True
+        content = snapshot[i]
+        if content < 0 or drift:
+            content = snapshot[i] = n_contents
+            n_contents += 1
+            c_endpoint[content], c_version[content], c_deprecated[content] = i, versions[i], deprecated[i]
+            n = lengths[i]
+            if position + n > param_numbers.shape[0]:
+                grown = np.empty(2 * (position + n), dtype=np.int32)
+                grown[:position] = param_numbers[:position]
+                param_numbers = grown
+            param_numbers[position:position + n] = params[i, :n]
+            position += n
+            param_start[n_contents] = position
+        if drift:
+            utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
+        else:
+            utility[t] = UTILITY_REPEAT if content == prev_content else UTILITY_ORDINARY
+        content_of[t] = content
+        prev_endpoint, prev_content = i, content
+    return (content_of, utility, critical, c_endpoint[:n_contents], c_version[:n_contents],
+            c_deprecated[:n_contents], param_start[:n_contents + 1], param_numbers[:position])
+
+
+@njit(cache=True, inline="always")
+def _digits(n):
+    count = 1
+    while n >= 10:
+        n //= 10
+        count += 1
+    return count
+
+
+@njit(cache=True)
+def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
+    """``len(json.dumps(snapshot, sort_keys=True))`` of each content: 69 characters of keys,
+    quotes and separators, the version twice, the endpoint, the flag, and each parameter name
+    ``"p<i>_<k>"`` with the ", " before all but the first."""
+    n = endpoint.shape[0]
+    lengths = np.empty(n, dtype=np.int64)
+    for c in range(n):
+        i_digits = _digits(endpoint[c])
+        total = 69 + 2 * _digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
+        for j in range(param_start[c], param_start[c + 1]):
+            total += 6 + i_digits + _digits(param_numbers[j])
+        lengths[c] = total - 2
+    return lengths
+
+
+@njit(cache=True)
+def _list_hash(numbers):
+    """A hash of the numbers alone: endpoints that start alike share it, and ``_first_equal`` tells them apart."""
+    h = np.int64(numbers.shape[0])
+    for x in numbers:
+        h = h * 1000003 + x
+    return h
+
+
+@njit(cache=True)
+def _first_equal(firsts, chain, start, numbers, endpoint, c, key):
+    """The first earlier content of content ``c``'s endpoint whose numbers (sorted, or as
+    listed) equal ``c``'s (-1: none), along the chain of first contents that share ``key``."""
+    a0, a1 = start[c], start[c + 1]
+    other = firsts[key] if key in firsts else -1
+    while other >= 0:
+        b0, b1 = start[other], start[other + 1]
+        if endpoint[other] == endpoint[c] and b1 - b0 == a1 - a0 and np.all(numbers[b0:b1] == numbers[a0:a1]):
+            return other
+        other = chain[other]
+    return -1
+
+
+@njit(cache=True)
+def _static(content_of, critical, costs, endpoint, version, deprecated, param_start, param_numbers, stride):
+    """The static array ``compile_episode`` makes of the episode (header's state offsets left to
+    the caller), from ``_play``'s contents."""
+    T = content_of.shape[0]
+    n = endpoint.shape[0]
+    # Families (endpoints) numbered as first shown; apis are the contents themselves (each
+    # snapshot has a version of its own, so an "api" string of its own).
+    family_of_endpoint = np.full(endpoint.max() + 1, -1, dtype=np.int64)
+    n_families = 0
+    for c in range(n):
+        if family_of_endpoint[endpoint[c]] < 0:
+            family_of_endpoint[endpoint[c]] = n_families
+            n_families += 1
+    # Parameter sets (sorted numbers) and lists (in order): equal ones share an id, numbered as first shown.
+    sorted_numbers = param_numbers.copy()
+    for c in range(n):
+        sorted_numbers[param_start[c]:param_start[c + 1]] = np.sort(param_numbers[param_start[c]:param_start[c + 1]])
+    mask_of = np.empty(n, dtype=np.int64)
+    list_of = np.empty(n, dtype=np.int64)
+    set_first = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
+    list_first = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
+    set_chain = np.full(n, -1, dtype=np.int64)
+    list_chain = np.full(n, -1, dtype=np.int64)
+    mask_rep = np.empty(n, dtype=np.int64)  # a mask id's first content
+    n_masks = 0
+    mask_bits = 0
+    for c in range(n):
+        a0, a1 = param_start[c], param_start[c + 1]
+        key = _list_hash(sorted_numbers[a0:a1])
+        same = _first_equal(set_first, set_chain, param_start, sorted_numbers, endpoint, c, key)
+        if same < 0:
+            set_chain[c] = set_first[key] if key in set_first else -1
+            set_first[key] = c
+            mask_of[c] = n_masks
+            mask_rep[n_masks] = c
+            n_masks += 1
+            mask_bits += a1 - a0
+        else:
+            mask_of[c] = mask_of[same]
+        key = _list_hash(param_numbers[a0:a1])
+        same = _first_equal(list_first, list_chain, param_start, param_numbers, endpoint, c, key)
+        if same < 0:
+            list_chain[c] = list_first[key] if key in list_first else -1
+            list_first[key] = c
+            list_of[c] = c
+        else:
+            list_of[c] = list_of[same]
+    # Contracts: (parameter set, no required list, deprecated, not removed), numbered as first shown.
+    contract_of = np.empty(n, dtype=np.int64)
+    contract_ids = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
+    for c in range(n):
+        key = 2 * mask_of[c] + (1 if deprecated[c] else 0)
+        if key in contract_ids:
+            found = contract_ids[key]
+        else:
+            found = len(contract_ids)
+            contract_ids[key] = found
+        contract_of[c] = found
+    # Version ranks among the episode's distinct versions.
+    top = version.max()
+    rank = np.zeros(top + 2, dtype=np.int64)
+    for c in range(n):
+        rank[version[c] + 1] = 1
+    rank = np.cumsum(rank)
+    # Value ids: ints by value (deprecated 0 / 1, versions), then the api strings, parameter lists and None.
+    api_base = top + 1
+    list_base = api_base + n
+    none_value = list_base + n
+
+    sizes = np.zeros(L.N_STATIC, dtype=np.int64)
+    for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
+        sizes[name] = T
+    for name in (L.VERSION_KIND, L.VERSION_RANK, L.PARAMS, L.REQUIRED, L.CONTRACT, L.IS_DICT, L.EQUALITY):
+        sizes[name] = n
+    sizes[L.FIELD_OFFSETS] = n + 1
+    for name in (L.FIELD_KEYS, L.FIELD_VALUES, L.FIELD_LENGTHS, L.FIELD_IS_API):
+        sizes[name] = 4 * n
+    sizes[L.MASK_OFFSETS] = n_masks + 1
+    sizes[L.MASK_BITS] = mask_bits
+    total = L.HEADER_SIZE + sizes.sum()
+    if total >= _MAX_STATIC:
+        return None
+    static = np.zeros(total, dtype=np.int32)
+    static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS], static[L.H_NONE_VALUE] = T, n_families, n, none_value
+    at = np.empty(L.N_STATIC, dtype=np.int64)
+    position = L.HEADER_SIZE
+    for name in range(L.N_STATIC):
+        at[name] = static[L.H_STATIC + name] = position
+        position += sizes[name]
+
+    last_of_family = np.full(n_families, -1, dtype=np.int64)
+    first_of_contract = np.full(len(contract_ids), -1, dtype=np.int64)
+    for t in range(T):
+        c = content_of[t]
+        family = family_of_endpoint[endpoint[c]]
+        previous = last_of_family[family]
+        contract = contract_of[c]
+        static[at[L.COST] + t] = costs[t]
+        static[at[L.KIND] + t] = L.KIND_ENDPOINT
+        static[at[L.FAMILY] + t] = family
+        static[at[L.API] + t] = c
+        static[at[L.CONTENT] + t] = c
+        static[at[L.PREVIOUS] + t] = previous
+        static[at[L.CRITICAL] + t] = critical[t]
+        returns = (previous >= 0 and contract != contract_of[content_of[previous]]
+                   and first_of_contract[contract] >= 0)
+        static[at[L.RETURNS] + t] = returns
+        if first_of_contract[contract] < 0:
+            first_of_contract[contract] = t
+        last_of_family[family] = t
+    for c in range(n):
+        static[at[L.VERSION_KIND] + c] = L.VERSION_NUMBER
+        static[at[L.VERSION_RANK] + c] = rank[version[c]]
+        static[at[L.PARAMS] + c] = mask_of[c]
+        static[at[L.REQUIRED] + c] = -1
+        static[at[L.CONTRACT] + c] = contract_of[c]
+        static[at[L.IS_DICT] + c] = 1
+        static[at[L.EQUALITY] + c] = -2 - c
+        static[at[L.FIELD_OFFSETS] + c + 1] = 4 * (c + 1)
+        # The fields in key order (api, deprecated, params, version): each length is the key's
+        # text and ": " plus the value's JSON text.
+        i_digits = _digits(endpoint[c])
+        names = 0
+        for j in range(param_start[c], param_start[c + 1]):
+            names += 4 + i_digits + _digits(param_numbers[j])
+        f = at[L.FIELD_KEYS] + 4 * c
+        v = at[L.FIELD_VALUES] + 4 * c
+        g = at[L.FIELD_LENGTHS] + 4 * c
+        for k in range(4):
+            static[f + k] = k
+        static[v], static[v + 1], static[v + 2], static[v + 3] = (
+            api_base + c, 1 if deprecated[c] else 0, list_base + list_of[c], version[c])
+        static[g] = 7 + 17 + _digits(version[c]) + i_digits
+        static[g + 1] = 14 + (4 if deprecated[c] else 5)
+        static[g + 2] = 10 + names + 2 * (param_start[c + 1] - param_start[c])
+        static[g + 3] = 11 + _digits(version[c])
+        static[at[L.FIELD_IS_API] + 4 * c] = 1
+    bits = at[L.MASK_BITS]
+    for m in range(n_masks):
+        c = mask_rep[m]
+        for j in range(param_start[c], param_start[c + 1]):
+            static[bits] = endpoint[c] * stride + sorted_numbers[j]
+            bits += 1
+        static[at[L.MASK_OFFSETS] + m + 1] = bits - at[L.MASK_BITS]
+    return static
+
+
+# The most combinations of class counts ``_class_optimum`` tries before leaving U*(B) to
+# ``scoring.oracle`` (long episodes: hundreds of drifts and repeats).
+_MAX_COMBINATIONS = 50_000
+
+
+def drawn_oracle(labels: DrawnLabels, budget: int) -> float | None:
+    """U*(B) of a drawn episode (``scoring.oracle.oracle_utility``'s value), None when it has
+    too many combinations of class counts to try. Its utilities are halves (0.5, 1, 5, 6), so
+    the optimum in half units is exact in integers, as the oracle's is."""
+    units = np.rint(labels.utilities * 2).astype(np.int64)
+    best = _class_optimum(units, labels.costs, budget, _MAX_COMBINATIONS)
+    return None if best < 0 else best / 2
+
+
+@njit(cache=True)
+def _class_optimum(units, costs, budget, max_combinations):
+    """The most units a set of steps within ``budget`` holds (-1: too many combinations).
+    ``oracle._enumerated_optimum``'s search: steps of equal units are interchangeable but for
+    their cost, so some optimal set takes the cheapest steps of each class; every count of each
+    class but the most numerous is tried, and that one's most steps that fit are added."""
+    useful = (units > 0) & (costs <= budget)
+    if not useful.any():
+        return 0
+    units, costs = units[useful], costs[useful]
+    if costs.sum() <= budget:
+        return units.sum()
+    classes = np.unique(units)
+    m = classes.shape[0]
+    sizes = np.zeros(m, dtype=np.int64)
+    for j in range(m):
+        sizes[j] = (units == classes[j]).sum()
+    last = np.argmax(sizes)
+    # Per class, the prefix sums of its sorted costs (0 first), end to end.
+    starts = np.zeros(m + 1, dtype=np.int64)
+    for j in range(m):
+        starts[j + 1] = starts[j] + sizes[j] + 1
+    prefix = np.zeros(starts[m], dtype=np.int64)
+    fits = np.zeros(m, dtype=np.int64)
+    combinations = 1
+    for j in range(m):
+        own = np.sort(costs[units == classes[j]])
+        total = 0
+        for n in range(own.shape[0]):
+            total += own[n]
+            prefix[starts[j] + n + 1] = total
+            if total <= budget:
+                fits[j] = n + 1
+        if j != last:
+            combinations *= fits[j] + 1
+            if combinations > max_combinations:
+                return -1
+    last_prefix = prefix[starts[last] + 1:starts[last + 1]]
+    counts = np.zeros(m, dtype=np.int64)
+    weight, value = 0, 0
+    best = classes[last] * np.searchsorted(last_prefix, budget, side="right")
+    j = 0
+    while j < m:
+        if j == last:
+            j += 1
+            continue
+        if counts[j] < fits[j]:  # one more of class j; the classes below it start again from none
+            counts[j] += 1
+            weight += prefix[starts[j] + counts[j]] - prefix[starts[j] + counts[j] - 1]
+            value += classes[j]
+            if weight <= budget:
+                more = np.searchsorted(last_prefix, budget - weight, side="right")
+                best = max(best, value + classes[last] * more)
+                j = 0
+                continue
+        weight -= prefix[starts[j] + counts[j]]
+        value -= classes[j] * counts[j]
+        counts[j] = 0
+        j += 1
+    return best
