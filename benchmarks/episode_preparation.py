@@ -12,6 +12,14 @@ Two measurements per regime, each a ratio against a named reference measured in 
   side keeps one memo across its slices, as a vector env keeps one across episodes, and each
   slice reads episodes it has not read before (the same ones on both sides).
 
+And, for the paper's regimes, a third:
+
+* ``from draws``: an episode made ready to play in the vector env from its random draws alone
+  (``paper_episodes.compile_drawn``, its arrays and reward function, then its U*(B) at 10 KB),
+  against the literal path: ``generate_episode``, ``describe_episode``, the reward function
+  started, ``compile_episode`` and ``RewardFunction.oracle_utility`` (a fresh memo per slice).
+  Both give the same arrays up to the names of ids (``tests/envs/test_paper_episodes.py``).
+
     python benchmarks/episode_preparation.py [--episodes 300] [--rounds 5] [--regimes breaking ...]
 """
 
@@ -25,9 +33,15 @@ from contextlib import contextmanager, nullcontext
 import numpy as np
 
 from wpb_gym.envs.fast.contents import ContentMemo
-from wpb_gym.envs.fast.episode_arrays import describe_episode
+from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
+from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
+from wpb_gym.envs.fast.paper_episodes import compile_drawn, drawn_oracle
+from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.episodes.generators import contracts, paper
-from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
+from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
+from wpb_gym.episodes.sources import EpisodeRecipe
+
+BUDGET = 10_240
 
 
 def literal_text(rng: np.random.Generator, n_bytes: int) -> str:
@@ -79,6 +93,32 @@ def reader(slices: list[list[object]], memo: ContentMemo) -> Callable[[int], Non
     return read
 
 
+def from_draws(config: paper.GeneratorConfig, n: int) -> Callable[[int], None]:
+    reward_fn = RewardFunction({"f1": 1.0}, False)
+
+    def prepare(r: int) -> None:
+        for index in range(r * n, (r + 1) * n):
+            _, labels = compile_drawn(EpisodeRecipe(config, 2, index), "unprivileged", reward_fn, BUDGET)
+            drawn_oracle(labels, BUDGET)
+
+    return prepare
+
+
+def made(config: paper.GeneratorConfig, n: int) -> Callable[[int], None]:
+    reward_fn = RewardFunction({"f1": 1.0}, False)
+
+    def prepare(r: int) -> None:
+        memo = ContentMemo()
+        for index in range(r * n, (r + 1) * n):
+            episode = generate_episode(config, 2, index)
+            columns = describe_episode(episode, "unprivileged", memo)
+            reward_fn.start(episode, columns.costs, BUDGET)
+            compile_episode(columns, reward_fn, memo)
+            reward_fn.oracle_utility()
+
+    return prepare
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--episodes", type=int, default=300, help="episodes per slice")
@@ -97,6 +137,16 @@ def main() -> None:
         per = 1e6 / (n * rounds)
         print(f"{regime:<18} {g['ours'] * per:>9,.0f}us {g['literal'] * per:>7,.0f}us {g['literal'] / g['ours']:>8.2f}x"
               f"   {d['ours'] * per:>9,.0f}us {d['literal'] * per:>7,.0f}us {d['literal'] / d['ours']:>8.2f}x")
+    drawn = [regime for regime in args.regimes if regime in PAPER_REGIMES]
+    if drawn:
+        print("\nReady to play in the vector env (arrays, reward function, U*(B) at 10 KB), microseconds per episode")
+        print(f"{'regime':<18} {'from draws':>11} {'made, read, compiled':>21} {'speed-up':>9}")
+    for regime in drawn:
+        config = make_config(regime)
+        from_draws(config, 1)(10**6)  # numba loads (or compiles) the compiled functions outside the timing
+        t = alternate({"draws": from_draws(config, n), "made": made(config, n)}, rounds)
+        per = 1e6 / (n * rounds)
+        print(f"{regime:<18} {t['draws'] * per:>9,.0f}us {t['made'] * per:>19,.0f}us {t['made'] / t['draws']:>8.2f}x")
 
 
 if __name__ == "__main__":

@@ -23,8 +23,6 @@ from typing import Any
 
 import numpy as np
 from numba import njit
-from numba import types as nbtypes
-from numba.typed import Dict
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
@@ -77,20 +75,23 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
     costs = _text_lengths(endpoint, version, deprecated, param_start, param_numbers)[content_of]
     costs += _metadata_lengths(c.regime, priorities, T) + (HEADER_BYTES + INDEX_BYTES)
+    n = len(endpoint)
+    # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
+    # and a memory with as many families as contents.
+    if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + len(param_numbers) >= _MAX_STATIC
+            or sum(L.state_sizes(T, n, n)) >= _MAX_STATIC):
+        return None
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
     reward_fn.start_labels(T, critical_steps, utility, costs, budget)
     static = _static(content_of, critical, costs, endpoint, version, deprecated, param_start, param_numbers,
                      c.max_params + c.length + 1)
-    if static is None or len(static) >= _MAX_STATIC:
-        return None
-    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), int(static[L.H_APIS]))
+    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
     static[L.H_STATE:L.H_STATE + L.N_STATE] = np.cumsum([0, *sizes[:-1]])
-    if sum(sizes) >= _MAX_STATIC:
-        return None
     oracle_prefix = reward_fn._oracle_prefix
     float_parts = [
         utility,
+        # As the table reads a priority: clipped to [0, 1], with -0.0 read as 0.0.
         np.zeros(T) if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0),
         deprecated[content_of].astype(np.float64),
         np.zeros(T),
@@ -170,9 +171,11 @@ def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redu
             n = lengths[i]
             if position + n > param_numbers.shape[0]:
                 grown = np.empty(2 * (position + n), dtype=np.int32)
-                grown[:position] = param_numbers[:position]
+                for j in range(position):
+                    grown[j] = param_numbers[j]
                 param_numbers = grown
-            param_numbers[position:position + n] = params[i, :n]
+            for j in range(n):
+                param_numbers[position + j] = params[i, j]
             position += n
             param_start[n_contents] = position
         if drift:
@@ -211,26 +214,36 @@ def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
 
 
 @njit(cache=True)
-def _list_hash(numbers):
-    """A hash of the numbers alone: endpoints that start alike share it, and ``_first_equal`` tells them apart."""
-    h = np.int64(numbers.shape[0])
-    for x in numbers:
-        h = h * 1000003 + x
-    return h
-
-
-@njit(cache=True)
-def _first_equal(firsts, chain, start, numbers, endpoint, c, key):
-    """The first earlier content of content ``c``'s endpoint whose numbers (sorted, or as
-    listed) equal ``c``'s (-1: none), along the chain of first contents that share ``key``."""
-    a0, a1 = start[c], start[c + 1]
-    other = firsts[key] if key in firsts else -1
-    while other >= 0:
-        b0, b1 = start[other], start[other + 1]
-        if endpoint[other] == endpoint[c] and b1 - b0 == a1 - a0 and np.all(numbers[b0:b1] == numbers[a0:a1]):
-            return other
-        other = chain[other]
-    return -1
+def _first_parameter_sets(endpoint, param_start, param_numbers):
+    """For each content, the first content of its endpoint with the same parameter list (itself
+    if none is earlier), through an open-addressing table keyed by a hash of the numbers alone
+    (endpoints that start alike share it, and are told apart when compared). A list is always in
+    ascending order of its numbers (the next number is appended, removals keep the order), so
+    equal lists are equal sets."""
+    n = endpoint.shape[0]
+    size = 1
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, dtype=np.int64)
+    first = np.empty(n, dtype=np.int64)
+    for c in range(n):
+        a0, a1 = param_start[c], param_start[c + 1]
+        h = np.int64(a1 - a0)
+        for j in range(a0, a1):
+            h = h * 1000003 + param_numbers[j]
+        slot = h & (size - 1)
+        first[c] = c
+        while table[slot] >= 0:
+            other = table[slot]
+            b0, b1 = param_start[other], param_start[other + 1]
+            if endpoint[other] == endpoint[c] and b1 - b0 == a1 - a0 and np.all(
+                    param_numbers[b0:b1] == param_numbers[a0:a1]):
+                first[c] = other
+                break
+            slot = (slot + 1) & (size - 1)
+        if first[c] == c:
+            table[slot] = c
+    return first
 
 
 @njit(cache=True)
@@ -247,57 +260,39 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
         if family_of_endpoint[endpoint[c]] < 0:
             family_of_endpoint[endpoint[c]] = n_families
             n_families += 1
-    # Parameter sets (sorted numbers) and lists (in order): equal ones share an id, numbered as first shown.
-    sorted_numbers = param_numbers.copy()
-    for c in range(n):
-        sorted_numbers[param_start[c]:param_start[c + 1]] = np.sort(param_numbers[param_start[c]:param_start[c + 1]])
+    # Parameter sets (and lists, the same: see _first_parameter_sets): equal ones share an id,
+    # numbered as first shown.
+    first_set = _first_parameter_sets(endpoint, param_start, param_numbers)
     mask_of = np.empty(n, dtype=np.int64)
-    list_of = np.empty(n, dtype=np.int64)
-    set_first = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
-    list_first = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
-    set_chain = np.full(n, -1, dtype=np.int64)
-    list_chain = np.full(n, -1, dtype=np.int64)
     mask_rep = np.empty(n, dtype=np.int64)  # a mask id's first content
     n_masks = 0
     mask_bits = 0
     for c in range(n):
-        a0, a1 = param_start[c], param_start[c + 1]
-        key = _list_hash(sorted_numbers[a0:a1])
-        same = _first_equal(set_first, set_chain, param_start, sorted_numbers, endpoint, c, key)
-        if same < 0:
-            set_chain[c] = set_first[key] if key in set_first else -1
-            set_first[key] = c
+        if first_set[c] == c:
             mask_of[c] = n_masks
             mask_rep[n_masks] = c
             n_masks += 1
-            mask_bits += a1 - a0
+            mask_bits += param_start[c + 1] - param_start[c]
         else:
-            mask_of[c] = mask_of[same]
-        key = _list_hash(param_numbers[a0:a1])
-        same = _first_equal(list_first, list_chain, param_start, param_numbers, endpoint, c, key)
-        if same < 0:
-            list_chain[c] = list_first[key] if key in list_first else -1
-            list_first[key] = c
-            list_of[c] = c
-        else:
-            list_of[c] = list_of[same]
+            mask_of[c] = mask_of[first_set[c]]
     # Contracts: (parameter set, no required list, deprecated, not removed), numbered as first shown.
     contract_of = np.empty(n, dtype=np.int64)
-    contract_ids = Dict.empty(key_type=nbtypes.int64, value_type=nbtypes.int64)
+    contract_ids = np.full(2 * n_masks, -1, dtype=np.int64)
+    n_contracts = 0
     for c in range(n):
         key = 2 * mask_of[c] + (1 if deprecated[c] else 0)
-        if key in contract_ids:
-            found = contract_ids[key]
-        else:
-            found = len(contract_ids)
-            contract_ids[key] = found
-        contract_of[c] = found
+        if contract_ids[key] < 0:
+            contract_ids[key] = n_contracts
+            n_contracts += 1
+        contract_of[c] = contract_ids[key]
     # Version ranks among the episode's distinct versions.
     top = version.max()
-    rank = np.zeros(top + 2, dtype=np.int64)
+    present = np.zeros(top + 1, dtype=np.bool_)
     for c in range(n):
-        rank[version[c] + 1] = 1
-    rank = np.cumsum(rank)
+        present[version[c]] = True
+    rank = np.zeros(top + 1, dtype=np.int64)  # how many distinct versions are lower
+    for v in range(1, top + 1):
+        rank[v] = rank[v - 1] + present[v - 1]
     # Value ids: ints by value (deprecated 0 / 1, versions), then the api strings, parameter lists and None.
     api_base = top + 1
     list_base = api_base + n
@@ -314,8 +309,6 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
     sizes[L.MASK_OFFSETS] = n_masks + 1
     sizes[L.MASK_BITS] = mask_bits
     total = L.HEADER_SIZE + sizes.sum()
-    if total >= _MAX_STATIC:
-        return None
     static = np.zeros(total, dtype=np.int32)
     static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS], static[L.H_NONE_VALUE] = T, n_families, n, none_value
     at = np.empty(L.N_STATIC, dtype=np.int64)
@@ -325,7 +318,7 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
         position += sizes[name]
 
     last_of_family = np.full(n_families, -1, dtype=np.int64)
-    first_of_contract = np.full(len(contract_ids), -1, dtype=np.int64)
+    first_of_contract = np.full(n_contracts, -1, dtype=np.int64)
     for t in range(T):
         c = content_of[t]
         family = family_of_endpoint[endpoint[c]]
@@ -365,7 +358,7 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
         for k in range(4):
             static[f + k] = k
         static[v], static[v + 1], static[v + 2], static[v + 3] = (
-            api_base + c, 1 if deprecated[c] else 0, list_base + list_of[c], version[c])
+            api_base + c, 1 if deprecated[c] else 0, list_base + first_set[c], version[c])
         static[g] = 7 + 17 + _digits(version[c]) + i_digits
         static[g + 1] = 14 + (4 if deprecated[c] else 5)
         static[g + 2] = 10 + names + 2 * (param_start[c + 1] - param_start[c])
@@ -375,7 +368,7 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
     for m in range(n_masks):
         c = mask_rep[m]
         for j in range(param_start[c], param_start[c + 1]):
-            static[bits] = endpoint[c] * stride + sorted_numbers[j]
+            static[bits] = endpoint[c] * stride + param_numbers[j]
             bits += 1
         static[at[L.MASK_OFFSETS] + m + 1] = bits - at[L.MASK_BITS]
     return static
@@ -401,41 +394,61 @@ def _class_optimum(units, costs, budget, max_combinations):
     ``oracle._enumerated_optimum``'s search: steps of equal units are interchangeable but for
     their cost, so some optimal set takes the cheapest steps of each class; every count of each
     class but the most numerous is tried, and that one's most steps that fit are added."""
-    useful = (units > 0) & (costs <= budget)
-    if not useful.any():
-        return 0
-    units, costs = units[useful], costs[useful]
-    if costs.sum() <= budget:
-        return units.sum()
-    classes = np.unique(units)
-    m = classes.shape[0]
-    sizes = np.zeros(m, dtype=np.int64)
-    for j in range(m):
-        sizes[j] = (units == classes[j]).sum()
-    last = np.argmax(sizes)
-    # Per class, the prefix sums of its sorted costs (0 first), end to end.
+    # The useful steps (worth something, fitting alone) by class, in ascending units.
+    top, weight, value = 0, 0, 0
+    for t in range(units.shape[0]):
+        if units[t] > 0 and costs[t] <= budget:
+            top = max(top, units[t])
+            weight += costs[t]
+            value += units[t]
+    if weight <= budget:
+        return value
+    seen = np.zeros(top + 1, dtype=np.int64)
+    for t in range(units.shape[0]):
+        if units[t] > 0 and costs[t] <= budget:
+            seen[units[t]] += 1
+    m = 0
+    for k in range(top + 1):
+        m += seen[k] > 0
+    classes = np.empty(m, dtype=np.int64)
+    sizes = np.empty(m, dtype=np.int64)
+    m, last = 0, 0
+    for k in range(top + 1):
+        if seen[k]:
+            classes[m], sizes[m] = k, seen[k]
+            if seen[k] > sizes[last]:
+                last = m
+            seen[k] = m  # from here on: the class's position
+            m += 1
+    # Per class, the prefix sums of its steps' costs, cheapest first (0 first), end to end.
     starts = np.zeros(m + 1, dtype=np.int64)
     for j in range(m):
         starts[j + 1] = starts[j] + sizes[j] + 1
     prefix = np.zeros(starts[m], dtype=np.int64)
+    filled = starts[:m] + 1
+    for t in range(units.shape[0]):
+        if units[t] > 0 and costs[t] <= budget:
+            j = seen[units[t]]
+            prefix[filled[j]] = costs[t]
+            filled[j] += 1
     fits = np.zeros(m, dtype=np.int64)
     combinations = 1
     for j in range(m):
-        own = np.sort(costs[units == classes[j]])
+        own = prefix[starts[j] + 1:starts[j + 1]]
+        own.sort()
         total = 0
         for n in range(own.shape[0]):
             total += own[n]
-            prefix[starts[j] + n + 1] = total
+            own[n] = total
             if total <= budget:
                 fits[j] = n + 1
         if j != last:
             combinations *= fits[j] + 1
             if combinations > max_combinations:
                 return -1
-    last_prefix = prefix[starts[last] + 1:starts[last + 1]]
     counts = np.zeros(m, dtype=np.int64)
     weight, value = 0, 0
-    best = classes[last] * np.searchsorted(last_prefix, budget, side="right")
+    best = classes[last] * _most_that_fit(prefix, starts[last], fits[last], budget)
     j = 0
     while j < m:
         if j == last:
@@ -446,7 +459,7 @@ def _class_optimum(units, costs, budget, max_combinations):
             weight += prefix[starts[j] + counts[j]] - prefix[starts[j] + counts[j] - 1]
             value += classes[j]
             if weight <= budget:
-                more = np.searchsorted(last_prefix, budget - weight, side="right")
+                more = _most_that_fit(prefix, starts[last], fits[last], budget - weight)
                 best = max(best, value + classes[last] * more)
                 j = 0
                 continue
@@ -455,3 +468,17 @@ def _class_optimum(units, costs, budget, max_combinations):
         counts[j] = 0
         j += 1
     return best
+
+
+@njit(cache=True)
+def _most_that_fit(prefix, start, most, room):
+    """How many of a class's cheapest steps fit in ``room``: the largest n <= ``most`` with
+    ``prefix[start + n] <= room`` (its prefix sums rise), by bisection."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if prefix[start + middle] <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return low
