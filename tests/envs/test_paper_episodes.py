@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_vector_env import play_both
 
+from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.fast import layout as L
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
@@ -20,7 +21,7 @@ from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_c
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes import sources
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, make_config
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
 from wpb_gym.episodes.sources import EpisodeRecipe
 from wpb_gym.scoring.oracle import oracle_utility
 
@@ -77,18 +78,22 @@ def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense:
 
 @st.composite
 def _recipes(draw) -> EpisodeRecipe:
-    low = draw(st.integers(1, 7))
+    low = draw(st.integers(1, 9))
+    interval = draw(st.integers(1, 60))
     options = {
         "length": draw(st.integers(1, 300)),
-        "api_pool": draw(st.integers(1, 12)),
+        "api_pool": draw(st.one_of(st.integers(1, 12), st.integers(13, 400))),
         "min_params": low,
-        "max_params": draw(st.integers(low, 9)),
+        "max_params": draw(st.integers(low, 12)),
         "drift_prob": draw(st.sampled_from([0.0, 0.08, 0.5, 1.0])),
+        "burst_drift_prob": draw(st.sampled_from([0.0, 0.6, 1.0])),
+        "redundancy_prob": draw(st.sampled_from([0.0, 0.7, 1.0])),
         "remove_param_prob": draw(st.sampled_from([0.0, 0.5, 0.9, 1.0])),
         "deprecate_prob": draw(st.sampled_from([0.0, 0.3, 1.0])),
         "priority_noise": draw(st.sampled_from([0.0, 0.3])),
-        "priority_correlation": draw(st.sampled_from([1.0, 0.5])),
-        "burst_len": draw(st.integers(0, 8)),
+        "priority_correlation": draw(st.sampled_from([1.0, 0.5, 0.0])),
+        "burst_interval": interval,
+        "burst_len": draw(st.integers(0, interval)),
     }
     config = make_config(draw(st.sampled_from(PAPER_REGIMES)), **options)
     return EpisodeRecipe(config, draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 10**6)))
@@ -107,6 +112,21 @@ def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, t
 def test_long_episodes_played_from_their_draws_compile_as_the_episodes_made(regime):
     recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
     assert_drawn_as_made(recipe, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 1_048_576)
+
+
+# What compile_drawn reads of a generator config, and why it may leave the rest: a field added
+# to GeneratorConfig must be placed in one of the two, after checking what the generator does with it.
+_READ = {"regime", "length", "api_pool", "min_params", "max_params", "drift_prob", "bursts", "burst_interval",
+         "burst_len", "burst_drift_prob", "redundancy", "redundancy_prob", "remove_param_prob", "deprecate_prob",
+         "priority_noise", "priority_correlation", "change_model", "doc_prob", "migration_guides"}
+_UNUSED_WITHOUT_TEXT_OR_CONTRACTS = {  # text sizes (doc_prob 0, no guides) and the contract model's knobs
+    "doc_min_bytes", "doc_max_bytes", "doc_utility", "guide_min_bytes", "guide_max_bytes", "breaking_prob",
+    "renames", "revert_prob", "revert_window", "initially_deprecated", "warmup"}
+
+
+def test_every_generator_setting_is_read_or_unused_by_episodes_played_from_draws():
+    fields = set(GeneratorConfig.__dataclass_fields__)
+    assert fields == _READ | _UNUSED_WITHOUT_TEXT_OR_CONTRACTS and not _READ & _UNUSED_WITHOUT_TEXT_OR_CONTRACTS
 
 
 @pytest.mark.parametrize("config", [
@@ -138,13 +158,34 @@ def test_the_vector_env_never_makes_the_episodes_it_plays_from_draws(monkeypatch
     assert single.episode_index == made[0][2]
 
 
+@pytest.fixture
+def made(monkeypatch) -> list:
+    """The recipes the vector env made into episodes (the single envs make theirs without one)."""
+    recipes: list = []
+    make = EpisodeRecipe.make
+    monkeypatch.setattr(EpisodeRecipe, "make", lambda recipe: recipes.append(recipe) or make(recipe))
+    return recipes
+
+
 @pytest.mark.parametrize("regime", PAPER_REGIMES)
 @pytest.mark.parametrize("mode", ["box", "dict"])
-def test_every_paper_regime_played_from_draws_steps_as_the_single_envs(regime, mode):
+def test_every_paper_regime_played_from_draws_steps_as_the_single_envs(regime, mode, made):
     options = {"priority_noise": 0.2, "priority_correlation": 0.5, "drift_prob": 0.4, "remove_param_prob": 0.7}
     assert play_both(3, 160, seed=11, regime=regime, track="privileged", length=30, api_pool=3,
                      observation_mode=mode, dense_reward=True, reward={"f1": 0.5, "neg_regret": 0.5},
                      **options) >= 6
+    assert made == []
+
+
+@pytest.mark.parametrize(("regime", "track", "reward", "dense"), [
+    ("burst_redundancy", "privileged", {"f1": 0.5, "neg_regret": 0.5}, True),
+    ("default", "unprivileged", "f1", False),  # U*(B) from the scoring oracle: too many combinations
+])
+def test_a_long_paper_episode_played_from_draws_steps_as_the_single_envs(regime, track, reward, dense, made):
+    kwargs = {"regime": regime, "track": track, "reward": reward, "dense_reward": dense, "length": 10_000,
+              "budget_bytes": 1 << 20}
+    assert play_both(2, 11_000, seed=4, invalid_share=0.01, expire_share=0.05, **kwargs) >= 2
+    assert made == []
 
 
 @settings(max_examples=300, deadline=None)
@@ -153,12 +194,40 @@ def test_every_paper_regime_played_from_draws_steps_as_the_single_envs(regime, m
 def test_the_oracle_of_drawn_episodes_is_the_scoring_oracle(steps, budget):
     costs = np.array([c for c, _ in steps], dtype=np.int64)
     utilities = np.array([u for _, u in steps], dtype=np.float64)
-    labels = DrawnLabels(len(steps), (), utilities, costs)
+    labels = DrawnLabels((), utilities, costs)
     assert drawn_oracle(labels, budget) == oracle_utility(costs, utilities, budget)
 
 
 def test_the_oracle_of_drawn_episodes_leaves_too_many_combinations_to_the_scoring_oracle():
     costs = np.arange(1, 601, dtype=np.int64)
     utilities = np.tile([0.5, 1.0, 5.0, 6.0], 150)
-    assert drawn_oracle(DrawnLabels(600, (), utilities, costs), 10**6) == utilities.sum()  # all fit
-    assert drawn_oracle(DrawnLabels(600, (), utilities, costs), 40_000) is None
+    assert drawn_oracle(DrawnLabels((), utilities, costs), 10**6) == utilities.sum()  # all fit
+    assert drawn_oracle(DrawnLabels((), utilities, costs), 40_000) is None
+
+
+def test_a_reset_whose_episode_fails_to_compile_starts_the_others_and_leaves_it_to_reset(monkeypatch):
+    """A failure while the core compiles one sub-env's episode (say, out of memory) is raised once
+    the others are started; that sub-env is not left on its old arrays but reset by the next step."""
+    import wpb_gym.envs.fast.core as core
+
+    vector = WritePolicyBenchVectorEnv(3, length=20)
+    vector.reset(seed=0)
+    vector.step(np.ones(3, dtype=int))
+    calls = []
+    compile_first = core.compile_drawn
+
+    def fail_second(*args):
+        calls.append(args)
+        if len(calls) == 2:
+            raise MemoryError("no room for sub-env 1's episode")
+        return compile_first(*args)
+
+    monkeypatch.setattr(core, "compile_drawn", fail_second)
+    with pytest.raises(MemoryError):
+        vector.reset(seed=5)
+    assert vector._core.compiled.tolist() == [True, False, True] and vector._core.unstarted == [1]
+    for i in (0, 2):  # started on their new episodes
+        first_obs, _ = WritePolicyBenchEnv(length=20).reset(seed=5 + i)
+        assert vector._core.t()[i] == 0 and np.array_equal(vector._core.observations[i], first_obs)
+    _, _, _, _, info = vector.step(np.ones(3, dtype=int))  # sub-env 1 is reset, its action ignored
+    assert vector._core.compiled.all() and info["t"].tolist() == [1, 0, 1]

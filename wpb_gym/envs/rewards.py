@@ -161,6 +161,11 @@ class RewardFunction:
         else:
             self._oracle_value = oracle_utility(self._costs, self._utility_array, self._budget)
 
+    @property
+    def known_oracle(self) -> float | None:
+        """U*(B) of the episode if it has been computed (None: not yet)."""
+        return self._oracle_value
+
     def oracle_utility(self) -> float:
         """U*(B) of the episode at its budget (computed once per episode)."""
         if self._oracle_value is None:

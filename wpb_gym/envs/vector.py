@@ -242,7 +242,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                         options: dict[str, Any] | None = None) -> None:
         """Reset these sub-envs: each single env chooses its episode (seeding, options, sampler)
         and, where the compiled core will play it, leaves starting it to the core. The sub-envs
-        reset before one that fails are started all the same."""
+        reset before one that fails are started all the same; a sub-env whose episode the core
+        failed to make or read is left needing a reset (the next step's in ``NextStep`` mode)."""
         core, done = self._core, []
         try:
             for i in indices:
@@ -255,7 +256,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                 self._autoreset[i] = False
                 done.append(i)
         finally:
-            self._start(done)
+            try:
+                self._start(done)
+            finally:
+                self._autoreset[core.unstarted] = True
 
     def _start(self, indices: list[int]) -> None:
         """The sub-envs ``indices`` were just reset: hand their episodes to the compiled core."""

@@ -3,9 +3,11 @@
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
-reads it as the single env's table would (``episode_arrays.describe_episode``), compiles and
-steps it. The single env starts the episode, and replays the actions the kernel took through
-its own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
+compiles it from its random draws when it is a generated episode of the paper's regimes
+(``paper_episodes``: the episode is not made), else reads it as the single env's table would
+(``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
+the episode (made then if it was not), and replays the actions the kernel took through its
+own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class CompiledCore:
         # shared with the kept entry; None: the episode is not kept). Held here as well, not
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
+        self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
         # Per sub-env, what its episode is scored on when the core played it from its draws
         # (``paper_episodes``), without making it; None: the episode itself.
         self.labels: list[DrawnLabels | None] = [None] * n
@@ -117,24 +120,33 @@ class CompiledCore:
     def start(self, indices: Sequence[int], envs: Sequence[Any]) -> None:
         """The sub-envs ``indices`` were just reset: those whose episode was chosen but not started
         (``pending``) are compiled and observed; an episode the core cannot play, and a
-        sub-env that was reset in full, is played by its single env."""
+        sub-env that was reset in full, is played by its single env. Making or reading an
+        episode may fail (say, out of memory): the other sub-envs are started all the same, the
+        first error is raised after, and the sub-envs that failed are listed in ``unstarted``
+        (played by their single env, which has no episode started: reset them again)."""
         ready, budgets = [], []
+        self.unstarted, error = [], None
         for i in indices:
             env = envs[i]
+            self.compiled[i] = False  # until its new episode is compiled
             self.penalties[i] = env.invalid_action_penalty
             self.synced[i] = 0
             chosen = self.pending[i]
             arrays = None
-            self.labels[i] = None
-            if chosen is not None:
-                episode, budget = chosen
-                if budget < _EXACT_INTS:
-                    arrays = self._arrays(i, env, episode, budget)
-                if arrays is None:  # the single env plays it: start it now
-                    env._start(self._made(i), budget)
-                    self.pending[i] = None
+            try:
+                if chosen is not None:
+                    episode, budget = chosen
+                    if budget < _EXACT_INTS:
+                        arrays = self._arrays(i, env, episode, budget)
+                    if arrays is None:  # the single env plays it: start it now
+                        env._start(self._made(i), budget)
+                        self.pending[i] = None
+            except Exception as failure:
+                self.pending[i] = None
+                self.unstarted.append(i)
+                error = error or failure
+                continue
             if arrays is None:
-                self.compiled[i] = False
                 self.copy_from(i, env)
                 continue
             self.compiled[i] = True
@@ -146,6 +158,8 @@ class CompiledCore:
             kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
                                self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
                                self.K, self.cap, self.oldest, self.privileged)
+        if error is not None:
+            raise error
 
     def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
         """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
@@ -153,6 +167,7 @@ class CompiledCore:
         (read-only to the kernel) are kept and shared, and only its memory is made afresh; its
         U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
+        self.labels[i] = self.oracles[i] = None
         if isinstance(episode, EpisodeRecipe):
             if drawn_compilable(episode):
                 drawn = compile_drawn(episode, env.track, reward_fn, budget)
@@ -162,7 +177,6 @@ class CompiledCore:
             episode = self._made(i)
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
-        self.oracles[i] = None
         if kept is not None and kept[0] is episode:
             _, static, floats, costs, state_size, oracle = kept
             self.oracles[i] = oracle
@@ -211,9 +225,13 @@ class CompiledCore:
             scored = env.episode if self.pending[i] is None else self.pending[i][0]
         known = self.oracles[i]
         if known is None or known[0] is None:
-            oracle = None if self.labels[i] is None else drawn_oracle(self.labels[i], int(row[S_BUDGET]))
+            reward_fn = self.reward_fns[i]
+            # A dense reward's oracle has U*(B) already; else a drawn episode's is tried first.
+            oracle = reward_fn.known_oracle
+            if oracle is None and self.labels[i] is not None:
+                oracle = drawn_oracle(self.labels[i], int(row[S_BUDGET]))
             if oracle is None:
-                oracle = self.reward_fns[i].oracle_utility()
+                oracle = reward_fn.oracle_utility()
             if known is not None:
                 known[0] = oracle  # an episode that comes back at this budget has this U*(B)
         else:

@@ -226,20 +226,28 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
     if position >= 2**31 or state_position >= 2**31:
         return None
     static = np.concatenate([header.astype(np.int32), *arrays]) if arrays else header.astype(np.int32)
-    oracle_prefix = reward_fn._oracle_prefix
-    float_parts = [
-        np.asarray(reward_fn._utilities, dtype=np.float64),
-        np.zeros(T) if ep.priorities is None else np.asarray(ep.priorities, dtype=np.float64),
-        ep.deprecated,
-        ep.removed,
-        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
-    ]
-    float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
-    position = len(float_header)
-    for name, part in enumerate(float_parts):
-        float_header[name] = position
-        position += len(part)
-    float_header[L.N_FLOATS] = np.nan if reward_fn._oracle_value is None else reward_fn._oracle_value
-    floats = np.concatenate([float_header, *float_parts])
+    floats = float_array(np.asarray(reward_fn._utilities, dtype=np.float64),
+                         None if ep.priorities is None else np.asarray(ep.priorities, dtype=np.float64),
+                         ep.deprecated, ep.removed, reward_fn)
     state = np.zeros(state_position, dtype=np.int32)
     return static, floats, state
+
+
+def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated: np.ndarray, removed: np.ndarray,
+                reward_fn: Any) -> np.ndarray:
+    """An episode's ``floats``: the sections' offsets and U*(B) (NaN: not computed yet), then per
+    step its utility, priority (0 off the privileged track), deprecated and removed flags, and
+    the reward function's prefix oracle (dense ``neg_regret`` only)."""
+    T = len(utilities)
+    oracle_prefix = reward_fn._oracle_prefix
+    parts = [
+        utilities,
+        np.zeros(T) if priorities is None else priorities,
+        deprecated,
+        removed,
+        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
+    ]
+    header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
+    header[:L.N_FLOATS] = len(header) + np.cumsum([0, *map(len, parts[:-1])])
+    header[L.N_FLOATS] = np.nan if reward_fn.known_oracle is None else reward_fn.known_oracle
+    return np.concatenate([header, *parts])

@@ -30,6 +30,7 @@ from ...episodes.generators.paper import episode_priorities, structure_draws
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
+from .episode_arrays import float_array
 
 # A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
 # played from the made episode.
@@ -49,17 +50,16 @@ class DrawnLabels:
     """What a drawn episode is scored on (``metrics.metrics_of_labels``): its length, critical
     steps, per-step utilities and number of drift events; and its WRITE costs, for U*(B)."""
 
-    __slots__ = ("length", "critical_steps", "utilities", "total_drift_events", "costs")
+    __slots__ = ("critical_steps", "utilities", "total_drift_events", "costs")
 
-    def __init__(self, length: int, critical_steps: tuple[int, ...], utilities: np.ndarray, costs: np.ndarray) -> None:
-        self.length = length
+    def __init__(self, critical_steps: tuple[int, ...], utilities: np.ndarray, costs: np.ndarray) -> None:
         self.critical_steps = critical_steps
         self.utilities = utilities
         self.total_drift_events = len(critical_steps)
         self.costs = costs
 
     def __len__(self) -> int:
-        return self.length
+        return len(self.utilities)
 
 
 def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int):
@@ -88,20 +88,10 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
                      c.max_params + c.length + 1)
     sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
     static[L.H_STATE:L.H_STATE + L.N_STATE] = np.cumsum([0, *sizes[:-1]])
-    oracle_prefix = reward_fn._oracle_prefix
-    float_parts = [
-        utility,
-        # As the table reads a priority: clipped to [0, 1], with -0.0 read as 0.0.
-        np.zeros(T) if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0),
-        deprecated[content_of].astype(np.float64),
-        np.zeros(T),
-        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
-    ]
-    float_header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
-    float_header[:L.N_FLOATS] = len(float_header) + np.cumsum([0, *map(len, float_parts[:-1])])
-    float_header[L.N_FLOATS] = np.nan if reward_fn._oracle_value is None else reward_fn._oracle_value
-    floats = np.concatenate([float_header, *float_parts])
-    return (static, floats, np.zeros(sum(sizes), dtype=np.int32)), DrawnLabels(T, critical_steps, utility, costs)
+    # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
+    clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
+    floats = float_array(utility, clipped, deprecated[content_of].astype(np.float64), np.zeros(T), reward_fn)
+    return (static, floats, np.zeros(sum(sizes), dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
 def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray | int:
@@ -318,6 +308,8 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
         position += sizes[name]
 
     last_of_family = np.full(n_families, -1, dtype=np.int64)
+    # The literal path asks whether an earlier step of the family showed the contract; a
+    # contract's parameter names carry its endpoint, so its first step anywhere is that step.
     first_of_contract = np.full(n_contracts, -1, dtype=np.int64)
     for t in range(T):
         c = content_of[t]
