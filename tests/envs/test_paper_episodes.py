@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gymnasium.vector import SyncVectorEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_vector_env import play_both
@@ -175,6 +176,16 @@ def test_every_paper_regime_played_from_draws_steps_as_the_single_envs(regime, m
                      observation_mode=mode, dense_reward=True, reward={"f1": 0.5, "neg_regret": 0.5},
                      **options) >= 6
     assert made == []
+
+
+def test_dict_observations_keep_the_order_of_gymnasiums_vector_envs():
+    kwargs = {"length": 5, "observation_mode": "dict"}
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
+    got, want = vector.reset(seed=0)[0], sync.reset(seed=0)[0]
+    assert list(got) == list(want) == list(vector.single_observation_space.spaces)
+    got, want = vector.step(np.ones(2, dtype=int))[0], sync.step(np.ones(2, dtype=int))[0]
+    assert list(got) == list(want)
 
 
 @pytest.mark.parametrize(("regime", "track", "reward", "dense"), [

@@ -317,16 +317,18 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return (flat if not self._dict_mode else self._split(flat, masks)), infos
 
     def _split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
-        """``"dict"`` observations from the flat rows (the mask as int8, as the single env's)."""
+        """``"dict"`` observations from the flat rows (the mask as int8, as the single env's), keys
+        in the observation space's order, as Gymnasium's vector envs give them."""
         layout = self._layout
         step_end = layout.n_step
         memory_end = step_end + layout.n_memory
-        return {
-            "step": flat[..., :step_end].copy(),
-            "memory": flat[..., step_end:memory_end].copy(),
-            "slots": flat[..., memory_end:].copy(),
-            "action_mask": masks.view(np.int8).copy(),
+        parts = {
+            "step": flat[..., :step_end],
+            "memory": flat[..., step_end:memory_end],
+            "slots": flat[..., memory_end:],
+            "action_mask": masks.view(np.int8),
         }
+        return {key: parts[key].copy() for key in self.single_observation_space.spaces}
 
     # ------------------------------------------------------------------ reading
     def action_masks(self) -> np.ndarray:
