@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_vector_env import play_both
 
@@ -202,6 +202,7 @@ def test_a_long_paper_episode_played_from_draws_steps_as_the_single_envs(regime,
 @settings(max_examples=300, deadline=None)
 @given(steps=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([0.0, 0.5, 1.0, 5.0, 6.0])), max_size=60),
        budget=st.integers(0, 6000))
+@example(steps=[(10, 0.5), (10, 0.5), (10, 0.5), (5, 1.0), (30, 1.0)], budget=35)  # the last class fits exactly
 def test_the_oracle_of_drawn_episodes_is_the_scoring_oracle(steps, budget):
     costs = np.array([c for c, _ in steps], dtype=np.int64)
     utilities = np.array([u for _, u in steps], dtype=np.float64)

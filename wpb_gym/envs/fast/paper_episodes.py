@@ -438,27 +438,49 @@ def _class_optimum(units, costs, budget, max_combinations):
             combinations *= fits[j] + 1
             if combinations > max_combinations:
                 return -1
+    # The counts of the classes but the last and one more ("inner") as an odometer; for each,
+    # the inner class's counts in one sweep: as they rise, the last class's most that fit falls.
+    inner = 1 if last == 0 else 0
     counts = np.zeros(m, dtype=np.int64)
-    weight, value = 0, 0
-    best = classes[last] * _most_that_fit(prefix, starts[last], fits[last], budget)
-    j = 0
-    while j < m:
-        if j == last:
-            j += 1
-            continue
-        if counts[j] < fits[j]:  # one more of class j; the classes below it start again from none
-            counts[j] += 1
-            weight += prefix[starts[j] + counts[j]] - prefix[starts[j] + counts[j] - 1]
-            value += classes[j]
-            if weight <= budget:
-                more = _most_that_fit(prefix, starts[last], fits[last], budget - weight)
-                best = max(best, value + classes[last] * more)
-                j = 0
+    weight, value, best = 0, 0, 0
+    while True:
+        best = max(best, _sweep(prefix, starts, fits, classes, inner, last, weight, value, budget))
+        j = 0
+        while j < m:
+            if j == last or j == inner:
+                j += 1
                 continue
-        weight -= prefix[starts[j] + counts[j]]
-        value -= classes[j] * counts[j]
-        counts[j] = 0
-        j += 1
+            if counts[j] < fits[j]:  # one more of class j; the classes below it start again from none
+                counts[j] += 1
+                weight += prefix[starts[j] + counts[j]] - prefix[starts[j] + counts[j] - 1]
+                value += classes[j]
+                if weight <= budget:
+                    break
+            weight -= prefix[starts[j] + counts[j]]
+            value -= classes[j] * counts[j]
+            counts[j] = 0
+            j += 1
+        if j >= m:
+            return best
+
+
+@njit(cache=True)
+def _sweep(prefix, starts, fits, classes, inner, last, weight, value, budget):
+    """The best of every count of class ``inner`` (none if there are only the last class's
+    steps) added to ``weight`` and ``value``, with the last class's most steps that fit."""
+    last_start, last_fits = starts[last], fits[last]
+    more = _most_that_fit(prefix, last_start, last_fits, budget - weight)
+    best = value + classes[last] * more
+    if inner >= classes.shape[0]:
+        return best
+    for n in range(1, fits[inner] + 1):
+        weight += prefix[starts[inner] + n] - prefix[starts[inner] + n - 1]
+        if weight > budget:
+            break
+        value += classes[inner]
+        while more > 0 and prefix[last_start + more] > budget - weight:
+            more -= 1
+        best = max(best, value + classes[last] * more)
     return best
 
 
