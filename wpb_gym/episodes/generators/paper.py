@@ -294,7 +294,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     seed, index = require_int(seed, "seed"), require_int(index, "index")
     c = config
     # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.
-    rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 0))
+    rng = _structure_rng(c, seed, index)
     if c.change_model == "contract":
         text_rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
         steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
@@ -363,7 +363,11 @@ def paper_draws(c: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarra
 
 def structure_draws(c: GeneratorConfig, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``paper_draws`` of episode ``index`` of ``(c, seed)``, from the stream ``generate_episode`` gives it."""
-    return paper_draws(c, np.random.default_rng(_episode_stream(c.regime, seed, index, 0)))
+    return paper_draws(c, _structure_rng(c, seed, index))
+
+
+def _structure_rng(c: GeneratorConfig, seed: int, index: int) -> np.random.Generator:
+    return np.random.default_rng(_episode_stream(c.regime, seed, index, 0))
 
 
 def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
