@@ -26,11 +26,12 @@ from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
-from ...episodes.generators.paper import episode_priorities, structure_draws
+from ...episodes.generators.paper import episode_priorities
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
 from .episode_arrays import float_array
+from .numpy_streams import structure_draws
 
 # A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
 # played from the made episode.
