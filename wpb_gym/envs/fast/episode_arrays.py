@@ -233,21 +233,23 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
     return static, floats, state
 
 
-def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated: np.ndarray, removed: np.ndarray,
-                reward_fn: Any) -> np.ndarray:
+def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated: np.ndarray,
+                removed: np.ndarray | None, reward_fn: Any) -> np.ndarray:
     """An episode's ``floats``: the sections' offsets and U*(B) (NaN: not computed yet), then per
-    step its utility, priority (0 off the privileged track), deprecated and removed flags, and
-    the reward function's prefix oracle (dense ``neg_regret`` only)."""
+    step its utility, priority (0 off the privileged track), deprecated and removed flags (None:
+    none removed), and the reward function's prefix oracle (dense ``neg_regret`` only)."""
     T = len(utilities)
-    oracle_prefix = reward_fn._oracle_prefix
-    parts = [
-        utilities,
-        np.zeros(T) if priorities is None else priorities,
-        deprecated,
-        removed,
-        np.zeros(0) if oracle_prefix is None else np.asarray(oracle_prefix, dtype=np.float64),
-    ]
-    header = np.zeros(L.N_FLOATS + 1, dtype=np.float64)
-    header[:L.N_FLOATS] = len(header) + np.cumsum([0, *map(len, parts[:-1])])
-    header[L.N_FLOATS] = np.nan if reward_fn.known_oracle is None else reward_fn.known_oracle
-    return np.concatenate([header, *parts])
+    prefix = reward_fn._oracle_prefix
+    start = L.N_FLOATS + 1
+    floats = np.zeros(start + 4 * T + (0 if prefix is None else len(prefix)), dtype=np.float64)
+    floats[:L.N_FLOATS] = range(start, start + L.N_FLOATS * T, T)
+    floats[L.N_FLOATS] = np.nan if reward_fn.known_oracle is None else reward_fn.known_oracle
+    floats[start:start + T] = utilities
+    if priorities is not None:
+        floats[start + T:start + 2 * T] = priorities
+    floats[start + 2 * T:start + 3 * T] = deprecated
+    if removed is not None:
+        floats[start + 3 * T:start + 4 * T] = removed
+    if prefix is not None:
+        floats[start + 4 * T:] = prefix
+    return floats

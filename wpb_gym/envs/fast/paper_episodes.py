@@ -19,6 +19,7 @@ differential tests compare the two, ids renamed, and play both.
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from .numpy_streams import structure_draws
 # played from the made episode.
 _MAX_PARAMETER_IDS = 2**24
 _MAX_STATIC = 2**31
+_ENTRY_BYTES = HEADER_BYTES + INDEX_BYTES
 
 
 def drawn_compilable(recipe: Any) -> bool:
@@ -74,32 +76,32 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = played
     T = c.length
     priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
-    costs = _text_lengths(endpoint, version, deprecated, param_start, param_numbers)[content_of]
-    costs += _metadata_lengths(c.regime, priorities, T) + (HEADER_BYTES + INDEX_BYTES)
     n = len(endpoint)
     # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
     # and a memory with as many families as contents.
     if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + len(param_numbers) >= _MAX_STATIC
             or sum(L.state_sizes(T, n, n)) >= _MAX_STATIC):
         return None
+    static, costs, step_deprecated = _static(content_of, critical, _metadata_lengths(c.regime, priorities, T),
+                                             endpoint, version, deprecated, param_start, param_numbers,
+                                             c.max_params + c.length + 1)
+    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
+    static[L.H_STATE:L.H_STATE + L.N_STATE] = list(accumulate(sizes[:-1], initial=0))
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
     reward_fn.start_labels(T, critical_steps, utility, costs, budget)
-    static = _static(content_of, critical, costs, endpoint, version, deprecated, param_start, param_numbers,
-                     c.max_params + c.length + 1)
-    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
-    static[L.H_STATE:L.H_STATE + L.N_STATE] = np.cumsum([0, *sizes[:-1]])
     # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
     clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-    floats = float_array(utility, clipped, deprecated[content_of].astype(np.float64), np.zeros(T), reward_fn)
+    floats = float_array(utility, clipped, step_deprecated, None, reward_fn)
     return (static, floats, np.zeros(sum(sizes), dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
-def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray | int:
-    """The JSON length of each step's visible metadata: ``{"mode": regime}``, and its priority on
-    the privileged track (one text per distinct float; by bits, as -0.0 prints apart from 0.0)."""
+def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
+    """The JSON length of each step's visible metadata: ``{"mode": regime}`` (one length for
+    all), and its priority on the privileged track (one text per distinct float; by bits, as
+    -0.0 prints apart from 0.0)."""
     if priorities is None:
-        return json_len({"mode": regime})
+        return np.array([json_len({"mode": regime})], dtype=np.int64)
     bits, inverse = np.unique(priorities.view(np.int64), return_inverse=True)
     lengths = [json_len({"mode": regime, "priority": p}) for p in bits.view(np.float64).tolist()]
     return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]
@@ -238,11 +240,18 @@ def _first_parameter_sets(endpoint, param_start, param_numbers):
 
 
 @njit(cache=True)
-def _static(content_of, critical, costs, endpoint, version, deprecated, param_start, param_numbers, stride):
+def _static(content_of, critical, metadata, endpoint, version, deprecated, param_start, param_numbers, stride):
     """The static array ``compile_episode`` makes of the episode (header's state offsets left to
-    the caller), from ``_play``'s contents."""
+    the caller), from ``_play``'s contents; and per step its WRITE cost (its JSON text with its
+    metadata's, ``metadata`` one length or one per step) and deprecated flag."""
     T = content_of.shape[0]
     n = endpoint.shape[0]
+    text = _text_lengths(endpoint, version, deprecated, param_start, param_numbers)
+    costs = np.empty(T, dtype=np.int64)
+    step_deprecated = np.empty(T, dtype=np.float64)
+    for t in range(T):
+        costs[t] = text[content_of[t]] + metadata[t if metadata.shape[0] > 1 else 0] + _ENTRY_BYTES
+        step_deprecated[t] = 1.0 if deprecated[content_of[t]] else 0.0
     # Families (endpoints) numbered as first shown; apis are the contents themselves (each
     # snapshot has a version of its own, so an "api" string of its own).
     family_of_endpoint = np.full(endpoint.max() + 1, -1, dtype=np.int64)
@@ -364,7 +373,7 @@ def _static(content_of, critical, costs, endpoint, version, deprecated, param_st
             static[bits] = endpoint[c] * stride + param_numbers[j]
             bits += 1
         static[at[L.MASK_OFFSETS] + m + 1] = bits - at[L.MASK_BITS]
-    return static
+    return static, costs, step_deprecated
 
 
 # The most combinations of class counts ``_class_optimum`` tries before leaving U*(B) to
