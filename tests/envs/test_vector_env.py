@@ -5,7 +5,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +18,7 @@ from wpb_gym.episodes.generators.paper import REGIMES
 
 
 def same(a, b, path="") -> None:
-    """Equal values, dtypes and shapes, through dicts and object arrays."""
+    """Equal values (NaN equal to NaN), dtypes and shapes, through dicts and object arrays."""
     if isinstance(a, tuple):
         assert isinstance(b, tuple) and len(a) == len(b), path
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
@@ -34,7 +34,7 @@ def same(a, b, path="") -> None:
             for x, y in zip(a, b, strict=True):
                 same(x, y, path + "[]")
         else:
-            assert np.array_equal(a, b), path
+            assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), path
     else:
         assert type(a) is type(b) and a == b, (path, a, b)
 
@@ -256,3 +256,34 @@ def test_the_garbage_collector_is_paused_only_inside_a_step_or_reset_and_left_as
         assert not gc.isenabled()  # a user who turned it off keeps it off
     finally:
         gc.enable()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1.5, True, np.float32(2.5), np.int64(7), None])),
+                     min_size=1, max_size=4, unique_by=lambda row: row[0]),
+       other_keys=st.booleans())
+def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, other_keys):
+    """Metrics of several sub-envs at once: one value type per metric as the first episode's,
+    later episodes' values cast to it; a value that is not a number (object arrays), or
+    episodes with other metrics, as Gymnasium lays them out one episode at a time."""
+    vector = WritePolicyBenchVectorEnv(6, length=5)
+    finished = []
+    for k, (i, value) in enumerate(sorted(rows, key=lambda row: row[0])):
+        metrics = {"f1": 0.25 * k, "steps": 5 + k, "odd": value, "t": 2 * k}  # "t": an every-step key
+        if other_keys and k == 1:
+            metrics["extra"] = 1
+        finished.append((i, metrics))
+    ours, gymnasiums = {"t": np.arange(6.0), "_t": np.ones(6, bool)}, {"t": np.arange(6.0), "_t": np.ones(6, bool)}
+    try:
+        for i, metrics in finished:
+            VectorEnv._add_info(vector, gymnasiums, {"metrics": metrics, **metrics}, i)
+    except TypeError as refused:  # None cast into a number array: refused alike
+        with pytest.raises(type(refused)):
+            vector._add_metrics(ours, finished)
+        return
+    vector._add_metrics(ours, finished)
+    same(ours, gymnasiums)
+    assert list(ours) == list(gymnasiums) and list(ours["metrics"]) == list(gymnasiums["metrics"])
+    arrays = [value for key, value in ours.items() if key != "metrics"] + list(ours["metrics"].values())
+    for k, first in enumerate(arrays):  # each array is its own, as Gymnasium's
+        assert not any(np.shares_memory(first, second) for second in arrays[k + 1:])

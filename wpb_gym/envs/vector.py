@@ -104,6 +104,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._all = np.ones(self.num_envs, dtype=np.bool_)
         self._started = False
         self._last: StepOutcome | None = None
+        self._metric_plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see _add_metrics
         from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
 
         self._core = CompiledCore(self.num_envs, first)
@@ -157,9 +158,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     def step(self, actions: Any):
         outcome = self.advance(actions)
         observations, infos = self._batch(outcome.accepted, outcome.reasons)
-        for i, metrics in outcome.finished:
-            if self.autoreset_mode != AutoresetMode.SAME_STEP:
-                self._add_info(infos, {"metrics": metrics, **metrics}, i)
+        if outcome.finished and self.autoreset_mode != AutoresetMode.SAME_STEP:
+            self._add_metrics(infos, outcome.finished)
         for i, obs, info in outcome.final:
             self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
@@ -316,6 +316,43 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         flat = core.observations.copy()
         return (flat if not self._dict_mode else self._split(flat, masks)), infos
 
+    def _add_metrics(self, infos: dict[str, Any], finished: list[tuple[int, dict[str, Any]]]) -> None:
+        """What Gymnasium's ``_add_info`` of ``{"metrics": m, **m}`` gives, for each finished
+        ``(i, m)`` in turn, with each metric's arrays made once for all the sub-envs (a step
+        that ends episodes would otherwise make and fill two arrays and two masks per metric
+        and episode): one block of rows per dtype, and one of masks."""
+        rows = [metrics for _, metrics in finished]
+        shape = (tuple(rows[0]), tuple(map(type, rows[0].values())))
+        plan = self._metric_plans.get(shape)
+        if plan is None:
+            plan = self._metric_plans[shape] = _metric_plan(*shape)
+        if not plan or any(tuple(row) != shape[0] for row in rows[1:]):
+            for i, metrics in finished:  # not one shape of numbers: Gymnasium's own, episode by episode
+                self._add_info(infos, {"metrics": metrics, **metrics}, i)
+            return
+        names, masked, groups = plan
+        n = self.num_envs
+        where = [i for i, _ in finished]
+        masks = np.zeros((2 * len(names) + 1, n), dtype=np.bool_)
+        masks[:, where] = True
+        mask_rows = list(masks)  # iterating makes the row views faster than indexing does
+        nested, flat = [None] * len(names), [None] * len(names)
+        for kind, columns, keys in groups:
+            block = np.zeros((2, len(columns), n), dtype=kind)
+            block[:, :, where] = np.array([[row[key] for key in keys] for row in rows], dtype=kind).T
+            for j, inner, outer in zip(columns, block[0], block[1]):
+                nested[j], flat[j] = inner, outer
+        inside: dict[str, Any] = {}
+        for name, mask_name, array, mask in zip(names, masked, nested, mask_rows[0::2]):
+            inside[name], inside[mask_name] = array, mask
+        infos["metrics"], infos["_metrics"] = inside, mask_rows[-1]
+        for name, mask_name, array, mask in zip(names, masked, flat, mask_rows[1::2]):
+            if name in infos:  # an every-step key (``bytes_used``): its array takes the values
+                infos[name][where] = array[where]
+                infos.setdefault(mask_name, mask)[where] = True
+            else:
+                infos[name], infos[mask_name] = array, mask
+
     def _split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
         """``"dict"`` observations from the flat rows (the mask as int8, as the single env's), keys
         in the observation space's order, as Gymnasium's vector envs give them."""
@@ -399,6 +436,19 @@ def _reason_names(codes: np.ndarray) -> np.ndarray:
     for i in np.flatnonzero(codes).tolist():
         names[i] = REASONS[codes[i]]
     return names
+
+
+def _metric_plan(names: tuple[str, ...], kinds: tuple[type, ...]) -> tuple[Any, ...]:
+    """How ``_add_metrics`` lays out metrics of these names and value types: the names, their
+    masks' names, and per dtype (as Gymnasium's ``_add_info`` chooses it) the positions and
+    names of its metrics; empty when one is not a number (Gymnasium makes object arrays)."""
+    if "metrics" in names or not all(kind in (int, float, bool) or issubclass(kind, np.number) for kind in kinds):
+        return ()
+    groups = []
+    for kind in dict.fromkeys(kinds):
+        columns = [j for j, each in enumerate(kinds) if each is kind]
+        groups.append((kind, columns, [names[j] for j in columns]))
+    return names, [f"_{name}" for name in names], groups
 
 
 def _masked(infos: dict[str, Any], chosen: np.ndarray) -> dict[str, Any]:
