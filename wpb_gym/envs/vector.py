@@ -105,6 +105,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._started = False
         self._last: StepOutcome | None = None
         self._metric_plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see _add_metrics
+        self._no_reasons = np.full(self.num_envs, _ACCEPTED, dtype=object)  # every action accepted
         from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
 
         self._core = CompiledCore(self.num_envs, first)
@@ -292,26 +293,27 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return array.astype(np.int64, copy=False)
 
     def _batch(self, accepted: np.ndarray | None = None, reasons: np.ndarray | None = None):
-        """Observations and the every-step infos of all sub-envs, from the core's buffers."""
-        n = self.num_envs
+        """Observations and the every-step infos of all sub-envs, from the core's buffers (each
+        array new: what the caller does with it does not reach the core)."""
         core = self._core
         masks = core.masks.copy()
-        t = core.t().copy()
-        used = core.bytes_used().copy()
+        t = core.t().astype(int)
+        used = core.bytes_used().astype(int)
         for i in core.single_indices.tolist():
             env = self._envs[i]
             t[i], used[i] = env._t, env._store.budget.used
+        present = list(np.ones((5, self.num_envs), dtype=np.bool_))  # the five "_key" masks, all True
         infos = {
-            "t": t.astype(int),
-            "_t": self._all.copy(),
-            "accepted": np.ones(n, dtype=np.bool_) if accepted is None else accepted.copy(),
-            "_accepted": self._all.copy(),
-            "reason": np.full(n, _ACCEPTED, dtype=object) if reasons is None else reasons.copy(),
-            "_reason": self._all.copy(),
-            "bytes_used": used.astype(int),
-            "_bytes_used": self._all.copy(),
-            "action_mask": masks.copy(),
-            "_action_mask": self._all.copy(),
+            "t": t,
+            "_t": present[0],
+            "accepted": present[1].copy() if accepted is None else accepted.copy(),
+            "_accepted": present[1],
+            "reason": self._no_reasons.copy() if reasons is None else reasons.copy(),
+            "_reason": present[2],
+            "bytes_used": used,
+            "_bytes_used": present[3],
+            "action_mask": masks,
+            "_action_mask": present[4],
         }
         flat = core.observations.copy()
         return (flat if not self._dict_mode else self._split(flat, masks)), infos
