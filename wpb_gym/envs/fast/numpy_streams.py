@@ -67,7 +67,7 @@ def entropy_words(entropy: tuple[int, ...], spawn_key: tuple[int, ...]) -> np.nd
     return np.array(_run_entropy(entropy) + tuple(w for value in spawn_key for w in words(value)), dtype=np.uint64)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _hashmix(value, hash_const):
     value = (value ^ hash_const[0]) & _U32
     hash_const[0] = (hash_const[0] * _MULT_A) & _U32
@@ -75,7 +75,7 @@ def _hashmix(value, hash_const):
     return value ^ (value >> _XSHIFT)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mix(x, y):
     result = (_MIX_MULT_L * x - _MIX_MULT_R * y) & _U32
     return result ^ (result >> _XSHIFT)
@@ -110,7 +110,7 @@ def seed_state(entropy):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _mul_hi(a, b):
     """The high 64 bits of a * b."""
     a_lo, a_hi = a & _U32, a >> np.uint64(32)
@@ -121,7 +121,7 @@ def _mul_hi(a, b):
     return a_hi * b_hi + (mid1 >> np.uint64(32)) + (mid2 >> np.uint64(32))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _step(g):
     """state = state * MULT + inc (mod 2**128); ``g`` holds state hi, lo, inc hi, lo, has_uint32, uinteger."""
     hi, lo = g[0], g[1]
@@ -147,7 +147,7 @@ def pcg64(state_words):
     return g
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def next_uint64(g):
     _step(g)
     hi, lo = g[0], g[1]
@@ -156,7 +156,7 @@ def next_uint64(g):
     return (x >> rot) | (x << ((np.uint64(64) - rot) & np.uint64(63)))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _next_uint32(g):
     if g[4]:
         g[4] = 0
