@@ -240,11 +240,15 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 
 def warm_up() -> None:
-    """Build, reset and step a native vector env once: the compiled core's first calls load (or
-    compile) its machine code, a cost paid once per process (``--part compile`` measures it)."""
-    env = gym.make_vec("WritePolicyBench-v0", num_envs=2)
+    """Build, reset and step a native vector env until an episode has ended and the next has
+    started: the compiled core's first calls load (or compile) its machine code, the final
+    metrics' U*(B) included, a cost paid once per process (``--part compile`` measures it)."""
+    env = gym.make_vec("WritePolicyBench-v0", num_envs=2, length=20)
     _, info = env.reset(seed=0)
-    env.step(random_valid(info["action_mask"], np.random.default_rng(0)))
+    rng, ended = np.random.default_rng(0), 0
+    while ended < 2:
+        _, _, terminated, _, info = env.step(random_valid(info["action_mask"], rng))
+        ended += bool(terminated.any()) or ended > 0
 
 
 def _first_call_child() -> None:
@@ -254,11 +258,12 @@ def _first_call_child() -> None:
 
 
 def measure_first_call() -> None:
-    """Seconds from import to the first step of a fresh process, with the compiled core's cache
-    empty (numba compiles) and then filled (numba loads it)."""
+    """Seconds from import to the end of a first episode and the step after it in a fresh process,
+    with the compiled core's cache empty (numba compiles) and then filled (numba loads it)."""
     import tempfile
 
-    print("First call of the compiled core (build, reset and step a vector env), each in a fresh process")
+    print("First calls of the compiled core (build, reset and step a vector env through its first episode),"
+          " each in a fresh process")
     with tempfile.TemporaryDirectory() as cache:
         for label in ("compile (empty cache)", "load (cache filled)"):
             seconds = _in_fresh_process("_first_call_child()", {**os.environ, "NUMBA_CACHE_DIR": cache})["seconds"]
