@@ -35,7 +35,8 @@ import numpy as np
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
-from wpb_gym.envs.fast.paper_episodes import compile_drawn, drawn_oracle
+from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
+from wpb_gym.envs.fast.paper_episodes import compile_drawn
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.episodes.generators import contracts, paper
 from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config

@@ -18,7 +18,8 @@ from wpb_gym.envs.fast import layout as L
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
-from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_compilable, drawn_oracle
+from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
+from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes import sources

@@ -44,7 +44,8 @@ from .layout import (
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
-    from .paper_episodes import DrawnLabels, compile_drawn, drawn_compilable, drawn_oracle
+    from .oracle_by_class import drawn_oracle
+    from .paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
 
 _LISTS = ("statics", "floats", "states")
 _KEPT_EPISODES = 4096
