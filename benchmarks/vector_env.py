@@ -20,7 +20,8 @@ alternating slices (the VM's speed drifts):
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 
-The env and train parts call the compiled core once before timing (``warm_up``).
+The env, train and reset parts first play a small vector env through an episode's end and the
+step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|reset|all] [--seconds 4] [--rounds 3]
         [--train-envs 4 16 64] [--train-regime breaking] [--resets 20]
@@ -231,7 +232,8 @@ def measure_reset(resets: int, rounds: int) -> None:
         totals = dict.fromkeys(sides, 0.0)
         for r in range(rounds):
             for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
-                # New seeds in every slice: an episode met again would find its contents known.
+                # New seeds in every round (both sides of a round play the same ones): an episode
+                # met again would find its contents known.
                 totals[name] += timed(sides[name], r * resets)
         per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
         print(f"{regime:<18} {per['seeded single']:>9,.0f}us {per['sub-env']:>9,.0f}us"
@@ -245,10 +247,11 @@ def warm_up() -> None:
     metrics' U*(B) included, a cost paid once per process (``--part compile`` measures it)."""
     env = gym.make_vec("WritePolicyBench-v0", num_envs=2, length=20)
     _, info = env.reset(seed=0)
-    rng, ended = np.random.default_rng(0), 0
-    while ended < 2:
+    rng, ended = np.random.default_rng(0), False
+    while not ended:
         _, _, terminated, _, info = env.step(random_valid(info["action_mask"], rng))
-        ended += bool(terminated.any()) or ended > 0
+        ended = terminated.any()
+    env.step(random_valid(info["action_mask"], rng))  # starts the next episode
 
 
 def _first_call_child() -> None:

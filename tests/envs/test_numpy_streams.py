@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.numpy_streams import (
+    _draws_as_numpy,
     entropy_words,
     integers_fill,
     pcg64,
@@ -38,7 +39,9 @@ def test_the_seed_state_is_numpys(entropy, spawn_key):
 @settings(max_examples=300, deadline=None)
 @given(seed=_INTS, index=_INTS,
        calls=st.lists(st.tuples(st.sampled_from(["random", "integers"]), st.integers(0, 40),
-                                st.integers(-5, 10), st.sampled_from([1, 2, 3, 7, 400, 2**31, 2**32 - 1, 2**32])),
+                                st.integers(-5, 10), st.sampled_from([1, 2, 3, 7, 400, 2**31, 2**32 - 1, 2**32,
+                                                 # NumPy rejects and redraws about half, a quarter of these draws
+                                                 2**31 + 1, 3 * 2**30])),
                       max_size=6))
 @example(seed=0, index=0, calls=[("integers", 3, 0, 5), ("random", 1, 0, 1), ("integers", 3, 0, 5)])
 def test_draws_in_any_order_are_numpys(seed, index, calls):
@@ -77,3 +80,20 @@ def test_a_negative_seed_or_index_is_refused_with_numpys_error():
     assert words(0) == [0] and words(2**32 + 5) == [5, 1]
     with pytest.raises(ValueError, match="non-negative"):
         words(-1)
+
+
+def test_it_leaves_the_draws_to_numpy_when_it_would_draw_otherwise(monkeypatch):
+    """Checked once per process against the installed NumPy (which may change its algorithms)."""
+    assert _draws_as_numpy()
+    config = make_config("default", length=5)
+    monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams._draws_as_numpy", lambda: False)
+    monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams.paper_structure", None)  # would fail if called
+    for got, want in zip(structure_draws(config, 3, 4), paper.structure_draws(config, 3, 4), strict=True):
+        assert np.array_equal(got, want)
+
+
+def test_a_range_it_does_not_draw_is_refused():
+    state = pcg64(seed_state(entropy_words((1,), (2,))))
+    for low, high in ((3, 3), (3, 2), (0, 2**32 + 1)):
+        with pytest.raises(ValueError, match="ranges of 1 to 2"):
+            integers_fill(state, low, high, np.empty(2, dtype=np.int64))

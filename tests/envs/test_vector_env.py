@@ -258,22 +258,29 @@ def test_the_garbage_collector_is_paused_only_inside_a_step_or_reset_and_left_as
         gc.enable()
 
 
-@settings(max_examples=60, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1.5, True, np.float32(2.5), np.int64(7), None])),
+_METRICS_ENV = WritePolicyBenchVectorEnv(6, length=5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([0, 1.5, True, np.float32(2.5), np.int64(7), None]),
+                               st.sampled_from([2, 2.5, True])),
                      min_size=1, max_size=4, unique_by=lambda row: row[0]),
-       other_keys=st.booleans())
-def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, other_keys):
+       other_keys=st.booleans(), mask_named=st.booleans())
+def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, other_keys, mask_named):
     """Metrics of several sub-envs at once: one value type per metric as the first episode's,
-    later episodes' values cast to it; a value that is not a number (object arrays), or
-    episodes with other metrics, as Gymnasium lays them out one episode at a time."""
-    vector = WritePolicyBenchVectorEnv(6, length=5)
+    later episodes' values cast to it, an every-step key's array given the values as they are;
+    a value that is not a number (object arrays), episodes with other metrics or a metric named
+    as another's mask, as Gymnasium lays them out one episode at a time."""
+    vector = _METRICS_ENV
     finished = []
-    for k, (i, value) in enumerate(sorted(rows, key=lambda row: row[0])):
-        metrics = {"f1": 0.25 * k, "steps": 5 + k, "odd": value, "t": 2 * k}  # "t": an every-step key
+    for k, (i, value, t) in enumerate(sorted(rows, key=lambda row: row[0])):
+        metrics = {"f1": 0.25 * k, "steps": 5 + k, "odd": value, "t": t}  # "t": an every-step key
         if other_keys and k == 1:
             metrics["extra"] = 1
+        if mask_named:
+            metrics["_f1"] = k
         finished.append((i, metrics))
-    ours, gymnasiums = {"t": np.arange(6.0), "_t": np.ones(6, bool)}, {"t": np.arange(6.0), "_t": np.ones(6, bool)}
+    ours, gymnasiums = ({"t": np.arange(6.0), "_t": np.ones(6, bool)} for _ in range(2))
     try:
         for i, metrics in finished:
             VectorEnv._add_info(vector, gymnasiums, {"metrics": metrics, **metrics}, i)
@@ -281,9 +288,21 @@ def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, oth
         with pytest.raises(type(refused)):
             vector._add_metrics(ours, finished)
         return
-    vector._add_metrics(ours, finished)
+    calls = []
+
+    def counted(*args):
+        calls.append(args)
+        return VectorEnv._add_info(vector, *args)
+
+    vector._add_info = counted
+    try:
+        vector._add_metrics(ours, finished)
+    finally:
+        del vector._add_info
     same(ours, gymnasiums)
     assert list(ours) == list(gymnasiums) and list(ours["metrics"]) == list(gymnasiums["metrics"])
+    first_odd = finished[0][1]["odd"]
+    assert bool(calls) == (mask_named or (other_keys and len(rows) > 1) or first_odd is None)  # else batched
     arrays = [value for key, value in ours.items() if key != "metrics"] + list(ours["metrics"].values())
     for k, first in enumerate(arrays):  # each array is its own, as Gymnasium's
         assert not any(np.shares_memory(first, second) for second in arrays[k + 1:])

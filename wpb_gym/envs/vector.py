@@ -230,8 +230,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     def observations(self) -> Any:
         """The current observations of all sub-envs (a new array, or dict of arrays)."""
-        flat = self._core.observations.copy()
-        return flat if not self._dict_mode else self._split(flat, self._core.masks)
+        core = self._core
+        return core.observations.copy() if not self._dict_mode else self._split(core.observations, core.masks)
 
     def infos(self) -> dict[str, Any]:
         """The every-step infos of the last ``step``/``advance`` (or reset): what ``step`` returns
@@ -315,8 +315,9 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             "action_mask": masks,
             "_action_mask": present[4],
         }
-        flat = core.observations.copy()
-        return (flat if not self._dict_mode else self._split(flat, masks)), infos
+        if self._dict_mode:
+            return self._split(core.observations, masks), infos  # the split copies
+        return core.observations.copy(), infos
 
     def _add_metrics(self, infos: dict[str, Any], finished: list[tuple[int, dict[str, Any]]]) -> None:
         """What Gymnasium's ``_add_info`` of ``{"metrics": m, **m}`` gives, for each finished
@@ -349,8 +350,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             inside[name], inside[mask_name] = array, mask
         infos["metrics"], infos["_metrics"] = inside, mask_rows[-1]
         for name, mask_name, array, mask in zip(names, masked, flat, mask_rows[1::2]):
-            if name in infos:  # an every-step key (``bytes_used``): its array takes the values
-                infos[name][where] = array[where]
+            if name in infos:  # an every-step key (``bytes_used``): its array takes the values, as they are
+                kept = infos[name]
+                for i, row in zip(where, rows):
+                    kept[i] = row[name]
                 infos.setdefault(mask_name, mask)[where] = True
             else:
                 infos[name], infos[mask_name] = array, mask
@@ -443,14 +446,17 @@ def _reason_names(codes: np.ndarray) -> np.ndarray:
 def _metric_plan(names: tuple[str, ...], kinds: tuple[type, ...]) -> tuple[Any, ...]:
     """How ``_add_metrics`` lays out metrics of these names and value types: the names, their
     masks' names, and per dtype (as Gymnasium's ``_add_info`` chooses it) the positions and
-    names of its metrics; empty when one is not a number (Gymnasium makes object arrays)."""
-    if "metrics" in names or not all(kind in (int, float, bool) or issubclass(kind, np.number) for kind in kinds):
+    names of its metrics. Empty (Gymnasium's ``_add_info`` episode by episode) when a value is
+    not a number, a metric is named ``metrics``, or one is named as another's mask."""
+    masks = [f"_{name}" for name in names]
+    if ("metrics" in names or not set(masks).isdisjoint(names)
+            or not all(kind in (int, float, bool) or issubclass(kind, np.number) for kind in kinds)):
         return ()
     groups = []
     for kind in dict.fromkeys(kinds):
         columns = [j for j, each in enumerate(kinds) if each is kind]
         groups.append((kind, columns, [names[j] for j in columns]))
-    return names, [f"_{name}" for name in names], groups
+    return names, masks, groups
 
 
 def _masked(infos: dict[str, Any], chosen: np.ndarray) -> dict[str, Any]:

@@ -242,7 +242,7 @@ def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated
     prefix = reward_fn._oracle_prefix
     start = L.N_FLOATS + 1
     floats = np.zeros(start + 4 * T + (0 if prefix is None else len(prefix)), dtype=np.float64)
-    floats[:L.N_FLOATS] = range(start, start + L.N_FLOATS * T, T)
+    floats[:L.N_FLOATS] = start + T * np.arange(L.N_FLOATS)  # four sections of T, then the prefix
     floats[L.N_FLOATS] = np.nan if reward_fn.known_oracle is None else reward_fn.known_oracle
     floats[start:start + T] = utilities
     if priorities is not None:

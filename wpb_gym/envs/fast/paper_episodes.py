@@ -38,7 +38,6 @@ from .numpy_streams import structure_draws
 # played from the made episode.
 _MAX_PARAMETER_IDS = 2**24
 _MAX_STATIC = 2**31
-_ENTRY_BYTES = HEADER_BYTES + INDEX_BYTES
 
 
 def drawn_compilable(recipe: Any) -> bool:
@@ -84,7 +83,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         return None
     static, costs, step_deprecated = _static(content_of, critical, _metadata_lengths(c.regime, priorities, T),
                                              endpoint, version, deprecated, param_start, param_numbers,
-                                             c.max_params + c.length + 1)
+                                             c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
     static[L.H_STATE:L.H_STATE + L.N_STATE] = list(accumulate(sizes[:-1], initial=0))
     critical_steps = tuple(np.flatnonzero(critical).tolist())
@@ -240,17 +239,19 @@ def _first_parameter_sets(endpoint, param_start, param_numbers):
 
 
 @njit(cache=True)
-def _static(content_of, critical, metadata, endpoint, version, deprecated, param_start, param_numbers, stride):
+def _static(content_of, critical, metadata, endpoint, version, deprecated, param_start, param_numbers, stride,
+            entry_bytes):
     """The static array ``compile_episode`` makes of the episode (header's state offsets left to
     the caller), from ``_play``'s contents; and per step its WRITE cost (its JSON text with its
-    metadata's, ``metadata`` one length or one per step) and deprecated flag."""
+    metadata's, ``metadata`` one length or one per step, and an item's ``entry_bytes``) and
+    deprecated flag."""
     T = content_of.shape[0]
     n = endpoint.shape[0]
     text = _text_lengths(endpoint, version, deprecated, param_start, param_numbers)
     costs = np.empty(T, dtype=np.int64)
     step_deprecated = np.empty(T, dtype=np.float64)
     for t in range(T):
-        costs[t] = text[content_of[t]] + metadata[t if metadata.shape[0] > 1 else 0] + _ENTRY_BYTES
+        costs[t] = text[content_of[t]] + metadata[t if metadata.shape[0] > 1 else 0] + entry_bytes
         step_deprecated[t] = 1.0 if deprecated[content_of[t]] else 0.0
     # Families (endpoints) numbered as first shown; apis are the contents themselves (each
     # snapshot has a version of its own, so an "api" string of its own).

@@ -259,9 +259,13 @@ def make_config(regime: str = "default", **overrides: Any) -> GeneratorConfig:
 
 
 def episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence(list(_entropy(regime, seed)), spawn_key=(index,))
+
+
+def _entropy(regime: str, seed: int) -> tuple[int, int]:
     # The regime name is part of the entropy so that the regimes of one set draw independent
     # streams (otherwise default and redundancy would share their drift schedule).
-    return np.random.SeedSequence([seed, _regime_key(regime)], spawn_key=(index,))
+    return seed, _regime_key(regime)
 
 
 @functools.lru_cache(maxsize=256)
@@ -278,7 +282,7 @@ def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random
 
 def stream_entropy(regime: str, seed: int, index: int, child: int) -> tuple[tuple[int, int], tuple[int, int]]:
     """The entropy and spawn key of ``_episode_stream(regime, seed, index, child)``'s ``SeedSequence``."""
-    return (seed, _regime_key(regime)), (index, child)
+    return _entropy(regime, seed), (index, child)
 
 
 def _text(rng: np.random.Generator, n_bytes: int) -> str:
