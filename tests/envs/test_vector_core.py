@@ -446,3 +446,17 @@ def test_contents_described_together_are_described_as_one_at_a_time(batches):
         assert [_as_stated(together, d) for d in found] == [_as_stated(one_by_one, d) for d in literal]
         uniques = [d[C.EQUALITY] for d in found if d is not None and d[C.EQUALITY] < 0]
         assert len(set(uniques)) == len(uniques)  # a non-empty dict equals no other content
+
+
+def test_the_step_functions_borrow_their_arrays_and_the_batch_functions_count_them():
+    """``borrowing``: the functions a compiled step calls leave numba's reference counting out
+    (they allocate nothing; numba would refuse to compile it), the two that take the arrays out
+    of their lists keep it."""
+    from wpb_gym.envs.fast import comparisons, kernel, memory
+
+    borrowing = [kernel.advance, kernel.observe, kernel.start, kernel._slots, kernel._compare_with_memory,
+                 comparisons.merge_cost, comparisons.since_seen, memory.store, memory.remove, memory.largest]
+    for function in borrowing:
+        assert function.targetoptions.get("_nrt") is False, function.__name__
+    for function in (kernel.step_batch, kernel.start_batch):
+        assert "_nrt" not in function.targetoptions, function.__name__

@@ -3,8 +3,7 @@ arrays of ``episode_arrays`` (contents' fields, parameter sets, contracts, versi
 
 from __future__ import annotations
 
-from numba import njit
-
+from .borrowing import borrowing, borrowing_inline
 from .layout import (
     CONTENT,
     CONTRACT,
@@ -49,26 +48,26 @@ from .layout import (
 NO_VERSION_ORDER = 2
 
 
-@njit(cache=True, inline="always")
+@borrowing_inline
 def col(static, name, i):
     """Entry ``i`` of the static section ``name``."""
     return static[static[H_STATIC + name] + i]
 
 
-@njit(cache=True, inline="always")
+@borrowing_inline
 def at(static, name):
     """Where the static section ``name`` starts."""
     return static[H_STATIC + name]
 
 
-@njit(cache=True, inline="always")
+@borrowing_inline
 def fat(floats, name, i):
     """Entry ``i`` of the float section ``name``."""
     return floats[int(floats[name]) + i]
 
 
 # ---------------------------------------------------------------- comparisons (comparisons.py)
-@njit(cache=True)
+@borrowing
 def added(static, a, b):
     """``comparisons._added``: |a - b| / |a| for two parameter sets (0 if either is missing or a is empty)."""
     if a < 0 or b < 0:
@@ -93,7 +92,7 @@ def added(static, a, b):
     return (size - common) / size
 
 
-@njit(cache=True)
+@borrowing
 def compare_versions(static, ct, cr):
     """``stream_table.compare_versions`` of two contents' versions: 1, -1, 0, or 2 (no order)."""
     kt, kr = col(static, VERSION_KIND, ct), col(static, VERSION_KIND, cr)
@@ -105,7 +104,7 @@ def compare_versions(static, ct, cr):
     return (rt > rr) - (rt < rr)
 
 
-@njit(cache=True)
+@borrowing
 def fields_changed(static, ct, cr):
     """``comparisons._fields_changed``: the share of content ``ct``'s fields that differ in ``cr``."""
     offsets = at(static, FIELD_OFFSETS)
@@ -124,7 +123,7 @@ def fields_changed(static, ct, cr):
     return changed / (i1 - i0)
 
 
-@njit(cache=True)
+@borrowing
 def merge_cost(static, ct, cs):
     """Bytes of a MERGE of content ``ct`` into a base item of content ``cs`` with the same api
     (``len(json.dumps(canonical_delta)) + 16``); -1 when the delta is empty."""
@@ -154,7 +153,7 @@ def merge_cost(static, ct, cs):
     return total + 2 * n + 16  # "{", "}", ", " between items, the MERGE overhead
 
 
-@njit(cache=True)
+@borrowing
 def reverted(static, floats, s, t):
     """``comparisons.reverted``: step ``t`` shows the contract its family had before item ``s``."""
     now = col(static, CONTRACT, col(static, CONTENT, t))
@@ -166,7 +165,7 @@ def reverted(static, floats, s, t):
     return fat(floats, REMOVED, s) > fat(floats, REMOVED, t)
 
 
-@njit(cache=True)
+@borrowing
 def since_seen(static, floats, t, obs):
     """``comparisons.seen_features`` of step ``t``, written into ``obs``: step ``t`` against the
     last shown step of its family (``returns_to_earlier`` comes precomputed, ``RETURNS``)."""

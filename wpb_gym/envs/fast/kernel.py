@@ -15,6 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .borrowing import borrowing
 from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted, since_seen
 from .layout import (
     API,
@@ -94,7 +95,7 @@ from .layout import (
 from .memory import cost_budget, largest, remove, st, store
 
 
-@njit(cache=True)
+@borrowing
 def _slots(static, state, scalars, K, oldest, family, family_live):
     """``ObservationEncoder._relevant_slots`` (or the K oldest items): into the scalars' slot
     columns; returns how many are shown."""
@@ -138,7 +139,7 @@ def _slots(static, state, scalars, K, oldest, family, family_live):
     return shown
 
 
-@njit(cache=True)
+@borrowing
 def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mask):
     """``ObservationEncoder.update``: the slots, the observation row ``obs`` and the mask."""
     T = scalars[S_LENGTH]
@@ -248,7 +249,7 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
                         mask[2 + k] = True
 
 
-@njit(cache=True)
+@borrowing
 def _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs):
     """``ObservationEncoder._step_row``'s features from family_in_memory to family_items."""
     ref = state[st(static, FAMILY_HEAD) + family]
@@ -286,7 +287,7 @@ def _compare_with_memory(static, floats, state, t, family, family_live, api, cos
     obs[c + 17] = min(1.0, family_live / K)
 
 
-@njit(cache=True)
+@borrowing
 def _rejection(static, state, scalars, a, K, cap, t):
     """``WritePolicyBenchEnv._rejection_reason`` of an action the mask refused."""
     if a == 1:
@@ -307,7 +308,7 @@ def _rejection(static, state, scalars, a, K, cap, t):
     return OVER_BUDGET
 
 
-@njit(cache=True)
+@borrowing
 def _keep(static, floats, scalars, fscalars, t, sign):
     """``RewardFunction.kept`` (sign 1) and ``dropped`` (sign -1) of one step."""
     scalars[S_KEPT] += sign
@@ -318,7 +319,7 @@ def _keep(static, floats, scalars, fscalars, t, sign):
         fscalars[F_KEPT_UTILITY] -= fat(floats, UTILITY, t)
 
 
-@njit(cache=True)
+@borrowing
 def _potential(floats, scalars, fscalars, codes, weights):
     """``RewardFunction._current_potential``."""
     total = 0.0
@@ -341,7 +342,7 @@ def _potential(floats, scalars, fscalars, codes, weights):
     return total
 
 
-@njit(cache=True)
+@borrowing
 def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, codes, weights, invalid_penalty,
             expire_cost):
     """``WritePolicyBenchEnv.advance`` of action ``a``: returns (reward, terminated, reason);
@@ -411,7 +412,7 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
     return reward, terminated, reason
 
 
-@njit(cache=True)
+@borrowing
 def start(static, state, scalars, fscalars, budget):
     """A new episode: empty memory (the state's sections set to "none"), counters at 0."""
     scalars[:] = 0

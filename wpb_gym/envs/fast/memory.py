@@ -4,8 +4,7 @@ observation reads (``ByteMemoryStore`` and the ``ObservationEncoder``'s indexes,
 
 from __future__ import annotations
 
-from numba import njit
-
+from .borrowing import borrowing, borrowing_inline
 from .comparisons import col
 from .layout import (
     API,
@@ -35,25 +34,25 @@ from .layout import (
 
 
 # ---------------------------------------------------------------- memory (the store and the encoder's indexes)
-@njit(cache=True, inline="always")
+@borrowing_inline
 def st(static, name):
     """Where the state section ``name`` starts."""
     return static[H_STATE + name]
 
 
-@njit(cache=True)
+@borrowing
 def _heap_before(state, hc, ht, i, j):
     ci, cj = state[hc + i], state[hc + j]
     return ci > cj or (ci == cj and state[ht + i] < state[ht + j])
 
 
-@njit(cache=True)
+@borrowing
 def _heap_swap(state, hc, ht, i, j):
     state[hc + i], state[hc + j] = state[hc + j], state[hc + i]
     state[ht + i], state[ht + j] = state[ht + j], state[ht + i]
 
 
-@njit(cache=True)
+@borrowing
 def _heap_push(static, state, scalars, cost, t):
     hc, ht = st(static, HEAP_COST), st(static, HEAP_T)
     i = scalars[S_HEAP]
@@ -67,7 +66,7 @@ def _heap_push(static, state, scalars, cost, t):
         i = parent
 
 
-@njit(cache=True)
+@borrowing
 def largest(static, state, scalars):
     """``ObservationEncoder._largest_item``: the item with the most bytes (the oldest of those)."""
     hc, ht, costs = st(static, HEAP_COST), st(static, HEAP_T), st(static, ITEM_COST)
@@ -89,7 +88,7 @@ def largest(static, state, scalars):
     return state[ht]
 
 
-@njit(cache=True)
+@borrowing
 def store(static, state, scalars, t, parent, cost):
     """The store accepted WRITE (``parent`` -1) or MERGE of step ``t`` for ``cost`` bytes."""
     state[st(static, ITEM_COST) + t] = cost
@@ -119,7 +118,7 @@ def store(static, state, scalars, t, parent, cost):
     scalars[S_ITEMS] += 1
 
 
-@njit(cache=True)
+@borrowing
 def _push(state, heads, older, newer, group, t):
     """Item ``t`` becomes the newest of ``group``'s list (``heads``: newest per group)."""
     head = state[heads + group]
@@ -129,7 +128,7 @@ def _push(state, heads, older, newer, group, t):
     state[heads + group] = t
 
 
-@njit(cache=True)
+@borrowing
 def _unlink(state, heads, older, newer, group, s):
     before, after = state[older + s], state[newer + s]
     if after >= 0:
@@ -140,7 +139,7 @@ def _unlink(state, heads, older, newer, group, s):
         state[newer + before] = after
 
 
-@njit(cache=True)
+@borrowing
 def remove(static, state, scalars, s):
     """The store expired item ``s``."""
     costs = st(static, ITEM_COST)
@@ -171,7 +170,7 @@ def remove(static, state, scalars, s):
             _unlink(state, st(static, API_HEAD), st(static, API_PREV), st(static, API_NEXT), api, s)
 
 
-@njit(cache=True)
+@borrowing
 def cost_budget(cost, budget):
     if budget == 0:
         return 1.0
