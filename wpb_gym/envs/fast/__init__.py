@@ -3,7 +3,8 @@
 ``episode_arrays`` reads an episode as a single env just reset to it does (each distinct
 observation described once by ``contents``) and turns it into flat arrays (``layout`` says
 where each thing sits); ``kernel`` steps many sub-envs over them in one compiled call (numba),
-with ``comparisons`` and ``memory`` as its parts. Generated episodes of the paper's four
+with ``comparisons`` and ``memory`` as its parts, compiled without reference counting
+(``borrowing``). Generated episodes of the paper's four
 regimes are compiled from their random draws alone (``paper_episodes``; the draws themselves,
 NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by ``oracle_by_class``), and
 made only if their sub-env is read. The single env
