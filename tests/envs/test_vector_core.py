@@ -460,3 +460,18 @@ def test_the_step_functions_borrow_their_arrays_and_the_batch_functions_count_th
         assert function.targetoptions.get("_nrt") is False, function.__name__
     for function in (kernel.step_batch, kernel.start_batch):
         assert "_nrt" not in function.targetoptions, function.__name__
+
+
+def test_a_numba_without_the_option_compiles_them_with_counting(monkeypatch):
+    import importlib
+
+    import numba.core.cpu
+
+    from wpb_gym.envs.fast import borrowing
+
+    monkeypatch.setattr(numba.core.cpu, "CPUTargetOptions", type("Options", (), {}))
+    try:
+        assert importlib.reload(borrowing)._WITHOUT_COUNTING == {}
+    finally:
+        monkeypatch.undo()
+        assert importlib.reload(borrowing)._WITHOUT_COUNTING == {"_nrt": False}

@@ -13,9 +13,11 @@ counting, as any other function.
 from __future__ import annotations
 
 from numba import njit
-from numba.core.cpu import CPUTargetOptions
 
-# The options numba's CPU target reads (an unknown one would fail every compilation).
+try:  # the options numba's CPU target reads (an unknown one would fail every compilation)
+    from numba.core.cpu import CPUTargetOptions
+except ImportError:  # pragma: no cover - a numba that moved it: counting, as any function
+    CPUTargetOptions = None
 _WITHOUT_COUNTING = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 
 borrowing = njit(cache=True, **_WITHOUT_COUNTING)
