@@ -151,7 +151,8 @@ class CompiledCore:
                 self.copy_from(i, env)
                 continue
             self.compiled[i] = True
-            self.statics[i], self.floats[i], self.states[i] = self.arrays[i] = arrays
+            self.arrays[i] = arrays
+            kernel.place(self.statics, self.floats, self.states, i, *arrays)
             ready.append(i)
             budgets.append(budget)
         self._index()
@@ -219,7 +220,7 @@ class CompiledCore:
         """The final reward and metrics of compiled sub-env ``i``'s finished episode."""
         row = self.scalars[i]
         static, _, state = self.arrays[i]
-        retained = tuple(kernel.retained(static, state).tolist())
+        retained = tuple(kernel.retained(static, state, row).tolist())
         # What the episode is scored on: a drawn episode's labels, or the episode itself.
         scored = self.labels[i]
         if scored is None:

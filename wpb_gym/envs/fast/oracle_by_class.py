@@ -19,17 +19,17 @@ def drawn_oracle(labels: Any, budget: int) -> float | None:
     """U*(B) of a drawn episode's ``DrawnLabels`` (``scoring.oracle.oracle_utility``'s value), None when it has
     too many combinations of class counts to try. Its utilities are halves (0.5, 1, 5, 6), so
     the optimum in half units is exact in integers, as the oracle's is."""
-    units = np.rint(labels.utilities * 2).astype(np.int64)
-    best = _class_optimum(units, labels.costs, budget, _MAX_COMBINATIONS)
+    best = _class_optimum(labels.utilities, labels.costs, budget, _MAX_COMBINATIONS)
     return None if best < 0 else best / 2
 
 
 @njit(cache=True)
-def _class_optimum(units, costs, budget, max_combinations):
-    """The most units a set of steps within ``budget`` holds (-1: too many combinations).
+def _class_optimum(utilities, costs, budget, max_combinations):
+    """The most half units a set of steps within ``budget`` holds (-1: too many combinations).
     ``oracle._enumerated_optimum``'s search: steps of equal units are interchangeable but for
     their cost, so some optimal set takes the cheapest steps of each class; every count of each
     class but the most numerous is tried, and that one's most steps that fit are added."""
+    units = np.rint(utilities * 2).astype(np.int64)
     # The useful steps (worth something, fitting alone) by class, in ascending units.
     top, weight, value = 0, 0, 0
     for t in range(units.shape[0]):
