@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -258,7 +260,9 @@ def test_the_garbage_collector_is_paused_only_inside_a_step_or_reset_and_left_as
         gc.enable()
 
 
-_METRICS_ENV = WritePolicyBenchVectorEnv(6, length=5)
+@functools.cache
+def _metrics_env() -> WritePolicyBenchVectorEnv:
+    return WritePolicyBenchVectorEnv(6, length=5)  # one for every example: a vector env takes a while to build
 
 
 @settings(max_examples=80, deadline=None)
@@ -271,7 +275,7 @@ def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, oth
     later episodes' values cast to it, an every-step key's array given the values as they are;
     a value that is not a number (object arrays), episodes with other metrics or a metric named
     as another's mask, as Gymnasium lays them out one episode at a time."""
-    vector = _METRICS_ENV
+    vector = _metrics_env()
     finished = []
     for k, (i, value, t) in enumerate(sorted(rows, key=lambda row: row[0])):
         metrics = {"f1": 0.25 * k, "steps": 5 + k, "odd": value, "t": t}  # "t": an every-step key

@@ -221,6 +221,10 @@ def structure_draws(c: Any, seed: int, index: int) -> tuple[np.ndarray, np.ndarr
     2**31, so its ranges are 32-bit ones). A negative seed or index goes to NumPy, which refuses it."""
     if seed < 0 or index < 0 or not _draws_as_numpy():
         return paper.structure_draws(c, seed, index)
+    return _compiled_draws(c, seed, index)
+
+
+def _compiled_draws(c: Any, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     entropy, spawn_key = paper.stream_entropy(c.regime, seed, index, 0)
     return paper_structure(entropy_words(entropy, spawn_key), c.api_pool, c.min_params, c.max_params, c.length)
 
@@ -231,8 +235,7 @@ def _draws_as_numpy() -> bool:
     with a range whose 32-bit draws NumPy rejects and redraws a quarter of the time."""
     for regime, seed, index, max_params in (("default", 0, 0, 6), ("burst_redundancy", 2**40, 2**33, 3 * 2**29)):
         c = paper.make_config(regime, length=64, max_params=max_params)
-        entropy, spawn_key = paper.stream_entropy(c.regime, seed, index, 0)
-        ours = paper_structure(entropy_words(entropy, spawn_key), c.api_pool, c.min_params, c.max_params, c.length)
+        ours = _compiled_draws(c, seed, index)
         if not all(np.array_equal(a, b) for a, b in zip(ours, paper.structure_draws(c, seed, index), strict=True)):
             return False
     return True
