@@ -15,9 +15,11 @@ from test_vector_env import play_both
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.fast import layout as L
+from wpb_gym.envs.fast import paper_episodes
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
+from wpb_gym.envs.fast.numpy_streams import structure_draws
 from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
 from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
 from wpb_gym.envs.rewards import RewardFunction
@@ -114,6 +116,37 @@ def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, t
 def test_long_episodes_played_from_their_draws_compile_as_the_episodes_made(regime):
     recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
     assert_drawn_as_made(recipe, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 1_048_576)
+
+
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_episodes_drawn_by_numpy_compile_as_the_episodes_made(track, monkeypatch):
+    """When NumPy, not ``numpy_streams``, draws the structure (it draws otherwise, or the seed is
+    negative), the episode is compiled from NumPy's draws, in steps, to the same arrays."""
+    monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams._draws_as_numpy", lambda: False)
+    monkeypatch.setattr("wpb_gym.envs.fast.paper_episodes._unprivileged", None)  # would fail if called
+    recipe = EpisodeRecipe(make_config("burst_redundancy", length=80, api_pool=5), 21, 4)
+    assert_drawn_as_made(recipe, track, {"f1": 1.0}, False, 4_000)
+
+
+def test_an_episode_whose_arrays_would_pass_int32_is_left_to_the_made_episode(monkeypatch):
+    recipe = EpisodeRecipe(make_config("default", length=200), 0, 0)
+    c = recipe.config
+    stride, metadata = c.max_params + c.length + 1, np.array([20], dtype=np.int64)
+    compiled = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
+    assert compiled[0].size > 500 and compiled[2].size > 0
+    monkeypatch.setattr(paper_episodes, "_MAX_STATIC", 500)  # read by the Python function, not the compiled one
+    too_large = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
+    assert too_large[0].size == 0
+    monkeypatch.setattr(paper_episodes, "_unprivileged", lambda *args: too_large)
+    assert compile_drawn(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 4_000) is None
+
+
+def _played(recipe: EpisodeRecipe) -> tuple:
+    c = recipe.config
+    stride = c.max_params + c.length + 1
+    return paper_episodes._play.py_func(*structure_draws(c, recipe.seed, recipe.index), c.bursts, c.burst_interval,
+                                        c.burst_len, c.redundancy, c.redundancy_prob, c.drift_prob,
+                                        c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob, stride)
 
 
 # What compile_drawn reads of a generator config, and why it may leave the rest: a field added

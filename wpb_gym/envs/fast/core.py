@@ -24,7 +24,6 @@ from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources
 from .contents import ContentMemo
-from .episode_arrays import compile_episode, describe_episode
 from .layout import (
     F_PAID,
     F_PENALTIES,
@@ -44,6 +43,7 @@ from .layout import (
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
+    from .episode_arrays import compile_episode, describe_episode
     from .oracle_by_class import drawn_oracle
     from .paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
 

@@ -28,6 +28,7 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_text, observation_json
 from ...core.tracks import PRIVILEGED
@@ -235,21 +236,35 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
 
 def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated: np.ndarray,
                 removed: np.ndarray | None, reward_fn: Any) -> np.ndarray:
-    """An episode's ``floats``: the sections' offsets and U*(B) (NaN: not computed yet), then per
-    step its utility, priority (0 off the privileged track), deprecated and removed flags (None:
-    none removed), and the reward function's prefix oracle (dense ``neg_regret`` only)."""
-    T = len(utilities)
+    """An episode's ``floats`` (``float_sections``) with the reward function's U*(B) and prefix
+    oracle (dense ``neg_regret`` only): None for what it has not computed."""
     prefix = reward_fn._oracle_prefix
+    known = reward_fn.known_oracle
+    return float_sections(utilities, _NONE if priorities is None else priorities, deprecated,
+                          _NONE if removed is None else removed, _NONE if prefix is None else prefix,
+                          np.nan if known is None else known)
+
+
+_NONE = np.zeros(0, dtype=np.float64)
+
+
+@njit(cache=True)
+def float_sections(utilities, priorities, deprecated, removed, prefix, known):
+    """An episode's ``floats``: the sections' offsets and U*(B) (``known``; NaN: not computed
+    yet), then per step its utility, priority (0 off the privileged track), deprecated and
+    removed flags, and the prefix oracle. An empty ``priorities``, ``removed`` or ``prefix``:
+    zeros, none removed, no prefix."""
+    T = utilities.shape[0]
     start = L.N_FLOATS + 1
-    floats = np.zeros(start + 4 * T + (0 if prefix is None else len(prefix)), dtype=np.float64)
-    floats[:L.N_FLOATS] = start + T * np.arange(L.N_FLOATS)  # four sections of T, then the prefix
-    floats[L.N_FLOATS] = np.nan if reward_fn.known_oracle is None else reward_fn.known_oracle
+    floats = np.zeros(start + 4 * T + prefix.shape[0], dtype=np.float64)
+    for k in range(L.N_FLOATS):  # four sections of T, then the prefix
+        floats[k] = start + T * k
+    floats[L.N_FLOATS] = known
     floats[start:start + T] = utilities
-    if priorities is not None:
+    if priorities.shape[0]:
         floats[start + T:start + 2 * T] = priorities
     floats[start + 2 * T:start + 3 * T] = deprecated
-    if removed is not None:
+    if removed.shape[0]:
         floats[start + 3 * T:start + 4 * T] = removed
-    if prefix is not None:
-        floats[start + 4 * T:] = prefix
+    floats[start + 4 * T:] = prefix
     return floats

@@ -219,14 +219,19 @@ def paper_structure(entropy, api_pool, min_params, max_params, length):
 def structure_draws(c: Any, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``paper.structure_draws(c, seed, index)``, drawn in compiled code (a config's ints are below
     2**31, so its ranges are 32-bit ones). A negative seed or index goes to NumPy, which refuses it."""
-    if seed < 0 or index < 0 or not _draws_as_numpy():
+    entropy = structure_entropy(c, seed, index)
+    if entropy is None:
         return paper.structure_draws(c, seed, index)
-    return _compiled_draws(c, seed, index)
+    return paper_structure(entropy, c.api_pool, c.min_params, c.max_params, c.length)
 
 
-def _compiled_draws(c: Any, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def structure_entropy(c: Any, seed: int, index: int) -> np.ndarray | None:
+    """The assembled entropy ``paper_structure`` draws the episode's structure from; None when
+    the draws are NumPy's to make (a negative seed or index, or a NumPy that draws otherwise)."""
+    if seed < 0 or index < 0 or not _draws_as_numpy():
+        return None
     entropy, spawn_key = paper.stream_entropy(c.regime, seed, index, 0)
-    return paper_structure(entropy_words(entropy, spawn_key), c.api_pool, c.min_params, c.max_params, c.length)
+    return entropy_words(entropy, spawn_key)
 
 
 @functools.cache
@@ -235,7 +240,8 @@ def _draws_as_numpy() -> bool:
     with a range whose 32-bit draws NumPy rejects and redraws a quarter of the time."""
     for regime, seed, index, max_params in (("default", 0, 0, 6), ("burst_redundancy", 2**40, 2**33, 3 * 2**29)):
         c = paper.make_config(regime, length=64, max_params=max_params)
-        ours = _compiled_draws(c, seed, index)
+        entropy, spawn_key = paper.stream_entropy(c.regime, seed, index, 0)
+        ours = paper_structure(entropy_words(entropy, spawn_key), c.api_pool, c.min_params, c.max_params, c.length)
         if not all(np.array_equal(a, b) for a, b in zip(ours, paper.structure_draws(c, seed, index), strict=True)):
             return False
     return True

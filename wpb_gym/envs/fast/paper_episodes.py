@@ -19,7 +19,7 @@ differential tests compare the two, ids renamed, and play both.
 
 from __future__ import annotations
 
-from itertools import accumulate
+import functools
 from typing import Any
 
 import numpy as np
@@ -31,8 +31,8 @@ from ...episodes.generators.paper import episode_priorities
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
-from .episode_arrays import float_array
-from .numpy_streams import structure_draws
+from .episode_arrays import float_array, float_sections
+from .numpy_streams import paper_structure, structure_draws, structure_entropy
 
 # A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
 # played from the made episode.
@@ -68,31 +68,45 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     """``(static, floats, state)`` of the recipe's episode on ``track`` and its ``DrawnLabels``,
     ``reward_fn`` started on it; None when the arrays are too large for int32."""
     c = recipe.config
-    n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
-    played = _play(n_params, uniforms, endpoints, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
-                   c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
-                   c.max_params + c.length + 1)
-    content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = played
     T = c.length
-    priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
-    n = len(endpoint)
-    # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
-    # and a memory with as many families as contents.
-    if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + len(param_numbers) >= _MAX_STATIC
-            or sum(L.state_sizes(T, n, n)) >= _MAX_STATIC):
+    entropy = structure_entropy(c, recipe.seed, recipe.index)
+    if track != PRIVILEGED and entropy is not None:
+        # Draws, play and arrays in one compiled call: the metadata is the same text at every step.
+        compiled = _unprivileged(entropy, c.api_pool, c.min_params, c.max_params, T, c.bursts, c.burst_interval,
+                                 c.burst_len, c.redundancy, c.redundancy_prob, c.drift_prob, c.burst_drift_prob,
+                                 c.remove_param_prob, c.deprecate_prob, _regime_metadata(c.regime),
+                                 HEADER_BYTES + INDEX_BYTES)
+        priorities = None
+    else:
+        n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
+        played = _play(n_params, uniforms, endpoints, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
+                       c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
+                       c.max_params + c.length + 1)
+        utility = played[1]
+        priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
+        metadata = _metadata_lengths(c.regime, priorities, T) if priorities is not None else _regime_metadata(c.regime)
+        compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
+    static, floats, state, utility, costs, critical = compiled
+    if not len(static):
         return None
-    static, costs, step_deprecated = _static(content_of, critical, _metadata_lengths(c.regime, priorities, T),
-                                             endpoint, version, deprecated, param_start, param_numbers,
-                                             c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
-    sizes = L.state_sizes(T, int(static[L.H_FAMILIES]), n)
-    static[L.H_STATE:L.H_STATE + L.N_STATE] = list(accumulate(sizes[:-1], initial=0))
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
     reward_fn.start_labels(T, critical_steps, utility, costs, budget)
-    # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
-    clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-    floats = float_array(utility, clipped, step_deprecated, None, reward_fn)
-    return (static, floats, np.zeros(sum(sizes), dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
+    if priorities is not None or reward_fn._oracle_prefix is not None or reward_fn.known_oracle is not None:
+        # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
+        clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
+        floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
+    return (static, floats, state), DrawnLabels(critical_steps, utility, costs)
+
+
+def _deprecated_section(T: int) -> slice:
+    start = L.N_FLOATS + 1 + 2 * T
+    return slice(start, start + T)
+
+
+@functools.lru_cache(maxsize=64)
+def _regime_metadata(regime: str) -> np.ndarray:
+    return _metadata_lengths(regime, None, 0)
 
 
 def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
@@ -178,6 +192,49 @@ def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redu
         prev_endpoint, prev_content = i, content
     return (content_of, utility, critical, c_endpoint[:n_contents], c_version[:n_contents],
             c_deprecated[:n_contents], param_start[:n_contents + 1], param_numbers[:position])
+
+
+_state_sizes = njit(cache=True)(L.state_sizes)
+
+
+@njit(cache=True)
+def _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers, metadata,
+             stride, entry_bytes):
+    """``(static, floats, state, utility, costs, critical)`` of a played episode (``_play``'s
+    arrays; ``metadata`` as ``_static`` takes it), its floats without priorities or any oracle;
+    an empty ``static`` when the arrays are too large for int32."""
+    T = content_of.shape[0]
+    n = endpoint.shape[0]
+    # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
+    # and a memory with as many families as contents.
+    if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + param_numbers.shape[0] >= _MAX_STATIC
+            or sum(_state_sizes(T, n, n)) >= _MAX_STATIC):
+        none = np.zeros(0, dtype=np.int32)
+        return none, np.zeros(0), none, utility, np.zeros(0, dtype=np.int64), critical
+    static, costs, step_deprecated = _static(content_of, critical, metadata, endpoint, version, deprecated,
+                                             param_start, param_numbers, stride, entry_bytes)
+    position = 0
+    for k, size in enumerate(_state_sizes(T, np.int64(static[L.H_FAMILIES]), n)):
+        static[L.H_STATE + k] = position
+        position += size
+    none = np.zeros(0, dtype=np.float64)
+    floats = float_sections(utility, none, step_deprecated, none, none, np.nan)
+    return static, floats, np.zeros(position, dtype=np.int32), utility, costs, critical
+
+
+@njit(cache=True)
+def _unprivileged(entropy, api_pool, min_params, max_params, T, bursts, burst_interval, burst_len, redundancy,
+                  redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
+                  entry_bytes):
+    """``_compile`` of the episode whose structure is drawn from ``entropy`` (``numpy_streams``):
+    an episode off the privileged track, made ready in one call."""
+    stride = max_params + T + 1
+    n_params, uniforms, endpoints = paper_structure(entropy, api_pool, min_params, max_params, T)
+    content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = _play(
+        n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redundancy, redundancy_prob, drift_prob,
+        burst_drift_prob, remove_param_prob, deprecate_prob, stride)
+    return _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers,
+                    metadata, stride, entry_bytes)
 
 
 @njit(cache=True, inline="always")
