@@ -268,6 +268,12 @@ def test_a_reset_whose_episode_fails_to_compile_starts_the_others_and_leaves_it_
             raise MemoryError("no room for sub-env 1's episode")
         return compile_first(*args)
 
+    def fail_batch(*args):
+        raise MemoryError("no room for the step's episodes")
+
+    # The step's episodes are started together; when that fails, one by one, so that the
+    # failure is the sub-env's whose episode failed.
+    monkeypatch.setattr(core, "start_drawn", fail_batch)
     monkeypatch.setattr(core, "compile_drawn", fail_second)
     with pytest.raises(MemoryError):
         vector.reset(seed=5)

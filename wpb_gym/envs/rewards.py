@@ -121,6 +121,11 @@ class RewardFunction:
             raise ValueError(f"expire_cost must be a finite number >= 0, got {expire_cost!r}")
         self.expire_cost = float(expire_cost)
 
+    @property
+    def oracle_at_start(self) -> bool:
+        """Whether ``start`` computes U*(B) (a dense reward pays its share of it as it goes)."""
+        return self.dense and ("utility" in self.weights or "neg_regret" in self.weights)
+
     def fresh(self) -> RewardFunction:
         """A new reward function of the same settings, with no episode."""
         return type(self)(self.weights, self.dense, self.expire_cost)
@@ -150,7 +155,7 @@ class RewardFunction:
         self._penalties = 0.0
         self._oracle_value: float | None = None
         self._oracle_prefix: np.ndarray | None = None
-        if self.dense and ("utility" in self.weights or "neg_regret" in self.weights):
+        if self.oracle_at_start:
             self._compute_oracle(prefix="neg_regret" in self.weights)
 
     def _compute_oracle(self, prefix: bool) -> None:

@@ -208,9 +208,9 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             if metrics is not None:
                 finished.append((i, metrics))
         if terminated.any():
-            for i in np.flatnonzero(terminated & core.compiled).tolist():
-                rewards[i], metrics = core.close(i, self._envs[i])
-                finished.append((i, metrics))
+            ended = np.flatnonzero(terminated & core.compiled).tolist()
+            if ended:
+                finished.extend(core.close(ended, self._envs, rewards))
             finished.sort(key=lambda f: f[0])
         final: list[tuple[int, Any, dict[str, Any]]] = []
         if finished and self.autoreset_mode == AutoresetMode.SAME_STEP:

@@ -136,38 +136,45 @@ def metrics_of_labels(T: int, critical_steps: Sequence[int], u: np.ndarray, tota
     steps, per-step utilities and number of drift events."""
     relevant = set(critical_steps)
     tp = sum(1 for t in retained if t in relevant)
-    fp = len(retained) - tp
-    fn = len(relevant) - tp
-    tn = T - tp - fp - fn
-    precision = tp / len(retained) if retained else 0.0
-    recall = tp / len(relevant) if relevant else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-    policy_utility = math.fsum(float(u[t]) for t in retained)
-    return EpisodeMetrics(
-        recall=recall,
-        precision=precision,
-        f1=f1,
-        utility_per_kb=policy_utility / (bytes_used / 1024) if bytes_used else 0.0,
-        regret_write_only=_regret(float(oracle_utility), policy_utility),
-        oracle_utility=float(oracle_utility),
-        policy_utility=policy_utility,
-        drift_coverage=tp / total_drift if total_drift else 0.0,
-        avg_staleness=math.fsum(T - 1 - t for t in retained) / len(retained) if retained else 0.0,
-        expire_rate=expires / writes if writes else 0.0,
-        utilization=bytes_used / budget if budget else 0.0,
-        write_density=len(retained) / T,
-        bytes_used=bytes_used,
-        write_actions=writes,
-        expire_actions=expires,
-        merge_actions=merges,
-        tp=tp,
-        fp=fp,
-        fn=fn,
-        tn=tn,
-        budget_bytes=budget,
-        steps=T,
-        retained=retained,
-    )
+    row = metric_row(T, len(relevant), total_drift, len(retained), tp, math.fsum(float(u[t]) for t in retained),
+                     math.fsum(T - 1 - t for t in retained), bytes_used=bytes_used, budget=budget, writes=writes,
+                     expires=expires, merges=merges, oracle_utility=oracle_utility)
+    return EpisodeMetrics(**row, retained=retained)
+
+
+def metric_row(T: int, relevant: int, total_drift: int, retained: int, tp: int, policy_utility: float,
+               staleness: float, *, bytes_used: int, budget: int, writes: int, expires: int, merges: int,
+               oracle_utility: float) -> dict[str, float | int]:
+    """``EpisodeMetrics.as_row`` from counts: ``relevant`` critical steps, ``retained`` steps of
+    which ``tp`` are critical, their utility and their staleness summed (``T - 1 - t``)."""
+    fp = retained - tp
+    fn = relevant - tp
+    precision = tp / retained if retained else 0.0
+    recall = tp / relevant if relevant else 0.0
+    return {
+        "recall": recall,
+        "precision": precision,
+        "f1": 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0,
+        "utility_per_kb": policy_utility / (bytes_used / 1024) if bytes_used else 0.0,
+        "regret_write_only": _regret(float(oracle_utility), policy_utility),
+        "oracle_utility": float(oracle_utility),
+        "policy_utility": policy_utility,
+        "drift_coverage": tp / total_drift if total_drift else 0.0,
+        "avg_staleness": staleness / retained if retained else 0.0,
+        "expire_rate": expires / writes if writes else 0.0,
+        "utilization": bytes_used / budget if budget else 0.0,
+        "write_density": retained / T,
+        "bytes_used": bytes_used,
+        "write_actions": writes,
+        "expire_actions": expires,
+        "merge_actions": merges,
+        "tp": tp,
+        "fp": fp,
+        "fn": fn,
+        "tn": T - tp - fp - fn,
+        "budget_bytes": budget,
+        "steps": T,
+    }
 
 
 def score_episode(episode: Episode, store: ByteMemoryStore, *, track: str) -> EpisodeMetrics:

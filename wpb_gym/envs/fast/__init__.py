@@ -6,8 +6,8 @@ where each thing sits); ``kernel`` steps many sub-envs over them in one compiled
 with ``comparisons`` and ``memory`` as its parts, compiled without reference counting
 (``borrowing``). Generated episodes of the paper's four
 regimes are compiled from their random draws alone (``paper_episodes``; the draws themselves,
-NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by ``oracle_by_class``), and
-made only if their sub-env is read. The single env
+NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by ``oracle_by_class``), the
+ones a step starts or ends together (``drawn_batches``), and made only if their sub-env is read. The single env
 (``envs.env``) stays the literal definition of the dynamics: the differential tests play both
 on the same seeds and actions and require equal outputs.
 

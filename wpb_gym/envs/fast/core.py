@@ -4,7 +4,8 @@ It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
 compiles it from its random draws when it is a generated episode of the paper's regimes
-(``paper_episodes``: the episode is not made), else reads it as the single env's table would
+(``paper_episodes``: the episode is not made; those a step starts are started together, and
+those it ends scored together, by ``drawn_batches``), else reads it as the single env's table would
 (``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
 the episode (made then if it was not), and replays the actions the kernel took through its
 own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
@@ -18,34 +19,42 @@ import numpy as np
 from numba.typed import List
 
 from ...episodes.sources import EpisodeList, EpisodeRecipe
-from ...scoring.metrics import metrics_of_labels
+from ...scoring.metrics import metric_row, metrics_of_labels
+from ...scoring.oracle import oracle_utility
 from ..observation.encoder import ObservationEncoder
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources
 from .contents import ContentMemo
 from .layout import (
+    COST,
     F_PAID,
     F_PENALTIES,
+    H_LENGTH,
+    H_STATIC,
     LOG,
     METRIC_CODES,
     N_FLOAT_SCALARS,
     S_BUDGET,
     S_EXPIRES,
+    S_LENGTH,
     S_LOG,
     S_MERGES,
     S_T,
     S_USED,
     S_WRITES,
+    UTILITY,
     n_scalars,
 )
 
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
+    from .drawn_batches import end_drawn, start_drawn
     from .episode_arrays import compile_episode, describe_episode
-    from .oracle_by_class import drawn_oracle
-    from .paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
+    from .numpy_streams import structure_entropy
+    from .oracle_by_class import _MAX_COMBINATIONS
+    from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
 
 _LISTS = ("statics", "floats", "states")
 _KEPT_EPISODES = 4096
@@ -67,6 +76,12 @@ _EMPTY_INT = np.zeros(1, dtype=np.int32)
 _EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
 
 
+def _counted(row: np.ndarray) -> dict[str, int]:
+    """What ``metric_row`` reads of a sub-env's scalar row."""
+    return {"bytes_used": int(row[S_USED]), "budget": int(row[S_BUDGET]), "writes": int(row[S_WRITES]),
+            "expires": int(row[S_EXPIRES]), "merges": int(row[S_MERGES])}
+
+
 class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
@@ -82,14 +97,16 @@ class CompiledCore:
         self.codes = np.array([METRIC_CODES[name] for name in self.weights], dtype=np.int64)
         self.weight_values = np.array(list(self.weights.values()), dtype=np.float64)
         self.dense = reward_fn.dense
+        self.oracle_at_start = reward_fn.oracle_at_start
         self.expire_cost = reward_fn.expire_cost
         self.penalties = np.zeros(n, dtype=np.float64)  # each sub-env's invalid_action_penalty
         self.memo = ContentMemo()
         self.statics = List([_EMPTY_INT] * n)
         self.floats = List([_EMPTY_FLOAT] * n)
         self.states = List([_EMPTY_INT] * n)
-        # The same arrays for Python to read (a typed list's items are slow to reach from Python).
-        self.arrays = [(_EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT)] * n
+        # The same arrays for Python to read (a typed list's items are slow to reach from Python;
+        # None: not read yet, see _held).
+        self.arrays: list[tuple[np.ndarray, ...] | None] = [(_EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT)] * n
         self.scalars = np.zeros((n, n_scalars(self.K)), dtype=np.int64)
         self.fscalars = np.zeros((n, N_FLOAT_SCALARS), dtype=np.float64)
         self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
@@ -109,9 +126,11 @@ class CompiledCore:
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
-        # Per sub-env, what its episode is scored on when the core played it from its draws
-        # (``paper_episodes``), without making it; None: the episode itself.
-        self.labels: list[DrawnLabels | None] = [None] * n
+        # Sub-envs whose episode the core plays from its draws (``paper_episodes``), without
+        # making it: it is scored on its arrays (``drawn_batches.end_drawn``); and their U*(B)
+        # when their reward function computed it at the start (a dense reward's; None: not yet).
+        self.drawn = np.zeros(n, dtype=np.bool_)
+        self.known_oracles: list[float | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -125,43 +144,94 @@ class CompiledCore:
         episode may fail (say, out of memory): the other sub-envs are started all the same, the
         first error is raised after, and the sub-envs that failed are listed in ``unstarted``
         (played by their single env, which has no episode started: reset them again)."""
-        ready, budgets = [], []
+        ready: list[tuple[int, int]] = []
         self.unstarted, error = [], None
+        batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
-            self.compiled[i] = False  # until its new episode is compiled
+            self.compiled[i] = self.drawn[i] = False  # until its new episode is compiled
             self.penalties[i] = env.invalid_action_penalty
             self.synced[i] = 0
-            chosen = self.pending[i]
-            arrays = None
-            try:
-                if chosen is not None:
-                    episode, budget = chosen
-                    if budget < _EXACT_INTS:
-                        arrays = self._arrays(i, env, episode, budget)
-                    if arrays is None:  # the single env plays it: start it now
-                        env._start(self._made(i), budget)
-                        self.pending[i] = None
-            except Exception as failure:
-                self.pending[i] = None
-                self.unstarted.append(i)
-                error = error or failure
+            self.oracles[i] = self.known_oracles[i] = None
+            entropy = self._batched(self.pending[i])
+            if entropy is None:
+                error = self._start_one(i, env, ready, error)
                 continue
-            if arrays is None:
-                self.copy_from(i, env)
-                continue
-            self.compiled[i] = True
-            self.arrays[i] = arrays
-            kernel.place(self.statics, self.floats, self.states, i, *arrays)
-            ready.append(i)
-            budgets.append(budget)
+            config = self.pending[i][0].config
+            batch = batches.get(id(config)) or batches.setdefault(id(config), (config, [], []))
+            batch[1].append(i)
+            batch[2].append(entropy)
+        for config, members, entropies in batches.values():
+            for i in self._start_drawn(config, members, entropies):  # left to the one-by-one path
+                error = self._start_one(i, envs[i], ready, error)
         self._index()
         if ready:
-            kernel.start_batch(np.array(ready, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
+            started, budgets = zip(*ready)
+            kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
                                self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
                                self.K, self.cap, self.oldest, self.privileged)
         if error is not None:
             raise error
+
+    def _batched(self, chosen: tuple[Any, int] | None) -> np.ndarray | None:
+        """The structure entropy of a chosen episode that ``start_drawn`` starts with others (None:
+        started on its own): a drawn one off the privileged track, its budget one float64 holds,
+        for a reward function that needs nothing of the episode at its start (no U*(B))."""
+        if chosen is None or self.privileged or self.oracle_at_start:
+            return None
+        recipe, budget = chosen
+        if type(recipe) is not EpisodeRecipe or budget >= _EXACT_INTS or not drawn_compilable(recipe):
+            return None
+        return structure_entropy(recipe.config, recipe.seed, recipe.index)
+
+    def _start_drawn(self, config: Any, members: list[int], entropies: list[np.ndarray]) -> list[int]:
+        """Start the drawn episodes of sub-envs ``members`` (of ``config``) in one call; returns
+        the sub-envs left to start one by one: all of them if the call failed (say, out of
+        memory: one by one, a failure is its own sub-env's), else those too large for int32."""
+        starts = np.zeros(len(members) + 1, dtype=np.int64)
+        np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
+        try:
+            started = start_drawn(
+                np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
+                np.array([self.pending[i][1] for i in members], dtype=np.int64), *unprivileged_settings(config),
+                self.statics, self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
+                self.K, self.cap, self.oldest, self.privileged)
+        except Exception:
+            return members
+        left = []
+        for i, ok in zip(members, started.tolist()):
+            if ok:
+                self.compiled[i] = self.drawn[i] = True
+                self.arrays[i] = None  # in the typed lists only, until Python reads them (_held)
+            else:
+                left.append(i)
+        return left
+
+    def _start_one(self, i: int, env: Any, ready: list[tuple[int, int]], error: Exception | None) -> Exception | None:
+        """Compile sub-env ``i``'s chosen episode and place it (``ready`` to start), or start it
+        in its single env; returns the first error of the ``start`` so far."""
+        chosen = self.pending[i]
+        arrays = None
+        try:
+            if chosen is not None:
+                episode, budget = chosen
+                if budget < _EXACT_INTS:
+                    arrays = self._arrays(i, env, episode, budget)
+                if arrays is None:  # the single env plays it: start it now
+                    env._start(self._made(i), budget)
+                    self.pending[i] = None
+        except Exception as failure:
+            self.pending[i] = None
+            self.unstarted.append(i)
+            return error or failure
+        if arrays is None:
+            self.copy_from(i, env)
+            return error
+        self.compiled[i] = True
+        self.arrays[i] = arrays
+        kernel.place(self.statics, self.floats, self.states, i, *arrays)
+        ready.append((i, budget))
+        return error
 
     def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
         """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
@@ -169,13 +239,13 @@ class CompiledCore:
         (read-only to the kernel) are kept and shared, and only its memory is made afresh; its
         U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
-        self.labels[i] = self.oracles[i] = None
         if isinstance(episode, EpisodeRecipe):
             if drawn_compilable(episode):
                 drawn = compile_drawn(episode, env.track, reward_fn, budget)
                 if drawn is not None:
-                    arrays, self.labels[i] = drawn
-                    return arrays
+                    self.drawn[i] = True
+                    self.known_oracles[i] = reward_fn.known_oracle
+                    return drawn[0]
             episode = self._made(i)
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
@@ -216,37 +286,61 @@ class CompiledCore:
                           self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
                           self.expire_cost)
 
-    def close(self, i: int, env: Any) -> tuple[float, dict[str, Any]]:
-        """The final reward and metrics of compiled sub-env ``i``'s finished episode."""
-        row = self.scalars[i]
-        static, _, state = self.arrays[i]
-        retained = tuple(kernel.retained(static, state, row).tolist())
-        # What the episode is scored on: a drawn episode's labels, or the episode itself.
-        scored = self.labels[i]
-        if scored is None:
-            scored = env.episode if self.pending[i] is None else self.pending[i][0]
+    def close(self, indices: list[int], envs: Sequence[Any], rewards: np.ndarray) -> list[tuple[int, dict[str, Any]]]:
+        """The final rewards (into ``rewards``) and metrics of the finished episodes of compiled
+        sub-envs ``indices``, as ``(i, metrics)`` in their order."""
+        metrics: dict[int, dict[str, Any]] = {}
+        drawn = [i for i in indices if self.drawn[i]]
+        if drawn:  # scored on their arrays, in one call
+            known = [self.known_oracles[i] for i in drawn]
+            counts = end_drawn(np.array(drawn, dtype=np.int64), self.statics, self.floats, self.states, self.scalars,
+                               np.array([oracle is None for oracle in known]), _MAX_COMBINATIONS)
+            for i, oracle, (kept, tp, units, staleness, relevant, best) in zip(drawn, known, counts.tolist()):
+                if oracle is None:
+                    oracle = best / 2 if best >= 0 else self._scoring_oracle(i)
+                row = self.scalars[i]
+                metrics[i] = metric_row(int(row[S_LENGTH]), relevant, relevant, kept, tp, units / 2, float(staleness),
+                                        oracle_utility=oracle, **_counted(row))
+        closed = []
+        for i in indices:
+            if i not in metrics:
+                static, _, state = self._held(i)
+                row = self.scalars[i]
+                metrics[i] = self._scored(i, envs[i], tuple(kernel.retained(static, state, row).tolist()),
+                                          _counted(row))
+            floats = self.fscalars[i]
+            reward = closing_reward(terminal_reward(self.weights, metrics[i]) - floats[F_PENALTIES], floats[F_PAID])
+            floats[F_PAID] += reward
+            rewards[i] = reward
+            closed.append((i, metrics[i]))
+        return closed
+
+    def _scoring_oracle(self, i: int) -> float:
+        """U*(B) of sub-env ``i``'s drawn episode from its arrays, by ``scoring.oracle``."""
+        static, floats, _ = self._held(i)
+        T, costs, utilities = int(static[H_LENGTH]), int(static[H_STATIC + COST]), int(floats[UTILITY])
+        return oracle_utility(static[costs:costs + T].astype(np.int64), floats[utilities:utilities + T],
+                              int(self.scalars[i, S_BUDGET]))
+
+    def _held(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Sub-env ``i``'s three arrays (a typed list's items are slow to reach: kept once read)."""
+        arrays = self.arrays[i]
+        if arrays is None:
+            arrays = self.arrays[i] = (self.statics[i], self.floats[i], self.states[i])
+        return arrays
+
+    def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
+        """The metrics of sub-env ``i``'s finished episode, a made one, that retains ``retained``."""
+        scored = env.episode if self.pending[i] is None else self.pending[i][0]
         known = self.oracles[i]
         if known is None or known[0] is None:
-            reward_fn = self.reward_fns[i]
-            # A dense reward's oracle has U*(B) already; else a drawn episode's is tried first.
-            oracle = reward_fn.known_oracle
-            if oracle is None and self.labels[i] is not None:
-                oracle = drawn_oracle(self.labels[i], int(row[S_BUDGET]))
-            if oracle is None:
-                oracle = reward_fn.oracle_utility()
+            oracle = self.reward_fns[i].oracle_utility()  # a dense reward's oracle has it already
             if known is not None:
                 known[0] = oracle  # an episode that comes back at this budget has this U*(B)
         else:
             oracle = known[0]
-        metrics = metrics_of_labels(
-            len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events, retained,
-            bytes_used=int(row[S_USED]), budget=int(row[S_BUDGET]), writes=int(row[S_WRITES]),
-            expires=int(row[S_EXPIRES]), merges=int(row[S_MERGES]), oracle_utility=oracle,
-        ).as_row()
-        floats = self.fscalars[i]
-        reward = closing_reward(terminal_reward(self.weights, metrics) - floats[F_PENALTIES], floats[F_PAID])
-        floats[F_PAID] += reward
-        return reward, metrics
+        return metrics_of_labels(len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events,
+                                 retained, oracle_utility=oracle, **counted).as_row()
 
     def sync(self, i: int, env: Any) -> None:
         """Bring single env ``i`` to the kernel's state: start its episode if it was not, and
@@ -259,7 +353,7 @@ class CompiledCore:
             self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])
         if self.synced[i] < taken:
-            static, _, state = self.arrays[i]
+            static, _, state = self._held(i)
             log = kernel.st_py(static, LOG)
             for a in state[log + self.synced[i]: log + taken].tolist():
                 env.advance(a)

@@ -72,10 +72,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     entropy = structure_entropy(c, recipe.seed, recipe.index)
     if track != PRIVILEGED and entropy is not None:
         # Draws, play and arrays in one compiled call: the metadata is the same text at every step.
-        compiled = _unprivileged(entropy, c.api_pool, c.min_params, c.max_params, T, c.bursts, c.burst_interval,
-                                 c.burst_len, c.redundancy, c.redundancy_prob, c.drift_prob, c.burst_drift_prob,
-                                 c.remove_param_prob, c.deprecate_prob, _regime_metadata(c.regime),
-                                 HEADER_BYTES + INDEX_BYTES)
+        compiled = _unprivileged(entropy, *unprivileged_settings(c))
         priorities = None
     else:
         n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
@@ -97,6 +94,13 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
         floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
     return (static, floats, state), DrawnLabels(critical_steps, utility, costs)
+
+
+def unprivileged_settings(c: Any) -> tuple[Any, ...]:
+    """``_unprivileged``'s arguments after the entropy, for episodes of config ``c``."""
+    return (c.api_pool, c.min_params, c.max_params, c.length, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
+            c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
+            _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
 
 
 def _deprecated_section(T: int) -> slice:

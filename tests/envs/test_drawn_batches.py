@@ -1,0 +1,93 @@
+"""Drawn episodes started and ended a step's worth at a time (``envs.fast.drawn_batches``): the
+vector env must step as the single envs whichever path an episode takes (together, one by one,
+or left to one by one by the batch), and take the batched path where it applies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_vector_env import play_both
+
+import wpb_gym.envs.fast.core as core
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes.generators.paper import PAPER_REGIMES
+
+
+@pytest.fixture
+def batches(monkeypatch) -> dict[str, list[list[int]]]:
+    """The sub-envs of each ``start_drawn`` and ``end_drawn`` call, as the core makes them."""
+    calls: dict[str, list[list[int]]] = {"start": [], "end": []}
+    for name, key in (("start_drawn", "start"), ("end_drawn", "end")):
+        function = getattr(core, name)
+
+        def recorded(indices, *args, _function=function, _key=key):
+            calls[_key].append(indices.tolist())
+            return _function(indices, *args)
+
+        monkeypatch.setattr(core, name, recorded)
+    return calls
+
+
+@pytest.mark.parametrize("regime", PAPER_REGIMES)
+@pytest.mark.parametrize("reward", [{"f1": 1.0}, {"f1": 0.5, "utility": 0.5}])
+def test_episodes_that_start_and_end_in_one_step_are_compiled_and_scored_together(regime, reward, batches):
+    # No EXPIREs or refused actions (which do not advance time): the six episodes start and end
+    # at the same steps.
+    ended = play_both(6, 92, seed=9, expire_share=0.0, invalid_share=0.0, regime=regime, length=30, api_pool=4,
+                      reward=reward, dense_reward=False, budget_bytes=1_500)
+    assert ended == 18
+    assert batches["start"][0] == list(range(6)) and len(batches["start"]) == 3
+    assert batches["end"] == [list(range(6))] * 3
+
+
+@pytest.mark.parametrize("observation_mode", ["box", "dict"])
+def test_dense_rewards_that_need_no_oracle_at_the_start_are_batched(observation_mode, batches):
+    assert play_both(4, 70, seed=3, length=20, observation_mode=observation_mode, dense_reward=True,
+                     reward={"f1": 1.0}) >= 8
+    assert batches["start"] and batches["end"]
+
+
+@pytest.mark.parametrize(("settings", "why"), [
+    ({"track": "privileged"}, "priorities are drawn by NumPy"),
+    ({"dense_reward": True, "reward": {"f1": 0.5, "neg_regret": 0.5}}, "the reward computes U*(B) at the start"),
+])
+def test_episodes_the_batch_leaves_are_started_one_by_one(settings, why, batches):
+    assert play_both(3, 90, seed=4, length=20, **settings) >= 6, why
+    assert batches["start"] == [], why
+    assert len(batches["end"]) >= 3, "every drawn episode is scored on its arrays"
+
+
+def test_episodes_of_different_configs_started_in_one_reset_are_batched_by_config(batches):
+    """Sub-envs whose chosen episodes come from two generator configs: one call per config, and
+    each sub-env observes what a single env reset to its episode observes."""
+    vector = WritePolicyBenchVectorEnv(4, length=25, api_pool=5)
+    vector.reset(seed=0)
+    singles = [WritePolicyBenchEnv(length=25, api_pool=5) for _ in range(4)]
+    options = [None, {"regime": "burst_redundancy"}, None, {"regime": "burst_redundancy", "length": 40}]
+    for i, env in enumerate(vector._envs):
+        vector._core.pending[i] = env.choose_episode(100 + i, options[i], recipe=True)
+    batches["start"].clear()
+    vector._core.start(range(4), vector._envs)
+    assert sorted(batches["start"]) == [[0, 2], [1], [3]]
+    for i, single in enumerate(singles):
+        obs, info = single.reset(seed=100 + i, options=options[i])
+        assert np.array_equal(vector._core.observations[i], obs)
+        assert np.array_equal(vector._core.masks[i], info["action_mask"])
+
+
+def test_an_episode_the_batch_cannot_start_is_started_one_by_one(monkeypatch, batches):
+    """``start_drawn`` leaves an episode whose arrays would not fit int32 (here: pretended for
+    sub-env 1) to the one-by-one path, which plays it as the single env does."""
+    batched, one_by_one = core.start_drawn, core.compile_drawn
+    compiled = []
+
+    def leaves_the_second(indices, *args):
+        started = batched(indices, *args)
+        started[indices.tolist().index(1)] = False
+        return started
+
+    monkeypatch.setattr(core, "start_drawn", leaves_the_second)
+    monkeypatch.setattr(core, "compile_drawn", lambda *args: compiled.append(args) or one_by_one(*args))
+    assert play_both(3, 50, seed=6, expire_share=0.0, invalid_share=0.0, length=15) == 9
+    assert len(compiled) == len(batches["start"]) == 4 and all(1 in started for started in batches["start"])

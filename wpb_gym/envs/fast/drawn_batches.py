@@ -1,0 +1,80 @@
+"""Episodes played from their draws (``paper_episodes``), started and ended a step's worth at a time.
+
+At T = 200 a vector step of 256 sub-envs ends and starts a few episodes. One by one, each costs
+several compiled calls and the Python between them; here the episodes a step starts with the
+same generator config are made ready, placed and observed in one call (``start_drawn``), and
+the drawn episodes it ends are counted, U*(B) included, in one call (``end_drawn``). What they
+compute is what the one-by-one path computes: ``paper_episodes._unprivileged`` and
+``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class._class_optimum``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .kernel import observe, retained, start
+from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
+from .oracle_by_class import _class_optimum
+from .paper_episodes import _unprivileged
+
+# The counts ``end_drawn`` gives per episode, in this order.
+KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
+
+
+@njit(cache=True)
+def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params, max_params, T, bursts,
+                burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob,
+                remove_param_prob, deprecate_prob, metadata, entry_bytes, statics, floats, states, scalars, fscalars,
+                masks, observations, K, cap, oldest, privileged):
+    """Sub-env ``indices[j]`` starts the episode whose structure is drawn from ``entropy`` between
+    ``entropy_starts[j]`` and the next (``numpy_streams.structure_entropy``), with budget
+    ``budgets[j]``: its arrays made (``paper_episodes._unprivileged``), placed, started and
+    observed. Returns which were started (not: its arrays would not fit int32)."""
+    started = np.zeros(indices.shape[0], dtype=np.bool_)
+    for j in range(indices.shape[0]):
+        i = indices[j]
+        static, fl, state, _, _, _ = _unprivileged(
+            entropy[entropy_starts[j]:entropy_starts[j + 1]], api_pool, min_params, max_params, T, bursts,
+            burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob,
+            deprecate_prob, metadata, entry_bytes)
+        if static.shape[0] == 0:
+            continue
+        statics[i], floats[i], states[i] = static, fl, state
+        start(static, state, scalars[i], fscalars[i], budgets[j])
+        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
+        started[j] = True
+    return started
+
+
+@njit(cache=True)
+def end_drawn(indices, statics, floats, states, scalars, search, max_combinations):
+    """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
+    memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
+    half units (a drawn episode's utilities are halves, so the sum is exact) and their
+    staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units
+    where ``search[j]`` (-1: not searched, or more than ``max_combinations`` to try)."""
+    out = np.empty((indices.shape[0], 6), dtype=np.int64)
+    for j in range(indices.shape[0]):
+        i = indices[j]
+        static, fl, row = statics[i], floats[i], scalars[i]
+        T = static[H_LENGTH]
+        critical = static[H_STATIC + CRITICAL]
+        at = int(fl[UTILITY])
+        utilities = fl[at:at + T]
+        kept = retained(static, states[i], row)
+        tp, units, staleness = 0, 0, 0
+        for t in kept:
+            tp += static[critical + t]
+            units += np.int64(np.rint(2.0 * utilities[t]))
+            staleness += T - 1 - t
+        relevant = 0
+        for t in range(T):
+            relevant += static[critical + t]
+        best = -1
+        if search[j]:
+            costs = static[static[H_STATIC + COST]:static[H_STATIC + COST] + T].astype(np.int64)
+            best = _class_optimum(utilities, costs, row[S_BUDGET], max_combinations)
+        out[j, KEPT], out[j, KEPT_CRITICAL], out[j, KEPT_HALF_UNITS] = kept.shape[0], tp, units
+        out[j, STALENESS], out[j, CRITICAL_STEPS], out[j, ORACLE_HALF_UNITS] = staleness, relevant, best
+    return out
