@@ -448,17 +448,18 @@ def test_contents_described_together_are_described_as_one_at_a_time(batches):
         assert len(set(uniques)) == len(uniques)  # a non-empty dict equals no other content
 
 
-def test_the_step_functions_borrow_their_arrays_and_the_batch_functions_count_them():
-    """``borrowing``: the functions a compiled step calls leave numba's reference counting out
-    (they allocate nothing; numba would refuse to compile it), the two that take the arrays out
-    of their lists keep it."""
-    from wpb_gym.envs.fast import comparisons, kernel, memory
+def test_the_step_functions_borrow_their_arrays_and_those_that_allocate_count_them():
+    """``borrowing``: the functions a compiled step calls, down from the batch functions that
+    slice the sub-envs' arrays out of the arenas, leave numba's reference counting out (they
+    allocate nothing; numba would refuse to compile it); those that make arrays keep it."""
+    from wpb_gym.envs.fast import arenas, comparisons, drawn_batches, kernel, memory
 
-    borrowing = [kernel.advance, kernel.observe, kernel.start, kernel._slots, kernel._compare_with_memory,
-                 comparisons.merge_cost, comparisons.since_seen, memory.store, memory.remove, memory.largest]
+    borrowing = [kernel.step_batch, kernel.start_batch, arenas.episode, kernel.advance, kernel.observe,
+                 kernel.start, kernel._slots, kernel._compare_with_memory, comparisons.merge_cost,
+                 comparisons.since_seen, memory.store, memory.remove, memory.largest]
     for function in borrowing:
         assert function.targetoptions.get("_nrt") is False, function.__name__
-    for function in (kernel.step_batch, kernel.start_batch):
+    for function in (drawn_batches.start_drawn, drawn_batches.end_drawn, kernel.retained):
         assert "_nrt" not in function.targetoptions, function.__name__
 
 

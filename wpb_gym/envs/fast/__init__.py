@@ -2,14 +2,15 @@
 
 ``episode_arrays`` reads an episode as a single env just reset to it does (each distinct
 observation described once by ``contents``) and turns it into flat arrays (``layout`` says
-where each thing sits); ``kernel`` steps many sub-envs over them in one compiled call (numba),
-with ``comparisons`` and ``memory`` as its parts, compiled without reference counting
-(``borrowing``). Generated episodes of the paper's four
-regimes are compiled from their random draws alone (``paper_episodes``; the draws themselves,
-NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by ``oracle_by_class``), the
-ones a step starts or ends together (``drawn_batches``), and made only if their sub-env is read. The single env
-(``envs.env``) stays the literal definition of the dynamics: the differential tests play both
-on the same seeds and actions and require equal outputs.
+where each thing sits; ``arenas`` holds every sub-env's in three buffers); ``kernel`` steps
+many sub-envs over them in one compiled call (numba), with ``comparisons`` and ``memory`` as
+its parts, compiled without reference counting (``borrowing``). Generated episodes of the
+paper's four regimes are compiled from their random draws alone (``paper_episodes``; the
+draws themselves, NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by
+``oracle_by_class``; those a step starts or ends, together by ``drawn_batches``), and made
+only if their sub-env is read. The single env (``envs.env``) stays the literal definition of
+the dynamics: the differential tests play both on the same seeds and actions and require
+equal outputs.
 
 numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
 is cached on disk (``compile_cache``).

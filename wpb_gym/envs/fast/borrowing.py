@@ -2,12 +2,13 @@
 
 They read and write arrays their caller holds, allocate none and return none, so numba's
 reference counting of those arrays is left out of them (numba's ``_nrt=False``): an atomic
-increment and decrement each time a function is handed an array, which sampling with ``perf``
-put at 12% of the vector env's time. ``kernel.step_batch`` and ``start_batch``, which take the
-arrays out of their lists, keep the counting and hold every array while these run. numba
-refuses to compile an allocation without it, so a function that starts allocating fails at
-its first compilation rather than leaking. A numba without the option compiles them with
-counting, as any other function.
+increment and decrement each time a function is handed an array or a slice of one, which
+sampling with ``perf`` put at 12% of the vector env's time. ``kernel.step_batch`` and
+``start_batch`` are handed the arenas' buffers by Python, which holds them while they run, and
+slice each sub-env's arrays out of them (``arenas.episode``). numba refuses to compile an
+allocation without counting, so a function that starts allocating fails at its first
+compilation rather than leaking. A numba without the option compiles them with counting, as
+any other function.
 """
 
 from __future__ import annotations

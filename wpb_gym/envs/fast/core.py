@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
-from numba.typed import List
 
 from ...episodes.sources import EpisodeList, EpisodeRecipe
 from ...scoring.metrics import metric_row, metrics_of_labels
@@ -50,13 +49,13 @@ from .layout import (
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
+    from .arenas import Arenas
     from .drawn_batches import end_drawn, start_drawn
     from .episode_arrays import compile_episode, describe_episode
     from .numpy_streams import structure_entropy
     from .oracle_by_class import _MAX_COMBINATIONS
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
 
-_LISTS = ("statics", "floats", "states")
 _KEPT_EPISODES = 4096
 # Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
 _EXACT_INTS = 2**53
@@ -70,10 +69,6 @@ def compilable_settings(env: Any) -> bool:
     plain_parts = (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
                    and type(env.viewer) is MemoryViewer)
     return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
-
-
-_EMPTY_INT = np.zeros(1, dtype=np.int32)
-_EMPTY_FLOAT = np.zeros(1, dtype=np.float64)
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:
@@ -101,12 +96,7 @@ class CompiledCore:
         self.expire_cost = reward_fn.expire_cost
         self.penalties = np.zeros(n, dtype=np.float64)  # each sub-env's invalid_action_penalty
         self.memo = ContentMemo()
-        self.statics = List([_EMPTY_INT] * n)
-        self.floats = List([_EMPTY_FLOAT] * n)
-        self.states = List([_EMPTY_INT] * n)
-        # The same arrays for Python to read (a typed list's items are slow to reach from Python;
-        # None: not read yet, see _held).
-        self.arrays: list[tuple[np.ndarray, ...] | None] = [(_EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT)] * n
+        self.arenas = Arenas(n)  # each compiled sub-env's episode arrays
         self.scalars = np.zeros((n, n_scalars(self.K)), dtype=np.int64)
         self.fscalars = np.zeros((n, N_FLOAT_SCALARS), dtype=np.float64)
         self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
@@ -167,9 +157,9 @@ class CompiledCore:
         self._index()
         if ready:
             started, budgets = zip(*ready)
-            kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64), self.statics,
-                               self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
-                               self.K, self.cap, self.oldest, self.privileged)
+            kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
+                               *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
+                               self.observations, self.K, self.cap, self.oldest, self.privileged)
         if error is not None:
             raise error
 
@@ -185,27 +175,39 @@ class CompiledCore:
         return structure_entropy(recipe.config, recipe.seed, recipe.index)
 
     def _start_drawn(self, config: Any, members: list[int], entropies: list[np.ndarray]) -> list[int]:
-        """Start the drawn episodes of sub-envs ``members`` (of ``config``) in one call; returns
-        the sub-envs left to start one by one: all of them if the call failed (say, out of
-        memory: one by one, a failure is its own sub-env's), else those too large for int32."""
-        starts = np.zeros(len(members) + 1, dtype=np.int64)
-        np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
+        """Start the drawn episodes of sub-envs ``members`` (of ``config``) in one call (a second
+        for those whose arrays outgrew their segments); returns the sub-envs left to start one
+        by one: all of them if a call failed (say, out of memory: one by one, a failure is its
+        own sub-env's), else those too large for int32."""
+        settings = unprivileged_settings(config)
+        budgets = [self.pending[i][1] for i in members]
         try:
-            started = start_drawn(
-                np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
-                np.array([self.pending[i][1] for i in members], dtype=np.int64), *unprivileged_settings(config),
-                self.statics, self.floats, self.states, self.scalars, self.fscalars, self.masks, self.observations,
-                self.K, self.cap, self.oldest, self.privileged)
+            outcome, need = self._drawn_call(members, entropies, budgets, settings)
+            grown = np.flatnonzero(outcome < 0).tolist()
+            if grown:
+                for j in grown:
+                    self.arenas.fit(members[j], tuple(need[j].tolist()))
+                outcome[grown] = self._drawn_call([members[j] for j in grown], [entropies[j] for j in grown],
+                                                  [budgets[j] for j in grown], settings)[0]
         except Exception:
             return members
         left = []
-        for i, ok in zip(members, started.tolist()):
-            if ok:
+        for i, started in zip(members, outcome.tolist()):
+            if started == 1:
                 self.compiled[i] = self.drawn[i] = True
-                self.arrays[i] = None  # in the typed lists only, until Python reads them (_held)
             else:
                 left.append(i)
         return left
+
+    def _drawn_call(self, members: list[int], entropies: list[np.ndarray], budgets: list[int],
+                    settings: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+        starts = np.zeros(len(members) + 1, dtype=np.int64)
+        np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
+        arenas = self.arenas
+        return start_drawn(np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
+                           np.array(budgets, dtype=np.int64), *settings, *arenas.buffers, arenas.spans,
+                           arenas.capacity, self.scalars, self.fscalars, self.masks, self.observations, self.K,
+                           self.cap, self.oldest, self.privileged)
 
     def _start_one(self, i: int, env: Any, ready: list[tuple[int, int]], error: Exception | None) -> Exception | None:
         """Compile sub-env ``i``'s chosen episode and place it (``ready`` to start), or start it
@@ -228,15 +230,15 @@ class CompiledCore:
             self.copy_from(i, env)
             return error
         self.compiled[i] = True
-        self.arrays[i] = arrays
-        kernel.place(self.statics, self.floats, self.states, i, *arrays)
+        static, floats, state = arrays
+        self.arenas.put(i, static, floats, len(state))
         ready.append((i, budget))
         return error
 
     def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
         """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
-        function started. An episode of a set read from files comes back: its static arrays
-        (read-only to the kernel) are kept and shared, and only its memory is made afresh; its
+        function started. An episode of a set read from files comes back: its static arrays are
+        kept (and copied into the sub-env's segments), and only its memory is made afresh; its
         U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
         if isinstance(episode, EpisodeRecipe):
@@ -281,7 +283,7 @@ class CompiledCore:
              reasons: np.ndarray) -> None:
         """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
         that ends an episode is filled in by ``close``."""
-        kernel.step_batch(indices, actions, self.statics, self.floats, self.states, self.scalars, self.fscalars,
+        kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars,
                           self.masks, self.observations, rewards, terminated, reasons, self.K, self.cap, self.oldest,
                           self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
                           self.expire_cost)
@@ -293,7 +295,7 @@ class CompiledCore:
         drawn = [i for i in indices if self.drawn[i]]
         if drawn:  # scored on their arrays, in one call
             known = [self.known_oracles[i] for i in drawn]
-            counts = end_drawn(np.array(drawn, dtype=np.int64), self.statics, self.floats, self.states, self.scalars,
+            counts = end_drawn(np.array(drawn, dtype=np.int64), *self.arenas.buffers, self.arenas.spans, self.scalars,
                                np.array([oracle is None for oracle in known]), _MAX_COMBINATIONS)
             for i, oracle, (kept, tp, units, staleness, relevant, best) in zip(drawn, known, counts.tolist()):
                 if oracle is None:
@@ -304,7 +306,7 @@ class CompiledCore:
         closed = []
         for i in indices:
             if i not in metrics:
-                static, _, state = self._held(i)
+                static, _, state = self.arenas.views(i)
                 row = self.scalars[i]
                 metrics[i] = self._scored(i, envs[i], tuple(kernel.retained(static, state, row).tolist()),
                                           _counted(row))
@@ -317,17 +319,10 @@ class CompiledCore:
 
     def _scoring_oracle(self, i: int) -> float:
         """U*(B) of sub-env ``i``'s drawn episode from its arrays, by ``scoring.oracle``."""
-        static, floats, _ = self._held(i)
+        static, floats, _ = self.arenas.views(i)
         T, costs, utilities = int(static[H_LENGTH]), int(static[H_STATIC + COST]), int(floats[UTILITY])
         return oracle_utility(static[costs:costs + T].astype(np.int64), floats[utilities:utilities + T],
                               int(self.scalars[i, S_BUDGET]))
-
-    def _held(self, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Sub-env ``i``'s three arrays (a typed list's items are slow to reach: kept once read)."""
-        arrays = self.arrays[i]
-        if arrays is None:
-            arrays = self.arrays[i] = (self.statics[i], self.floats[i], self.states[i])
-        return arrays
 
     def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
         """The metrics of sub-env ``i``'s finished episode, a made one, that retains ``retained``."""
@@ -353,30 +348,18 @@ class CompiledCore:
             self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])
         if self.synced[i] < taken:
-            static, _, state = self._held(i)
+            static, _, state = self.arenas.views(i)
             log = kernel.st_py(static, LOG)
             for a in state[log + self.synced[i]: log + taken].tolist():
                 env.advance(a)
             self.synced[i] = taken
-
-    def __getstate__(self) -> dict[str, Any]:
-        # numba's typed lists do not pickle: plain lists of the same arrays do.
-        state = dict(self.__dict__)
-        for name in _LISTS:
-            state[name] = list(state[name])
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        for name in _LISTS:
-            state[name] = List(state[name])
-        self.__dict__.update(state)
 
     def release(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is stepped by its single env from now on, brought to the core's state."""
         self.sync(i, env)
         if self.compiled[i]:
             self.compiled[i] = False
-            self.statics[i], self.floats[i], self.states[i] = self.arrays[i] = _EMPTY_INT, _EMPTY_FLOAT, _EMPTY_INT
+            self.arenas.release(i)
             self._index()
         self.released[i] = True
 

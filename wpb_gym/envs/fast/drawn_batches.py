@@ -2,8 +2,9 @@
 
 At T = 200 a vector step of 256 sub-envs ends and starts a few episodes. One by one, each costs
 several compiled calls and the Python between them; here the episodes a step starts with the
-same generator config are made ready, placed and observed in one call (``start_drawn``), and
-the drawn episodes it ends are counted, U*(B) included, in one call (``end_drawn``). What they
+same generator config are made ready, placed (``arenas``) and observed in one call
+(``start_drawn``), and the drawn episodes it ends are counted, U*(B) included, in one call
+(``end_drawn``). What they
 compute is what the one-by-one path computes: ``paper_episodes._unprivileged`` and
 ``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class._class_optimum``.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .arenas import episode
 from .kernel import observe, retained, start
 from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
 from .oracle_by_class import _class_optimum
@@ -25,13 +27,15 @@ KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNI
 @njit(cache=True)
 def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params, max_params, T, bursts,
                 burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob,
-                remove_param_prob, deprecate_prob, metadata, entry_bytes, statics, floats, states, scalars, fscalars,
-                masks, observations, K, cap, oldest, privileged):
+                remove_param_prob, deprecate_prob, metadata, entry_bytes, statics, floats, states, spans, capacity,
+                scalars, fscalars, masks, observations, K, cap, oldest, privileged):
     """Sub-env ``indices[j]`` starts the episode whose structure is drawn from ``entropy`` between
     ``entropy_starts[j]`` and the next (``numpy_streams.structure_entropy``), with budget
-    ``budgets[j]``: its arrays made (``paper_episodes._unprivileged``), placed, started and
-    observed. Returns which were started (not: its arrays would not fit int32)."""
-    started = np.zeros(indices.shape[0], dtype=np.bool_)
+    ``budgets[j]``: its arrays made (``paper_episodes._unprivileged``), copied into its segments
+    (``arenas``), started and observed. Returns per episode 1 if it started, 0 if its arrays
+    would not fit int32, -1 if they do not fit its segments, with the sizes they need."""
+    outcome = np.zeros(indices.shape[0], dtype=np.int64)
+    need = np.zeros((indices.shape[0], 3), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
         static, fl, state, _, _, _ = _unprivileged(
@@ -40,15 +44,23 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
             deprecate_prob, metadata, entry_bytes)
         if static.shape[0] == 0:
             continue
-        statics[i], floats[i], states[i] = static, fl, state
-        start(static, state, scalars[i], fscalars[i], budgets[j])
-        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
-        started[j] = True
-    return started
+        need[j, 0], need[j, 1], need[j, 2] = static.shape[0], fl.shape[0], state.shape[0]
+        if need[j, 0] > capacity[i, 0] or need[j, 1] > capacity[i, 1] or need[j, 2] > capacity[i, 2]:
+            outcome[j] = -1
+            continue
+        spans[i, 1], spans[i, 3], spans[i, 5] = need[j, 0], need[j, 1], need[j, 2]
+        held_static, held_floats, held_state = episode(statics, floats, states, spans, i)
+        held_static[:] = static
+        held_floats[:] = fl
+        start(held_static, held_state, scalars[i], fscalars[i], budgets[j])
+        observe(held_static, held_floats, held_state, scalars[i], K, cap, oldest, privileged, observations[i],
+                masks[i])
+        outcome[j] = 1
+    return outcome, need
 
 
 @njit(cache=True)
-def end_drawn(indices, statics, floats, states, scalars, search, max_combinations):
+def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
     half units (a drawn episode's utilities are halves, so the sum is exact) and their
@@ -57,12 +69,13 @@ def end_drawn(indices, statics, floats, states, scalars, search, max_combination
     out = np.empty((indices.shape[0], 6), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
-        static, fl, row = statics[i], floats[i], scalars[i]
+        static, fl, state = episode(statics, floats, states, spans, i)
+        row = scalars[i]
         T = static[H_LENGTH]
         critical = static[H_STATIC + CRITICAL]
         at = int(fl[UTILITY])
         utilities = fl[at:at + T]
-        kept = retained(static, states[i], row)
+        kept = retained(static, state, row)
         tp, units, staleness = 0, 0, 0
         for t in kept:
             tp += static[critical + t]

@@ -15,6 +15,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .arenas import episode
 from .borrowing import borrowing
 from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted, since_seen
 from .layout import (
@@ -430,35 +431,31 @@ def start(static, state, scalars, fscalars, budget):
     state[heads: heads + static[H_APIS]] = -1
 
 
-@njit(cache=True)
-def step_batch(indices, actions, statics, floats, states, scalars, fscalars, masks, observations, rewards,
+@borrowing
+def step_batch(indices, actions, statics, floats, states, spans, scalars, fscalars, masks, observations, rewards,
                terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
-    """``advance`` then ``observe`` for the sub-envs in ``indices``."""
+    """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``)."""
     for j in range(len(indices)):
         i = indices[j]
-        static, fl, state = statics[i], floats[i], states[i]
-        reward, done, reason = advance(static, fl, state, scalars[i], fscalars[i], masks[i], actions[i], K, cap,
-                                       dense, codes, weights, invalid_penalties[i], expire_cost)
+        static, fl, state = episode(statics, floats, states, spans, i)
+        row, mask = scalars[i], masks[i]
+        reward, done, reason = advance(static, fl, state, row, fscalars[i], mask, actions[i], K, cap, dense, codes,
+                                       weights, invalid_penalties[i], expire_cost)
         rewards[i] = reward
         terminated[i] = done
         reasons[i] = reason
-        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
+        observe(static, fl, state, row, K, cap, oldest, privileged, observations[i], mask)
 
 
-@njit(cache=True)
-def start_batch(indices, budgets, statics, floats, states, scalars, fscalars, masks, observations, K, cap, oldest,
-                privileged):
-    """``start`` then ``observe`` for the sub-envs in ``indices``."""
+@borrowing
+def start_batch(indices, budgets, statics, floats, states, spans, scalars, fscalars, masks, observations, K, cap,
+                oldest, privileged):
+    """``start`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``)."""
     for j in range(len(indices)):
         i = indices[j]
-        start(statics[i], states[i], scalars[i], fscalars[i], budgets[j])
-        observe(statics[i], floats[i], states[i], scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
-
-
-@njit(cache=True)
-def place(statics, floats, states, i, static, fl, state):
-    """Sub-env ``i``'s arrays into the lists the batch functions read (one call, not three)."""
-    statics[i], floats[i], states[i] = static, fl, state
+        static, fl, state = episode(statics, floats, states, spans, i)
+        start(static, state, scalars[i], fscalars[i], budgets[j])
+        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
 
 
 @njit(cache=True)
