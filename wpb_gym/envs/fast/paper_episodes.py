@@ -201,7 +201,9 @@ def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redu
 _state_sizes = njit(cache=True)(L.state_sizes)
 
 
-@njit(cache=True)
+# ``_compile`` and ``_unprivileged`` are inlined into their compiled callers: each function numba
+# compiles on its own adds about a second to the first run's compilation.
+@njit(cache=True, inline="always")
 def _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers, metadata,
              stride, entry_bytes):
     """``(static, floats, state, utility, costs, critical)`` of a played episode (``_play``'s
@@ -226,7 +228,7 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
     return static, floats, np.zeros(position, dtype=np.int32), utility, costs, critical
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _unprivileged(entropy, api_pool, min_params, max_params, T, bursts, burst_interval, burst_len, redundancy,
                   redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
                   entry_bytes):
