@@ -5,6 +5,7 @@ and no two sub-envs' segments overlap."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,3 +57,19 @@ def test_a_sub_env_whose_next_arrays_fit_keeps_its_segments():
     assert np.array_equal(arenas.spans[0, ::2], before) and arenas.spans[0, 1::2].tolist() == [110, 40, 90]
     arenas.put(0, np.arange(1000, dtype=np.int32), np.ones(40), 90)
     assert arenas.spans[0, 0] != before[0] and arenas.capacity[0, 0] == 1250
+
+
+def test_a_buffer_that_cannot_grow_leaves_the_sub_env_without_arrays_and_the_others_as_they_were(monkeypatch):
+    arenas = Arenas(2)
+    arenas.put(0, np.arange(100, dtype=np.int32), np.ones(50), 80)
+    arenas.put(1, np.arange(7, dtype=np.int32), np.zeros(3), 5)
+
+    def no_memory(self, kind, room):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(Arenas, "_compact", no_memory)
+    with pytest.raises(MemoryError):
+        arenas.put(1, np.arange(10_000, dtype=np.int32), np.zeros(3), 5)
+    assert arenas.spans[1].tolist() == [0] * 6 and arenas.capacity[1].tolist() == [0] * 3
+    static, floats, state = arenas.views(0)
+    assert np.array_equal(static, np.arange(100)) and np.array_equal(floats, np.ones(50)) and len(state) == 80

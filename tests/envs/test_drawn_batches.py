@@ -4,6 +4,8 @@ or left to one by one by the batch), and take the batched path where it applies.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 from test_vector_env import play_both
@@ -98,3 +100,37 @@ def test_an_episode_the_batch_cannot_start_is_started_one_by_one(monkeypatch, ba
     assert play_both(3, 50, seed=6, expire_share=0.0, invalid_share=0.0, length=15) == 9
     assert len(compiled) == 4, "sub-env 1's four episodes (the fourth started by the last step)"
     assert [call for call in batches["start"] if len(call) == 3] == [[0, 1, 2]] * 4
+
+
+@pytest.mark.parametrize("track", ["privileged", "unprivileged"])
+def test_a_failure_to_grow_the_arenas_leaves_that_sub_env_to_reset_and_starts_the_others(track, monkeypatch):
+    """Placing an episode's arrays may need a larger buffer, the largest allocation a reset
+    makes. If it fails, that sub-env is left holding no arrays and reset by the next step, the
+    others start (one by one when a batch's placement failed), and the error is raised."""
+    from wpb_gym.envs.fast.arenas import Arenas
+
+    vector = WritePolicyBenchVectorEnv(3, length=20, track=track)
+    vector.reset(seed=0)
+    for _ in range(5):
+        vector.step(np.ones(3, dtype=int))
+    compact, calls = Arenas._compact, []
+
+    def fails_once(self, kind, room):
+        calls.append(kind)
+        if len(calls) == 1:
+            raise MemoryError("no room to grow the arena")
+        return compact(self, kind, room)
+
+    monkeypatch.setattr(Arenas, "_compact", fails_once)
+    options = {"length": 3000}  # arrays larger than any buffer holds yet
+    with pytest.raises(MemoryError) if track == "privileged" else nullcontext():
+        vector.reset(seed=5, options=options)
+    core = vector._core
+    failed = [0] if track == "privileged" else []  # the batch's failure is retried one by one
+    assert core.unstarted == failed and core.compiled.tolist() == [i not in failed for i in range(3)]
+    for i in range(3):
+        if i not in failed:
+            obs, _ = WritePolicyBenchEnv(length=20, track=track).reset(seed=5 + i, options=options)
+            assert core.t()[i] == 0 and np.array_equal(core.observations[i], obs)
+    _, _, _, _, info = vector.step(np.ones(3, dtype=int))
+    assert core.compiled.all() and info["t"].tolist() == [0 if i in failed else 1 for i in range(3)]

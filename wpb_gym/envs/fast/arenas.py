@@ -9,8 +9,9 @@ columns 0-1, 2-3, 4-5), and the step slices it for free (``episode``; a slice of
 caller holds needs no counting, see ``borrowing``).
 
 A sub-env keeps its segment while its next episode fits in it; one that does not is given a new
-segment, a quarter larger than it needs, at the buffer's end. When the end is reached the live
-segments are copied into a new buffer twice their size (the old ones are garbage once left).
+segment, a quarter larger than it needs, at the buffer's end (its old one is garbage from
+then on). When the end is reached, the live segments are copied into a new buffer of twice
+their size and the room asked for.
 An array read from Python (``views``) is a view of the current buffer: read it again after a
 sub-env is placed, as the buffer may have moved.
 """
@@ -35,19 +36,23 @@ class Arenas:
         self.ends = [0, 0, 0]
 
     def fit(self, i: int, sizes: tuple[int, int, int]) -> None:
-        """Give sub-env ``i`` arrays of these sizes: its segments where they are big enough,
-        else new ones (what they held is not kept)."""
-        for kind, size in enumerate(sizes):
-            self.spans[i, 2 * kind + 1] = size
-            if size <= self.capacity[i, kind]:
-                continue
-            self.capacity[i, kind] = 0  # its old segment is garbage from now on
-            room = size + size // 4
-            if self.ends[kind] + room > len(self.buffers[kind]):
-                self._compact(kind, room)
-            self.spans[i, 2 * kind] = self.ends[kind]
-            self.capacity[i, kind] = room
-            self.ends[kind] += room
+        """Give sub-env ``i`` room for arrays of these sizes, to be written: its segments where
+        they are big enough (what they held is left there), else new ones. If a buffer cannot
+        grow (say, out of memory), the sub-env is left holding no arrays and the error raised."""
+        try:
+            for kind, size in enumerate(sizes):
+                if size > self.capacity[i, kind]:
+                    room = size + size // 4
+                    if self.ends[kind] + room > len(self.buffers[kind]):
+                        self.capacity[i, kind] = 0  # its old segment is garbage: not copied
+                        self._compact(kind, room)
+                    self.spans[i, 2 * kind] = self.ends[kind]
+                    self.capacity[i, kind] = room
+                    self.ends[kind] += room
+                self.spans[i, 2 * kind + 1] = size
+        except BaseException:
+            self.release(i)
+            raise
 
     def _compact(self, kind: int, room: int) -> None:
         """A new buffer for ``kind``, twice the live segments and ``room``, with them copied in."""

@@ -131,9 +131,10 @@ class CompiledCore:
         """The sub-envs ``indices`` were just reset: those whose episode was chosen but not started
         (``pending``) are compiled and observed; an episode the core cannot play, and a
         sub-env that was reset in full, is played by its single env. Making or reading an
-        episode may fail (say, out of memory): the other sub-envs are started all the same, the
-        first error is raised after, and the sub-envs that failed are listed in ``unstarted``
-        (played by their single env, which has no episode started: reset them again)."""
+        episode, or placing its arrays, may fail (say, out of memory): the other sub-envs are
+        started all the same, the first error met is raised after, and the sub-envs that failed
+        are listed in ``unstarted`` (played by their single env, which has no episode started:
+        reset them again)."""
         ready: list[tuple[int, int]] = []
         self.unstarted, error = [], None
         batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
@@ -143,7 +144,10 @@ class CompiledCore:
             self.penalties[i] = env.invalid_action_penalty
             self.synced[i] = 0
             self.oracles[i] = self.known_oracles[i] = None
-            entropy = self._batched(self.pending[i])
+            try:
+                entropy = self._batched(self.pending[i])
+            except Exception:  # met again, and recorded, by the one-by-one path
+                entropy = None
             if entropy is None:
                 error = self._start_one(i, env, ready, error)
                 continue
@@ -155,6 +159,7 @@ class CompiledCore:
             for i in self._start_drawn(config, members, entropies):  # left to the one-by-one path
                 error = self._start_one(i, envs[i], ready, error)
         self._index()
+        self.unstarted.sort()
         if ready:
             started, budgets = zip(*ready)
             kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
@@ -222,6 +227,9 @@ class CompiledCore:
                 if arrays is None:  # the single env plays it: start it now
                     env._start(self._made(i), budget)
                     self.pending[i] = None
+                else:
+                    static, floats, state = arrays
+                    self.arenas.put(i, static, floats, len(state))
         except Exception as failure:
             self.pending[i] = None
             self.unstarted.append(i)
@@ -230,8 +238,6 @@ class CompiledCore:
             self.copy_from(i, env)
             return error
         self.compiled[i] = True
-        static, floats, state = arrays
-        self.arenas.put(i, static, floats, len(state))
         ready.append((i, budget))
         return error
 
