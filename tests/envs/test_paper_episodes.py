@@ -133,7 +133,7 @@ def test_an_episode_whose_arrays_would_pass_int32_is_left_to_the_made_episode(mo
     c = recipe.config
     stride, metadata = c.max_params + c.length + 1, np.array([20], dtype=np.int64)
     compiled = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
-    assert compiled[0].size > 500 and compiled[2].size > 0
+    assert compiled[0].size > 500 and compiled[2] > 0  # the state's size
     monkeypatch.setattr(paper_episodes, "_MAX_STATIC", 500)  # read by the Python function, not the compiled one
     too_large = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
     assert too_large[0].size == 0

@@ -228,8 +228,7 @@ class CompiledCore:
                     env._start(self._made(i), budget)
                     self.pending[i] = None
                 else:
-                    static, floats, state = arrays
-                    self.arenas.put(i, static, floats, len(state))
+                    self.arenas.put(i, *arrays)
         except Exception as failure:
             self.pending[i] = None
             self.unstarted.append(i)
@@ -241,8 +240,9 @@ class CompiledCore:
         ready.append((i, budget))
         return error
 
-    def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, ...] | None:
-        """Sub-env ``i``'s arrays for ``episode`` (None: the core cannot play it), its reward
+    def _arrays(self, i: int, env: Any, episode: Any, budget: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """Sub-env ``i``'s static and float arrays for ``episode`` and its state's size (None:
+        the core cannot play it), its reward
         function started. An episode of a set read from files comes back: its static arrays are
         kept (and copied into the sub-env's segments), and only its memory is made afresh; its
         U*(B), once computed, too."""
@@ -253,7 +253,8 @@ class CompiledCore:
                 if drawn is not None:
                     self.drawn[i] = True
                     self.known_oracles[i] = reward_fn.known_oracle
-                    return drawn[0]
+                    static, floats, state = drawn[0]
+                    return static, floats, len(state)
             episode = self._made(i)
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
@@ -262,20 +263,23 @@ class CompiledCore:
             self.oracles[i] = oracle
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
-            return static, floats, np.zeros(state_size, dtype=np.int32)
+            return static, floats, state_size
         columns = describe_episode(episode, env.track, self.memo)
         if columns is None:
             return None
         costs = columns.costs
         reward_fn.start(episode, costs, budget)
         arrays = compile_episode(columns, reward_fn, self.memo)
-        if arrays is not None and key is not None:
+        if arrays is None:
+            return None
+        static, floats, state = arrays
+        if key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()
             self.oracles[i] = [None]
             # The entry holds the episode, so its id stays its own while the entry lives.
-            self.kept[key] = (episode, arrays[0], arrays[1], costs, len(arrays[2]), self.oracles[i])
-        return arrays
+            self.kept[key] = (episode, static, floats, costs, len(state), self.oracles[i])
+        return static, floats, len(state)
 
     def _made(self, i: int) -> Any:
         """Sub-env ``i``'s chosen episode, made if it came as a recipe."""

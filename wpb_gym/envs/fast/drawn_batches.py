@@ -38,13 +38,13 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
     need = np.zeros((indices.shape[0], 3), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
-        static, fl, state, _, _, _ = _unprivileged(
+        static, fl, state_size, _, _, _ = _unprivileged(
             entropy[entropy_starts[j]:entropy_starts[j + 1]], api_pool, min_params, max_params, T, bursts,
             burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob,
             deprecate_prob, metadata, entry_bytes)
         if static.shape[0] == 0:
             continue
-        need[j, 0], need[j, 1], need[j, 2] = static.shape[0], fl.shape[0], state.shape[0]
+        need[j, 0], need[j, 1], need[j, 2] = static.shape[0], fl.shape[0], state_size
         if need[j, 0] > capacity[i, 0] or need[j, 1] > capacity[i, 1] or need[j, 2] > capacity[i, 2]:
             outcome[j] = -1
             continue

@@ -83,7 +83,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
         metadata = _metadata_lengths(c.regime, priorities, T) if priorities is not None else _regime_metadata(c.regime)
         compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
-    static, floats, state, utility, costs, critical = compiled
+    static, floats, state_size, utility, costs, critical = compiled
     if not len(static):
         return None
     critical_steps = tuple(np.flatnonzero(critical).tolist())
@@ -93,7 +93,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
         floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
-    return (static, floats, state), DrawnLabels(critical_steps, utility, costs)
+    return (static, floats, np.zeros(state_size, dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
 def unprivileged_settings(c: Any) -> tuple[Any, ...]:
@@ -206,17 +206,17 @@ _state_sizes = njit(cache=True)(L.state_sizes)
 @njit(cache=True, inline="always")
 def _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers, metadata,
              stride, entry_bytes):
-    """``(static, floats, state, utility, costs, critical)`` of a played episode (``_play``'s
+    """``(static, floats, state size, utility, costs, critical)`` of a played episode (``_play``'s
     arrays; ``metadata`` as ``_static`` takes it), its floats without priorities or any oracle;
-    an empty ``static`` when the arrays are too large for int32."""
+    an empty ``static`` when the arrays are too large for int32. The state is left to the caller
+    to make (the arenas give it room without an array of its own)."""
     T = content_of.shape[0]
     n = endpoint.shape[0]
     # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
     # and a memory with as many families as contents.
     if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + param_numbers.shape[0] >= _MAX_STATIC
             or sum(_state_sizes(T, n, n)) >= _MAX_STATIC):
-        none = np.zeros(0, dtype=np.int32)
-        return none, np.zeros(0), none, utility, np.zeros(0, dtype=np.int64), critical
+        return np.zeros(0, dtype=np.int32), np.zeros(0), 0, utility, np.zeros(0, dtype=np.int64), critical
     static, costs, step_deprecated = _static(content_of, critical, metadata, endpoint, version, deprecated,
                                              param_start, param_numbers, stride, entry_bytes)
     position = 0
@@ -225,7 +225,7 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
         position += size
     none = np.zeros(0, dtype=np.float64)
     floats = float_sections(utility, none, step_deprecated, none, none, np.nan)
-    return static, floats, np.zeros(position, dtype=np.int32), utility, costs, critical
+    return static, floats, position, utility, costs, critical
 
 
 @njit(cache=True, inline="always")
