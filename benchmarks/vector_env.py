@@ -196,7 +196,9 @@ def measure_reset(resets: int, rounds: int) -> None:
     The garbage collector is off during each slice (as ``timeit`` runs) and collects before it,
     so that neither side pays for the other's garbage: with numba loaded a full collection
     takes tens of milliseconds, and where one falls would decide a slice. Both sides so leave
-    out the collections a long run pays for."""
+    out the collections a long run pays for; the last two columns put them back: the stall of
+    a batch step against a single env's reset again, with the collector on, over slices ten
+    times as long (what each side keeps alive decides how often full collections come)."""
     import gc
 
     from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -213,11 +215,17 @@ def measure_reset(resets: int, rounds: int) -> None:
         finally:
             gc.enable()
 
+    def collected(call, first: int) -> float:
+        start = time.perf_counter()
+        for k in range(first, first + 10 * resets):
+            call(k)
+        return time.perf_counter() - start
+
     warm_up()
     print(f"Reset time per regime, {resets} resets x {rounds} rounds, garbage collector off in slices"
           " (ratios: the vector env's / a single env's)")
     print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}   {'single env':>11} {'in a step':>11}"
-          f" {'ratio':>7}")
+          f" {'ratio':>7}   {'collector on':>12}")
     for regime in sorted(REGIMES):
         single, one = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
         batch = WritePolicyBenchVectorEnv(64, regime=regime)
@@ -230,15 +238,19 @@ def measure_reset(resets: int, rounds: int) -> None:
             "in a step": lambda k: batch._reset_sub_envs([k % 64]),
         }
         totals = dict.fromkeys(sides, 0.0)
+        with_collector = {"single": 0.0, "in a step": 0.0}
         for r in range(rounds):
             for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
                 # New seeds in every round (both sides of a round play the same ones): an episode
                 # met again would find its contents known.
                 totals[name] += timed(sides[name], r * resets)
+            for name in (list(with_collector) if r % 2 == 0 else list(reversed(with_collector))):
+                with_collector[name] += collected(sides[name], r * 10 * resets)
         per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
         print(f"{regime:<18} {per['seeded single']:>9,.0f}us {per['sub-env']:>9,.0f}us"
               f" {per['sub-env'] / per['seeded single']:>6.2f}x   {per['single']:>9,.0f}us {per['in a step']:>9,.0f}us"
-              f" {per['in a step'] / per['single']:>6.2f}x")
+              f" {per['in a step'] / per['single']:>6.2f}x"
+              f"   {with_collector['in a step'] / with_collector['single']:>11.2f}x")
 
 
 def warm_up() -> None:

@@ -6,8 +6,11 @@ from it (kind, family and api keys, version, parameter sets, deprecated and remo
 ids, value ids equal exactly when Python's ``==`` is, JSON lengths for MERGE pricing). Generated
 streams show the same endpoint states again and again, so one memo serves all the episodes of a
 vector env; ids are only compared within one episode, and the memo starts afresh (between
-episodes) when it grows large. Only plain JSON is described (``episode_arrays`` checks it first):
-equal text then means an equal value of equal types.
+episodes) when it grows large. A description is kept from its text's second sighting on: the
+contract regimes draw new names for every episode, so their texts never come back, and keeping
+their descriptions only made the garbage collector's full passes more frequent. Only plain
+JSON is described (``episode_arrays`` checks it first): equal text then means an equal value of
+equal types.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class ContentMemo:
 
     def clear(self) -> None:
         self.by_text: dict[str, tuple[Any, ...] | None] = {}
+        self.sighted: set[str] = set()  # texts described once, their descriptions not kept
         self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
         self.api_key = 0
         self.values: dict[tuple[Any, ...], int] = {}
@@ -47,8 +51,8 @@ class ContentMemo:
 
     def start(self) -> None:
         """Called before each episode: ids stay consistent within it."""
-        if (len(self.by_text) > self.limit or len(self.values) > 8 * self.limit or len(self.bits) > self.limit
-                or len(self.member_sets) > self.limit):
+        if (len(self.by_text) > self.limit or len(self.sighted) > self.limit or len(self.values) > 8 * self.limit
+                or len(self.bits) > self.limit or len(self.member_sets) > self.limit):
             self.clear()
 
     def content(self, text: str, obs: Any) -> tuple[Any, ...] | None:
@@ -58,7 +62,8 @@ class ContentMemo:
         try:
             return self.by_text[text]
         except KeyError:
-            found = self.by_text[text] = self._describe(obs)
+            found = self._describe(obs)
+            self._remember({text: found})
             return found
 
     def contents(self, texts: list[str], observations: list[Any]) -> list[tuple[Any, ...] | None]:
@@ -69,19 +74,30 @@ class ContentMemo:
         by_text = self.by_text
         found = [by_text.get(text, _UNKNOWN) for text in texts]
         groups: dict[tuple[str, ...], list[int]] = {}
+        fresh: dict[str, tuple[Any, ...] | None] = {}
         for i, description in enumerate(found):
             if description is _UNKNOWN:
                 obs = observations[i]
                 if type(obs) is dict and obs:
                     groups.setdefault(tuple(obs), []).append(i)
                 else:
-                    found[i] = by_text.setdefault(texts[i], self._describe(obs))
+                    found[i] = fresh.setdefault(texts[i], self._describe(obs))
         for names, members in groups.items():
             described = self._describe_dicts(names, [observations[i] for i in members])
             for i, description in zip(members, described, strict=True):
                 # A text met twice keeps its first description, as one at a time would.
-                found[i] = by_text.setdefault(texts[i], description)
+                found[i] = fresh.setdefault(texts[i], description)
+        self._remember(fresh)
         return found
+
+    def _remember(self, fresh: dict[str, tuple[Any, ...] | None]) -> None:
+        """Keep the descriptions of texts described before (see the module docstring)."""
+        sighted = self.sighted
+        for text, description in fresh.items():
+            if text in sighted:
+                self.by_text[text] = description
+            else:
+                sighted.add(text)
 
     def _describe_dicts(self, names: tuple[str, ...], group: list[dict[str, Any]]) -> list[tuple[Any, ...] | None]:
         """``_describe`` of each non-empty dict of ``group``, all with the keys ``names`` in this

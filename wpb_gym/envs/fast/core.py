@@ -121,6 +121,8 @@ class CompiledCore:
         # when their reward function computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
+        # What a made episode that is not kept is scored on: (T, critical steps, utilities, drift events).
+        self.labels: list[tuple[int, Any, np.ndarray, int] | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -247,7 +249,8 @@ class CompiledCore:
         kept (and copied into the sub-env's segments), and only its memory is made afresh; its
         U*(B), once computed, too."""
         reward_fn = self.reward_fns[i]
-        if isinstance(episode, EpisodeRecipe):
+        recipe = episode if isinstance(episode, EpisodeRecipe) else None
+        if recipe is not None:
             if drawn_compilable(episode):
                 drawn = compile_drawn(episode, env.track, reward_fn, budget)
                 if drawn is not None:
@@ -273,6 +276,13 @@ class CompiledCore:
         if arrays is None:
             return None
         static, floats, state = arrays
+        if recipe is not None:
+            # The made episode is not kept: held for as long as it plays, its thousands of
+            # objects would reach the garbage collector's oldest generation, and every full
+            # pass scans numba's objects too (tens of ms). It is made again if its single env
+            # is asked for (sync); scoring needs only its labels.
+            self.pending[i] = (recipe, budget)
+            self.labels[i] = (len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events)
         if key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()
@@ -336,7 +346,14 @@ class CompiledCore:
 
     def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
         """The metrics of sub-env ``i``'s finished episode, a made one, that retains ``retained``."""
-        scored = env.episode if self.pending[i] is None else self.pending[i][0]
+        if self.pending[i] is None:
+            scored = env.episode
+            labels = (len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events)
+        elif isinstance(self.pending[i][0], EpisodeRecipe):
+            labels = self.labels[i]
+        else:
+            scored = self.pending[i][0]
+            labels = (len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events)
         known = self.oracles[i]
         if known is None or known[0] is None:
             oracle = self.reward_fns[i].oracle_utility()  # a dense reward's oracle has it already
@@ -344,8 +361,7 @@ class CompiledCore:
                 known[0] = oracle  # an episode that comes back at this budget has this U*(B)
         else:
             oracle = known[0]
-        return metrics_of_labels(len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events,
-                                 retained, oracle_utility=oracle, **counted).as_row()
+        return metrics_of_labels(*labels, retained, oracle_utility=oracle, **counted).as_row()
 
     def sync(self, i: int, env: Any) -> None:
         """Bring single env ``i`` to the kernel's state: start its episode if it was not, and
