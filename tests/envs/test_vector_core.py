@@ -16,7 +16,7 @@ import pickle
 import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from test_reference_encoder import SOURCES, configs
 from test_vector_env import play_both, same
@@ -26,6 +26,7 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.frozen import freeze_set
+from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
 
 
 @settings(max_examples=40, deadline=None)
@@ -361,6 +362,40 @@ def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, 
             assert [m is None for m in members] == [m is None for m in masks]
             assert [len(m) for m in members if m is not None] == [m.bit_count() for m in masks if m is not None]
             assert _classes(members) == _classes(masks)
+
+
+@settings(max_examples=40, deadline=None)
+@given(regime=st.sampled_from(sorted(REGIMES)), length=st.integers(1, 240), api_pool=st.integers(1, 40),
+       doc_prob=st.sampled_from([0.0, 0.3]), guides=st.booleans(), seed=st.integers(0, 2**31 - 1),
+       index=st.integers(0, 10**6), track=st.sampled_from(["unprivileged", "privileged"]))
+def test_generated_episodes_are_plain_json_so_the_core_reads_them_unchecked(regime, length, api_pool, doc_prob,
+                                                                           guides, seed, index, track):
+    """The core does not check a generated episode's observations for plain JSON
+    (``describe_episode(..., generated=True)``): the generator makes nothing else, and the
+    columns read unchecked are the checked ones."""
+    from wpb_gym.core.accounting import json_text
+    from wpb_gym.envs.fast.contents import ContentMemo
+    from wpb_gym.envs.fast.episode_arrays import EpisodeColumns, describe_episode
+    from wpb_gym.envs.observation.stream_table import plain_json
+
+    overrides = {"length": length, "api_pool": api_pool, "doc_prob": doc_prob}
+    if regime in PAPER_REGIMES:
+        overrides["migration_guides"] = guides
+    try:
+        config = make_config(regime, **overrides)
+    except ValueError:  # a warm-up longer than the episode
+        assume(False)
+    episode = generate_episode(config, seed, index)
+    observations, _ = episode.columns()
+    assert all(plain_json(obs) and "NaN" not in json_text(obs) for obs in observations)
+    checked = describe_episode(episode, track, ContentMemo())
+    unchecked = describe_episode(episode, track, ContentMemo(), generated=True)
+    for name in EpisodeColumns.__slots__:
+        a, b = getattr(checked, name), getattr(unchecked, name)
+        if name == "contents":  # ids aside (each memo numbers its own), the same descriptions
+            assert [d[:9] for d in a] == [d[:9] for d in b]
+        else:
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
 
 
 # Contracts without "required" and with an empty one are the same contract; parameters 1 and True

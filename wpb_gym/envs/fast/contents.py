@@ -15,14 +15,15 @@ equal types.
 
 from __future__ import annotations
 
-from itertools import chain
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 from ...core.accounting import MERGE_KEY, identity_key, json_text
-from ..observation.stream_table import KIND_OTHER, kind_and_family, stated_contract
+from ..observation.stream_table import KIND_ENDPOINT, KIND_OTHER, endpoint_family, kind_and_family, stated_contract
 
 # "api" values the store compares as the table keys them: equal ids exactly when ``same_api``.
-_API_TYPES = (str, int, float, bool, type(None))
+_API_TYPES = frozenset({str, int, float, bool, type(None)})
 
 _UNKNOWN = object()  # not described yet (None is a description: the core does not mirror it)
 
@@ -43,9 +44,11 @@ class ContentMemo:
         self.sighted: set[str] = set()  # texts described once, their descriptions not kept
         self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
         self.api_key = 0
-        self.values: dict[tuple[Any, ...], int] = {}
+        self.values = _Ids()  # an equality key -> its value id
         self.unique = -1  # equality ids of non-empty dicts count down from -2
-        self.bits: dict[Any, int] = {}  # a parameter (``identity_key``) -> its member id
+        # A parameter -> its member id: a string by itself, anything else by ``identity_key``
+        # (a string and a tuple are never equal, so the two kinds of key cannot meet).
+        self.bits = _Ids()
         self.member_sets: dict[tuple[str, ...], tuple[int, ...]] = {}  # a list of strings -> its members
         self.layouts: dict[tuple[str, ...], tuple[tuple[int, ...], ...]] = {}  # see _layout
 
@@ -107,13 +110,14 @@ class ContentMemo:
         if layout is None:
             layout = self.layouts[names] = self._layout(names)
         order, key_ids, key_lengths, is_api = layout
-        columns = dict(zip(names, zip(*[obs.values() for obs in group], strict=True), strict=True))
+        # The dicts share their keys in this order, so a key's column is its values' column.
+        columns = {name: list(map(itemgetter(name), group)) for name in names}
         priced = MERGE_KEY in columns  # only an observation with an "api" can be merged (see _fields)
-        values = self.values
+        value_id = self.values.__getitem__
         value_columns, length_columns, keys_of = [], [], {}
         for key_length, i in zip(key_lengths, order, strict=True):
             keys, lengths = keys_of[names[i]] = _column_facts(columns[names[i]], priced)
-            value_columns.append([values.setdefault(key, len(values)) for key in keys])
+            value_columns.append(list(map(value_id, keys)))
             if priced:
                 length_columns.append([key_length + length for length in lengths])
         field_values = list(zip(*value_columns, strict=True))
@@ -125,12 +129,16 @@ class ContentMemo:
         deprecated = [1.0 if v is True else 0.0 for v in columns.get("deprecated", absent)]
         removed = [1.0 if v is True else 0.0 for v in columns.get("removed", absent)]
         apis = columns.get(MERGE_KEY, absent)
+        api_keys = [(type(api), api) for api in apis] if priced else absent
+        kinds, families = _kinds_and_families(columns, group)
         first = self.unique - 1
         self.unique -= n
-        return [None if priced and type(apis[k]) not in _API_TYPES else (
-            *kind_and_family(obs), None if not priced else (type(apis[k]), apis[k]), version[k], params[k],
-            required[k], deprecated[k], removed[k], 1, first - k, key_ids, field_values[k], field_lengths[k], is_api)
-            for k, obs in enumerate(group)]
+        described = list(zip(kinds, families, api_keys, version, params, required, deprecated, removed, repeat(1, n),
+                             range(first, first - n, -1), repeat(key_ids, n), field_values, field_lengths,
+                             repeat(is_api, n), strict=True))
+        if priced and not set(map(type, apis)) <= _API_TYPES:
+            return [None if type(api) not in _API_TYPES else d for api, d in zip(apis, described, strict=True)]
+        return described
 
     def _member_column(self, column: Any, facts: tuple[list[Any], list[int]] | None) -> list[tuple[int, ...] | None]:
         """``_members`` of each value of a column, given the column's ``_column_facts``: when
@@ -138,12 +146,12 @@ class ContentMemo:
         parameter list an endpoint keeps across versions) is looked up, not rebuilt."""
         if facts is None or any(key[0] != 5 for key in facts[0]):
             return list(map(self._members, column))
-        cache, bits = self.member_sets, self.bits
+        cache, bit = self.member_sets, self.bits.__getitem__
         found = []
         for _, items in facts[0]:
             members = cache.get(items)
             if members is None:
-                members = cache[items] = tuple(sorted({bits.setdefault((str, v), len(bits)) for v in items}))
+                members = cache[items] = tuple(sorted(set(map(bit, items))))
             found.append(members)
         return found
 
@@ -165,11 +173,11 @@ class ContentMemo:
         """A parameter list as the ascending ids of its distinct members (the table's bit mask)."""
         if not isinstance(values, list):
             return None
-        bits = self.bits
+        bit = self.bits.__getitem__
         try:  # identity_key of a hashable member, without the call
-            return tuple(sorted({bits.setdefault((type(v), v), len(bits)) for v in values}))
+            return tuple(sorted({bit(v if type(v) is str else (type(v), v)) for v in values}))
         except TypeError:
-            return tuple(sorted({bits.setdefault(identity_key(v), len(bits)) for v in values}))
+            return tuple(sorted({bit(v if type(v) is str else identity_key(v)) for v in values}))
 
     def _fields(self, obs: Any) -> tuple[Any, ...]:
         """(is a dict, equality id, field key ids, value ids, JSON lengths, which field is "api").
@@ -178,7 +186,7 @@ class ContentMemo:
         fields, and only an observation with an "api" can be merged: the others' lengths are 0."""
         values = self.values
         if not (isinstance(obs, dict) and obs):
-            return (int(isinstance(obs, dict)), values.setdefault(_equality_key(obs), len(values)), (), (), (), ())
+            return (int(isinstance(obs, dict)), values[_equality_key(obs)], (), (), (), ())
         self.unique -= 1
         names = tuple(obs)
         layout = self.layouts.get(names)  # observations of one kind share their keys, in one order
@@ -192,7 +200,7 @@ class ContentMemo:
         else:
             facts = [(_equality_key(items[i]), 0) for i in order]
             lengths = (0,) * len(order)
-        value_ids = tuple([values.setdefault(key, len(values)) for key, _ in facts])
+        value_ids = tuple([values[key] for key, _ in facts])
         return (1, self.unique, key_ids, value_ids, lengths, is_api)
 
     def _layout(self, names: tuple[str, ...]) -> tuple[tuple[int, ...], ...]:
@@ -208,7 +216,26 @@ class ContentMemo:
         return found
 
     def none_id(self) -> int:
-        return self.values.setdefault((3,), len(self.values))
+        return self.values[(3,)]
+
+
+class _Ids(dict):
+    """Ids by key: a key met for the first time gets the next one (0, 1, ...), so that a column
+    of keys is looked up with one ``map`` of ``__getitem__``."""
+
+    def __missing__(self, key: Any) -> int:
+        found = self[key] = len(self)
+        return found
+
+
+def _kinds_and_families(columns: dict[str, list[Any]], group: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
+    """``kind_and_family`` of each dict of ``group`` (all with the keys of ``columns``): the
+    kind is the group's, and string endpoints are keyed by their family's string."""
+    apis = columns.get(MERGE_KEY)
+    if apis is not None and set(map(type, apis)) == {str}:
+        return repeat(KIND_ENDPOINT, len(apis)), [("api", (str, family)) for family in map(endpoint_family, apis)]
+    kinds, families = zip(*map(kind_and_family, group), strict=True)
+    return kinds, families
 
 
 def _normal(value: Any) -> Any:

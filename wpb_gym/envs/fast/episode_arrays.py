@@ -47,9 +47,10 @@ class EpisodeColumns:
                  "previous", "deprecated", "removed", "priorities")
 
 
-def describe_episode(episode: Any, track: str, memo: ContentMemo) -> EpisodeColumns | None:
+def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: bool = False) -> EpisodeColumns | None:
     """The columns of ``episode`` on ``track`` (``StreamTable``'s, ids renumbered per episode),
-    or None when the core does not mirror it."""
+    or None when the core does not mirror it. ``generated``: made by this package's generator,
+    whose observations are plain JSON without floats by construction (not checked again)."""
     observations, metadatas = episode.columns()
     raw = episode.__dict__.get("steps")
     T = len(observations)
@@ -60,22 +61,22 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo) -> EpisodeColu
     # the order they are first shown; equal texts are one content.
     object_ids = list(map(id, observations))
     first_shown = dict(zip(reversed(object_ids), range(T - 1, -1, -1), strict=True))
+    objects = list(dict.fromkeys(object_ids))
+    firsts = list(map(first_shown.__getitem__, objects))
+    shown = list(map(observations.__getitem__, firsts))
+    shown_texts = list(map(json_text, shown)) if raw is None else [observation_json(raw[t]) for t in firsts]
+    if not generated and any("NaN" in text or not plain_json(obs)
+                             for text, obs in zip(shown_texts, shown, strict=True)):
+        return None
     by_text: dict[str, int] = {}
-    by_object: dict[int, int] = {}
-    texts: list[str] = []
-    distinct: list[Any] = []
-    for key in dict.fromkeys(object_ids):
-        t = first_shown[key]
-        obs = observations[t]
-        text = json_text(obs) if raw is None else observation_json(raw[t])
-        if "NaN" in text or not plain_json(obs):
-            return None
-        content = by_text.get(text)
-        if content is None:
-            content = by_text[text] = len(texts)
-            texts.append(text)
-            distinct.append(obs)
-        by_object[key] = content
+    contents_shown = [by_text.setdefault(text, len(by_text)) for text in shown_texts]
+    texts = list(by_text)
+    if len(texts) == len(shown):
+        distinct = shown
+    else:  # each content's first observation
+        first_of = dict(zip(reversed(contents_shown), reversed(shown), strict=True))
+        distinct = list(map(first_of.__getitem__, range(len(texts))))
+    by_object = dict(zip(objects, contents_shown, strict=True))
     described = memo.contents(texts, distinct)
     if None in described:
         return None
