@@ -71,6 +71,12 @@ def compilable_settings(env: Any) -> bool:
     return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
 
 
+def _labels(episode: Any) -> tuple[int, tuple[int, ...], np.ndarray, int]:
+    """What ``metrics_of_labels`` scores an episode on: its length, critical steps, utilities
+    and number of drift events."""
+    return len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events
+
+
 def _counted(row: np.ndarray) -> dict[str, int]:
     """What ``metric_row`` reads of a sub-env's scalar row."""
     return {"bytes_used": int(row[S_USED]), "budget": int(row[S_BUDGET]), "writes": int(row[S_WRITES]),
@@ -121,8 +127,8 @@ class CompiledCore:
         # when their reward function computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
-        # What a made episode that is not kept is scored on: (T, critical steps, utilities, drift events).
-        self.labels: list[tuple[int, Any, np.ndarray, int] | None] = [None] * n
+        # What a made episode that is not kept is scored on (``_labels``).
+        self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
         self._index()
 
     def _index(self) -> None:
@@ -282,7 +288,7 @@ class CompiledCore:
             # pass scans numba's objects too (tens of ms). It is made again if its single env
             # is asked for (sync); scoring needs only its labels.
             self.pending[i] = (recipe, budget)
-            self.labels[i] = (len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events)
+            self.labels[i] = _labels(episode)
         if key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()
@@ -346,14 +352,11 @@ class CompiledCore:
 
     def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
         """The metrics of sub-env ``i``'s finished episode, a made one, that retains ``retained``."""
-        if self.pending[i] is None:
-            scored = env.episode
-            labels = (len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events)
-        elif isinstance(self.pending[i][0], EpisodeRecipe):
+        chosen = self.pending[i]
+        if chosen is not None and isinstance(chosen[0], EpisodeRecipe):
             labels = self.labels[i]
         else:
-            scored = self.pending[i][0]
-            labels = (len(scored), scored.critical_steps, scored.utilities, scored.total_drift_events)
+            labels = _labels(env.episode if chosen is None else chosen[0])
         known = self.oracles[i]
         if known is None or known[0] is None:
             oracle = self.reward_fns[i].oracle_utility()  # a dense reward's oracle has it already
