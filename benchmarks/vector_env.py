@@ -196,7 +196,7 @@ def measure_reset(resets: int, rounds: int) -> None:
     The garbage collector is off during each slice (as ``timeit`` runs) and collects before it,
     so that neither side pays for the other's garbage: with numba loaded a full collection
     takes tens of milliseconds, and where one falls would decide a slice. Both sides so leave
-    out the collections a long run pays for; the last two columns put them back: the stall of
+    out the collections a long run pays for; the last column puts them back: the stall of
     a batch step against a single env's reset again, with the collector on, over slices ten
     times as long (what each side keeps alive decides how often full collections come)."""
     import gc
@@ -215,9 +215,9 @@ def measure_reset(resets: int, rounds: int) -> None:
         finally:
             gc.enable()
 
-    def collected(call, first: int) -> float:
+    def collected(call) -> float:  # the sides timed so draw their own episodes (unseeded)
         start = time.perf_counter()
-        for k in range(first, first + 10 * resets):
+        for k in range(10 * resets):
             call(k)
         return time.perf_counter() - start
 
@@ -245,7 +245,7 @@ def measure_reset(resets: int, rounds: int) -> None:
                 # met again would find its contents known.
                 totals[name] += timed(sides[name], r * resets)
             for name in (list(with_collector) if r % 2 == 0 else list(reversed(with_collector))):
-                with_collector[name] += collected(sides[name], r * 10 * resets)
+                with_collector[name] += collected(sides[name])
         per = {name: total / (resets * rounds) * 1e6 for name, total in totals.items()}
         print(f"{regime:<18} {per['seeded single']:>9,.0f}us {per['sub-env']:>9,.0f}us"
               f" {per['sub-env'] / per['seeded single']:>6.2f}x   {per['single']:>9,.0f}us {per['in a step']:>9,.0f}us"

@@ -16,7 +16,7 @@ import pickle
 import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_reference_encoder import SOURCES, configs
 from test_vector_env import play_both, same
@@ -26,7 +26,6 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.frozen import freeze_set
-from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
 
 
 @settings(max_examples=40, deadline=None)
@@ -103,35 +102,6 @@ def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
         assert np.array_equal(env._encoder.observation(), vector._core.observations[i])
         single.reset(seed=2 + i)
         assert single.episode.episode_id == env.episode.episode_id
-
-
-def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read():
-    """A generated episode the core makes (the contract regimes') is not held while it plays:
-    only its recipe and the labels it is scored on. A sub-env read mid-episode holds the same
-    episode as the single env, and every step and final metric is the single env's."""
-    from wpb_gym.episodes.sources import EpisodeRecipe
-
-    kwargs = {"regime": "breaking", "length": 40, "api_pool": 6, "budget_bytes": 1500}
-    vector = WritePolicyBenchVectorEnv(2, **kwargs)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
-    _, info = vector.reset(seed=5)
-    sync.reset(seed=5)
-    rng = np.random.default_rng(5)
-    ended = held = 0
-    for step in range(130):
-        core = vector._core  # a sub-env read has its episode started in its single env: nothing pending
-        assert core.compiled.all() and all(chosen is None or isinstance(chosen[0], EpisodeRecipe)
-                                           for chosen in core.pending)
-        held += sum(chosen is not None for chosen in core.pending)
-        if step % 25 == 10:
-            assert vector.get_attr("t") == sync.get_attr("t")  # read: made again, brought up to date
-            for episode, expected in zip(vector.get_attr("episode"), sync.get_attr("episode"), strict=True):
-                assert episode.columns() == expected.columns() and episode.labels == expected.labels
-        actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
-        got, want = vector.step(actions), sync.step(actions)
-        same(got, want)
-        info, ended = want[4], ended + int(want[2].sum())
-    assert ended >= 4 and held >= 40
 
 
 def test_a_single_env_handed_out_steps_its_sub_env_from_then_on():
@@ -364,40 +334,6 @@ def test_the_core_reads_an_episode_as_the_single_envs_table_does(source, track, 
             assert _classes(members) == _classes(masks)
 
 
-@settings(max_examples=40, deadline=None)
-@given(regime=st.sampled_from(sorted(REGIMES)), length=st.integers(1, 240), api_pool=st.integers(1, 40),
-       doc_prob=st.sampled_from([0.0, 0.3]), guides=st.booleans(), seed=st.integers(0, 2**31 - 1),
-       index=st.integers(0, 10**6), track=st.sampled_from(["unprivileged", "privileged"]))
-def test_generated_episodes_are_plain_json_so_the_core_reads_them_unchecked(regime, length, api_pool, doc_prob,
-                                                                           guides, seed, index, track):
-    """The core does not check a generated episode's observations for plain JSON
-    (``describe_episode(..., generated=True)``): the generator makes nothing else, and the
-    columns read unchecked are the checked ones."""
-    from wpb_gym.core.accounting import json_text
-    from wpb_gym.envs.fast.contents import ContentMemo
-    from wpb_gym.envs.fast.episode_arrays import EpisodeColumns, describe_episode
-    from wpb_gym.envs.observation.stream_table import plain_json
-
-    overrides = {"length": length, "api_pool": api_pool, "doc_prob": doc_prob}
-    if regime in PAPER_REGIMES:
-        overrides["migration_guides"] = guides
-    try:
-        config = make_config(regime, **overrides)
-    except ValueError:  # a warm-up longer than the episode
-        assume(False)
-    episode = generate_episode(config, seed, index)
-    observations, _ = episode.columns()
-    assert all(plain_json(obs) and "NaN" not in json_text(obs) for obs in observations)
-    checked = describe_episode(episode, track, ContentMemo())
-    unchecked = describe_episode(episode, track, ContentMemo(), generated=True)
-    for name in EpisodeColumns.__slots__:
-        a, b = getattr(checked, name), getattr(unchecked, name)
-        if name == "contents":  # ids aside (each memo numbers its own), the same descriptions
-            assert [d[:9] for d in a] == [d[:9] for d in b]
-        else:
-            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
-
-
 # Contracts without "required" and with an empty one are the same contract; parameters 1 and True
 # are different members; a dict's fields are compared by key, whatever the order they come in.
 CONTRACTS_AND_FIELDS = {
@@ -510,26 +446,6 @@ def test_contents_described_together_are_described_as_one_at_a_time(batches):
         assert [_as_stated(together, d) for d in found] == [_as_stated(one_by_one, d) for d in literal]
         uniques = [d[C.EQUALITY] for d in found if d is not None and d[C.EQUALITY] < 0]
         assert len(set(uniques)) == len(uniques)  # a non-empty dict equals no other content
-
-
-def test_the_memo_keeps_a_description_from_its_texts_second_sighting_on():
-    """Texts met once (every contract episode's) leave no description behind; a text met again
-    is kept, and then found as it was described."""
-    from wpb_gym.core.accounting import json_text
-    from wpb_gym.envs.fast.contents import ContentMemo
-
-    first, second = {"api": "a.v1", "params": ["x"]}, {"section": "s", "content": "c"}
-    texts = [json_text(first), json_text(second)]
-    for one_at_a_time in (False, True):
-        memo = ContentMemo()
-        describe = ((lambda: [memo.content(t, o) for t, o in zip(texts, [first, second], strict=True)])
-                    if one_at_a_time else (lambda: memo.contents(texts, [first, second])))
-        once = describe()
-        assert memo.by_text == {} and memo.sighted == set(texts)
-        again = describe()
-        assert memo.by_text == dict(zip(texts, again, strict=True))
-        assert [d[:9] for d in again] == [d[:9] for d in once]  # the same facts (unique ids aside)
-        assert all(found is kept for found, kept in zip(describe(), again, strict=True))
 
 
 def test_the_step_functions_borrow_their_arrays_and_those_that_allocate_count_them():

@@ -9,8 +9,8 @@ vector env; ids are only compared within one episode, and the memo starts afresh
 episodes) when it grows large. A description is kept from its text's second sighting on: the
 contract regimes draw new names for every episode, so their texts never come back, and keeping
 their descriptions only made the garbage collector's full passes more frequent. Only plain
-JSON is described (``episode_arrays`` checks it first): equal text then means an equal value of
-equal types.
+JSON is described (``episode_arrays`` checks it first, or knows it of the package's generated
+episodes): equal text then means an equal value of equal types.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class ContentMemo:
 
     def clear(self) -> None:
         self.by_text: dict[str, tuple[Any, ...] | None] = {}
-        self.sighted: set[str] = set()  # texts described once, their descriptions not kept
+        self.sighted: set[str] = set()  # texts described once, not kept (a second sighting keeps one)
         self.keys: dict[str, tuple[int, int]] = {MERGE_KEY: (0, len(json_text(MERGE_KEY)) + 2)}  # id, len + 2
         self.api_key = 0
         self.values = _Ids()  # an equality key -> its value id
@@ -99,6 +99,7 @@ class ContentMemo:
         for text, description in fresh.items():
             if text in sighted:
                 self.by_text[text] = description
+                sighted.discard(text)
             else:
                 sighted.add(text)
 

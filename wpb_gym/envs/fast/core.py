@@ -273,7 +273,7 @@ class CompiledCore:
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
             return static, floats, state_size
-        columns = describe_episode(episode, env.track, self.memo, recipe is not None)
+        columns = describe_episode(episode, env.track, self.memo, generated=recipe is not None)
         if columns is None:
             return None
         costs = columns.costs
