@@ -12,6 +12,7 @@ import numpy as np
 from gymnasium.vector import SyncVectorEnv
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from test_vector_core import _as_stated, _observation_batches
 from test_vector_env import same
 
 from wpb_gym.core.accounting import json_text
@@ -63,7 +64,7 @@ def test_generated_episodes_are_plain_json_so_the_core_reads_them_unchecked(regi
                                                                            guides, seed, index, track):
     """The core does not check a generated episode's observations for plain JSON
     (``describe_episode(..., generated=True)``): the generator makes nothing else, and what is
-    read unchecked is what is read checked."""
+    read unchecked, with the JSON texts written or not (``untexted``), is what is read checked."""
     overrides = {"length": length, "api_pool": api_pool, "doc_prob": doc_prob}
     if regime in PAPER_REGIMES:
         overrides["migration_guides"] = guides
@@ -74,14 +75,16 @@ def test_generated_episodes_are_plain_json_so_the_core_reads_them_unchecked(regi
     episode = generate_episode(config, seed, index)
     observations, _ = episode.columns()
     assert all(plain_json(obs) and "NaN" not in json_text(obs) for obs in observations)
+    assert ContentMemo().without_texts(list({id(obs): obs for obs in observations}.values())) is not None
     checked = describe_episode(episode, track, ContentMemo())
-    unchecked = describe_episode(episode, track, ContentMemo(), generated=True)
-    for name in EpisodeColumns.__slots__:
-        a, b = getattr(checked, name), getattr(unchecked, name)
-        if name == "contents":  # ids aside (each memo numbers its own), the same descriptions
-            assert [d[:9] for d in a] == [d[:9] for d in b]
-        else:
-            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
+    for untexted in (False, True):
+        unchecked = describe_episode(episode, track, ContentMemo(), generated=True, untexted=untexted)
+        for name in EpisodeColumns.__slots__:
+            a, b = getattr(checked, name), getattr(unchecked, name)
+            if name == "contents":  # ids aside (each memo numbers its own), the same descriptions
+                assert [d[:9] for d in a] == [d[:9] for d in b]
+            else:
+                assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
 
 
 def test_the_memo_keeps_a_description_from_its_texts_second_sighting_on():
@@ -105,3 +108,40 @@ def test_the_memo_keeps_a_description_from_its_texts_second_sighting_on():
         assert memo.by_text == dict(zip(texts, again, strict=True)) and memo.sighted == set()
         assert [d[:9] for d in again] == [d[:9] for d in once]  # the same facts (unique ids aside)
         assert all(found is kept for found, kept in zip(describe(memo), again, strict=True))
+
+
+@settings(max_examples=150, deadline=None)
+@given(batches=_observation_batches(), data=st.data())
+def test_observations_read_without_texts_are_read_as_with_them(batches, data):
+    """``ContentMemo.without_texts`` reads observations as ``contents`` does and gives each
+    one's JSON text length and a key equal for two exactly when their texts are; or refuses
+    (None) when a key's values are not all of one kind it knows, or an observation is not a
+    non-empty dict."""
+    for batch in batches:
+        observations = [obs for obs in batch if plain_json(obs)]
+        observations += data.draw(st.lists(st.sampled_from(observations), max_size=4)) if observations else []
+        texts = list(map(json_text, observations))
+        memo, reference = ContentMemo(), ContentMemo()
+        read = memo.without_texts(observations)
+        if read is None:
+            continue
+        described, lengths, keys = read
+        expected = [reference.content(text, obs) for text, obs in zip(texts, observations, strict=True)]
+        assert all(type(obs) is dict and obs for obs in observations)
+        assert lengths == list(map(len, texts))
+        assert [_as_stated(memo, d) for d in described] == [_as_stated(reference, d) for d in expected]
+        if None in described:  # an "api" the core does not mirror: the episode is not described
+            continue
+        for a in range(len(observations)):
+            for b in range(len(observations)):
+                assert (keys[a] == keys[b]) == (texts[a] == texts[b]), (observations[a], observations[b])
+
+
+def test_observations_whose_kinds_mix_or_that_are_not_dicts_are_read_with_their_texts():
+    refused = [[{"v": 1}, {"v": True}], [{"v": 1}, {"w": 0, "v": True}], [{"v": 1.0}], [{"v": [1]}],
+               [{"v": ["a", 1]}], [{"v": None}], [{}], [["a"]], ["a"], [{"v": {"a": 1}}]]
+    for observations in refused:
+        assert ContentMemo().without_texts(observations) is None, observations
+    read = ContentMemo().without_texts([{"v": 1, "w": "é"}, {"w": "é", "v": 1}, {"v": 2, "w": "é"}])
+    assert read is not None and read[2][0] == read[2][1] != read[2][2]
+    assert read[1] == [len(json_text({"v": 1, "w": "é"}))] * 2 + [len(json_text({"v": 2, "w": "é"}))]

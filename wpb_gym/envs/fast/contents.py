@@ -93,6 +93,35 @@ class ContentMemo:
         self._remember(fresh)
         return found
 
+    def without_texts(self, observations: list[Any]) -> tuple[list[Any], list[int], list[Any]] | None:
+        """For observations whose texts are not met again (a contract episode's: the memo gains
+        nothing from them), without writing their JSON texts: each one's description, its text's
+        length, and a key equal for two of them exactly when their texts are. Only when every
+        observation is a non-empty dict with string keys and each key holds one kind of value
+        (strings, ints, booleans or lists of strings) in all of them, so that equal value ids
+        mean equal texts (else None). No description is kept."""
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, obs in enumerate(observations):
+            if type(obs) is not dict or not obs:
+                return None
+            groups.setdefault(tuple(obs), []).append(i)
+        n = len(observations)
+        described: list[Any] = [None] * n
+        lengths = [0] * n
+        exact: dict[str, type] = {}
+        for names, members in groups.items():
+            if not all(type(name) is str for name in names):
+                return None
+            found, text_lengths = self._describe_group(names, [observations[i] for i in members], exact)
+            if text_lengths is None:
+                return None
+            for i, description, length in zip(members, found, text_lengths, strict=True):
+                described[i] = description
+                lengths[i] = length
+        if None in described:
+            return described, lengths, []
+        return described, lengths, [(d[FIELD_KEYS], d[FIELD_VALUES]) for d in described]
+
     def _remember(self, fresh: dict[str, tuple[Any, ...] | None]) -> None:
         """Keep the descriptions of texts described before (see the module docstring)."""
         sighted = self.sighted
@@ -106,6 +135,13 @@ class ContentMemo:
     def _describe_dicts(self, names: tuple[str, ...], group: list[dict[str, Any]]) -> list[tuple[Any, ...] | None]:
         """``_describe`` of each non-empty dict of ``group``, all with the keys ``names`` in this
         order, column by column."""
+        return self._describe_group(names, group, None)[0]
+
+    def _describe_group(self, names: tuple[str, ...], group: list[dict[str, Any]],
+                        exact: dict[str, type] | None) -> tuple[list[tuple[Any, ...] | None], list[int] | None]:
+        """``_describe_dicts``, and with ``exact`` (each key's kind of value in the groups read
+        so far) the length of each dict's JSON text, or None for the lengths when a key's values
+        are not all of one kind ``_column_facts`` names."""
         n = len(group)
         layout = self.layouts.get(names)
         if layout is None:
@@ -116,11 +152,18 @@ class ContentMemo:
         priced = MERGE_KEY in columns  # only an observation with an "api" can be merged (see _fields)
         value_id = self.values.__getitem__
         value_columns, length_columns, keys_of = [], [], {}
+        text_lengths = None if exact is None else [sum(key_lengths) + 2 * len(names)] * n
         for key_length, i in zip(key_lengths, order, strict=True):
-            keys, lengths = keys_of[names[i]] = _column_facts(columns[names[i]], priced)
+            name = names[i]
+            keys, lengths, kind = keys_of[name] = _column_facts(columns[name], priced or exact is not None)
             value_columns.append(list(map(value_id, keys)))
             if priced:
                 length_columns.append([key_length + length for length in lengths])
+            if text_lengths is not None:
+                if kind is None or exact.setdefault(name, kind) is not kind:
+                    text_lengths = None
+                else:
+                    text_lengths = list(map(sum, zip(text_lengths, lengths, strict=True)))
         field_values = list(zip(*value_columns, strict=True))
         field_lengths = list(zip(*length_columns, strict=True)) if priced else [(0,) * len(order)] * n
         absent = [None] * n
@@ -138,8 +181,8 @@ class ContentMemo:
                              range(first, first - n, -1), repeat(key_ids, n), field_values, field_lengths,
                              repeat(is_api, n), strict=True))
         if priced and not set(map(type, apis)) <= _API_TYPES:
-            return [None if type(api) not in _API_TYPES else d for api, d in zip(apis, described, strict=True)]
-        return described
+            described = [None if type(api) not in _API_TYPES else d for api, d in zip(apis, described, strict=True)]
+        return described, text_lengths
 
     def _member_column(self, column: Any, facts: tuple[list[Any], list[int]] | None) -> list[tuple[int, ...] | None]:
         """``_members`` of each value of a column, given the column's ``_column_facts``: when
@@ -282,28 +325,32 @@ def _plain_ascii(text: str) -> bool:
     return text.isascii() and text.isprintable() and '"' not in text and "\\" not in text
 
 
-def _column_facts(column: tuple[Any, ...], priced: bool) -> tuple[list[Any], list[int]]:
+def _column_facts(column: tuple[Any, ...], priced: bool) -> tuple[list[Any], list[int], type | None]:
     """``_equality_key`` and (when ``priced``) ``json_length`` of each value of a column: for a
-    column of one type (strings, ints, booleans or lists of strings) in one pass."""
+    column of one type (strings, ints, booleans or lists of strings) in one pass. And that type
+    (``list``: of strings only), under which equal keys mean equal JSON texts; None for a
+    column of any other values."""
     kinds = set(map(type, column))
     kind = kinds.pop() if len(kinds) == 1 else None
     if kind is str:
         keys = [(0, v) for v in column]
         if not priced:
-            return keys, []
+            return keys, [], str
         if _plain_ascii("".join(column)):
-            return keys, [len(v) + 2 for v in column]
-    elif kind is int:
-        return [(1, v) for v in column], list(map(len, map(str, column))) if priced else []
-    elif kind is bool:
-        return [(1, int(v)) for v in column], [4 if v else 5 for v in column] if priced else []
-    elif kind is list and not set(map(type, chain.from_iterable(column))) - {str}:
+            return keys, [len(v) + 2 for v in column], str
+        return keys, list(map(json_length, column)), str
+    if kind is int:
+        return [(1, v) for v in column], list(map(len, map(str, column))) if priced else [], int
+    if kind is bool:
+        return [(1, int(v)) for v in column], [4 if v else 5 for v in column] if priced else [], bool
+    if kind is list and not set(map(type, chain.from_iterable(column))) - {str}:
         keys = [(5, tuple(v)) for v in column]
         if not priced:
-            return keys, []
+            return keys, [], list
         if _plain_ascii("".join(chain.from_iterable(column))):
-            return keys, [len("".join(v)) + 4 * len(v) if v else 2 for v in column]
-    return [_equality_key(v) for v in column], [json_length(v) for v in column] if priced else []
+            return keys, [len("".join(v)) + 4 * len(v) if v else 2 for v in column], list
+        return keys, list(map(json_length, column)), list
+    return [_equality_key(v) for v in column], [json_length(v) for v in column] if priced else [], None
 
 
 def _equality_key(value: Any) -> tuple[Any, ...]:

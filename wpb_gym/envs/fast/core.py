@@ -273,7 +273,9 @@ class CompiledCore:
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
             return static, floats, state_size
-        columns = describe_episode(episode, env.track, self.memo, generated=recipe is not None)
+        # A contract episode's names are drawn afresh: its texts are not met again (see contents).
+        untexted = recipe is not None and recipe.config.change_model == "contract"
+        columns = describe_episode(episode, env.track, self.memo, generated=recipe is not None, untexted=untexted)
         if columns is None:
             return None
         costs = columns.costs

@@ -47,10 +47,13 @@ class EpisodeColumns:
                  "previous", "deprecated", "removed", "priorities")
 
 
-def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: bool = False) -> EpisodeColumns | None:
+def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: bool = False,
+                     untexted: bool = False) -> EpisodeColumns | None:
     """The columns of ``episode`` on ``track`` (``StreamTable``'s, ids renumbered per episode),
     or None when the core does not mirror it. ``generated``: made by this package's generator,
-    whose observations are plain JSON without floats by construction (not checked again)."""
+    whose observations are plain JSON without floats by construction (not checked again).
+    ``untexted``: a generated episode whose texts are not met again (the contract regimes'),
+    read without writing them when ``ContentMemo.without_texts`` can."""
     observations, metadatas = episode.columns()
     raw = episode.__dict__.get("steps")
     T = len(observations)
@@ -64,23 +67,34 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     objects = list(dict.fromkeys(object_ids))
     firsts = list(map(first_shown.__getitem__, objects))
     shown = list(map(observations.__getitem__, firsts))
-    shown_texts = list(map(json_text, shown)) if raw is None else [observation_json(raw[t]) for t in firsts]
-    if not generated and any("NaN" in text or not plain_json(obs)
-                             for text, obs in zip(shown_texts, shown, strict=True)):
-        return None
-    by_text: dict[str, int] = {}
-    contents_shown = [by_text.setdefault(text, len(by_text)) for text in shown_texts]
-    texts = list(by_text)
-    if len(texts) == len(shown):
-        distinct = shown
-    else:  # each content's first observation
-        first_of = dict(zip(reversed(contents_shown), reversed(shown), strict=True))
-        distinct = list(map(first_of.__getitem__, range(len(texts))))
+    read = memo.without_texts(shown) if untexted and generated and raw is None else None
+    if read is not None:
+        described, text_lengths, keys = read
+        if None in described:
+            return None
+        contents_shown = _first_met(keys)
+        if len(contents_shown) and contents_shown[-1] != len(contents_shown) - 1:  # equal texts: one content
+            kept = dict(zip(reversed(contents_shown), reversed(range(len(shown))), strict=True))
+            firsts_of = list(map(kept.__getitem__, range(len(kept))))
+            described = list(map(described.__getitem__, firsts_of))
+            text_lengths = list(map(text_lengths.__getitem__, firsts_of))
+    else:
+        shown_texts = list(map(json_text, shown)) if raw is None else [observation_json(raw[t]) for t in firsts]
+        if not generated and any("NaN" in text or not plain_json(obs)
+                                 for text, obs in zip(shown_texts, shown, strict=True)):
+            return None
+        contents_shown = _first_met(shown_texts)
+        texts = list(dict.fromkeys(shown_texts))
+        if len(texts) == len(shown):
+            distinct = shown
+        else:  # each content's first observation
+            first_of = dict(zip(reversed(contents_shown), reversed(shown), strict=True))
+            distinct = list(map(first_of.__getitem__, range(len(texts))))
+        described = memo.contents(texts, distinct)
+        if None in described:
+            return None
+        text_lengths = list(map(len, texts))
     by_object = dict(zip(objects, contents_shown, strict=True))
-    described = memo.contents(texts, distinct)
-    if None in described:
-        return None
-    text_lengths = list(map(len, texts))
     content_of = np.fromiter(map(by_object.__getitem__, object_ids), dtype=np.int32, count=T)
     family_ids: dict[Any, int] = {}
     api_ids: dict[Any, int] = {}
@@ -110,6 +124,12 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     ep.removed = flags[content_of, 1]
     ep.priorities = step_priorities(metadatas) if track == PRIVILEGED else None
     return ep
+
+
+def _first_met(keys: list[Any]) -> list[int]:
+    """Each key's number, keys numbered in the order they are first met."""
+    numbers: dict[Any, int] = {}
+    return [numbers.setdefault(key, len(numbers)) for key in keys]
 
 
 def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
