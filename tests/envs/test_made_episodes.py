@@ -142,6 +142,30 @@ def test_observations_whose_kinds_mix_or_that_are_not_dicts_are_read_with_their_
                [{"v": ["a", 1]}], [{"v": None}], [{}], [["a"]], ["a"], [{"v": {"a": 1}}]]
     for observations in refused:
         assert ContentMemo().without_texts(observations) is None, observations
-    read = ContentMemo().without_texts([{"v": 1, "w": "é"}, {"w": "é", "v": 1}, {"v": 2, "w": "é"}])
-    assert read is not None and read[2][0] == read[2][1] != read[2][2]
-    assert read[1] == [len(json_text({"v": 1, "w": "é"}))] * 2 + [len(json_text({"v": 2, "w": "é"}))]
+    # Key orders, key sets with equal values, empty values, escapes and more keys than a snapshot has.
+    read = [{"v": 1, "w": "é"}, {"w": "é", "v": 1}, {"v": 2, "w": "é"}, {"x": 1, "w": "é"}, {"v": 1}, {"u": 1},
+            {"a": "", "b": [], "c": ['q"t', "back\\slash"], "d": -10**30, "e": False, "f": "tab\t", "g": ["é"]},
+            {"g": ["é"], "f": "tab\t", "e": False, "d": -10**30, "c": ['q"t', "back\\slash"], "b": [], "a": ""}]
+    found = ContentMemo().without_texts(read)
+    assert found is not None and found[1] == [len(json_text(obs)) for obs in read]
+    texts = list(map(json_text, read))
+    assert [[a == b for b in found[2]] for a in found[2]] == [[a == b for b in texts] for a in texts]
+
+
+def test_equal_observations_in_distinct_objects_are_one_content_read_without_texts():
+    """Distinct observation objects with equal texts are one content whichever way they are read."""
+    from wpb_gym import Episode
+
+    snapshots = [{"api": "a.v1", "params": ["x", "y"], "version": 1}, {"api": "b.v1", "params": [], "version": 1},
+                 {"version": 1, "params": ["x", "y"], "api": "a.v1"}, {"api": "a.v2", "params": ["y"], "version": 2}]
+    observations = [snapshots[k % 4] if k % 3 else dict(snapshots[k % 4]) for k in range(24)]
+    episode = Episode.from_columns(observations, [{"mode": "m"}] * 24, {})
+    texted = describe_episode(episode, "unprivileged", ContentMemo(), generated=True)
+    untexted = describe_episode(episode, "unprivileged", ContentMemo(), generated=True, untexted=True)
+    assert texted.content_of.max() == 2  # the first and third snapshots print alike
+    for name in EpisodeColumns.__slots__:
+        a, b = getattr(texted, name), getattr(untexted, name)
+        if name == "contents":
+            assert [d[:9] for d in a] == [d[:9] for d in b]
+        else:
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name

@@ -99,7 +99,8 @@ class ContentMemo:
         length, and a key equal for two of them exactly when their texts are. Only when every
         observation is a non-empty dict with string keys and each key holds one kind of value
         (strings, ints, booleans or lists of strings) in all of them, so that equal value ids
-        mean equal texts (else None). No description is kept."""
+        mean equal texts (else None). No description is kept. When an observation is not
+        described (None: an "api" the core does not mirror), no keys are given."""
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, obs in enumerate(observations):
             if type(obs) is not dict or not obs:
@@ -184,7 +185,8 @@ class ContentMemo:
             described = [None if type(api) not in _API_TYPES else d for api, d in zip(apis, described, strict=True)]
         return described, text_lengths
 
-    def _member_column(self, column: Any, facts: tuple[list[Any], list[int]] | None) -> list[tuple[int, ...] | None]:
+    def _member_column(self, column: Any, facts: tuple[list[Any], list[int], type | None] | None
+                       ) -> list[tuple[int, ...] | None]:
         """``_members`` of each value of a column, given the column's ``_column_facts``: when
         every value is a list of strings (equality keys ``(5, items)``), a list met before (a
         parameter list an endpoint keeps across versions) is looked up, not rebuilt."""

@@ -273,7 +273,7 @@ class CompiledCore:
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
             return static, floats, state_size
-        # A contract episode's names are drawn afresh: its texts are not met again (see contents).
+        # A contract episode's names are drawn afresh: its texts come back only with the episode itself.
         untexted = recipe is not None and recipe.config.change_model == "contract"
         columns = describe_episode(episode, env.track, self.memo, generated=recipe is not None, untexted=untexted)
         if columns is None:
