@@ -274,6 +274,11 @@ class _Ids(dict):
         return found
 
 
+def first_met(keys: list[Any]) -> list[int]:
+    """Each key's number, keys numbered in the order they are first met (``_Ids``)."""
+    return list(map(_Ids().__getitem__, keys))
+
+
 def _kinds_and_families(columns: dict[str, list[Any]], group: list[dict[str, Any]]) -> tuple[Any, list[Any]]:
     """``kind_and_family`` of each dict of ``group`` (all with the keys of ``columns``): the
     kind is the group's, and string endpoints are keyed by their family's string."""

@@ -35,7 +35,7 @@ from ...core.tracks import PRIVILEGED
 from ..observation.stream_table import plain_json, step_priorities, visible_metadata_lengths
 from . import contents as C
 from . import layout as L
-from .contents import ContentMemo, _equality_key
+from .contents import ContentMemo, _equality_key, first_met
 
 
 class EpisodeColumns:
@@ -72,7 +72,7 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
         described, text_lengths, keys = read
         if None in described:
             return None
-        contents_shown = _first_met(keys)
+        contents_shown = first_met(keys)
         if len(contents_shown) and contents_shown[-1] != len(contents_shown) - 1:  # equal texts: one content
             kept = dict(zip(reversed(contents_shown), reversed(range(len(shown))), strict=True))
             firsts_of = list(map(kept.__getitem__, range(len(kept))))
@@ -83,7 +83,7 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
         if not generated and any("NaN" in text or not plain_json(obs)
                                  for text, obs in zip(shown_texts, shown, strict=True)):
             return None
-        contents_shown = _first_met(shown_texts)
+        contents_shown = first_met(shown_texts)
         texts = list(dict.fromkeys(shown_texts))
         if len(texts) == len(shown):
             distinct = shown
@@ -124,12 +124,6 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     ep.removed = flags[content_of, 1]
     ep.priorities = step_priorities(metadatas) if track == PRIVILEGED else None
     return ep
-
-
-def _first_met(keys: list[Any]) -> list[int]:
-    """Each key's number, keys numbered in the order they are first met."""
-    numbers: dict[Any, int] = {}
-    return [numbers.setdefault(key, len(numbers)) for key in keys]
 
 
 def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
