@@ -26,10 +26,12 @@ from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 
 class NativeVecEnv(VecEnv):
-    """``num_envs`` sub-envs of ``WritePolicyBenchEnv(**env_kwargs)`` as one SB3 ``VecEnv``."""
+    """``num_envs`` sub-envs of ``WritePolicyBenchEnv(**env_kwargs)`` as one SB3 ``VecEnv``;
+    ``episode_workers``: the vector env's (processes preparing its made episodes ahead)."""
 
-    def __init__(self, num_envs: int, env_kwargs: Mapping[str, Any] | None = None) -> None:
-        self.vector = WritePolicyBenchVectorEnv(num_envs, autoreset_mode="SameStep", **dict(env_kwargs or {}))
+    def __init__(self, num_envs: int, env_kwargs: Mapping[str, Any] | None = None, episode_workers: int = 0) -> None:
+        self.vector = WritePolicyBenchVectorEnv(num_envs, autoreset_mode="SameStep", episode_workers=episode_workers,
+                                                **dict(env_kwargs or {}))
         super().__init__(num_envs, self.vector.single_observation_space, self.vector.single_action_space)
         self.render_mode = self.vector.render_mode
         self._last_info: dict[str, Any] | None = {}
@@ -106,11 +108,11 @@ class NativeVecEnv(VecEnv):
 
 
 def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,
-                        monitor_dir: str | None = None):
+                        monitor_dir: str | None = None, episode_workers: int = 0):
     """``NativeVecEnv`` in ``VecMonitor`` (SB3's episode reward and length statistics), seeded
     like ``make_vec_env``: sub-env i's first reset uses ``seed + i``. With ``monitor_dir``, the
     episodes are logged there as SB3's ``monitor.csv`` (``load_results(monitor_dir)``)."""
-    env = NativeVecEnv(num_envs, env_kwargs)
+    env = NativeVecEnv(num_envs, env_kwargs, episode_workers)
     if seed is not None:
         env.seed(seed)
         env.action_space.seed(seed)

@@ -35,6 +35,7 @@ fails at sampling (torch's multinomial) instead of when the distribution is buil
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -56,6 +57,9 @@ DEFAULTS: dict[str, Any] = {
     # "native": one WritePolicyBenchVectorEnv behind SB3's VecEnv (NativeVecEnv); "dummy" and
     # "subproc": SB3's DummyVecEnv / SubprocVecEnv over single envs. Same episodes and results.
     "vec_env": "native",
+    # Processes preparing the native vector env's next made episodes (the contract regimes'):
+    # "auto" is one where this process may run on two CPUs or more (torch trains on one thread).
+    "episode_workers": "auto",
     "timesteps": 200_000,
     "torch_threads": 1,
     "hyperparams": {},
@@ -126,6 +130,13 @@ def check_config(config: dict[str, Any], file: Path | str) -> None:
         parse_int(config["eval"][key], f"{file}: eval.{key}", 1)
     if config["vec_env"] not in VEC_ENVS:
         raise ValueError(f"{file}: vec_env must be one of {', '.join(VEC_ENVS)}, got {config['vec_env']!r}")
+    workers = config["episode_workers"]
+    if workers != "auto":
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+            raise ValueError(f'{file}: episode_workers: expected "auto" or an integer >= 0, got {workers!r}')
+        if workers and config["vec_env"] != "native":
+            raise ValueError(f"{file}: episode_workers: {workers} needs vec_env native (SB3's {config['vec_env']} "
+                             "steps single envs); use 0 or \"auto\"")
     if not isinstance(config["policy"], str):
         raise ValueError(f"{file}: policy: expected a policy name such as MlpPolicy, got {config['policy']!r}")
     if any(not isinstance(key, str) for key in config["hyperparams"]):
@@ -144,8 +155,18 @@ def check_config(config: dict[str, Any], file: Path | str) -> None:
 VEC_ENVS = ("native", "dummy", "subproc")
 
 
-def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, monitor_dir: Path | None = None):
-    """The training envs; with ``monitor_dir``, SB3's monitor logs of their episodes there."""
+def episode_workers(config: Mapping[str, Any]) -> int:
+    """The recipe's ``episode_workers`` as a count ("auto": one where this process may use two CPUs)."""
+    if config["episode_workers"] != "auto":
+        return int(config["episode_workers"])
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return int(config["vec_env"] == "native" and usable >= 2 and os.name == "posix")
+
+
+def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, monitor_dir: Path | None = None,
+             workers: int = 0):
+    """The training envs; with ``monitor_dir``, SB3's monitor logs of their episodes there;
+    ``workers``: the native vector env's episode workers."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -154,7 +175,8 @@ def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str
     if vec_env == "native":
         from .native_vec_env import make_native_vec_env
 
-        return make_native_vec_env(n_envs, env_kwargs, seed, None if monitor_dir is None else str(monitor_dir))
+        return make_native_vec_env(n_envs, env_kwargs, seed, None if monitor_dir is None else str(monitor_dir),
+                                   workers)
     return make_vec_env(
         WritePolicyBenchEnv,
         n_envs=n_envs,
@@ -198,7 +220,8 @@ def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, s
         for log in sorted((out / "monitor").glob("*.monitor.csv")):
             if ".until_" not in log.name:
                 log.rename(log.with_name(log.name.replace(".monitor.csv", f".until_{newest[1]}.monitor.csv")))
-    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"], out / "monitor")
+    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"], out / "monitor",
+                         episode_workers(config))
     validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
     n_eval = len(validation["episodes"])
     # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.

@@ -1,6 +1,6 @@
 """The native vector env against CartPole-v1's, SyncVectorEnv and SB3's DummyVecEnv, in one run.
 
-Four measurements, the first two as ratios against a reference measured in the same run, in
+Six measurements, the first two as ratios against a reference measured in the same run, in
 alternating slices (the VM's speed drifts):
 
 * ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
@@ -14,17 +14,21 @@ alternating slices (the VM's speed drifts):
   envs, the first rollout of each run outside the timing; with each run's share of time in
   collecting rollouts, in the env during them (steps and masks) and in updating, and the most
   any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
+  On a contract regime (``--train-regime breaking``) also with one episode worker.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
+* ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
+  play, with and without an episode worker, against a single env's reset; at full speed and
+  with a pause between steps where a trainer's policy would run (``--paces``).
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
-    python benchmarks/vector_env.py [--part env|train|memory|compile|reset|all] [--seconds 4] [--rounds 3]
-        [--train-envs 4 16 64] [--train-regime breaking] [--resets 20]
+    python benchmarks/vector_env.py [--part env|train|memory|compile|reset|stall|all] [--seconds 4]
+        [--rounds 3] [--train-envs 4 16 64] [--train-regime breaking] [--resets 20] [--paces 0 0.001]
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
-from wpb_gym.episodes.generators.paper import REGIMES
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -127,11 +131,17 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper),
                                       False),
         }
+        if regime in CONTRACT_REGIMES:  # the core makes these episodes: a worker prepares them ahead
+            runs["  the same, 1 episode worker"] = (
+                lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native", workers=1), **hyper), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         for _ in range(rounds):
             for name, (make, as_wpb_train) in runs.items():
                 model = make()
                 model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
+                vector = getattr(model.env.unwrapped, "vector", None)
+                if vector is not None and vector._core.workers is not None:
+                    vector._core.workers.settle()  # its process started (about 0.6 s, once per run)
                 phases = _timed_phases(model)
                 done = model.num_timesteps
                 start = time.perf_counter()
@@ -141,6 +151,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
                 else:
                     model.learn(steps, reset_num_timesteps=False)
                 elapsed = time.perf_counter() - start
+                model.env.close()  # an episode worker's process stops
                 measured = (model.num_timesteps - done, elapsed, phases["rollout"], phases["env"], phases["update"])
                 for k, value in enumerate(measured):
                     totals[name][k] += value
@@ -253,6 +264,80 @@ def measure_reset(resets: int, rounds: int) -> None:
               f"   {with_collector['in a step'] / with_collector['single']:>11.2f}x")
 
 
+def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
+    """Per contract regime (the regimes whose episodes the core makes), what a sub-env's reset
+    adds to the batch step it falls in, with and without an episode worker, against a single
+    env's unseeded ``reset()``, in alternating slices. A ``n``-env vector env plays random
+    valid actions and every step is timed: the stall is the time steps that reset sub-envs
+    take beyond the mean of steps that reset none, per reset; "prepared" is the share of
+    resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
+    trainer's policy would run (its time is not counted in env-steps/s). At full speed random
+    actions end an episode about every 330 env-steps, as fast as this process can start
+    them, and the one worker cannot keep up."""
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+    from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+
+    warm_up()
+    print(f"Stall of a batch step per sub-env reset, {n} envs, random valid actions, {rounds} x {seconds} s slices,"
+          f" {pace * 1e3:g} ms between steps (ratios: against a single env's reset)")
+    print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
+          f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
+    for regime in CONTRACT_REGIMES:
+        single = WritePolicyBenchEnv(regime=regime)
+        single.reset(seed=0)
+        sides = {workers: WritePolicyBenchVectorEnv(n, regime=regime, episode_workers=workers) for workers in (0, 1)}
+        stalls = {0: [0.0, 0], 1: [0.0, 0]}  # seconds beyond a reset-free step, resets
+        rates = {0: [0, 0.0], 1: [0, 0.0]}
+        resets, single_time, asked = 0, 0.0, 0
+        masks, rng = {}, np.random.default_rng(0)
+        for workers, vector in sides.items():  # the slices go on from here: a seeded reset would spend every wish
+            _, info = vector.reset(seed=0)
+            start = time.perf_counter()
+            while time.perf_counter() - start < max(seconds, 3.0):  # the worker starts (about a second)
+                _, _, _, _, info = vector.step(random_valid(info["action_mask"], rng))
+                time.sleep(pace)
+            masks[workers] = info["action_mask"]
+        for r in range(rounds):
+            for workers in ((0, 1) if r % 2 == 0 else (1, 0)):
+                vector = sides[workers]
+                info = {"action_mask": masks[workers]}
+                times, counts = [], []
+                workers_before = (vector._core.workers.served, vector._core.workers.asked) if workers else (0, 0)
+                start = time.perf_counter()
+                while time.perf_counter() - start < seconds:
+                    restarting = int(vector._autoreset.sum())  # NextStep: this step resets them
+                    began = time.perf_counter()
+                    _, _, _, _, info = vector.step(random_valid(info["action_mask"], rng))
+                    times.append(time.perf_counter() - began)
+                    counts.append(restarting)
+                    if pace:
+                        time.sleep(pace)
+                masks[workers] = info["action_mask"]
+                times_a, counts_a = np.array(times), np.array(counts)
+                plain = times_a[counts_a == 0].mean()
+                stalls[workers][0] += float((times_a[counts_a > 0] - plain).sum())
+                stalls[workers][1] += int(counts_a.sum())
+                rates[workers][0] += n * len(times)
+                rates[workers][1] += float(times_a.sum())
+                if workers:
+                    resets += vector._core.workers.served - workers_before[0]
+                    asked += vector._core.workers.asked - workers_before[1]
+            for _ in range(50):  # paced as the steps are: a pause leaves the caches cold for both
+                began = time.perf_counter()
+                single.reset()
+                single_time += time.perf_counter() - began
+                if pace:
+                    time.sleep(pace)
+        for vector in sides.values():
+            vector.close()
+        reset_us = single_time / (50 * rounds) * 1e6
+        stall = {w: total / max(count, 1) * 1e6 for w, (total, count) in stalls.items()}
+        rate = {w: done / elapsed for w, (done, elapsed) in rates.items()}
+        print(f"{regime:<15} {reset_us:>8,.0f}us {stall[0]:>8,.0f}us {stall[0] / reset_us:>5.2f}x {rate[0]:>12,.0f}"
+              f" {stall[1]:>8,.0f}us {stall[1] / reset_us:>5.2f}x {rate[1]:>12,.0f}"
+              f" {100 * resets / max(asked, 1):>8.0f}%")
+
+
 def warm_up() -> None:
     """Build, reset and step a native vector env until an episode has ended and the next has
     started: the compiled core's first calls load (or compile) its machine code, the final
@@ -356,7 +441,8 @@ def _collector_child() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "all"], default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "stall", "all"],
+                        default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
@@ -366,6 +452,8 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=20, help="resets per slice of the reset part")
     parser.add_argument("--train-regime", default=None, choices=sorted(REGIMES),
                         help="the regime MaskablePPO trains on (default: the default regime)")
+    parser.add_argument("--paces", type=float, nargs="+", default=[0.0, 0.001],
+                        help="seconds between steps in the stall part (where a policy would run)")
     args = parser.parse_args()
     if args.part in ("env", "all"):
         measure_env(args.num_envs, args.seconds, args.rounds)
@@ -377,6 +465,9 @@ def main() -> None:
         measure_first_call()
     if args.part in ("reset", "all"):
         measure_reset(args.resets, args.rounds)
+    if args.part in ("stall", "all"):
+        for pace in args.paces:
+            measure_stall(args.seconds, args.rounds, pace)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 
 import numpy as np
@@ -310,6 +311,10 @@ def test_a_failed_train_leaves_no_run_folder(tmp_path):
         ("timesteps: -5\n", "timesteps: expected an integer >= 1, got -5"),
         ("policy: 3\n", "policy: expected a policy name"),
         ("vec_env: threads\n", "vec_env must be one of native, dummy, subproc"),
+        ("episode_workers: -1\n", 'episode_workers: expected "auto" or an integer >= 0, got -1'),
+        ("episode_workers: many\n", "episode_workers: expected \"auto\" or an integer >= 0, got 'many'"),
+        ("episode_workers: true\n", 'episode_workers: expected "auto" or an integer >= 0, got True'),
+        ("{vec_env: dummy, episode_workers: 1}\n", "episode_workers: 1 needs vec_env native"),
     ],
 )
 def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
@@ -342,6 +347,45 @@ def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learner
     assert "--vec-env: expected one of native, dummy, subproc, got 'threads'" in capsys.readouterr().err
     assert wpb(["train", "--algo", "epsilon_greedy", "--vec-env", "dummy", "--out", str(tmp_path / "b")]) == 2
     assert "--vec-env is for the SB3 algorithms, not epsilon_greedy" in capsys.readouterr().err
+
+
+def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, capsys):
+    from agents.train import episode_workers
+
+    seen = {}
+    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    argv = ["train", "--algo", "ppo", "--config", str(tiny_config(tmp_path)), "--out", str(tmp_path / "t")]
+    assert wpb(argv) == 0 and seen["config"]["episode_workers"] == "auto"
+    assert wpb([*argv, "--episode-workers", "2"]) == 0 and episode_workers(seen["config"]) == 2
+    assert wpb([*argv, "--episode-workers", "0"]) == 0 and episode_workers(seen["config"]) == 0
+    assert wpb([*argv, "--episode-workers", "-1"]) == 2
+    assert "--episode-workers: expected an integer >= 0, got -1" in capsys.readouterr().err
+    assert wpb([*argv, "--episode-workers", "1", "--vec-env", "dummy"]) == 2
+    assert "episode_workers: 1 needs vec_env native" in capsys.readouterr().err
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert episode_workers({"episode_workers": "auto", "vec_env": "native"}) == int(os.name == "posix")
+    assert episode_workers({"episode_workers": "auto", "vec_env": "dummy"}) == 0
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
+    assert episode_workers({"episode_workers": "auto", "vec_env": "native"}) == 0
+
+
+def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, monkeypatch):
+    from wpb_gym.envs.fast.episode_workers import EpisodeWorkers
+
+    served = []
+    take = EpisodeWorkers.take
+
+    def counted(self, *args):
+        result = take(self, *args)
+        served.append(result is not None)
+        return result
+
+    monkeypatch.setattr(EpisodeWorkers, "take", counted)
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
+            "--env-kwargs", "regime=breaking", "length=80", "api_pool=8", "--episode-workers", "1",
+            "--out", str(tmp_path / "run"), "--quiet"]
+    assert wpb(argv) == 0
+    assert any(served), served  # some resets found their episode prepared (the first ones cannot)
 
 
 def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, monkeypatch, capsys):

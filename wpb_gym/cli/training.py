@@ -19,6 +19,11 @@ from .inputs import (
 from .settings import CommandSettings, Setting, Settings, switch
 
 
+def _parse_workers(value: Any, where: str = "") -> str | int:
+    """--episode-workers: "auto" or a count."""
+    return "auto" if value == "auto" else parse_int(value, where, 0)
+
+
 def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The env arguments, the training config and where it came from: the algorithm's defaults,
     then its recipe (``--config`` or the shipped recipe of the regime), then the flags."""
@@ -29,7 +34,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
     env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), "--env-kwargs", reserved)
     if settings.algo in LEARNER_ALGOS:
-        for name in ("config", "resume", "init_from", "vec_env"):
+        for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name]:
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
         if settings.timesteps == 0:
@@ -47,7 +52,10 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         config["timesteps"] = settings.timesteps
     if settings.vec_env is not None:
         config["vec_env"] = settings.vec_env
-    flags = [settings.origin_of(name) for name in ("timesteps", "vec_env") if settings[name] is not None]
+    if settings.episode_workers is not None:
+        config["episode_workers"] = settings.episode_workers
+    flags = [settings.origin_of(name) for name in ("timesteps", "vec_env", "episode_workers")
+             if settings[name] is not None]
     try:  # the recipe with the flags applied, checked as one (e.g. 0 RL steps only after imitation)
         check_config(config, f"{where} with {', '.join(flags)}" if flags else str(where))
     except ValueError as error:
@@ -157,6 +165,13 @@ TRAIN = CommandSettings(
             "the training envs: native (one native vector env, batched masks), dummy or subproc (SB3's "
             "DummyVecEnv / SubprocVecEnv over single envs); same episodes and results (default: the recipe's, "
             "native)",
+        ),
+        Setting(
+            "episode_workers",
+            _parse_workers,
+            "processes preparing the native vector env's next episodes of the contract regimes ahead, on other "
+            "CPUs: auto (one where this process may use two CPUs) or a number, 0 for none (default: the recipe's, "
+            "auto)",
         ),
         Setting(
             "eval_episodes",

@@ -4,6 +4,7 @@ random with the env's RNG or taken in order, with per-reset overrides (``options
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ EPISODE_ORDERS = ("random", "cycle")
 DEFAULT_LENGTH = 200
 DEFAULT_REGIME = "default"
 _RANDOM_INDEX_RANGE = 2**31 - 1
+_SCRATCH = threading.local()  # per thread: peek's generators, by bit generator kind
 # The generator's options an env takes as keywords (regime and length are env arguments).
 GENERATOR_OPTIONS = tuple(name for name in GeneratorConfig.__dataclass_fields__ if name not in ("regime", "length"))
 
@@ -115,6 +117,25 @@ class EpisodeSampler:
         if recipe and isinstance(source, GeneratedEpisodes):
             return source.recipe(index), index
         return source.episode(index), index
+
+    def peek(self, rng: np.random.Generator) -> EpisodeRecipe | None:
+        """The recipe ``choose(rng, {}, recipe=True)`` would return next (an autoreset's choice),
+        without choosing it: neither ``rng`` nor the sampler's position moves. None when the
+        episodes are not generated."""
+        source = self.source
+        if not isinstance(source, GeneratedEpisodes):
+            return None
+        if self.order == "cycle":
+            return source.recipe(self._position)
+        # A scratch generator of the same kind takes rng's state and draws (a new bit generator
+        # would seed itself from the OS first: several times slower).
+        scratches = _SCRATCH.__dict__.setdefault("by_kind", {})
+        bits = rng.bit_generator
+        scratch = scratches.get(type(bits))
+        if scratch is None:
+            scratch = scratches[type(bits)] = np.random.Generator(type(bits)())
+        scratch.bit_generator.state = bits.state
+        return source.recipe(int(scratch.integers(_RANDOM_INDEX_RANGE)))
 
     def _source_for(self, regime: str | None, length: int | None) -> GeneratedEpisodes | EpisodeList:
         if regime is None and length is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import gc
 import inspect
+import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -75,13 +76,23 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     boolean ``_key`` mask. ``info["action_mask"]`` and ``action_masks()`` are ``(N, n_actions)``.
     A finished episode's metrics are in the info of the step that ends it, under
     ``"metrics"`` and each metric's own key, masked to the sub-envs that finished.
+
+    ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
+    the episode each sub-env's next autoreset will choose, where the core would otherwise make
+    it during the reset (the contract regimes'; the paper regimes' are compiled from their draws
+    in microseconds). A prepared episode is taken only if it is the one chosen, so the outputs
+    are the same with or without workers. They start at the first such episode, on other CPUs,
+    and stop with ``close()``.
     """
 
     metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 **env_kwargs: Any) -> None:
+                 episode_workers: int = 0, **env_kwargs: Any) -> None:
         self.num_envs = require_int(num_envs, "num_envs", 1)
+        episode_workers = require_int(episode_workers, "episode_workers", 0)
+        if episode_workers and os.name != "posix":
+            raise ValueError(f"episode_workers needs a POSIX system (Linux, macOS), got {episode_workers} on {os.name}")
         try:
             self.autoreset_mode = AutoresetMode(autoreset_mode)
         except ValueError:
@@ -108,7 +119,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._no_reasons = np.full(self.num_envs, _ACCEPTED, dtype=object)  # every action accepted
         from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
 
-        self._core = CompiledCore(self.num_envs, first)
+        self._core = CompiledCore(self.num_envs, first, episode_workers)
         self._use_kernel = compilable_settings(first)  # rendering records what the single env does
 
     @property
@@ -413,6 +424,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._core.penalties[:] = [env.invalid_action_penalty for env in self._envs]
 
     def close_extras(self, **kwargs: Any) -> None:
+        self._core.close_workers()
         for env in self._envs:
             env.close()
 

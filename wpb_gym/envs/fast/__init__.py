@@ -8,9 +8,10 @@ its parts, compiled without reference counting (``borrowing``). Generated episod
 paper's four regimes are compiled from their random draws alone (``paper_episodes``; the
 draws themselves, NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by
 ``oracle_by_class``; those a step starts or ends, together by ``drawn_batches``), and made
-only if their sub-env is read. The single env (``envs.env``) stays the literal definition of
-the dynamics: the differential tests play both on the same seeds and actions and require
-equal outputs.
+only if their sub-env is read; the episodes the core has to make (the contract regimes') can be
+made, read and compiled ahead in worker processes (``episode_workers``). The single env
+(``envs.env``) stays the literal definition of the dynamics: the differential tests play both
+on the same seeds and actions and require equal outputs.
 
 numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
 is cached on disk (``compile_cache``).

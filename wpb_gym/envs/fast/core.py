@@ -8,7 +8,9 @@ compiles it from its random draws when it is a generated episode of the paper's 
 those it ends scored together, by ``drawn_batches``), else reads it as the single env's table would
 (``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
 the episode (made then if it was not), and replays the actions the kernel took through its
-own ``advance``, only when it is read (``sync``) or handed to the user (``release``).
+own ``advance``, only when it is read (``sync``) or handed to the user (``release``). With
+``workers``, processes (``episode_workers``) make, read and compile ahead the episode each
+sub-env's next autoreset will choose, where the core would make it during the reset.
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ with keyed_on_these_sources():
     from . import kernel
     from .arenas import Arenas
     from .drawn_batches import end_drawn, start_drawn
-    from .episode_arrays import compile_episode, describe_episode
+    from .episode_arrays import read_and_compile, scored_labels
+    from .episode_workers import EpisodeWorkers
     from .numpy_streams import structure_entropy
     from .oracle_by_class import _MAX_COMBINATIONS
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
@@ -71,12 +74,6 @@ def compilable_settings(env: Any) -> bool:
     return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
 
 
-def _labels(episode: Any) -> tuple[int, tuple[int, ...], np.ndarray, int]:
-    """What ``metrics_of_labels`` scores an episode on: its length, critical steps, utilities
-    and number of drift events."""
-    return len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events
-
-
 def _counted(row: np.ndarray) -> dict[str, int]:
     """What ``metric_row`` reads of a sub-env's scalar row."""
     return {"bytes_used": int(row[S_USED]), "budget": int(row[S_BUDGET]), "writes": int(row[S_WRITES]),
@@ -86,7 +83,7 @@ def _counted(row: np.ndarray) -> dict[str, int]:
 class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
-    def __init__(self, n: int, env: Any) -> None:
+    def __init__(self, n: int, env: Any, workers: int = 0) -> None:
         self.n = n
         self.K = env.K
         self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
@@ -127,8 +124,11 @@ class CompiledCore:
         # when their reward function computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
-        # What a made episode that is not kept is scored on (``_labels``).
+        # What a made episode that is not kept is scored on (``scored_labels``).
         self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
+        # Processes preparing the next made episode of each sub-env (None: the core makes them).
+        self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
+        self._made_from_recipes: list[int] = []  # sub-envs the last ``start`` started on made episodes
         self._index()
 
     def _index(self) -> None:
@@ -145,6 +145,7 @@ class CompiledCore:
         reset them again)."""
         ready: list[tuple[int, int]] = []
         self.unstarted, error = [], None
+        self._made_from_recipes = []
         batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
@@ -168,6 +169,9 @@ class CompiledCore:
                 error = self._start_one(i, envs[i], ready, error)
         self._index()
         self.unstarted.sort()
+        if self.workers is not None:
+            for i in self._made_from_recipes:
+                self._want_next(i, envs[i])
         if ready:
             started, budgets = zip(*ready)
             kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
@@ -264,6 +268,11 @@ class CompiledCore:
                     self.known_oracles[i] = reward_fn.known_oracle
                     static, floats, state = drawn[0]
                     return static, floats, len(state)
+            self._made_from_recipes.append(i)
+            prepared = self.workers.take(i, episode, budget) if self.workers is not None else None
+            if prepared is not None:
+                static, floats, state_size, self.labels[i], self.reward_fns[i] = prepared
+                return static, floats, state_size
             episode = self._made(i)
         key = (id(episode), budget) if isinstance(env.sampler.source, EpisodeList) else None
         kept = self.kept.get(key) if key is not None else None
@@ -273,24 +282,17 @@ class CompiledCore:
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
             return static, floats, state_size
-        # A contract episode's names are drawn afresh: its texts come back only with the episode itself.
-        untexted = recipe is not None and recipe.config.change_model == "contract"
-        columns = describe_episode(episode, env.track, self.memo, generated=recipe is not None, untexted=untexted)
-        if columns is None:
-            return None
-        costs = columns.costs
-        reward_fn.start(episode, costs, budget)
-        arrays = compile_episode(columns, reward_fn, self.memo)
+        arrays = read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe)
         if arrays is None:
             return None
-        static, floats, state = arrays
+        static, floats, state, costs = arrays
         if recipe is not None:
             # The made episode is not kept: held for as long as it plays, its thousands of
             # objects would reach the garbage collector's oldest generation, and every full
             # pass scans numba's objects too (tens of ms). It is made again if its single env
             # is asked for (sync); scoring needs only its labels.
             self.pending[i] = (recipe, budget)
-            self.labels[i] = _labels(episode)
+            self.labels[i] = scored_labels(episode)
         if key is not None:
             if len(self.kept) >= _KEPT_EPISODES:
                 self.kept.clear()
@@ -298,6 +300,18 @@ class CompiledCore:
             # The entry holds the episode, so its id stays its own while the entry lives.
             self.kept[key] = (episode, static, floats, costs, len(state), self.oracles[i])
         return static, floats, len(state)
+
+    def _want_next(self, i: int, env: Any) -> None:
+        """Have the workers prepare the episode sub-env ``i``'s next autoreset will choose, if
+        the core would make it."""
+        if self.compiled[i] and not self.drawn[i]:
+            recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
+            if recipe is not None and budget < _EXACT_INTS and not drawn_compilable(recipe):
+                self.workers.want(i, recipe, budget)
+
+    def close_workers(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
 
     def _made(self, i: int) -> Any:
         """Sub-env ``i``'s chosen episode, made if it came as a recipe."""
@@ -311,6 +325,8 @@ class CompiledCore:
              reasons: np.ndarray) -> None:
         """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
         that ends an episode is filled in by ``close``."""
+        if self.workers is not None:  # between resets too: the workers get their next jobs as they finish
+            self.workers.pump()
         kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars,
                           self.masks, self.observations, rewards, terminated, reasons, self.K, self.cap, self.oldest,
                           self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
@@ -358,7 +374,7 @@ class CompiledCore:
         if chosen is not None and isinstance(chosen[0], EpisodeRecipe):
             labels = self.labels[i]
         else:
-            labels = _labels(env.episode if chosen is None else chosen[0])
+            labels = scored_labels(env.episode if chosen is None else chosen[0])
         known = self.oracles[i]
         if known is None or known[0] is None:
             oracle = self.reward_fns[i].oracle_utility()  # a dense reward's oracle has it already

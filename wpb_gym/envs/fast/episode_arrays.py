@@ -249,6 +249,28 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
     return static, floats, state
 
 
+def read_and_compile(episode: Any, track: str, memo: ContentMemo, reward_fn: Any, budget: int,
+                     recipe: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(static, floats, state, costs) of ``episode`` on ``track`` at ``budget``, with ``reward_fn``
+    started on it (None: the core cannot play it); ``recipe``: the ``EpisodeRecipe`` the episode
+    was made from, if it was. The core and its episode workers (``episode_workers``) both read
+    episodes through this one function."""
+    # A contract episode's names are drawn afresh: its texts come back only with the episode itself.
+    untexted = recipe is not None and recipe.config.change_model == "contract"
+    columns = describe_episode(episode, track, memo, generated=recipe is not None, untexted=untexted)
+    if columns is None:
+        return None
+    reward_fn.start(episode, columns.costs, budget)
+    arrays = compile_episode(columns, reward_fn, memo)
+    return None if arrays is None else (*arrays, columns.costs)
+
+
+def scored_labels(episode: Any) -> tuple[int, tuple[int, ...], np.ndarray, int]:
+    """What ``metrics_of_labels`` scores an episode on: its length, critical steps, utilities
+    and number of drift events."""
+    return len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events
+
+
 def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated: np.ndarray,
                 removed: np.ndarray | None, reward_fn: Any) -> np.ndarray:
     """An episode's ``floats`` (``float_sections``) with the reward function's U*(B) and prefix

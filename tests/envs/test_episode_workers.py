@@ -1,0 +1,171 @@
+"""Episode workers (``episode_workers=k``): the next made episode of each sub-env prepared in
+other processes, taken at its reset only if it is the one chosen. Whatever the workers do,
+the vector env must play exactly what single envs play."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from test_vector_env import same
+
+import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES
+
+SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
+
+
+def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
+    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=1, **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
+    return vector, sync
+
+
+def _step_both(vector, sync, rng, settle: bool = True):
+    """One step of both with the same random valid actions (after the workers finished, if
+    ``settle``); returns Sync's outcome."""
+    if settle and vector._core.workers is not None:
+        vector._core.workers.settle()
+    actions = np.array([rng.choice(np.flatnonzero(row)) for row in vector.action_masks()])
+    got, want = vector.step(actions), sync.step(actions)
+    same(got, want)
+    return want
+
+
+def _reset_both(vector, sync, **kwargs) -> None:
+    same(vector.reset(**kwargs), sync.reset(**kwargs))
+
+
+@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_prepared_episodes_play_as_the_single_envs(regime, mode):
+    track = "privileged" if regime == "noisy_priority" else "unprivileged"
+    vector, sync = _pair(3, mode, regime=regime, track=track, **SMALL)
+    _reset_both(vector, sync, seed=11)
+    rng, ended = np.random.default_rng(11), 0
+    for _ in range(260):
+        ended += int(_step_both(vector, sync, rng)[2].sum())
+    workers = vector._core.workers
+    # Every autoreset found its episode prepared: the first episodes were chosen before any wish.
+    assert ended >= 6 and workers.served == ended and workers.asked == ended + 3, (ended, workers.asked)
+    vector.close()
+
+
+def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
+    """A wish is only a guess: a seeded reset, options, a read, a sub-env handed over, or a step
+    taken before the worker finished leave the core to prepare the episode itself, alike."""
+    vector, sync = _pair(3, regime="contract_mix", **SMALL)
+    _reset_both(vector, sync, seed=3)
+    rng = np.random.default_rng(3)
+    for step in range(300):
+        if step == 60:  # seeded: every wish was made for the unseeded sequence
+            _reset_both(vector, sync, seed=99)
+        if step == 120:
+            _reset_both(vector, sync, options={"regime": "reverts", "budget_bytes": 900,
+                                               "reset_mask": np.array([True, False, True])})
+        if step in (150, 151):
+            assert vector.get_attr("t") == sync.get_attr("t")
+        if step == 200:
+            vector.sub_env(1)  # stepped by its single env from now on
+        _step_both(vector, sync, rng, settle=step % 3 != 0)
+    workers = vector._core.workers
+    assert 0 < workers.served < workers.asked, (workers.served, workers.asked)
+    vector.close()
+
+
+def test_a_worker_that_dies_leaves_the_core_preparing_alike():
+    vector, sync = _pair(2, regime="breaking", **SMALL)
+    _reset_both(vector, sync, seed=8)
+    rng = np.random.default_rng(8)
+    for _ in range(60):
+        _step_both(vector, sync, rng)
+    workers = vector._core.workers
+    assert workers.served > 0 and len(workers.processes) == 1
+    workers.processes[0].kill()
+    workers.processes[0].wait()
+    with pytest.warns(RuntimeWarning, match="an episode worker stopped"):
+        for _ in range(200):
+            _step_both(vector, sync, rng, settle=False)
+    served, asked = workers.served, workers.asked
+    assert workers.processes == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing more is said
+        for _ in range(200):
+            _step_both(vector, sync, rng, settle=False)
+    assert workers.processes == [] and workers.served == served and workers.asked > asked  # none started again
+    vector.close()
+
+
+def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch):
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
+    with pytest.warns(RuntimeWarning, match="an episode worker could not start .*No such file"):
+        _reset_both(vector, sync, seed=1)
+    rng = np.random.default_rng(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(150):
+            _step_both(vector, sync, rng, settle=False)
+    assert vector._core.workers.processes == [] and vector._core.workers.served == 0
+    vector.close()
+
+
+def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
+    vector, sync = _pair(2, regime="reverts", **SMALL)
+    _reset_both(vector, sync, seed=4)
+    rng = np.random.default_rng(4)
+    for _ in range(70):
+        _step_both(vector, sync, rng)
+    copy = pickle.loads(pickle.dumps(vector))
+    process = vector._core.workers.processes[0]
+    vector.close()
+    assert process.poll() is not None  # stopped
+    assert copy._core.workers.processes == []  # started when the copy needs one
+    for _ in range(150):  # the copy goes on as the original would have
+        _step_both(copy, sync, rng)
+    assert copy._core.workers.served > 0 and copy._core.workers.processes[0].pid != process.pid
+    copy.close()
+
+
+def test_paper_regimes_start_no_worker():
+    vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30)
+    _, info = vector.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(120):
+        _, _, _, _, info = vector.step(np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]]))
+    assert vector._core.workers.processes == [] and vector._core.workers.asked == 0
+    vector.close()
+
+
+@pytest.mark.parametrize("order", ["random", "cycle"])
+def test_peek_is_the_next_autoreset_choice_and_moves_nothing(order):
+    env = WritePolicyBenchEnv(regime="breaking", episode_order=order)
+    env.reset(seed=2)
+    for _ in range(5):
+        state = env.np_random.bit_generator.state
+        peeked = env.sampler.peek(env.np_random)
+        assert env.sampler.peek(env.np_random) == peeked and env.np_random.bit_generator.state == state
+        chosen, budget = env.choose_episode(recipe=True)
+        assert chosen == peeked and budget == env.budget_bytes
+    assert WritePolicyBenchEnv(episodes=[env.episode]).sampler.peek(env.np_random) is None
+
+
+@pytest.mark.parametrize("value", [-1, True, 1.0, "1"])
+def test_episode_workers_must_be_a_non_negative_int(value):
+    with pytest.raises(ValueError, match=f"episode_workers must be a non-negative int, got {value!r}"):
+        WritePolicyBenchVectorEnv(2, episode_workers=value)
+
+
+def test_make_vec_passes_episode_workers():
+    vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                          episode_workers=1, regime="breaking", length=80)
+    vector.reset(seed=0)
+    assert vector.unwrapped._core.workers.count == 1 and len(vector.unwrapped._core.workers.processes) == 1
+    vector.close()
