@@ -58,7 +58,7 @@ DEFAULTS: dict[str, Any] = {
     # "subproc": SB3's DummyVecEnv / SubprocVecEnv over single envs. Same episodes and results.
     "vec_env": "native",
     # Processes preparing the native vector env's next made episodes (the contract regimes'):
-    # "auto" is one where this process may run on two CPUs or more (torch trains on one thread).
+    # "auto" is one where this process may use more CPUs than torch's threads take.
     "episode_workers": "auto",
     "timesteps": 200_000,
     "torch_threads": 1,
@@ -134,6 +134,9 @@ def check_config(config: dict[str, Any], file: Path | str) -> None:
     if workers != "auto":
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
             raise ValueError(f'{file}: episode_workers: expected "auto" or an integer >= 0, got {workers!r}')
+        if workers > int(config["n_envs"]):
+            raise ValueError(f"{file}: episode_workers: {workers} is more than n_envs ({config['n_envs']}): "
+                             "a worker prepares one env's next episode at a time")
         if workers and config["vec_env"] != "native":
             raise ValueError(f"{file}: episode_workers: {workers} needs vec_env native (SB3's {config['vec_env']} "
                              "steps single envs); use 0 or \"auto\"")
@@ -156,11 +159,12 @@ VEC_ENVS = ("native", "dummy", "subproc")
 
 
 def episode_workers(config: Mapping[str, Any]) -> int:
-    """The recipe's ``episode_workers`` as a count ("auto": one where this process may use two CPUs)."""
+    """The recipe's ``episode_workers`` as a count ("auto": one where this process may use more
+    CPUs than torch's threads take)."""
     if config["episode_workers"] != "auto":
         return int(config["episode_workers"])
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return int(config["vec_env"] == "native" and usable >= 2 and os.name == "posix")
+    return int(config["vec_env"] == "native" and usable > int(config["torch_threads"]) and os.name == "posix")
 
 
 def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, monitor_dir: Path | None = None,

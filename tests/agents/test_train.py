@@ -315,6 +315,7 @@ def test_a_failed_train_leaves_no_run_folder(tmp_path):
         ("episode_workers: many\n", "episode_workers: expected \"auto\" or an integer >= 0, got 'many'"),
         ("episode_workers: true\n", 'episode_workers: expected "auto" or an integer >= 0, got True'),
         ("{vec_env: dummy, episode_workers: 1}\n", "episode_workers: 1 needs vec_env native"),
+        ("{n_envs: 2, episode_workers: 3}\n", r"episode_workers: 3 is more than n_envs \(2\)"),
     ],
 )
 def test_train_configs_are_checked_naming_file_and_key(tmp_path, text, message):
@@ -358,15 +359,20 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
     assert wpb(argv) == 0 and seen["config"]["episode_workers"] == "auto"
     assert wpb([*argv, "--episode-workers", "2"]) == 0 and episode_workers(seen["config"]) == 2
     assert wpb([*argv, "--episode-workers", "0"]) == 0 and episode_workers(seen["config"]) == 0
-    assert wpb([*argv, "--episode-workers", "-1"]) == 2
-    assert "--episode-workers: expected an integer >= 0, got -1" in capsys.readouterr().err
+    for bad in ("-1", "abc", "1.5"):
+        assert wpb([*argv, "--episode-workers", bad]) == 2
+        assert f"""--episode-workers: expected "auto" or an integer >= 0, got '{bad}'""" in capsys.readouterr().err
+    assert wpb(["train", "--algo", "epsilon_greedy", "--episode-workers", "0", "--out", str(tmp_path / "b")]) == 2
+    assert "--episode-workers is for the SB3 algorithms, not epsilon_greedy" in capsys.readouterr().err
     assert wpb([*argv, "--episode-workers", "1", "--vec-env", "dummy"]) == 2
     assert "episode_workers: 1 needs vec_env native" in capsys.readouterr().err
+    auto = {"episode_workers": "auto", "vec_env": "native", "torch_threads": 1}
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert episode_workers({"episode_workers": "auto", "vec_env": "native"}) == int(os.name == "posix")
-    assert episode_workers({"episode_workers": "auto", "vec_env": "dummy"}) == 0
+    assert episode_workers(auto) == int(os.name == "posix")
+    assert episode_workers({**auto, "vec_env": "dummy"}) == 0
+    assert episode_workers({**auto, "torch_threads": 2}) == 0  # torch takes every CPU
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0}, raising=False)
-    assert episode_workers({"episode_workers": "auto", "vec_env": "native"}) == 0
+    assert episode_workers(auto) == 0
 
 
 def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, monkeypatch):

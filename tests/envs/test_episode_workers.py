@@ -4,6 +4,7 @@ the vector env must play exactly what single envs play."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import warnings
@@ -70,10 +71,14 @@ def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
         if step == 120:
             _reset_both(vector, sync, options={"regime": "reverts", "budget_bytes": 900,
                                                "reset_mask": np.array([True, False, True])})
+        if step == 130:  # the episode wished for, at another budget
+            vector._core.workers.settle()
+            _reset_both(vector, sync, options={"budget_bytes": 700, "reset_mask": np.array([False, True, False])})
         if step in (150, 151):
             assert vector.get_attr("t") == sync.get_attr("t")
         if step == 200:
-            vector.sub_env(1)  # stepped by its single env from now on
+            vector.sub_env(1)  # stepped by its single env from now on: its wish is dropped
+            assert 1 not in vector._core.workers._wanted
         _step_both(vector, sync, rng, settle=step % 3 != 0)
     workers = vector._core.workers
     assert 0 < workers.served < workers.asked, (workers.served, workers.asked)
@@ -100,6 +105,79 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
         for _ in range(200):
             _step_both(vector, sync, rng, settle=False)
     assert workers.processes == [] and workers.served == served and workers.asked > asked  # none started again
+    vector.close()
+
+
+def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leaves_the_env_whole():
+    vector, sync = _pair(2, regime="noisy_priority", track="privileged", **SMALL)
+    _reset_both(vector, sync, seed=5)
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        _step_both(vector, sync, rng)
+    vector._core.workers.processes[0].kill()
+    raised = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(250):
+            actions = np.array([rng.choice(np.flatnonzero(row)) for row in vector.action_masks()])
+            try:
+                got = vector.step(actions)
+            except RuntimeWarning as warning:
+                assert "an episode worker stopped" in str(warning)
+                raised += 1
+                sync.step(actions)  # the vector env stepped all the same
+                continue
+            same(got, sync.step(actions))
+    assert raised == 1
+    vector.close()
+
+
+def test_a_forked_child_leaves_its_parents_workers_running():
+    vector, sync = _pair(2, regime="breaking", **SMALL)
+    _reset_both(vector, sync, seed=6)
+    rng = np.random.default_rng(6)
+    for _ in range(30):
+        _step_both(vector, sync, rng)
+    process = vector._core.workers.processes[0]
+    child = os.fork()
+    if child == 0:  # what the child's exit runs: the finalizer
+        vector._core.workers._finalizer()
+        os._exit(0)
+    os.waitpid(child, 0)
+    served = vector._core.workers.served
+    for _ in range(100):
+        _step_both(vector, sync, rng)
+    assert process.poll() is None and vector._core.workers.served > served
+    vector.close()
+
+
+def test_the_worker_imports_this_package_not_one_in_the_working_directory(tmp_path, monkeypatch):
+    shadow = tmp_path / "wpb_gym"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the shadow package was imported')\n")
+    monkeypatch.chdir(tmp_path)
+    vector, sync = _pair(2, regime="breaking", **SMALL)
+    _reset_both(vector, sync, seed=7)
+    rng = np.random.default_rng(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(120):
+            _step_both(vector, sync, rng)
+    assert vector._core.workers.served > 0
+    vector.close()
+
+
+def test_a_worker_of_another_package_is_refused(monkeypatch):
+    from wpb_gym.envs.fast import episode_workers
+
+    monkeypatch.setattr(episode_workers, "_PACKAGE", episode_workers._PACKAGE.parent / "wpb_gym_elsewhere")
+    vector, sync = _pair(2, regime="reverts", **SMALL)
+    with pytest.warns(RuntimeWarning, match="an episode worker stopped .*it imports another wpb_gym"):
+        _reset_both(vector, sync, seed=2)
+        rng = np.random.default_rng(2)
+        for _ in range(150):
+            _step_both(vector, sync, rng)
+    assert vector._core.workers.served == 0 and vector._core.workers.processes == []
     vector.close()
 
 
@@ -161,6 +239,8 @@ def test_peek_is_the_next_autoreset_choice_and_moves_nothing(order):
 def test_episode_workers_must_be_a_non_negative_int(value):
     with pytest.raises(ValueError, match=f"episode_workers must be a non-negative int, got {value!r}"):
         WritePolicyBenchVectorEnv(2, episode_workers=value)
+    with pytest.raises(ValueError, match=r"episode_workers must be at most num_envs \(2\), got 3"):
+        WritePolicyBenchVectorEnv(2, episode_workers=3)
 
 
 def test_make_vec_passes_episode_workers():

@@ -21,7 +21,11 @@ from .settings import CommandSettings, Setting, Settings, switch
 
 def _parse_workers(value: Any, where: str = "") -> str | int:
     """--episode-workers: "auto" or a count."""
-    return "auto" if value == "auto" else parse_int(value, where, 0)
+    if value == "auto":
+        return value
+    if not (isinstance(value, str) and value.strip().isascii() and value.strip().isdigit()):
+        raise InputError(f'expected "auto" or an integer >= 0, got {value!r}')
+    return int(value)
 
 
 def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -35,7 +39,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), "--env-kwargs", reserved)
     if settings.algo in LEARNER_ALGOS:
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
-            if settings[name]:
+            if settings[name] is not None and settings[name] is not False:  # --episode-workers 0 too
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
         if settings.timesteps == 0:
             raise InputError("--timesteps: a bandit learner trains for at least 1 decision, got 0")
@@ -170,8 +174,8 @@ TRAIN = CommandSettings(
             "episode_workers",
             _parse_workers,
             "processes preparing the native vector env's next episodes of the contract regimes ahead, on other "
-            "CPUs: auto (one where this process may use two CPUs) or a number, 0 for none (default: the recipe's, "
-            "auto)",
+            "CPUs: auto (one where this process may use more CPUs than torch's threads take) or a number, 0 for none "
+            "(default: the recipe's, auto)",
         ),
         Setting(
             "eval_episodes",

@@ -15,6 +15,7 @@ import functools
 import gc
 import inspect
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -91,6 +92,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                  episode_workers: int = 0, **env_kwargs: Any) -> None:
         self.num_envs = require_int(num_envs, "num_envs", 1)
         episode_workers = require_int(episode_workers, "episode_workers", 0)
+        if episode_workers > self.num_envs:  # a worker prepares one sub-env's next episode at a time
+            raise ValueError(f"episode_workers must be at most num_envs ({self.num_envs}), got {episode_workers}")
         if episode_workers and os.name != "posix":
             raise ValueError(f"episode_workers needs a POSIX system (Linux, macOS), got {episode_workers} on {os.name}")
         try:
@@ -163,6 +166,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         observations, infos = self._batch()
         if reset_mask is not None:
             infos = _masked(infos, chosen)
+        self._report_workers()
         return observations, infos
 
     # ------------------------------------------------------------------ step
@@ -237,7 +241,14 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         elif finished:
             autoreset[[i for i, _ in finished]] = True
         self._last = StepOutcome(rewards, terminated, accepted, reasons, finished, final)
+        self._report_workers()
         return self._last
+
+    def _report_workers(self) -> None:
+        # Said once the call's work is done: a warning turned into an error leaves the state whole.
+        failure = self._core.workers_failure()
+        if failure is not None:
+            warnings.warn(failure, RuntimeWarning, stacklevel=3)
 
     def observations(self) -> Any:
         """The current observations of all sub-envs (a new array, or dict of arrays)."""

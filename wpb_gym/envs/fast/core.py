@@ -169,14 +169,14 @@ class CompiledCore:
                 error = self._start_one(i, envs[i], ready, error)
         self._index()
         self.unstarted.sort()
-        if self.workers is not None:
-            for i in self._made_from_recipes:
-                self._want_next(i, envs[i])
         if ready:
             started, budgets = zip(*ready)
             kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
                                *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
                                self.observations, self.K, self.cap, self.oldest, self.privileged)
+        if self.workers is not None:
+            for i in self._made_from_recipes:
+                self._want_next(i, envs[i])
         if error is not None:
             raise error
 
@@ -313,6 +313,10 @@ class CompiledCore:
         if self.workers is not None:
             self.workers.close()
 
+    def workers_failure(self) -> str | None:
+        """Why the episode workers were dropped, once (None: they were not, or it was said)."""
+        return None if self.workers is None else self.workers.report()
+
     def _made(self, i: int) -> Any:
         """Sub-env ``i``'s chosen episode, made if it came as a recipe."""
         episode, budget = self.pending[i]
@@ -404,6 +408,8 @@ class CompiledCore:
     def release(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is stepped by its single env from now on, brought to the core's state."""
         self.sync(i, env)
+        if self.workers is not None:
+            self.workers.forget(i)
         if self.compiled[i]:
             self.compiled[i] = False
             self.arenas.release(i)

@@ -12,21 +12,25 @@ itself, as without workers. Both run ``episode_arrays.read_and_compile``, so a p
 episode's arrays are the core's own but for the ids, which the kernel compares within an
 episode only (each worker numbers with its own ``ContentMemo``).
 
-A worker is a fresh interpreter (``python -m wpb_gym.envs.fast.episode_workers``) talking
+A worker is a fresh interpreter (``python -P -m wpb_gym.envs.fast.episode_workers``) talking
 pickles over two pipes: it does not import the user's ``__main__`` (as ``spawn`` would) nor
-inherit locks held by other threads (as ``fork`` would: torch starts threads). It is started
-at the first episode there is to prepare, and stops when the vector env closes, is collected,
-or its process ends (the pipes close). POSIX systems only.
+inherit locks held by other threads (as ``fork`` would: torch starts threads), and it imports
+this very package (``-P``: not one in the working directory), which its first message
+confirms. It is started at the first episode there is to prepare, and stops when the vector
+env closes, is collected, or its process ends (the pipes close). A worker that fails (it
+cannot start, dies, or a message is cut short by an interrupt) is dropped with the others,
+and the core prepares every episode itself from then on; ``failure`` says why, once. POSIX
+systems only.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
 import time
-import warnings
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -34,12 +38,24 @@ from typing import Any
 
 from .compile_cache import keyed_on_these_sources
 
-# Jobs sent to a worker and not answered yet: enough that it never waits for the next one,
-# few enough that the pipe towards it never fills (a send would then block this process).
+# Jobs sent to a worker and not answered yet: enough that it has the next one when it finishes
+# one, few enough that the pipe towards it never fills (a send would then block this process)
+# and that the newest wishes go first (see ``pump``).
 _IN_FLIGHT = 2
-# Prepared episodes waiting for their sub-env's reset, at most this many bytes of arrays: no new
-# job is sent beyond (at T = 10,000 a prepared episode holds about 1.2 MB, 256 of them 300 MB).
+# No new job is sent while the prepared episodes waiting for their sub-env's reset hold more
+# than this, counted by their pickled size (at T = 10,000 about 1.3 MB each; in memory their
+# Python lists take a little more).
 _MAX_HELD = 128 * 2**20
+_PACKAGE = Path(__file__).resolve().parents[2]  # this wpb_gym
+
+
+class _Worker:
+    __slots__ = ("process", "receive", "send", "busy", "confirmed")
+
+    def __init__(self, process: subprocess.Popen, receive: Connection, send: Connection) -> None:
+        self.process, self.receive, self.send = process, receive, send
+        self.busy = 0  # jobs in flight
+        self.confirmed = False  # its first message named this package
 
 
 class EpisodeWorkers:
@@ -50,39 +66,50 @@ class EpisodeWorkers:
         self.track = track
         self.reward_fn = reward_fn.fresh()  # its settings; each job starts a fresh copy
         self.asked = self.served = 0  # episodes ``take`` was asked for, and those it had ready
+        self.failure: str | None = None  # why the workers were dropped, until ``report`` says it
+        self._failed = False
         self._reset_state()
 
     def _reset_state(self) -> None:
-        self._workers: list[tuple[subprocess.Popen, Connection, Connection]] = []
-        self._busy: list[int] = []  # jobs in flight per worker
+        self._workers: list[_Worker] = []
         self._queue: dict[int, tuple[Any, int]] = {}  # jobs not sent yet: job -> (recipe, budget)
         self._wanted: dict[int, tuple[int, Any, int]] = {}  # sub-env -> (job, recipe, budget)
-        self._ready: dict[int, tuple[Any, ...] | None] = {}  # job -> its result (None: the worker failed)
-        self._held = 0  # bytes of the arrays in _ready
+        self._ready: dict[int, tuple[tuple[Any, ...] | None, int]] = {}  # job -> (result or None, pickled size)
+        self._held = 0  # pickled bytes of the results in _ready
         self._next_job = 0
-        self._failed = False
         self._finalizer: weakref.finalize | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy starts its own workers when it needs them.
-        return {"count": self.count, "track": self.track, "reward_fn": self.reward_fn, "asked": 0, "served": 0}
+        return {"count": self.count, "track": self.track, "reward_fn": self.reward_fn}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.asked = self.served = 0
+        self.failure, self._failed = None, False
         self._reset_state()
+
+    @property
+    def processes(self) -> list[subprocess.Popen]:
+        return [worker.process for worker in self._workers]
 
     def want(self, i: int, recipe: Any, budget: int) -> None:
         """Sub-env ``i``'s next episode will likely be ``recipe`` at ``budget``: prepare it."""
         if self._failed:
             return
-        if i in self._wanted:  # a wish never taken (its sub-env was handed over, say)
-            self._queue.pop(self._wanted[i][0], None)
-            self._drop(self._wanted[i][0])
+        self.forget(i)
         job = self._next_job
         self._next_job += 1
         self._wanted[i] = (job, recipe, budget)
         self._queue[job] = (recipe, budget)
         self.pump()
+
+    def forget(self, i: int) -> None:
+        """Drop sub-env ``i``'s wish (it was handed over, or wishes again)."""
+        wanted = self._wanted.pop(i, None)
+        if wanted is not None:
+            self._queue.pop(wanted[0], None)
+            self._drop(wanted[0])
 
     def take(self, i: int, recipe: Any, budget: int) -> tuple[Any, ...] | None:
         """Sub-env ``i``'s prepared ``(static, floats, state size, labels, reward function)`` if
@@ -104,64 +131,82 @@ class EpisodeWorkers:
         return result
 
     def _drop(self, job: int) -> tuple[Any, ...] | None:
-        result = self._ready.pop(job, None)
-        self._held -= _size(result)
+        result, size = self._ready.pop(job, (None, 0))
+        self._held -= size
         return result
+
+    def report(self) -> str | None:
+        """Why the workers were dropped, the first time it is asked (None: they were not)."""
+        failure, self.failure = self.failure, None
+        return failure
 
     def settle(self, timeout: float = 120.0) -> None:
         """Wait until every wish is prepared, or as many as may be held (tests and benchmarks;
         the vector env never waits)."""
         deadline = time.monotonic() + timeout
         self.pump()
-        while any(self._busy) or (self._queue and self._held < _MAX_HELD):
+        while any(worker.busy for worker in self._workers) or (self._queue and self._held < _MAX_HELD):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the episode workers did not finish within {timeout} s")
             time.sleep(0.001)
             self.pump()
 
     def pump(self) -> None:
-        """Receive what the workers finished and send them more, without waiting."""
-        if self._failed or not (self._queue or any(self._busy)):
+        """Receive what the workers finished and send them more, without waiting. Never raises
+        but for an interrupt: a failure drops the workers (``failure``)."""
+        if self._failed or not (self._queue or self._workers):
             return
-        if not self._workers:
-            try:
-                self._start()
-            except (OSError, EOFError) as error:
-                self._fail(f"an episode worker could not start ({error!r})")
-                return
+        what = "stopped"
         try:
-            live = None
-            for w, (_, receive, _) in enumerate(self._workers):
-                while self._busy[w] and receive.poll():
-                    job, result = receive.recv()
-                    self._busy[w] -= 1
-                    live = {job for job, _, _ in self._wanted.values()} if live is None else live
-                    if job in live:  # else its sub-env reset before it arrived
-                        self._ready[job] = result
-                        self._held += _size(result)
-            # Newest first (a dict pops its last item): when the workers cannot keep up, the
-            # oldest wishes are the sub-envs that reset soonest, which a worker would serve too late.
-            while self._queue and self._held < _MAX_HELD:
-                w = min(range(len(self._workers)), key=self._busy.__getitem__)
-                if self._busy[w] >= _IN_FLIGHT:
-                    break
-                job, (recipe, budget) = self._queue.popitem()
-                self._workers[w][2].send((job, recipe, budget))
-                self._busy[w] += 1
-        except (OSError, EOFError) as error:  # a worker died: the core prepares every episode itself
-            self._fail(f"an episode worker stopped ({error!r})")
+            if not self._workers:
+                what = "could not start"
+                self._start()
+                what = "stopped"
+            self._exchange()
+        except Exception as error:
+            self._fail(f"an episode worker {what} ({error!r})")
+        except BaseException:  # an interrupt, perhaps mid-message: the pipes can no longer be read
+            self._fail("an episode worker was interrupted")
+            raise
+
+    def _exchange(self) -> None:
+        live = None
+        for worker in self._workers:
+            while worker.receive.poll():
+                data = worker.receive.recv_bytes()
+                message = pickle.loads(data)
+                if not worker.confirmed:
+                    if message != ("package", str(_PACKAGE)):
+                        raise RuntimeError(f"it imports another wpb_gym ({message!r}; this process: {_PACKAGE})")
+                    worker.confirmed = True
+                    continue
+                job, result = message
+                worker.busy -= 1
+                live = {job for job, _, _ in self._wanted.values()} if live is None else live
+                if job in live:  # else its sub-env reset before it arrived
+                    self._ready[job] = (result, len(data))
+                    self._held += len(data)
+        # Newest first (a dict pops its last item): when the workers cannot keep up, the
+        # oldest wishes are the sub-envs that reset soonest, which a worker would serve too late.
+        while self._queue and self._held < _MAX_HELD:
+            worker = min(self._workers, key=lambda w: w.busy)
+            if worker.busy >= _IN_FLIGHT:
+                break
+            job, (recipe, budget) = self._queue.popitem()
+            worker.send.send((job, recipe, budget))
+            worker.busy += 1
 
     def _start(self) -> None:
-        package_root = str(Path(__file__).resolve().parents[3])
         environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, environment.get("PYTHONPATH")]))
-        self._finalizer = weakref.finalize(self, _stop, self._workers)  # those started, should the next fail
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE.parent), environment.get("PYTHONPATH")]))
+        # Stops the workers started so far, should a later one fail; not in a forked child.
+        self._finalizer = weakref.finalize(self, _stop, self._workers, os.getpid())
         for _ in range(self.count):
             jobs_read, jobs_write = os.pipe()
             results_read, results_write = os.pipe()
             try:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", __name__, str(jobs_read), str(results_write)],
+                    [sys.executable, "-P", "-m", __name__, str(jobs_read), str(results_write)],
                     pass_fds=(jobs_read, results_write), env=environment, stdin=subprocess.DEVNULL,
                 )
             except BaseException:
@@ -171,16 +216,14 @@ class EpisodeWorkers:
             finally:  # the worker's ends
                 os.close(jobs_read)
                 os.close(results_write)
-            send = Connection(jobs_write, readable=False)
-            send.send((self.track, self.reward_fn))
-            self._workers.append((process, Connection(results_read, writable=False), send))
-            self._busy.append(0)
+            worker = _Worker(process, Connection(results_read, writable=False), Connection(jobs_write, readable=False))
+            self._workers.append(worker)
+            worker.send.send((self.track, self.reward_fn))
 
     def _fail(self, message: str) -> None:
-        warnings.warn(f"{message}; the vector env prepares its episodes itself from now on", RuntimeWarning,
-                      stacklevel=3)
         self.close()
         self._failed = True
+        self.failure = f"{message}; the vector env prepares its episodes itself from now on"
 
     def close(self) -> None:
         """Stop the workers (they are started again if an episode is wanted after)."""
@@ -188,36 +231,32 @@ class EpisodeWorkers:
             self._finalizer()
         self._reset_state()
 
-    @property
-    def processes(self) -> list[subprocess.Popen]:
-        return [process for process, _, _ in self._workers]
 
-
-def _size(result: tuple[Any, ...] | None) -> int:
-    return 0 if result is None else result[0].nbytes + result[1].nbytes
-
-
-def _stop(workers: list[tuple[subprocess.Popen, Connection, Connection]]) -> None:
-    for process, receive, send in workers:
-        for connection in (send, receive):  # the worker reads end-of-file and exits
+def _stop(workers: list[_Worker], owner: int) -> None:
+    if os.getpid() != owner:  # a forked child's copy: the workers are its parent's
+        return
+    for worker in workers:
+        for connection in (worker.send, worker.receive):  # the worker reads end-of-file and exits
             try:
                 connection.close()
             except OSError:
                 pass
-    for process, _, _ in workers:  # nothing a worker holds is worth waiting for (a long episode takes seconds)
-        process.terminate()
+    for worker in workers:  # nothing a worker holds is worth waiting for (a long episode takes seconds)
+        worker.process.terminate()
         try:
-            process.wait(timeout=5)
+            worker.process.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            worker.process.kill()
+            worker.process.wait()
 
 
 def serve(jobs: Connection, results: Connection) -> None:
-    """A worker's loop: read the settings, then prepare each job until the pipe closes."""
+    """A worker's loop: name its package, read the settings, then prepare each job until the
+    pipe closes."""
     with keyed_on_these_sources():  # the compiled code the core's process cached
         from .contents import ContentMemo
         from .episode_arrays import read_and_compile, scored_labels
+    results.send(("package", str(_PACKAGE)))
     track, reward_fn = jobs.recv()
     memo = ContentMemo()
     while True:
