@@ -4,10 +4,14 @@ the vector env must play exactly what single envs play."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import pickle
+import signal
 import sys
+import time
 import warnings
+from multiprocessing.connection import Connection
 
 import gymnasium as gym
 import numpy as np
@@ -95,9 +99,10 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
     assert workers.served > 0 and len(workers.processes) == 1
     workers.processes[0].kill()
     workers.processes[0].wait()
-    with pytest.warns(RuntimeWarning, match="an episode worker stopped"):
+    with pytest.warns(RuntimeWarning, match="an episode worker stopped") as said:
         for _ in range(200):
             _step_both(vector, sync, rng, settle=False)
+    assert [warning.filename for warning in said] == [__file__]  # it names the caller's line
     served, asked = workers.served, workers.asked
     assert workers.processes == []
     with warnings.catch_warnings():
@@ -193,6 +198,60 @@ def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch)
             _step_both(vector, sync, rng, settle=False)
     assert vector._core.workers.processes == [] and vector._core.workers.served == 0
     vector.close()
+
+
+def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
+    """Results are read without blocking: a long episode's is more than a pipe holds, and a
+    worker stopped while writing it (a debugger, a frozen cgroup) leaves the core preparing."""
+    faulthandler.dump_traceback_later(240, exit=True)  # a hang fails the run instead of stalling it
+    try:
+        vector, sync = _pair(2, regime="contract_mix", length=3000, api_pool=8, budget_bytes=1 << 18)
+        _reset_both(vector, sync, seed=9)
+        worker = vector._core.workers.processes[0]
+        time.sleep(3)  # results of about 0.5 MB, written in pieces as the pipe drains
+        os.kill(worker.pid, signal.SIGSTOP)
+        rng = np.random.default_rng(9)
+        for _ in range(6500):  # through both sub-envs' resets
+            _step_both(vector, sync, rng, settle=False)
+        os.kill(worker.pid, signal.SIGCONT)
+        vector.close()
+        assert worker.poll() is not None
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def test_a_result_is_read_in_pieces_as_they_arrive():
+    from wpb_gym.envs.fast.episode_workers import _HEADER, _Worker
+
+    read, write = os.pipe()
+    jobs_read, jobs_write = os.pipe()
+    worker = _Worker(None, read, Connection(jobs_write, readable=False))
+    first, second = pickle.dumps(("package", "x")), b"y" * 200_000
+    frames = _HEADER.pack(len(first)) + first + _HEADER.pack(len(second)) + second
+    os.write(write, frames[:5])
+    assert worker.messages() == []  # a header in part
+    os.write(write, frames[5:_HEADER.size + len(first) + 3])
+    assert worker.messages() == [first]
+    rest = memoryview(frames[_HEADER.size + len(first) + 3:])
+    got = []
+    while rest:  # more than the pipe holds: read while it is written
+        rest = rest[os.write(write, rest[:65536]):]
+        got += worker.messages()
+    assert got == [second] and worker.pending == b""
+    os.close(write)
+    with pytest.raises(EOFError):
+        worker.messages()
+    worker.close()
+    worker.close()  # twice is harmless
+    os.close(jobs_read)
+
+
+def test_a_closed_vector_env_starts_no_worker_again():
+    vector, sync = _pair(2, regime="breaking", **SMALL)
+    _reset_both(vector, sync, seed=3)
+    vector.close()
+    vector.reset(seed=4)
+    assert vector._core.workers.processes == []
 
 
 def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():

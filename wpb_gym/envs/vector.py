@@ -15,7 +15,6 @@ import functools
 import gc
 import inspect
 import os
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -166,7 +165,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         observations, infos = self._batch()
         if reset_mask is not None:
             infos = _masked(infos, chosen)
-        self._report_workers()
+        self._core.report_workers()  # once the call's work is done: a warning made an error leaves it whole
         return observations, infos
 
     # ------------------------------------------------------------------ step
@@ -241,14 +240,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         elif finished:
             autoreset[[i for i, _ in finished]] = True
         self._last = StepOutcome(rewards, terminated, accepted, reasons, finished, final)
-        self._report_workers()
+        self._core.report_workers()
         return self._last
-
-    def _report_workers(self) -> None:
-        # Said once the call's work is done: a warning turned into an error leaves the state whole.
-        failure = self._core.workers_failure()
-        if failure is not None:
-            warnings.warn(failure, RuntimeWarning, stacklevel=3)
 
     def observations(self) -> Any:
         """The current observations of all sub-envs (a new array, or dict of arrays)."""

@@ -313,9 +313,10 @@ class CompiledCore:
         if self.workers is not None:
             self.workers.close()
 
-    def workers_failure(self) -> str | None:
-        """Why the episode workers were dropped, once (None: they were not, or it was said)."""
-        return None if self.workers is None else self.workers.report()
+    def report_workers(self) -> None:
+        """Warn once if the episode workers were dropped."""
+        if self.workers is not None:
+            self.workers.report()
 
     def _made(self, i: int) -> Any:
         """Sub-env ``i``'s chosen episode, made if it came as a recipe."""

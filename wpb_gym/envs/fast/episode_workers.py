@@ -19,7 +19,7 @@ this very package (``-P``: not one in the working directory), which its first me
 confirms. It is started at the first episode there is to prepare, and stops when the vector
 env closes, is collected, or its process ends (the pipes close). A worker that fails (it
 cannot start, dies, or a message is cut short by an interrupt) is dropped with the others,
-and the core prepares every episode itself from then on; ``failure`` says why, once. POSIX
+and the core prepares every episode itself from then on; ``report`` warns why, once. POSIX
 systems only.
 """
 
@@ -28,9 +28,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import struct
 import subprocess
 import sys
 import time
+import warnings
 import weakref
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -49,13 +51,49 @@ _MAX_HELD = 128 * 2**20
 _PACKAGE = Path(__file__).resolve().parents[2]  # this wpb_gym
 
 
-class _Worker:
-    __slots__ = ("process", "receive", "send", "busy", "confirmed")
+_HEADER = struct.Struct("<Q")  # a result's length, before its pickle
 
-    def __init__(self, process: subprocess.Popen, receive: Connection, send: Connection) -> None:
-        self.process, self.receive, self.send = process, receive, send
+
+class _Worker:
+    """A worker process, the pipe its jobs go down and the one its results come up, read
+    without blocking: a result arrives in pieces (a long episode's is megabytes, more than a
+    pipe holds), and a worker stopped mid-result (a debugger, a frozen cgroup) must not stop
+    the vector env."""
+
+    __slots__ = ("process", "results", "send", "busy", "confirmed", "pending")
+
+    def __init__(self, process: subprocess.Popen, results: int, send: Connection) -> None:
+        self.process, self.results, self.send = process, results, send
+        os.set_blocking(results, False)
         self.busy = 0  # jobs in flight
         self.confirmed = False  # its first message named this package
+        self.pending = bytearray()  # bytes read of results not complete yet
+
+    def messages(self) -> list[bytes]:
+        """The results that have arrived in full since the last call (EOFError: the worker is gone)."""
+        while True:
+            try:
+                chunk = os.read(self.results, 1 << 20)
+            except BlockingIOError:
+                break
+            if not chunk:
+                raise EOFError("the worker's pipe closed")
+            self.pending += chunk
+        complete = []
+        while len(self.pending) >= _HEADER.size:
+            size = _HEADER.unpack_from(self.pending)[0]
+            if len(self.pending) < _HEADER.size + size:
+                break
+            complete.append(bytes(self.pending[_HEADER.size:_HEADER.size + size]))
+            del self.pending[:_HEADER.size + size]
+        return complete
+
+    def close(self) -> None:
+        """Close both pipes: the worker reads end-of-file and exits."""
+        self.send.close()
+        if self.results >= 0:
+            os.close(self.results)
+            self.results = -1
 
 
 class EpisodeWorkers:
@@ -67,7 +105,7 @@ class EpisodeWorkers:
         self.reward_fn = reward_fn.fresh()  # its settings; each job starts a fresh copy
         self.asked = self.served = 0  # episodes ``take`` was asked for, and those it had ready
         self.failure: str | None = None  # why the workers were dropped, until ``report`` says it
-        self._failed = False
+        self._failed = self._closed = False  # either: no worker is started again
         self._reset_state()
 
     def _reset_state(self) -> None:
@@ -86,7 +124,7 @@ class EpisodeWorkers:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self.asked = self.served = 0
-        self.failure, self._failed = None, False
+        self.failure, self._failed, self._closed = None, False, False
         self._reset_state()
 
     @property
@@ -95,7 +133,7 @@ class EpisodeWorkers:
 
     def want(self, i: int, recipe: Any, budget: int) -> None:
         """Sub-env ``i``'s next episode will likely be ``recipe`` at ``budget``: prepare it."""
-        if self._failed:
+        if self._failed or self._closed:
             return
         self.forget(i)
         job = self._next_job
@@ -135,10 +173,15 @@ class EpisodeWorkers:
         self._held -= size
         return result
 
-    def report(self) -> str | None:
-        """Why the workers were dropped, the first time it is asked (None: they were not)."""
-        failure, self.failure = self.failure, None
-        return failure
+    def report(self) -> None:
+        """Say why the workers were dropped (a ``RuntimeWarning`` naming the first caller outside
+        ``wpb_gym``), once."""
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            frame, level = sys._getframe(1), 2  # level 1 is this function, 2 its caller
+            while frame is not None and frame.f_code.co_filename.startswith(str(_PACKAGE)):
+                frame, level = frame.f_back, level + 1
+            warnings.warn(failure, RuntimeWarning, stacklevel=level)
 
     def settle(self, timeout: float = 120.0) -> None:
         """Wait until every wish is prepared, or as many as may be held (tests and benchmarks;
@@ -172,8 +215,7 @@ class EpisodeWorkers:
     def _exchange(self) -> None:
         live = None
         for worker in self._workers:
-            while worker.receive.poll():
-                data = worker.receive.recv_bytes()
+            for data in worker.messages():
                 message = pickle.loads(data)
                 if not worker.confirmed:
                     if message != ("package", str(_PACKAGE)):
@@ -216,17 +258,21 @@ class EpisodeWorkers:
             finally:  # the worker's ends
                 os.close(jobs_read)
                 os.close(results_write)
-            worker = _Worker(process, Connection(results_read, writable=False), Connection(jobs_write, readable=False))
+            worker = _Worker(process, results_read, Connection(jobs_write, readable=False))
             self._workers.append(worker)
             worker.send.send((self.track, self.reward_fn))
 
     def _fail(self, message: str) -> None:
-        self.close()
+        self._stop_workers()
         self._failed = True
         self.failure = f"{message}; the vector env prepares its episodes itself from now on"
 
     def close(self) -> None:
-        """Stop the workers (they are started again if an episode is wanted after)."""
+        """Stop the workers for good (a pickled copy starts its own)."""
+        self._stop_workers()
+        self._closed = True
+
+    def _stop_workers(self) -> None:
         if self._finalizer is not None:
             self._finalizer()
         self._reset_state()
@@ -236,11 +282,7 @@ def _stop(workers: list[_Worker], owner: int) -> None:
     if os.getpid() != owner:  # a forked child's copy: the workers are its parent's
         return
     for worker in workers:
-        for connection in (worker.send, worker.receive):  # the worker reads end-of-file and exits
-            try:
-                connection.close()
-            except OSError:
-                pass
+        worker.close()
     for worker in workers:  # nothing a worker holds is worth waiting for (a long episode takes seconds)
         worker.process.terminate()
         try:
@@ -250,13 +292,20 @@ def _stop(workers: list[_Worker], owner: int) -> None:
             worker.process.wait()
 
 
-def serve(jobs: Connection, results: Connection) -> None:
+def _write(results: int, message: Any) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    view = memoryview(_HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(results, view):]
+
+
+def serve(jobs: Connection, results: int) -> None:
     """A worker's loop: name its package, read the settings, then prepare each job until the
     pipe closes."""
     with keyed_on_these_sources():  # the compiled code the core's process cached
         from .contents import ContentMemo
         from .episode_arrays import read_and_compile, scored_labels
-    results.send(("package", str(_PACKAGE)))
+    _write(results, ("package", str(_PACKAGE)))
     track, reward_fn = jobs.recv()
     memo = ContentMemo()
     while True:
@@ -272,8 +321,8 @@ def serve(jobs: Connection, results: Connection) -> None:
         except Exception:  # the core prepares it again and meets the error itself
             result = None
         try:
-            results.send((job, result))
-        except (BrokenPipeError, EOFError):
+            _write(results, (job, result))
+        except BrokenPipeError:
             return
 
 
@@ -281,4 +330,4 @@ if __name__ == "__main__":
     # Ctrl-C reaches the whole process group: the vector env's process handles it, and the
     # worker ends when that process closes the pipes.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    serve(Connection(int(sys.argv[1]), writable=False), Connection(int(sys.argv[2]), readable=False))
+    serve(Connection(int(sys.argv[1]), writable=False), int(sys.argv[2]))
