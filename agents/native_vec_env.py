@@ -63,7 +63,9 @@ class NativeVecEnv(VecEnv):
             final["TimeLimit.truncated"] = False
             final["terminal_observation"] = obs
             infos[i] = final
-        return vector.observations(), outcome.rewards.astype(np.float32), dones, infos
+        observations = vector.observations()
+        vector.report_workers()
+        return observations, outcome.rewards.astype(np.float32), dones, infos
 
     @property
     def last_info(self) -> dict[str, Any]:

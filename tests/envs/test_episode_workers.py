@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -28,7 +29,11 @@ SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True
 
 
 def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
-    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=1, **kwargs)
+    return _pair_with(1, n, mode, **kwargs)
+
+
+def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
+    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=workers, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
     return vector, sync
 
@@ -145,10 +150,11 @@ def test_a_forked_child_leaves_its_parents_workers_running():
         _step_both(vector, sync, rng)
     process = vector._core.workers.processes[0]
     child = os.fork()
-    if child == 0:  # what the child's exit runs: the finalizer
-        vector._core.workers._finalizer()
-        os._exit(0)
-    os.waitpid(child, 0)
+    if child == 0:  # the child talks to the workers: it lets its parent's go, closing only its own pipes
+        workers = vector._core.workers
+        workers.pump()
+        os._exit(0 if workers.processes == [] and workers._finalizer is None else 1)
+    assert os.waitpid(child, 0)[1] == 0
     served = vector._core.workers.served
     for _ in range(100):
         _step_both(vector, sync, rng)
@@ -170,6 +176,17 @@ def test_the_worker_imports_this_package_not_one_in_the_working_directory(tmp_pa
             _step_both(vector, sync, rng)
     assert vector._core.workers.served > 0
     vector.close()
+
+
+def test_an_installed_package_is_not_put_ahead_of_the_standard_library(tmp_path):
+    """Only a checkout's folder goes on the worker's PYTHONPATH (it comes first there): an
+    installed package's site-packages is on the worker's path already."""
+    import site
+
+    from wpb_gym.envs.fast.episode_workers import _in_site_packages
+
+    assert _in_site_packages(Path(site.getsitepackages()[0]).resolve())
+    assert not _in_site_packages(tmp_path)
 
 
 def test_a_worker_of_another_package_is_refused(monkeypatch):
@@ -207,14 +224,21 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
     try:
         vector, sync = _pair(2, regime="contract_mix", length=3000, api_pool=8, budget_bytes=1 << 18)
         _reset_both(vector, sync, seed=9)
-        worker = vector._core.workers.processes[0]
-        time.sleep(3)  # results of about 0.5 MB, written in pieces as the pipe drains
+        workers = vector._core.workers
+        worker = workers.processes[0]
+        deadline = time.monotonic() + 120
+        while not workers._workers[0].pending:  # results of about 0.5 MB come in pieces as the pipe drains
+            assert time.monotonic() < deadline, "the worker wrote nothing"
+            time.sleep(0.002)
+            workers.pump()
         os.kill(worker.pid, signal.SIGSTOP)
+        workers.pump()
+        assert workers._workers[0].pending and not workers._ready  # caught mid-result
         rng = np.random.default_rng(9)
         for _ in range(6500):  # through both sub-envs' resets
             _step_both(vector, sync, rng, settle=False)
-        os.kill(worker.pid, signal.SIGCONT)
-        vector.close()
+        assert workers.served == 0
+        vector.close()  # stopped as it is
         assert worker.poll() is not None
     finally:
         faulthandler.cancel_dump_traceback_later()
@@ -238,12 +262,33 @@ def test_a_result_is_read_in_pieces_as_they_arrive():
         rest = rest[os.write(write, rest[:65536]):]
         got += worker.messages()
     assert got == [second] and worker.pending == b""
+    os.write(write, frames[:_HEADER.size + len(first)] * 2)
+    assert worker.messages() == [first, first]  # two in one read
     os.close(write)
     with pytest.raises(EOFError):
         worker.messages()
     worker.close()
     worker.close()  # twice is harmless
     os.close(jobs_read)
+
+
+def test_a_failing_worker_drops_a_stopped_sibling_at_once():
+    vector, sync = _pair_with(2, 2, regime="breaking", **SMALL)
+    _reset_both(vector, sync, seed=12)
+    rng = np.random.default_rng(12)
+    for _ in range(40):
+        _step_both(vector, sync, rng)
+    stopped, killed = vector._core.workers.processes
+    os.kill(stopped.pid, signal.SIGSTOP)
+    killed.kill()
+    killed.wait()
+    began = time.monotonic()
+    with pytest.warns(RuntimeWarning, match="an episode worker stopped"):
+        while vector._core.workers.processes:
+            _step_both(vector, sync, rng, settle=False)
+    assert time.monotonic() - began < 4  # not the 5 s a SIGTERM kept pending would take
+    assert stopped.poll() is not None
+    vector.close()
 
 
 def test_a_closed_vector_env_starts_no_worker_again():

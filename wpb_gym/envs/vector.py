@@ -165,7 +165,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         observations, infos = self._batch()
         if reset_mask is not None:
             infos = _masked(infos, chosen)
-        self._core.report_workers()  # once the call's work is done: a warning made an error leaves it whole
+        self.report_workers()
         return observations, infos
 
     # ------------------------------------------------------------------ step
@@ -178,6 +178,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         for i, obs, info in outcome.final:
             self._add_info(infos, {"final_obs": obs, "final_info": info}, i)
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
+        self.report_workers()
         return observations, outcome.rewards, outcome.terminated, truncated, infos
 
     @_collector_paused
@@ -240,8 +241,13 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         elif finished:
             autoreset[[i for i, _ in finished]] = True
         self._last = StepOutcome(rewards, terminated, accepted, reasons, finished, final)
-        self._core.report_workers()
         return self._last
+
+    def report_workers(self) -> None:
+        """Warn once if the episode workers were dropped. ``reset`` and ``step`` do as their last
+        act (a warning made an error leaves the env whole); after ``advance``, call it once the
+        step's results are read."""
+        self._core.report_workers()
 
     def observations(self) -> Any:
         """The current observations of all sub-envs (a new array, or dict of arrays)."""

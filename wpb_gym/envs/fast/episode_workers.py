@@ -18,7 +18,7 @@ inherit locks held by other threads (as ``fork`` would: torch starts threads), a
 this very package (``-P``: not one in the working directory), which its first message
 confirms. It is started at the first episode there is to prepare, and stops when the vector
 env closes, is collected, or its process ends (the pipes close). A worker that fails (it
-cannot start, dies, or a message is cut short by an interrupt) is dropped with the others,
+cannot start, dies, or is interrupted while this process talks to it) is dropped with the others,
 and the core prepares every episode itself from then on; ``report`` warns why, once. POSIX
 systems only.
 """
@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import site
 import struct
 import subprocess
 import sys
@@ -48,7 +49,10 @@ _IN_FLIGHT = 2
 # than this, counted by their pickled size (at T = 10,000 about 1.3 MB each; in memory their
 # Python lists take a little more).
 _MAX_HELD = 128 * 2**20
-_PACKAGE = Path(__file__).resolve().parents[2]  # this wpb_gym
+_PACKAGE = Path(__file__).resolve().parents[2]  # this wpb_gym, as the handshake names it
+# The package's folder as its modules' frames name it (not resolved: a symlinked home stays one).
+_FRAMES_INSIDE = str(Path(__file__).parents[2]) + os.sep
+_START_TIMEOUT = 120.0  # seconds a worker may take to name its package
 
 
 _HEADER = struct.Struct("<Q")  # a result's length, before its pickle
@@ -60,13 +64,14 @@ class _Worker:
     pipe holds), and a worker stopped mid-result (a debugger, a frozen cgroup) must not stop
     the vector env."""
 
-    __slots__ = ("process", "results", "send", "busy", "confirmed", "pending")
+    __slots__ = ("process", "results", "send", "busy", "confirmed", "pending", "started")
 
     def __init__(self, process: subprocess.Popen, results: int, send: Connection) -> None:
         self.process, self.results, self.send = process, results, send
         os.set_blocking(results, False)
         self.busy = 0  # jobs in flight
         self.confirmed = False  # its first message named this package
+        self.started = time.monotonic()
         self.pending = bytearray()  # bytes read of results not complete yet
 
     def messages(self) -> list[bytes]:
@@ -116,6 +121,7 @@ class EpisodeWorkers:
         self._held = 0  # pickled bytes of the results in _ready
         self._next_job = 0
         self._finalizer: weakref.finalize | None = None
+        self._owner = os.getpid()  # the process that started the workers
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy starts its own workers when it needs them.
@@ -179,7 +185,7 @@ class EpisodeWorkers:
         if self.failure is not None:
             failure, self.failure = self.failure, None
             frame, level = sys._getframe(1), 2  # level 1 is this function, 2 its caller
-            while frame is not None and frame.f_code.co_filename.startswith(str(_PACKAGE)):
+            while frame.f_back is not None and frame.f_code.co_filename.startswith(_FRAMES_INSIDE):
                 frame, level = frame.f_back, level + 1
             warnings.warn(failure, RuntimeWarning, stacklevel=level)
 
@@ -199,6 +205,9 @@ class EpisodeWorkers:
         but for an interrupt: a failure drops the workers (``failure``)."""
         if self._failed or not (self._queue or self._workers):
             return
+        if self._workers and os.getpid() != self._owner:  # a forked child: the workers are its parent's
+            self._disown()
+            return
         what = "stopped"
         try:
             if not self._workers:
@@ -215,6 +224,8 @@ class EpisodeWorkers:
     def _exchange(self) -> None:
         live = None
         for worker in self._workers:
+            if not worker.confirmed and time.monotonic() - worker.started > _START_TIMEOUT:
+                raise TimeoutError(f"it did not start within {_START_TIMEOUT:g} s")
             for data in worker.messages():
                 message = pickle.loads(data)
                 if not worker.confirmed:
@@ -240,9 +251,12 @@ class EpisodeWorkers:
 
     def _start(self) -> None:
         environment = dict(os.environ)
-        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE.parent), environment.get("PYTHONPATH")]))
+        if not _in_site_packages(_PACKAGE.parent):  # a checkout: -P leaves its folder off the path
+            environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE.parent),
+                                                                      environment.get("PYTHONPATH")]))
         # Stops the workers started so far, should a later one fail; not in a forked child.
-        self._finalizer = weakref.finalize(self, _stop, self._workers, os.getpid())
+        self._owner = os.getpid()
+        self._finalizer = weakref.finalize(self, _stop, self._workers, self._owner)
         for _ in range(self.count):
             jobs_read, jobs_write = os.pipe()
             results_read, results_write = os.pipe()
@@ -277,19 +291,36 @@ class EpisodeWorkers:
             self._finalizer()
         self._reset_state()
 
+    def _disown(self) -> None:
+        """In a forked child: drop the parent's workers without stopping them (the child starts its own)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        for worker in self._workers:
+            worker.close()  # this process's copies of the pipes
+        self._reset_state()
+
 
 def _stop(workers: list[_Worker], owner: int) -> None:
     if os.getpid() != owner:  # a forked child's copy: the workers are its parent's
         return
     for worker in workers:
         worker.close()
-    for worker in workers:  # nothing a worker holds is worth waiting for (a long episode takes seconds)
-        worker.process.terminate()
+    for worker in workers:
+        # Nothing a worker holds is worth waiting for (a long episode takes seconds), and a
+        # stopped one would keep a SIGTERM pending: SIGKILL. A process that does not go at once
+        # (a frozen cgroup) is reaped by subprocess later.
+        worker.process.kill()
         try:
-            worker.process.wait(timeout=5)
+            worker.process.wait(timeout=1)
         except subprocess.TimeoutExpired:
-            worker.process.kill()
-            worker.process.wait()
+            pass
+
+
+def _in_site_packages(folder: Path) -> bool:
+    """Whether ``folder`` is one of this interpreter's site-packages (a worker finds an installed
+    package there by itself: put first, it would shadow the standard library)."""
+    sites = [*getattr(site, "getsitepackages", list)(), site.getusersitepackages()]
+    return any(folder == Path(place).resolve() for place in sites)
 
 
 def _write(results: int, message: Any) -> None:
