@@ -53,6 +53,17 @@ def _reset_both(vector, sync, **kwargs) -> None:
     same(vector.reset(**kwargs), sync.reset(**kwargs))
 
 
+def _played(n: int, regime: str, seed: int, steps: int, workers: int = 1, **kwargs):
+    """A vector env with episode workers and its SyncVectorEnv, reset with ``seed`` and played
+    alike for ``steps`` steps (every reset prepared), and the actions' generator."""
+    vector, sync = _pair_with(workers, n, regime=regime, **SMALL, **kwargs)
+    _reset_both(vector, sync, seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        _step_both(vector, sync, rng)
+    return vector, sync, rng
+
+
 @pytest.mark.parametrize("regime", CONTRACT_REGIMES)
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_prepared_episodes_play_as_the_single_envs(regime, mode):
@@ -95,11 +106,7 @@ def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
 
 
 def test_a_worker_that_dies_leaves_the_core_preparing_alike():
-    vector, sync = _pair(2, regime="breaking", **SMALL)
-    _reset_both(vector, sync, seed=8)
-    rng = np.random.default_rng(8)
-    for _ in range(60):
-        _step_both(vector, sync, rng)
+    vector, sync, rng = _played(2, "breaking", seed=8, steps=60)
     workers = vector._core.workers
     assert workers.served > 0 and len(workers.processes) == 1
     workers.processes[0].kill()
@@ -119,11 +126,7 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
 
 
 def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leaves_the_env_whole():
-    vector, sync = _pair(2, regime="noisy_priority", track="privileged", **SMALL)
-    _reset_both(vector, sync, seed=5)
-    rng = np.random.default_rng(5)
-    for _ in range(60):
-        _step_both(vector, sync, rng)
+    vector, sync, rng = _played(2, "noisy_priority", seed=5, steps=60, track="privileged")
     vector._core.workers.processes[0].kill()
     raised = 0
     with warnings.catch_warnings():
@@ -143,11 +146,7 @@ def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leav
 
 
 def test_a_forked_child_leaves_its_parents_workers_running():
-    vector, sync = _pair(2, regime="breaking", **SMALL)
-    _reset_both(vector, sync, seed=6)
-    rng = np.random.default_rng(6)
-    for _ in range(30):
-        _step_both(vector, sync, rng)
+    vector, sync, rng = _played(2, "breaking", seed=6, steps=30)
     process = vector._core.workers.processes[0]
     child = os.fork()
     if child == 0:  # the child talks to the workers: it lets its parent's go, closing only its own pipes
@@ -273,11 +272,7 @@ def test_a_result_is_read_in_pieces_as_they_arrive():
 
 
 def test_a_failing_worker_drops_a_stopped_sibling_at_once():
-    vector, sync = _pair_with(2, 2, regime="breaking", **SMALL)
-    _reset_both(vector, sync, seed=12)
-    rng = np.random.default_rng(12)
-    for _ in range(40):
-        _step_both(vector, sync, rng)
+    vector, sync, rng = _played(2, "breaking", seed=12, steps=40, workers=2)
     stopped, killed = vector._core.workers.processes
     os.kill(stopped.pid, signal.SIGSTOP)
     killed.kill()
@@ -300,11 +295,7 @@ def test_a_closed_vector_env_starts_no_worker_again():
 
 
 def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
-    vector, sync = _pair(2, regime="reverts", **SMALL)
-    _reset_both(vector, sync, seed=4)
-    rng = np.random.default_rng(4)
-    for _ in range(70):
-        _step_both(vector, sync, rng)
+    vector, sync, rng = _played(2, "reverts", seed=4, steps=70)
     copy = pickle.loads(pickle.dumps(vector))
     process = vector._core.workers.processes[0]
     vector.close()
