@@ -135,13 +135,16 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             runs["  the same, 1 episode worker"] = (
                 lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native", workers=1), **hyper), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
+        prepared = [0, 0]  # resets the worker had ready in the timed runs, resets
         for _ in range(rounds):
             for name, (make, as_wpb_train) in runs.items():
                 model = make()
                 model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
                 vector = getattr(model.env.unwrapped, "vector", None)
-                if vector is not None and vector._core.workers is not None:
-                    vector._core.workers.settle()  # its process started (about 0.6 s, once per run)
+                workers = None if vector is None else vector._core.workers
+                if workers is not None:
+                    workers.settle()  # its process started (about 0.6 s, once per run)
+                    before = (workers.served, workers.asked)
                 phases = _timed_phases(model)
                 done = model.num_timesteps
                 start = time.perf_counter()
@@ -151,6 +154,9 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
                 else:
                     model.learn(steps, reset_num_timesteps=False)
                 elapsed = time.perf_counter() - start
+                if workers is not None:
+                    prepared[0] += workers.served - before[0]
+                    prepared[1] += workers.asked - before[1]
                 model.env.close()  # an episode worker's process stops
                 measured = (model.num_timesteps - done, elapsed, phases["rollout"], phases["env"], phases["update"])
                 for k, value in enumerate(measured):
@@ -166,6 +172,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
         bound = dummy_total / (dummy_total - dummy_env)
         print(f"{'':>4} bound: an env that cost nothing would train at most {bound:.2f}x DummyVecEnv"
               " (its env share as measured)")
+        if prepared[1]:
+            print(f"{'':>4} the episode worker had {prepared[0]} of {prepared[1]} timed resets prepared")
     n_envs = n_envs_list[0]
     stepping = sb3_stepping(n_envs, rounds, wpb)
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
