@@ -53,8 +53,6 @@ _PACKAGE = Path(__file__).resolve().parents[2]  # this wpb_gym, as the handshake
 # The package's folder as its modules' frames name it (not resolved: a symlinked home stays one).
 _FRAMES_INSIDE = str(Path(__file__).parents[2]) + os.sep
 _START_TIMEOUT = 120.0  # seconds a worker may take to name its package
-
-
 _HEADER = struct.Struct("<Q")  # a result's length, before its pickle
 
 
