@@ -307,7 +307,13 @@ def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
     copy.close()
 
 
-def test_paper_regimes_start_no_worker():
+def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
+    made = WritePolicyBenchVectorEnv(2, regime="mixed_sizes", episode_workers=1)
+    assert len(made._core.workers.processes) == 1  # loading while the first episodes play
+    made.close()
+    rendered = WritePolicyBenchVectorEnv(2, regime="mixed_sizes", episode_workers=1, render_mode="ansi")
+    assert rendered._core.workers.processes == []  # its single envs play every episode
+    rendered.close()
     vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30)
     _, info = vector.reset(seed=0)
     rng = np.random.default_rng(0)

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ...episodes.sources import EpisodeList, EpisodeRecipe
+from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
 from ...scoring.oracle import oracle_utility
 from ..observation.encoder import ObservationEncoder
@@ -128,6 +128,10 @@ class CompiledCore:
         self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
         # Processes preparing the next made episode of each sub-env (None: the core makes them).
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
+        source = env.sampler.source
+        if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
+                and not drawn_compilable(source.recipe(0))):  # episodes the core would make: start now
+            self.workers.start()
         self._made_from_recipes: list[int] = []  # sub-envs the last ``start`` started on made episodes
         self._index()
 

@@ -16,8 +16,9 @@ A worker is a fresh interpreter (``python -P -m wpb_gym.envs.fast.episode_worker
 pickles over two pipes: it does not import the user's ``__main__`` (as ``spawn`` would) nor
 inherit locks held by other threads (as ``fork`` would: torch starts threads), and it imports
 this very package (``-P``: not one in the working directory), which its first message
-confirms. It is started at the first episode there is to prepare, and stops when the vector
-env closes, is collected, or its process ends (the pipes close). A worker that fails (it
+confirms. It is started with a vector env whose episodes it would prepare (its interpreter
+loads while the first episodes play), else at the first wish (a pickled copy), and stops when
+the vector env closes, is collected, or its process ends (the pipes close). A worker that fails (it
 cannot start, dies, or is interrupted while this process talks to it) is dropped with the others,
 and the core prepares every episode itself from then on; ``report`` warns why, once. POSIX
 systems only.
@@ -197,6 +198,16 @@ class EpisodeWorkers:
                 raise TimeoutError(f"the episode workers did not finish within {timeout} s")
             time.sleep(0.001)
             self.pump()
+
+    def start(self) -> None:
+        """Start the workers before any wish: their interpreters load while the first episodes
+        are chosen and played (about a second)."""
+        if self._workers or self._failed or self._closed:
+            return
+        try:
+            self._start()
+        except Exception as error:
+            self._fail(f"an episode worker could not start ({error!r})")
 
     def pump(self) -> None:
         """Receive what the workers finished and send them more, without waiting. Never raises
