@@ -232,11 +232,12 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
             workers.pump()
         os.kill(worker.pid, signal.SIGSTOP)
         workers.pump()
-        assert workers._workers[0].pending and not workers._ready  # caught mid-result
+        assert workers._workers[0].pending  # caught mid-result
+        complete = len(workers._ready)  # results that arrived whole before it stopped
         rng = np.random.default_rng(9)
         for _ in range(6500):  # through both sub-envs' resets
             _step_both(vector, sync, rng, settle=False)
-        assert workers.served == 0
+        assert workers.served <= complete
         vector.close()  # stopped as it is
         assert worker.poll() is not None
     finally:
