@@ -81,8 +81,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
     it during the reset (the contract regimes'; the paper regimes' are compiled from their draws
     in microseconds). A prepared episode is taken only if it is the one chosen, so the outputs
-    are the same with or without workers. They start at the first such episode, on other CPUs,
-    and stop with ``close()``.
+    are the same with or without workers. They start with the vector env when its episodes are
+    such, on other CPUs, and stop with ``close()``.
     """
 
     metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}

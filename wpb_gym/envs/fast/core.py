@@ -132,7 +132,6 @@ class CompiledCore:
         if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
                 and not drawn_compilable(source.recipe(0))):  # episodes the core would make: start now
             self.workers.start()
-        self._made_from_recipes: list[int] = []  # sub-envs the last ``start`` started on made episodes
         self._index()
 
     def _index(self) -> None:
@@ -149,7 +148,6 @@ class CompiledCore:
         reset them again)."""
         ready: list[tuple[int, int]] = []
         self.unstarted, error = [], None
-        self._made_from_recipes = []
         batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
@@ -179,7 +177,7 @@ class CompiledCore:
                                *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
                                self.observations, self.K, self.cap, self.oldest, self.privileged)
         if self.workers is not None:
-            for i in self._made_from_recipes:
+            for i in indices:
                 self._want_next(i, envs[i])
         if error is not None:
             raise error
@@ -272,7 +270,6 @@ class CompiledCore:
                     self.known_oracles[i] = reward_fn.known_oracle
                     static, floats, state = drawn[0]
                     return static, floats, len(state)
-            self._made_from_recipes.append(i)
             prepared = self.workers.take(i, episode, budget) if self.workers is not None else None
             if prepared is not None:
                 static, floats, state_size, self.labels[i], self.reward_fns[i] = prepared
@@ -307,7 +304,8 @@ class CompiledCore:
 
     def _want_next(self, i: int, env: Any) -> None:
         """Have the workers prepare the episode sub-env ``i``'s next autoreset will choose, if
-        the core would make it."""
+        the core plays the sub-env and would make that episode (a generated one it cannot
+        compile from its draws)."""
         if self.compiled[i] and not self.drawn[i]:
             recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
             if recipe is not None and budget < _EXACT_INTS and not drawn_compilable(recipe):
