@@ -23,8 +23,12 @@ from test_vector_env import same
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES
+from wpb_gym.envs.fast.contract_episodes import contract_compilable
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, make_config
+from wpb_gym.episodes.sources import EpisodeRecipe
 
+# The contract regimes whose episodes the core makes (with text): the others are compiled from their draws.
+MADE = [regime for regime in CONTRACT_REGIMES if not contract_compilable(EpisodeRecipe(make_config(regime), 0, 0))]
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
 
 
@@ -64,10 +68,10 @@ def _played(n: int, regime: str, seed: int, steps: int, workers: int = 1, **kwar
     return vector, sync, rng
 
 
-@pytest.mark.parametrize("regime", CONTRACT_REGIMES)
+@pytest.mark.parametrize("regime", MADE)
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_prepared_episodes_play_as_the_single_envs(regime, mode):
-    track = "privileged" if regime == "noisy_priority" else "unprivileged"
+def test_prepared_episodes_play_as_the_single_envs(regime, track, mode):
     vector, sync = _pair(3, mode, regime=regime, track=track, **SMALL)
     _reset_both(vector, sync, seed=11)
     rng, ended = np.random.default_rng(11), 0
@@ -106,7 +110,7 @@ def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
 
 
 def test_a_worker_that_dies_leaves_the_core_preparing_alike():
-    vector, sync, rng = _played(2, "breaking", seed=8, steps=60)
+    vector, sync, rng = _played(2, "mixed_sizes", seed=8, steps=60)
     workers = vector._core.workers
     assert workers.served > 0 and len(workers.processes) == 1
     workers.processes[0].kill()
@@ -126,7 +130,7 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
 
 
 def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leaves_the_env_whole():
-    vector, sync, rng = _played(2, "noisy_priority", seed=5, steps=60, track="privileged")
+    vector, sync, rng = _played(2, "mixed_sizes", seed=5, steps=60, track="privileged")
     vector._core.workers.processes[0].kill()
     raised = 0
     with warnings.catch_warnings():
@@ -146,7 +150,7 @@ def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leav
 
 
 def test_a_forked_child_leaves_its_parents_workers_running():
-    vector, sync, rng = _played(2, "breaking", seed=6, steps=30)
+    vector, sync, rng = _played(2, "mixed_sizes", seed=6, steps=30)
     process = vector._core.workers.processes[0]
     child = os.fork()
     if child == 0:  # the child talks to the workers: it lets its parent's go, closing only its own pipes
@@ -166,7 +170,7 @@ def test_the_worker_imports_this_package_not_one_in_the_working_directory(tmp_pa
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise ImportError('the shadow package was imported')\n")
     monkeypatch.chdir(tmp_path)
-    vector, sync = _pair(2, regime="breaking", **SMALL)
+    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
     _reset_both(vector, sync, seed=7)
     rng = np.random.default_rng(7)
     with warnings.catch_warnings():
@@ -192,7 +196,7 @@ def test_a_worker_of_another_package_is_refused(monkeypatch):
     from wpb_gym.envs.fast import episode_workers
 
     monkeypatch.setattr(episode_workers, "_PACKAGE", episode_workers._PACKAGE.parent / "wpb_gym_elsewhere")
-    vector, sync = _pair(2, regime="reverts", **SMALL)
+    vector, sync = _pair(2, regime="contract_mix", **SMALL)
     with pytest.warns(RuntimeWarning, match="an episode worker stopped .*it imports another wpb_gym"):
         _reset_both(vector, sync, seed=2)
         rng = np.random.default_rng(2)
@@ -273,7 +277,7 @@ def test_a_result_is_read_in_pieces_as_they_arrive():
 
 
 def test_a_failing_worker_drops_a_stopped_sibling_at_once():
-    vector, sync, rng = _played(2, "breaking", seed=12, steps=40, workers=2)
+    vector, sync, rng = _played(2, "mixed_sizes", seed=12, steps=40, workers=2)
     stopped, killed = vector._core.workers.processes
     os.kill(stopped.pid, signal.SIGSTOP)
     killed.kill()
@@ -288,7 +292,7 @@ def test_a_failing_worker_drops_a_stopped_sibling_at_once():
 
 
 def test_a_closed_vector_env_starts_no_worker_again():
-    vector, sync = _pair(2, regime="breaking", **SMALL)
+    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
     _reset_both(vector, sync, seed=3)
     vector.close()
     vector.reset(seed=4)
@@ -296,7 +300,7 @@ def test_a_closed_vector_env_starts_no_worker_again():
 
 
 def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
-    vector, sync, rng = _played(2, "reverts", seed=4, steps=70)
+    vector, sync, rng = _played(2, "contract_mix", seed=4, steps=70)
     copy = pickle.loads(pickle.dumps(vector))
     process = vector._core.workers.processes[0]
     vector.close()
@@ -315,6 +319,9 @@ def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
     rendered = WritePolicyBenchVectorEnv(2, regime="mixed_sizes", episode_workers=1, render_mode="ansi")
     assert rendered._core.workers.processes == []  # its single envs play every episode
     rendered.close()
+    drawn = WritePolicyBenchVectorEnv(2, regime="breaking", episode_workers=1)
+    assert drawn._core.workers.processes == []  # compiled from their draws: none made
+    drawn.close()
     vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30)
     _, info = vector.reset(seed=0)
     rng = np.random.default_rng(0)
@@ -326,7 +333,7 @@ def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
 
 @pytest.mark.parametrize("order", ["random", "cycle"])
 def test_peek_is_the_next_autoreset_choice_and_moves_nothing(order):
-    env = WritePolicyBenchEnv(regime="breaking", episode_order=order)
+    env = WritePolicyBenchEnv(regime="mixed_sizes", episode_order=order)
     env.reset(seed=2)
     for _ in range(5):
         state = env.np_random.bit_generator.state
@@ -347,7 +354,7 @@ def test_episode_workers_must_be_a_non_negative_int(value):
 
 def test_make_vec_passes_episode_workers():
     vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
-                          episode_workers=1, regime="breaking", length=80)
+                          episode_workers=1, regime="mixed_sizes", length=80)
     vector.reset(seed=0)
     assert vector.unwrapped._core.workers.count == 1 and len(vector.unwrapped._core.workers.processes) == 1
     vector.close()

@@ -52,9 +52,12 @@ def _literal(recipe: EpisodeRecipe, track: str, reward_fn: RewardFunction, budge
     return episode, compile_episode(columns, reward_fn, memo)
 
 
-def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int) -> None:
+def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int,
+                         from_draws=compile_drawn) -> None:
+    """``from_draws`` (this module's ``compile_drawn``, or ``contract_episodes.compile_contract``)
+    makes the arrays and labels of the made episode, and starts the reward function alike."""
     drawn_fn, made_fn = RewardFunction(reward, dense), RewardFunction(reward, dense)
-    (static, floats, state), labels = compile_drawn(recipe, track, drawn_fn, budget)
+    (static, floats, state), labels = from_draws(recipe, track, drawn_fn, budget)
     episode, (want_static, want_floats, want_state) = _literal(recipe, track, made_fn, budget)
     assert len(static) == len(want_static) and len(state) == len(want_state)
     header = np.arange(L.HEADER_SIZE) != L.H_NONE_VALUE

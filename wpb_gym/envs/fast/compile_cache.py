@@ -15,10 +15,11 @@ from pathlib import Path
 from numba.core import config
 
 _HERE = Path(__file__).parent
-# layout.py takes feature positions and kind codes from these, paper_episodes the utilities; numba
-# compiles them in as constants.
+# layout.py takes feature positions and kind codes from these, paper_episodes and contract_replay the
+# utilities, contract_replay the word pairs; numba compiles them in as constants.
+_GENERATORS = _HERE.parent.parent / "episodes" / "generators"
 _CONSTANTS_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
-                   _HERE.parent.parent / "episodes" / "generators" / "utility_scale.py")
+                   _GENERATORS / "utility_scale.py", _GENERATORS / "contracts.py")
 
 
 @contextmanager

@@ -3,9 +3,10 @@
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
-compiles it from its random draws when it is a generated episode of the paper's regimes
-(``paper_episodes``: the episode is not made; those a step starts are started together, and
-those it ends scored together, by ``drawn_batches``), else reads it as the single env's table would
+compiles it from its random draws when it is a generated episode without text
+(``paper_episodes``, ``contract_episodes``: the episode is not made; the paper regimes' that a
+step starts are started together, and those it ends scored together, by ``drawn_batches``),
+else reads it as the single env's table would
 (``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
 the episode (made then if it was not), and replays the actions the kernel took through its
 own ``advance``, only when it is read (``sync``) or handed to the user (``release``). With
@@ -57,6 +58,7 @@ with keyed_on_these_sources():
     from .episode_workers import EpisodeWorkers
     from .numpy_streams import structure_entropy
     from .oracle_by_class import _MAX_COMBINATIONS
+    from .contract_episodes import compile_contract, contract_compilable
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
 
 _KEPT_EPISODES = 4096
@@ -72,6 +74,14 @@ def compilable_settings(env: Any) -> bool:
     plain_parts = (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
                    and type(env.viewer) is MemoryViewer)
     return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
+
+
+def _from_draws(recipe: Any) -> Any:
+    """The function compiling ``recipe``'s episode from its draws (``paper_episodes``,
+    ``contract_episodes``); None for an episode the core makes and reads."""
+    if drawn_compilable(recipe):
+        return compile_drawn
+    return compile_contract if contract_compilable(recipe) else None
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:
@@ -130,7 +140,7 @@ class CompiledCore:
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
         source = env.sampler.source
         if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
-                and not drawn_compilable(source.recipe(0))):  # episodes the core would make: start now
+                and _from_draws(source.recipe(0)) is None):  # episodes the core would make: start now
             self.workers.start()
         self._index()
 
@@ -263,8 +273,9 @@ class CompiledCore:
         reward_fn = self.reward_fns[i]
         recipe = episode if isinstance(episode, EpisodeRecipe) else None
         if recipe is not None:
-            if drawn_compilable(episode):
-                drawn = compile_drawn(episode, env.track, reward_fn, budget)
+            from_draws = _from_draws(episode)
+            if from_draws is not None:
+                drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
                     self.drawn[i] = True
                     self.known_oracles[i] = reward_fn.known_oracle
@@ -308,7 +319,7 @@ class CompiledCore:
         compile from its draws)."""
         if self.compiled[i] and not self.drawn[i]:
             recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
-            if recipe is not None and budget < _EXACT_INTS and not drawn_compilable(recipe):
+            if recipe is not None and budget < _EXACT_INTS and _from_draws(recipe) is None:
                 self.workers.want(i, recipe, budget)
 
     def close_workers(self) -> None:

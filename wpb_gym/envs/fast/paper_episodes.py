@@ -81,7 +81,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
                        c.max_params + c.length + 1)
         utility = played[1]
         priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
-        metadata = _metadata_lengths(c.regime, priorities, T) if priorities is not None else _regime_metadata(c.regime)
+        metadata = metadata_lengths(c.regime, priorities, T)
         compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
     if not len(static):
@@ -92,7 +92,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     if priorities is not None or reward_fn._oracle_prefix is not None or reward_fn.known_oracle is not None:
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-        floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
+        floats = float_array(utility, clipped, floats[deprecated_section(T)], None, reward_fn)
     return (static, floats, np.zeros(state_size, dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
@@ -103,22 +103,23 @@ def unprivileged_settings(c: Any) -> tuple[Any, ...]:
             _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
 
 
-def _deprecated_section(T: int) -> slice:
+def deprecated_section(T: int) -> slice:
+    """Where the per-step deprecated flags sit in an episode's floats."""
     start = L.N_FLOATS + 1 + 2 * T
     return slice(start, start + T)
 
 
 @functools.lru_cache(maxsize=64)
 def _regime_metadata(regime: str) -> np.ndarray:
-    return _metadata_lengths(regime, None, 0)
+    return np.array([json_len({"mode": regime})], dtype=np.int64)
 
 
-def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
+def metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
     """The JSON length of each step's visible metadata: ``{"mode": regime}`` (one length for
     all), and its priority on the privileged track (one text per distinct float; by bits, as
     -0.0 prints apart from 0.0)."""
     if priorities is None:
-        return np.array([json_len({"mode": regime})], dtype=np.int64)
+        return _regime_metadata(regime)
     bits, inverse = np.unique(priorities.view(np.int64), return_inverse=True)
     lengths = [json_len({"mode": regime, "priority": p}) for p in bits.view(np.float64).tolist()]
     return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]

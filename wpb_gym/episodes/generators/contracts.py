@@ -112,6 +112,14 @@ _PARAM_WORDS = (
 
 # Every word pair's name, at ``first * len(_PARAM_WORDS) + second``.
 _PAIR_NAMES = [f"{a}_{b}" for a in _PARAM_WORDS for b in _PARAM_WORDS]
+# An endpoint that has taken this many names numbers the next ones (``_ParamNames.new``).
+NAMES_BEFORE_NUMBERING = len(_PAIR_NAMES) // 2
+
+
+def draw_pairs(rng: np.random.Generator, pairs: int) -> np.ndarray:
+    """The next ``pairs`` word pairs of a name stream, as ``_PAIR_NAMES`` indices."""
+    words = rng.integers(0, len(_PARAM_WORDS), size=(pairs, 2))
+    return words[:, 0] * len(_PARAM_WORDS) + words[:, 1]
 
 
 class _NameDraws:
@@ -130,8 +138,7 @@ class _NameDraws:
         self.at = 0
 
     def _draw(self, pairs: int) -> list[int]:
-        words = self.rng.integers(0, len(_PARAM_WORDS), size=(pairs, 2))
-        return (words[:, 0] * len(_PARAM_WORDS) + words[:, 1]).tolist()
+        return draw_pairs(self.rng, pairs).tolist()
 
     def reserve(self, pairs: int) -> None:
         """Draw ``pairs`` more pairs now. Only as many as are certain to be used, unless nothing
@@ -164,7 +171,7 @@ class _ParamNames:
         drawn pairs are all new and the pairs do not run short."""
         names = self.draws.drawn(count)
         if (len(names) == count and len(set(names)) == count and self.taken.isdisjoint(names)
-                and len(self.taken) + count <= len(_PAIR_NAMES) // 2):
+                and len(self.taken) + count <= NAMES_BEFORE_NUMBERING):
             self.draws.at += count
             self.taken.update(names)
             return names
@@ -173,7 +180,7 @@ class _ParamNames:
     def new(self) -> str:
         while True:
             name = self.draws.name()
-            if len(self.taken) >= len(_PAIR_NAMES) // 2:  # the pairs run short: number them instead
+            if len(self.taken) >= NAMES_BEFORE_NUMBERING:  # the pairs run short: number them instead
                 name = f"{name}_{len(self.taken)}"
             if name not in self.taken:
                 self.taken.add(name)
@@ -233,6 +240,28 @@ def _applicable(e: _Endpoint, breaking: bool, renames: bool) -> list[str]:
     return kinds
 
 
+def contract_draws(c: GeneratorConfig, rng: np.random.Generator, block_draws: bool = True) -> tuple[Any, ...]:
+    """An episode's draws up to its names, in the generator's order: per endpoint its number of
+    parameters and of required ones; per step seven uniforms (repeat, drift, class, kind, which
+    parameter, revert, doc) as rows, the drawn endpoint and a revert's delay; then the name
+    stream (its own, drawn last, so the draws above keep their order) after it drew each
+    endpoint's first version and initial deprecated flag, and those two. The generator plays
+    them; the vector env's compiled core reads them as well (``envs.fast.contract_episodes``).
+    ``block_draws=False``: the same draws one NumPy call at a time."""
+    T = c.length
+    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
+    # One bound per endpoint: an array of bounds draws what a call per bound draws, in order.
+    n_required = (rng.integers(0, n_params + 1) if block_draws
+                  else np.array([int(rng.integers(0, n + 1)) for n in n_params.tolist()], dtype=np.int64))
+    uniforms = rng.random((7, T))
+    endpoint_draw = rng.integers(0, c.api_pool, size=T)
+    revert_delay = rng.integers(1, c.revert_window + 1, size=T)
+    name_rng = np.random.default_rng(int(rng.integers(2**63)))
+    first_versions = name_rng.integers(1, FIRST_VERSION_MAX + 1, size=c.api_pool)
+    initially_deprecated = name_rng.random(c.api_pool) < c.initially_deprecated
+    return n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng, first_versions, initially_deprecated
+
+
 def generate_contract_steps(
     c: GeneratorConfig,
     rng: np.random.Generator,
@@ -247,24 +276,15 @@ def generate_contract_steps(
     ``block_draws=False`` makes the same draws one NumPy call at a time (the tests' reference).
     """
     T = c.length
-    n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
-    # One bound per endpoint: an array of bounds draws what a call per bound draws, in order.
-    n_required = (rng.integers(0, n_params + 1).tolist() if block_draws
-                  else [int(rng.integers(0, n + 1)) for n in n_params.tolist()])
-    # Per-step uniforms, drawn up front in a fixed order (see generator.py).
-    u_repeat, u_drift, u_class, u_kind, u_which, u_revert, u_doc = rng.random((7, T))
-    endpoint_draw = rng.integers(0, c.api_pool, size=T)
-    revert_delay = rng.integers(1, c.revert_window + 1, size=T)
-
-    # Names and the initial deprecated flags come from their own stream, drawn last, so the
-    # draws above keep their order.
-    name_rng = np.random.default_rng(int(rng.integers(2**63)))
-    first_versions = name_rng.integers(1, FIRST_VERSION_MAX + 1, size=c.api_pool).tolist()
-    initially_deprecated = (name_rng.random(c.api_pool) < c.initially_deprecated).tolist()
+    draws = contract_draws(c, rng, block_draws)
+    n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng = draws[:6]
+    u_repeat, u_drift, u_class, u_kind, u_which, u_revert, u_doc = uniforms
+    first_versions, initially_deprecated = draws[6].tolist(), draws[7].tolist()
     names = _NameDraws(name_rng, block_draws)
     names.reserve(int(n_params.sum()))  # a pair at least per starting parameter
     endpoints = [
-        _Endpoint(i, first_versions[i], int(n_params[i]), n_required[i], initially_deprecated[i], _ParamNames(names))
+        _Endpoint(i, first_versions[i], int(n_params[i]), int(n_required[i]), initially_deprecated[i],
+                  _ParamNames(names))
         for i in range(c.api_pool)
     ]
     snapshots: list[dict[str, Any] | None] = [None] * c.api_pool

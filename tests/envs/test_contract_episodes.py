@@ -1,0 +1,170 @@
+"""Contract-regime episodes without text compiled from their draws (``envs.fast.contract_episodes``)
+against the literal path: the episode made by the generator, read and compiled by
+``episode_arrays``. The arrays must agree up to the names of value ids, the reward function must
+start alike (``assert_drawn_as_made``), and a vector env must step as the single envs without
+making the episodes it plays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from test_paper_episodes import assert_drawn_as_made
+from test_vector_env import play_both
+
+from wpb_gym.envs.fast import contract_replay
+from wpb_gym.envs.fast.contract_episodes import compile_contract, contract_compilable
+from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
+from wpb_gym.envs.rewards import RewardFunction
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes import sources
+from wpb_gym.episodes.generators.contracts import _PAIR_NAMES, _PARAM_WORDS
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
+from wpb_gym.episodes.sources import EpisodeRecipe
+
+DRAWN = ("breaking", "reverts", "noisy_priority")
+
+
+@st.composite
+def _recipes(draw) -> EpisodeRecipe:
+    low = draw(st.integers(1, 9))
+    interval = draw(st.integers(1, 60))
+    options = {
+        "api_pool": draw(st.one_of(st.integers(1, 8), st.integers(9, 300))),
+        "min_params": low,
+        "max_params": draw(st.integers(low, 14)),
+        "drift_prob": draw(st.sampled_from([0.0, 0.2, 0.7, 1.0])),
+        "bursts": draw(st.booleans()),
+        "burst_drift_prob": draw(st.sampled_from([0.0, 0.6, 1.0])),
+        "burst_interval": interval,
+        "burst_len": draw(st.integers(0, interval)),
+        "redundancy": draw(st.booleans()),
+        "redundancy_prob": draw(st.sampled_from([0.0, 0.7, 1.0])),
+        "breaking_prob": draw(st.sampled_from([0.0, 0.5, 1.0])),
+        "revert_prob": draw(st.sampled_from([0.0, 0.5, 1.0])),
+        "revert_window": draw(st.integers(1, 80)),
+        "initially_deprecated": draw(st.sampled_from([0.0, 0.1, 1.0])),
+        "warmup": draw(st.booleans()),
+        "priority_noise": draw(st.sampled_from([0.0, 0.3])),
+        "priority_correlation": draw(st.sampled_from([1.0, 0.5, 0.0])),
+    }
+    options["length"] = draw(st.integers(1, 400)) + (options["api_pool"] if options["warmup"] else 0)
+    config = make_config(draw(st.sampled_from(DRAWN)), **options)
+    return EpisodeRecipe(config, draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 10**6)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(recipe=_recipes(), track=st.sampled_from(["unprivileged", "privileged"]),
+       reward=st.sampled_from([{"f1": 1.0}, {"utility": 1.0}, {"f1": 0.5, "neg_regret": 0.5}]),
+       dense=st.booleans(), budget=st.integers(0, 20_000))
+def test_contract_episodes_compiled_from_their_draws_compile_as_the_episodes_made(recipe, track, reward, dense,
+                                                                                 budget):
+    assert contract_compilable(recipe)
+    assert_drawn_as_made(recipe, track, reward, dense, budget, compile_contract)
+
+
+@pytest.mark.parametrize("regime", DRAWN)
+def test_long_contract_episodes_compile_as_the_episodes_made(regime):
+    recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
+    assert_drawn_as_made(recipe, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 1_048_576, compile_contract)
+
+
+def test_names_drawn_again_and_added_names_running_short_replay_the_generators_draws(monkeypatch):
+    """Both ways the name stream is drawn further: an endpoint meeting a starting name it has
+    (64 endpoints of up to 12 names: about one episode in five), and more names added than the
+    first block of added names holds (every change an addition or a relax)."""
+    retried = {"starting": 0, "added": 0}
+    initial_names, play = contract_replay._initial_names, contract_replay._play
+
+    def counted_initial(*args):
+        names = initial_names(*args)
+        retried["starting"] += not names.shape[0]
+        return names
+
+    def counted_play(*args):
+        played = play(*args)
+        retried["added"] += played[-1] == contract_replay._SHORT
+        return played
+
+    monkeypatch.setattr(contract_replay, "_initial_names", counted_initial)
+    monkeypatch.setattr(contract_replay, "_play", counted_play)
+    for seed in range(12):
+        recipe = EpisodeRecipe(make_config("breaking", max_params=12, breaking_prob=0.0, drift_prob=1.0), seed, 1)
+        assert_drawn_as_made(recipe, "unprivileged", {"f1": 1.0}, False, 4_000, compile_contract)
+    assert retried["starting"] >= 1 and retried["added"] >= 12, retried
+
+
+def test_an_endpoint_that_would_number_its_names_is_left_to_the_made_episode():
+    config = make_config("breaking", api_pool=1, length=1_400, drift_prob=1.0, breaking_prob=0.0, warmup=False)
+    recipe = EpisodeRecipe(config, 1, 1)
+    assert max(len(obs["params"]) for obs in recipe.make().columns()[0]) > len(_PAIR_NAMES) // 2
+    assert compile_contract(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 4_000) is None
+    # The vector env then plays the made episode, as the single env does.
+    assert play_both(1, 40, seed=2, regime="breaking", api_pool=1, length=1_400, drift_prob=1.0, breaking_prob=0.0,
+                     warmup=False) == 0
+
+
+def test_pair_ids_sort_as_their_names():
+    """A snapshot lists its names sorted: sorting the ids must sort the names (no word is a
+    prefix of another, and the words are in order)."""
+    assert sorted(_PAIR_NAMES) == _PAIR_NAMES and _PARAM_WORDS == sorted(_PARAM_WORDS)
+
+
+# What compile_contract reads of a generator config, and why it may leave the rest: a field added
+# to GeneratorConfig must be placed in one of the two, after checking what the contract generator does with it.
+_READ = {"regime", "length", "api_pool", "min_params", "max_params", "drift_prob", "bursts", "burst_interval",
+         "burst_len", "burst_drift_prob", "redundancy", "redundancy_prob", "breaking_prob", "revert_prob",
+         "revert_window", "initially_deprecated", "warmup", "priority_noise", "priority_correlation", "change_model",
+         "doc_prob", "renames"}
+_UNUSED_WITHOUT_TEXT = {  # text sizes (no docs, no renames) and the paper model's knobs
+    "doc_min_bytes", "doc_max_bytes", "doc_utility", "guide_min_bytes", "guide_max_bytes", "migration_guides",
+    "remove_param_prob", "deprecate_prob"}
+
+
+def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled_from_draws():
+    fields = set(GeneratorConfig.__dataclass_fields__)
+    assert fields == _READ | _UNUSED_WITHOUT_TEXT and not _READ & _UNUSED_WITHOUT_TEXT
+
+
+@pytest.mark.parametrize("config", [
+    *(make_config(regime) for regime in PAPER_REGIMES),
+    *(make_config(regime) for regime in set(CONTRACT_REGIMES) - set(DRAWN)),
+    make_config("breaking", doc_prob=0.1),
+    make_config("reverts", renames=True),
+])
+def test_contract_episodes_with_text_and_other_models_are_not_compiled_here(config):
+    assert not contract_compilable(EpisodeRecipe(config, 0, 0))
+
+
+@pytest.mark.parametrize("regime", DRAWN)
+def test_every_regime_without_text_is_compiled_from_its_draws(regime):
+    assert contract_compilable(EpisodeRecipe(make_config(regime), 0, 0))
+
+
+@given(seed=st.integers(0, 2**31 - 1), track=st.sampled_from(["unprivileged", "privileged"]),
+       regime=st.sampled_from(DRAWN), length=st.integers(1, 60))
+@settings(max_examples=15, deadline=None)
+def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, track, regime, length):
+    made: list = []
+    generate = sources.generate_episode
+
+    def counted(*args):
+        made.append(args)
+        return generate(*args)
+
+    pool = 6
+    assume(length > 0)
+    sources.generate_episode = counted
+    try:
+        vector = WritePolicyBenchVectorEnv(3, regime=regime, track=track, api_pool=pool, length=pool + length)
+        _, info = vector.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        for _ in range(3 * (pool + length)):
+            actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+            _, _, _, _, info = vector.step(actions)
+    finally:
+        sources.generate_episode = generate
+    assert made == [] and vector._core.drawn.all()
+    assert play_both(3, 2 * (pool + length), seed=seed, regime=regime, track=track, api_pool=pool,
+                     length=pool + length, dense_reward=True) >= 3
