@@ -14,21 +14,22 @@ alternating slices (the VM's speed drifts):
   envs, the first rollout of each run outside the timing; with each run's share of time in
   collecting rollouts, in the env during them (steps and masks) and in updating, and the most
   any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
-  On a contract regime (``--train-regime breaking``) also with one episode worker.
+  On a contract regime with text (``--train-regime mixed_sizes``) also with one episode worker.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
-  play, with and without an episode worker, against a single env's reset; at full speed and
-  with a pause between steps where a trainer's policy would run (``--paces``).
+  play, against a single env's reset, and with an episode worker on the regimes whose episodes
+  the core makes (with text); at full speed and with a pause between steps where a trainer's
+  policy would run (``--paces``).
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|reset|stall|all] [--seconds 4]
-        [--rounds 3] [--train-envs 4 16 64] [--train-regime breaking] [--resets 20] [--paces 0 0.001]
+        [--rounds 3] [--train-envs 4 16 64] [--train-regime mixed_sizes] [--resets 20] [--paces 0 0.001]
 """
 
 from __future__ import annotations
@@ -45,7 +46,13 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
+from wpb_gym.envs.fast.contract_episodes import contract_compilable
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES, make_config
+from wpb_gym.episodes.sources import EpisodeRecipe
+
+# The contract regimes whose episodes the core makes and reads (with text); the others', like the
+# paper regimes', are compiled from their draws.
+MADE_REGIMES = [r for r in CONTRACT_REGIMES if not contract_compilable(EpisodeRecipe(make_config(r), 0, 0))]
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -131,7 +138,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper),
                                       False),
         }
-        if regime in CONTRACT_REGIMES:  # the core makes these episodes: a worker prepares them ahead
+        if regime in MADE_REGIMES:  # the core makes these episodes: a worker prepares them ahead
             runs["  the same, 1 episode worker"] = (
                 lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native", workers=1), **hyper), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
@@ -273,12 +280,12 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
-    """Per contract regime (the regimes whose episodes the core makes), what a sub-env's reset
-    adds to the batch step it falls in, with and without an episode worker, against a single
-    env's unseeded ``reset()``, in alternating slices. A ``n``-env vector env plays random
-    valid actions and every step is timed: the stall is the time steps that reset sub-envs
-    take beyond the mean of steps that reset none, per reset; "prepared" is the share of
-    resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
+    """Per contract regime, what a sub-env's reset adds to the batch step it falls in, against a
+    single env's unseeded ``reset()``, in alternating slices; on the regimes whose episodes the
+    core makes (``MADE_REGIMES``) also with an episode worker. A ``n``-env vector env plays
+    random valid actions and every step is timed: the stall is the time steps that reset
+    sub-envs take beyond the mean of steps that reset none, per reset; "prepared" is the share
+    of resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
     trainer's policy would run (its time is not counted in env-steps/s). At full speed random
     actions end an episode about every 330 env-steps, as fast as this process can start
     them, and the one worker cannot keep up."""
@@ -293,9 +300,10 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
     for regime in CONTRACT_REGIMES:
         single = WritePolicyBenchEnv(regime=regime)
         single.reset(seed=0)
-        sides = {workers: WritePolicyBenchVectorEnv(n, regime=regime, episode_workers=workers) for workers in (0, 1)}
-        stalls = {0: [0.0, 0], 1: [0.0, 0]}  # seconds beyond a reset-free step, resets
-        rates = {0: [0, 0.0], 1: [0, 0.0]}
+        kinds = (0, 1) if regime in MADE_REGIMES else (0,)  # the others are compiled from their draws
+        sides = {workers: WritePolicyBenchVectorEnv(n, regime=regime, episode_workers=workers) for workers in kinds}
+        stalls = {workers: [0.0, 0] for workers in kinds}  # seconds beyond a reset-free step, resets
+        rates = {workers: [0, 0.0] for workers in kinds}
         resets, single_time, asked = 0, 0.0, 0
         masks, rng = {}, np.random.default_rng(0)
         for workers, vector in sides.items():  # the slices go on from here: a seeded reset would spend every wish
@@ -306,7 +314,7 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
                 time.sleep(pace)
             masks[workers] = info["action_mask"]
         for r in range(rounds):
-            for workers in ((0, 1) if r % 2 == 0 else (1, 0)):
+            for workers in (kinds if r % 2 == 0 else kinds[::-1]):
                 vector = sides[workers]
                 info = {"action_mask": masks[workers]}
                 times, counts = [], []
@@ -341,9 +349,11 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
         reset_us = single_time / (50 * rounds) * 1e6
         stall = {w: total / max(count, 1) * 1e6 for w, (total, count) in stalls.items()}
         rate = {w: done / elapsed for w, (done, elapsed) in rates.items()}
+        with_worker = (f" {stall[1]:>8,.0f}us {stall[1] / reset_us:>5.2f}x {rate[1]:>12,.0f}"
+                       f" {100 * resets / max(asked, 1):>8.0f}%" if 1 in kinds else
+                       f" {'-':>10} {'-':>6} {'-':>12} {'-':>9}")
         print(f"{regime:<15} {reset_us:>8,.0f}us {stall[0]:>8,.0f}us {stall[0] / reset_us:>5.2f}x {rate[0]:>12,.0f}"
-              f" {stall[1]:>8,.0f}us {stall[1] / reset_us:>5.2f}x {rate[1]:>12,.0f}"
-              f" {100 * resets / max(asked, 1):>8.0f}%")
+              + with_worker)
 
 
 def warm_up() -> None:

@@ -173,8 +173,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ``gym.make_vec(id, num_envs=N)`` builds the native vector env (``envs.vector``): N episodes stepped
     by one compiled call on arrays (``envs.fast``, tested output for output against this class), in
     Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default),
-    ``"SameStep"`` or ``"Disabled"``; with ``episode_workers=k``, k processes prepare the contract regimes'
-    next episodes. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.native_vec_env.NativeVecEnv``.
+    ``"SameStep"`` or ``"Disabled"``; with ``episode_workers=k``, k processes prepare the next episodes
+    that have text. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.native_vec_env.NativeVecEnv``.
 
     ## Version History
 

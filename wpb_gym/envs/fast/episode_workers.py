@@ -1,7 +1,7 @@
 """Made episodes prepared ahead in worker processes: a sub-env's reset finds its arrays ready.
 
-The core compiles a paper-regime episode from its draws in microseconds, but an episode it
-has to make (the contract change model's) is made, read and compiled when its sub-env resets:
+The core compiles an episode without text from its draws, but an episode it has to make (one
+with text: documentation sections, guides, renames) is made, read and compiled when its sub-env resets:
 about as long as a single env's reset, while the other sub-envs wait. With
 ``episode_workers=k`` the core tells ``k`` worker processes, as soon as such a sub-env starts
 an episode, which episode its next autoreset will choose (``EpisodeSampler.peek``), and they
