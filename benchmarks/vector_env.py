@@ -14,22 +14,22 @@ alternating slices (the VM's speed drifts):
   envs, the first rollout of each run outside the timing; with each run's share of time in
   collecting rollouts, in the env during them (steps and masks) and in updating, and the most
   any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
-  On a contract regime with text (``--train-regime mixed_sizes``) also with one episode worker.
+  With ``--train-made``, on episodes the core makes (``MADE``), also with one episode worker.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
-  play, against a single env's reset, and with an episode worker on the regimes whose episodes
-  the core makes (with text); at full speed and with a pause between steps where a trainer's
-  policy would run (``--paces``).
+  play, against a single env's reset; and on episodes the core makes (the paper model's with
+  documentation sections and guides) with and without an episode worker; at full speed and
+  with a pause between steps where a trainer's policy would run (``--paces``).
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|reset|stall|all] [--seconds 4]
-        [--rounds 3] [--train-envs 4 16 64] [--train-regime mixed_sizes] [--resets 20] [--paces 0 0.001]
+        [--rounds 3] [--train-envs 4 16 64] [--train-regime breaking] [--train-made] [--resets 20] [--paces 0 0.001]
 """
 
 from __future__ import annotations
@@ -46,13 +46,11 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
-from wpb_gym.envs.fast.contract_episodes import contract_compilable
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES, make_config
-from wpb_gym.episodes.sources import EpisodeRecipe
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
 
-# The contract regimes whose episodes the core makes and reads (with text); the others', like the
-# paper regimes', are compiled from their draws.
-MADE_REGIMES = [r for r in CONTRACT_REGIMES if not contract_compilable(EpisodeRecipe(make_config(r), 0, 0))]
+# Episodes the core makes and reads (every regime's are compiled from their draws): the paper
+# model's with documentation sections and migration guides. An episode worker prepares them.
+MADE = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -110,7 +108,8 @@ def measure_env(n: int, seconds: float, rounds: int) -> None:
         )
 
 
-def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str | None = None) -> None:
+def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str | None = None,
+                  made: bool = False) -> None:
     import torch
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import PPO
@@ -122,9 +121,9 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
              "device": "cpu", "seed": 0}
     warm_up()
-    wpb = {} if regime is None else {"regime": regime}
+    wpb = dict(MADE) if made else {} if regime is None else {"regime": regime}
     print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
-          f" runs it (distribution checks off) on the {regime or 'default'} regime, CartPole-v1 PPO as SB3 runs it")
+          f" runs it (distribution checks off) on {wpb or 'the default regime'}, CartPole-v1 PPO as SB3 runs it")
     print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}"
           f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
@@ -138,7 +137,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper),
                                       False),
         }
-        if regime in MADE_REGIMES:  # the core makes these episodes: a worker prepares them ahead
+        if made:  # the core makes these episodes: a worker prepares them ahead
             runs["  the same, 1 episode worker"] = (
                 lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native", workers=1), **hyper), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
@@ -281,8 +280,8 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
     """Per contract regime, what a sub-env's reset adds to the batch step it falls in, against a
-    single env's unseeded ``reset()``, in alternating slices; on the regimes whose episodes the
-    core makes (``MADE_REGIMES``) also with an episode worker. A ``n``-env vector env plays
+    single env's unseeded ``reset()``, in alternating slices; and on episodes the core makes
+    (``MADE``: "default, text") with and without an episode worker. A ``n``-env vector env plays
     random valid actions and every step is timed: the stall is the time steps that reset
     sub-envs take beyond the mean of steps that reset none, per reset; "prepared" is the share
     of resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
@@ -297,11 +296,12 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
           f" {pace * 1e3:g} ms between steps (ratios: against a single env's reset)")
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
-    for regime in CONTRACT_REGIMES:
-        single = WritePolicyBenchEnv(regime=regime)
+    settings = [(regime, {"regime": regime}, (0,)) for regime in CONTRACT_REGIMES]
+    settings.append(("default, text", MADE, (0, 1)))  # made episodes: also with a worker
+    for regime, kwargs, kinds in settings:
+        single = WritePolicyBenchEnv(**kwargs)
         single.reset(seed=0)
-        kinds = (0, 1) if regime in MADE_REGIMES else (0,)  # the others are compiled from their draws
-        sides = {workers: WritePolicyBenchVectorEnv(n, regime=regime, episode_workers=workers) for workers in kinds}
+        sides = {workers: WritePolicyBenchVectorEnv(n, episode_workers=workers, **kwargs) for workers in kinds}
         stalls = {workers: [0.0, 0] for workers in kinds}  # seconds beyond a reset-free step, resets
         rates = {workers: [0, 0.0] for workers in kinds}
         resets, single_time, asked = 0, 0.0, 0
@@ -470,13 +470,15 @@ def main() -> None:
     parser.add_argument("--resets", type=int, default=20, help="resets per slice of the reset part")
     parser.add_argument("--train-regime", default=None, choices=sorted(REGIMES),
                         help="the regime MaskablePPO trains on (default: the default regime)")
+    parser.add_argument("--train-made", action="store_true",
+                        help="train on episodes the core makes (MADE) instead, also with an episode worker")
     parser.add_argument("--paces", type=float, nargs="+", default=[0.0, 0.001],
                         help="seconds between steps in the stall part (where a policy would run)")
     args = parser.parse_args()
     if args.part in ("env", "all"):
         measure_env(args.num_envs, args.seconds, args.rounds)
     if args.part in ("train", "all"):
-        measure_train(args.train_envs, args.train_steps, args.rounds, args.train_regime)
+        measure_train(args.train_envs, args.train_steps, args.rounds, args.train_regime, args.train_made)
     if args.part in ("memory", "all"):
         measure_memory(args.num_envs, 2_000)
     if args.part in ("compile", "all"):

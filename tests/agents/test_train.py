@@ -394,7 +394,8 @@ def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, 
 
     monkeypatch.setattr(EpisodeWorkers, "take", counted)
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
-            "--env-kwargs", "regime=mixed_sizes", "length=80", "api_pool=8", "--episode-workers", "1",
+            "--env-kwargs", "regime=default", "doc_prob=0.3", "migration_guides=true", "length=80", "api_pool=8",
+            "--episode-workers", "1",
             "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 0
     assert any(served), served  # some resets found their episode prepared (the first ones cannot)

@@ -1,4 +1,4 @@
-"""Contract-regime episodes without text compiled from their draws (``envs.fast.contract_episodes``)
+"""Contract-regime episodes compiled from their draws (``envs.fast.contract_episodes``)
 against the literal path: the episode made by the generator, read and compiled by
 ``episode_arrays``. The arrays must agree up to the names of value ids, the reward function must
 start alike (``assert_drawn_as_made``), and a vector env must step as the single envs without
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_paper_episodes import assert_drawn_as_made
 from test_vector_env import play_both
@@ -23,7 +23,7 @@ from wpb_gym.episodes.generators.contracts import _PAIR_NAMES, _PARAM_WORDS
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
 from wpb_gym.episodes.sources import EpisodeRecipe
 
-DRAWN = ("breaking", "reverts", "noisy_priority")
+DRAWN = CONTRACT_REGIMES
 
 
 @st.composite
@@ -48,7 +48,14 @@ def _recipes(draw) -> EpisodeRecipe:
         "warmup": draw(st.booleans()),
         "priority_noise": draw(st.sampled_from([0.0, 0.3])),
         "priority_correlation": draw(st.sampled_from([1.0, 0.5, 0.0])),
+        "renames": draw(st.booleans()),
+        "doc_prob": draw(st.sampled_from([0.0, 0.2, 1.0])),
+        "doc_min_bytes": draw(st.integers(1, 300)),
+        "guide_min_bytes": draw(st.integers(1, 300)),
+        "doc_utility": draw(st.sampled_from([0.0, 1.5, 3.0])),
     }
+    options["doc_max_bytes"] = options["doc_min_bytes"] + draw(st.integers(0, 2_000))
+    options["guide_max_bytes"] = options["guide_min_bytes"] + draw(st.integers(0, 500))
     options["length"] = draw(st.integers(1, 400)) + (options["api_pool"] if options["warmup"] else 0)
     config = make_config(draw(st.sampled_from(DRAWN)), **options)
     return EpisodeRecipe(config, draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 10**6)))
@@ -78,9 +85,9 @@ def test_names_drawn_again_and_added_names_running_short_replay_the_generators_d
     initial_names, play = contract_replay._initial_names, contract_replay._play
 
     def counted_initial(*args):
-        names = initial_names(*args)
-        retried["starting"] += not names.shape[0]
-        return names
+        names, missing = initial_names(*args)
+        retried["starting"] += missing > 0
+        return names, missing
 
     def counted_play(*args):
         played = play(*args)
@@ -95,6 +102,19 @@ def test_names_drawn_again_and_added_names_running_short_replay_the_generators_d
     assert retried["starting"] >= 1 and retried["added"] >= 12, retried
 
 
+def test_endpoints_with_every_name_they_may_start_with_and_wide_pools_compile_as_made():
+    """The most starting names an endpoint may have (half the pairs, drawn again many times over;
+    no changes, as an added one would be numbered), and a pool of thousands of endpoints over
+    thousands of steps (each endpoint's lists take the room they need, not a row as long as the
+    episode)."""
+    most = len(_PAIR_NAMES) // 2
+    recipe = EpisodeRecipe(make_config("breaking", api_pool=16, min_params=most, max_params=most, drift_prob=0.0), 1, 0)
+    assert contract_compilable(recipe)
+    assert_drawn_as_made(recipe, "unprivileged", {"f1": 1.0}, False, 4_000, compile_contract)
+    wide = EpisodeRecipe(make_config("contract_mix", api_pool=4_000, length=4_001), 2, 0)
+    assert_drawn_as_made(wide, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 50_000, compile_contract)
+
+
 def test_an_endpoint_that_would_number_its_names_is_left_to_the_made_episode():
     config = make_config("breaking", api_pool=1, length=1_400, drift_prob=1.0, breaking_prob=0.0, warmup=False)
     recipe = EpisodeRecipe(config, 1, 1)
@@ -103,6 +123,19 @@ def test_an_endpoint_that_would_number_its_names_is_left_to_the_made_episode():
     # The vector env then plays the made episode, as the single env does.
     assert play_both(1, 40, seed=2, regime="breaking", api_pool=1, length=1_400, drift_prob=1.0, breaking_prob=0.0,
                      warmup=False) == 0
+
+
+def test_texts_that_repeat_share_their_value_ids():
+    """Texts of a byte or two repeat within an episode (equal texts, equal value ids), and a
+    guide's deadline falls on later sections' dates."""
+    config = make_config("contract_mix", doc_min_bytes=1, doc_max_bytes=2, guide_min_bytes=1, guide_max_bytes=3,
+                         length=300, api_pool=8)
+    for seed in range(6):
+        recipe = EpisodeRecipe(config, seed, 2)
+        observations = recipe.make().columns()[0]
+        texts = [obs.get("content", obs.get("notes")) for obs in observations if "api" not in obs]
+        assert len(set(texts)) < len(texts)
+        assert_drawn_as_made(recipe, "privileged", {"f1": 1.0}, False, 3_000, compile_contract)
 
 
 def test_pair_ids_sort_as_their_names():
@@ -116,29 +149,36 @@ def test_pair_ids_sort_as_their_names():
 _READ = {"regime", "length", "api_pool", "min_params", "max_params", "drift_prob", "bursts", "burst_interval",
          "burst_len", "burst_drift_prob", "redundancy", "redundancy_prob", "breaking_prob", "revert_prob",
          "revert_window", "initially_deprecated", "warmup", "priority_noise", "priority_correlation", "change_model",
-         "doc_prob", "renames"}
-_UNUSED_WITHOUT_TEXT = {  # text sizes (no docs, no renames) and the paper model's knobs
-    "doc_min_bytes", "doc_max_bytes", "doc_utility", "guide_min_bytes", "guide_max_bytes", "migration_guides",
-    "remove_param_prob", "deprecate_prob"}
+         "doc_prob", "renames", "doc_min_bytes", "doc_max_bytes", "doc_utility", "guide_min_bytes",
+         "guide_max_bytes"}
+_PAPER_ONLY = {"migration_guides", "remove_param_prob", "deprecate_prob"}  # the contract generator ignores them
 
 
 def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled_from_draws():
     fields = set(GeneratorConfig.__dataclass_fields__)
-    assert fields == _READ | _UNUSED_WITHOUT_TEXT and not _READ & _UNUSED_WITHOUT_TEXT
+    assert fields == _READ | _PAPER_ONLY and not _READ & _PAPER_ONLY
 
 
 @pytest.mark.parametrize("config", [
     *(make_config(regime) for regime in PAPER_REGIMES),
-    *(make_config(regime) for regime in set(CONTRACT_REGIMES) - set(DRAWN)),
-    make_config("breaking", doc_prob=0.1),
-    make_config("reverts", renames=True),
+    make_config("mixed_sizes", doc_utility=0.7),  # scored in half units: not a half
+    make_config("breaking", max_params=len(_PAIR_NAMES) // 2 + 1),
+    make_config("breaking", length=2_000_000),
 ])
-def test_contract_episodes_with_text_and_other_models_are_not_compiled_here(config):
+def test_other_models_and_episodes_beyond_the_compiled_ids_are_not_compiled_here(config):
     assert not contract_compilable(EpisodeRecipe(config, 0, 0))
 
 
+def test_a_text_stream_numpy_draws_otherwise_leaves_the_episode_to_be_made(monkeypatch):
+    monkeypatch.setattr(contract_replay, "_draws_as_numpy", lambda: False)
+    recipe = EpisodeRecipe(make_config("contract_mix", length=80), 3, 4)
+    assert compile_contract(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 4_000) is None
+    assert compile_contract(EpisodeRecipe(make_config("breaking", length=80), 3, 4), "unprivileged",
+                            RewardFunction({"f1": 1.0}, False), 4_000) is not None  # no text: NumPy draws it all
+
+
 @pytest.mark.parametrize("regime", DRAWN)
-def test_every_regime_without_text_is_compiled_from_its_draws(regime):
+def test_every_contract_regime_is_compiled_from_its_draws(regime):
     assert contract_compilable(EpisodeRecipe(make_config(regime), 0, 0))
 
 
@@ -154,7 +194,6 @@ def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, 
         return generate(*args)
 
     pool = 6
-    assume(length > 0)
     sources.generate_episode = counted
     try:
         vector = WritePolicyBenchVectorEnv(3, regime=regime, track=track, api_pool=pool, length=pool + length)

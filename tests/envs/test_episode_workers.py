@@ -23,12 +23,13 @@ from test_vector_env import same
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
-from wpb_gym.envs.fast.contract_episodes import contract_compilable
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, make_config
-from wpb_gym.episodes.sources import EpisodeRecipe
 
-# The contract regimes whose episodes the core makes (with text): the others are compiled from their draws.
-MADE = [regime for regime in CONTRACT_REGIMES if not contract_compilable(EpisodeRecipe(make_config(regime), 0, 0))]
+# Episodes the core makes and reads (the others are compiled from their draws): the paper model's
+# with documentation sections and migration guides, and a contract model's whose sections are
+# worth other than halves.
+PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
+CONTRACT_TEXT = {"regime": "contract_mix", "doc_utility": 0.7}
+MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
 
 
@@ -57,10 +58,10 @@ def _reset_both(vector, sync, **kwargs) -> None:
     same(vector.reset(**kwargs), sync.reset(**kwargs))
 
 
-def _played(n: int, regime: str, seed: int, steps: int, workers: int = 1, **kwargs):
+def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, **kwargs):
     """A vector env with episode workers and its SyncVectorEnv, reset with ``seed`` and played
     alike for ``steps`` steps (every reset prepared), and the actions' generator."""
-    vector, sync = _pair_with(workers, n, regime=regime, **SMALL, **kwargs)
+    vector, sync = _pair_with(workers, n, **made, **SMALL, **kwargs)
     _reset_both(vector, sync, seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -68,11 +69,11 @@ def _played(n: int, regime: str, seed: int, steps: int, workers: int = 1, **kwar
     return vector, sync, rng
 
 
-@pytest.mark.parametrize("regime", MADE)
+@pytest.mark.parametrize("made", MADE)
 @pytest.mark.parametrize("track", ["unprivileged", "privileged"])
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-def test_prepared_episodes_play_as_the_single_envs(regime, track, mode):
-    vector, sync = _pair(3, mode, regime=regime, track=track, **SMALL)
+def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
+    vector, sync = _pair(3, mode, track=track, **made, **SMALL)
     _reset_both(vector, sync, seed=11)
     rng, ended = np.random.default_rng(11), 0
     for _ in range(260):
@@ -86,7 +87,7 @@ def test_prepared_episodes_play_as_the_single_envs(regime, track, mode):
 def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
     """A wish is only a guess: a seeded reset, options, a read, a sub-env handed over, or a step
     taken before the worker finished leave the core to prepare the episode itself, alike."""
-    vector, sync = _pair(3, regime="contract_mix", **SMALL)
+    vector, sync = _pair(3, **CONTRACT_TEXT, **SMALL)
     _reset_both(vector, sync, seed=3)
     rng = np.random.default_rng(3)
     for step in range(300):
@@ -110,7 +111,7 @@ def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
 
 
 def test_a_worker_that_dies_leaves_the_core_preparing_alike():
-    vector, sync, rng = _played(2, "mixed_sizes", seed=8, steps=60)
+    vector, sync, rng = _played(2, PAPER_TEXT, seed=8, steps=60)
     workers = vector._core.workers
     assert workers.served > 0 and len(workers.processes) == 1
     workers.processes[0].kill()
@@ -130,7 +131,7 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
 
 
 def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leaves_the_env_whole():
-    vector, sync, rng = _played(2, "mixed_sizes", seed=5, steps=60, track="privileged")
+    vector, sync, rng = _played(2, CONTRACT_TEXT, seed=5, steps=60, track="privileged")
     vector._core.workers.processes[0].kill()
     raised = 0
     with warnings.catch_warnings():
@@ -150,7 +151,7 @@ def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leav
 
 
 def test_a_forked_child_leaves_its_parents_workers_running():
-    vector, sync, rng = _played(2, "mixed_sizes", seed=6, steps=30)
+    vector, sync, rng = _played(2, PAPER_TEXT, seed=6, steps=30)
     process = vector._core.workers.processes[0]
     child = os.fork()
     if child == 0:  # the child talks to the workers: it lets its parent's go, closing only its own pipes
@@ -170,7 +171,7 @@ def test_the_worker_imports_this_package_not_one_in_the_working_directory(tmp_pa
     shadow.mkdir()
     (shadow / "__init__.py").write_text("raise ImportError('the shadow package was imported')\n")
     monkeypatch.chdir(tmp_path)
-    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
+    vector, sync = _pair(2, **PAPER_TEXT, **SMALL)
     _reset_both(vector, sync, seed=7)
     rng = np.random.default_rng(7)
     with warnings.catch_warnings():
@@ -196,7 +197,7 @@ def test_a_worker_of_another_package_is_refused(monkeypatch):
     from wpb_gym.envs.fast import episode_workers
 
     monkeypatch.setattr(episode_workers, "_PACKAGE", episode_workers._PACKAGE.parent / "wpb_gym_elsewhere")
-    vector, sync = _pair(2, regime="contract_mix", **SMALL)
+    vector, sync = _pair(2, **CONTRACT_TEXT, **SMALL)
     with pytest.warns(RuntimeWarning, match="an episode worker stopped .*it imports another wpb_gym"):
         _reset_both(vector, sync, seed=2)
         rng = np.random.default_rng(2)
@@ -208,7 +209,7 @@ def test_a_worker_of_another_package_is_refused(monkeypatch):
 
 def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch):
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
+    vector, sync = _pair(2, **PAPER_TEXT, **SMALL)
     with pytest.warns(RuntimeWarning, match="an episode worker could not start .*No such file"):
         _reset_both(vector, sync, seed=1)
     rng = np.random.default_rng(1)
@@ -225,7 +226,7 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
     worker stopped while writing it (a debugger, a frozen cgroup) leaves the core preparing."""
     faulthandler.dump_traceback_later(240, exit=True)  # a hang fails the run instead of stalling it
     try:
-        vector, sync = _pair(2, regime="contract_mix", length=3000, api_pool=8, budget_bytes=1 << 18)
+        vector, sync = _pair(2, **CONTRACT_TEXT, length=3000, api_pool=8, budget_bytes=1 << 18)
         _reset_both(vector, sync, seed=9)
         workers = vector._core.workers
         worker = workers.processes[0]
@@ -277,7 +278,7 @@ def test_a_result_is_read_in_pieces_as_they_arrive():
 
 
 def test_a_failing_worker_drops_a_stopped_sibling_at_once():
-    vector, sync, rng = _played(2, "mixed_sizes", seed=12, steps=40, workers=2)
+    vector, sync, rng = _played(2, PAPER_TEXT, seed=12, steps=40, workers=2)
     stopped, killed = vector._core.workers.processes
     os.kill(stopped.pid, signal.SIGSTOP)
     killed.kill()
@@ -292,7 +293,7 @@ def test_a_failing_worker_drops_a_stopped_sibling_at_once():
 
 
 def test_a_closed_vector_env_starts_no_worker_again():
-    vector, sync = _pair(2, regime="mixed_sizes", **SMALL)
+    vector, sync = _pair(2, **PAPER_TEXT, **SMALL)
     _reset_both(vector, sync, seed=3)
     vector.close()
     vector.reset(seed=4)
@@ -300,7 +301,7 @@ def test_a_closed_vector_env_starts_no_worker_again():
 
 
 def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
-    vector, sync, rng = _played(2, "contract_mix", seed=4, steps=70)
+    vector, sync, rng = _played(2, CONTRACT_TEXT, seed=4, steps=70)
     copy = pickle.loads(pickle.dumps(vector))
     process = vector._core.workers.processes[0]
     vector.close()
@@ -313,13 +314,13 @@ def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
 
 
 def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
-    made = WritePolicyBenchVectorEnv(2, regime="mixed_sizes", episode_workers=1)
+    made = WritePolicyBenchVectorEnv(2, episode_workers=1, **PAPER_TEXT)
     assert len(made._core.workers.processes) == 1  # loading while the first episodes play
     made.close()
-    rendered = WritePolicyBenchVectorEnv(2, regime="mixed_sizes", episode_workers=1, render_mode="ansi")
+    rendered = WritePolicyBenchVectorEnv(2, episode_workers=1, render_mode="ansi", **PAPER_TEXT)
     assert rendered._core.workers.processes == []  # its single envs play every episode
     rendered.close()
-    drawn = WritePolicyBenchVectorEnv(2, regime="breaking", episode_workers=1)
+    drawn = WritePolicyBenchVectorEnv(2, regime="contract_mix", episode_workers=1)
     assert drawn._core.workers.processes == []  # compiled from their draws: none made
     drawn.close()
     vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30)
@@ -354,7 +355,7 @@ def test_episode_workers_must_be_a_non_negative_int(value):
 
 def test_make_vec_passes_episode_workers():
     vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
-                          episode_workers=1, regime="mixed_sizes", length=80)
+                          episode_workers=1, length=80, **PAPER_TEXT)
     vector.reset(seed=0)
     assert vector.unwrapped._core.workers.count == 1 and len(vector.unwrapped._core.workers.processes) == 1
     vector.close()

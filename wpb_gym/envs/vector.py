@@ -79,10 +79,11 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
-    it during the reset (episodes with text: ``mixed_sizes``, ``contract_mix``; the others are
-    compiled from their draws in a fraction of that). A prepared episode is taken only if it is the one chosen, so the outputs
-    are the same with or without workers. They start with the vector env when its episodes are
-    such, on other CPUs, and stop with ``close()``.
+    it during the reset: the episodes it does not compile from their draws, such as the paper
+    model's with documentation sections or migration guides (the others take a fraction of a
+    single env's reset). A prepared episode is taken only if it is the one chosen, so the
+    outputs are the same with or without workers. They start with the vector env when its
+    episodes are such, on other CPUs, and stop with ``close()``.
     """
 
     metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}

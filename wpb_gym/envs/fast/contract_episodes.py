@@ -1,17 +1,22 @@
-"""Generated episodes of the contract change model without text, compiled from their draws without being made.
+"""Generated episodes of the contract change model, compiled from their draws without being made.
 
-Such an episode (no documentation sections, no renames: the regimes ``breaking``, ``reverts``
-and ``noisy_priority``) shows only endpoint snapshots
-``{"api": "api.v<V>.endpoint_<i>", "deprecated": <bool>, "params": [...], "required": [...], "version": <V>}``.
+Such an episode shows endpoint snapshots
+``{"api": "api.v<V>.endpoint_<i>", "deprecated": <bool>, "params": [...], "required": [...], "version": <V>}``
+(``endpoint_<i>_r<k>`` after k renames), documentation sections
+``{"content": <text>, "last_updated": <date>, "section": "endpoint_<i>/docs"}`` and migration
+guides ``{"deadline": <date>, "new_api": <api>, "notes": <text>, "old_api": <api>}``.
 ``compile_contract`` replays the generator on its draws (``contract_replay``) and writes the
 arrays ``episode_arrays`` would make of the made episode (``_compile``), with no observation
-dict, JSON text or description in between: a snapshot's JSON length and fields follow from its
-endpoint, version, flag and its parameter names' lengths, and its equalities from ids.
+dict, JSON text or description in between: an observation's JSON length and fields follow from
+its endpoint, version, renames, flag, day, its parameter names' lengths and its text's length,
+and its equalities from ids (a text's from its bytes).
 
 Ids are numbered as ``episode_arrays`` numbers them with a memo of its own (value ids aside,
 which are only compared for equality): ``tests/envs/test_contract_episodes.py`` compares the
-two, value ids renamed, and plays both. An episode one of whose endpoints would take more names
-than the word pairs give (the generator then numbers them) is made instead.
+two, value ids renamed, and plays both. An episode is made instead when one of its endpoints
+would take more names than the word pairs give (the generator then numbers them), when its text
+stream is NumPy's to draw (``numpy_streams``), or when a documentation section's utility is not
+a multiple of one half (the core scores drawn episodes in half units).
 """
 
 from __future__ import annotations
@@ -24,33 +29,51 @@ from ...core.tracks import PRIVILEGED
 from ...episodes.generators.contracts import _PAIR_NAMES, NAMES_BEFORE_NUMBERING
 from ...episodes.generators.paper import episode_priorities
 from ...episodes.sources import EpisodeRecipe
+from ..observation.stream_table import KIND_DOC, KIND_ENDPOINT
 from . import layout as L
-from .contract_replay import play_contract
+from .contract_replay import (
+    C_DAY,
+    C_DEPRECATED,
+    C_ENDPOINT,
+    C_KIND,
+    C_NAME,
+    C_TEXT,
+    C_TEXT_LENGTH,
+    C_VERSION,
+    play_contract,
+)
 from .episode_arrays import float_array, float_sections
 from .paper_episodes import DrawnLabels, deprecated_section, metadata_lengths
 
 _MAX_STATIC = 2**31
+# An api's id is (version * pool + endpoint) * (T + 2) + renames (int64); a date stays within
+# four-digit years.
+_MAX_LENGTH = 1_000_000
+_MAX_POOL = 1_000_000
 _NAME_LENGTHS = np.array([len(name) for name in _PAIR_NAMES], dtype=np.int64)
 
 
 def contract_compilable(recipe: object) -> bool:
     """Whether ``compile_contract`` plays this episode: a generated one of the contract change
-    model without documentation sections or renames."""
+    model whose utilities are halves, whose endpoints start with fewer names than would be
+    numbered, its sizes within what the compiled ids and ISO dates hold."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
-    return (c is not None and c.change_model == "contract" and c.doc_prob == 0 and not c.renames
-            and c.max_params <= NAMES_BEFORE_NUMBERING)
+    return (c is not None and c.change_model == "contract" and c.max_params <= NAMES_BEFORE_NUMBERING
+            and (c.doc_prob == 0 or float(2 * c.doc_utility).is_integer())
+            and c.length <= _MAX_LENGTH and c.api_pool <= _MAX_POOL)
 
 
 def compile_contract(recipe: EpisodeRecipe, track: str, reward_fn, budget: int):
     """``(static, floats, state)`` of the recipe's episode on ``track`` and its utilities,
     critical steps and WRITE costs (``paper_episodes.DrawnLabels``), ``reward_fn`` started on
-    it; None when the episode must be made (numbered names) or its arrays are too large for int32."""
+    it; None when the episode must be made (numbered names, a text stream NumPy draws) or its
+    arrays are too large for int32."""
     c = recipe.config
     T = c.length
     played = play_contract(recipe)
     if played is None:
         return None
-    content_of, utility, critical = played[:3]
+    utility, critical = played[1:3]
     priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
     metadata = metadata_lengths(c.regime, priorities, T)
     compiled = _compile(*played, metadata, _NAME_LENGTHS, HEADER_BYTES + INDEX_BYTES)
@@ -95,30 +118,28 @@ def _table(n):
 
 
 @njit(cache=True)
-def _list_ids(p_start, p_flat, r_start, r_flat):
-    """An id per distinct name list, numbered as first met among every content's parameter
-    list, then every content's required list (``compile_episode``'s mask ids: equal lists are
-    equal sets); per list its id (parameter lists first), and per id where it starts and ends
-    in ``p_flat`` or, past ``p_flat``'s end, in ``r_flat``."""
+def _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot):
+    """An id per distinct name list, numbered as first met among every snapshot's parameter
+    list, then every snapshot's required list (``compile_episode``'s mask ids: equal lists are
+    equal sets); per list its id (parameter lists first; -1 for a section or a guide), and per id
+    the list that introduced it."""
     n = p_start.shape[0] - 1
     table = _table(2 * n)
-    ids = np.empty(2 * n, dtype=np.int64)
-    first = np.empty(2 * n, dtype=np.int64)  # per id, the list that introduced it
+    ids = np.full(2 * n, -1, dtype=np.int64)
+    first = np.empty(2 * n, dtype=np.int64)
     n_ids = 0
     for k in range(2 * n):
-        flat, a0, a1 = (p_flat, p_start[k], p_start[k + 1]) if k < n else (r_flat, r_start[k - n], r_start[k - n + 1])
+        if not is_snapshot[k % n]:
+            continue
+        flat, a0, a1 = _list(k, n, p_start, p_flat, r_start, r_flat)
         h = np.int64(a1 - a0)
         for j in range(a0, a1):
             h = h * 1000003 + flat[j]
         slot = h & (table.shape[0] - 1)
-        ids[k] = -1
         while table[slot] >= 0:
-            m = table[slot]
-            o = first[m]
-            other, b0, b1 = (p_flat, p_start[o], p_start[o + 1]) if o < n else (r_flat, r_start[o - n],
-                                                                                 r_start[o - n + 1])
+            other, b0, b1 = _list(first[table[slot]], n, p_start, p_flat, r_start, r_flat)
             if b1 - b0 == a1 - a0 and np.all(other[b0:b1] == flat[a0:a1]):
-                ids[k] = m
+                ids[k] = table[slot]
                 break
             slot = (slot + 1) & (table.shape[0] - 1)
         if ids[k] < 0:
@@ -128,32 +149,111 @@ def _list_ids(p_start, p_flat, r_start, r_flat):
     return ids, first[:n_ids]
 
 
-_state_sizes = njit(cache=True)(L.state_sizes)
+@njit(cache=True, inline="always")
+def _list(k, n, p_start, p_flat, r_start, r_flat):
+    """List ``k``: content k's parameters, or content k - n's required ones."""
+    if k < n:
+        return p_flat, p_start[k], p_start[k + 1]
+    return r_flat, r_start[k - n], r_start[k - n + 1]
 
 
 @njit(cache=True)
-def _compile(content_of, utility, critical, endpoint, version, deprecated, p_start, p_flat, r_start, r_flat, metadata,
+def _dense(keys):
+    """Each key's number, keys numbered as first met (``keys`` non-negative int64)."""
+    table = _table(keys.shape[0])
+    firsts = np.empty(keys.shape[0], dtype=np.int64)
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    n = 0
+    for k in range(keys.shape[0]):
+        slot = _slot(table, firsts, keys[k])
+        if table[slot] < 0:
+            table[slot] = n
+            firsts[n] = keys[k]
+            n += 1
+        out[k] = table[slot]
+    return out, n
+
+
+@njit(cache=True)
+def _text_classes(starts, lengths, text):
+    """Each text's number, equal texts one number, numbered as first met."""
+    m = starts.shape[0]
+    table = _table(m)
+    firsts = np.empty(m, dtype=np.int64)
+    out = np.empty(m, dtype=np.int64)
+    n = 0
+    for k in range(m):
+        a, length = starts[k], lengths[k]
+        h = np.int64(length)
+        for j in range(a, a + length):
+            h = h * 1000003 + text[j]
+        slot = h & (table.shape[0] - 1)
+        out[k] = -1
+        while table[slot] >= 0:
+            o = firsts[table[slot]]
+            if lengths[o] == length and np.all(text[starts[o]:starts[o] + length] == text[a:a + length]):
+                out[k] = table[slot]
+                break
+            slot = (slot + 1) & (table.shape[0] - 1)
+        if out[k] < 0:
+            out[k] = table[slot] = n
+            firsts[n] = k
+            n += 1
+    return out
+
+
+@njit(cache=True, inline="always")
+def _api_length(version, endpoint, renames):
+    """The JSON length of ``"api.v<version>.endpoint_<endpoint>"`` (``_r<renames>`` after a rename)."""
+    return 17 + _digits(version) + _digits(endpoint) + (2 + _digits(renames) if renames else 0)
+
+
+_state_sizes = njit(cache=True)(L.state_sizes)
+# Per kind of content (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE): its fields, and each key's JSON
+# length with its quotes and ": " ("api", "deprecated", "params", "required", "version";
+# "content", "last_updated", "section"; "deadline", "new_api", "notes", "old_api").
+_FIELDS = np.array([5, 3, 4], dtype=np.int64)
+_KEY_LENGTHS = np.array([[7, 14, 10, 12, 11], [11, 16, 11, 0, 0], [12, 11, 9, 11, 0]], dtype=np.int64)
+
+
+@njit(cache=True)
+def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, r_flat, text, metadata,
              name_lengths, entry_bytes):
-    """``(static, floats, state size, costs)`` of a played episode (``_play``'s arrays), as
-    ``compile_episode`` makes them of the made episode read with a memo of its own; its floats
-    without priorities or any oracle; ``metadata``: each step's visible metadata's JSON length
-    (one for all, or one per step). An empty ``static`` when the arrays are too large for int32."""
+    """``(static, floats, state size, costs)`` of a played episode (``contract_replay._play``'s
+    arrays), as ``compile_episode`` makes them of the made episode read with a memo of its own;
+    its floats without priorities or any oracle; ``metadata``: each step's visible metadata's
+    JSON length (one for all, or one per step). An empty ``static`` when the arrays are too
+    large for int32."""
     T = content_of.shape[0]
-    n = endpoint.shape[0]
-    list_of, first_list = _list_ids(p_start, p_flat, r_start, r_flat)
+    n = contents.shape[0]
+    kind = contents[:, C_KIND]
+    endpoint, version, renames = contents[:, C_ENDPOINT], contents[:, C_VERSION], contents[:, C_NAME]
+    day = contents[:, C_DAY]
+    is_snapshot = kind == KIND_ENDPOINT
+    list_of, first_list = _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot)
     n_lists = first_list.shape[0]
     lists_length = 0
     for m in range(n_lists):
-        k = first_list[m]
-        lists_length += p_start[k + 1] - p_start[k] if k < n else r_start[k - n + 1] - r_start[k - n]
-    # Families (endpoints) numbered as first shown; apis are the contents themselves (each
-    # snapshot has a version of its own, so an "api" string of its own).
-    family_of_endpoint = np.full(endpoint.max() + 1, -1, dtype=np.int64)
-    n_families = 0
+        flat, a0, a1 = _list(first_list[m], n, p_start, p_flat, r_start, r_flat)
+        lists_length += a1 - a0
+    # Families, numbered as first shown: an endpoint's name (its renames apart), a section's
+    # endpoint, a guide's old name; apis are the snapshots themselves (each has a version of its own).
+    span = T + 2
+    family_keys = np.empty(n, dtype=np.int64)
+    n_fields = 0
+    api_of = np.full(n, -1, dtype=np.int64)
+    n_apis = 0
     for c in range(n):
-        if family_of_endpoint[endpoint[c]] < 0:
-            family_of_endpoint[endpoint[c]] = n_families
-            n_families += 1
+        if kind[c] == KIND_ENDPOINT:
+            family_keys[c] = (endpoint[c] * span + renames[c]) * 3
+            api_of[c] = n_apis
+            n_apis += 1
+        elif kind[c] == KIND_DOC:
+            family_keys[c] = endpoint[c] * span * 3 + 1
+        else:
+            family_keys[c] = (endpoint[c] * span + renames[c] - 1) * 3 + 2
+        n_fields += _FIELDS[kind[c] - KIND_ENDPOINT]
+    family_of, n_families = _dense(family_keys)
     sizes = np.zeros(L.N_STATIC, dtype=np.int64)
     for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
         sizes[name] = T
@@ -161,38 +261,80 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, p_sta
         sizes[name] = n
     sizes[L.FIELD_OFFSETS] = n + 1
     for name in (L.FIELD_KEYS, L.FIELD_VALUES, L.FIELD_LENGTHS, L.FIELD_IS_API):
-        sizes[name] = 5 * n
+        sizes[name] = n_fields
     sizes[L.MASK_OFFSETS] = n_lists + 1
     sizes[L.MASK_BITS] = lists_length
     total = L.HEADER_SIZE + sizes.sum()
-    if total >= _MAX_STATIC or sum(_state_sizes(T, n_families, n)) >= _MAX_STATIC:
+    if total >= _MAX_STATIC or sum(_state_sizes(T, n_families, n_apis)) >= _MAX_STATIC:
         return np.zeros(0, dtype=np.int32), np.zeros(0), 0, np.zeros(0, dtype=np.int64)
     # Contracts: (parameter set, required set, deprecated, not removed), numbered as first shown.
-    contract_of = np.empty(n, dtype=np.int64)
+    contract_of = np.full(n, -1, dtype=np.int64)
     contract_keys = np.empty(n, dtype=np.int64)
     table = _table(n)
     n_contracts = 0
     for c in range(n):
-        key = (list_of[c] * n_lists + list_of[n + c]) * 2 + (1 if deprecated[c] else 0)
+        if not is_snapshot[c]:
+            continue
+        key = (list_of[c] * n_lists + list_of[n + c]) * 2 + contents[c, C_DEPRECATED]
         slot = _slot(table, contract_keys, key)
         if table[slot] < 0:
             table[slot] = n_contracts
             contract_keys[n_contracts] = key
             n_contracts += 1
         contract_of[c] = table[slot]
-    # Version ranks among the episode's distinct versions.
-    top = version.max()
+    # Version ranks: a snapshot's among the snapshots' versions, a section's among the sections'
+    # dates (ISO dates sort as their days); a guide has none (all of one rank).
+    top = 1
+    for c in range(n):
+        if is_snapshot[c]:
+            top = max(top, version[c])
     present = np.zeros(top + 1, dtype=np.bool_)
     for c in range(n):
-        present[version[c]] = True
+        if is_snapshot[c]:
+            present[version[c]] = True
     rank = np.zeros(top + 1, dtype=np.int64)
     for v in range(1, top + 1):
         rank[v] = rank[v - 1] + present[v - 1]
-    # Value ids: ints by value (deprecated 0 / 1, versions), the api strings, the name lists, None.
+    last_day = 0
+    for c in range(n):
+        if kind[c] != KIND_ENDPOINT:
+            last_day = max(last_day, day[c])
+    day_present = np.zeros(last_day + 1, dtype=np.bool_)
+    for c in range(n):
+        if kind[c] == KIND_DOC:
+            day_present[day[c]] = True
+    day_rank = np.zeros(last_day + 1, dtype=np.int64)
+    for d in range(1, last_day + 1):
+        day_rank[d] = day_rank[d - 1] + day_present[d - 1]
+    # Value ids, equal exactly when the values are: ints by value (deprecated 0 / 1, versions),
+    # then the api strings (a snapshot's, a guide's new and old names), dates, section titles,
+    # texts and name lists, and None.
+    pool = endpoint.max() + 1
+    api_keys = np.empty(3 * n, dtype=np.int64)  # per content: its api or a guide's new name, a guide's old name
+    for c in range(n):
+        api_keys[2 * c] = (version[c] * pool + endpoint[c]) * span + renames[c]
+        api_keys[2 * c + 1] = ((version[c] - 1) * pool + endpoint[c]) * span + max(renames[c] - 1, 0)
+    api_value, n_api_values = _dense(api_keys[:2 * n])
+    day_value, n_days = _dense(day)
+    section_value, n_sections = _dense(endpoint)
+    text_value = _text_classes(contents[:, C_TEXT], contents[:, C_TEXT_LENGTH], text)
     api_base = top + 1
-    list_base = api_base + n
+    day_base = api_base + n_api_values
+    section_base = day_base + n_days
+    text_base = section_base + n_sections
+    list_base = text_base + n + 1
+    # Key ids, as the memo numbers them: "api" first, then each kind's keys in its dict's order
+    # when the kind is first shown.
+    key_ids = np.zeros((3, 5), dtype=np.int64)
+    next_key = 1
+    for c in range(n):
+        k = kind[c] - KIND_ENDPOINT
+        if key_ids[k, 1] == 0:
+            for j in range(1 if k == 0 else 0, _FIELDS[k]):
+                key_ids[k, j] = next_key
+                next_key += 1
     static = np.zeros(total, dtype=np.int32)
-    static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS] = T, n_families, n
+    static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS] = T, n_families, n_apis
     static[L.H_NONE_VALUE] = list_base + n_lists
     at = np.empty(L.N_STATIC, dtype=np.int64)
     position = L.HEADER_SIZE
@@ -200,41 +342,63 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, p_sta
         at[name] = static[L.H_STATIC + name] = position
         position += sizes[name]
     position = 0
-    for k, size in enumerate(_state_sizes(T, n_families, n)):
+    for k, size in enumerate(_state_sizes(T, n_families, n_apis)):
         static[L.H_STATE + k] = position
         position += size
     state_size = position
-    text = np.empty(n, dtype=np.int64)
+    text_length = np.empty(n, dtype=np.int64)
+    field = 0
     for c in range(n):
-        static[at[L.VERSION_KIND] + c] = L.VERSION_NUMBER
-        static[at[L.VERSION_RANK] + c] = rank[version[c]]
+        k = kind[c] - KIND_ENDPOINT
+        f, v, g = at[L.FIELD_KEYS] + field, at[L.FIELD_VALUES] + field, at[L.FIELD_LENGTHS] + field
+        for j in range(_FIELDS[k]):
+            static[f + j] = key_ids[k, j]
+        static[at[L.IS_DICT] + c] = 1
+        static[at[L.EQUALITY] + c] = -2 - c
         static[at[L.PARAMS] + c] = list_of[c]
         static[at[L.REQUIRED] + c] = list_of[n + c]
         static[at[L.CONTRACT] + c] = contract_of[c]
-        static[at[L.IS_DICT] + c] = 1
-        static[at[L.EQUALITY] + c] = -2 - c
-        static[at[L.FIELD_OFFSETS] + c + 1] = 5 * (c + 1)
-        # The fields in key order (api, deprecated, params, required, version): each length is the
-        # key's text and ": " plus the value's JSON text; a list of names is 4 per name beyond them.
-        v_digits = _digits(version[c])
-        lists = np.zeros(2, dtype=np.int64)
-        for side in range(2):
-            flat, a0, a1 = (p_flat, p_start[c], p_start[c + 1]) if side == 0 else (r_flat, r_start[c], r_start[c + 1])
-            lists[side] = 2 if a1 == a0 else 4 * (a1 - a0)
+        length = 2 * _FIELDS[k]  # braces and separators
+        for j in range(_FIELDS[k]):
+            length += _KEY_LENGTHS[k, j]
+        if kind[c] == KIND_ENDPOINT:
+            static[at[L.VERSION_KIND] + c] = L.VERSION_NUMBER
+            static[at[L.VERSION_RANK] + c] = rank[version[c]]
+            # A list of names is 4 per name beyond them ("[]" when empty).
+            flat, a0, a1 = _list(c, n, p_start, p_flat, r_start, r_flat)
+            params_length = 2 if a1 == a0 else 4 * (a1 - a0)
             for j in range(a0, a1):
-                lists[side] += name_lengths[flat[j]]
-        f, v, g = at[L.FIELD_KEYS] + 5 * c, at[L.FIELD_VALUES] + 5 * c, at[L.FIELD_LENGTHS] + 5 * c
-        for k in range(5):
-            static[f + k] = k
-        static[v], static[v + 1], static[v + 2] = api_base + c, 1 if deprecated[c] else 0, list_base + list_of[c]
-        static[v + 3], static[v + 4] = list_base + list_of[n + c], version[c]
-        static[g] = 7 + 17 + v_digits + _digits(endpoint[c])
-        static[g + 1] = 14 + (4 if deprecated[c] else 5)
-        static[g + 2] = 10 + lists[0]
-        static[g + 3] = 12 + lists[1]
-        static[g + 4] = 11 + v_digits
-        static[at[L.FIELD_IS_API] + 5 * c] = 1
-        text[c] = 10 + static[g] + static[g + 1] + static[g + 2] + static[g + 3] + static[g + 4]
+                params_length += name_lengths[flat[j]]
+            flat, a0, a1 = _list(c + n, n, p_start, p_flat, r_start, r_flat)
+            required_length = 2 if a1 == a0 else 4 * (a1 - a0)
+            for j in range(a0, a1):
+                required_length += name_lengths[flat[j]]
+            static[v], static[v + 1] = api_base + api_value[2 * c], contents[c, C_DEPRECATED]
+            static[v + 2], static[v + 3] = list_base + list_of[c], list_base + list_of[n + c]
+            static[v + 4] = version[c]
+            # Only an observation with an "api" is priced field by field (a MERGE needs one).
+            static[g] = 7 + _api_length(version[c], endpoint[c], renames[c])
+            static[g + 1] = 14 + (4 if contents[c, C_DEPRECATED] else 5)
+            static[g + 2] = 10 + params_length
+            static[g + 3] = 12 + required_length
+            static[g + 4] = 11 + _digits(version[c])
+            static[at[L.FIELD_IS_API] + field] = 1
+            length = 10 + static[g] + static[g + 1] + static[g + 2] + static[g + 3] + static[g + 4]
+        elif kind[c] == KIND_DOC:  # {"content": text, "last_updated": date, "section": "endpoint_<i>/docs"}
+            static[at[L.VERSION_KIND] + c] = L.VERSION_STRING
+            static[at[L.VERSION_RANK] + c] = day_rank[day[c]]
+            static[v], static[v + 1] = text_base + text_value[c], day_base + day_value[c]
+            static[v + 2] = section_base + section_value[c]
+            length += contents[c, C_TEXT_LENGTH] + 2 + 12 + 16 + _digits(endpoint[c])
+        else:  # {"deadline": date, "new_api": api, "notes": text, "old_api": api}
+            static[at[L.VERSION_KIND] + c] = L.VERSION_OTHER
+            static[v], static[v + 1] = day_base + day_value[c], api_base + api_value[2 * c]
+            static[v + 2], static[v + 3] = text_base + text_value[c], api_base + api_value[2 * c + 1]
+            length += (12 + _api_length(version[c], endpoint[c], renames[c]) + contents[c, C_TEXT_LENGTH] + 2
+                       + _api_length(version[c] - 1, endpoint[c], renames[c] - 1))
+        text_length[c] = length
+        field += _FIELDS[k]
+        static[at[L.FIELD_OFFSETS] + c + 1] = field
     costs = np.empty(T, dtype=np.int64)
     step_deprecated = np.empty(T, dtype=np.float64)
     last_of_family = np.full(n_families, -1, dtype=np.int64)
@@ -243,30 +407,31 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, p_sta
     n_seen = 0
     for t in range(T):
         c = content_of[t]
-        costs[t] = text[c] + metadata[t if metadata.shape[0] > 1 else 0] + entry_bytes
-        step_deprecated[t] = 1.0 if deprecated[c] else 0.0
-        family = family_of_endpoint[endpoint[c]]
+        costs[t] = text_length[c] + metadata[t if metadata.shape[0] > 1 else 0] + entry_bytes
+        step_deprecated[t] = 1.0 if is_snapshot[c] and contents[c, C_DEPRECATED] else 0.0
+        family = family_of[c]
         previous = last_of_family[family]
         contract = contract_of[c]
         static[at[L.COST] + t] = costs[t]
-        static[at[L.KIND] + t] = L.KIND_ENDPOINT
+        static[at[L.KIND] + t] = kind[c]
         static[at[L.FAMILY] + t] = family
-        static[at[L.API] + t] = c
+        static[at[L.API] + t] = api_of[c]
         static[at[L.CONTENT] + t] = c
         static[at[L.PREVIOUS] + t] = previous
         static[at[L.CRITICAL] + t] = critical[t]
         # returns_to_earlier: the contract differs from the family's last shown one, and an
         # earlier step of the family showed it.
-        slot = _slot(seen, seen_keys, family * n_contracts + contract)
-        shown_before = seen[slot] >= 0
-        if not shown_before:
-            seen[slot] = n_seen
-            seen_keys[n_seen] = family * n_contracts + contract
-            n_seen += 1
-        static[at[L.RETURNS] + t] = (previous >= 0 and contract != contract_of[content_of[previous]]
-                                     and shown_before)
+        if contract >= 0:
+            slot = _slot(seen, seen_keys, family * n_contracts + contract)
+            shown_before = seen[slot] >= 0
+            if not shown_before:
+                seen[slot] = n_seen
+                seen_keys[n_seen] = family * n_contracts + contract
+                n_seen += 1
+            static[at[L.RETURNS] + t] = (previous >= 0 and contract != contract_of[content_of[previous]]
+                                         and shown_before)
         last_of_family[family] = t
-    # Parameter sets: a parameter's id numbered as first met in the contents' parameter lists
+    # Parameter sets: a parameter's id numbered as first met in the snapshots' parameter lists
     # (sorted names, in content order), a set's members in ascending id.
     bit_of = np.full(name_lengths.shape[0], -1, dtype=np.int64)
     n_bits = 0
@@ -276,9 +441,7 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, p_sta
             n_bits += 1
     bits = at[L.MASK_BITS]
     for m in range(n_lists):
-        k = first_list[m]
-        flat, a0, a1 = (p_flat, p_start[k], p_start[k + 1]) if k < n else (r_flat, r_start[k - n],
-                                                                           r_start[k - n + 1])
+        flat, a0, a1 = _list(first_list[m], n, p_start, p_flat, r_start, r_flat)
         members = np.sort(bit_of[flat[a0:a1]])
         static[bits:bits + members.shape[0]] = members
         bits += members.shape[0]

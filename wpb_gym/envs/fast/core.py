@@ -53,12 +53,12 @@ with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
     from .arenas import Arenas
+    from .contract_episodes import compile_contract, contract_compilable
     from .drawn_batches import end_drawn, start_drawn
     from .episode_arrays import read_and_compile, scored_labels
     from .episode_workers import EpisodeWorkers
     from .numpy_streams import structure_entropy
     from .oracle_by_class import _MAX_COMBINATIONS
-    from .contract_episodes import compile_contract, contract_compilable
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
 
 _KEPT_EPISODES = 4096
@@ -129,8 +129,9 @@ class CompiledCore:
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
-        # Sub-envs whose episode the core plays from its draws (``paper_episodes``), without
-        # making it: it is scored on its arrays (``drawn_batches.end_drawn``); and their U*(B)
+        # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
+        # ``contract_episodes``), without making it: it is scored on its arrays
+        # (``drawn_batches.end_drawn``); and their U*(B)
         # when their reward function computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n

@@ -1,10 +1,10 @@
-"""Episodes played from their draws (``paper_episodes``), started and ended a step's worth at a time.
+"""Episodes played from their draws, started and ended a step's worth at a time.
 
 At T = 200 a vector step of 256 sub-envs ends and starts a few episodes. One by one, each costs
-several compiled calls and the Python between them; here the episodes a step starts with the
-same generator config are made ready, placed (``arenas``) and observed in one call
-(``start_drawn``), and the drawn episodes it ends are counted, U*(B) included, in one call
-(``end_drawn``). What they
+several compiled calls and the Python between them; here the paper regimes' episodes a step
+starts with the same generator config off the privileged track are made ready, placed
+(``arenas``) and observed in one call (``start_drawn``), and the drawn episodes it ends (the
+contract regimes' too) are counted, U*(B) included, in one call (``end_drawn``). What they
 compute is what the one-by-one path computes: ``paper_episodes._unprivileged`` and
 ``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class._class_optimum``.
 """

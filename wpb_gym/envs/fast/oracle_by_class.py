@@ -1,7 +1,9 @@
-"""U*(B) of an episode played from its draws (``paper_episodes``), in compiled code: its
-utilities come in a few classes (halves: 0.5, 1, 5, 6), so the WRITE-only knapsack is solved by
-trying the counts of each class, as ``scoring.oracle``'s enumerated search does. Tested equal to
-``scoring.oracle.oracle_utility`` (``tests/envs/test_paper_episodes.py``)."""
+"""U*(B) of an episode played from its draws (``paper_episodes``, ``contract_episodes``), in
+compiled code: its utilities come in a few classes of halves (0.5, 1, 5, 6; the contract
+regimes' 2 and a section's worth too, and 0, which no optimum takes), so the WRITE-only
+knapsack is solved by trying the counts of each class, as ``scoring.oracle``'s enumerated
+search does. Tested equal to ``scoring.oracle.oracle_utility`` (``tests/envs/test_paper_episodes.py``,
+``test_contract_episodes.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ _MAX_COMBINATIONS = 50_000
 
 def drawn_oracle(labels: Any, budget: int) -> float | None:
     """U*(B) of a drawn episode's ``DrawnLabels`` (``scoring.oracle.oracle_utility``'s value), None when it has
-    too many combinations of class counts to try. Its utilities are halves (0.5, 1, 5, 6), so
+    too many combinations of class counts to try. Its utilities are halves, so
     the optimum in half units is exact in integers, as the oracle's is."""
     best = _class_optimum(labels.utilities, labels.costs, budget, _MAX_COMBINATIONS)
     return None if best < 0 else best / 2
