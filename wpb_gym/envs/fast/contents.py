@@ -94,12 +94,12 @@ class ContentMemo:
         return found
 
     def without_texts(self, observations: list[Any]) -> tuple[list[Any], list[int], list[Any]] | None:
-        """For observations whose texts are not met again (a contract episode's: the memo gains
-        nothing from them), without writing their JSON texts: each one's description, its text's
-        length, and a key equal for two of them exactly when their texts are. Only when every
-        observation is a non-empty dict with string keys and each key holds one kind of value
-        (strings, ints, booleans or lists of strings) in all of them, so that equal value ids
-        mean equal texts (else None). No description is kept. When an observation is not
+        """For observations whose texts are not met again (a generated episode's with sections or
+        guides: the memo gains nothing from them), without writing their JSON texts: each one's
+        description, its text's length, and a key equal for two of them exactly when their texts
+        are. Only when every observation is a non-empty dict with string keys and each key holds
+        one kind of value (strings, ints, booleans or lists of strings) in all of them, so that
+        equal value ids mean equal texts (else None). No description is kept. When an observation is not
         described (None: an "api" the core does not mirror), no keys are given."""
         groups: dict[tuple[str, ...], list[int]] = {}
         for i, obs in enumerate(observations):
