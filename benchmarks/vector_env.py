@@ -358,15 +358,17 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
 
 def warm_up() -> None:
     """Build, reset and step a native vector env until an episode has ended and the next has
-    started: the compiled core's first calls load (or compile) its machine code, the final
-    metrics' U*(B) included, a cost paid once per process (``--part compile`` measures it)."""
-    env = gym.make_vec("WritePolicyBench-v0", num_envs=2, length=20)
-    _, info = env.reset(seed=0)
-    rng, ended = np.random.default_rng(0), False
-    while not ended:
-        _, _, terminated, _, info = env.step(random_valid(info["action_mask"], rng))
-        ended = terminated.any()
-    env.step(random_valid(info["action_mask"], rng))  # starts the next episode
+    started, on the default regime and on a contract one: the compiled core's first calls load
+    (or compile) its machine code, the final metrics' U*(B) included, a cost paid once per
+    process (``--part compile`` measures it)."""
+    for kwargs in ({"length": 20}, {"regime": "contract_mix", "length": 80, "api_pool": 6}):
+        env = gym.make_vec("WritePolicyBench-v0", num_envs=2, **kwargs)
+        _, info = env.reset(seed=0)
+        rng, ended = np.random.default_rng(0), False
+        while not ended:
+            _, _, terminated, _, info = env.step(random_valid(info["action_mask"], rng))
+            ended = terminated.any()
+        env.step(random_valid(info["action_mask"], rng))  # starts the next episode
 
 
 def _first_call_child() -> None:
