@@ -21,9 +21,9 @@ alternating slices (the VM's speed drifts):
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
-  play, against a single env's reset; and on episodes the core makes (the paper model's with
-  documentation sections and guides) with and without an episode worker; at full speed and
-  with a pause between steps where a trainer's policy would run (``--paces``).
+  play, against a single env's reset; and on episodes the core makes (``MADE``: sections worth
+  0.7, not a multiple of one half) with and without an episode worker; at full speed and with a
+  pause between steps where a trainer's policy would run (``--paces``).
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
@@ -48,9 +48,9 @@ import numpy as np
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
 
-# Episodes the core makes and reads (every regime's are compiled from their draws): the paper
-# model's with documentation sections and migration guides. An episode worker prepares them.
-MADE = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
+# Episodes the core makes and reads (every regime's are compiled from their draws): sections worth
+# other than a multiple of one half. An episode worker prepares them.
+MADE = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "doc_utility": 0.7}
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -281,7 +281,7 @@ def measure_reset(resets: int, rounds: int) -> None:
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
     """Per contract regime, what a sub-env's reset adds to the batch step it falls in, against a
     single env's unseeded ``reset()``, in alternating slices; and on episodes the core makes
-    (``MADE``: "default, text") with and without an episode worker. A ``n``-env vector env plays
+    (``MADE``: "made") with and without an episode worker. A ``n``-env vector env plays
     random valid actions and every step is timed: the stall is the time steps that reset
     sub-envs take beyond the mean of steps that reset none, per reset; "prepared" is the share
     of resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
@@ -297,7 +297,7 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
     settings = [(regime, {"regime": regime}, (0,)) for regime in CONTRACT_REGIMES]
-    settings.append(("default, text", MADE, (0, 1)))  # made episodes: also with a worker
+    settings.append(("made", MADE, (0, 1)))  # made episodes: also with a worker
     for regime, kwargs, kinds in settings:
         single = WritePolicyBenchEnv(**kwargs)
         single.reset(seed=0)

@@ -394,7 +394,7 @@ def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, 
 
     monkeypatch.setattr(EpisodeWorkers, "take", counted)
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
-            "--env-kwargs", "regime=default", "doc_prob=0.3", "migration_guides=true", "length=80", "api_pool=8",
+            "--env-kwargs", "regime=default", "doc_prob=0.3", "doc_utility=0.7", "length=80", "api_pool=8",
             "--episode-workers", "1",
             "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_paper_episodes import assert_drawn_as_made
 from test_vector_env import play_both
 
-from wpb_gym.envs.fast import contract_replay
+from wpb_gym.envs.fast import contract_episodes, contract_replay
 from wpb_gym.envs.fast.contract_episodes import compile_contract, contract_compilable
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.rewards import RewardFunction
@@ -138,6 +138,21 @@ def test_texts_that_repeat_share_their_value_ids():
         assert_drawn_as_made(recipe, "privileged", {"f1": 1.0}, False, 3_000, compile_contract)
 
 
+def test_a_step_costing_more_than_int32_holds_is_left_to_the_single_env(monkeypatch):
+    """As ``compile_episode`` does: a cost of 2**31 bytes or more (a section of 2 GB) is not
+    compiled. Checked on the Python function, its bound lowered below a step's cost."""
+    recipe = EpisodeRecipe(make_config("mixed_sizes", length=80), 1, 0)
+    played = contract_replay.play_contract(recipe)
+    content_of, utility, critical, contents, p_start, p_flat, r_start, r_flat, text = played
+    lengths = contract_episodes._NAME_LENGTHS
+    args = (content_of, utility, critical, contents, p_start, p_flat, lengths[p_flat], r_start, r_flat,
+            lengths[r_flat], text, np.array([20], dtype=np.int64), True, contract_episodes._CONTRACT_TOPICS, 40)
+    static, _, _, costs = contract_episodes._compile.py_func(*args)
+    assert static.size and costs.max() > 100
+    monkeypatch.setattr(contract_episodes, "_MAX_COST", int(costs.max()))
+    assert contract_episodes._compile.py_func(*args)[0].size == 0
+
+
 def test_pair_ids_sort_as_their_names():
     """A snapshot lists its names sorted: sorting the ids must sort the names (no word is a
     prefix of another, and the words are in order)."""
@@ -164,6 +179,7 @@ def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled
     make_config("mixed_sizes", doc_utility=0.7),  # scored in half units: not a half
     make_config("breaking", max_params=len(_PAIR_NAMES) // 2 + 1),
     make_config("breaking", length=2_000_000),
+    make_config("mixed_sizes", doc_utility=2e6),  # half units beyond float64's exact sums
 ])
 def test_other_models_and_episodes_beyond_the_compiled_ids_are_not_compiled_here(config):
     assert not contract_compilable(EpisodeRecipe(config, 0, 0))

@@ -24,12 +24,11 @@ import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
-# Episodes the core makes and reads (the others are compiled from their draws): the paper model's
-# with documentation sections and migration guides, and a contract model's whose sections are
-# worth other than halves.
-PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
+# Episodes the core makes and reads (every regime's are compiled from their draws): those whose
+# documentation sections are worth other than a multiple of one half, of either change model.
+PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "doc_utility": 0.7}
 CONTRACT_TEXT = {"regime": "contract_mix", "doc_utility": 0.7}
-MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]
+MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3, "doc_utility": 0.7}, CONTRACT_TEXT]
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
 
 

@@ -1,4 +1,4 @@
-"""Episodes the vector env's compiled core makes and reads (the paper model's with text), against the single env.
+"""Episodes the vector env's compiled core makes and reads (not compiled from their draws), against the single env.
 
 The core makes such an episode from its recipe, reads it (``episode_arrays.describe_episode``)
 and compiles it, then keeps only the recipe and what the episode is scored on; its memo keeps
@@ -30,8 +30,8 @@ def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when
     labels it is scored on. Episodes that end unread are scored from those labels; a sub-env
     read mid-episode holds the same episode as the single env; every step and final metric is
     the single env's."""
-    kwargs = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "length": 40, "api_pool": 6,
-              "budget_bytes": 1500}
+    kwargs = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "doc_utility": 0.7, "length": 40,
+              "api_pool": 6, "budget_bytes": 1500}
     vector = WritePolicyBenchVectorEnv(2, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
     _, info = vector.reset(seed=5)

@@ -79,9 +79,9 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
-    it during the reset: the episodes it does not compile from their draws, such as the paper
-    model's with documentation sections or migration guides (the others take a fraction of a
-    single env's reset). A prepared episode is taken only if it is the one chosen, so the
+    it during the reset: the episodes it does not compile from their draws, such as those whose
+    documentation sections are worth other than a multiple of one half (the others take a
+    fraction of a single env's reset). A prepared episode is taken only if it is the one chosen, so the
     outputs are the same with or without workers. They start with the vector env when its
     episodes are such, on other CPUs, and stop with ``close()``.
     """

@@ -37,8 +37,10 @@ from .contract_replay import (
     C_ENDPOINT,
     C_KIND,
     C_NAME,
+    C_OLD_NAME,
     C_TEXT,
     C_TEXT_LENGTH,
+    C_TOPIC,
     C_VERSION,
     play_contract,
 )
@@ -46,11 +48,14 @@ from .episode_arrays import float_array, float_sections
 from .paper_episodes import DrawnLabels, deprecated_section, metadata_lengths
 
 _MAX_STATIC = 2**31
+_MAX_COST = 2**31
 # An api's id is (version * pool + endpoint) * (T + 2) + renames (int64); a date stays within
 # four-digit years.
-_MAX_LENGTH = 1_000_000
-_MAX_POOL = 1_000_000
+MAX_LENGTH = 1_000_000
+MAX_POOL = 1_000_000
+MAX_DOC_UTILITY = 1_000_000
 _NAME_LENGTHS = np.array([len(name) for name in _PAIR_NAMES], dtype=np.int64)
+_CONTRACT_TOPICS = np.array([len("docs")], dtype=np.int64)  # a section is "endpoint_<i>/docs"
 
 
 def contract_compilable(recipe: object) -> bool:
@@ -59,8 +64,14 @@ def contract_compilable(recipe: object) -> bool:
     numbered, its sizes within what the compiled ids and ISO dates hold."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "contract" and c.max_params <= NAMES_BEFORE_NUMBERING
-            and (c.doc_prob == 0 or float(2 * c.doc_utility).is_integer())
-            and c.length <= _MAX_LENGTH and c.api_pool <= _MAX_POOL)
+            and (c.doc_prob == 0 or halves(c.doc_utility))
+            and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL)
+
+
+def halves(utility: float) -> bool:
+    """Whether a section's utility is scored exactly in half units (``drawn_batches.end_drawn``):
+    a multiple of one half, small enough that sums of half units stay exact in float64."""
+    return float(2 * utility).is_integer() and utility <= MAX_DOC_UTILITY
 
 
 def compile_contract(recipe: EpisodeRecipe, track: str, reward_fn, budget: int):
@@ -68,15 +79,25 @@ def compile_contract(recipe: EpisodeRecipe, track: str, reward_fn, budget: int):
     critical steps and WRITE costs (``paper_episodes.DrawnLabels``), ``reward_fn`` started on
     it; None when the episode must be made (numbered names, a text stream NumPy draws) or its
     arrays are too large for int32."""
-    c = recipe.config
-    T = c.length
     played = play_contract(recipe)
     if played is None:
         return None
+    content_of, utility, critical, contents, p_start, p_flat, r_start, r_flat, text = played
+    lists = (p_start, p_flat, _NAME_LENGTHS[p_flat], r_start, r_flat, _NAME_LENGTHS[r_flat])
+    return compile_played(recipe, track, reward_fn, budget, (content_of, utility, critical, contents, *lists, text),
+                          True, _CONTRACT_TOPICS)
+
+
+def compile_played(recipe: EpisodeRecipe, track: str, reward_fn, budget: int, played: tuple, with_required: bool,
+                   topic_lengths: np.ndarray):
+    """``compile_contract``'s result from a replayed episode's columns (``_compile``'s first
+    arguments), its snapshots with a "required" list or not, its sections' topics' lengths."""
+    c = recipe.config
+    T = c.length
     utility, critical = played[1:3]
     priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
     metadata = metadata_lengths(c.regime, priorities, T)
-    compiled = _compile(*played, metadata, _NAME_LENGTHS, HEADER_BYTES + INDEX_BYTES)
+    compiled = _compile(*played, metadata, with_required, topic_lengths, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, costs = compiled
     if not len(static):
         return None
@@ -118,17 +139,17 @@ def _table(n):
 
 
 @njit(cache=True)
-def _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot):
+def _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
     """An id per distinct name list, numbered as first met among every snapshot's parameter
     list, then every snapshot's required list (``compile_episode``'s mask ids: equal lists are
-    equal sets); per list its id (parameter lists first; -1 for a section or a guide), and per id
-    the list that introduced it."""
+    equal sets); per list its id (parameter lists first; -1 for a section or a guide, and for
+    every required list of snapshots without one), and per id the list that introduced it."""
     n = p_start.shape[0] - 1
     table = _table(2 * n)
     ids = np.full(2 * n, -1, dtype=np.int64)
     first = np.empty(2 * n, dtype=np.int64)
     n_ids = 0
-    for k in range(2 * n):
+    for k in range(2 * n if with_required else n):
         if not is_snapshot[k % n]:
             continue
         flat, a0, a1 = _list(k, n, p_start, p_flat, r_start, r_flat)
@@ -203,6 +224,16 @@ def _text_classes(starts, lengths, text):
 
 
 @njit(cache=True, inline="always")
+def _list_length(lengths, a0, a1):
+    """The JSON length of a list of names whose lengths are ``lengths[a0:a1]``: 4 per name beyond
+    them (quotes, comma and space, the brackets), "[]" when empty."""
+    total = 2 if a1 == a0 else 4 * (a1 - a0)
+    for j in range(a0, a1):
+        total += lengths[j]
+    return total
+
+
+@njit(cache=True, inline="always")
 def _api_length(version, endpoint, renames):
     """The JSON length of ``"api.v<version>.endpoint_<endpoint>"`` (``_r<renames>`` after a rename)."""
     return 17 + _digits(version) + _digits(endpoint) + (2 + _digits(renames) if renames else 0)
@@ -212,25 +243,34 @@ _state_sizes = njit(cache=True)(L.state_sizes)
 # Per kind of content (KIND_ENDPOINT, KIND_DOC, KIND_GUIDE): its fields, and each key's JSON
 # length with its quotes and ": " ("api", "deprecated", "params", "required", "version";
 # "content", "last_updated", "section"; "deadline", "new_api", "notes", "old_api").
+# A snapshot without a "required" list (the paper model's) has the first row's keys but "required".
 _FIELDS = np.array([5, 3, 4], dtype=np.int64)
 _KEY_LENGTHS = np.array([[7, 14, 10, 12, 11], [11, 16, 11, 0, 0], [12, 11, 9, 11, 0]], dtype=np.int64)
+_UNREQUIRED_KEY_LENGTHS = np.array([7, 14, 10, 11], dtype=np.int64)
 
 
 @njit(cache=True)
-def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, r_flat, text, metadata,
-             name_lengths, entry_bytes):
+def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths, r_start, r_flat, r_lengths, text,
+             metadata, with_required, topic_lengths, entry_bytes):
     """``(static, floats, state size, costs)`` of a played episode (``contract_replay._play``'s
-    arrays), as ``compile_episode`` makes them of the made episode read with a memo of its own;
-    its floats without priorities or any oracle; ``metadata``: each step's visible metadata's
-    JSON length (one for all, or one per step). An empty ``static`` when the arrays are too
-    large for int32."""
+    arrays, with each listed name's length), as ``compile_episode`` makes them of the made
+    episode read with a memo of its own; its floats without priorities or any oracle;
+    ``metadata``: each step's visible metadata's JSON length (one for all, or one per step);
+    ``with_required``: whether snapshots have a "required" list; ``topic_lengths``: the length
+    of each section topic. An empty ``static`` when the arrays are too large for int32."""
     T = content_of.shape[0]
     n = contents.shape[0]
     kind = contents[:, C_KIND]
     endpoint, version, renames = contents[:, C_ENDPOINT], contents[:, C_VERSION], contents[:, C_NAME]
     day = contents[:, C_DAY]
     is_snapshot = kind == KIND_ENDPOINT
-    list_of, first_list = _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot)
+    list_of, first_list = _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required)
+    fields = _FIELDS.copy()
+    key_lengths = _KEY_LENGTHS.copy()
+    if not with_required:
+        fields[0] = 4
+        key_lengths[0, :4] = _UNREQUIRED_KEY_LENGTHS
+    n_topics = topic_lengths.shape[0]
     n_lists = first_list.shape[0]
     lists_length = 0
     for m in range(n_lists):
@@ -248,11 +288,11 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
             family_keys[c] = (endpoint[c] * span + renames[c]) * 3
             api_of[c] = n_apis
             n_apis += 1
-        elif kind[c] == KIND_DOC:
-            family_keys[c] = endpoint[c] * span * 3 + 1
-        else:
-            family_keys[c] = (endpoint[c] * span + renames[c] - 1) * 3 + 2
-        n_fields += _FIELDS[kind[c] - KIND_ENDPOINT]
+        elif kind[c] == KIND_DOC:  # a section title: its endpoint and topic
+            family_keys[c] = (endpoint[c] * n_topics + contents[c, C_TOPIC]) * 3 + 1
+        else:  # the family of a guide's old api
+            family_keys[c] = (endpoint[c] * span + contents[c, C_OLD_NAME]) * 3 + 2
+        n_fields += fields[kind[c] - KIND_ENDPOINT]
     family_of, n_families = _dense(family_keys)
     sizes = np.zeros(L.N_STATIC, dtype=np.int64)
     for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
@@ -275,7 +315,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
     for c in range(n):
         if not is_snapshot[c]:
             continue
-        key = (list_of[c] * n_lists + list_of[n + c]) * 2 + contents[c, C_DEPRECATED]
+        key = (list_of[c] * (n_lists + 1) + list_of[n + c] + 1) * 2 + contents[c, C_DEPRECATED]
         slot = _slot(table, contract_keys, key)
         if table[slot] < 0:
             table[slot] = n_contracts
@@ -313,10 +353,10 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
     api_keys = np.empty(3 * n, dtype=np.int64)  # per content: its api or a guide's new name, a guide's old name
     for c in range(n):
         api_keys[2 * c] = (version[c] * pool + endpoint[c]) * span + renames[c]
-        api_keys[2 * c + 1] = ((version[c] - 1) * pool + endpoint[c]) * span + max(renames[c] - 1, 0)
+        api_keys[2 * c + 1] = ((version[c] - 1) * pool + endpoint[c]) * span + max(contents[c, C_OLD_NAME], 0)
     api_value, n_api_values = _dense(api_keys[:2 * n])
     day_value, n_days = _dense(day)
-    section_value, n_sections = _dense(endpoint)
+    section_value, n_sections = _dense(endpoint * n_topics + contents[:, C_TOPIC])
     text_value = _text_classes(contents[:, C_TEXT], contents[:, C_TEXT_LENGTH], text)
     api_base = top + 1
     day_base = api_base + n_api_values
@@ -330,7 +370,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
     for c in range(n):
         k = kind[c] - KIND_ENDPOINT
         if key_ids[k, 1] == 0:
-            for j in range(1 if k == 0 else 0, _FIELDS[k]):
+            for j in range(1 if k == 0 else 0, fields[k]):
                 key_ids[k, j] = next_key
                 next_key += 1
     static = np.zeros(total, dtype=np.int32)
@@ -351,53 +391,49 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
     for c in range(n):
         k = kind[c] - KIND_ENDPOINT
         f, v, g = at[L.FIELD_KEYS] + field, at[L.FIELD_VALUES] + field, at[L.FIELD_LENGTHS] + field
-        for j in range(_FIELDS[k]):
+        for j in range(fields[k]):
             static[f + j] = key_ids[k, j]
         static[at[L.IS_DICT] + c] = 1
         static[at[L.EQUALITY] + c] = -2 - c
         static[at[L.PARAMS] + c] = list_of[c]
         static[at[L.REQUIRED] + c] = list_of[n + c]
         static[at[L.CONTRACT] + c] = contract_of[c]
-        length = 2 * _FIELDS[k]  # braces and separators
-        for j in range(_FIELDS[k]):
-            length += _KEY_LENGTHS[k, j]
+        length = 2 * fields[k]  # braces and separators
+        for j in range(fields[k]):
+            length += key_lengths[k, j]
         if kind[c] == KIND_ENDPOINT:
             static[at[L.VERSION_KIND] + c] = L.VERSION_NUMBER
             static[at[L.VERSION_RANK] + c] = rank[version[c]]
-            # A list of names is 4 per name beyond them ("[]" when empty).
-            flat, a0, a1 = _list(c, n, p_start, p_flat, r_start, r_flat)
-            params_length = 2 if a1 == a0 else 4 * (a1 - a0)
-            for j in range(a0, a1):
-                params_length += name_lengths[flat[j]]
-            flat, a0, a1 = _list(c + n, n, p_start, p_flat, r_start, r_flat)
-            required_length = 2 if a1 == a0 else 4 * (a1 - a0)
-            for j in range(a0, a1):
-                required_length += name_lengths[flat[j]]
             static[v], static[v + 1] = api_base + api_value[2 * c], contents[c, C_DEPRECATED]
-            static[v + 2], static[v + 3] = list_base + list_of[c], list_base + list_of[n + c]
-            static[v + 4] = version[c]
-            # Only an observation with an "api" is priced field by field (a MERGE needs one).
+            static[v + 2] = list_base + list_of[c]
             static[g] = 7 + _api_length(version[c], endpoint[c], renames[c])
             static[g + 1] = 14 + (4 if contents[c, C_DEPRECATED] else 5)
-            static[g + 2] = 10 + params_length
-            static[g + 3] = 12 + required_length
-            static[g + 4] = 11 + _digits(version[c])
+            static[g + 2] = 10 + _list_length(p_lengths, p_start[c], p_start[c + 1])
+            last = 3
+            if with_required:
+                static[v + 3] = list_base + list_of[n + c]
+                static[g + 3] = 12 + _list_length(r_lengths, r_start[c], r_start[c + 1])
+                last = 4
+            static[v + last] = version[c]
+            static[g + last] = 11 + _digits(version[c])
             static[at[L.FIELD_IS_API] + field] = 1
-            length = 10 + static[g] + static[g + 1] + static[g + 2] + static[g + 3] + static[g + 4]
+            length = 2 * fields[0]
+            for j in range(fields[0]):
+                length += static[g + j]
         elif kind[c] == KIND_DOC:  # {"content": text, "last_updated": date, "section": "endpoint_<i>/docs"}
             static[at[L.VERSION_KIND] + c] = L.VERSION_STRING
             static[at[L.VERSION_RANK] + c] = day_rank[day[c]]
             static[v], static[v + 1] = text_base + text_value[c], day_base + day_value[c]
             static[v + 2] = section_base + section_value[c]
-            length += contents[c, C_TEXT_LENGTH] + 2 + 12 + 16 + _digits(endpoint[c])
+            length += contents[c, C_TEXT_LENGTH] + 2 + 12 + 12 + _digits(endpoint[c]) + topic_lengths[contents[c, C_TOPIC]]
         else:  # {"deadline": date, "new_api": api, "notes": text, "old_api": api}
             static[at[L.VERSION_KIND] + c] = L.VERSION_OTHER
             static[v], static[v + 1] = day_base + day_value[c], api_base + api_value[2 * c]
             static[v + 2], static[v + 3] = text_base + text_value[c], api_base + api_value[2 * c + 1]
             length += (12 + _api_length(version[c], endpoint[c], renames[c]) + contents[c, C_TEXT_LENGTH] + 2
-                       + _api_length(version[c] - 1, endpoint[c], renames[c] - 1))
+                       + _api_length(version[c] - 1, endpoint[c], contents[c, C_OLD_NAME]))
         text_length[c] = length
-        field += _FIELDS[k]
+        field += fields[k]
         static[at[L.FIELD_OFFSETS] + c + 1] = field
     costs = np.empty(T, dtype=np.int64)
     step_deprecated = np.empty(T, dtype=np.float64)
@@ -433,19 +469,19 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, r_start, 
         last_of_family[family] = t
     # Parameter sets: a parameter's id numbered as first met in the snapshots' parameter lists
     # (sorted names, in content order), a set's members in ascending id.
-    bit_of = np.full(name_lengths.shape[0], -1, dtype=np.int64)
-    n_bits = 0
-    for j in range(p_flat.shape[0]):
-        if bit_of[p_flat[j]] < 0:
-            bit_of[p_flat[j]] = n_bits
-            n_bits += 1
+    # Per listed name (parameter lists, then required ones), its parameter's id.
+    bit_of, _ = _dense(np.concatenate((p_flat, r_flat)))
     bits = at[L.MASK_BITS]
     for m in range(n_lists):
-        flat, a0, a1 = _list(first_list[m], n, p_start, p_flat, r_start, r_flat)
-        members = np.sort(bit_of[flat[a0:a1]])
+        k = first_list[m]
+        a0, a1 = (p_start[k], p_start[k + 1]) if k < n else (p_flat.shape[0] + r_start[k - n],
+                                                              p_flat.shape[0] + r_start[k - n + 1])
+        members = np.sort(bit_of[a0:a1])
         static[bits:bits + members.shape[0]] = members
         bits += members.shape[0]
         static[at[L.MASK_OFFSETS] + m + 1] = bits - at[L.MASK_BITS]
+    if T and costs.max() >= _MAX_COST:  # as compile_episode: the single env plays it
+        return np.zeros(0, dtype=np.int32), np.zeros(0), 0, np.zeros(0, dtype=np.int64)
     none = np.zeros(0, dtype=np.float64)
     floats = float_sections(utility, none, step_deprecated, none, none, np.nan)
     return static, floats, state_size, costs

@@ -45,13 +45,15 @@ _PLAYED, _SHORT, _NUMBERED = 0, 1, 2
 # A change's kind, as _play codes it: the breaking ones first, the revertible ones first among them.
 _REMOVE, _REQUIRE, _DEPRECATE, _RENAME, _ADD, _RELAX = range(6)
 # A content's columns: its kind (KIND_ENDPOINT, KIND_DOC or KIND_GUIDE), endpoint, version and
-# renames (a guide: the new name's), deprecated flag, day (a section's ``last_updated``, a
-# guide's ``deadline``: days after ``paper.BASE_DATE``), and its text's start and length.
-C_KIND, C_ENDPOINT, C_VERSION, C_NAME, C_DEPRECATED, C_DAY, C_TEXT, C_TEXT_LENGTH = range(8)
-N_COLUMNS = 8
+# renames (a guide: its new api's), deprecated flag, day (a section's ``last_updated``, a
+# guide's ``deadline``: days after ``paper.BASE_DATE``), its text's start and length, a guide's
+# old api's renames (its version is the new one's less one) and a section's topic (an index
+# into the topics the episode's sections take: the contract model's "docs" alone).
+C_KIND, C_ENDPOINT, C_VERSION, C_NAME, C_DEPRECATED, C_DAY, C_TEXT, C_TEXT_LENGTH, C_OLD_NAME, C_TOPIC = range(10)
+N_COLUMNS = 10
 # The filler text's words, end to end, and where each starts (``paper._text``).
-_VOCABULARY = np.frombuffer("".join(paper._VOCABULARY).encode("ascii"), dtype=np.uint8).copy()
-_WORD_STARTS = np.cumsum([0, *map(len, paper._VOCABULARY)]).astype(np.int64)
+VOCABULARY = np.frombuffer("".join(paper._VOCABULARY).encode("ascii"), dtype=np.uint8).copy()
+WORD_STARTS = np.cumsum([0, *map(len, paper._VOCABULARY)]).astype(np.int64)
 
 
 def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
@@ -60,8 +62,8 @@ def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
     c = recipe.config
     n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng, first_versions, deprecated = (
         contract_draws(c, paper._structure_rng(c, recipe.seed, recipe.index)))
-    text_stream = _text_stream(c, recipe.seed, recipe.index)
-    if text_stream is None:
+    texts = text_stream(c, recipe.seed, recipe.index)
+    if texts is None:
         return None
     # The starting names: the generator draws one pair per parameter, then one at a time while
     # an endpoint meets a name it has; each missing name takes a pair at least, so drawing as
@@ -81,7 +83,7 @@ def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
                 int(c.guide_min_bytes), int(c.guide_max_bytes), bool(c.renames), float(c.doc_utility))
     while True:
         played = _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_versions, deprecated,
-                       initial, order, later, settings, text_stream.copy(), _VOCABULARY, _WORD_STARTS)
+                       initial, order, later, settings, texts.copy(), VOCABULARY, WORD_STARTS)
         outcome = played[-1]
         if outcome == _PLAYED:
             return played[:-1]
@@ -90,10 +92,10 @@ def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
         later = np.concatenate((later, draw_pairs(name_rng, len(later))))
 
 
-def _text_stream(c, seed: int, index: int) -> np.ndarray | None:
+def text_stream(c, seed: int, index: int) -> np.ndarray | None:
     """The generator of the episode's text stream (``numpy_streams``'s state; unused without
     text), None when NumPy draws otherwise than ``numpy_streams`` or refuses the seed."""
-    if c.doc_prob == 0 and not c.renames:
+    if c.doc_prob == 0 and not c.renames and not c.migration_guides:
         return np.zeros(6, dtype=np.uint64)
     if seed < 0 or index < 0 or not _draws_as_numpy():
         return None
@@ -126,30 +128,30 @@ def _initial_names(pairs, n_params):
 
 
 @njit(cache=True)
-def _wider(array):
+def wider(array):
     """``array`` (2-D) with twice its columns, the new ones unset."""
-    wider = np.empty((array.shape[0], 2 * array.shape[1]), dtype=array.dtype)
-    wider[:, :array.shape[1]] = array
-    return wider
+    out = np.empty((array.shape[0], 2 * array.shape[1]), dtype=array.dtype)
+    out[:, :array.shape[1]] = array
+    return out
 
 
 @njit(cache=True)
-def _grown(array, need):
+def grown(array, need):
     if need <= array.shape[0]:
         return array
-    grown = np.empty(max(need, 2 * array.shape[0]), dtype=array.dtype)
-    grown[:array.shape[0]] = array
-    return grown
+    out = np.empty(max(need, 2 * array.shape[0]), dtype=array.dtype)
+    out[:array.shape[0]] = array
+    return out
 
 
 @njit(cache=True)
-def _text(g, n_bytes, vocabulary, starts, arena, used):
+def filler_text(g, n_bytes, vocabulary, starts, arena, used):
     """``paper._text(rng, n_bytes)`` on the text stream ``g``: the start of ``n_bytes // 3 + 1``
     words drawn uniformly, joined by spaces, written into ``arena`` from ``used``; the arena
     (grown if need be)."""
     picks = np.empty(n_bytes // 3 + 1, dtype=np.int64)
     integers_fill(g, 0, starts.shape[0] - 1, picks)
-    arena = _grown(arena, used + n_bytes)
+    arena = grown(arena, used + n_bytes)
     out = 0
     for word in picks:
         for k in range(starts[word], starts[word + 1]):
@@ -311,7 +313,7 @@ def _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_ver
                             back += 1
                         frozen[i] = back
                         if back < T:
-                            b_flat = _grown(b_flat, b_used + plen[i] + rlen[i])
+                            b_flat = grown(b_flat, b_used + plen[i] + rlen[i])
                             b_flat[b_used:b_used + plen[i]] = params[i, :plen[i]]
                             b_flat[b_used + plen[i]:b_used + plen[i] + rlen[i]] = required[i, :rlen[i]]
                             rev_endpoint[back], rev_changed[back], rev_deprecated[back] = i, t, deprecated[i]
@@ -350,11 +352,11 @@ def _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_ver
                             if not _holds(given[i], n_taken[i], pair):
                                 break
                         if n_taken[i] == given.shape[1]:
-                            given = _wider(given)
+                            given = wider(given)
                         given[i, n_taken[i]] = pair
                         n_taken[i] += 1
                         if plen[i] == params.shape[1]:
-                            params, required = _wider(params), _wider(required)
+                            params, required = wider(params), wider(required)
                         params[i, plen[i]] = pair
                         plen[i] += 1
                     else:  # relax
@@ -373,8 +375,8 @@ def _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_ver
             row = contents[content]
             row[C_KIND], row[C_ENDPOINT], row[C_VERSION], row[C_NAME] = new_text, i, version[i], name[i]
             row[C_DAY] = t if new_text == KIND_DOC else t + 90
-            row[C_TEXT], row[C_TEXT_LENGTH] = text_used, size[0]
-            text = _text(text_stream, size[0], vocabulary, starts, text, text_used)
+            row[C_TEXT], row[C_TEXT_LENGTH], row[C_OLD_NAME] = text_used, size[0], name[i] - 1
+            text = filler_text(text_stream, size[0], vocabulary, starts, text, text_used)
             text_used += size[0]
             p_start[n_contents], r_start[n_contents] = p_start[content], r_start[content]
         elif content < 0:  # endpoint i's current snapshot, shown for the first time
@@ -383,10 +385,10 @@ def _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_ver
             row = contents[content]
             row[C_KIND], row[C_ENDPOINT], row[C_VERSION], row[C_NAME] = KIND_ENDPOINT, i, version[i], name[i]
             row[C_DEPRECATED] = deprecated[i]
-            p_flat = _grown(p_flat, p_start[content] + plen[i])
+            p_flat = grown(p_flat, p_start[content] + plen[i])
             p_flat[p_start[content]:p_start[content] + plen[i]] = np.sort(params[i, :plen[i]])
             p_start[n_contents] = p_start[content] + plen[i]
-            r_flat = _grown(r_flat, r_start[content] + rlen[i])
+            r_flat = grown(r_flat, r_start[content] + rlen[i])
             r_flat[r_start[content]:r_start[content] + rlen[i]] = np.sort(required[i, :rlen[i]])
             r_start[n_contents] = r_start[content] + rlen[i]
         content_of[t] = content

@@ -3,10 +3,10 @@
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
-compiles it from its random draws when it is a generated episode without text
-(``paper_episodes``, ``contract_episodes``: the episode is not made; the paper regimes' that a
-step starts are started together, and those it ends scored together, by ``drawn_batches``),
-else reads it as the single env's table would
+compiles it from its random draws when it is a generated one (``paper_episodes``,
+``contract_episodes``, ``paper_text_episodes``: the episode is not made; the paper regimes'
+that a step starts are started together, and those it ends scored together, by
+``drawn_batches``), else reads it as the single env's table would
 (``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
 the episode (made then if it was not), and replays the actions the kernel took through its
 own ``advance``, only when it is read (``sync``) or handed to the user (``release``). With
@@ -60,6 +60,7 @@ with keyed_on_these_sources():
     from .numpy_streams import structure_entropy
     from .oracle_by_class import _MAX_COMBINATIONS
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
+    from .paper_text_episodes import compile_paper_text, paper_text_compilable
 
 _KEPT_EPISODES = 4096
 # Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
@@ -78,10 +79,12 @@ def compilable_settings(env: Any) -> bool:
 
 def _from_draws(recipe: Any) -> Any:
     """The function compiling ``recipe``'s episode from its draws (``paper_episodes``,
-    ``contract_episodes``); None for an episode the core makes and reads."""
+    ``contract_episodes``, ``paper_text_episodes``); None for an episode the core makes and reads."""
     if drawn_compilable(recipe):
         return compile_drawn
-    return compile_contract if contract_compilable(recipe) else None
+    if contract_compilable(recipe):
+        return compile_contract
+    return compile_paper_text if paper_text_compilable(recipe) else None
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:

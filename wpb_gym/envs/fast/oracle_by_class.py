@@ -15,6 +15,8 @@ from numba import njit
 # The most combinations of class counts ``_class_optimum`` tries before leaving U*(B) to
 # ``scoring.oracle`` (long episodes: hundreds of drifts and repeats).
 _MAX_COMBINATIONS = 50_000
+# The largest utility, in half units, whose classes ``_class_optimum`` counts in an array.
+_MAX_HALF_UNITS = 1 << 16
 
 
 def drawn_oracle(labels: Any, budget: int) -> float | None:
@@ -27,7 +29,8 @@ def drawn_oracle(labels: Any, budget: int) -> float | None:
 
 @njit(cache=True)
 def _class_optimum(utilities, costs, budget, max_combinations):
-    """The most half units a set of steps within ``budget`` holds (-1: too many combinations).
+    """The most half units a set of steps within ``budget`` holds (-1: too many combinations, or
+    a utility above ``_MAX_HALF_UNITS``).
     ``oracle._enumerated_optimum``'s search: steps of equal units are interchangeable but for
     their cost, so some optimal set takes the cheapest steps of each class; every count of each
     class but the most numerous is tried, and that one's most steps that fit are added."""
@@ -41,6 +44,8 @@ def _class_optimum(utilities, costs, budget, max_combinations):
             value += units[t]
     if weight <= budget:
         return value
+    if top > _MAX_HALF_UNITS:  # a class per half unit up to the top: left to scoring.oracle
+        return -1
     seen = np.zeros(top + 1, dtype=np.int64)
     for t in range(units.shape[0]):
         if units[t] > 0 and costs[t] <= budget:
