@@ -279,9 +279,10 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
-    """Per contract regime, what a sub-env's reset adds to the batch step it falls in, against a
-    single env's unseeded ``reset()``, in alternating slices; and on episodes the core makes
-    (``MADE``: "made") with and without an episode worker. A ``n``-env vector env plays
+    """Per contract regime and on the default regime with sections and guides ("default, text"),
+    what a sub-env's reset adds to the batch step it falls in, against a single env's unseeded
+    ``reset()``, in alternating slices; and on episodes the core makes (``MADE``: "made") with
+    and without an episode worker. A ``n``-env vector env plays
     random valid actions and every step is timed: the stall is the time steps that reset
     sub-envs take beyond the mean of steps that reset none, per reset; "prepared" is the share
     of resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
@@ -297,6 +298,7 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
     settings = [(regime, {"regime": regime}, (0,)) for regime in CONTRACT_REGIMES]
+    settings.append(("default, text", {"regime": "default", "doc_prob": 0.3, "migration_guides": True}, (0,)))
     settings.append(("made", MADE, (0, 1)))  # made episodes: also with a worker
     for regime, kwargs, kinds in settings:
         single = WritePolicyBenchEnv(**kwargs)

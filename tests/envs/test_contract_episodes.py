@@ -153,6 +153,13 @@ def test_a_step_costing_more_than_int32_holds_is_left_to_the_single_env(monkeypa
     assert contract_episodes._compile.py_func(*args)[0].size == 0
 
 
+def test_table_slots_depend_on_every_bit_of_a_key():
+    """Parameter ids differ in their high bits from endpoint to endpoint (endpoint * stride +
+    number): their slots must not pile up in one probe chain when the stride is a power of two."""
+    slots = {int(contract_episodes._mixed(np.int64(endpoint << 20))) & 1023 for endpoint in range(1024)}
+    assert len(slots) > 512
+
+
 def test_pair_ids_sort_as_their_names():
     """A snapshot lists its names sorted: sorting the ids must sort the names (no word is a
     prefix of another, and the words are in order)."""
@@ -180,6 +187,7 @@ def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled
     make_config("breaking", max_params=len(_PAIR_NAMES) // 2 + 1),
     make_config("breaking", length=2_000_000),
     make_config("mixed_sizes", doc_utility=2e6),  # half units beyond float64's exact sums
+    make_config("breaking", api_pool=60_000, length=60_001),  # endpoints' rows past MAX_CELLS
 ])
 def test_other_models_and_episodes_beyond_the_compiled_ids_are_not_compiled_here(config):
     assert not contract_compilable(EpisodeRecipe(config, 0, 0))

@@ -127,6 +127,7 @@ def test_every_generator_setting_is_read_or_unused_by_episodes_with_text_compile
     make_config("default", doc_prob=0.2, doc_utility=0.7),  # scored in half units: not a half
     make_config("default", doc_prob=0.2, doc_utility=2e6),  # half units beyond float64's exact sums
     make_config("default", length=2_000_000, migration_guides=True),
+    make_config("redundancy", length=3_000, api_pool=100_000, migration_guides=True),  # rows past MAX_CELLS
 ])
 def test_other_episodes_are_not_compiled_here(config):
     assert not paper_text_compilable(EpisodeRecipe(config, 0, 0))

@@ -11,6 +11,10 @@ dict, JSON text or description in between: an observation's JSON length and fiel
 its endpoint, version, renames, flag, day, its parameter names' lengths and its text's length,
 and its equalities from ids (a text's from its bytes).
 
+``compile_played`` also writes the paper model's episodes with sections or guides
+(``paper_text_episodes``), whose snapshots have no "required" list and whose sections have
+topics.
+
 Ids are numbered as ``episode_arrays`` numbers them with a memo of its own (value ids aside,
 which are only compared for equality): ``tests/envs/test_contract_episodes.py`` compares the
 two, value ids renamed, and plays both. An episode is made instead when one of its endpoints
@@ -54,6 +58,9 @@ _MAX_COST = 2**31
 MAX_LENGTH = 1_000_000
 MAX_POOL = 1_000_000
 MAX_DOC_UTILITY = 1_000_000
+# Each endpoint's lists are rows as wide as the longest (widened as it grows): at most this many
+# cells, as in paper_episodes (larger episodes are made and read).
+MAX_CELLS = 2**24
 _NAME_LENGTHS = np.array([len(name) for name in _PAIR_NAMES], dtype=np.int64)
 _CONTRACT_TOPICS = np.array([len("docs")], dtype=np.int64)  # a section is "endpoint_<i>/docs"
 
@@ -65,7 +72,8 @@ def contract_compilable(recipe: object) -> bool:
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "contract" and c.max_params <= NAMES_BEFORE_NUMBERING
             and (c.doc_prob == 0 or halves(c.doc_utility))
-            and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL)
+            and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL
+            and c.api_pool * (c.max_params + c.length + 1) <= MAX_CELLS)
 
 
 def halves(utility: float) -> bool:
@@ -120,11 +128,25 @@ def _digits(n):
 
 
 @njit(cache=True, inline="always")
+def _mixed(h):
+    """``h``'s bits mixed into every bit of the result (MurmurHash3's finalizer), non-negative:
+    a table slot from its low bits depends on all of ``h``'s (ids that differ only in high bits,
+    as parameters of different endpoints do, would otherwise share their slots)."""
+    x = np.uint64(h)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return np.int64(x >> np.uint64(1))
+
+
+@njit(cache=True, inline="always")
 def _slot(table, keys, key):
     """Where ``key`` is in an open-addressing table of int64 keys (``keys[table[slot]]``), or the
     empty slot it would take."""
     size = table.shape[0]
-    slot = ((key ^ (key >> 17)) * 0x2545F4914F6CDD1D) & (size - 1)
+    slot = _mixed(key) & (size - 1)
     while table[slot] >= 0 and keys[table[slot]] != key:
         slot = (slot + 1) & (size - 1)
     return slot
@@ -156,7 +178,7 @@ def _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
         h = np.int64(a1 - a0)
         for j in range(a0, a1):
             h = h * 1000003 + flat[j]
-        slot = h & (table.shape[0] - 1)
+        slot = _mixed(h) & (table.shape[0] - 1)
         while table[slot] >= 0:
             other, b0, b1 = _list(first[table[slot]], n, p_start, p_flat, r_start, r_flat)
             if b1 - b0 == a1 - a0 and np.all(other[b0:b1] == flat[a0:a1]):
@@ -208,7 +230,7 @@ def _text_classes(starts, lengths, text):
         h = np.int64(length)
         for j in range(a, a + length):
             h = h * 1000003 + text[j]
-        slot = h & (table.shape[0] - 1)
+        slot = _mixed(h) & (table.shape[0] - 1)
         out[k] = -1
         while table[slot] >= 0:
             o = firsts[table[slot]]
@@ -350,11 +372,11 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     # then the api strings (a snapshot's, a guide's new and old names), dates, section titles,
     # texts and name lists, and None.
     pool = endpoint.max() + 1
-    api_keys = np.empty(3 * n, dtype=np.int64)  # per content: its api or a guide's new name, a guide's old name
+    api_keys = np.empty(2 * n, dtype=np.int64)  # per content: its api or a guide's new one, a guide's old one
     for c in range(n):
         api_keys[2 * c] = (version[c] * pool + endpoint[c]) * span + renames[c]
         api_keys[2 * c + 1] = ((version[c] - 1) * pool + endpoint[c]) * span + max(contents[c, C_OLD_NAME], 0)
-    api_value, n_api_values = _dense(api_keys[:2 * n])
+    api_value, n_api_values = _dense(api_keys)
     day_value, n_days = _dense(day)
     section_value, n_sections = _dense(endpoint * n_topics + contents[:, C_TOPIC])
     text_value = _text_classes(contents[:, C_TEXT], contents[:, C_TEXT_LENGTH], text)
@@ -420,7 +442,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
             length = 2 * fields[0]
             for j in range(fields[0]):
                 length += static[g + j]
-        elif kind[c] == KIND_DOC:  # {"content": text, "last_updated": date, "section": "endpoint_<i>/docs"}
+        elif kind[c] == KIND_DOC:  # {"content": text, "last_updated": date, "section": "endpoint_<i>/<topic>"}
             static[at[L.VERSION_KIND] + c] = L.VERSION_STRING
             static[at[L.VERSION_RANK] + c] = day_rank[day[c]]
             static[v], static[v + 1] = text_base + text_value[c], day_base + day_value[c]

@@ -62,7 +62,7 @@ def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
     c = recipe.config
     n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng, first_versions, deprecated = (
         contract_draws(c, paper._structure_rng(c, recipe.seed, recipe.index)))
-    texts = text_stream(c, recipe.seed, recipe.index)
+    texts = text_stream(c, recipe.seed, recipe.index, c.doc_prob > 0 or c.renames)
     if texts is None:
         return None
     # The starting names: the generator draws one pair per parameter, then one at a time while
@@ -92,10 +92,11 @@ def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
         later = np.concatenate((later, draw_pairs(name_rng, len(later))))
 
 
-def text_stream(c, seed: int, index: int) -> np.ndarray | None:
-    """The generator of the episode's text stream (``numpy_streams``'s state; unused without
-    text), None when NumPy draws otherwise than ``numpy_streams`` or refuses the seed."""
-    if c.doc_prob == 0 and not c.renames and not c.migration_guides:
+def text_stream(c, seed: int, index: int, drawn: bool) -> np.ndarray | None:
+    """The generator of the episode's text stream (``numpy_streams``'s state; unused unless
+    ``drawn``: the episode has text), None when NumPy draws otherwise than ``numpy_streams`` or
+    refuses the seed (the envs refuse it first)."""
+    if not drawn:
         return np.zeros(6, dtype=np.uint64)
     if seed < 0 or index < 0 or not _draws_as_numpy():
         return None
@@ -375,7 +376,9 @@ def _play(n_params, n_required, uniforms, endpoint_draw, revert_delay, first_ver
             row = contents[content]
             row[C_KIND], row[C_ENDPOINT], row[C_VERSION], row[C_NAME] = new_text, i, version[i], name[i]
             row[C_DAY] = t if new_text == KIND_DOC else t + 90
-            row[C_TEXT], row[C_TEXT_LENGTH], row[C_OLD_NAME] = text_used, size[0], name[i] - 1
+            row[C_TEXT], row[C_TEXT_LENGTH] = text_used, size[0]
+            if new_text == KIND_GUIDE:
+                row[C_OLD_NAME] = name[i] - 1
             text = filler_text(text_stream, size[0], vocabulary, starts, text, text_used)
             text_used += size[0]
             p_start[n_contents], r_start[n_contents] = p_start[content], r_start[content]

@@ -22,7 +22,7 @@ from ...episodes.generators import paper
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from ..observation.stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE
-from .contract_episodes import MAX_LENGTH, MAX_POOL, compile_played, halves
+from .contract_episodes import MAX_CELLS, MAX_LENGTH, MAX_POOL, compile_played, halves
 from .contract_replay import (
     C_DAY,
     C_DEPRECATED,
@@ -52,14 +52,15 @@ def paper_text_compilable(recipe: object) -> bool:
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "paper" and (c.doc_prob > 0 or c.migration_guides)
             and (c.doc_prob == 0 or halves(c.doc_utility))
-            and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL)
+            and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL
+            and c.api_pool * (c.max_params + c.length + 1) <= MAX_CELLS)
 
 
 def compile_paper_text(recipe: EpisodeRecipe, track: str, reward_fn, budget: int):
     """``contract_episodes.compile_contract``'s result for the recipe's episode (None: its text
     stream is NumPy's to draw, or its arrays are too large for int32)."""
     c = recipe.config
-    texts = text_stream(c, recipe.seed, recipe.index)
+    texts = text_stream(c, recipe.seed, recipe.index, True)
     if texts is None:
         return None
     n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
