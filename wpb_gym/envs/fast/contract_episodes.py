@@ -447,7 +447,9 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
             static[at[L.VERSION_RANK] + c] = day_rank[day[c]]
             static[v], static[v + 1] = text_base + text_value[c], day_base + day_value[c]
             static[v + 2] = section_base + section_value[c]
-            length += contents[c, C_TEXT_LENGTH] + 2 + 12 + 12 + _digits(endpoint[c]) + topic_lengths[contents[c, C_TOPIC]]
+            # The text and date quoted, the title's "endpoint_", "/" and quotes around its parts.
+            length += (contents[c, C_TEXT_LENGTH] + 2 + 12 + 12 + _digits(endpoint[c])
+                       + topic_lengths[contents[c, C_TOPIC]])
         else:  # {"deadline": date, "new_api": api, "notes": text, "old_api": api}
             static[at[L.VERSION_KIND] + c] = L.VERSION_OTHER
             static[v], static[v + 1] = day_base + day_value[c], api_base + api_value[2 * c]

@@ -133,9 +133,9 @@ class CompiledCore:
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
         # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
-        # ``contract_episodes``, ``paper_text_episodes``), without making it: it is scored on its arrays
-        # (``drawn_batches.end_drawn``); and their U*(B)
-        # when their reward function computed it at the start (a dense reward's; None: not yet).
+        # ``contract_episodes``, ``paper_text_episodes``), without making it: it is scored on its
+        # arrays (``drawn_batches.end_drawn``); and their U*(B) when their reward function
+        # computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
         # What a made episode that is not kept is scored on (``scored_labels``).
