@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_paper_episodes import assert_drawn_as_made
 from test_vector_env import play_both
 
-from wpb_gym.envs.fast import contract_episodes, contract_replay
+from wpb_gym.envs.fast import contract_episodes, contract_replay, id_tables
 from wpb_gym.envs.fast.contract_episodes import compile_contract, contract_compilable
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.rewards import RewardFunction
@@ -156,7 +156,7 @@ def test_a_step_costing_more_than_int32_holds_is_left_to_the_single_env(monkeypa
 def test_table_slots_depend_on_every_bit_of_a_key():
     """Parameter ids differ in their high bits from endpoint to endpoint (endpoint * stride +
     number): their slots must not pile up in one probe chain when the stride is a power of two."""
-    slots = {int(contract_episodes._mixed(np.int64(endpoint << 20))) & 1023 for endpoint in range(1024)}
+    slots = {int(id_tables.mixed(np.int64(endpoint << 20))) & 1023 for endpoint in range(1024)}
     assert len(slots) > 512
 
 

@@ -49,6 +49,7 @@ from .contract_replay import (
     play_contract,
 )
 from .episode_arrays import float_array, float_sections
+from .id_tables import dense, list_ids, listed, slot_of, table_of, text_classes
 from .paper_episodes import DrawnLabels, deprecated_section, metadata_lengths
 
 _MAX_STATIC = 2**31
@@ -128,124 +129,6 @@ def _digits(n):
 
 
 @njit(cache=True, inline="always")
-def _mixed(h):
-    """``h``'s bits mixed into every bit of the result (MurmurHash3's finalizer), non-negative:
-    a table slot from its low bits depends on all of ``h``'s (ids that differ only in high bits,
-    as parameters of different endpoints do, would otherwise share their slots)."""
-    x = np.uint64(h)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xFF51AFD7ED558CCD)
-    x ^= x >> np.uint64(33)
-    x *= np.uint64(0xC4CEB9FE1A85EC53)
-    x ^= x >> np.uint64(33)
-    return np.int64(x >> np.uint64(1))
-
-
-@njit(cache=True, inline="always")
-def _slot(table, keys, key):
-    """Where ``key`` is in an open-addressing table of int64 keys (``keys[table[slot]]``), or the
-    empty slot it would take."""
-    size = table.shape[0]
-    slot = _mixed(key) & (size - 1)
-    while table[slot] >= 0 and keys[table[slot]] != key:
-        slot = (slot + 1) & (size - 1)
-    return slot
-
-
-@njit(cache=True)
-def _table(n):
-    size = 1
-    while size < 2 * n:
-        size *= 2
-    return np.full(size, -1, dtype=np.int64)
-
-
-@njit(cache=True)
-def _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
-    """An id per distinct name list, numbered as first met among every snapshot's parameter
-    list, then every snapshot's required list (``compile_episode``'s mask ids: equal lists are
-    equal sets); per list its id (parameter lists first; -1 for a section or a guide, and for
-    every required list of snapshots without one), and per id the list that introduced it."""
-    n = p_start.shape[0] - 1
-    table = _table(2 * n)
-    ids = np.full(2 * n, -1, dtype=np.int64)
-    first = np.empty(2 * n, dtype=np.int64)
-    n_ids = 0
-    for k in range(2 * n if with_required else n):
-        if not is_snapshot[k % n]:
-            continue
-        flat, a0, a1 = _list(k, n, p_start, p_flat, r_start, r_flat)
-        h = np.int64(a1 - a0)
-        for j in range(a0, a1):
-            h = h * 1000003 + flat[j]
-        slot = _mixed(h) & (table.shape[0] - 1)
-        while table[slot] >= 0:
-            other, b0, b1 = _list(first[table[slot]], n, p_start, p_flat, r_start, r_flat)
-            if b1 - b0 == a1 - a0 and np.all(other[b0:b1] == flat[a0:a1]):
-                ids[k] = table[slot]
-                break
-            slot = (slot + 1) & (table.shape[0] - 1)
-        if ids[k] < 0:
-            ids[k] = table[slot] = n_ids
-            first[n_ids] = k
-            n_ids += 1
-    return ids, first[:n_ids]
-
-
-@njit(cache=True, inline="always")
-def _list(k, n, p_start, p_flat, r_start, r_flat):
-    """List ``k``: content k's parameters, or content k - n's required ones."""
-    if k < n:
-        return p_flat, p_start[k], p_start[k + 1]
-    return r_flat, r_start[k - n], r_start[k - n + 1]
-
-
-@njit(cache=True)
-def _dense(keys):
-    """Each key's number, keys numbered as first met (``keys`` non-negative int64)."""
-    table = _table(keys.shape[0])
-    firsts = np.empty(keys.shape[0], dtype=np.int64)
-    out = np.empty(keys.shape[0], dtype=np.int64)
-    n = 0
-    for k in range(keys.shape[0]):
-        slot = _slot(table, firsts, keys[k])
-        if table[slot] < 0:
-            table[slot] = n
-            firsts[n] = keys[k]
-            n += 1
-        out[k] = table[slot]
-    return out, n
-
-
-@njit(cache=True)
-def _text_classes(starts, lengths, text):
-    """Each text's number, equal texts one number, numbered as first met."""
-    m = starts.shape[0]
-    table = _table(m)
-    firsts = np.empty(m, dtype=np.int64)
-    out = np.empty(m, dtype=np.int64)
-    n = 0
-    for k in range(m):
-        a, length = starts[k], lengths[k]
-        h = np.int64(length)
-        for j in range(a, a + length):
-            h = h * 1000003 + text[j]
-        slot = _mixed(h) & (table.shape[0] - 1)
-        out[k] = -1
-        while table[slot] >= 0:
-            o = firsts[table[slot]]
-            if lengths[o] == length and np.all(text[starts[o]:starts[o] + length] == text[a:a + length]):
-                out[k] = table[slot]
-                break
-            slot = (slot + 1) & (table.shape[0] - 1)
-        if out[k] < 0:
-            out[k] = table[slot] = n
-            firsts[n] = k
-            n += 1
-    return out
-
-
-@njit(cache=True, inline="always")
 def _list_length(lengths, a0, a1):
     """The JSON length of a list of names whose lengths are ``lengths[a0:a1]``: 4 per name beyond
     them (quotes, comma and space, the brackets), "[]" when empty."""
@@ -286,7 +169,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     endpoint, version, renames = contents[:, C_ENDPOINT], contents[:, C_VERSION], contents[:, C_NAME]
     day = contents[:, C_DAY]
     is_snapshot = kind == KIND_ENDPOINT
-    list_of, first_list = _list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required)
+    list_of, first_list = list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required)
     fields = _FIELDS.copy()
     key_lengths = _KEY_LENGTHS.copy()
     if not with_required:
@@ -296,7 +179,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     n_lists = first_list.shape[0]
     lists_length = 0
     for m in range(n_lists):
-        flat, a0, a1 = _list(first_list[m], n, p_start, p_flat, r_start, r_flat)
+        flat, a0, a1 = listed(first_list[m], n, p_start, p_flat, r_start, r_flat)
         lists_length += a1 - a0
     # Families, numbered as first shown: an endpoint's name (its renames apart), a section's
     # endpoint, a guide's old name; apis are the snapshots themselves (each has a version of its own).
@@ -315,7 +198,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
         else:  # the family of a guide's old api
             family_keys[c] = (endpoint[c] * span + contents[c, C_OLD_NAME]) * 3 + 2
         n_fields += fields[kind[c] - KIND_ENDPOINT]
-    family_of, n_families = _dense(family_keys)
+    family_of, n_families = dense(family_keys)
     sizes = np.zeros(L.N_STATIC, dtype=np.int64)
     for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
         sizes[name] = T
@@ -332,13 +215,13 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     # Contracts: (parameter set, required set, deprecated, not removed), numbered as first shown.
     contract_of = np.full(n, -1, dtype=np.int64)
     contract_keys = np.empty(n, dtype=np.int64)
-    table = _table(n)
+    table = table_of(n)
     n_contracts = 0
     for c in range(n):
         if not is_snapshot[c]:
             continue
         key = (list_of[c] * (n_lists + 1) + list_of[n + c] + 1) * 2 + contents[c, C_DEPRECATED]
-        slot = _slot(table, contract_keys, key)
+        slot = slot_of(table, contract_keys, key)
         if table[slot] < 0:
             table[slot] = n_contracts
             contract_keys[n_contracts] = key
@@ -376,10 +259,10 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     for c in range(n):
         api_keys[2 * c] = (version[c] * pool + endpoint[c]) * span + renames[c]
         api_keys[2 * c + 1] = ((version[c] - 1) * pool + endpoint[c]) * span + max(contents[c, C_OLD_NAME], 0)
-    api_value, n_api_values = _dense(api_keys)
-    day_value, n_days = _dense(day)
-    section_value, n_sections = _dense(endpoint * n_topics + contents[:, C_TOPIC])
-    text_value = _text_classes(contents[:, C_TEXT], contents[:, C_TEXT_LENGTH], text)
+    api_value, n_api_values = dense(api_keys)
+    day_value, n_days = dense(day)
+    section_value, n_sections = dense(endpoint * n_topics + contents[:, C_TOPIC])
+    text_value = text_classes(contents[:, C_TEXT], contents[:, C_TEXT_LENGTH], text)
     api_base = top + 1
     day_base = api_base + n_api_values
     section_base = day_base + n_days
@@ -463,7 +346,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     step_deprecated = np.empty(T, dtype=np.float64)
     last_of_family = np.full(n_families, -1, dtype=np.int64)
     seen_keys = np.empty(T, dtype=np.int64)  # (family, contract) pairs shown so far
-    seen = _table(T)
+    seen = table_of(T)
     n_seen = 0
     for t in range(T):
         c = content_of[t]
@@ -482,7 +365,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
         # returns_to_earlier: the contract differs from the family's last shown one, and an
         # earlier step of the family showed it.
         if contract >= 0:
-            slot = _slot(seen, seen_keys, family * n_contracts + contract)
+            slot = slot_of(seen, seen_keys, family * n_contracts + contract)
             shown_before = seen[slot] >= 0
             if not shown_before:
                 seen[slot] = n_seen
@@ -494,7 +377,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
     # Parameter sets: a parameter's id numbered as first met in the snapshots' parameter lists
     # (sorted names, in content order), a set's members in ascending id.
     # Per listed name (parameter lists, then required ones), its parameter's id.
-    bit_of, _ = _dense(np.concatenate((p_flat, r_flat)))
+    bit_of, _ = dense(np.concatenate((p_flat, r_flat)))
     bits = at[L.MASK_BITS]
     for m in range(n_lists):
         k = first_list[m]
