@@ -19,8 +19,9 @@ Ids are numbered as ``episode_arrays`` numbers them with a memo of its own (valu
 which are only compared for equality): ``tests/envs/test_contract_episodes.py`` compares the
 two, value ids renamed, and plays both. An episode is made instead when one of its endpoints
 would take more names than the word pairs give (the generator then numbers them), when its text
-stream is NumPy's to draw (``numpy_streams``), or when a documentation section's utility is not
-a multiple of one half (the core scores drawn episodes in half units).
+stream is NumPy's to draw (``numpy_streams``), when a documentation section's utility is not a
+multiple of one half (the core scores drawn episodes in half units), or when its sizes pass
+the bounds below.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ from .contract_replay import (
     C_VERSION,
     play_contract,
 )
-from .episode_arrays import float_array, float_sections
+from .episode_arrays import float_sections
 from .id_tables import dense, list_ids, listed, slot_of, table_of, text_classes
-from .paper_episodes import DrawnLabels, deprecated_section, metadata_lengths
+from .paper_episodes import digits, metadata_lengths, started
 
 _MAX_STATIC = 2**31
 _MAX_COST = 2**31
@@ -106,26 +107,9 @@ def compile_played(recipe: EpisodeRecipe, track: str, reward_fn, budget: int, pl
     utility, critical = played[1:3]
     priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
     metadata = metadata_lengths(c.regime, priorities, T)
-    compiled = _compile(*played, metadata, with_required, topic_lengths, HEADER_BYTES + INDEX_BYTES)
-    static, floats, state_size, costs = compiled
-    if not len(static):
-        return None
-    critical_steps = tuple(np.flatnonzero(critical).tolist())
-    utility.setflags(write=False)
-    reward_fn.start_labels(T, critical_steps, utility, costs, budget)
-    if priorities is not None or reward_fn._oracle_prefix is not None or reward_fn.known_oracle is not None:
-        clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-        floats = float_array(utility, clipped, floats[deprecated_section(T)], None, reward_fn)
-    return (static, floats, np.zeros(state_size, dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
-
-
-@njit(cache=True, inline="always")
-def _digits(n):
-    count = 1
-    while n >= 10:
-        n //= 10
-        count += 1
-    return count
+    static, floats, state_size, costs = _compile(*played, metadata, with_required, topic_lengths,
+                                                 HEADER_BYTES + INDEX_BYTES)
+    return started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
 
 
 @njit(cache=True, inline="always")
@@ -141,7 +125,7 @@ def _list_length(lengths, a0, a1):
 @njit(cache=True, inline="always")
 def _api_length(version, endpoint, renames):
     """The JSON length of ``"api.v<version>.endpoint_<endpoint>"`` (``_r<renames>`` after a rename)."""
-    return 17 + _digits(version) + _digits(endpoint) + (2 + _digits(renames) if renames else 0)
+    return 17 + digits(version) + digits(endpoint) + (2 + digits(renames) if renames else 0)
 
 
 _state_sizes = njit(cache=True)(L.state_sizes)
@@ -320,7 +304,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
                 static[g + 3] = 12 + _list_length(r_lengths, r_start[c], r_start[c + 1])
                 last = 4
             static[v + last] = version[c]
-            static[g + last] = 11 + _digits(version[c])
+            static[g + last] = 11 + digits(version[c])
             static[at[L.FIELD_IS_API] + field] = 1
             length = 2 * fields[0]
             for j in range(fields[0]):
@@ -331,7 +315,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
             static[v], static[v + 1] = text_base + text_value[c], day_base + day_value[c]
             static[v + 2] = section_base + section_value[c]
             # The text and date quoted, the title's "endpoint_", "/" and quotes around its parts.
-            length += (contents[c, C_TEXT_LENGTH] + 2 + 12 + 12 + _digits(endpoint[c])
+            length += (contents[c, C_TEXT_LENGTH] + 2 + 12 + 12 + digits(endpoint[c])
                        + topic_lengths[contents[c, C_TOPIC]])
         else:  # {"deadline": date, "new_api": api, "notes": text, "old_api": api}
             static[at[L.VERSION_KIND] + c] = L.VERSION_OTHER

@@ -84,8 +84,16 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         metadata = metadata_lengths(c.regime, priorities, T)
         compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
+    return started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
+
+
+def started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget):
+    """A drawn episode's ``(static, floats, state)`` and ``DrawnLabels`` from its compiled arrays
+    (None for an empty ``static``: too large for int32), ``reward_fn`` started on it and its
+    floats completed with its priorities (``priorities``: the privileged track's) and oracle."""
     if not len(static):
         return None
+    T = len(utility)
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
     reward_fn.start_labels(T, critical_steps, utility, costs, budget)
@@ -245,7 +253,7 @@ def _unprivileged(entropy, api_pool, min_params, max_params, T, bursts, burst_in
 
 
 @njit(cache=True, inline="always")
-def _digits(n):
+def digits(n):
     count = 1
     while n >= 10:
         n //= 10
@@ -261,10 +269,10 @@ def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
     n = endpoint.shape[0]
     lengths = np.empty(n, dtype=np.int64)
     for c in range(n):
-        i_digits = _digits(endpoint[c])
-        total = 69 + 2 * _digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
+        i_digits = digits(endpoint[c])
+        total = 69 + 2 * digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
         for j in range(param_start[c], param_start[c + 1]):
-            total += 6 + i_digits + _digits(param_numbers[j])
+            total += 6 + i_digits + digits(param_numbers[j])
         lengths[c] = total - 2
     return lengths
 
@@ -415,10 +423,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
         static[at[L.FIELD_OFFSETS] + c + 1] = 4 * (c + 1)
         # The fields in key order (api, deprecated, params, version): each length is the key's
         # text and ": " plus the value's JSON text.
-        i_digits = _digits(endpoint[c])
+        i_digits = digits(endpoint[c])
         names = 0
         for j in range(param_start[c], param_start[c + 1]):
-            names += 4 + i_digits + _digits(param_numbers[j])
+            names += 4 + i_digits + digits(param_numbers[j])
         f = at[L.FIELD_KEYS] + 4 * c
         v = at[L.FIELD_VALUES] + 4 * c
         g = at[L.FIELD_LENGTHS] + 4 * c
@@ -426,10 +434,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
             static[f + k] = k
         static[v], static[v + 1], static[v + 2], static[v + 3] = (
             api_base + c, 1 if deprecated[c] else 0, list_base + first_set[c], version[c])
-        static[g] = 7 + 17 + _digits(version[c]) + i_digits
+        static[g] = 7 + 17 + digits(version[c]) + i_digits
         static[g + 1] = 14 + (4 if deprecated[c] else 5)
         static[g + 2] = 10 + names + 2 * (param_start[c + 1] - param_start[c])
-        static[g + 3] = 11 + _digits(version[c])
+        static[g + 3] = 11 + digits(version[c])
         static[at[L.FIELD_IS_API] + 4 * c] = 1
     bits = at[L.MASK_BITS]
     for m in range(n_masks):

@@ -41,6 +41,7 @@ from .contract_replay import (
     wider,
 )
 from .numpy_streams import integers_fill, structure_draws
+from .paper_episodes import digits
 
 _TOPIC_LENGTHS = np.array([len(topic) for topic in paper._DOC_TOPICS], dtype=np.int64)
 
@@ -72,15 +73,6 @@ def compile_paper_text(recipe: EpisodeRecipe, track: str, reward_fn, budget: int
     played = _play(n_params.astype(np.int64), uniforms, endpoints.astype(np.int64), settings, texts, VOCABULARY,
                    WORD_STARTS)
     return compile_played(recipe, track, reward_fn, budget, played, False, _TOPIC_LENGTHS)
-
-
-@njit(cache=True, inline="always")
-def _digits(n):
-    count = 1
-    while n >= 10:
-        n //= 10
-        count += 1
-    return count
 
 
 @njit(cache=True)
@@ -175,10 +167,10 @@ def _play(n_params, uniforms, endpoints, settings, text_stream, vocabulary, star
                 at, n = p_start[content], plen[i]
                 p_flat = grown(p_flat, at + n)
                 p_lengths = grown(p_lengths, at + n)
-                i_digits = _digits(i)
+                i_digits = digits(i)
                 for j in range(n):
                     p_flat[at + j] = i * stride + params[i, j]
-                    p_lengths[at + j] = 2 + i_digits + _digits(params[i, j])
+                    p_lengths[at + j] = 2 + i_digits + digits(params[i, j])
                 p_start[n_contents] = at + n
             if drift:
                 utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
