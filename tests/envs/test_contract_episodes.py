@@ -10,15 +10,13 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_paper_episodes import assert_drawn_as_made
+from test_paper_episodes import assert_drawn_as_made, assert_played_unmade
 from test_vector_env import play_both
 
 from wpb_gym.envs.fast import contract_episodes, contract_replay, id_tables
 from wpb_gym.envs.fast.contract_episodes import compile_contract, contract_compilable
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.rewards import RewardFunction
-from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
-from wpb_gym.episodes import sources
 from wpb_gym.episodes.generators.contracts import _PAIR_NAMES, _PARAM_WORDS
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
 from wpb_gym.episodes.sources import EpisodeRecipe
@@ -210,24 +208,4 @@ def test_every_contract_regime_is_compiled_from_its_draws(regime):
        regime=st.sampled_from(DRAWN), length=st.integers(1, 60))
 @settings(max_examples=15, deadline=None)
 def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, track, regime, length):
-    made: list = []
-    generate = sources.generate_episode
-
-    def counted(*args):
-        made.append(args)
-        return generate(*args)
-
-    pool = 6
-    sources.generate_episode = counted
-    try:
-        vector = WritePolicyBenchVectorEnv(3, regime=regime, track=track, api_pool=pool, length=pool + length)
-        _, info = vector.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        for _ in range(3 * (pool + length)):
-            actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
-            _, _, _, _, info = vector.step(actions)
-    finally:
-        sources.generate_episode = generate
-    assert made == [] and vector._core.drawn.all()
-    assert play_both(3, 2 * (pool + length), seed=seed, regime=regime, track=track, api_pool=pool,
-                     length=pool + length, dense_reward=True) >= 3
+    assert_played_unmade(seed, 3 * (6 + length), regime=regime, track=track, api_pool=6, length=6 + length)

@@ -83,6 +83,31 @@ def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense:
     assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())
 
 
+def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
+    """A 3-env vector env made with ``kwargs`` plays ``steps`` random valid steps from ``seed``
+    without making any episode (each one played from its draws), and then plays as the single
+    envs do (``play_both``), at least one episode ending in each."""
+    made: list = []
+    generate = sources.generate_episode
+
+    def counted(*args):
+        made.append(args)
+        return generate(*args)
+
+    sources.generate_episode = counted
+    try:
+        vector = WritePolicyBenchVectorEnv(3, **kwargs)
+        _, info = vector.reset(seed=seed)
+        rng = np.random.default_rng(seed)
+        for _ in range(steps):
+            actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+            _, _, _, _, info = vector.step(actions)
+    finally:
+        sources.generate_episode = generate
+    assert made == [] and vector._core.drawn.all()
+    assert play_both(3, steps, seed=seed, dense_reward=True, **kwargs) >= 3
+
+
 @st.composite
 def _recipes(draw) -> EpisodeRecipe:
     low = draw(st.integers(1, 9))

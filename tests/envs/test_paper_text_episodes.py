@@ -6,11 +6,10 @@ steps as the single envs without making the episodes it plays."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_paper_episodes import assert_drawn_as_made
+from test_paper_episodes import assert_drawn_as_made, assert_played_unmade
 from test_vector_env import play_both
 
 from wpb_gym.envs.fast import contract_replay
@@ -18,8 +17,6 @@ from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's ca
 from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
 from wpb_gym.envs.fast.paper_text_episodes import compile_paper_text, paper_text_compilable
 from wpb_gym.envs.rewards import RewardFunction
-from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
-from wpb_gym.episodes import sources
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
 from wpb_gym.episodes.sources import EpisodeRecipe
 
@@ -137,23 +134,4 @@ def test_other_episodes_are_not_compiled_here(config):
        regime=st.sampled_from(PAPER_REGIMES), length=st.integers(1, 60))
 @settings(max_examples=15, deadline=None)
 def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, track, regime, length):
-    made: list = []
-    generate = sources.generate_episode
-
-    def counted(*args):
-        made.append(args)
-        return generate(*args)
-
-    kwargs = {"regime": regime, "track": track, "api_pool": 6, "length": length, **TEXT}
-    sources.generate_episode = counted
-    try:
-        vector = WritePolicyBenchVectorEnv(3, **kwargs)
-        _, info = vector.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        for _ in range(3 * length):
-            actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
-            _, _, _, _, info = vector.step(actions)
-    finally:
-        sources.generate_episode = generate
-    assert made == [] and vector._core.drawn.all()
-    assert play_both(3, 2 * length + 4, seed=seed, dense_reward=True, **kwargs) >= 3
+    assert_played_unmade(seed, 3 * length + 4, regime=regime, track=track, api_pool=6, length=length, **TEXT)

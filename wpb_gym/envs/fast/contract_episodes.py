@@ -51,7 +51,7 @@ from .contract_replay import (
 )
 from .episode_arrays import float_sections
 from .id_tables import dense, list_ids, listed, slot_of, table_of, text_classes
-from .paper_episodes import digits, metadata_lengths, started
+from .paper_episodes import digits, metadata_lengths, started, static_sizes
 
 _MAX_STATIC = 2**31
 _MAX_COST = 2**31
@@ -183,16 +183,7 @@ def _compile(content_of, utility, critical, contents, p_start, p_flat, p_lengths
             family_keys[c] = (endpoint[c] * span + contents[c, C_OLD_NAME]) * 3 + 2
         n_fields += fields[kind[c] - KIND_ENDPOINT]
     family_of, n_families = dense(family_keys)
-    sizes = np.zeros(L.N_STATIC, dtype=np.int64)
-    for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
-        sizes[name] = T
-    for name in (L.VERSION_KIND, L.VERSION_RANK, L.PARAMS, L.REQUIRED, L.CONTRACT, L.IS_DICT, L.EQUALITY):
-        sizes[name] = n
-    sizes[L.FIELD_OFFSETS] = n + 1
-    for name in (L.FIELD_KEYS, L.FIELD_VALUES, L.FIELD_LENGTHS, L.FIELD_IS_API):
-        sizes[name] = n_fields
-    sizes[L.MASK_OFFSETS] = n_lists + 1
-    sizes[L.MASK_BITS] = lists_length
+    sizes = static_sizes(T, n, n_fields, n_lists, lists_length)
     total = L.HEADER_SIZE + sizes.sum()
     if total >= _MAX_STATIC or sum(_state_sizes(T, n_families, n_apis)) >= _MAX_STATIC:
         return np.zeros(0, dtype=np.int32), np.zeros(0), 0, np.zeros(0, dtype=np.int64)

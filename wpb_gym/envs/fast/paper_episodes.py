@@ -253,6 +253,23 @@ def _unprivileged(entropy, api_pool, min_params, max_params, T, bursts, burst_in
 
 
 @njit(cache=True, inline="always")
+def static_sizes(T, n, n_fields, n_masks, mask_bits):
+    """Each static section's size (``layout``): T per step, one per content (and an offset
+    more), ``n_fields`` per field section, the parameter sets' offsets and members."""
+    sizes = np.zeros(L.N_STATIC, dtype=np.int64)
+    for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
+        sizes[name] = T
+    for name in (L.VERSION_KIND, L.VERSION_RANK, L.PARAMS, L.REQUIRED, L.CONTRACT, L.IS_DICT, L.EQUALITY):
+        sizes[name] = n
+    sizes[L.FIELD_OFFSETS] = n + 1
+    for name in (L.FIELD_KEYS, L.FIELD_VALUES, L.FIELD_LENGTHS, L.FIELD_IS_API):
+        sizes[name] = n_fields
+    sizes[L.MASK_OFFSETS] = n_masks + 1
+    sizes[L.MASK_BITS] = mask_bits
+    return sizes
+
+
+@njit(cache=True, inline="always")
 def digits(n):
     count = 1
     while n >= 10:
@@ -371,16 +388,7 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
     list_base = api_base + n
     none_value = list_base + n
 
-    sizes = np.zeros(L.N_STATIC, dtype=np.int64)
-    for name in (L.COST, L.KIND, L.FAMILY, L.API, L.CONTENT, L.PREVIOUS, L.CRITICAL, L.RETURNS):
-        sizes[name] = T
-    for name in (L.VERSION_KIND, L.VERSION_RANK, L.PARAMS, L.REQUIRED, L.CONTRACT, L.IS_DICT, L.EQUALITY):
-        sizes[name] = n
-    sizes[L.FIELD_OFFSETS] = n + 1
-    for name in (L.FIELD_KEYS, L.FIELD_VALUES, L.FIELD_LENGTHS, L.FIELD_IS_API):
-        sizes[name] = 4 * n
-    sizes[L.MASK_OFFSETS] = n_masks + 1
-    sizes[L.MASK_BITS] = mask_bits
+    sizes = static_sizes(T, n, 4 * n, n_masks, mask_bits)
     total = L.HEADER_SIZE + sizes.sum()
     static = np.zeros(total, dtype=np.int32)
     static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS], static[L.H_NONE_VALUE] = T, n_families, n, none_value
