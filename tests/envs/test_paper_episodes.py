@@ -109,10 +109,11 @@ def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
 
 
 @st.composite
-def _recipes(draw) -> EpisodeRecipe:
+def paper_options(draw) -> dict:
+    """Settings of the paper change model's structure (no text)."""
     low = draw(st.integers(1, 9))
     interval = draw(st.integers(1, 60))
-    options = {
+    return {
         "length": draw(st.integers(1, 300)),
         "api_pool": draw(st.one_of(st.integers(1, 12), st.integers(13, 400))),
         "min_params": low,
@@ -127,7 +128,11 @@ def _recipes(draw) -> EpisodeRecipe:
         "burst_interval": interval,
         "burst_len": draw(st.integers(0, interval)),
     }
-    config = make_config(draw(st.sampled_from(PAPER_REGIMES)), **options)
+
+
+@st.composite
+def _recipes(draw) -> EpisodeRecipe:
+    config = make_config(draw(st.sampled_from(PAPER_REGIMES)), **draw(paper_options()))
     return EpisodeRecipe(config, draw(st.integers(0, 2**31 - 1)), draw(st.integers(0, 10**6)))
 
 

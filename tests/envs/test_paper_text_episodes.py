@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_paper_episodes import assert_drawn_as_made, assert_played_unmade
+from test_paper_episodes import assert_drawn_as_made, assert_played_unmade, paper_options
 from test_vector_env import play_both
 
 from wpb_gym.envs.fast import contract_replay
@@ -25,23 +25,9 @@ TEXT = {"doc_prob": 0.3, "migration_guides": True}
 
 @st.composite
 def _recipes(draw) -> EpisodeRecipe:
-    low = draw(st.integers(1, 9))
-    interval = draw(st.integers(1, 60))
     doc_min, guide_min = draw(st.integers(1, 300)), draw(st.integers(1, 300))
     options = {
-        "length": draw(st.integers(1, 300)),
-        "api_pool": draw(st.one_of(st.integers(1, 12), st.integers(13, 400))),
-        "min_params": low,
-        "max_params": draw(st.integers(low, 12)),
-        "drift_prob": draw(st.sampled_from([0.0, 0.08, 0.5, 1.0])),
-        "burst_drift_prob": draw(st.sampled_from([0.0, 0.6, 1.0])),
-        "redundancy_prob": draw(st.sampled_from([0.0, 0.7, 1.0])),
-        "remove_param_prob": draw(st.sampled_from([0.0, 0.5, 1.0])),
-        "deprecate_prob": draw(st.sampled_from([0.0, 0.3, 1.0])),
-        "priority_noise": draw(st.sampled_from([0.0, 0.3])),
-        "priority_correlation": draw(st.sampled_from([1.0, 0.5, 0.0])),
-        "burst_interval": interval,
-        "burst_len": draw(st.integers(0, interval)),
+        **draw(paper_options()),
         "doc_prob": draw(st.sampled_from([0.0, 0.2, 1.0])),
         "doc_min_bytes": doc_min,
         "doc_max_bytes": doc_min + draw(st.integers(0, 2_000)),
