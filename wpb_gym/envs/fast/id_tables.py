@@ -2,9 +2,9 @@
 
 ``contract_episodes`` writes the arrays ``episode_arrays`` would make of an episode, whose ids
 (families, value ids, parameter sets, contracts) are numbered in the order things are first
-met. These number int64 keys (``dense``), name lists (``list_ids``) and texts
-(``text_classes``) that way, through open-addressing tables (``table_of``, ``slot_of``) whose
-slots depend on every bit of a key (``mixed``).
+met. These number int64 keys (``dense``) and runs of values (``run_ids``: name lists,
+``list_ids``; texts, ``text_classes``) that way, through open-addressing tables (``table_of``,
+``slot_of``) whose slots depend on every bit of a key (``mixed``).
 """
 
 from __future__ import annotations
@@ -48,27 +48,25 @@ def table_of(n):
 
 
 @njit(cache=True)
-def list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
-    """An id per distinct name list, numbered as first met among every snapshot's parameter
-    list, then every snapshot's required list (``compile_episode``'s mask ids: equal lists are
-    equal sets); per list its id (parameter lists first; -1 for a section or a guide, and for
-    every required list of snapshots without one), and per id the list that introduced it."""
-    n = p_start.shape[0] - 1
-    table = table_of(2 * n)
-    ids = np.full(2 * n, -1, dtype=np.int64)
-    first = np.empty(2 * n, dtype=np.int64)
+def run_ids(values, starts, ends, counted):
+    """Each run ``values[starts[k]:ends[k]]``'s number, equal runs one number, numbered as first
+    met among the ``counted`` runs (-1 for the others); and per number the run that introduced it."""
+    m = starts.shape[0]
+    table = table_of(m)
+    ids = np.full(m, -1, dtype=np.int64)
+    first = np.empty(m, dtype=np.int64)
     n_ids = 0
-    for k in range(2 * n if with_required else n):
-        if not is_snapshot[k % n]:
+    for k in range(m):
+        if not counted[k]:
             continue
-        flat, a0, a1 = listed(k, n, p_start, p_flat, r_start, r_flat)
+        a0, a1 = starts[k], ends[k]
         h = np.int64(a1 - a0)
         for j in range(a0, a1):
-            h = h * 1000003 + flat[j]
+            h = h * 1000003 + values[j]
         slot = mixed(h) & (table.shape[0] - 1)
         while table[slot] >= 0:
-            other, b0, b1 = listed(first[table[slot]], n, p_start, p_flat, r_start, r_flat)
-            if b1 - b0 == a1 - a0 and np.all(other[b0:b1] == flat[a0:a1]):
+            o = first[table[slot]]
+            if ends[o] - starts[o] == a1 - a0 and np.all(values[starts[o]:ends[o]] == values[a0:a1]):
                 ids[k] = table[slot]
                 break
             slot = (slot + 1) & (table.shape[0] - 1)
@@ -77,6 +75,20 @@ def list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
             first[n_ids] = k
             n_ids += 1
     return ids, first[:n_ids]
+
+
+@njit(cache=True)
+def list_ids(p_start, p_flat, r_start, r_flat, is_snapshot, with_required):
+    """An id per distinct name list, numbered as first met among every snapshot's parameter
+    list, then every snapshot's required list (``compile_episode``'s mask ids: equal lists are
+    equal sets); per list its id (parameter lists first; -1 for a section or a guide, and for
+    every required list of snapshots without one), and per id the list that introduced it."""
+    n = p_start.shape[0] - 1
+    values = np.concatenate((p_flat, r_flat))
+    starts = np.concatenate((p_start[:n], p_flat.shape[0] + r_start[:n]))
+    ends = np.concatenate((p_start[1:], p_flat.shape[0] + r_start[1:]))
+    counted = np.concatenate((is_snapshot, is_snapshot & with_required))
+    return run_ids(values, starts, ends, counted)
 
 
 @njit(cache=True, inline="always")
@@ -107,26 +119,4 @@ def dense(keys):
 @njit(cache=True)
 def text_classes(starts, lengths, text):
     """Each text's number, equal texts one number, numbered as first met."""
-    m = starts.shape[0]
-    table = table_of(m)
-    firsts = np.empty(m, dtype=np.int64)
-    out = np.empty(m, dtype=np.int64)
-    n = 0
-    for k in range(m):
-        a, length = starts[k], lengths[k]
-        h = np.int64(length)
-        for j in range(a, a + length):
-            h = h * 1000003 + text[j]
-        slot = mixed(h) & (table.shape[0] - 1)
-        out[k] = -1
-        while table[slot] >= 0:
-            o = firsts[table[slot]]
-            if lengths[o] == length and np.all(text[starts[o]:starts[o] + length] == text[a:a + length]):
-                out[k] = table[slot]
-                break
-            slot = (slot + 1) & (table.shape[0] - 1)
-        if out[k] < 0:
-            out[k] = table[slot] = n
-            firsts[n] = k
-            n += 1
-    return out
+    return run_ids(text, starts, starts + lengths, np.ones(starts.shape[0], dtype=np.bool_))[0]
