@@ -21,8 +21,8 @@ alternating slices (the VM's speed drifts):
 * ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
-  play, against a single env's reset; and on episodes the core makes (``MADE``: sections worth
-  0.7, not a multiple of one half) with and without an episode worker; at full speed and with a
+  play, against a single env's reset; and on episodes the core makes (``MADE``: endpoints of up
+  to 1,201 names, past its bounds) with and without an episode worker; at full speed and with a
   pause between steps where a trainer's policy would run (``--paces``).
 
 The env, train and reset parts first play a small vector env through an episode's end and the
@@ -46,11 +46,12 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
 
-# Episodes the core makes and reads (every regime's are compiled from their draws): sections worth
-# other than a multiple of one half. An episode worker prepares them.
-MADE = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "doc_utility": 0.7}
+# Episodes the core makes and reads (every generated episode within its bounds is compiled from its
+# draws): endpoints of up to 1,201 names, more than the word pairs give. An episode worker prepares them.
+MADE = {"regime": "breaking", "max_params": NAMES_BEFORE_NUMBERING + 1, "api_pool": 4}
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -279,16 +280,16 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
-    """Per contract regime and on the default regime with sections and guides ("default, text"),
-    what a sub-env's reset adds to the batch step it falls in, against a single env's unseeded
-    ``reset()``, in alternating slices; and on episodes the core makes (``MADE``: "made") with
-    and without an episode worker. A ``n``-env vector env plays
-    random valid actions and every step is timed: the stall is the time steps that reset
-    sub-envs take beyond the mean of steps that reset none, per reset; "prepared" is the share
-    of resets whose episode a worker had ready. ``pace``: seconds slept between steps, where a
-    trainer's policy would run (its time is not counted in env-steps/s). At full speed random
-    actions end an episode about every 330 env-steps, as fast as this process can start
-    them, and the one worker cannot keep up."""
+    """Per contract regime and on the default regime with sections and guides ("default, text";
+    "text worth 0.7": sections scored on labels, not in half units), what a sub-env's reset adds
+    to the batch step it falls in, against a single env's unseeded ``reset()``, in alternating
+    slices; and on episodes the core makes (``MADE``: "made") with and without an episode
+    worker. A ``n``-env vector env plays random valid actions and every step is timed: the
+    stall is the time steps that reset sub-envs take beyond the mean of steps that reset none,
+    per reset; "prepared" is the share of resets whose episode a worker had ready. ``pace``:
+    seconds slept between steps, where a trainer's policy would run (its time is not counted in
+    env-steps/s). The one worker makes a made episode in about a single env's reset, slower
+    than the sub-envs end them."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
@@ -298,7 +299,8 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
     settings = [(regime, {"regime": regime}, (0,)) for regime in CONTRACT_REGIMES]
-    settings.append(("default, text", {"regime": "default", "doc_prob": 0.3, "migration_guides": True}, (0,)))
+    text = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
+    settings += [("default, text", text, (0,)), ("text worth 0.7", {**text, "doc_utility": 0.7}, (0,))]
     settings.append(("made", MADE, (0, 1)))  # made episodes: also with a worker
     for regime, kwargs, kinds in settings:
         single = WritePolicyBenchEnv(**kwargs)

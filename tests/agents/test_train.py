@@ -381,8 +381,12 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
         assert episode_workers(auto) == int(os.name == "posix") * workers, text
 
 
-def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, monkeypatch):
+def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, monkeypatch):
+    from wpb_gym.envs.fast import core
     from wpb_gym.envs.fast.episode_workers import EpisodeWorkers
+
+    # The core makes every episode, as it makes those past the bounds of the ones it compiles from their draws.
+    monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
 
     served = []
     take = EpisodeWorkers.take
@@ -394,7 +398,7 @@ def test_wpb_train_on_a_contract_regime_prepares_episodes_in_a_worker(tmp_path, 
 
     monkeypatch.setattr(EpisodeWorkers, "take", counted)
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
-            "--env-kwargs", "regime=default", "doc_prob=0.3", "doc_utility=0.7", "length=80", "api_pool=8",
+            "--env-kwargs", "regime=default", "doc_prob=0.3", "length=80", "api_pool=8",
             "--episode-workers", "1",
             "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 0

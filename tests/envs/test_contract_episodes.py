@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_paper_episodes import assert_drawn_as_made, assert_played_unmade
+from test_paper_episodes import DOC_UTILITIES, assert_drawn_as_made, assert_played_unmade
 from test_vector_env import play_both
 
 from wpb_gym.envs.fast import contract_episodes, contract_replay, id_tables
@@ -50,7 +50,7 @@ def _recipes(draw) -> EpisodeRecipe:
         "doc_prob": draw(st.sampled_from([0.0, 0.2, 1.0])),
         "doc_min_bytes": draw(st.integers(1, 300)),
         "guide_min_bytes": draw(st.integers(1, 300)),
-        "doc_utility": draw(st.sampled_from([0.0, 1.5, 3.0])),
+        "doc_utility": draw(st.sampled_from(DOC_UTILITIES)),
     }
     options["doc_max_bytes"] = options["doc_min_bytes"] + draw(st.integers(0, 2_000))
     options["guide_max_bytes"] = options["guide_min_bytes"] + draw(st.integers(0, 500))
@@ -181,10 +181,8 @@ def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled
 
 @pytest.mark.parametrize("config", [
     *(make_config(regime) for regime in PAPER_REGIMES),
-    make_config("mixed_sizes", doc_utility=0.7),  # scored in half units: not a half
     make_config("breaking", max_params=len(_PAIR_NAMES) // 2 + 1),
     make_config("breaking", length=2_000_000),
-    make_config("mixed_sizes", doc_utility=2e6),  # half units beyond float64's exact sums
     make_config("breaking", api_pool=60_000, length=60_001),  # endpoints' rows past MAX_CELLS
 ])
 def test_other_models_and_episodes_beyond_the_compiled_ids_are_not_compiled_here(config):
@@ -205,7 +203,14 @@ def test_every_contract_regime_is_compiled_from_its_draws(regime):
 
 
 @given(seed=st.integers(0, 2**31 - 1), track=st.sampled_from(["unprivileged", "privileged"]),
-       regime=st.sampled_from(DRAWN), length=st.integers(1, 60))
+       regime=st.sampled_from(DRAWN), length=st.integers(1, 60), doc_utility=st.sampled_from(DOC_UTILITIES))
 @settings(max_examples=15, deadline=None)
-def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, track, regime, length):
-    assert_played_unmade(seed, 3 * (6 + length), regime=regime, track=track, api_pool=6, length=6 + length)
+def test_the_vector_env_plays_them_as_the_single_envs_without_making_them(seed, track, regime, length, doc_utility):
+    assert_played_unmade(seed, 3 * (6 + length), regime=regime, track=track, api_pool=6, length=6 + length,
+                         doc_utility=doc_utility)
+
+
+@pytest.mark.parametrize("doc_utility", [0.7, 1 / 3, 2e6 + 0.5])
+def test_sections_worth_other_than_halves_are_played_from_draws_and_scored_on_their_labels(doc_utility):
+    assert_played_unmade(3, 150, regime="mixed_sizes", api_pool=4, length=40, doc_prob=0.5, doc_utility=doc_utility,
+                         budget_bytes=2_000)

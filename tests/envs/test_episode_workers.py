@@ -22,14 +22,24 @@ from test_vector_env import same
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.fast import core
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 
-# Episodes the core makes and reads (every regime's are compiled from their draws): those whose
-# documentation sections are worth other than a multiple of one half, of either change model.
-PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "doc_utility": 0.7}
-CONTRACT_TEXT = {"regime": "contract_mix", "doc_utility": 0.7}
-MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3, "doc_utility": 0.7}, CONTRACT_TEXT]
+# The core compiles every generated episode within its bounds from its draws, and makes only
+# those past them (say, endpoints of more than 1,200 names: ``NUMBERED``). The tests have it make
+# ordinary ones of either change model (``made_by_core``); a few check a setting it makes itself.
+PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
+CONTRACT_TEXT = {"regime": "contract_mix"}
+MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]
+NUMBERED = {"regime": "breaking", "min_params": 1, "max_params": NAMES_BEFORE_NUMBERING + 1}
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
+
+
+@pytest.fixture(autouse=True)
+def made_by_core(monkeypatch):
+    """The core makes and reads every generated episode, as it does those past its bounds."""
+    monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
 
 
 def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
@@ -80,6 +90,13 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     workers = vector._core.workers
     # Every autoreset found its episode prepared: the first episodes were chosen before any wish.
     assert ended >= 6 and workers.served == ended and workers.asked == ended + 3, (ended, workers.asked)
+    vector.close()
+
+
+def test_episodes_past_the_compiled_bounds_are_prepared_and_play_as_the_single_envs(monkeypatch):
+    monkeypatch.undo()  # the core's own choice: endpoints of more names than the word pairs give
+    vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
+    assert vector._core.workers.served > 0
     vector.close()
 
 
@@ -312,11 +329,12 @@ def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
     copy.close()
 
 
-def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
-    made = WritePolicyBenchVectorEnv(2, episode_workers=1, **PAPER_TEXT)
+def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then(monkeypatch):
+    monkeypatch.undo()  # the core's own choice of what it makes
+    made = WritePolicyBenchVectorEnv(2, episode_workers=1, **NUMBERED)
     assert len(made._core.workers.processes) == 1  # loading while the first episodes play
     made.close()
-    rendered = WritePolicyBenchVectorEnv(2, episode_workers=1, render_mode="ansi", **PAPER_TEXT)
+    rendered = WritePolicyBenchVectorEnv(2, episode_workers=1, render_mode="ansi", **NUMBERED)
     assert rendered._core.workers.processes == []  # its single envs play every episode
     rendered.close()
     drawn = WritePolicyBenchVectorEnv(2, regime="contract_mix", episode_workers=1)

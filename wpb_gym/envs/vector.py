@@ -79,8 +79,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
-    it during the reset: the episodes it does not compile from their draws, such as those whose
-    documentation sections are worth other than a multiple of one half (the others take a
+    it during the reset: the episodes it does not compile from their draws, those of generator
+    settings past its bounds, such as endpoints of more than 1,200 names (the others take a
     fraction of a single env's reset). A prepared episode is taken only if it is the one chosen, so the
     outputs are the same with or without workers. They start with the vector env when its
     episodes are such, on other CPUs, and stop with ``close()``.

@@ -19,9 +19,7 @@ Ids are numbered as ``episode_arrays`` numbers them with a memo of its own (valu
 which are only compared for equality): ``tests/envs/test_contract_episodes.py`` compares the
 two, value ids renamed, and plays both. An episode is made instead when one of its endpoints
 would take more names than the word pairs give (the generator then numbers them), when its text
-stream is NumPy's to draw (``numpy_streams``), when a documentation section's utility is not a
-multiple of one half (the core scores drawn episodes in half units), or when its sizes pass
-the bounds below.
+stream is NumPy's to draw (``numpy_streams``), or when its sizes pass the bounds below.
 """
 
 from __future__ import annotations
@@ -59,7 +57,6 @@ _MAX_COST = 2**31
 # four-digit years.
 MAX_LENGTH = 1_000_000
 MAX_POOL = 1_000_000
-MAX_DOC_UTILITY = 1_000_000
 # Each endpoint's lists are rows as wide as the longest (widened as it grows): at most this many
 # cells, as in paper_episodes (larger episodes are made and read).
 MAX_CELLS = 2**24
@@ -69,19 +66,12 @@ _CONTRACT_TOPICS = np.array([len("docs")], dtype=np.int64)  # a section is "endp
 
 def contract_compilable(recipe: object) -> bool:
     """Whether ``compile_contract`` plays this episode: a generated one of the contract change
-    model whose utilities are halves, whose endpoints start with fewer names than would be
-    numbered, its sizes within what the compiled ids and ISO dates hold."""
+    model whose endpoints start with fewer names than would be numbered, its sizes within what
+    the compiled ids and ISO dates hold."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "contract" and c.max_params <= NAMES_BEFORE_NUMBERING
-            and (c.doc_prob == 0 or halves(c.doc_utility))
             and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL
             and c.api_pool * (c.max_params + c.length + 1) <= MAX_CELLS)
-
-
-def halves(utility: float) -> bool:
-    """Whether a section's utility is scored exactly in half units (``drawn_batches.end_drawn``):
-    a multiple of one half, small enough that sums of half units stay exact in float64."""
-    return float(2 * utility).is_integer() and utility <= MAX_DOC_UTILITY
 
 
 def compile_contract(recipe: EpisodeRecipe, track: str, reward_fn, budget: int):

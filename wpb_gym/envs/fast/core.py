@@ -54,7 +54,7 @@ with keyed_on_these_sources():
     from . import kernel
     from .arenas import Arenas
     from .contract_episodes import compile_contract, contract_compilable
-    from .drawn_batches import end_drawn, start_drawn
+    from .drawn_batches import end_drawn, in_half_units, start_drawn
     from .episode_arrays import read_and_compile, scored_labels
     from .episode_workers import EpisodeWorkers
     from .numpy_streams import structure_entropy
@@ -133,12 +133,14 @@ class CompiledCore:
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
         # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
-        # ``contract_episodes``, ``paper_text_episodes``), without making it: it is scored on its
-        # arrays (``drawn_batches.end_drawn``); and their U*(B) when their reward function
-        # computed it at the start (a dense reward's; None: not yet).
+        # ``contract_episodes``, ``paper_text_episodes``), without making it, and scores on its
+        # arrays in half units (``drawn_batches.end_drawn``); and their U*(B) when their reward
+        # function computed it at the start (a dense reward's; None: not yet). A drawn episode
+        # whose sections' utility is not a half is scored on its labels, as made ones are.
         self.drawn = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
-        # What a made episode that is not kept is scored on (``scored_labels``).
+        # What a made episode that is not kept, or a drawn one not scored in half units, is
+        # scored on (``scored_labels``).
         self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
         # Processes preparing the next made episode of each sub-env (None: the core makes them).
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
@@ -281,9 +283,12 @@ class CompiledCore:
             if from_draws is not None:
                 drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
-                    self.drawn[i] = True
-                    self.known_oracles[i] = reward_fn.known_oracle
-                    static, floats, state = drawn[0]
+                    (static, floats, state), labels = drawn
+                    if in_half_units(episode.config):
+                        self.drawn[i] = True
+                        self.known_oracles[i] = reward_fn.known_oracle
+                    else:  # scored on its labels, as a made episode is
+                        self.labels[i] = scored_labels(labels)
                     return static, floats, len(state)
             prepared = self.workers.take(i, episode, budget) if self.workers is not None else None
             if prepared is not None:

@@ -11,6 +11,8 @@ compute is what the one-by-one path computes: ``paper_episodes._unprivileged`` a
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
@@ -20,8 +22,18 @@ from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
 from .oracle_by_class import _class_optimum
 from .paper_episodes import _unprivileged
 
+# The largest section utility scored in half units: sums of half units stay exact in float64.
+MAX_DOC_UTILITY = 1_000_000
+
 # The counts ``end_drawn`` gives per episode, in this order.
 KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
+
+
+def in_half_units(c: Any) -> bool:
+    """Whether the drawn episodes of generator config ``c`` are scored in half units
+    (``end_drawn``): every utility but a section's is a half, and so is a section's here, small
+    enough that the sums stay exact. Others are scored on their labels, as made episodes are."""
+    return c.doc_prob == 0 or (float(2 * c.doc_utility).is_integer() and c.doc_utility <= MAX_DOC_UTILITY)
 
 
 @njit(cache=True)
@@ -63,7 +75,7 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
 def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
-    half units (a drawn episode's utilities are halves, so the sum is exact) and their
+    half units (``in_half_units``: the sum is exact) and their
     staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units
     where ``search[j]`` (-1: not searched, or more than ``max_combinations`` to try)."""
     out = np.empty((indices.shape[0], 6), dtype=np.int64)

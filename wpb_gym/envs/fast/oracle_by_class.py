@@ -1,9 +1,10 @@
 """U*(B) of an episode played from its draws (``paper_episodes``, ``contract_episodes``,
-``paper_text_episodes``), in compiled code: its utilities come in a few classes of halves (0.5,
-1, 5, 6; the contract regimes' 2 and a section's worth too, and 0, which no optimum takes), so
-the WRITE-only knapsack is solved by trying the counts of each class, as ``scoring.oracle``'s
-enumerated search does. Tested equal to ``scoring.oracle.oracle_utility``
-(``tests/envs/test_paper_episodes.py`` and the tests of the other two)."""
+``paper_text_episodes``) and scored in half units (``drawn_batches.in_half_units``), in compiled
+code: its utilities come in a few classes of halves (0.5, 1, 5, 6; the contract regimes' 2 and a
+section's worth too, and 0, which no optimum takes), so the WRITE-only knapsack is solved by
+trying the counts of each class, as ``scoring.oracle``'s enumerated search does. Tested equal
+to ``scoring.oracle.oracle_utility`` (``tests/envs/test_paper_episodes.py`` and the tests of the
+other two)."""
 
 from __future__ import annotations
 

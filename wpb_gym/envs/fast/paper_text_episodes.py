@@ -22,7 +22,7 @@ from ...episodes.generators import paper
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from ..observation.stream_table import KIND_DOC, KIND_ENDPOINT, KIND_GUIDE
-from .contract_episodes import MAX_CELLS, MAX_LENGTH, MAX_POOL, compile_played, halves
+from .contract_episodes import MAX_CELLS, MAX_LENGTH, MAX_POOL, compile_played
 from .contract_replay import (
     C_DAY,
     C_DEPRECATED,
@@ -48,11 +48,9 @@ _TOPIC_LENGTHS = np.array([len(topic) for topic in paper._DOC_TOPICS], dtype=np.
 
 def paper_text_compilable(recipe: object) -> bool:
     """Whether ``compile_paper_text`` plays this episode: a generated one of the paper change model
-    with sections or guides, its sections worth a multiple of one half (the core scores drawn
-    episodes in half units), its sizes within what the compiled ids and ISO dates hold."""
+    with sections or guides, its sizes within what the compiled ids and ISO dates hold."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "paper" and (c.doc_prob > 0 or c.migration_guides)
-            and (c.doc_prob == 0 or halves(c.doc_utility))
             and c.length <= MAX_LENGTH and c.api_pool <= MAX_POOL
             and c.api_pool * (c.max_params + c.length + 1) <= MAX_CELLS)
 
