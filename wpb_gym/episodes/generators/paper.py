@@ -81,7 +81,7 @@ import numpy as np
 from scipy import special
 
 from ...core.checks import require_int
-from ...core.types import Episode
+from ...core.types import MAX_UTILITY, Episode
 from .contracts import generate_contract_steps
 from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 
@@ -198,6 +198,9 @@ class GeneratorConfig:
             )
         if self.priority_noise < 0 or self.doc_utility < 0:
             raise ValueError("GeneratorConfig.priority_noise and doc_utility must be >= 0")
+        if self.doc_utility > MAX_UTILITY:
+            raise ValueError(f"GeneratorConfig.doc_utility: expected at most {MAX_UTILITY:g} (the most a step may be "
+                             f"worth: beyond it the oracle's sums are no longer exact), got {self.doc_utility!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
