@@ -381,12 +381,8 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
         assert episode_workers(auto) == int(os.name == "posix") * workers, text
 
 
-def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, monkeypatch):
-    from wpb_gym.envs.fast import core
+def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, monkeypatch, core_makes_every_episode):
     from wpb_gym.envs.fast.episode_workers import EpisodeWorkers
-
-    # The core makes every episode, as it makes those past the bounds of the ones it compiles from their draws.
-    monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
 
     served = []
     take = EpisodeWorkers.take

@@ -22,13 +22,13 @@ from test_vector_env import same
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.env import WritePolicyBenchEnv
-from wpb_gym.envs.fast import core
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 
 # The core compiles every generated episode within its bounds from its draws, and makes only
 # those past them (say, endpoints of more than 1,200 names: ``NUMBERED``). The tests have it make
-# ordinary ones of either change model (``made_by_core``); a few check a setting it makes itself.
+# ordinary ones of either change model (``core_makes_every_episode``); a few check a setting it
+# makes itself.
 PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
 CONTRACT_TEXT = {"regime": "contract_mix"}
 MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]
@@ -36,10 +36,7 @@ NUMBERED = {"regime": "breaking", "min_params": 1, "max_params": NAMES_BEFORE_NU
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
 
 
-@pytest.fixture(autouse=True)
-def made_by_core(monkeypatch):
-    """The core makes and reads every generated episode, as it does those past its bounds."""
-    monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
+pytestmark = pytest.mark.usefixtures("core_makes_every_episode")
 
 
 def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
@@ -337,10 +334,11 @@ def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then(monkeypa
     rendered = WritePolicyBenchVectorEnv(2, episode_workers=1, render_mode="ansi", **NUMBERED)
     assert rendered._core.workers.processes == []  # its single envs play every episode
     rendered.close()
-    drawn = WritePolicyBenchVectorEnv(2, regime="contract_mix", episode_workers=1)
-    assert drawn._core.workers.processes == []  # compiled from their draws: none made
-    drawn.close()
-    vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30)
+    for kwargs in ({"regime": "contract_mix"}, {"regime": "contract_mix", "doc_utility": 0.7}):
+        drawn = WritePolicyBenchVectorEnv(2, episode_workers=1, **kwargs)
+        assert drawn._core.workers.processes == []  # compiled from their draws: none made
+        drawn.close()
+    vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30, doc_prob=0.3, doc_utility=0.7)
     _, info = vector.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(120):

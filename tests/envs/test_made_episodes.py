@@ -17,7 +17,6 @@ from test_vector_env import same
 
 from wpb_gym.core.accounting import json_text
 from wpb_gym.envs.env import WritePolicyBenchEnv
-from wpb_gym.envs.fast import core as compiled_core
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.episode_arrays import EpisodeColumns, describe_episode
 from wpb_gym.envs.observation.stream_table import plain_json
@@ -26,13 +25,12 @@ from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_e
 from wpb_gym.episodes.sources import EpisodeRecipe
 
 
-def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read(monkeypatch):
+def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read(core_makes_every_episode):
     """A generated episode the core makes (here every one, as it makes those past the bounds of
     the episodes it compiles from their draws) is not held while it plays: only its recipe and
     the labels it is scored on. Episodes that end unread are scored from those labels; a sub-env
     read mid-episode holds the same episode as the single env; every step and final metric is
     the single env's."""
-    monkeypatch.setattr(compiled_core, "_from_draws", lambda recipe: None)
     kwargs = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "length": 40, "api_pool": 6,
               "budget_bytes": 1500}
     vector = WritePolicyBenchVectorEnv(2, **kwargs)

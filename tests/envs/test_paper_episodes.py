@@ -85,9 +85,9 @@ def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense:
         assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())
 
 
-# Section utilities: halves are scored in half units; others, and halves past
-# drawn_batches.MAX_DOC_UTILITY, on the episode's labels.
-DOC_UTILITIES = [0.0, 1.5, 3.0, 0.7, 1 / 3, 2e6]
+# Section utilities: halves are scored in half units (U*(B) past 2**16 half units by
+# scoring.oracle), others on the episode's labels; 1e12 is the most GeneratorConfig takes.
+DOC_UTILITIES = [0.0, 1.5, 3.0, 0.7, 1 / 3, 2e6, 1e12]
 
 
 def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
@@ -112,8 +112,8 @@ def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
             _, _, _, _, info = vector.step(actions)
     finally:
         sources.generate_episode = generate
-    halves = in_half_units(vector._envs[0].sampler.source.recipe(0).config)
-    assert made == [] and vector._core.compiled.all() and list(vector._core.drawn) == [halves] * 3
+    core, halves = vector._core, in_half_units(vector._envs[0].sampler.source.recipe(0).config)
+    assert made == [] and core.compiled.all() and core.drawn.all() and list(core.halves) == [halves] * 3
     assert play_both(3, steps, seed=seed, dense_reward=True, **kwargs) >= 3
 
 

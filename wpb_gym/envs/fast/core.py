@@ -133,11 +133,12 @@ class CompiledCore:
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
         # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
-        # ``contract_episodes``, ``paper_text_episodes``), without making it, and scores on its
-        # arrays in half units (``drawn_batches.end_drawn``); and their U*(B) when their reward
-        # function computed it at the start (a dense reward's; None: not yet). A drawn episode
-        # whose sections' utility is not a half is scored on its labels, as made ones are.
+        # ``contract_episodes``, ``paper_text_episodes``), without making it; those of them it
+        # scores on their arrays in half units (``drawn_batches.end_drawn``; the others, whose
+        # sections' utility is not a half, on their labels, as made episodes are); and their
+        # U*(B) when their reward function computed it at the start (a dense reward's; None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
+        self.halves = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
         # What a made episode that is not kept, or a drawn one not scored in half units, is
         # scored on (``scored_labels``).
@@ -167,7 +168,7 @@ class CompiledCore:
         batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
-            self.compiled[i] = self.drawn[i] = False  # until its new episode is compiled
+            self.compiled[i] = self.drawn[i] = self.halves[i] = False  # until its new episode is compiled
             self.penalties[i] = env.invalid_action_penalty
             self.synced[i] = 0
             self.oracles[i] = self.known_oracles[i] = None
@@ -229,7 +230,7 @@ class CompiledCore:
         left = []
         for i, started in zip(members, outcome.tolist()):
             if started == 1:
-                self.compiled[i] = self.drawn[i] = True
+                self.compiled[i] = self.drawn[i] = self.halves[i] = True  # no sections: halves
             else:
                 left.append(i)
         return left
@@ -284,8 +285,9 @@ class CompiledCore:
                 drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
                     (static, floats, state), labels = drawn
+                    self.drawn[i] = True
                     if in_half_units(episode.config):
-                        self.drawn[i] = True
+                        self.halves[i] = True
                         self.known_oracles[i] = reward_fn.known_oracle
                     else:  # scored on its labels, as a made episode is
                         self.labels[i] = scored_labels(labels)
@@ -363,7 +365,7 @@ class CompiledCore:
         """The final rewards (into ``rewards``) and metrics of the finished episodes of compiled
         sub-envs ``indices``, as ``(i, metrics)`` in their order."""
         metrics: dict[int, dict[str, Any]] = {}
-        drawn = [i for i in indices if self.drawn[i]]
+        drawn = [i for i in indices if self.halves[i]]
         if drawn:  # scored on their arrays, in one call
             known = [self.known_oracles[i] for i in drawn]
             counts = end_drawn(np.array(drawn, dtype=np.int64), *self.arenas.buffers, self.arenas.spans, self.scalars,
@@ -396,7 +398,8 @@ class CompiledCore:
                               int(self.scalars[i, S_BUDGET]))
 
     def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
-        """The metrics of sub-env ``i``'s finished episode, a made one, that retains ``retained``."""
+        """The metrics of sub-env ``i``'s finished episode that retains ``retained``: a made one, or
+        a drawn one not scored in half units (on its labels)."""
         chosen = self.pending[i]
         if chosen is not None and isinstance(chosen[0], EpisodeRecipe):
             labels = self.labels[i]

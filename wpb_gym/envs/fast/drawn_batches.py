@@ -22,18 +22,18 @@ from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
 from .oracle_by_class import _class_optimum
 from .paper_episodes import _unprivileged
 
-# The largest section utility scored in half units: sums of half units stay exact in float64.
-MAX_DOC_UTILITY = 1_000_000
-
 # The counts ``end_drawn`` gives per episode, in this order.
 KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
 
 
 def in_half_units(c: Any) -> bool:
     """Whether the drawn episodes of generator config ``c`` are scored in half units
-    (``end_drawn``): every utility but a section's is a half, and so is a section's here, small
-    enough that the sums stay exact. Others are scored on their labels, as made episodes are."""
-    return c.doc_prob == 0 or (float(2 * c.doc_utility).is_integer() and c.doc_utility <= MAX_DOC_UTILITY)
+    (``end_drawn``): every utility but a section's is a half, and so is a section's here. Others
+    are scored on their labels, as made episodes are. A section is worth at most 1e12
+    (``GeneratorConfig``) and an episode has at most 1e6 steps (``contract_episodes.MAX_LENGTH``)
+    or utilities of at most 6, so a sum of half units stays within int64, and its half is the
+    exact sum rounded once, as ``math.fsum``'s is."""
+    return c.doc_prob == 0 or float(2 * c.doc_utility).is_integer()
 
 
 @njit(cache=True)

@@ -255,10 +255,10 @@ def read_and_compile(episode: Any, track: str, memo: ContentMemo, reward_fn: Any
     started on it (None: the core cannot play it); ``recipe``: the ``EpisodeRecipe`` the episode
     was made from, if it was. The core and its episode workers (``episode_workers``) both read
     episodes through this one function."""
-    # A generated episode the core makes has documentation sections or guides, whose texts never
-    # come back: its observations are read without writing their JSON texts (measured: 930 against
-    # 1,210 us per paper episode with sections and guides, of a 3.8 ms reset), its snapshots
-    # described again rather than looked up by text.
+    # The texts of a generated episode the core makes (past the bounds of those it compiles from
+    # their draws) do not come back in later episodes: its observations are read without writing
+    # their JSON texts (measured: 930 against 1,210 us per paper episode with sections and guides,
+    # of a 3.8 ms reset), its snapshots described again rather than looked up by text.
     generated = recipe is not None
     columns = describe_episode(episode, track, memo, generated=generated, untexted=generated)
     if columns is None:
