@@ -18,11 +18,9 @@ from wpb_gym.cli.inputs import (
     one_line,
     parse_budget,
     parse_budgets,
-    parse_env_kwarg,
     parse_ints,
     parse_names,
 )
-from wpb_gym.cli.settings import read_settings
 from wpb_gym.core.file_names import name_part
 from wpb_gym.evaluation.run_folder import check_folder_path, publish, read_checkpoints, staging_folder
 
@@ -118,19 +116,6 @@ def test_env_kwargs_list_every_accepted_key_and_read_budgets():
         check_env_kwargs({"episode_seed": 3}, "--env-kwargs", {"episode_seed": "set by --seed"})
     with pytest.raises(InputError, match="budget_bytes: a budget cannot be negative"):
         check_env_kwargs({"budget_bytes": -1}, "--env-kwargs")
-
-
-@pytest.mark.parametrize(("text", "value"), [
-    ("1e-3", 0.001), ("1.0e13", 1e13), ("-2.5E+2", -250.0), (".5e1", 5.0), ("1_000e1", 10_000.0),
-    ("1.5", 1.5), ("3", 3), ("0x10", 16), ("e5", "e5"), (".e5", ".e5"), ("1e", "1e"), ("1e3x", "1e3x"),
-    ("'1e3'", "1e3"), ("[1e2, 2]", [100.0, 2]),
-])
-def test_numbers_with_an_exponent_are_read_as_numbers_in_flags_and_configs(tmp_path, text, value):
-    """YAML 1.1 (PyYAML) reads 1e-3 as text; a user, YAML 1.2 and Python read a number."""
-    assert parse_env_kwarg(f"doc_utility={text}", "--env-kwargs") == ("doc_utility", value)
-    config = tmp_path / "c.yaml"
-    config.write_text(f"seed: {text}\n")
-    assert read_settings(config, ["seed"]) == {"seed": value}
 
 
 def test_one_line_joins_the_lines_of_a_message():

@@ -239,10 +239,8 @@ _ENV_PARTS = {
 
 def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     """One env argument: ``KEY=VALUE`` with VALUE read as YAML (``slots=4``, ``dense_reward=false``,
-    ``regime=default``, ``doc_utility=1e-3``), or a (key, value) pair from a config's mapping."""
+    ``regime=default``), or a (key, value) pair from a config's mapping."""
     import yaml
-
-    from .settings import load_yaml
 
     if isinstance(value, tuple) and len(value) == 2:
         return value
@@ -252,7 +250,7 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     if not sep or not _NAME.fullmatch(key):
         raise input_error(where, f"expected key=value, got {value!r}")
     try:
-        return key, load_yaml(text)
+        return key, yaml.safe_load(text)
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise input_error(where, f"{value!r}: the value is not valid YAML ({problem})") from None

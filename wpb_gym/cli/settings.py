@@ -12,7 +12,6 @@ the command does not know is refused with the list of those it does.
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        loaded = load_yaml(path.read_bytes().decode("utf-8"))
+        loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise FileNotFoundError(f"config file {path} does not exist") from None
     except IsADirectoryError:
@@ -71,19 +70,6 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
-
-
-# PyYAML reads YAML 1.1, where 1e-3 and 1.0e13 are text (a float there needs a dot and a signed
-# exponent); YAML 1.2, JSON and Python read them as numbers, and so do the settings.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9][0-9_]*)[eE][-+]?[0-9]+$"),
-    list("-+.0123456789"))
-
-
-def load_yaml(text: str) -> Any:
-    """``text`` read as YAML by the safe loader, a key given twice in a mapping refused, and
-    numbers with an exponent read as floats."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
 
 
 @dataclass(frozen=True)
