@@ -132,6 +132,7 @@ def test_unknown_option_raises_naming_it():
         ({"drift_prob": "0.1"}, "drift_prob"),
         ({"burst_len": 60}, "burst_len"),
         ({"doc_utility": 1.5e12}, r"doc_utility: expected at most 1e\+12"),  # past the oracle's exact sums
+        ({"doc_utility": 10**400}, "doc_utility: expected a finite number"),  # past float64: no OverflowError
     ],
 )
 def test_invalid_values_raise_naming_the_field(kwargs, field):

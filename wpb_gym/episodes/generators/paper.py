@@ -144,7 +144,7 @@ class GeneratorConfig:
                 raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
             # Frozen sets record their config in JSON, which has no NaN or infinity; numpy's
             # generators take sizes and seeds below 2**31.
-            if f.type == "float" and not math.isfinite(value):
+            if f.type == "float" and not _finite(value):
                 raise ValueError(f"GeneratorConfig.{f.name}: expected a finite number, got {value!r}")
             if f.type == "int" and not -_INT_LIMIT < value < _INT_LIMIT:
                 raise ValueError(f"GeneratorConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
@@ -212,6 +212,14 @@ class GeneratorConfig:
         if unknown:
             raise ValueError(f"unknown generator option(s) {unknown}; known: {sorted(known)}")
         return cls(**data)
+
+
+def _finite(value: float) -> bool:
+    """Whether a float option's value is finite (an int past float64's range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 CHANGE_MODELS = ("paper", "contract")
