@@ -87,6 +87,12 @@ def test_gym_make_overrides_every_argument():
     [
         ({"track": "oracle"}, "unknown track"),
         ({"slots": 0}, "slots must be a positive int"),
+        ({"slots": 99_999_999_999}, "slots must be at most 65536, got 99999999999"),
+        ({"invalid_action_penalty": [1]}, "invalid_action_penalty must be a finite number, got [1]"),
+        ({"invalid_action_penalty": float("nan")}, "invalid_action_penalty must be a finite number, got nan"),
+        ({"invalid_action_penalty": 10**400}, "invalid_action_penalty must be a finite number"),
+        ({"episodes": 2024}, "episodes must be a path to episode files or a non-empty list of Episode, got int 2024"),
+        ({"episodes": [1, 2]}, "episodes must be a path to episode files or a non-empty list of Episode"),
         ({"budget_bytes": -1}, "budget_bytes must be a non-negative int"),
         ({"reward": "accuracy"}, "unknown metric 'accuracy'"),
         ({"reward": "f1:x"}, "weight of 'f1' is not a number"),

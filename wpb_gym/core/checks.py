@@ -3,11 +3,12 @@ of the package)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["InputError", "only_defaults", "require_int"]
+__all__ = ["InputError", "only_defaults", "require_finite", "require_int"]
 
 
 class InputError(ValueError):
@@ -22,6 +23,18 @@ def require_int(value: Any, name: str, minimum: int = 0) -> int:
         expected = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f"an int >= {minimum}")
         raise ValueError(f"{name} must be {expected}, got {value!r}")
     return int(value)
+
+
+def require_finite(value: Any, name: str) -> float:
+    """``value`` as a float if it is a finite real number (a bool is not), else a ``ValueError``
+    saying ``"<name> must be a finite number, got <value>"``."""
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+    try:
+        if real and math.isfinite(value):
+            return float(value)
+    except OverflowError:  # an int past float64's range
+        pass
+    raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 
 def only_defaults(part: str, given: dict[str, Any], defaults: dict[str, Any]) -> None:

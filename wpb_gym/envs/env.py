@@ -10,7 +10,7 @@ from typing import Any, Mapping
 import gymnasium as gym
 from gymnasium import spaces
 
-from ..core.checks import only_defaults, require_int
+from ..core.checks import only_defaults, require_finite, require_int
 from ..core.store import ByteMemoryStore, Reason
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
@@ -226,7 +226,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ) -> None:
         self.track = check_track(track)
         self.budget_bytes = require_int(budget_bytes, "budget_bytes")
-        self.invalid_action_penalty = float(invalid_action_penalty)
+        self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
         # A part passed in replaces the arguments it is built from, and each env works on its
         # own fresh copy (gym.make_vec hands every sub-env the same objects).
         if observation_encoder is None:

@@ -64,6 +64,9 @@ class EpisodeSampler:
                     "not to episodes read from files"
                 )
             self.episode_seed = episode_seed
+            if not _is_episode_sequence(episodes) and not isinstance(episodes, (str, os.PathLike)):
+                raise ValueError(f"episodes must be a path to episode files or a non-empty list of Episode, "
+                                 f"got {type(episodes).__name__} {episodes!r}"[:300])
             every = (
                 EpisodeList(tuple(episodes), "<episodes>")
                 if _is_episode_sequence(episodes)

@@ -116,6 +116,9 @@ def feature_tables(indent: str = "") -> str:
 
 SLOT_ORDERS = ("relevance", "oldest")
 OBSERVATION_MODES = ("box", "dict")
+# Far more slots than a budget holds entries: a few MB of observation, where a mistyped number
+# would ask for terabytes.
+MAX_SLOTS = 1 << 16
 
 
 def check_encoder_arguments(
@@ -129,7 +132,10 @@ def check_encoder_arguments(
     cap = max_expires_per_step
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 0):
         raise ValueError(f"max_expires_per_step must be None or a non-negative int, got {cap!r}")
-    return require_int(slots, "slots", 1), slot_order, observation_mode, cap
+    K = require_int(slots, "slots", 1)
+    if K > MAX_SLOTS:
+        raise ValueError(f"slots must be at most {MAX_SLOTS}, got {K}")
+    return K, slot_order, observation_mode, cap
 
 
 @dataclass(frozen=True)
