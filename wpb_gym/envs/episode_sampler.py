@@ -4,6 +4,7 @@ random with the env's RNG or taken in order, with per-reset overrides (``options
 from __future__ import annotations
 
 import os
+import reprlib
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -65,8 +66,8 @@ class EpisodeSampler:
                 )
             self.episode_seed = episode_seed
             if not _is_episode_sequence(episodes) and not isinstance(episodes, (str, os.PathLike)):
-                raise ValueError(f"episodes must be a path to episode files or a non-empty list of Episode, "
-                                 f"got {type(episodes).__name__} {episodes!r}"[:300])
+                raise ValueError("episodes must be a path to episode files or a non-empty list of Episode, "
+                                 f"got {type(episodes).__name__} {reprlib.repr(episodes)}")
             every = (
                 EpisodeList(tuple(episodes), "<episodes>")
                 if _is_episode_sequence(episodes)

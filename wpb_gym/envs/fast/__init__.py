@@ -11,8 +11,8 @@ draws themselves, NumPy's, made in compiled code by ``numpy_streams``; their U*(
 regimes by ``contract_replay`` and ``contract_episodes``, the paper model's with documentation
 sections or migration guides by ``paper_text_episodes``; they are made only if their sub-env is
 read. The episodes the core has to make (episodes from files; generated ones past the compiled
-bounds, such as endpoints of more than 1,200 names) are read by ``episode_arrays``; generated ones can be
-made, read and compiled ahead in worker processes (``episode_workers``). The single env
+bounds, such as endpoints of more than 1,200 names) are read by ``episode_arrays``; generated
+ones can be made, read and compiled ahead in worker processes (``episode_workers``). The single env
 (``envs.env``) stays the literal definition of the dynamics: the differential tests play both
 on the same seeds and actions and require equal outputs.
 

@@ -75,9 +75,9 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
 def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
-    half units (``in_half_units``: the sum is exact) and their
-    staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units
-    where ``search[j]`` (-1: not searched, or more than ``max_combinations`` to try)."""
+    half units (``in_half_units``: the sum is exact) and their staleness (``T - 1 - t``)
+    summed, its number of critical steps, and U*(B) in half units where ``search[j]`` (-1: not
+    searched, or more than ``max_combinations`` to try)."""
     out = np.empty((indices.shape[0], 6), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
