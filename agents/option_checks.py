@@ -4,6 +4,7 @@ hyperparameters, RLlib's ``ppo_options``), checked before any training starts.""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 __all__ = ["type_problem"]
@@ -22,10 +23,17 @@ def type_problem(value: Any, default: Any, *, sequences: bool = True, note: str 
         return None
     kind = "an integer" if isinstance(default, int) else "a number"
     like = f", like its default {default!r}{note}"
+    if isinstance(value, str) and _NUMBER_TEXT.fullmatch(value.strip()):
+        return f"expected {kind}, got text (YAML reads 1e-3 as text: write 1.0e-3)"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f"expected {kind}{like}"
     if isinstance(default, int) and not isinstance(value, int):
         return f"expected an integer{like}"
-    if not math.isfinite(value):
-        return "expected a finite number"
-    return None
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int past float64's range
+        finite = False
+    return None if finite else "expected a finite number"
+
+
+_NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

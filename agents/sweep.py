@@ -266,20 +266,9 @@ def _check_hyperparams(algo: str, hyperparams: Mapping[str, Sequence[Any]], wher
             )
         default = parameters[name]
         for value in values:
-            problem = _type_problem(value, default)
+            problem = type_problem(value, default)
             if problem:
                 raise ValueError(f"{where}: hyperparams.{name}: {value!r} for {algo}: {problem}")
-
-
-_NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def _type_problem(value: Any, default: Any) -> str | None:
-    if isinstance(default, (int, float)) and not isinstance(default, bool) and isinstance(value, str):
-        if _NUMBER_TEXT.fullmatch(value.strip()):
-            kind = "an integer" if isinstance(default, int) else "a number"
-            return f"expected {kind}, got text (YAML reads 1e-3 as text: write 1.0e-3)"
-    return type_problem(value, default)
 
 
 def _build_env(env_kwargs: Mapping[str, Any], n_envs: int, vec_env: str, where: str) -> Any:

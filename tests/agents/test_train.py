@@ -64,6 +64,20 @@ def test_configs_merge_and_explain_their_errors(tmp_path):
         parse_env_kwargs(["slots"])
 
 
+@pytest.mark.parametrize(("hyperparams", "problem"), [
+    ({"learning_rate": float("inf")}, "hyperparams.learning_rate: inf for ppo: expected a finite number"),
+    ({"learning_rate": 10**400}, "for ppo: expected a finite number"),  # past float64: no OverflowError
+    ({"learning_rate": "1e-3"}, "'1e-3' for ppo: expected a number, got text (YAML reads 1e-3 as text"),
+    ({"n_steps": 1.5}, "hyperparams.n_steps: 1.5 for ppo: expected an integer, like its default 2048"),
+])
+def test_hyperparameters_that_do_not_fit_their_type_are_refused_naming_the_file(tmp_path, hyperparams, problem):
+    """SB3 would train on an infinite learning rate into NaN weights, and take text for a schedule."""
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "hyperparams": {**TINY["hyperparams"], **hyperparams}}))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: {problem}" if problem.startswith("hyper") else problem)):
+        load_config("ppo", path)
+
+
 def test_wpb_train_writes_a_usable_run_folder(tmp_path):
     out = tmp_path / "run"
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--seed", "3"]
