@@ -64,6 +64,16 @@ def test_configs_merge_and_explain_their_errors(tmp_path):
         parse_env_kwargs(["slots"])
 
 
+def test_a_bad_env_value_is_named_with_the_recipe_and_flags_it_came_from(tmp_path, capsys):
+    argv = ["train", "--algo", "ppo", "--config", str(tiny_config(tmp_path)), "--out", str(tmp_path / "o")]
+    with one_line_error(capsys, r"tiny\.yaml: env with --env-kwargs: GeneratorConfig\.doc_utility: expected at most"):
+        assert wpb([*argv, "--env-kwargs", "doc_utility=2.0e+12"]) == 2
+    tiny_config(tmp_path, env={**TINY["env"], "regime": "breaking"})  # rewritten: 20 steps, short of its warm-up
+    with one_line_error(capsys, r"tiny\.yaml: env: GeneratorConfig\.length: regime 'breaking' opens with a warm-up"):
+        assert wpb(argv) == 2
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize(("hyperparams", "problem"), [
     ({"learning_rate": float("inf")}, "hyperparams.learning_rate: inf for ppo: expected a finite number"),
     ({"learning_rate": 10**400}, "for ppo: expected a finite number"),  # past float64: no OverflowError
@@ -227,6 +237,7 @@ def test_wpb_train_on_episode_files_needs_held_out_files_and_can_start_from_a_mo
                 *argv,
                 "--env-kwargs",
                 "regime=breaking",
+                "api_pool=8",
                 "--init-from",
                 str(tmp_path / "none.zip"),
                 "--out",

@@ -140,7 +140,7 @@ BAD_INPUTS = [
     case("train: --env-kwargs bad YAML", [*TRAIN, "--env-kwargs", "slots=[", "--out", "{w}/t"], "slots"),
     case("train: --env-kwargs repeated", [*TRAIN, "--env-kwargs", "slots=2", "slots=3", "--out", "{w}/t"], "slots"),
     case("train: negative budget", [*TRAIN, "--env-kwargs", "budget_bytes=-1", "--out", "{w}/t"], "budget_bytes"),
-    case("train: a section worth more than the oracle sums", [*TRAIN, "--env-kwargs", "doc_utility=2e12", "--out",
+    case("train: a section worth more than the oracle sums", [*TRAIN, "--env-kwargs", "doc_utility=2.0e+12", "--out",
                                                              "{w}/t"], "doc_utility: expected at most 1e+12"),
     case("train: config env a list", TRAIN_C, "env", {"c.yaml": "env: [1]\n"}),
     case("train: config n_envs a word", TRAIN_C, "n_envs", {"c.yaml": "n_envs: abc\n"}),
@@ -155,7 +155,7 @@ BAD_INPUTS = [
     case(
         "train: hyperparameter of a wrong type",
         [*TRAIN_C, "--timesteps", "8", "--quiet"],
-        "learning rate",
+        "c.yaml: hyperparams.learning_rate: 'abc' for ppo: expected a number",
         {"c.yaml": "hyperparams: {learning_rate: abc}\n"},
     ),
     case("no subcommand", [], "wpb"),

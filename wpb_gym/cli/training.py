@@ -10,6 +10,7 @@ from ..evaluation.run_folder import check_folder_path
 from .inputs import (
     InputError,
     check_env_kwargs,
+    one_line,
     parse_choice,
     parse_env_kwarg,
     parse_int,
@@ -64,7 +65,20 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         check_config(config, f"{where} with {', '.join(flags)}" if flags else str(where))
     except ValueError as error:
         raise InputError(str(error)) from None
+    _check_env(config["env"], f"{where}: env" + (" with --env-kwargs" if env_kwargs else ""))
     return env_kwargs, config, str(where)
+
+
+def _check_env(env_kwargs: dict[str, Any], where: str) -> None:
+    """Build a generated-episode env once, so that a bad env value is named with where it came
+    from before anything is written (episode files are read, and named, before training)."""
+    from ..envs.env import WritePolicyBenchEnv
+
+    if "episodes" not in env_kwargs:
+        try:
+            WritePolicyBenchEnv(**env_kwargs)
+        except (ValueError, TypeError) as error:
+            raise InputError(f"{where}: {one_line(str(error))}") from None
 
 
 def _cmd_train(settings: Settings) -> int:
