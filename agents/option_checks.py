@@ -3,11 +3,13 @@ hyperparameters, RLlib's ``ppo_options``), checked before any training starts.""
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["type_problem"]
+__all__ = ["mistyped", "type_problem"]
 
 
 def type_problem(value: Any, default: Any, *, sequences: bool = True, note: str = "") -> str | None:
@@ -37,3 +39,15 @@ def type_problem(value: Any, default: Any, *, sequences: bool = True, note: str 
 
 
 _NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def mistyped(cls: type, options: Mapping[str, Any]) -> tuple[str, Any, str] | None:
+    """The first of ``options`` (arguments of ``cls``) whose value does not fit the type of its
+    default, as (name, value, problem); None if every one fits. Names ``cls`` does not take are
+    left to it."""
+    parameters = inspect.signature(cls.__init__).parameters
+    for name, value in options.items():
+        problem = type_problem(value, parameters[name].default) if name in parameters else None
+        if problem:
+            return name, value, problem
+    return None

@@ -47,7 +47,7 @@ from wpb_gym.cli.inputs import parse_int
 from wpb_gym.cli.settings import read_settings
 from wpb_gym.core.version import __version__
 
-from .option_checks import type_problem
+from .option_checks import mistyped
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
 HELD_OUT_SEED_OFFSET = 1_000_003
@@ -117,21 +117,12 @@ def load_config(algo: str, path: str | Path | None = None, regime: str | None = 
             else:
                 config[key] = value
     check_config(config, file)
-    _check_hyperparams(algo, config["hyperparams"], file)
+    # SB3 would take a number written as text for a schedule, or train on an infinite rate into
+    # NaN weights. Unknown names are refused when the model is made, with the names it accepts.
+    wrong = mistyped(algo_class(algo), config["hyperparams"])
+    if wrong:
+        raise ValueError(f"{file}: hyperparams.{wrong[0]}: {wrong[1]!r} for {algo}: {wrong[2]}")
     return config
-
-
-def _check_hyperparams(algo: str, hyperparams: Mapping[str, Any], file: Path | str) -> None:
-    """Refuse a hyperparameter whose value does not fit its default's type, naming the file: SB3
-    would take a number written as text for a schedule, or train on an infinite rate into NaN
-    weights. Unknown names are refused when the model is made, with the names it accepts."""
-    import inspect
-
-    parameters = inspect.signature(algo_class(algo).__init__).parameters
-    for name, value in hyperparams.items():
-        problem = type_problem(value, parameters[name].default) if name in parameters else None
-        if problem:
-            raise ValueError(f"{file}: hyperparams.{name}: {value!r} for {algo}: {problem}")
 
 
 def check_config(config: dict[str, Any], file: Path | str) -> None:
