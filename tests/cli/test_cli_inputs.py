@@ -118,6 +118,15 @@ def test_env_kwargs_list_every_accepted_key_and_read_budgets():
         check_env_kwargs({"budget_bytes": -1}, "--env-kwargs")
 
 
+def test_env_kwargs_read_exponent_text_as_a_number_only_where_a_float_is_expected():
+    """YAML 1.1 (PyYAML) reads 1e-3 as text; a float option means the number, other options
+    keep their text (a regime or a path named 1e3 stays a name)."""
+    given = {"doc_utility": "1e-3", "invalid_action_penalty": "2E1", "expire_cost": " 5e-2 ", "regime": "1e3",
+             "length": "1e3", "episodes": "46e1339", "drift_prob": "1e-1x"}
+    assert check_env_kwargs(given, "--env-kwargs") == {**given, "doc_utility": 0.001, "invalid_action_penalty": 20.0,
+                                                       "expire_cost": 0.05}
+
+
 def test_one_line_joins_the_lines_of_a_message():
     assert one_line("a is not b:\n  first: x\n  second: y\n") == "a is not b: first: x; second: y"
 

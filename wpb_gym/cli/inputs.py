@@ -256,9 +256,14 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
         raise input_error(where, f"{value!r}: the value is not valid YAML ({problem})") from None
 
 
+_EXPONENT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
 def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None) -> dict[str, Any]:
     """Env arguments by name (``WritePolicyBenchEnv``'s own, or generator options), with
-    ``budget_bytes`` read as a budget. ``reserved`` names arguments set otherwise, and how."""
+    ``budget_bytes`` read as a budget and a number with an exponent that YAML read as text
+    (``1e-3``: YAML 1.1 wants ``1.0e-3``) read as the number where a float is expected.
+    ``reserved`` names arguments set otherwise, and how."""
     import inspect
 
     from ..envs.env import WritePolicyBenchEnv
@@ -270,6 +275,8 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
     arguments = [p.name for p in signature if p.name != "self" and p.kind is not p.VAR_KEYWORD]
     arguments = [name for name in arguments if name not in _ENV_PARTS]  # text cannot give them
     options = [name for name in GeneratorConfig.__dataclass_fields__ if name not in arguments]
+    floats = {p.name for p in signature if p.annotation == "float"}
+    floats |= {f.name for f in GeneratorConfig.__dataclass_fields__.values() if f.type == "float"}
     checked = {}
     for key, value in kwargs.items():
         if reserved and key in reserved:
@@ -284,6 +291,8 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
                 f"{where}: unknown env argument {key!r}{did_you_mean(str(key), arguments + options)}; "
                 f"env arguments: {', '.join(arguments)}; generator options: {', '.join(options)}"
             )
+        if key in floats and isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
+            value = float(value)
         checked[key] = parse_budget(value, f"{where}: budget_bytes") if key == "budget_bytes" else value
     return checked
 
