@@ -62,7 +62,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from wpb_gym.core.checks import require_int
+from wpb_gym.core.checks import finite, require_int
 from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
@@ -406,7 +406,7 @@ class BanditUCBAgent(BanditLearner):
         budget_buckets: int = DEFAULT_BUDGET_BUCKETS,
         path: str | None = None,
     ) -> None:
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not math.isfinite(c) or c < 0:
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not finite(c) or c < 0:
             raise ValueError(f"c must be a finite non-negative number, got {c!r}")
         super().__init__(seed=seed, budget_buckets=budget_buckets)
         self.c = float(c)

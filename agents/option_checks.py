@@ -4,10 +4,11 @@ hyperparameters, RLlib's ``ppo_options``), checked before any training starts.""
 from __future__ import annotations
 
 import inspect
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
+
+from wpb_gym.core.checks import finite
 
 __all__ = ["mistyped", "type_problem"]
 
@@ -31,11 +32,7 @@ def type_problem(value: Any, default: Any, *, sequences: bool = True, note: str 
         return f"expected {kind}{like}"
     if isinstance(default, int) and not isinstance(value, int):
         return f"expected an integer{like}"
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int past float64's range
-        finite = False
-    return None if finite else "expected a finite number"
+    return None if finite(value) else "expected a finite number"
 
 
 _NUMBER_TEXT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wpb_gym.cli.inputs import did_you_mean, one_line
-from wpb_gym.core.checks import require_int
+from wpb_gym.core.checks import finite, require_int
 from wpb_gym.core.version import __version__
 
 from .option_checks import type_problem
@@ -191,7 +191,7 @@ def check_ppo_options(ppo_options: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"{where}: not a PPOConfig.training argument of this RLlib (or a deprecated one)"
                              f"{did_you_mean(str(name), sorted(known))}")
         if name in _NUMBER_OR_NONE:
-            number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            number = isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value)
             problem = None if value is None or number else "expected a number, or None (its default: off)"
         else:
             schedule = name in _SCHEDULES

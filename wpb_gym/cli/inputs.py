@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import math
 import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -18,7 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..core.checks import InputError
+from ..core.checks import InputError, finite
 
 
 def input_error(where: str, message: str) -> InputError:
@@ -159,7 +158,7 @@ def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float
             value = float(value.strip())
         except ValueError:
             raise input_error(where, f"expected a number of seconds, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value) or value < 0:
         raise input_error(where, f"expected a non-negative number of seconds, got {value!r}")
     if maximum is not None and value > maximum:
         raise input_error(where, f"at most {maximum:g} seconds, got {value!r}")
@@ -173,7 +172,7 @@ def parse_float(value: Any, where: str, minimum: float | None = None, maximum: f
             value = float(value.strip())
         except ValueError:
             raise input_error(where, f"expected a number, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
         raise input_error(where, f"expected a finite number, got {value!r}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
         span = f"in [{minimum:g}, {maximum:g}]" if minimum is not None and maximum is not None else (

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InputError", "only_defaults", "require_finite", "require_int"]
+__all__ = ["InputError", "finite", "only_defaults", "require_finite", "require_int"]
 
 
 class InputError(ValueError):
@@ -25,15 +25,21 @@ def require_int(value: Any, name: str, minimum: int = 0) -> int:
     return int(value)
 
 
+def finite(value: Any) -> bool:
+    """``math.isfinite`` of a number, False (not an ``OverflowError``) for an int past float64's
+    range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def require_finite(value: Any, name: str) -> float:
     """``value`` as a float if it is a finite real number (a bool is not), else a ``ValueError``
     saying ``"<name> must be a finite number, got <value>"``."""
     real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    try:
-        if real and math.isfinite(value):
-            return float(value)
-    except OverflowError:  # an int past float64's range
-        pass
+    if real and finite(value):
+        return float(value)
     raise ValueError(f"{name} must be a finite number, got {value!r}")
 
 

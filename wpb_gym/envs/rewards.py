@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..core.checks import finite
 from ..core.types import Episode
 from ..scoring.oracle import oracle_curve, oracle_utility
 
@@ -59,7 +60,7 @@ def parse_reward(spec: str | Mapping[str, float]) -> dict[str, float]:
     for name, weight in weights.items():
         if name not in REWARD_METRICS:
             raise ValueError(f"reward: unknown metric {name!r}; expected one of {REWARD_METRICS}")
-        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not finite(weight):
             raise ValueError(f"reward: weight of {name!r} must be a finite number, got {weight!r}")
         out[name] = float(weight)
     return out

@@ -16,11 +16,11 @@ rest of its episode counts as SKIP and the run records the error.
 from __future__ import annotations
 
 import json
-import math
 import operator
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.checks import finite
 from ..core.store import ByteMemoryStore, Decision
 from ..core.types import ACTION_TYPES, MemoryAction, Step, frozen_instance
 
@@ -78,7 +78,7 @@ class RunLimits:
             raise ValueError(f"max_actions_per_step must be a positive int or None, got {n!r}")
         s = self.max_seconds_per_step
         if s is not None and (
-            isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0
+            isinstance(s, bool) or not isinstance(s, (int, float)) or not finite(s) or s <= 0
             or s > MAX_SECONDS_PER_STEP
         ):
             raise ValueError(

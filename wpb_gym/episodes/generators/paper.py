@@ -73,14 +73,13 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import hashlib
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterator
 
 import numpy as np
 from scipy import special
 
-from ...core.checks import require_int
+from ...core.checks import finite, require_int
 from ...core.types import MAX_UTILITY, Episode
 from .contracts import generate_contract_steps
 from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
@@ -144,7 +143,7 @@ class GeneratorConfig:
                 raise ValueError(f"GeneratorConfig.{f.name}: expected {f.type}, got {value!r}")
             # Frozen sets record their config in JSON, which has no NaN or infinity; numpy's
             # generators take sizes and seeds below 2**31.
-            if f.type == "float" and not _finite(value):
+            if f.type == "float" and not finite(value):
                 raise ValueError(f"GeneratorConfig.{f.name}: expected a finite number, got {value!r}")
             if f.type == "int" and not -_INT_LIMIT < value < _INT_LIMIT:
                 raise ValueError(f"GeneratorConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
@@ -212,14 +211,6 @@ class GeneratorConfig:
         if unknown:
             raise ValueError(f"unknown generator option(s) {unknown}; known: {sorted(known)}")
         return cls(**data)
-
-
-def _finite(value: float) -> bool:
-    """Whether a float option's value is finite (an int past float64's range is not)."""
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
 
 
 CHANGE_MODELS = ("paper", "contract")
