@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_paper_episodes import DOC_UTILITIES, assert_drawn_as_made, assert_played_unmade
+from test_paper_episodes import DOC_UTILITIES, DRAWN_AGAINST_MADE, assert_drawn_as_made, assert_played_unmade
 from test_vector_env import play_both
 
 from wpb_gym.envs.fast import contract_episodes, contract_replay, id_tables
@@ -60,9 +60,7 @@ def _recipes(draw) -> EpisodeRecipe:
 
 
 @settings(max_examples=150, deadline=None)
-@given(recipe=_recipes(), track=st.sampled_from(["unprivileged", "privileged"]),
-       reward=st.sampled_from([{"f1": 1.0}, {"utility": 1.0}, {"f1": 0.5, "neg_regret": 0.5}]),
-       dense=st.booleans(), budget=st.integers(0, 20_000))
+@given(recipe=_recipes(), **DRAWN_AGAINST_MADE)
 def test_contract_episodes_compiled_from_their_draws_compile_as_the_episodes_made(recipe, track, reward, dense,
                                                                                  budget):
     assert contract_compilable(recipe)

@@ -53,6 +53,15 @@ def _literal(recipe: EpisodeRecipe, track: str, reward_fn: RewardFunction, budge
     return episode, compile_episode(columns, reward_fn, memo)
 
 
+# What an episode compiled from its draws is compared with the made one under: track, reward and budget.
+DRAWN_AGAINST_MADE = {
+    "track": st.sampled_from(["unprivileged", "privileged"]),
+    "reward": st.sampled_from([{"f1": 1.0}, {"utility": 1.0}, {"f1": 0.5, "neg_regret": 0.5}]),
+    "dense": st.booleans(),
+    "budget": st.integers(0, 20_000),
+}
+
+
 def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int,
                          from_draws=compile_drawn) -> None:
     """``from_draws`` (this module's ``compile_drawn``, or ``contract_episodes.compile_contract``)
@@ -146,9 +155,7 @@ def _recipes(draw) -> EpisodeRecipe:
 
 
 @settings(max_examples=120, deadline=None)
-@given(recipe=_recipes(), track=st.sampled_from(["unprivileged", "privileged"]),
-       reward=st.sampled_from([{"f1": 1.0}, {"utility": 1.0}, {"f1": 0.5, "neg_regret": 0.5}]),
-       dense=st.booleans(), budget=st.integers(0, 20_000))
+@given(recipe=_recipes(), **DRAWN_AGAINST_MADE)
 def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, track, reward, dense, budget):
     assert drawn_compilable(recipe)
     assert_drawn_as_made(recipe, track, reward, dense, budget)
