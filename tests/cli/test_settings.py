@@ -158,6 +158,17 @@ def test_freeze_reads_its_generator_overrides_from_a_config_as_a_mapping(tmp_pat
     assert "freeze.yaml: set: unknown generator option 'no_such_option'" in capsys.readouterr().err
 
 
+def test_freeze_names_where_a_generator_value_it_refuses_came_from(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "set")]
+    assert main(["freeze", "--set", "api_pool=0", *out]) == 2
+    assert "error: --set, regime default: api_pool: expected >= 1, got 0" in capsys.readouterr().err
+    config = tmp_path / "freeze.yaml"
+    config.write_text("regimes: [default, breaking]\nset: {warmup: true}\n")
+    assert main(["freeze", "--config", str(config), *out]) == 2
+    assert f"error: 'set:' in {config}, regime default: warmup: only the contract" in capsys.readouterr().err
+    assert not (tmp_path / "set").exists()
+
+
 def test_report_needs_exactly_one_table(tmp_path, capsys, runs):
     run = runs / "both"
     assert main(["report", str(run)]) == 2

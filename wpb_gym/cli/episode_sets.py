@@ -16,7 +16,7 @@ from ..core.tracks import TRACKS, track_costs
 from ..core.types import Episode
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
-from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig
+from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig, make_config
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
@@ -69,6 +69,14 @@ class _FreezeStats:
 
 def _cmd_freeze(args: Settings) -> int:
     check_folder_path(Path(args.out))
+    overrides = dict(args.set or [])
+    for regime in args.regimes:  # the option's own check, named as the user gave it
+        try:
+            make_config(regime, **overrides)
+        except ValueError as exc:
+            message = str(exc).removeprefix("GeneratorConfig.")
+            print(f"wpb freeze: error: {args.origin_of('set')}, regime {regime}: {message}", file=sys.stderr)
+            return 2
     stats = _FreezeStats()
     try:
         frozen = freeze_set(
@@ -77,7 +85,7 @@ def _cmd_freeze(args: Settings) -> int:
             args.lengths,
             args.episodes,
             args.seed,
-            overrides=dict(args.set or []),
+            overrides=overrides,
             compress=args.gzip,
             force=args.force,
             progress=stats,
