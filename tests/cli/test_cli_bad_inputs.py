@@ -25,6 +25,9 @@ def case(what: str, argv: list[str], named: str, files: dict[str, str | bytes] |
 BAD_INPUTS = [
     case("eval: a unit without a number", [*EVAL, "--budgets", "KB", "--out", "{w}/o"], "--budgets"),
     case("eval: fractional bytes", [*EVAL, "--budgets", "1.3KB", "--out", "{w}/o"], "--budgets"),
+    case("eval: a time limit that rounds to 0, no limit", [*EVAL, "--max-seconds-per-step", "1e-400", "--out", "{w}/o"],
+         "--max-seconds-per-step"),
+    case("eval: the same in a config", EVAL_C, "max_seconds_per_step", {"c.yaml": "max_seconds_per_step: 1e-400\n"}),
     case("eval: config is a folder", ["eval", "--config", "{w}", "--out", "{w}/o"], "{w}"),
     case("eval: config is empty", EVAL_C, "agents", {"c.yaml": ""}),
     case("eval: config is a list", EVAL_C, "c.yaml", {"c.yaml": "- a\n"}),

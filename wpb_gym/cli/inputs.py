@@ -154,10 +154,14 @@ def parse_bool(value: Any, where: str) -> bool:
 def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float:
     """A non-negative, finite number of seconds (or its text), at most ``maximum``."""
     if isinstance(value, str):
+        text = value
         try:
-            value = float(value.strip())
+            value = float(text.strip())
         except ValueError:
-            raise input_error(where, f"expected a number of seconds, got {value!r}") from None
+            raise input_error(where, f"expected a number of seconds, got {text!r}") from None
+        if value == 0 and any(digit in "123456789" for digit in text.lower().partition("e")[0]):
+            # 0 switches a limit off: a tiny limit that rounds to it must not
+            raise input_error(where, f"{text.strip()} seconds is too small to tell from 0 (no limit)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value) or value < 0:
         raise input_error(where, f"expected a non-negative number of seconds, got {value!r}")
     if maximum is not None and value > maximum:
