@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 
+from wpb_gym.core.checks import require_finite
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 
@@ -93,6 +94,8 @@ class NativeVecEnv(VecEnv):
         return [getattr(self.vector.read_sub_env(i), attr_name) for i in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        if attr_name == "invalid_action_penalty":  # the compiled core adds it to rewards
+            value = require_finite(value, attr_name)
         for i in self._get_indices(indices):
             env = self.vector.read_sub_env(i) if attr_name == "invalid_action_penalty" else self.vector.sub_env(i)
             setattr(env, attr_name, value)

@@ -53,6 +53,9 @@ def test_sub_env_access_and_options():
     assert env.env_method("oracle_utility", indices=[0, 1]) == [e.oracle_utility() for e in env.vector.envs[:2]]
     env.set_attr("invalid_action_penalty", 0.5, indices=[1])
     assert [e.invalid_action_penalty for e in env.vector.envs] == [0.0, 0.5, 0.0]
+    with pytest.raises(ValueError, match="invalid_action_penalty must be a finite number"):
+        env.set_attr("invalid_action_penalty", float("inf"))
+    assert list(env.vector._core.penalties) == [0.0, 0.5, 0.0]
     assert env.env_is_wrapped(DummyVecEnv) == [False] * 3
     env.set_options({"budget_bytes": 2048})
     env.reset()

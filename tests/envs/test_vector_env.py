@@ -216,6 +216,10 @@ def test_disabled_autoreset_refuses_before_any_sub_env_moves_and_the_api_matches
     vector.set_attr("invalid_action_penalty", [0.5, 0.25])
     vector.set_attr("invalid_action_penalty", 0.5)
     assert vector.get_attr("invalid_action_penalty") == (0.5, 0.5)
+    for bad in (float("nan"), "0.1", [1.0], True):  # the compiled core would add it to rewards
+        with pytest.raises(ValueError, match="invalid_action_penalty must be a finite number"):
+            vector.set_attr("invalid_action_penalty", [0.25, bad])
+    assert vector.get_attr("invalid_action_penalty") == (0.5, 0.5) and list(vector._core.penalties) == [0.5, 0.5]
     vector.close()
     with pytest.raises(RuntimeError, match="closed"):
         vector.step(np.zeros(2, dtype=int))

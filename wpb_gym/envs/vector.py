@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ..core.checks import require_int
+from ..core.checks import require_finite, require_int
 from .env import WritePolicyBenchEnv
 from .fast.layout import REASONS
 
@@ -425,6 +425,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values, one per sub-env, got {len(values)}")
+        if name in _CORE_SETTINGS:  # the compiled core adds these to rewards: checked before any is set
+            values = [require_finite(value, name) for value in values]
         for i, value in enumerate(values):
             setattr(self.read_sub_env(i) if name in _CORE_SETTINGS else self.sub_env(i), name, value)
         self.settings_changed()
