@@ -27,9 +27,10 @@ hyperparameters it was saved with (SB3's ``load``); ``config.json`` then records
 Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's default threads
 train PPO several times slower. While the model learns, torch's distributions skip their
 argument checks (the logits come from the policy and the masks from the env, valid by
-construction): MaskablePPO builds three distributions per batch and trains 13-14% faster
-without them (``benchmarks/vector_env.py --part train``). A policy whose logits turn NaN then
-fails at sampling (torch's multinomial) instead of when the distribution is built.
+construction), and MaskablePPO's policy masks its logits directly instead of building three
+distributions per batch (``agents.masked_policy``: the same rollouts and weights, bit for bit).
+``benchmarks/vector_env.py --part train`` measures both against MaskablePPO as SB3 runs it. A
+policy whose logits turn NaN then fails at sampling (torch's multinomial).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -279,6 +279,8 @@ def train(
 
     from wpb_gym.evaluation.reports.report import write_atomic
 
+    from .masked_policy import as_wpb_train
+
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}
     total = int(config["timesteps"] if timesteps is None else timesteps)
@@ -364,7 +366,7 @@ def train(
         name_prefix="model",
     )
     if total > start:
-        with _distribution_checks_off():
+        with as_wpb_train(model):
             model.learn(
                 total_timesteps=total - start,
                 callback=CallbackList([evaluator, checkpoints]),
@@ -481,16 +483,3 @@ def _versions() -> dict[str, str]:
         "sb3_contrib": sb3_contrib.__version__,
         "torch": torch.__version__,
     }
-
-
-@contextmanager
-def _distribution_checks_off():
-    """torch.distributions' argument validation off, restored afterwards (it is process-wide)."""
-    from torch.distributions import Distribution
-
-    before = Distribution._validate_args
-    Distribution.set_default_validate_args(False)
-    try:
-        yield
-    finally:
-        Distribution.set_default_validate_args(before)

@@ -116,7 +116,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from agents.train import _distribution_checks_off, _vec_env
+    from agents.masked_policy import as_wpb_train
+    from agents.train import _vec_env
 
     torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
@@ -124,7 +125,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     warm_up()
     wpb = dict(MADE) if made else {} if regime is None else {"regime": regime}
     print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
-          f" runs it (distribution checks off) on {wpb or 'the default regime'}, CartPole-v1 PPO as SB3 runs it")
+          f" runs it (masked directly, distribution checks off) on {wpb or 'the default regime'}, CartPole-v1 PPO"
+          " as SB3 runs it")
     print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}"
           f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
@@ -133,10 +135,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
                                                          **hyper), False),
             "MaskablePPO, DummyVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "dummy"), **hyper),
                                          True),
-            "MaskablePPO, NativeVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"),
-                                                              **hyper), True),
-            "  the same, checks on": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper),
-                                      False),
+            **{name: (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper), as_wpb)
+               for name, as_wpb in (("MaskablePPO, NativeVecEnv", True), ("  the same, as SB3 runs it", False))},
         }
         if made:  # the core makes these episodes: a worker prepares them ahead
             runs["  the same, 1 episode worker"] = (
@@ -144,7 +144,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         prepared = [0, 0]  # resets the worker had ready in the timed runs, resets
         for _ in range(rounds):
-            for name, (make, as_wpb_train) in runs.items():
+            for name, (make, like_wpb_train) in runs.items():
                 model = make()
                 model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
                 vector = getattr(model.env.unwrapped, "vector", None)
@@ -155,8 +155,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
                 phases = _timed_phases(model)
                 done = model.num_timesteps
                 start = time.perf_counter()
-                if as_wpb_train:
-                    with _distribution_checks_off():
+                if like_wpb_train:
+                    with as_wpb_train(model):
                         model.learn(steps, reset_num_timesteps=False)
                 else:
                     model.learn(steps, reset_num_timesteps=False)
