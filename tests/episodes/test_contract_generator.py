@@ -476,3 +476,19 @@ def test_names_taken_in_one_go_are_those_made_one_at_a_time_where_the_pairs_run_
             made.append(endpoint.take(6) if one_go else [endpoint.new() for _ in range(6)])
         assert made[0] == made[1]
         assert len(set(made[0])) == 6
+
+
+@pytest.mark.parametrize("regime", ["breaking", "contract_mix"])
+def test_endpoints_of_many_parameters_give_the_episodes_of_the_plain_optional_list(regime, monkeypatch):
+    """Differential: the generator finds an endpoint's optional parameters through a set of
+    the required ones; the plain list scan (quadratic in the parameters) gives the same
+    episodes, here with up to 1,500 names (numbered past the word pairs)."""
+    from wpb_gym.episodes.generators import contracts
+    from wpb_gym.episodes.jsonl import dumps_episode
+
+    config = make_config(regime, max_params=1500, api_pool=3, length=150, warmup=False, breaking_prob=0.8)
+    episodes = [generate_episode(config, 5, index) for index in range(2)]
+    kinds = [kind for episode in episodes for _, kind in episode.labels["change_kinds"]]
+    assert kinds.count("require_param") >= 3  # the kind that picks among the optional ones
+    monkeypatch.setattr(contracts, "_optional", lambda e: [p for p in e.params if p not in e.required])
+    assert [dumps_episode(e) for e in episodes] == [dumps_episode(generate_episode(config, 5, i)) for i in range(2)]

@@ -221,13 +221,17 @@ class _Endpoint:
         }
 
 
+def _optional(e: _Endpoint) -> list[str]:
+    required = set(e.required)  # a set: endpoints may have thousands of parameters
+    return [p for p in e.params if p not in required]
+
+
 def _applicable(e: _Endpoint, breaking: bool, renames: bool) -> list[str]:
-    optional = [p for p in e.params if p not in e.required]
     if breaking:
         kinds = []
         if len(e.params) > 1:
             kinds.append("remove_param")
-        if optional:
+        if _optional(e):
             kinds.append("require_param")
         if not e.deprecated:
             kinds.append("deprecate")
@@ -377,12 +381,12 @@ def generate_contract_steps(
                 utility[t] = change_value
             else:
                 before = e.contract()
-                optional = [p for p in e.params if p not in e.required]
                 if kind == "remove_param":
                     victim = e.params[int(u_which[t] * len(e.params))]
                     e.params = [p for p in e.params if p != victim]
                     e.required = [p for p in e.required if p != victim]
                 elif kind == "require_param":
+                    optional = _optional(e)
                     made_required = optional[int(u_which[t] * len(optional))]
                     e.required = [*e.required, made_required]
                     requirements.append((t, i, made_required))
