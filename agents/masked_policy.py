@@ -11,9 +11,10 @@ log-probabilities gathered from them and the masked entropy. Rollouts, losses, g
 trained weights are bit for bit those of SB3-contrib's own code (``tests/agents/
 test_masked_policy.py`` trains both from one seed and compares every parameter).
 
-Only what training calls changes, and only on that one model: unmasked calls, ``predict``
-(evaluation) and other action spaces than ``Discrete`` keep SB3-contrib's code, and a saved
-model is a plain ``MaskablePPO`` (the methods are not part of what it saves).
+Only what training calls changes, and only on that one model, for as long as it lives:
+unmasked calls, ``predict`` (evaluation), other action spaces than ``Discrete`` and subclasses
+of SB3-contrib's policies keep their code, and a saved model is a plain ``MaskablePPO`` (the
+methods are not part of what it saves).
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ MASKED_LOGIT = -1e8
 
 @contextmanager
 def as_wpb_train(model: Any) -> Iterator[None]:
-    """Train ``model`` as ``wpb train`` does: a MaskablePPO policy masks directly, and
-    torch.distributions' argument validation is off (the logits come from the policy, the
-    masks from the env), restored afterwards (it is process-wide)."""
+    """Train ``model`` as ``wpb train`` does: its MaskablePPO policy masks directly from now on
+    (``direct_masking``), and while this is open torch.distributions' argument validation is
+    off (the logits come from the policy, the masks from the env; it is process-wide)."""
     from torch.distributions import Distribution
 
     direct_masking(model)
@@ -46,46 +47,54 @@ def as_wpb_train(model: Any) -> Iterator[None]:
 
 
 def direct_masking(model: Any) -> bool:
-    """Give ``model``'s policy the direct masked ``forward`` and ``evaluate_actions`` if it is
-    MaskablePPO's policy over one ``Discrete`` action; whether it did."""
+    """Give ``model``'s policy the direct masked ``forward`` and ``evaluate_actions`` if it is one
+    of SB3-contrib's own masked policies over one ``Discrete`` action; whether it did. A
+    subclass may compute its distribution otherwise: it keeps its methods."""
     from sb3_contrib.common.maskable.distributions import MaskableCategoricalDistribution
-    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+    from sb3_contrib.common.maskable.policies import (
+        MaskableActorCriticCnnPolicy,
+        MaskableActorCriticPolicy,
+        MaskableMultiInputActorCriticPolicy,
+    )
 
     policy = getattr(model, "policy", None)
-    if not isinstance(policy, MaskableActorCriticPolicy) or type(policy.action_dist) is not \
-            MaskableCategoricalDistribution:
+    stock = (MaskableActorCriticPolicy, MaskableActorCriticCnnPolicy, MaskableMultiInputActorCriticPolicy)
+    if type(policy) not in stock or type(policy.action_dist) is not MaskableCategoricalDistribution:
         return False
-    stock_forward, stock_evaluate = policy.forward, policy.evaluate_actions
-
-    def forward(self, obs: th.Tensor, deterministic: bool = False, action_masks: Any = None):
-        if action_masks is None:
-            return stock_forward(obs, deterministic=deterministic, action_masks=None)
-        latent_pi, latent_vf = _latents(self, obs)
-        values = self.value_net(latent_vf)
-        logits = _masked_logits(self, latent_pi, action_masks)[0]
-        probs = th.softmax(logits, dim=-1)  # Categorical.probs
-        if deterministic:
-            actions = th.argmax(probs, dim=1)
-        else:  # Categorical.sample(): one draw per row, then transposed back
-            actions = th.multinomial(probs, 1, True).T.reshape(logits.shape[:-1])
-        log_prob = _gathered(logits, actions)
-        return actions.reshape((-1, *self.action_space.shape)), values, log_prob
-
-    def evaluate_actions(self, obs: th.Tensor, actions: th.Tensor, action_masks: Any = None):
-        if action_masks is None:
-            return stock_evaluate(obs, actions, action_masks=None)
-        latent_pi, latent_vf = _latents(self, obs)
-        logits, masks = _masked_logits(self, latent_pi, action_masks)
-        log_prob = _gathered(logits, actions)
-        values = self.value_net(latent_vf)
-        # MaskableCategorical.entropy(): masked actions contribute nothing
-        p_log_p = logits * th.softmax(logits, dim=-1)
-        p_log_p = th.where(masks, p_log_p, th.tensor(0.0, device=logits.device))
-        return values, log_prob, -p_log_p.sum(-1)
-
+    # Bound to the policy: a deep copy of it is bound to the copy (copy.deepcopy of a method).
     policy.forward = types.MethodType(forward, policy)
     policy.evaluate_actions = types.MethodType(evaluate_actions, policy)
     return True
+
+
+def forward(self: Any, obs: th.Tensor, deterministic: bool = False, action_masks: Any = None):
+    """``MaskableActorCriticPolicy.forward`` (actions, values, log-probabilities), masked directly."""
+    if action_masks is None:
+        return type(self).forward(self, obs, deterministic=deterministic, action_masks=None)
+    latent_pi, latent_vf = _latents(self, obs)
+    values = self.value_net(latent_vf)
+    logits = _masked_logits(self, latent_pi, action_masks)[0]
+    probs = th.softmax(logits, dim=-1)  # Categorical.probs
+    if deterministic:
+        actions = th.argmax(probs, dim=1)
+    else:  # Categorical.sample(): one draw per row, then transposed back
+        actions = th.multinomial(probs, 1, True).T.reshape(logits.shape[:-1])
+    log_prob = _gathered(logits, actions)
+    return actions.reshape((-1, *self.action_space.shape)), values, log_prob
+
+
+def evaluate_actions(self: Any, obs: th.Tensor, actions: th.Tensor, action_masks: Any = None):
+    """``MaskableActorCriticPolicy.evaluate_actions`` (values, log-probabilities, entropies), masked directly."""
+    if action_masks is None:
+        return type(self).evaluate_actions(self, obs, actions, action_masks=None)
+    latent_pi, latent_vf = _latents(self, obs)
+    logits, masks = _masked_logits(self, latent_pi, action_masks)
+    log_prob = _gathered(logits, actions)
+    values = self.value_net(latent_vf)
+    # MaskableCategorical.entropy(): masked actions contribute nothing
+    p_log_p = logits * th.softmax(logits, dim=-1)
+    p_log_p = th.where(masks, p_log_p, th.tensor(0.0, device=logits.device))
+    return values, log_prob, -p_log_p.sum(-1)
 
 
 def _latents(policy: Any, obs: th.Tensor) -> tuple[th.Tensor, th.Tensor]:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.masked_policy import direct_masking
 from agents.train import _vec_env
@@ -33,10 +34,21 @@ def _trained(direct: bool, **kwargs) -> tuple[dict, MaskablePPO]:
     return {k: v.clone() for k, v in model.policy.state_dict().items()}, model
 
 
+class Projected(BaseFeaturesExtractor):
+    """A features extractor with weights of its own (the flat one has none)."""
+
+    def __init__(self, observation_space, features_dim: int = 12) -> None:
+        super().__init__(observation_space, features_dim)
+        self.linear = torch.nn.Linear(observation_space.shape[0], features_dim)
+
+    def forward(self, observations: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.linear(observations))
+
+
 @pytest.mark.parametrize("setting", [
     {},
     {"vec_env": "dummy"},
-    {"share_features_extractor": False},
+    {"share_features_extractor": False, "features_extractor_class": Projected},
     {"policy": "MultiInputPolicy", "env_kwargs": {"observation_mode": "dict"}},
     {"env_kwargs": {"regime": "contract_mix", "track": "privileged"}},
 ], ids=["native", "dummy", "separate-extractors", "dict-observations", "contract-privileged"])
@@ -131,3 +143,28 @@ def test_unmasked_calls_other_algorithms_and_saved_models_are_sb3s_own(tmp_path)
     loaded = MaskablePPO.load(tmp_path / "model.zip", device="cpu")
     assert "forward" not in vars(loaded.policy) and type(loaded.policy) is type(stock.policy)
     assert all(torch.equal(a, b) for a, b in zip(loaded.policy.parameters(), direct.policy.parameters(), strict=True))
+
+
+def test_a_deep_copy_plays_its_own_weights_and_a_subclass_keeps_its_methods():
+    import copy
+
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    direct = _model(True)
+    twin = copy.deepcopy(direct.policy)
+    with torch.no_grad():
+        for parameter in twin.parameters():
+            parameter.add_(1.0)
+    obs = torch.rand((3, *direct.observation_space.shape))
+    for masks in (None, np.ones((3, direct.action_space.n), dtype=bool)):
+        want = MaskableActorCriticPolicy.forward(twin, obs, deterministic=True, action_masks=masks)
+        got = twin(obs, deterministic=True, action_masks=masks)
+        assert all(torch.equal(a, b) for a, b in zip(want, got, strict=True))  # the copy's weights, masked or not
+        assert not torch.equal(got[1], direct.policy(obs, deterministic=True, action_masks=masks)[1])
+
+    class Sharper(MaskableActorCriticPolicy):
+        def _get_action_dist_from_latent(self, latent_pi):
+            return self.action_dist.proba_distribution(action_logits=self.action_net(latent_pi) * 10)
+
+    model = MaskablePPO(Sharper, _vec_env(KWARGS, 1, 0, "native"), device="cpu")
+    assert not direct_masking(model) and "forward" not in vars(model.policy)
