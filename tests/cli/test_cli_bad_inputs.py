@@ -28,6 +28,8 @@ BAD_INPUTS = [
     case("eval: a time limit that rounds to 0, no limit", [*EVAL, "--max-seconds-per-step", "1e-400", "--out", "{w}/o"],
          "--max-seconds-per-step"),
     case("eval: the same in a config", EVAL_C, "max_seconds_per_step", {"c.yaml": "max_seconds_per_step: 1e-400\n"}),
+    case("eval: a YAML float that rounds to 0", EVAL_C, "c.yaml:1:23", {"c.yaml": "max_seconds_per_step: 1.0e-400\n"}),
+    case("eval: other digits", [*EVAL, "--max-seconds-per-step", "\uff11e-400", "--out", "{w}/o"], "--max-seconds"),
     case("eval: config is a folder", ["eval", "--config", "{w}", "--out", "{w}/o"], "{w}"),
     case("eval: config is empty", EVAL_C, "agents", {"c.yaml": ""}),
     case("eval: config is a list", EVAL_C, "c.yaml", {"c.yaml": "- a\n"}),

@@ -161,12 +161,20 @@ def test_freeze_reads_its_generator_overrides_from_a_config_as_a_mapping(tmp_pat
 def test_freeze_names_where_a_generator_value_it_refuses_came_from(tmp_path, capsys):
     out = ["--out", str(tmp_path / "set")]
     assert main(["freeze", "--set", "api_pool=0", *out]) == 2
-    assert "error: --set, regime default: api_pool: expected >= 1, got 0" in capsys.readouterr().err
+    assert "error: --set, regime default, length 200: api_pool: expected >= 1, got 0" in capsys.readouterr().err
     config = tmp_path / "freeze.yaml"
     config.write_text("regimes: [default, breaking]\nset: {warmup: true}\n")
     assert main(["freeze", "--config", str(config), *out]) == 2
-    assert f"error: 'set:' in {config}, regime default: warmup: only the contract" in capsys.readouterr().err
-    assert not (tmp_path / "set").exists()
+    assert f"error: 'set:' in {config}, regime default, length 200: warmup: only the contract" in (
+        capsys.readouterr().err)
+    assert main(["freeze", "--config", str(config), "--set", "api_pool=2", *out]) == 2  # both: both named
+    assert f"error: 'set:' in {config} and --set, regime default, length 200: warmup:" in capsys.readouterr().err
+    # Checked at the lengths asked for: 500 endpoints need more than 500 steps for their warm-up
+    long = ["freeze", "--regimes", "breaking", "--set", "api_pool=500", "--episodes", "1"]
+    assert main([*long, "--lengths", "501", *out]) == 0
+    assert main([*long, "--lengths", "501,50", "--out", str(tmp_path / "short")]) == 2
+    assert "error: --set, regime breaking, length 50: length: regime 'breaking'" in capsys.readouterr().err
+    assert not (tmp_path / "short").exists()
 
 
 def test_report_needs_exactly_one_table(tmp_path, capsys, runs):
@@ -181,3 +189,17 @@ def test_report_needs_exactly_one_table(tmp_path, capsys, runs):
     assert "(got 'headroom:' in " in capsys.readouterr().err
     assert main(["report", str(run), "--config", str(config)]) == 0
     assert (run / "headroom.md").is_file()
+
+
+@pytest.mark.parametrize("text", ["0", "0.0", "0e0", "-0", " 0 ", "00", ".0", "0.", "+0", "0E1", "0e-400", "1e-300",
+                                  "inf", "nan", "x", "1:30"])
+def test_only_a_number_written_too_small_for_a_float_underflows(text):
+    from wpb_gym.cli.inputs import underflows
+
+    assert not underflows(text)
+
+
+def test_a_number_written_too_small_for_a_float_underflows():
+    from wpb_gym.cli.inputs import underflows
+
+    assert underflows("1e-400") and underflows(" -2.5E-999 ") and underflows("\uff11e-400")

@@ -70,13 +70,15 @@ class _FreezeStats:
 def _cmd_freeze(args: Settings) -> int:
     check_folder_path(Path(args.out))
     overrides = dict(args.set or [])
-    for regime in args.regimes:  # the option's own check, named as the user gave it
-        try:
-            make_config(regime, **overrides)
-        except ValueError as exc:
-            message = str(exc).removeprefix("GeneratorConfig.")
-            print(f"wpb freeze: error: {args.origin_of('set')}, regime {regime}: {message}", file=sys.stderr)
-            return 2
+    for regime in args.regimes:  # each file's generator options, named as the user gave them
+        for length in args.lengths:
+            try:
+                make_config(regime, length=length, **overrides)
+            except ValueError as exc:
+                message = str(exc).removeprefix("GeneratorConfig.")
+                print(f"wpb freeze: error: {args.origin_of('set')}, regime {regime}, length {length}: {message}",
+                      file=sys.stderr)
+                return 2
     stats = _FreezeStats()
     try:
         frozen = freeze_set(

@@ -151,6 +151,15 @@ def parse_bool(value: Any, where: str) -> bool:
     return value
 
 
+def underflows(text: str) -> bool:
+    """Whether the number ``text`` is not 0 though it reads as 0.0 (``1e-400``)."""
+    mantissa = text.strip().lower().partition("e")[0]
+    try:
+        return float(mantissa) != 0 and float(text) == 0
+    except ValueError:
+        return False
+
+
 def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float:
     """A non-negative, finite number of seconds (or its text), at most ``maximum``."""
     if isinstance(value, str):
@@ -159,8 +168,7 @@ def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float
             value = float(text.strip())
         except ValueError:
             raise input_error(where, f"expected a number of seconds, got {text!r}") from None
-        if value == 0 and any(digit in "123456789" for digit in text.lower().partition("e")[0]):
-            # 0 switches a limit off: a tiny limit that rounds to it must not
+        if value == 0 and underflows(text):  # 0 switches a limit off: a tiny limit that rounds to it must not
             raise input_error(where, f"{text.strip()} seconds is too small to tell from 0 (no limit)")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value) or value < 0:
         raise input_error(where, f"expected a non-negative number of seconds, got {value!r}")

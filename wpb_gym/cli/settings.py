@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .inputs import InputError, did_you_mean, flag_type, parse_bool, parse_path
+from .inputs import InputError, did_you_mean, flag_type, parse_bool, parse_path, underflows
 
 
 def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
@@ -70,6 +70,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+    def construct_underflow_checked_float(self, node: yaml.ScalarNode) -> float:
+        # A setting of 0 can mean "off" (a time limit): a number written too small for a float is refused.
+        value = self.construct_yaml_float(node)
+        if value == 0 and underflows(node.value.replace("_", "")):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value} is too small to tell from 0", node.start_mark
+            )
+        return value
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_underflow_checked_float)
 
 
 @dataclass(frozen=True)
@@ -261,11 +273,13 @@ class CommandSettings:
             value = given.get(setting.name)
             if value is None or value == []:
                 continue
+            source = setting.option
             if setting.many:
                 value = setting.distinct(list(value), setting.option)
                 if setting.pairs and sources[setting.name] != "default":  # the config's pairs, then the flags'
                     value = list({**dict(values[setting.name]), **dict(value)}.items())
-            values[setting.name], sources[setting.name] = value, setting.option
+                    source = f"{sources[setting.name]} and {setting.option}"
+            values[setting.name], sources[setting.name] = value, source
         for setting in self.settings:
             if file_only and not setting.in_config:
                 continue
