@@ -94,10 +94,14 @@ class NativeVecEnv(VecEnv):
         return [getattr(self.vector.read_sub_env(i), attr_name) for i in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-        if attr_name == "invalid_action_penalty":  # the compiled core adds it to rewards
+        penalty = attr_name == "invalid_action_penalty"  # the compiled core adds it to rewards
+        if penalty:
             value = require_finite(value, attr_name)
-        for i in self._get_indices(indices):
-            env = self.vector.read_sub_env(i) if attr_name == "invalid_action_penalty" else self.vector.sub_env(i)
+        targets = list(self._get_indices(indices))
+        outside = [i for i in targets if not -self.num_envs <= i < self.num_envs]
+        if outside:  # before any sub-env is set or handed over
+            raise IndexError(f"set_attr: no sub-env {outside} of {self.num_envs}")
+        for env in [self.vector.read_sub_env(i) if penalty else self.vector.sub_env(i) for i in targets]:
             setattr(env, attr_name, value)
         self.vector.settings_changed()
 

@@ -55,7 +55,9 @@ def test_sub_env_access_and_options():
     assert [e.invalid_action_penalty for e in env.vector.envs] == [0.0, 0.5, 0.0]
     with pytest.raises(ValueError, match="invalid_action_penalty must be a finite number"):
         env.set_attr("invalid_action_penalty", float("inf"))
-    assert list(env.vector._core.penalties) == [0.0, 0.5, 0.0]
+    with pytest.raises(IndexError, match=r"no sub-env \[9\] of 3"):
+        env.set_attr("invalid_action_penalty", 7.0, indices=[0, 9])
+    assert list(env.vector._core.penalties) == [0.0, 0.5, 0.0] == env.get_attr("invalid_action_penalty")
     assert env.env_is_wrapped(DummyVecEnv) == [False] * 3
     env.set_options({"budget_bytes": 2048})
     env.reset()
