@@ -152,8 +152,16 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
     return merged
 
 
+def _takes_masks(model: Any) -> bool:
+    """MaskablePPO's policy is given the masks; PPO's acts and learns without them."""
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+
+    return isinstance(model.policy, MaskableActorCriticPolicy)
+
+
 def _student_actions(model: Any, observations: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    actions, _ = model.predict(observations, action_masks=masks, deterministic=True)
+    given = {"action_masks": masks} if _takes_masks(model) else {}  # an invalid action is played as SKIP
+    actions, _ = model.predict(observations, deterministic=True, **given)
     return np.asarray(actions).reshape(-1)
 
 
@@ -211,7 +219,7 @@ def fit(
     import torch
 
     observations, masks, actions, returns = data.arrays()
-    policy = model.policy
+    policy, masked = model.policy, _takes_masks(model)
     optimizer = torch.optim.Adam(policy.parameters(), lr=learning_rate)
     policy.set_training_mode(True)
     n = len(actions)
@@ -224,9 +232,8 @@ def fit(
             obs_t = torch.as_tensor(observations[index])
             # The value head learns the returns of the (mostly the student's) behaviour, so
             # that RL fine-tuning starts from a critic that matches the actor.
-            values, log_prob, _ = policy.evaluate_actions(
-                obs_t, torch.as_tensor(actions[index]), action_masks=masks[index]
-            )
+            given = {"action_masks": masks[index]} if masked else {}
+            values, log_prob, _ = policy.evaluate_actions(obs_t, torch.as_tensor(actions[index]), **given)
             loss = -log_prob.mean()
             target = torch.as_tensor(returns[index])
             known = ~torch.isnan(target)  # counterfactual states have no return

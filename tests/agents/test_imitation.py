@@ -178,6 +178,24 @@ def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, mon
         assert (out / name).is_file(), name
 
 
+def test_plain_ppo_imitates_without_masks_then_trains(tmp_path, capsys):
+    from stable_baselines3 import PPO
+
+    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    recipe["imitation"].update(rounds=1, episodes=4, epochs=2)
+    recipe.update(n_envs=2, timesteps=128, eval={"episodes": 2, "every_steps": 128}, checkpoint_every_steps=128)
+    recipe["hyperparams"].update(n_steps=64, batch_size=64)
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(out), "--quiet"]
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30", "api_pool=8"]) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert [h["round"] for h in saved["imitation_history"]] == [0, 1]
+    assert all(np.isfinite(h["loss"]) for h in saved["imitation_history"])
+    assert isinstance(PPO.load(out / "imitation_model.zip").policy, type(PPO.load(out / "best_model.zip").policy))
+
+
 def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
     recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
     config = tmp_path / "recipe.yaml"
