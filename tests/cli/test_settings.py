@@ -161,20 +161,23 @@ def test_freeze_reads_its_generator_overrides_from_a_config_as_a_mapping(tmp_pat
 def test_freeze_names_where_a_generator_value_it_refuses_came_from(tmp_path, capsys):
     out = ["--out", str(tmp_path / "set")]
     assert main(["freeze", "--set", "api_pool=0", *out]) == 2
-    assert "error: --set, regime default, length 200: api_pool: expected >= 1, got 0" in capsys.readouterr().err
+    assert "error: regime default, length 200 with the options of --set: api_pool: expected >= 1, got 0" in (
+        capsys.readouterr().err)
     config = tmp_path / "freeze.yaml"
     config.write_text("regimes: [default, breaking]\nset: {warmup: true}\n")
     assert main(["freeze", "--config", str(config), *out]) == 2
-    assert f"error: 'set:' in {config}, regime default, length 200: warmup: only the contract" in (
+    assert f"error: regime default, length 200 with the options of 'set:' in {config}: warmup: only the" in (
         capsys.readouterr().err)
     assert main(["freeze", "--config", str(config), "--set", "api_pool=2", *out]) == 2  # both: both named
-    assert f"error: 'set:' in {config} and --set, regime default, length 200: warmup:" in capsys.readouterr().err
+    assert f"of 'set:' in {config} and --set: warmup:" in capsys.readouterr().err
     # Checked at the lengths asked for: 500 endpoints need more than 500 steps for their warm-up
     long = ["freeze", "--regimes", "breaking", "--set", "api_pool=500", "--episodes", "1"]
     assert main([*long, "--lengths", "501", *out]) == 0
     assert main([*long, "--lengths", "501,50", "--out", str(tmp_path / "short")]) == 2
-    assert "error: --set, regime breaking, length 50: length: regime 'breaking'" in capsys.readouterr().err
+    assert "error: regime breaking, length 50 with the options of --set: length: regime" in capsys.readouterr().err
     assert not (tmp_path / "short").exists()
+    assert main(["freeze", "--regimes", "breaking", "--lengths", "30", *out]) == 2  # no --set: none named
+    assert "error: regime breaking, length 30: length: regime 'breaking' opens" in capsys.readouterr().err
 
 
 def test_report_needs_exactly_one_table(tmp_path, capsys, runs):

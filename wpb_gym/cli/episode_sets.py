@@ -34,6 +34,7 @@ from .inputs import (
     parse_path,
     parse_text,
     reading,
+    underflows,
 )
 from .settings import CommandSettings, Setting, Settings, switch
 
@@ -76,8 +77,8 @@ def _cmd_freeze(args: Settings) -> int:
                 make_config(regime, length=length, **overrides)
             except ValueError as exc:
                 message = str(exc).removeprefix("GeneratorConfig.")
-                print(f"wpb freeze: error: {args.origin_of('set')}, regime {regime}, length {length}: {message}",
-                      file=sys.stderr)
+                given = "" if args.origin_of("set") == "default" else f" with the options of {args.origin_of('set')}"
+                print(f"wpb freeze: error: regime {regime}, length {length}{given}: {message}", file=sys.stderr)
                 return 2
     stats = _FreezeStats()
     try:
@@ -236,6 +237,8 @@ def _override(value: Any, where: str) -> tuple[str, Any]:
         key, parsed = value
     elif isinstance(value, str) and "=" in value:
         key, raw = value.split("=", 1)
+        if underflows(raw):
+            raise input_error(where, f"{value!r}: {raw.strip()} is too small to tell from 0")
         try:
             parsed = json.loads(raw)
         except json.JSONDecodeError:

@@ -260,6 +260,8 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     key, sep, text = value.partition("=")
     if not sep or not _NAME.fullmatch(key):
         raise input_error(where, f"expected key=value, got {value!r}")
+    if underflows(text):
+        raise input_error(where, f"{value!r}: {text.strip()} is too small to tell from 0")
     try:
         return key, yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -303,6 +305,8 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
                 f"env arguments: {', '.join(arguments)}; generator options: {', '.join(options)}"
             )
         if key in floats and isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
+            if underflows(value):
+                raise InputError(f"{where}: {key}: {value.strip()} is too small to tell from 0")
             value = float(value)
         checked[key] = parse_budget(value, f"{where}: budget_bytes") if key == "budget_bytes" else value
     return checked

@@ -71,6 +71,18 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError):  # a tag its value does not fit
+            tag = node.tag.rsplit(":", 1)[-1]
+            value = node.value if isinstance(node, yaml.ScalarNode) else "this value"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{value!r} is not a valid {tag}", node.start_mark
+            ) from None
+
     def construct_underflow_checked_float(self, node: yaml.ScalarNode) -> float:
         # A setting of 0 can mean "off" (a time limit): a number written too small for a float is refused.
         value = self.construct_yaml_float(node)
