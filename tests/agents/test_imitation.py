@@ -178,22 +178,27 @@ def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, mon
         assert (out / name).is_file(), name
 
 
-def test_plain_ppo_imitates_without_masks_then_trains(tmp_path, capsys):
+def _run_recipe(tmp_path, recipe, algo: str = "maskable_ppo", out: str = "run", exits: int = 0):
+    """``wpb train --algo ALGO --config`` the recipe (written to a file, returned) on short
+    ``breaking`` episodes into ``tmp_path / out``."""
+    config = tmp_path / "recipe.yaml"
+    config.write_text(yaml.safe_dump(recipe))
+    argv = ["train", "--algo", algo, "--config", str(config), "--out", str(tmp_path / out), "--quiet"]
+    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30", "api_pool=8"]) == exits
+    return config
+
+
+def test_plain_ppo_imitates_without_masks_then_trains(tmp_path):
     from stable_baselines3 import PPO
 
     recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
     recipe["imitation"].update(rounds=1, episodes=4, epochs=2)
     recipe.update(n_envs=2, timesteps=128, eval={"episodes": 2, "every_steps": 128}, checkpoint_every_steps=128)
     recipe["hyperparams"].update(n_steps=64, batch_size=64)
-    config = tmp_path / "recipe.yaml"
-    config.write_text(yaml.safe_dump(recipe))
-    out = tmp_path / "run"
-    argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(out), "--quiet"]
-    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30", "api_pool=8"]) == 0
-    saved = json.loads((out / "config.json").read_text())
-    assert [h["round"] for h in saved["imitation_history"]] == [0, 1]
-    assert all(np.isfinite(h["loss"]) for h in saved["imitation_history"])
-    assert isinstance(PPO.load(out / "imitation_model.zip").policy, type(PPO.load(out / "best_model.zip").policy))
+    _run_recipe(tmp_path, recipe, algo="ppo")
+    history = json.loads((tmp_path / "run" / "config.json").read_text())["imitation_history"]
+    assert [h["round"] for h in history] == [0, 1] and all(np.isfinite(h["loss"]) for h in history)
+    assert isinstance(PPO.load(tmp_path / "run" / "imitation_model.zip").policy, PPO.policy_aliases["MlpPolicy"])
 
 
 def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
@@ -216,11 +221,8 @@ def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
     assert recipe["timesteps"] == 0 and recipe["imitation"]["teacher"] == "breaking_rule"
     recipe["imitation"].update(rounds=1, episodes=2, epochs=1)
     recipe.update(n_envs=2, eval={"episodes": 2, "every_steps": 128})
-    config = tmp_path / "recipe.yaml"
-    config.write_text(yaml.safe_dump(recipe))
+    _run_recipe(tmp_path, recipe)
     out = tmp_path / "run"
-    argv = ["train", "--algo", "maskable_ppo", "--config", str(config), "--out", str(out), "--quiet"]
-    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30", "api_pool=8"]) == 0
     saved = json.loads((out / "config.json").read_text())
     assert saved["timesteps"] == 0 and [h["round"] for h in saved["imitation_history"]] == [0, 1]
     student, best = MaskablePPO.load(out / "imitation_model.zip"), MaskablePPO.load(out / "best_model.zip")
@@ -228,9 +230,7 @@ def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
         assert torch.equal(a, b)
     # Without imitation a run needs RL steps, and the error names the file.
     del recipe["imitation"]
-    config.write_text(yaml.safe_dump(recipe))
     capsys.readouterr()
-    argv[argv.index(str(out))] = str(tmp_path / "refused")
-    assert wpb([*argv, "--env-kwargs", "regime=breaking", "length=30", "api_pool=8"]) == 2
+    config = _run_recipe(tmp_path, recipe, out="refused", exits=2)
     assert not (tmp_path / "refused").exists()
     assert f"{config}: timesteps: expected an integer >= 1, got 0" in capsys.readouterr().err
