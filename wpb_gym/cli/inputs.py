@@ -260,10 +260,10 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     key, sep, text = value.partition("=")
     if not sep or not _NAME.fullmatch(key):
         raise input_error(where, f"expected key=value, got {value!r}")
-    if underflows(text):
-        raise input_error(where, f"{value!r}: {text.strip()} is too small to tell from 0")
+    from .settings import ConfigLoader  # the config files' YAML: a float too small to tell from 0 refused
+
     try:
-        return key, yaml.safe_load(text)
+        return key, yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise input_error(where, f"{value!r}: the value is not valid YAML ({problem})") from None

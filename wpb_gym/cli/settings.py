@@ -29,7 +29,7 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
     """
     path = Path(path)
     try:
-        loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise FileNotFoundError(f"config file {path} does not exist") from None
     except IsADirectoryError:
@@ -57,8 +57,10 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
     return loaded
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last)."""
+class ConfigLoader(yaml.SafeLoader):
+    """The YAML of config files and of ``KEY=VALUE`` flags: YAML's safe loader, refusing a key
+    given twice in one mapping (YAML keeps the last), a value its tag does not fit and a float
+    too small to tell from 0."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -93,7 +95,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return value
 
 
-_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:float", _UniqueKeyLoader.construct_underflow_checked_float)
+ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_underflow_checked_float)
 
 
 @dataclass(frozen=True)
