@@ -17,6 +17,8 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, NoReturn
 
+import yaml
+
 from ..core.checks import InputError, finite
 
 
@@ -160,6 +162,47 @@ def underflows(text: str) -> bool:
         return False
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """The YAML of config files and of ``KEY=VALUE`` flags: YAML's safe loader, refusing a key
+    given twice in one mapping (YAML keeps the last), a value its tag does not fit and a float
+    too small to tell from 0."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            return super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, KeyError, IndexError, TypeError, OverflowError):  # a tag its value does not fit
+            tag = node.tag.rsplit(":", 1)[-1]
+            value = node.value if isinstance(node, yaml.ScalarNode) else "this value"
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{value!r} is not a valid {tag}", node.start_mark
+            ) from None
+
+    def construct_underflow_checked_float(self, node: yaml.ScalarNode) -> float:
+        # A setting of 0 can mean "off" (a time limit): a number written too small for a float is refused.
+        value = self.construct_yaml_float(node)
+        if value == 0 and underflows(node.value.replace("_", "")):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value} is too small to tell from 0", node.start_mark
+            )
+        return value
+
+
+ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_underflow_checked_float)
+
+
 def parse_seconds(value: Any, where: str, maximum: float | None = None) -> float:
     """A non-negative, finite number of seconds (or its text), at most ``maximum``."""
     if isinstance(value, str):
@@ -251,8 +294,6 @@ _ENV_PARTS = {
 def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     """One env argument: ``KEY=VALUE`` with VALUE read as YAML (``slots=4``, ``dense_reward=false``,
     ``regime=default``), or a (key, value) pair from a config's mapping."""
-    import yaml
-
     if isinstance(value, tuple) and len(value) == 2:
         return value
     if not isinstance(value, str):
@@ -260,8 +301,6 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
     key, sep, text = value.partition("=")
     if not sep or not _NAME.fullmatch(key):
         raise input_error(where, f"expected key=value, got {value!r}")
-    from .settings import ConfigLoader  # the config files' YAML: a float too small to tell from 0 refused
-
     try:
         return key, yaml.load(text, Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as error:

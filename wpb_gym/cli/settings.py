@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .inputs import InputError, did_you_mean, flag_type, parse_bool, parse_path, underflows
+from .inputs import ConfigLoader, InputError, did_you_mean, flag_type, parse_bool, parse_path
 
 
 def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
@@ -55,47 +55,6 @@ def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
         hints = "".join(did_you_mean(name, known) for name in unknown)
         raise ValueError(f"{path}: unknown setting(s) {unknown}{hints}; known: {sorted(known)}")
     return loaded
-
-
-class ConfigLoader(yaml.SafeLoader):
-    """The YAML of config files and of ``KEY=VALUE`` flags: YAML's safe loader, refusing a key
-    given twice in one mapping (YAML keeps the last), a value its tag does not fit and a float
-    too small to tell from 0."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"{key!r} is given twice in one mapping", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
-        try:
-            return super().construct_object(node, deep=deep)
-        except yaml.YAMLError:
-            raise
-        except (ValueError, KeyError, IndexError, TypeError, OverflowError):  # a tag its value does not fit
-            tag = node.tag.rsplit(":", 1)[-1]
-            value = node.value if isinstance(node, yaml.ScalarNode) else "this value"
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{value!r} is not a valid {tag}", node.start_mark
-            ) from None
-
-    def construct_underflow_checked_float(self, node: yaml.ScalarNode) -> float:
-        # A setting of 0 can mean "off" (a time limit): a number written too small for a float is refused.
-        value = self.construct_yaml_float(node)
-        if value == 0 and underflows(node.value.replace("_", "")):
-            raise yaml.constructor.ConstructorError(
-                None, None, f"{node.value} is too small to tell from 0", node.start_mark
-            )
-        return value
-
-
-ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_underflow_checked_float)
 
 
 @dataclass(frozen=True)
