@@ -29,8 +29,10 @@ train PPO several times slower. While the model learns, torch's distributions sk
 argument checks (the logits come from the policy and the masks from the env, valid by
 construction), and MaskablePPO's policy masks its logits directly instead of building three
 distributions per batch (``agents.masked_policy``: the same rollouts and weights, bit for bit).
-``benchmarks/vector_env.py --part train`` measures both against MaskablePPO as SB3 runs it. A
-policy whose logits turn NaN then fails at sampling (torch's multinomial).
+A new model's Adam is PyTorch's fused one (``agents.optimizer``: SB3's settings, rounded
+differently); ``config.json`` records the optimizer the model trains with under ``optimizer``.
+``benchmarks/vector_env.py --part train`` measures all three against MaskablePPO as SB3 runs
+it. A policy whose logits turn NaN then fails at sampling (torch's multinomial).
 """
 
 from __future__ import annotations
@@ -280,6 +282,7 @@ def train(
     from wpb_gym.evaluation.reports.report import write_atomic
 
     from .masked_policy import as_wpb_train
+    from .optimizer import optimizer_record
 
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}
@@ -323,6 +326,7 @@ def train(
     # Only now, with the settings, envs and model all accepted, does the run folder appear:
     # a run refused for bad input leaves nothing behind.
     out.mkdir(parents=True, exist_ok=True)
+    saved["optimizer"] = optimizer_record(model)
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
 
     imitated = None
@@ -412,12 +416,15 @@ def _validation_config(
 def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str, hyperparams: dict[str, Any]):
     import inspect
 
+    from .optimizer import with_fused_adam
+
     accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "policy", "env")]
     unknown = sorted(set(hyperparams) - set(accepted))
     if unknown:
         raise ValueError(f"hyperparams: {cls.__name__} has no parameter {unknown}; its parameters: {accepted}")
     try:
-        return cls(policy, env, seed=seed, device="cpu", tensorboard_log=tensorboard_log, verbose=0, **hyperparams)
+        return cls(policy, env, seed=seed, device="cpu", tensorboard_log=tensorboard_log, verbose=0,
+                   **with_fused_adam(cls, policy, hyperparams))
     # SB3 checks its arguments with assert; torch refuses impossible layer sizes with RuntimeError.
     except (AssertionError, TypeError, ValueError, KeyError, RuntimeError) as error:
         raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}") from None

@@ -9,11 +9,11 @@ alternating slices (the VM's speed drifts):
   on the default settings (target 0.25x CartPole), on T = 10,000 / 1 MB (target 0.15x), and on
   a frozen set of 64 default episodes, whose episodes come back (read once, compiled once).
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
-  ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, envs and
-  results; target 2x), and against plain PPO on CartPole-v1 (target 0.9x), at 4, 16 and 64
-  envs, the first rollout of each run outside the timing; with each run's share of time in
-  collecting rollouts, in the env during them (steps and masks) and in updating, and the most
-  any env could gain over DummyVecEnv if it cost nothing (the rest is the same work in both).
+  ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, fused Adam,
+  envs and results; target 2x), and against plain PPO on CartPole-v1 with the same optimizer
+  (target 0.9x), at 4, 16 and 64 envs, the first rollout of each run outside the timing; with
+  each run's share of time in collecting rollouts, in the env during them (steps and masks) and
+  in updating, and the most any env could gain over DummyVecEnv if it cost nothing.
   With ``--train-made``, on episodes the core makes (``MADE``), also with one episode worker.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
@@ -88,8 +88,7 @@ def measure_env(n: int, seconds: float, rounds: int) -> None:
     frozen = freeze_set(Path(folder.name) / "set", ["default"], [200], 64, seed=0)
     settings = {**SETTINGS, "a frozen set (64 x T=200)": {"episodes": str(frozen.root)}}
     print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
-    header = f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7}"
-    print(header + f" {'native/sync':>12}")
+    print(f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7} native/sync")
     for name, kwargs in settings.items():
         envs = {
             "cartpole": (gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"), False),
@@ -117,30 +116,33 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     from stable_baselines3.common.env_util import make_vec_env
 
     from agents.masked_policy import as_wpb_train
+    from agents.optimizer import with_fused_adam
     from agents.train import _vec_env
 
     torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
              "device": "cpu", "seed": 0}
+    fused = with_fused_adam(MaskablePPO, "MlpPolicy", hyper)  # as `wpb train` makes the model
     warm_up()
     wpb = dict(MADE) if made else {} if regime is None else {"regime": regime}
     print("Training steps per second, n_steps 256, batch 256, 4 epochs, one torch thread; MaskablePPO as `wpb train`"
-          f" runs it (masked directly, distribution checks off) on {wpb or 'the default regime'}, CartPole-v1 PPO"
-          " as SB3 runs it")
+          " runs it (masked directly, distribution checks off, fused Adam) on"
+          f" {wpb or 'the default regime'}, CartPole-v1 PPO with fused Adam too")
     print(f"{'envs':>4} {'training run':<28} {'steps/s':>9} {'vs CartPole PPO':>16} {'vs DummyVecEnv':>15}"
           f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
+        def maskable(kind, kwargs=fused, workers=0, n_envs=n_envs):
+            return lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, kind, workers=workers), **kwargs)
+
         runs = {
             "CartPole-v1, PPO (reference)": (lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0),
-                                                         **hyper), False),
-            "MaskablePPO, DummyVecEnv": (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "dummy"), **hyper),
-                                         True),
-            **{name: (lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native"), **hyper), as_wpb)
-               for name, as_wpb in (("MaskablePPO, NativeVecEnv", True), ("  the same, as SB3 runs it", False))},
+                                                         **with_fused_adam(PPO, "MlpPolicy", hyper)), False),
+            "MaskablePPO, DummyVecEnv": (maskable("dummy"), True),
+            "MaskablePPO, NativeVecEnv": (maskable("native"), True),
+            "  the same, as SB3 runs it": (maskable("native", hyper), False),
         }
         if made:  # the core makes these episodes: a worker prepares them ahead
-            runs["  the same, 1 episode worker"] = (
-                lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, "native", workers=1), **hyper), True)
+            runs["  the same, 1 episode worker"] = (maskable("native", workers=1), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         prepared = [0, 0]  # resets the worker had ready in the timed runs, resets
         for _ in range(rounds):
@@ -465,13 +467,11 @@ def _collector_child() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "stall", "all"],
-                        default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "stall", "all"], default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
-    parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64],
-                        help="env counts of the training part (the recipes use 4)")
+    parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64], help="training part's env counts")
     parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
     parser.add_argument("--resets", type=int, default=20, help="resets per slice of the reset part")
     parser.add_argument("--train-regime", default=None, choices=sorted(REGIMES),

@@ -228,6 +228,14 @@ def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
     student, best = MaskablePPO.load(out / "imitation_model.zip"), MaskablePPO.load(out / "best_model.zip")
     for a, b in zip(student.policy.parameters(), best.policy.parameters(), strict=True):
         assert torch.equal(a, b)
+    # Imitation trains with its own Adam: the student does not depend on the policy's optimizer
+    # (``wpb train``'s fused default), so models of this recipe are those of SB3's Adam loop.
+    recipe["hyperparams"]["policy_kwargs"]["optimizer_kwargs"] = {"eps": 1e-5, "fused": False}
+    _run_recipe(tmp_path, recipe, out="loop")
+    loop = MaskablePPO.load(tmp_path / "loop" / "best_model.zip")
+    assert loop.policy.optimizer.defaults["fused"] is False and best.policy.optimizer.defaults["fused"] is True
+    for a, b in zip(loop.policy.parameters(), best.policy.parameters(), strict=True):
+        assert torch.equal(a, b)
     # Without imitation a run needs RL steps, and the error names the file.
     del recipe["imitation"]
     capsys.readouterr()
