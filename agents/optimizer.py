@@ -8,8 +8,9 @@ for bit, those of the loop. With MaskablePPO's small networks the optimizer step
 share of each update, so the whole training runs faster, the more so the more samples per
 rollout (``docs/training.md`` gives the figures).
 
-A recipe that names its own optimizer, or chooses ``fused``, ``foreach`` or ``differentiable``
-itself, is left as it is; so is A2C, whose default optimizer is RMSprop.
+A model given another optimizer class (from Python), or ``optimizer_kwargs`` that choose
+``fused``, ``foreach`` or ``differentiable`` themselves, is left as it is; so is A2C, whose
+default optimizer is RMSprop.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 # The ``eps`` SB3's actor-critic policies give their Adam when no ``optimizer_kwargs`` are given
 # ("small values to avoid NaN"); its DQN policy keeps torch's default.
 ACTOR_CRITIC_EPS = 1e-5
+# Adam's flags that the fused kernel takes as bool only.
+FUSED_FLAGS = ("amsgrad", "maximize", "capturable", "decoupled_weight_decay")
 
 
 def with_fused_adam(algo_class: type, policy: Any, hyperparams: dict[str, Any]) -> dict[str, Any]:
@@ -32,7 +35,8 @@ def with_fused_adam(algo_class: type, policy: Any, hyperparams: dict[str, Any]) 
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.dqn.policies import DQNPolicy
 
-    policy_kwargs = hyperparams.get("policy_kwargs") or {}
+    policy_kwargs = hyperparams.get("policy_kwargs")
+    policy_kwargs = {} if policy_kwargs is None else policy_kwargs
     if not isinstance(policy_kwargs, dict):
         return hyperparams  # SB3 refuses it when the model is made
     explicit = "optimizer_class" in policy_kwargs
@@ -55,6 +59,8 @@ def with_fused_adam(algo_class: type, policy: Any, hyperparams: dict[str, Any]) 
         return hyperparams
     if optimizer_kwargs.get("differentiable"):
         return hyperparams  # torch has no fused differentiable Adam
+    if any(not isinstance(optimizer_kwargs[key], bool) for key in FUSED_FLAGS if key in optimizer_kwargs):
+        return hyperparams  # the loop takes any truth value here, the fused kernel only a bool
     return {**hyperparams,
             "policy_kwargs": {**policy_kwargs, "optimizer_kwargs": {**optimizer_kwargs, "fused": True}}}
 

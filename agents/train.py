@@ -425,9 +425,11 @@ def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str
     try:
         return cls(policy, env, seed=seed, device="cpu", tensorboard_log=tensorboard_log, verbose=0,
                    **with_fused_adam(cls, policy, hyperparams))
-    # SB3 checks its arguments with assert; torch refuses impossible layer sizes with RuntimeError.
-    except (AssertionError, TypeError, ValueError, KeyError, RuntimeError) as error:
-        raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}") from None
+    # SB3 checks its arguments with assert; torch refuses impossible layer sizes with RuntimeError,
+    # and reads a list setting too short for it (Adam's betas) with IndexError.
+    except (AssertionError, TypeError, ValueError, KeyError, IndexError, RuntimeError) as error:
+        short = " (a list setting, such as optimizer_kwargs.betas, has too few values)" * isinstance(error, IndexError)
+        raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}{short}") from None
 
 
 def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | None) -> dict[str, Any]:
