@@ -10,6 +10,7 @@ import torch
 import yaml
 from sb3_contrib import MaskablePPO, RecurrentPPO
 from stable_baselines3 import A2C, DQN, PPO
+from test_train import TINY
 
 from agents.optimizer import with_fused_adam
 from agents.train import _vec_env
@@ -17,14 +18,6 @@ from wpb_gym.cli import main as wpb
 
 FUSED = {"optimizer_kwargs": {"fused": True}}
 ACTOR_CRITIC = {"optimizer_kwargs": {"eps": 1e-5, "fused": True}}  # SB3's eps for actor-critic Adam
-TINY = {
-    "n_envs": 2,
-    "timesteps": 64,
-    "hyperparams": {"n_steps": 32, "batch_size": 32, "n_epochs": 1},
-    "env": {"length": 20, "budget_bytes": 2048, "slots": 4},
-    "eval": {"episodes": 2, "every_steps": 128},
-    "checkpoint_every_steps": 128,
-}
 
 
 @pytest.mark.parametrize(
@@ -125,7 +118,7 @@ def test_wpb_train_builds_and_records_the_optimizer(tmp_path, algo, hyperparams,
     from agents.train import algo_class
 
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({**TINY, "hyperparams": hyperparams}))
+    config.write_text(yaml.safe_dump({**TINY, "hyperparams": hyperparams, "timesteps": 64}))
     out = tmp_path / "run"
     assert wpb(["train", "--algo", algo, "--config", str(config), "--out", str(out), "--quiet"]) == 0
     model = algo_class(algo).load(out / "final_model.zip", device="cpu")
@@ -151,7 +144,7 @@ def test_a_resumed_run_records_the_optimizer_its_model_brings(tmp_path):
 def test_optimizer_settings_torch_refuses_are_one_line_errors(tmp_path, capsys):
     config = tmp_path / "tiny.yaml"
     bad = {**TINY["hyperparams"], "policy_kwargs": {"optimizer_kwargs": {"betas": [0.9]}}}  # Adam needs two
-    config.write_text(yaml.safe_dump({**TINY, "hyperparams": bad}))
+    config.write_text(yaml.safe_dump({**TINY, "hyperparams": bad, "timesteps": 64}))
     capsys.readouterr()
     argv = ["train", "--algo", "maskable_ppo", "--config", str(config), "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 2
