@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from wpb_gym.core.atomic_files import write_atomic
+
 from .learners import BanditLearner, make_learner
 
 LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
@@ -40,8 +42,6 @@ def train_learner_run(
 ) -> dict[str, Any]:
     """Train the learner ``algo`` into the run folder ``out``; returns the saved configuration."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
-    from wpb_gym.evaluation.reports.report import write_atomic
-
     from .train import HELD_OUT_SEED_OFFSET, _held_out_env, _validation_config, _versions
 
     if algo not in LEARNER_ALGOS:

@@ -33,8 +33,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from wpb_gym.cli.inputs import did_you_mean, one_line
+from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.checks import finite, require_int
+from wpb_gym.core.messages import did_you_mean, one_line
 from wpb_gym.core.version import __version__
 
 from .option_checks import type_problem
@@ -366,6 +367,4 @@ def _run_record(config: Any, iterations: int, seed: int, num_cpus: int, torch_th
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from wpb_gym.evaluation.reports.report import write_atomic
-
     write_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=repr) + "\n")

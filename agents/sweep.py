@@ -31,6 +31,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from wpb_gym.core.atomic_files import write_atomic
+from wpb_gym.core.messages import did_you_mean
 from wpb_gym.core.tracks import PRIVILEGED, UNPRIVILEGED
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 
@@ -157,7 +159,7 @@ def run_baselines(settings: Mapping[str, Any], regime: str, jobs: int = 1) -> li
 
 def collect(settings: Mapping[str, Any], out: str | Path, baseline_rows: Sequence[dict[str, Any]]) -> str:
     """``results.csv`` and ``table.md`` of the finished trials in ``out``; returns the table."""
-    from wpb_gym.evaluation.reports.report import results_csv, write_atomic
+    from wpb_gym.evaluation.reports.report import results_csv
     from wpb_gym.evaluation.reports.seed_stats import seed_table, seed_table_markdown
 
     out = Path(out)
@@ -245,8 +247,6 @@ def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, buil
 
 def _check_hyperparams(algo: str, hyperparams: Mapping[str, Sequence[Any]], where: str) -> None:
     """Each name a parameter of the algorithm's class, each value of the type of its default."""
-    from wpb_gym.cli.inputs import did_you_mean
-
     from .train import algo_class
 
     cls = algo_class(algo)

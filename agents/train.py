@@ -45,8 +45,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from wpb_gym.cli.inputs import parse_int
-from wpb_gym.cli.settings import read_settings
+from wpb_gym.core.atomic_files import write_atomic
+from wpb_gym.core.setting_values import parse_int
+from wpb_gym.core.settings_files import read_settings
 from wpb_gym.core.version import __version__
 
 from .option_checks import mistyped
@@ -206,8 +207,6 @@ def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
     # Every argument that shapes the observation, defaults included: a model must load the same
     # way after the env's defaults change (models of package 0.3.0 and before name only those
     # given; model_agent.fit_slots reads their slots from the model's own observation space).
-    from wpb_gym.evaluation.reports.report import write_atomic
-
     from .model_agent import env_defaults
     from .sb3_agent import env_kwargs_path
 
@@ -278,8 +277,6 @@ def train(
     """Train ``algo`` into the run folder ``out``; returns the saved configuration."""
     import torch
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
-
-    from wpb_gym.evaluation.reports.report import write_atomic
 
     from .masked_policy import as_wpb_train
     from .optimizer import optimizer_record

@@ -11,6 +11,7 @@ local Ray takes to start and stop.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -19,12 +20,14 @@ from pathlib import Path
 
 from eval_grid import ray_start_up
 
+# The sweep file is JSON (which YAML reads too), so that the trials one after another read the
+# same settings as wpb sweep without its checks: the results must come out equal.
 SEQUENTIAL = """
-import sys
-from agents.sweep import collect, run_baselines, run_trial, trials
-from wpb_gym.cli.sweep import sweep_settings
+import json, sys
+from agents.sweep import SWEEP_DEFAULTS, collect, run_baselines, run_trial, trials
 
-settings = sweep_settings(sys.argv[1])
+given = json.loads(open(sys.argv[1]).read())
+settings = {**SWEEP_DEFAULTS, **given, "eval": {**SWEEP_DEFAULTS["eval"], **given["eval"]}}
 for trial in trials(settings):
     run_trial(trial, settings, sys.argv[2])
 collect(settings, sys.argv[2], [row for regime in settings["regimes"] for row in run_baselines(settings, regime)])
@@ -47,10 +50,10 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         sweep = Path(folder) / "sweep.yaml"
-        sweep.write_text(
-            f"algos: [{args.algo}]\nregimes: [default, breaking]\nseeds: [0, 1]\ntimesteps: {args.timesteps}\n"
-            "eval: {episodes: 10, seed: 777, budgets: [10KB], tracks: [unprivileged], baselines: [change_detector]}\n"
-        )
+        evaluation = {"episodes": 10, "seed": 777, "budgets": [10240], "tracks": ["unprivileged"],
+                      "baselines": ["change_detector"]}
+        sweep.write_text(json.dumps({"algos": [args.algo], "regimes": ["default", "breaking"], "seeds": [0, 1],
+                                     "timesteps": args.timesteps, "eval": evaluation}))
         on_ray, one_by_one, start_up = [], [], []
         for r in range(args.rounds):
             ray_out, plain_out = Path(folder) / f"ray{r}", Path(folder) / f"plain{r}"

@@ -10,18 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wpb_gym.cli.eval_settings import EVAL
-from wpb_gym.cli.inputs import (
-    MAX_BUDGET,
-    InputError,
-    budget_text,
-    check_env_kwargs,
-    one_line,
-    parse_budget,
-    parse_budgets,
-    parse_ints,
-    parse_names,
-)
+from wpb_gym.cli.inputs import check_env_kwargs
+from wpb_gym.core.checks import InputError
 from wpb_gym.core.file_names import name_part
+from wpb_gym.core.messages import one_line
+from wpb_gym.core.setting_values import MAX_BUDGET, budget_text, parse_budget, parse_budgets, parse_ints, parse_names
 from wpb_gym.evaluation.run_folder import check_folder_path, publish, read_checkpoints, staging_folder
 
 # ---------------------------------------------------------------------------- budgets

@@ -10,8 +10,9 @@ import pytest
 
 from wpb_gym.cli import build_parser, main
 from wpb_gym.cli.eval_settings import EVAL, RECORDED
-from wpb_gym.cli.inputs import InputError, parse_int
 from wpb_gym.cli.settings import CommandSettings, Setting, Settings, switch
+from wpb_gym.core.checks import InputError
+from wpb_gym.core.setting_values import parse_int
 from wpb_gym.core.version import __version__
 
 NOT_RECORDED = {"jobs", "backend", "address"}  # where the tasks run never changes results
@@ -197,12 +198,12 @@ def test_report_needs_exactly_one_table(tmp_path, capsys, runs):
 @pytest.mark.parametrize("text", ["0", "0.0", "0e0", "-0", " 0 ", "00", ".0", "0.", "+0", "0E1", "0e-400", "1e-300",
                                   "inf", "nan", "x", "1:30"])
 def test_only_a_number_written_too_small_for_a_float_underflows(text):
-    from wpb_gym.cli.inputs import underflows
+    from wpb_gym.core.setting_values import underflows
 
     assert not underflows(text)
 
 
 def test_a_number_written_too_small_for_a_float_underflows():
-    from wpb_gym.cli.inputs import underflows
+    from wpb_gym.core.setting_values import underflows
 
     assert underflows("1e-400") and underflows(" -2.5E-999 ") and underflows("\uff11e-400")

@@ -69,7 +69,8 @@ def test_numbers_past_float64_are_refused_by_name_not_with_an_overflow():
         WritePolicyBenchEnv(reward={"f1": 10**400})
     with pytest.raises(ValueError, match="GeneratorConfig.doc_utility: expected a finite number"):
         make_config("default", doc_utility=10**400)
-    from wpb_gym.cli.inputs import InputError, parse_float, parse_seconds
+    from wpb_gym.core.checks import InputError
+    from wpb_gym.core.setting_values import parse_float, parse_seconds
     from wpb_gym.evaluation.referee import RunLimits
 
     for parse in (parse_float, parse_seconds):

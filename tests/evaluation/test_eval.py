@@ -16,7 +16,7 @@ from agents.registry import agent_entry, make_agent
 from wpb_gym.cli import build_parser
 from wpb_gym.cli import main as wpb
 from wpb_gym.cli.eval_settings import EVAL
-from wpb_gym.cli.inputs import parse_budget
+from wpb_gym.core.setting_values import parse_budget
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.evaluation.grid import ROW_COLUMNS, PolicySpec, generated_refs, given_refs, run_grid, skipped

@@ -13,7 +13,8 @@ from agents.registry import make_agent
 from wpb_gym.cli import main as wpb
 from wpb_gym.evaluation import grid as grid_module
 from wpb_gym.evaluation.grid import generated_refs
-from wpb_gym.evaluation.reports.report import bootstrap_ci, leaderboard, write_atomic
+from wpb_gym.core.atomic_files import write_atomic
+from wpb_gym.evaluation.reports.report import bootstrap_ci, leaderboard
 from wpb_gym.evaluation.runner import run_episode
 
 

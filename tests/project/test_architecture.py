@@ -1,20 +1,24 @@
 """The package's layers import downwards only: core -> episodes -> scoring -> envs -> evaluation
 -> CLI, no modules import each other in a cycle, and only the CLI joins ``wpb_gym`` with
-``agents``. Every import counts, including those inside functions (a lazy import is still a
-dependency); imports under ``if TYPE_CHECKING:`` are annotations only and do not."""
+``agents``: ``agents`` and the benchmarks never import the CLI, which uses them. Every import
+counts, including those inside functions (a lazy import is still a dependency) and, outside
+``wpb_gym``, those of code a script runs from a string (``python -c``); imports under
+``if TYPE_CHECKING:`` are annotations only and do not."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "wpb_gym"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "wpb_gym"
 ORDER = ["core", "episodes", "scoring", "envs", "evaluation", "cli"]
 
 
 def module_name(path: Path) -> str:
-    """``wpb_gym.envs.env`` for ``wpb_gym/envs/env.py``; a package is named by its folder."""
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    """``wpb_gym.envs.env`` for ``wpb_gym/envs/env.py``; a package is named by its folder (a
+    file outside the repository by its own name)."""
+    parts = (path.relative_to(ROOT) if path.is_relative_to(ROOT) else Path(path.name)).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -28,23 +32,31 @@ def layer(module: str) -> int | None:
     return ORDER.index(parts[1]) if len(parts) > 1 else None
 
 
-def _nodes(node: ast.AST):
-    """Every node under ``node`` but those of ``if TYPE_CHECKING:`` blocks (annotations only)."""
+def _nodes(node: ast.AST, in_strings: bool = False):
+    """Every node under ``node`` but those of ``if TYPE_CHECKING:`` blocks (annotations only);
+    ``in_strings``: also those of the Python code held in string constants."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
             continue
         yield child
-        yield from _nodes(child)
+        yield from _nodes(child, in_strings)
+        if in_strings and isinstance(child, ast.Constant) and isinstance(child.value, str) and "import" in child.value:
+            try:
+                code = ast.parse(child.value)
+            except SyntaxError:  # prose, not code
+                continue
+            yield from _nodes(code, in_strings)
 
 
-def imports(path: Path, known: dict[str, Path]) -> tuple[set[str], set[str]]:
+def imports(path: Path, known: dict[str, Path], in_strings: bool = False) -> tuple[set[str], set[str]]:
     """The ``wpb_gym`` modules and the other top-level packages ``path`` imports at run time,
-    anywhere in it (inside functions too). ``from .pkg import name`` counts as importing the
-    module ``pkg.name`` when that is a module, else the package ``pkg``."""
+    anywhere in it (inside functions too; ``in_strings``: in code held in strings as well).
+    ``from .pkg import name`` counts as importing the module ``pkg.name`` when that is a
+    module, else the package ``pkg``."""
     own = module_name(path)
     package = own if path.stem == "__init__" else own.rpartition(".")[0]
     inside, outside = set(), set()
-    for node in _nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(ast.parse(path.read_text(encoding="utf-8")), in_strings):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -85,6 +97,35 @@ def test_only_the_cli_imports_agents():
     known = modules()
     joining = sorted(m for m, p in known.items() if "agents" in imports(p, known)[1])
     assert joining and all(m.startswith("wpb_gym.cli.") for m in joining)
+
+
+def cli_imports(path: Path, known: dict[str, Path]) -> list[str]:
+    inside, _ = imports(path, known, in_strings=True)
+    return sorted(m for m in inside if m == "wpb_gym.cli" or m.startswith("wpb_gym.cli."))
+
+
+def test_agents_and_benchmarks_never_import_the_cli():
+    # The CLI is their user: what both need lives below it (core.setting_values, core.messages,
+    # core.settings_files, core.atomic_files). Benchmarks run the CLI as a command.
+    known = modules()
+    found = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for folder in ("agents", "benchmarks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for module in cli_imports(path, known)
+    ]
+    assert found == []
+
+
+def test_the_cli_check_sees_imports_in_functions_and_in_code_run_from_strings(tmp_path):
+    known = modules()
+    script = tmp_path / "script.py"
+    script.write_text(
+        "def check(value):\n    from wpb_gym.cli.inputs import parse_int\n\n"
+        'CODE = """\nfrom wpb_gym import cli\n"""\n'
+        'PROSE = "import what you need"\n'
+    )
+    assert cli_imports(script, known) == ["wpb_gym.cli", "wpb_gym.cli.inputs"]
 
 
 def test_the_import_scanner_resolves_relative_imports():

@@ -29,11 +29,13 @@ import argparse
 import sys
 from typing import Sequence
 
+from ..core.checks import InputError
+from ..core.messages import one_line
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError
 from ..episodes.jsonl import EpisodeFormatError
 from . import datasets, episode_sets, evaluation, ingest, results, sweep, training
-from .inputs import InputError, OneLineParser, one_line
+from .inputs import OneLineParser
 
 __all__ = ["build_parser", "main"]
 

@@ -7,17 +7,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..core.checks import InputError
+from ..core.messages import one_line
+from ..core.setting_values import parse_int, parse_path, parse_text
 from ..evaluation.run_folder import check_folder_path
-from .inputs import (
-    InputError,
-    check_env_kwargs,
-    one_line,
-    parse_env_kwarg,
-    parse_int,
-    parse_path,
-    parse_text,
-    read_episode_source,
-)
+from .inputs import check_env_kwargs, parse_env_kwarg, read_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT)

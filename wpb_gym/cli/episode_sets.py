@@ -12,18 +12,9 @@ from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..core.tracks import TRACKS, track_costs
-from ..core.types import Episode
-from ..core.version import __version__
-from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
-from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig, make_config
-from ..episodes.jsonl import iter_jsonl
-from ..evaluation.run_folder import check_folder_path
-from ..scoring.oracle import episode_oracle
-from .eval_settings import BUDGETS, TRACKS_SETTING
-from .inputs import (
+from ..core.checks import InputError
+from ..core.setting_values import (
     MAX_LENGTH,
-    InputError,
     budget_text,
     input_error,
     parse_bool,
@@ -33,9 +24,18 @@ from .inputs import (
     parse_names,
     parse_path,
     parse_text,
-    reading,
     underflows,
 )
+from ..core.tracks import TRACKS, track_costs
+from ..core.types import Episode
+from ..core.version import __version__
+from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
+from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig, make_config
+from ..episodes.jsonl import iter_jsonl
+from ..evaluation.run_folder import check_folder_path
+from ..scoring.oracle import episode_oracle
+from .eval_settings import BUDGETS, TRACKS_SETTING
+from .inputs import reading
 from .settings import CommandSettings, Setting, Settings, switch
 
 

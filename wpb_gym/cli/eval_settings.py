@@ -5,13 +5,9 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..core.tracks import TRACKS
-from ..episodes.generators.paper import REGIMES
-from ..evaluation.ray_backend import BACKENDS
-from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
-from .inputs import (
+from ..core.checks import InputError
+from ..core.setting_values import (
     MAX_LENGTH,
-    InputError,
     budget_text,
     parse_budgets,
     parse_choice,
@@ -22,6 +18,10 @@ from .inputs import (
     parse_seconds,
     parse_text,
 )
+from ..core.tracks import TRACKS
+from ..episodes.generators.paper import REGIMES
+from ..evaluation.ray_backend import BACKENDS
+from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)

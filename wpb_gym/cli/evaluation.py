@@ -10,17 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..core.atomic_files import write_atomic
+from ..core.checks import InputError
 from ..core.file_names import name_part
+from ..core.messages import did_you_mean, one_line
 from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
 from ..evaluation.run_folder import check_folder_path
 from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits
-from .inputs import (
-    InputError,
-    did_you_mean,
-    one_line,
-    read_episode_source,
-)
+from .inputs import read_episode_source
 from .settings import Settings
 
 
@@ -113,7 +111,7 @@ def _run_eval(config: Settings) -> int:
     from ..evaluation.grid import ROW_COLUMNS, given_refs, row_key, run_grid, skipped
     from ..evaluation.ray_backend import RayBackendError
     from ..evaluation.referee import PolicyError
-    from ..evaluation.reports.report import run_metadata, write_atomic
+    from ..evaluation.reports.report import run_metadata
     from ..evaluation.reports.run_writer import RunWriter
     from ..evaluation.run_folder import (
         RESULTS,
@@ -248,8 +246,6 @@ def _run_eval(config: Settings) -> int:
 def _cmd_ablate(settings: Settings) -> int:
     from ..evaluation.grid import run_grid
     from ..evaluation.reports.compare import ablation_markdown
-    from ..evaluation.reports.report import write_atomic
-
     if settings.out is not None and Path(settings.out).is_dir():
         raise InputError(f"--out {settings.out}: is a folder; expected the markdown file to write")
     if settings.out is not None:

@@ -7,8 +7,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..core.checks import InputError
+from ..core.setting_values import input_error, parse_choice, parse_path, parse_text
 from ..evaluation.run_folder import check_folder_path
-from .inputs import InputError, input_error, parse_choice, parse_path, parse_text
 from .settings import CommandSettings, Setting, Settings, switch
 
 

@@ -8,27 +8,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..core.atomic_files import write_atomic
+from ..core.checks import InputError
+from ..core.setting_values import budget_text, parse_budget, parse_choice, parse_names, parse_path, parse_text
 from ..core.tracks import TRACKS
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.metrics import METRIC_NAMES
-from .inputs import (
-    InputError,
-    budget_text,
-    check_policies,
-    parse_budget,
-    parse_choice,
-    parse_names,
-    parse_path,
-    parse_text,
-    read_run,
-)
+from .inputs import check_policies, read_run
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BASELINE_STORE = "runs/baseline"
 
 
 def _cmd_report(args: Settings) -> int:
-    from ..evaluation.reports.report import write_atomic
     from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
 
     run = Path(args.run)
@@ -132,8 +124,6 @@ def _cmd_compare(args: Settings) -> int:
 
 
 def _cmd_baseline(args: Settings) -> int:
-    from ..evaluation.reports.report import write_atomic
-
     run = Path(args.run)
     read_run(run)  # a complete, readable run only
     store = Path(args.store)
@@ -149,7 +139,6 @@ def _cmd_baseline(args: Settings) -> int:
 
 
 def _cmd_seeds(args: Settings) -> int:
-    from ..evaluation.reports.report import write_atomic
     from ..evaluation.reports.seed_stats import seed_table, seed_table_markdown
 
     rows = [row for run in args.runs for row in read_run(Path(run))]

@@ -12,49 +12,15 @@ the command does not know is refused with the list of those it does.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .inputs import ConfigLoader, InputError, did_you_mean, flag_type, parse_bool, parse_path
-
-
-def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
-    """The mapping in the YAML file ``path`` (empty file: {}), refusing keys not in ``known``.
-
-    Raises FileNotFoundError or ValueError naming the file.
-    """
-    path = Path(path)
-    try:
-        loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
-    except FileNotFoundError:
-        raise FileNotFoundError(f"config file {path} does not exist") from None
-    except IsADirectoryError:
-        raise ValueError(f"config file {path} is a folder; expected a YAML file") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); expected a YAML file") from None
-    except RecursionError:
-        raise ValueError(f"{path}: nested too deeply; expected a mapping of settings") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ValueError(f"{where}: not valid YAML: {problem}") from None
-    if loaded is None:
-        return {}
-    if not isinstance(loaded, dict):
-        raise ValueError(f"{path} must hold a mapping of settings (key: value lines), got a {type(loaded).__name__}")
-    if any(not isinstance(key, str) for key in loaded):
-        raise ValueError(f"{path}: setting names must be text, got {sorted(map(repr, loaded))}")
-    known = set(known)
-    unknown = sorted(set(loaded) - known)
-    if unknown:
-        hints = "".join(did_you_mean(name, known) for name in unknown)
-        raise ValueError(f"{path}: unknown setting(s) {unknown}{hints}; known: {sorted(known)}")
-    return loaded
+from ..core.checks import InputError
+from ..core.setting_values import parse_bool, parse_path
+from ..core.settings_files import read_settings
+from .inputs import flag_type
 
 
 @dataclass(frozen=True)

@@ -15,21 +15,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ..core.checks import InputError
+from ..core.messages import did_you_mean
+from ..core.setting_values import parse_budgets, parse_int, parse_ints, parse_names, parse_path, parse_text
+from ..core.settings_files import read_settings
 from ..core.tracks import TRACKS
 from ..episodes.generators.paper import REGIMES
 from ..evaluation.run_folder import check_folder_path
-from .inputs import (
-    InputError,
-    check_env_kwargs,
-    did_you_mean,
-    parse_budgets,
-    parse_int,
-    parse_ints,
-    parse_names,
-    parse_path,
-    parse_text,
-)
-from .settings import CommandSettings, Setting, Settings, read_settings, switch
+from .inputs import check_env_kwargs
+from .settings import CommandSettings, Setting, Settings, switch
 from .training import ALGOS
 
 # Env arguments a sweep sets itself, and why.

@@ -44,11 +44,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+from ..core.atomic_files import default_mode
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import Episode
 from ..core.version import __version__
 from .generators.paper import GeneratorConfig, generate_episodes, make_config
-from .jsonl import default_mode, iter_jsonl, write_jsonl
+from .jsonl import iter_jsonl, write_jsonl
 
 MANIFEST_NAME = "MANIFEST.json"
 FORMAT_NAME = "wpb-frozen-set"

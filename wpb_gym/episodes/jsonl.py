@@ -36,6 +36,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
+from ..core.atomic_files import default_mode
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import MAX_UTILITY, Episode, Step, frozen_instances
 
@@ -298,20 +299,6 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[Episode]:
 def load_jsonl(path: str | os.PathLike[str]) -> list[Episode]:
     """All episodes of a ``.jsonl`` / ``.jsonl.gz`` file (use ``iter_jsonl`` to stream)."""
     return list(iter_jsonl(path))
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def default_mode(directory: bool = False) -> int:
-    """The mode an ordinary new file or folder gets under the umask.
-
-    ``mkstemp``/``mkdtemp`` create 0600/0700, which would hide a released set from other users.
-    """
-    return (0o777 if directory else 0o666) & ~_current_umask()
 
 
 def dumps_episode(episode: Episode) -> str:

@@ -23,8 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..core.atomic_files import default_mode
 from ..core.checks import InputError
-from ..episodes.jsonl import default_mode
 
 RESULTS = "results.csv"
 # What wpb eval writes besides results.csv, and what wpb report derives from results.csv:

@@ -199,6 +199,6 @@ def run_pictures(rows: Sequence[dict[str, Any]]) -> dict[str, bytes]:
 
 
 def write_pictures(rows: Sequence[dict[str, Any]], folder: str | Path) -> list[Path]:
-    from .report import write_atomic_bytes
+    from ...core.atomic_files import write_atomic_bytes
 
     return [write_atomic_bytes(Path(folder) / name, data) for name, data in run_pictures(rows).items()]

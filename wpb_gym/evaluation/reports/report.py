@@ -15,7 +15,6 @@ import json
 import math
 import os
 import subprocess
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from ...core.policy import ORACLE
-from ...episodes.jsonl import default_mode
 from ..grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
 
@@ -33,27 +31,6 @@ LEADERBOARD_METRICS = (
     ("utility_per_kb", "Util/KB"),
     ("avg_staleness", "Avg Staleness"),
 )
-
-
-def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
-    return write_atomic_bytes(path, text.encode("utf-8"))
-
-
-def write_atomic_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """``write_atomic`` for bytes (pictures)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, default_mode())  # mkstemp's 0600 would hide the file from other users
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 RUN_COLUMNS = ("seed", "version", "git_commit", "config_hash")

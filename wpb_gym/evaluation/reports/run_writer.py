@@ -87,7 +87,8 @@ class RunWriter:
     def write(self, folder: Path, rows: list[dict[str, Any]], run: dict[str, Any]) -> list[Path]:
         """Every file of the run into ``folder`` (``results.csv`` last); returns the pictures."""
         from .plots import PICTURES, picture_name
-        from .report import SUMMARY_HEADER, ordering, results_csv, write_atomic, write_atomic_bytes
+        from ...core.atomic_files import write_atomic, write_atomic_bytes
+        from .report import SUMMARY_HEADER, ordering, results_csv
 
         by_condition: dict[Condition, list[dict[str, Any]]] = {}
         for row in rows:

@@ -1,0 +1,46 @@
+"""Files written whole or not at all, with the mode an ordinary new file gets.
+
+A file is written to a temporary name in its folder and renamed into place, so an interrupted
+write never leaves a file that looks complete, nor clobbers an earlier one with part of itself.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(directory: bool = False) -> int:
+    """The mode an ordinary new file or folder gets under the umask.
+
+    ``mkstemp``/``mkdtemp`` create 0600/0700, which would hide a released set from other users.
+    """
+    return (0o777 if directory else 0o666) & ~_current_umask()
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file and a rename."""
+    return write_atomic_bytes(path, text.encode("utf-8"))
+
+
+def write_atomic_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
+    """``write_atomic`` for bytes (pictures)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, default_mode())  # mkstemp's 0600 would hide the file from other users
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
