@@ -20,7 +20,9 @@ import numpy as np
 
 from wpb_gym.core.atomic_files import write_atomic
 
+from .held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
 from .learners import BanditLearner, make_learner
+from .versions import package_versions
 
 LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
 DEFAULT_TIMESTEPS = 200_000  # 1,000 episodes of T = 200: about 20 seconds here
@@ -42,13 +44,12 @@ def train_learner_run(
 ) -> dict[str, Any]:
     """Train the learner ``algo`` into the run folder ``out``; returns the saved configuration."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
-    from .train import HELD_OUT_SEED_OFFSET, _held_out_env, _validation_config, _versions
-
     if algo not in LEARNER_ALGOS:
         raise ValueError(f"unknown learner {algo!r}; expected one of {LEARNER_ALGOS}")
     env_config = {**DEFAULT_ENV, **dict(env_kwargs or {}), "dense_reward": True, "observation_mode": "box"}
     total = DEFAULT_TIMESTEPS if timesteps is None else int(timesteps)
-    validation = _validation_config(_held_out_env(env_config, eval_episodes), eval_episodes, seed, validation_episodes)
+    validation = validation_env_kwargs(held_out_env_kwargs(env_config, eval_episodes), eval_episodes, seed,
+                                       validation_episodes)
     env = WritePolicyBenchEnv(**{**env_config, "episode_seed": seed})
     learner = make_learner(algo, seed=seed)
     bar = None
@@ -83,7 +84,7 @@ def train_learner_run(
         "contexts": len(learner.counts),
         "validation_f1": float(np.mean(scores)),
         "config": {"env": env_config},
-        "versions": _versions(),
+        "versions": package_versions(),
     }
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
     return saved

@@ -219,7 +219,7 @@ def check_trials(settings: Mapping[str, Any], where: str) -> None:
 
 
 def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, built: set[str]) -> None:
-    from .train import algo_class, check_config
+    from .train import algo_class, check_config, new_model
 
     entry = f"{trial.algo} on regime {trial.regime}" + (f" with {dict(trial.hyperparams)}" if trial.hyperparams else "")
     config, recipe = trial_config(trial, settings)
@@ -233,11 +233,9 @@ def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, buil
     try:
         key = json.dumps([trial.algo, config["policy"], config["hyperparams"], n_envs], sort_keys=True, default=str)
         if key not in built:  # the model of these hyperparameters, as wpb train builds it
-            from .train import _new_model
-
             policy = config["policy"]  # as agents.train picks it
             policy = "MlpLstmPolicy" if trial.algo == "recurrent_ppo" and policy == "MlpPolicy" else policy
-            _new_model(algo_class(trial.algo), policy, vec_env, 0, None, config["hyperparams"])
+            new_model(algo_class(trial.algo), policy, vec_env, 0, None, config["hyperparams"])
             built.add(key)
     except ValueError as error:
         raise ValueError(f"{where}: hyperparams ({entry}): {error}") from None
@@ -273,10 +271,10 @@ def _check_hyperparams(algo: str, hyperparams: Mapping[str, Sequence[Any]], wher
 
 def _build_env(env_kwargs: Mapping[str, Any], n_envs: int, vec_env: str, where: str) -> Any:
     """The trial's training envs, built (and reset) as ``wpb train`` builds them."""
-    from .train import _vec_env
+    from .train import build_vec_env
 
     try:
-        envs = _vec_env({**env_kwargs, "episode_seed": 0}, n_envs, 0, vec_env)
+        envs = build_vec_env({**env_kwargs, "episode_seed": 0}, n_envs, 0, vec_env)
         envs.reset()
     except (ValueError, TypeError) as error:
         raise ValueError(f"{where}: {error}") from None

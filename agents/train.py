@@ -48,12 +48,12 @@ from typing import Any
 from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.setting_values import parse_int
 from wpb_gym.core.settings_files import read_settings
-from wpb_gym.core.version import __version__
 
+from .held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
 from .option_checks import mistyped
+from .versions import package_versions
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
-HELD_OUT_SEED_OFFSET = 1_000_003
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs" / "train"
 
 DEFAULTS: dict[str, Any] = {
@@ -179,10 +179,13 @@ def episode_workers(config: Mapping[str, Any]) -> int:
     return int(config["vec_env"] == "native" and usable_cpus() > int(config["torch_threads"]) and os.name == "posix")
 
 
-def _vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, monitor_dir: Path | None = None,
-             workers: int = 0):
-    """The training envs; with ``monitor_dir``, SB3's monitor logs of their episodes there;
-    ``workers``: the native vector env's episode workers."""
+def build_vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, *,
+                  monitor_dir: Path | None = None, workers: int = 0):
+    """``n_envs`` envs of ``WritePolicyBenchEnv(**env_kwargs)`` as one SB3 ``VecEnv``, as ``wpb
+    train`` builds them: ``vec_env`` is ``native`` (``NativeVecEnv``), ``dummy`` or ``subproc``
+    (SB3's ``DummyVecEnv`` / ``SubprocVecEnv``); env i's first reset uses ``seed + i``. With
+    ``monitor_dir``, SB3's monitor logs of their episodes there; ``workers``: the native vector
+    env's episode workers."""
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
@@ -234,13 +237,13 @@ def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, s
         for log in sorted((out / "monitor").glob("*.monitor.csv")):
             if ".until_" not in log.name:
                 log.rename(log.with_name(log.name.replace(".monitor.csv", f".until_{newest[1]}.monitor.csv")))
-    train_env = _vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"], out / "monitor",
-                         episode_workers(config))
-    validation = _validation_config(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
+    train_env = build_vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"],
+                              monitor_dir=out / "monitor", workers=episode_workers(config))
+    validation = validation_env_kwargs(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
     n_eval = len(validation["episodes"])
     # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
     eval_kind = "native" if config["vec_env"] == "native" else "dummy"
-    eval_env = _vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
+    eval_env = build_vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
     cls = algo_class(algo)
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
     start = 0
@@ -258,7 +261,7 @@ def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, s
             if isinstance(getattr(model, key, None), (int, float, str, bool))
         }
     else:
-        model = _new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
+        model = new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
     return train_env, eval_env, model, start, n_eval, validation, newest is not None
 
 def train(
@@ -284,7 +287,7 @@ def train(
     config = load_config(algo) if config is None else config
     env_config = {**config["env"], **dict(env_kwargs or {})}
     total = int(config["timesteps"] if timesteps is None else timesteps)
-    eval_config = _held_out_env(env_config, eval_episodes)
+    eval_config = held_out_env_kwargs(env_config, eval_episodes)
     if resume and init_from is not None:
         raise ValueError("--resume continues this run's own checkpoints; it cannot start --init-from another model")
     if init_from is not None and not Path(init_from).is_file():
@@ -300,7 +303,7 @@ def train(
         "init_from": None if init_from is None else str(init_from),
         "timesteps": total,
         "config": {**config, "env": env_config},
-        "versions": _versions(),
+        "versions": package_versions(),
     }
     imitation = config.get("imitation")
     if imitation is not None:
@@ -387,30 +390,10 @@ def train(
     return saved
 
 
-def _validation_config(
-    eval_config: Mapping[str, Any], eval_episodes: str | Path | None, seed: int, count: int
-) -> dict[str, Any]:
-    """The env arguments of the validation env that picks the best model: the same episodes at
-    every evaluation (the first ``count`` of the held-out seed, or every episode of the
-    ``--eval-episodes`` file), scored with the terminal reward (the episode's F1: no cost per
-    EXPIRE, whatever the training env charges)."""
-    from wpb_gym.envs.env import WritePolicyBenchEnv
-
-    env = WritePolicyBenchEnv(**{**eval_config, "episode_seed": seed + HELD_OUT_SEED_OFFSET, "episode_order": "cycle"})
-    if eval_episodes is not None:  # every held-out episode once, in order
-        from wpb_gym.episodes.sources import EpisodeList
-
-        held_out = EpisodeList.from_path(eval_episodes)
-        count = held_out.select(regime=eval_config.get("regime"), length=eval_config.get("length")).size
-    episodes = []
-    for index in range(count):
-        env.reset(options={"episode_index": index})
-        episodes.append(env.episode)
-    kept = _given_episodes(eval_config, "regime", "length")  # they chose the episodes, now made
-    return {**kept, "episodes": episodes, "episode_order": "cycle", "dense_reward": False, "expire_cost": 0.0}
-
-
-def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str, hyperparams: dict[str, Any]):
+def new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str | None, hyperparams: dict[str, Any]):
+    """A new model of the SB3 algorithm ``cls`` as ``wpb train`` makes one: on the CPU, with PyTorch's
+    fused Adam where the policy's optimizer is SB3's Adam (``agents.optimizer``). Refuses, with a
+    ``ValueError`` naming them, hyperparameters ``cls`` does not take and those it rejects."""
     import inspect
 
     from .optimizer import with_fused_adam
@@ -427,65 +410,3 @@ def _new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str
     except (AssertionError, TypeError, ValueError, KeyError, IndexError, RuntimeError) as error:
         short = " (a list setting, such as optimizer_kwargs.betas, has too few values)" * isinstance(error, IndexError)
         raise ValueError(f"hyperparams or policy of {cls.__name__}: {error}{short}") from None
-
-
-def _held_out_env(env_config: Mapping[str, Any], eval_episodes: str | Path | None) -> dict[str, Any]:
-    """The env arguments of the held-out evaluation env (refusing held-out episodes that are not)."""
-    train_source = env_config.get("episodes")
-    if eval_episodes is None:
-        if train_source is not None:
-            raise ValueError(
-                "training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH): "
-                "otherwise the best model would be chosen on the episodes it trained on"
-            )
-        return dict(env_config)
-    if train_source is not None and isinstance(train_source, (str, Path)):
-        _check_held_out(Path(train_source), Path(eval_episodes))
-    return {**_given_episodes(env_config), "episodes": str(eval_episodes)}
-
-
-def _given_episodes(env_config: Mapping[str, Any], *also: str) -> dict[str, Any]:
-    """``env_config`` for an env given its episodes: the episode source and the generator
-    options go (they would only apply to generated episodes), and so do ``also``."""
-    from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
-
-    return {k: v for k, v in env_config.items() if k not in ("episodes", *GENERATOR_OPTIONS, *also)}
-
-
-def _check_held_out(train: Path, held: Path) -> None:
-    """The held-out source is neither the training source, nor inside it, nor around it, and
-    real-drift episodes (``first_date`` / ``last_date`` labels) do not overlap in time."""
-    from wpb_gym.episodes.sources import read_episodes
-
-    a, b = train.resolve(), held.resolve()
-    if a == b or a in b.parents or b in a.parents:
-        raise ValueError(
-            f"--eval-episodes {held} and the training source {train} hold the same episodes (one is the "
-            "other or inside it); give held-out episodes, e.g. the heldout.jsonl of a real-drift set and train.jsonl"
-        )
-    spans = []
-    for path in (train, held):
-        dated = [e.labels for e in read_episodes(path) if "first_date" in e.labels and "last_date" in e.labels]
-        spans.append((min(d["first_date"] for d in dated), max(d["last_date"] for d in dated)) if dated else None)
-    if spans[0] is not None and spans[1] is not None:
-        (train_first, train_last), (held_first, held_last) = spans
-        if not (train_last < held_first or held_last < train_first):
-            raise ValueError(
-                f"--eval-episodes {held} ({held_first[:10]}..{held_last[:10]}) overlaps the training episodes "
-                f"{train} ({train_first[:10]}..{train_last[:10]}) in time"
-            )
-
-
-def _versions() -> dict[str, str]:
-    import gymnasium
-    import sb3_contrib
-    import stable_baselines3
-    import torch
-
-    return {
-        "writepolicybench_gym": __version__,
-        "gymnasium": gymnasium.__version__,
-        "stable_baselines3": stable_baselines3.__version__,
-        "sb3_contrib": sb3_contrib.__version__,
-        "torch": torch.__version__,
-    }

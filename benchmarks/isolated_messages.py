@@ -21,30 +21,30 @@ import eval_grid
 
 import wpb_gym.evaluation.isolated.isolation as isolation
 from agents.registry import make_agent
-from wpb_gym.evaluation.isolated.policy_process import _Server
+from wpb_gym.evaluation.isolated.policy_process import PolicyServer
 from wpb_gym.evaluation.referee import DEFAULT_LIMITS
 
 
 def recorded(agent: str) -> list[bytes]:
     """The messages the evaluator sends to ``agent``'s process over the grid."""
     sent: list[bytes] = []
-    original = isolation._Worker.send
+    original = isolation.PolicyWorker.send
 
     def keep(worker, data: bytes) -> None:
         sent.append(data)
         original(worker, data)
 
-    isolation._Worker.send = keep
+    isolation.PolicyWorker.send = keep
     try:
         eval_grid.AGENTS = (agent,)
         eval_grid.grid(1, isolate=True)
     finally:
-        isolation._Worker.send = original
+        isolation.PolicyWorker.send = original
     return sent
 
 
 def replay(agent: str, messages: list[bytes]) -> float:
-    server = _Server(partial(make_agent, agent), DEFAULT_LIMITS)
+    server = PolicyServer(partial(make_agent, agent), DEFAULT_LIMITS)
     handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
     start = time.process_time()
     for data in messages:

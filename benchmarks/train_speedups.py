@@ -38,7 +38,7 @@ def main() -> None:
 
     from agents.masked_policy import direct_masking
     from agents.optimizer import with_fused_adam
-    from agents.train import _vec_env
+    from agents.train import build_vec_env
 
     Distribution.set_default_validate_args(False)
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
@@ -55,7 +55,7 @@ def main() -> None:
                 seconds, weights = [0.0, 0.0], [{}, {}]
                 for _ in range(args.rounds):
                     for side, (direct, kwargs) in enumerate(sides[compare]):
-                        model = MaskablePPO("MlpPolicy", _vec_env({}, n_envs, 0, kind), **kwargs)
+                        model = MaskablePPO("MlpPolicy", build_vec_env({}, n_envs, 0, kind), **kwargs)
                         if direct:
                             direct_masking(model)
                         model.learn(256 * n_envs)

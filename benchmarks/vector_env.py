@@ -117,7 +117,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
 
     from agents.masked_policy import as_wpb_train
     from agents.optimizer import with_fused_adam
-    from agents.train import _vec_env
+    from agents.train import build_vec_env
 
     torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
@@ -132,7 +132,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
           f" {'rollouts':>9} {'env':>5} {'updates':>8}")
     for n_envs in n_envs_list:
         def maskable(kind, kwargs=fused, workers=0, n_envs=n_envs):
-            return lambda: MaskablePPO("MlpPolicy", _vec_env(wpb, n_envs, 0, kind, workers=workers), **kwargs)
+            return lambda: MaskablePPO("MlpPolicy", build_vec_env(wpb, n_envs, 0, kind, workers=workers), **kwargs)
 
         def cartpole(kwargs, n_envs=n_envs):
             return lambda: PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0), **kwargs)
@@ -402,12 +402,12 @@ def sb3_stepping(n_envs: int, rounds: int, env_kwargs: dict, seconds: float = 2.
     """What training asks of the env (a step and the masks per call), without the learning."""
     from sb3_contrib.common.maskable.utils import get_action_masks
 
-    from agents.train import _vec_env
+    from agents.train import build_vec_env
 
     totals = {"DummyVecEnv": [0, 0.0], "NativeVecEnv": [0, 0.0]}
     for _ in range(rounds):
         for name in totals:
-            env = _vec_env(env_kwargs, n_envs, 0, "dummy" if name == "DummyVecEnv" else "native")
+            env = build_vec_env(env_kwargs, n_envs, 0, "dummy" if name == "DummyVecEnv" else "native")
             env.reset()
             rng, steps, start = np.random.default_rng(0), 0, time.perf_counter()
             while time.perf_counter() - start < seconds:

@@ -12,7 +12,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
 from agents.masked_policy import direct_masking
-from agents.train import _vec_env
+from agents.train import build_vec_env
 
 KWARGS = {"length": 30, "api_pool": 6, "dense_reward": True, "episode_seed": 2}
 SMALL = {"n_steps": 32, "batch_size": 16, "n_epochs": 2, "seed": 4, "device": "cpu"}
@@ -21,7 +21,7 @@ SMALL = {"n_steps": 32, "batch_size": 16, "n_epochs": 2, "seed": 4, "device": "c
 def _model(direct: bool, policy: str = "MlpPolicy", env_kwargs=None, n_envs: int = 3, vec_env: str = "native",
            **policy_kwargs):
     torch.set_num_threads(1)
-    env = _vec_env({**KWARGS, **(env_kwargs or {})}, n_envs, 2, vec_env)
+    env = build_vec_env({**KWARGS, **(env_kwargs or {})}, n_envs, 2, vec_env)
     model = MaskablePPO(policy, env, policy_kwargs={"net_arch": [16], **policy_kwargs}, **SMALL)
     if direct:
         assert direct_masking(model)
@@ -138,7 +138,7 @@ def test_unmasked_calls_other_algorithms_and_saved_models_are_sb3s_own(tmp_path)
     want = stock.policy(obs)
     torch.manual_seed(0)
     assert all(torch.equal(a, b) for a, b in zip(want, direct.policy(obs), strict=True))
-    assert not direct_masking(PPO("MlpPolicy", _vec_env(KWARGS, 1, 0, "dummy"), device="cpu"))
+    assert not direct_masking(PPO("MlpPolicy", build_vec_env(KWARGS, 1, 0, "dummy"), device="cpu"))
     direct.save(tmp_path / "model.zip")
     loaded = MaskablePPO.load(tmp_path / "model.zip", device="cpu")
     assert "forward" not in vars(loaded.policy) and type(loaded.policy) is type(stock.policy)
@@ -166,5 +166,5 @@ def test_a_deep_copy_plays_its_own_weights_and_a_subclass_keeps_its_methods():
         def _get_action_dist_from_latent(self, latent_pi):
             return self.action_dist.proba_distribution(action_logits=self.action_net(latent_pi) * 10)
 
-    model = MaskablePPO(Sharper, _vec_env(KWARGS, 1, 0, "native"), device="cpu")
+    model = MaskablePPO(Sharper, build_vec_env(KWARGS, 1, 0, "native"), device="cpu")
     assert not direct_masking(model) and "forward" not in vars(model.policy)

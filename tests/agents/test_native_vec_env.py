@@ -10,7 +10,7 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from agents.native_vec_env import NativeVecEnv, make_native_vec_env
-from agents.train import _vec_env, algo_class
+from agents.train import build_vec_env, algo_class
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
 KWARGS = {"length": 25, "api_pool": 8, "dense_reward": True, "regime": "contract_mix"}
@@ -82,7 +82,7 @@ def test_every_algorithm_trains_the_same_model_from_it_as_from_dummy_vec_env(alg
     policy = "MlpLstmPolicy" if algo == "recurrent_ppo" else "MlpPolicy"
     trained = []
     for kind in ("native", "dummy"):
-        model = algo_class(algo)(policy, _vec_env(kwargs, n_envs, 3, kind), **settings)
+        model = algo_class(algo)(policy, build_vec_env(kwargs, n_envs, 3, kind), **settings)
         model.learn(192)
         assert model.num_timesteps >= 192
         trained.append([p.detach().clone() for p in model.policy.parameters()])

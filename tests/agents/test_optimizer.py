@@ -13,7 +13,7 @@ from stable_baselines3 import A2C, DQN, PPO
 from test_train import TINY
 
 from agents.optimizer import with_fused_adam
-from agents.train import _vec_env
+from agents.train import build_vec_env
 from wpb_gym.cli import main as wpb
 
 FUSED = {"optimizer_kwargs": {"fused": True}}
@@ -82,7 +82,7 @@ def test_fused_adam_is_added_only_where_sb3_would_use_its_adam_loop(algo, hyperp
 )
 def test_the_fused_optimizer_has_sb3s_settings(algo, policy, hyperparams):
     env_kwargs = {"observation_mode": "dict"} if policy == "MultiInputPolicy" else {}
-    stock, fused = (algo(policy, _vec_env(env_kwargs, 1, 0, "dummy"), device="cpu", seed=0, **h)
+    stock, fused = (algo(policy, build_vec_env(env_kwargs, 1, 0, "dummy"), device="cpu", seed=0, **h)
                     for h in (hyperparams, with_fused_adam(algo, policy, hyperparams)))
     assert type(fused.policy.optimizer) is type(stock.policy.optimizer) is torch.optim.Adam
     assert fused.policy.optimizer.defaults == {**stock.policy.optimizer.defaults, "fused": True}
@@ -96,7 +96,7 @@ def test_fused_adam_trains_sb3s_model_up_to_rounding():
     hyper = {"n_steps": 128, "batch_size": 64, "n_epochs": 2}
     weights = []
     for h in (hyper, with_fused_adam(MaskablePPO, "MlpPolicy", hyper)):
-        model = MaskablePPO("MlpPolicy", _vec_env({}, 4, 0, "native"), device="cpu", seed=0, **h)
+        model = MaskablePPO("MlpPolicy", build_vec_env({}, 4, 0, "native"), device="cpu", seed=0, **h)
         with as_wpb_train(model):
             model.learn(2048)
         weights.append(model.policy.state_dict())

@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from agents.sb3_agent import SB3Agent
-from agents.train import ALGOS, HELD_OUT_SEED_OFFSET, load_config
+from agents.held_out import HELD_OUT_SEED_OFFSET
+from agents.train import ALGOS, load_config
 from wpb_gym.cli import main as wpb
 from wpb_gym.cli.inputs import parse_env_kwarg
 from wpb_gym.episodes.generators.paper import generate_episode, make_config

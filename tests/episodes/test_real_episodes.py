@@ -373,23 +373,23 @@ def test_breaking_types_cover_the_critical_rule():
 
 
 def test_training_refuses_held_out_episodes_that_are_not(log, tmp_path):
-    from agents.train import _held_out_env
+    from agents.held_out import held_out_env_kwargs
 
     set_a = tmp_path / "a"
     episodes_from_events(log, set_a, options())
     train, held = set_a / "train.jsonl", set_a / "heldout.jsonl"
-    assert _held_out_env({"episodes": str(train)}, held)["episodes"] == str(held)
+    assert held_out_env_kwargs({"episodes": str(train)}, held)["episodes"] == str(held)
     with pytest.raises(ValueError, match="hold the same episodes"):
-        _held_out_env({"episodes": str(set_a)}, held)  # the whole set holds the held-out period too
+        held_out_env_kwargs({"episodes": str(set_a)}, held)  # the whole set holds the held-out period too
     with pytest.raises(ValueError, match="hold the same episodes"):
-        _held_out_env({"episodes": str(held)}, held)
+        held_out_env_kwargs({"episodes": str(held)}, held)
     # Another cut of the same log whose training period reaches into set_a's held-out one.
     late = tmp_path / "late"
     episodes_from_events(log, late, options(), parse_windows("train=2020-01-10..,early=..2020-01-05"))
     with pytest.raises(ValueError, match="overlaps the training episodes"):
-        _held_out_env({"episodes": str(late / "train.jsonl")}, held)
+        held_out_env_kwargs({"episodes": str(late / "train.jsonl")}, held)
     with pytest.raises(ValueError, match="needs held-out episodes"):
-        _held_out_env({"episodes": str(train)}, None)
+        held_out_env_kwargs({"episodes": str(train)}, None)
 
 
 @pytest.mark.parametrize("warmup, digest", [(True, "30d15f3d769bff8b"), (False, "f74da1b3eff22628")])

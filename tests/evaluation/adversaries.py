@@ -349,7 +349,7 @@ class ForgedReply(Attacker):
         if self.tamper:
             from wpb_gym.evaluation.isolated import policy_process
 
-            server = next(o for o in gc.get_objects() if isinstance(o, policy_process._Server))
+            server = next(o for o in gc.get_objects() if isinstance(o, policy_process.PolicyServer))
             for run in server.runs:
                 if not getattr(run.send, "forged", False):
                     run.send = _forging(run.send, self.variant)

@@ -3,7 +3,8 @@
 ``agents``: ``agents`` and the benchmarks never import the CLI, which uses them. Every import
 counts, including those inside functions (a lazy import is still a dependency) and, outside
 ``wpb_gym``, those of code a script runs from a string (``python -c``); imports under
-``if TYPE_CHECKING:`` are annotations only and do not."""
+``if TYPE_CHECKING:`` are annotations only and do not. No module of ``wpb_gym``, ``agents`` or
+the benchmarks imports or reads another's private names (``_name``): a name shared is public."""
 
 from __future__ import annotations
 
@@ -154,3 +155,98 @@ def test_no_import_cycles():
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+# Private names read across modules that go with the rewrite of the compiled core (envs/fast)
+# and of the episode generators, under way: they leave with it. Nothing else may join them.
+PRIVATE_READS_OF_THE_REWRITE = {
+    "wpb_gym/envs/fast/contract_episodes.py: wpb_gym.episodes.generators.contracts._PAIR_NAMES",
+    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.contracts._PAIR_NAMES",
+    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.envs.fast.numpy_streams._draws_as_numpy",
+    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.paper._structure_rng",
+    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.paper._VOCABULARY",
+    "wpb_gym/envs/fast/core.py: wpb_gym.envs.fast.oracle_by_class._MAX_COMBINATIONS",
+    "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.oracle_by_class._class_optimum",
+    "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.paper_episodes._unprivileged",
+    "wpb_gym/envs/fast/episode_arrays.py: wpb_gym.envs.fast.contents._equality_key",
+    "wpb_gym/envs/fast/paper_text_episodes.py: wpb_gym.episodes.generators.paper._DOC_TOPICS",
+    # The benchmark times the generator against a literal one by swapping its filler text.
+    "benchmarks/episode_preparation.py: wpb_gym.episodes.generators.paper._text",
+    "benchmarks/episode_preparation.py: wpb_gym.episodes.generators.paper._VOCABULARY",
+}
+
+
+def our_modules() -> dict[str, Path]:
+    """Every module of ``wpb_gym`` and ``agents`` by its name, and every benchmark script by its
+    file's name (how the scripts import each other)."""
+    found = {module_name(p): p for folder in ("wpb_gym", "agents") for p in sorted((ROOT / folder).rglob("*.py"))}
+    return found | {p.stem: p for p in sorted((ROOT / "benchmarks").glob("*.py"))}
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def private_reads(path: Path, known: dict[str, Path]) -> set[str]:
+    """``module._name`` for each private name of another of ``known`` that ``path`` imports
+    (``from module import _name``) or reads (``module._name``), anywhere in it."""
+    own = module_name(path) if path.parent.name != "benchmarks" else path.stem
+    package = own if path.stem == "__init__" else own.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound: dict[str, str] = {}  # a local name -> the module of ours it names
+    reads = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{target}.{alias.name}" in known:
+                    bound[alias.asname or alias.name] = f"{target}.{alias.name}"
+                if target in known and target != own and private(alias.name):
+                    reads.add(f"{target}.{alias.name}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in known:
+                    bound[alias.asname] = alias.name
+                elif alias.name.split(".")[0] in {m.split(".")[0] for m in known}:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            chain, value = [], node.value
+            while isinstance(value, ast.Attribute):
+                chain.insert(0, value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id in bound:
+                module = ".".join([bound[value.id], *chain])
+                if module in known and module != own:
+                    reads.add(f"{module}.{node.attr}")
+    return reads
+
+
+def private_reads_everywhere() -> set[str]:
+    known = our_modules()
+    return {
+        f"{path.relative_to(ROOT)}: {read}"
+        for folder in ("wpb_gym", "agents", "benchmarks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for read in private_reads(path, known)
+    }
+
+
+def test_no_module_reads_another_modules_private_names():
+    assert private_reads_everywhere() - PRIVATE_READS_OF_THE_REWRITE == set()
+
+
+def test_the_private_name_check_sees_imports_and_reads(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import wpb_gym.envs.env as env_module\n"
+        "from wpb_gym.evaluation.isolated import isolation\n\n"
+        "def run():\n    from wpb_gym.cli.evaluation import _hidden\n"
+        "    return isolation._Hidden, env_module._private, env_module.__name__, run._cache\n"
+    )
+    assert private_reads(script, our_modules()) == {
+        "wpb_gym.cli.evaluation._hidden",
+        "wpb_gym.evaluation.isolated.isolation._Hidden",
+        "wpb_gym.envs.env._private",
+    }

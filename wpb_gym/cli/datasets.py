@@ -53,7 +53,7 @@ def _cmd_dataset(settings: Settings) -> int:
     from minari.dataset.minari_dataset import parse_dataset_id
     from tqdm import tqdm
 
-    from .evaluation import _policy_specs
+    from .evaluation import policy_specs
 
     try:
         parse_dataset_id(settings.dataset_id)
@@ -64,7 +64,7 @@ def _cmd_dataset(settings: Settings) -> int:
     env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), where, reserved)
     if isinstance(env_kwargs.get("episodes"), str):
         read_episode_source(env_kwargs["episodes"])  # its errors name the file
-    (spec,) = _policy_specs([settings.agent])
+    (spec,) = policy_specs([settings.agent])
     env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" else "privileged"
     root = Path(settings.out).resolve() if settings.out else default_root()
     check_folder_path(root)  # a file, under a file, or not writable: named before any episode is played

@@ -22,7 +22,7 @@ from .inputs import read_episode_source
 from .settings import Settings
 
 
-def _policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
+def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
     or folder (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``, ``rllib:CHECKPOINT``;
     ``LABEL=NAME:PATH`` to name it),
@@ -145,7 +145,7 @@ def _run_eval(config: Settings) -> int:
         )
     if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
-    policies = _policy_specs(config["agents"], config["isolate"], limits)
+    policies = policy_specs(config["agents"], config["isolate"], limits)
     recorded = {k: config[k] for k in RECORDED}
     if config["episodes"] is not None:
         generated_only = [name for name in GENERATED_ONLY if config.origin_of(name) != "default"]
@@ -259,7 +259,7 @@ def _cmd_ablate(settings: Settings) -> int:
             raise InputError(f"{path}: seed: an ablation runs seeds 0..--seeds-1 itself; leave 'seed:' out")
         # Both variants are checked before any work.
         _generated_refs(config, 0)
-        configs.append((config, _policy_specs(config["agents"], config["isolate"], run_limits(config))))
+        configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config))))
     runs = []
     for config, policies in configs:
         per_seed = []

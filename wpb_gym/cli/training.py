@@ -26,8 +26,9 @@ def _parse_workers(value: Any, where: str = "") -> str | int:
 def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], str]:
     """The env arguments, the training config and where it came from: the algorithm's defaults,
     then its recipe (``--config`` or the shipped recipe of the regime), then the flags."""
+    from agents.held_out import HELD_OUT_SEED_OFFSET  # the CLI joins the packages
     from agents.learner_training import LEARNER_ALGOS
-    from agents.train import HELD_OUT_SEED_OFFSET, check_config, load_config, recipe_path  # the CLI joins the packages
+    from agents.train import check_config, load_config, recipe_path
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}

@@ -132,7 +132,7 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-class _Worker:
+class PolicyWorker:
     """The evaluator's handle on one policy's process."""
 
     def __init__(self, label: str, factory: Callable[[], Any], limits: RunLimits) -> None:
@@ -210,7 +210,7 @@ class IsolatedPolicies:
             if track is not None and track not in POLICY_TRACKS:
                 raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
         self.limits = limits
-        self._workers: list[_Worker | None] = [None] * len(self.policies)
+        self._workers: list[PolicyWorker | None] = [None] * len(self.policies)
 
     def __enter__(self) -> IsolatedPolicies:
         return self
@@ -228,12 +228,12 @@ class IsolatedPolicies:
         """What policy ``index`` declares (``name``, ``track``, ``needs_stream``), from its process."""
         return self._start([index])[0].info
 
-    def _start(self, indices: Sequence[int]) -> list[_Worker]:
+    def _start(self, indices: Sequence[int]) -> list[PolicyWorker]:
         fresh = []
         for i in indices:
             if self._workers[i] is None:
                 label, factory = self.policies[i]
-                self._workers[i] = _Worker(label, factory, self.limits)
+                self._workers[i] = PolicyWorker(label, factory, self.limits)
                 fresh.append(self._workers[i])
         probe = pickle.dumps(("probe",))
         for worker in fresh:  # started together: they import in parallel
@@ -256,7 +256,7 @@ class IsolatedPolicies:
                 )
         return [self._workers[i] for i in indices]  # type: ignore[misc]
 
-    def _discard(self, worker: _Worker) -> None:
+    def _discard(self, worker: PolicyWorker) -> None:
         worker.stop()
         self._workers[self._workers.index(worker)] = None
 
@@ -403,7 +403,7 @@ class IsolatedPolicies:
             nested[run.seat.group[0]].append(run)
         return nested
 
-    def _begin(self, entries: dict[_Worker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record):
+    def _begin(self, entries: dict[PolicyWorker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record):
         """Tell each process its runs of the batch: sent to all of them, then answered (each
         builds its policies and calls ``start_episode`` while the others do)."""
         deadlines = {}
@@ -450,7 +450,7 @@ class IsolatedPolicies:
             worker.send(pickle.dumps(("end", metrics), protocol=pickle.HIGHEST_PROTOCOL))
         self._gather(deadlines, None)
 
-    def _gather(self, deadlines: dict[_Worker, float | None], silence: str | None) -> None:
+    def _gather(self, deadlines: dict[PolicyWorker, float | None], silence: str | None) -> None:
         """Every answer to a message sent to several processes, each read before the first
         error is raised (an answer left unread would be taken for the next one). A process
         silent past its deadline is stopped: an error saying ``silence``, or none if None."""

@@ -63,7 +63,7 @@ class _Run:
     stopped: bool = False
 
 
-class _Server:
+class PolicyServer:
     """Builds a policy per run and plays the steps it is sent."""
 
     def __init__(self, factory: Callable[[], Any], limits: RunLimits) -> None:
@@ -196,7 +196,7 @@ def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
     # out of every collection, its pages are not copied by the collector's visits either.
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
-    server = _Server(factory, limits)
+    server = PolicyServer(factory, limits)
     signal.signal(signal.SIGALRM, server.on_alarm)
     handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
     while True:
