@@ -5,4 +5,9 @@ lists them. Every agent runs in the offline evaluator (``wpb_gym.evaluation.runn
 the Gymnasium env (``agents.env_adapter.run_agent_in_env``, or SB3's ``evaluate_policy``
 after ``agent.attach(env)``), with identical results. This package depends on ``wpb_gym``,
 never the other way round.
+
+``scripted`` holds the rule-following agents, ``learners`` the bandit learners, ``sb3`` and
+``rllib`` training with those libraries and their models as agents; ``datasets`` records
+agents' trajectories (``wpb dataset``) and ``sweep`` runs training trials on Ray Tune
+(``wpb sweep``).
 """

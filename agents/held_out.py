@@ -5,7 +5,7 @@ Generated training episodes come from the episode seed ``seed``, held-out ones f
 episodes come from files (``episodes=`` in the env arguments, e.g. the training period of a
 real-drift set), the held-out ones must be given too (``--eval-episodes``), and may be neither
 the same files nor, for real-drift episodes, overlapping in time. SB3 training
-(``agents.train``) and the bandit learners' (``agents.learner_training``) validate alike.
+(``agents.sb3.train``) and the bandit learners' (``agents.learners.training``) validate alike.
 """
 
 from __future__ import annotations

@@ -32,6 +32,8 @@ from wpb_gym.episodes.generators.paper import GeneratorConfig
 
 from .base import Agent
 
+# Env arguments that decide what the model observes: saved beside every model file.
+OBSERVATION_KWARGS = ("track", "slots", "slot_order", "observation_mode", "max_expires_per_step")
 # Arguments that choose episodes or rewards: the evaluator decides those, not the model.
 IGNORED_ENV_KWARGS = {
     "episodes",

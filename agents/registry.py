@@ -16,12 +16,12 @@ from .base import MODEL_KINDS, Agent
 
 # Modules whose Agent subclasses (those defining ``name``) are registered, in listing order.
 AGENT_MODULES = (
-    "agents.baselines",
-    "agents.oracles",
-    "agents.heuristics",
-    "agents.learners",
-    "agents.sb3_agent",
-    "agents.rllib_agent",
+    "agents.scripted.baselines",
+    "agents.scripted.oracles",
+    "agents.scripted.heuristics",
+    "agents.learners.bandits",
+    "agents.sb3.agent",
+    "agents.rllib.agent",
 )
 
 

@@ -1,7 +1,7 @@
 """``wpb sweep``: a grid of training trials (algorithm x regime x seed x hyperparameters) on Ray
 Tune, each model evaluated on held-out episodes, and the learned-vs-baselines table.
 
-A trial trains with ``agents.train`` (or ``agents.learner_training`` for the bandit learners)
+A trial trains with ``agents.sb3.train`` (or ``agents.learners.training`` for the bandit learners)
 into ``OUT/trials/NAME/`` and evaluates its model on the held-out episodes of its regime
 (generated from the eval seed, never used in training or model selection); it returns its
 mean metrics to Tune and leaves its rows in ``rows.json``. Baselines are evaluated once per
@@ -54,7 +54,7 @@ LENGTH = 200
 LEARNERS = ("epsilon_greedy", "bandit_ucb")
 # The settings of the sweep in its folder, so that --resume continues that sweep and no other.
 SETTINGS_FILE = "sweep.json"
-# Arguments of an SB3 algorithm that ``agents.train`` sets itself: not hyperparameters.
+# Arguments of an SB3 algorithm that ``agents.sb3.train`` sets itself: not hyperparameters.
 SET_BY_TRAIN = ("policy", "env", "seed", "device", "tensorboard_log", "verbose", "_init_setup_model")
 
 
@@ -114,7 +114,7 @@ def held_out_refs(settings: Mapping[str, Any], regime: str) -> list[Any]:
 def trial_config(trial: Trial, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Path | None]:
     """The training config of an SB3 trial and its recipe file: the shipped recipe of its
     algorithm and regime, with the sweep's hyperparameters and timesteps."""
-    from .train import load_config, recipe_path
+    from .sb3.train import load_config, recipe_path
 
     recipe = recipe_path(trial.algo, trial.regime)
     file = recipe if recipe.is_file() else None
@@ -128,8 +128,8 @@ def trial_config(trial: Trial, settings: Mapping[str, Any]) -> tuple[dict[str, A
 def run_trial(trial: Trial, settings: Mapping[str, Any], out: str) -> dict[str, Any]:
     """Train ``trial`` into ``out/trials/NAME`` and evaluate its model on held-out episodes;
     returns the mean of each metric (what Tune records) and writes the rows to ``rows.json``."""
-    from .learner_training import train_learner_run
-    from .train import train
+    from .learners.training import train_learner_run
+    from .sb3.train import train
 
     folder = Path(out) / "trials" / trial.name
     env_kwargs = {**settings["env"], "regime": trial.regime}
@@ -192,11 +192,11 @@ def _mean(rows: Sequence[Mapping[str, Any]], metric: str) -> float:
 # ------------------------------------------------------------------ checks before anything runs
 def check_trials(settings: Mapping[str, Any], where: str) -> None:
     """Refuse, before any trial runs, what would fail inside one. Per (algorithm, regime), the
-    checks of ``wpb train``: the trial's full config (``agents.train.check_config``), its env
+    checks of ``wpb train``: the trial's full config (``agents.sb3.train.check_config``), its env
     arguments (the env is built) and, for the SB3 algorithms, each hyperparameter's name and the
     type of its value, and the model they build. Raises ValueError naming ``where`` (the sweep
     file), the grid entry and the field."""
-    from .learner_training import DEFAULT_ENV
+    from .learners.training import DEFAULT_ENV
 
     learners = [algo for algo in settings["algos"] if algo in LEARNERS]
     if learners and settings["hyperparams"]:
@@ -210,7 +210,7 @@ def check_trials(settings: Mapping[str, Any], where: str) -> None:
             _check_hyperparams(algo, settings["hyperparams"], where)
     built: set[str] = set()
     for algo, regime in itertools.product(settings["algos"], settings["regimes"]):
-        if algo in LEARNERS:  # the learner's env (agents.learner_training)
+        if algo in LEARNERS:  # the learner's env (agents.learners.training)
             env = {**DEFAULT_ENV, **settings["env"], "regime": regime, "dense_reward": True, "observation_mode": "box"}
             _build_env(env, 1, "native", f"{where}: env ({algo} on regime {regime})").close()
             continue
@@ -219,7 +219,7 @@ def check_trials(settings: Mapping[str, Any], where: str) -> None:
 
 
 def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, built: set[str]) -> None:
-    from .train import algo_class, check_config, new_model
+    from .sb3.train import algo_class, check_config, new_model
 
     entry = f"{trial.algo} on regime {trial.regime}" + (f" with {dict(trial.hyperparams)}" if trial.hyperparams else "")
     config, recipe = trial_config(trial, settings)
@@ -233,7 +233,7 @@ def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, buil
     try:
         key = json.dumps([trial.algo, config["policy"], config["hyperparams"], n_envs], sort_keys=True, default=str)
         if key not in built:  # the model of these hyperparameters, as wpb train builds it
-            policy = config["policy"]  # as agents.train picks it
+            policy = config["policy"]  # as agents.sb3.train picks it
             policy = "MlpLstmPolicy" if trial.algo == "recurrent_ppo" and policy == "MlpPolicy" else policy
             new_model(algo_class(trial.algo), policy, vec_env, 0, None, config["hyperparams"])
             built.add(key)
@@ -245,7 +245,7 @@ def _check_sb3_trial(trial: Trial, settings: Mapping[str, Any], where: str, buil
 
 def _check_hyperparams(algo: str, hyperparams: Mapping[str, Sequence[Any]], where: str) -> None:
     """Each name a parameter of the algorithm's class, each value of the type of its default."""
-    from .train import algo_class
+    from .sb3.train import algo_class
 
     cls = algo_class(algo)
     parameters = {
@@ -271,7 +271,7 @@ def _check_hyperparams(algo: str, hyperparams: Mapping[str, Sequence[Any]], wher
 
 def _build_env(env_kwargs: Mapping[str, Any], n_envs: int, vec_env: str, where: str) -> Any:
     """The trial's training envs, built (and reset) as ``wpb train`` builds them."""
-    from .train import build_vec_env
+    from .sb3.train import build_vec_env
 
     try:
         envs = build_vec_env({**env_kwargs, "episode_seed": 0}, n_envs, 0, vec_env)

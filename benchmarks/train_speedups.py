@@ -1,10 +1,10 @@
 """``wpb train``'s two speed-ups for MaskablePPO, each against training without it.
 
-* ``masking``: ``agents.masked_policy.direct_masking`` gives the policy a ``forward`` and
+* ``masking``: ``agents.sb3.masked_policy.direct_masking`` gives the policy a ``forward`` and
   ``evaluate_actions`` that run the tensor operations of SB3-contrib's masked distribution
   without building its distribution objects, against SB3-contrib's own (both with SB3's Adam
   loop). Both sides end with the same weights, bit for bit; the script checks it.
-* ``optimizer``: PyTorch's fused Adam (``agents.optimizer.with_fused_adam``, SB3's settings)
+* ``optimizer``: PyTorch's fused Adam (``agents.sb3.optimizer.with_fused_adam``, SB3's settings)
   against SB3's default Adam loop (both masked directly). The same algorithm, rounded
   differently: the script prints how far apart the trained weights end.
 
@@ -36,9 +36,9 @@ def main() -> None:
     from sb3_contrib import MaskablePPO
     from torch.distributions import Distribution
 
-    from agents.masked_policy import direct_masking
-    from agents.optimizer import with_fused_adam
-    from agents.train import build_vec_env
+    from agents.sb3.masked_policy import direct_masking
+    from agents.sb3.optimizer import with_fused_adam
+    from agents.sb3.train import build_vec_env
 
     Distribution.set_default_validate_args(False)
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},

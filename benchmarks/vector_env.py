@@ -115,9 +115,9 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from agents.masked_policy import as_wpb_train
-    from agents.optimizer import with_fused_adam
-    from agents.train import build_vec_env
+    from agents.sb3.masked_policy import as_wpb_train
+    from agents.sb3.optimizer import with_fused_adam
+    from agents.sb3.train import build_vec_env
 
     torch.set_num_threads(1)  # measured: default threads on 2 cores train PPO several times slower
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
@@ -402,7 +402,7 @@ def sb3_stepping(n_envs: int, rounds: int, env_kwargs: dict, seconds: float = 2.
     """What training asks of the env (a step and the masks per call), without the learning."""
     from sb3_contrib.common.maskable.utils import get_action_masks
 
-    from agents.train import build_vec_env
+    from agents.sb3.train import build_vec_env
 
     totals = {"DummyVecEnv": [0, 0.0], "NativeVecEnv": [0, 0.0]}
     for _ in range(rounds):

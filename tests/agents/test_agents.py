@@ -363,7 +363,7 @@ def test_attach_refuses_envs_in_other_processes():
 
 @pytest.mark.parametrize("name", ["last_kb", "random", "expire_oldest"])
 def test_stream_observer_in_memory_agrees_with_a_scan_of_memory(name):
-    from agents.observe import StreamObserver, family_of
+    from agents.scripted.observe import StreamObserver, family_of
 
     class Watching(Agent):
         def __init__(self):

@@ -7,7 +7,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from agents.baselines import (
+from agents.scripted.baselines import (
     BASELINES,
     AlwaysWrite,
     ChangeDetector,

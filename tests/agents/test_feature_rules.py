@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.feature_rules import BreakingRule, play
+from agents.scripted.feature_rules import BreakingRule, play
 from agents.registry import make_agent
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv

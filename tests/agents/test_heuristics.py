@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.heuristics import BreakingDetector, is_breaking
+from agents.scripted.heuristics import BreakingDetector, is_breaking
 from agents.registry import make_agent
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import Episode, Step

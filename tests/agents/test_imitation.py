@@ -10,9 +10,9 @@ import torch
 import yaml
 from sb3_contrib import MaskablePPO
 
-from agents.feature_rules import BreakingRule, play
-from agents.imitation import Dataset, HindsightTeacher, counterfactual_states, dagger, settings, validate
-from agents.train import CONFIG_DIR, RECIPES, load_config, recipe_path
+from agents.scripted.feature_rules import BreakingRule, play
+from agents.sb3.imitation import Dataset, HindsightTeacher, counterfactual_states, dagger, settings, validate
+from agents.sb3.train import CONFIG_DIR, RECIPES, load_config, recipe_path
 from wpb_gym.cli import main as wpb
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
@@ -154,7 +154,7 @@ def test_dagger_with_counterfactuals_trains_on_them_without_a_return():
 
 
 def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, monkeypatch):
-    import agents.train
+    import agents.sb3.train
 
     # The shipped recipe, made small, in a config folder of its own.
     recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
@@ -165,7 +165,7 @@ def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, mon
     folder.mkdir()
     config = folder / "maskable_ppo_imitation.yaml"
     config.write_text(yaml.safe_dump(recipe))
-    monkeypatch.setattr(agents.train, "CONFIG_DIR", folder)
+    monkeypatch.setattr(agents.sb3.train, "CONFIG_DIR", folder)
     out = tmp_path / "run"
     capsys.readouterr()
     argv = ["train", "--algo", "maskable_ppo", "--out", str(out)]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from agents.learners import BanditUCBAgent, EpsilonGreedyAgent, change_status
-from agents.observe import StreamObserver
+from agents.learners.bandits import BanditUCBAgent, EpsilonGreedyAgent, change_status
+from agents.scripted.observe import StreamObserver
 from agents.registry import make_agent
 from wpb_gym.cli import main as wpb
 from wpb_gym.core.store import ByteMemoryStore

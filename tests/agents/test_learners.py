@@ -1,4 +1,4 @@
-"""The bandit learners (``agents.learners``): they learn from env rewards, and only from them.
+"""The bandit learners (``agents.learners.bandits``): they learn from env rewards, and only from them.
 
 Training runs through ``agents.env_adapter.run_agent_in_env`` in ``WritePolicyBench-v0`` with
 dense rewards (generated set ``episode_seed=0``); held-out scores come from the offline
@@ -15,8 +15,8 @@ import gymnasium as gym
 import pytest
 
 from agents.env_adapter import run_agent_in_env
-from agents.learner_training import held_out_f1, make_training_env, train_learner
-from agents.learners import (
+from agents.learners.training import held_out_f1, make_training_env, train_learner
+from agents.learners.bandits import (
     ARMS,
     LEARNERS,
     BanditLearner,

@@ -11,8 +11,8 @@ from sb3_contrib import MaskablePPO
 from stable_baselines3 import PPO
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 
-from agents.masked_policy import direct_masking
-from agents.train import build_vec_env
+from agents.sb3.masked_policy import direct_masking
+from agents.sb3.train import build_vec_env
 
 KWARGS = {"length": 30, "api_pool": 6, "dense_reward": True, "episode_seed": 2}
 SMALL = {"n_steps": 32, "batch_size": 16, "n_epochs": 2, "seed": 4, "device": "cpu"}

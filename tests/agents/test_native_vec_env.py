@@ -9,8 +9,8 @@ from sb3_contrib.common.maskable.utils import get_action_masks, is_masking_suppo
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from agents.native_vec_env import NativeVecEnv, make_native_vec_env
-from agents.train import build_vec_env, algo_class
+from agents.sb3.native_vec_env import NativeVecEnv, make_native_vec_env
+from agents.sb3.train import build_vec_env, algo_class
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
 KWARGS = {"length": 25, "api_pool": 8, "dense_reward": True, "regime": "contract_mix"}

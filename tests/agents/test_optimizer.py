@@ -12,8 +12,8 @@ from sb3_contrib import MaskablePPO, RecurrentPPO
 from stable_baselines3 import A2C, DQN, PPO
 from test_train import TINY
 
-from agents.optimizer import with_fused_adam
-from agents.train import build_vec_env
+from agents.sb3.optimizer import with_fused_adam
+from agents.sb3.train import build_vec_env
 from wpb_gym.cli import main as wpb
 
 FUSED = {"optimizer_kwargs": {"fused": True}}
@@ -91,7 +91,7 @@ def test_the_fused_optimizer_has_sb3s_settings(algo, policy, hyperparams):
 def test_fused_adam_trains_sb3s_model_up_to_rounding():
     """MaskablePPO trained with fused Adam ends within rounding of SB3's loop (not with another
     ``eps``, which moves the weights by about 1e-2 here)."""
-    from agents.masked_policy import as_wpb_train
+    from agents.sb3.masked_policy import as_wpb_train
 
     hyper = {"n_steps": 128, "batch_size": 64, "n_epochs": 2}
     weights = []
@@ -115,7 +115,7 @@ def test_fused_adam_trains_sb3s_model_up_to_rounding():
     ],
 )
 def test_wpb_train_builds_and_records_the_optimizer(tmp_path, algo, hyperparams, optimizer, fused):
-    from agents.train import algo_class
+    from agents.sb3.train import algo_class
 
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({**TINY, "hyperparams": hyperparams, "timesteps": 64}))

@@ -19,8 +19,8 @@ import pytest
 pytest.importorskip("ray.rllib", reason="RLlib is not installed: pip install -e '.[rllib]'")
 
 from agents.registry import make_agent  # noqa: E402
-from agents.rllib_agent import RLlibAgent, load_rllib_module  # noqa: E402
-from agents.rllib_env import (  # noqa: E402
+from agents.rllib.agent import RLlibAgent, load_rllib_module  # noqa: E402
+from agents.rllib.env import (  # noqa: E402
     INSTALL_HINT,
     RLLIB_ENV_NAME,
     make_rllib_env,
@@ -28,7 +28,7 @@ from agents.rllib_env import (  # noqa: E402
     register_rllib_env,
     require_rllib,
 )
-from agents.rllib_training import DEFAULT_ENV_KWARGS, masked_ppo_config, train_rllib_ppo  # noqa: E402
+from agents.rllib.training import DEFAULT_ENV_KWARGS, masked_ppo_config, train_rllib_ppo  # noqa: E402
 from wpb_gym.cli import main as wpb_main  # noqa: E402
 from wpb_gym.core.policy import EpisodeContext  # noqa: E402
 from wpb_gym.episodes.generators.paper import generate_episode, make_config  # noqa: E402
@@ -44,8 +44,8 @@ TRAIN_AND_RESTORE = """
 import json, sys
 import ray
 from ray.rllib.algorithms.algorithm import Algorithm
-from agents.rllib_agent import load_rllib_module
-from agents.rllib_training import train_rllib_ppo
+from agents.rllib.agent import load_rllib_module
+from agents.rllib.training import train_rllib_ppo
 
 out, env_kwargs, ppo = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
 run = train_rllib_ppo(out, env_kwargs, iterations=2, seed=0, **ppo)
@@ -96,7 +96,7 @@ def test_the_masked_module_never_picks_a_masked_action(run):
     import torch
     from ray.rllib.core.columns import Columns
 
-    from agents.rllib_module import MASKED_LOGIT
+    from agents.rllib.module import MASKED_LOGIT
 
     out, _ = run
     module = load_rllib_module(out / "checkpoint")

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from agents.registry import make_agent
-from agents.sb3_agent import SB3Agent, env_kwargs_path
+from agents.sb3.agent import SB3Agent, env_kwargs_path
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode

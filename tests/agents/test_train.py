@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from agents.sb3_agent import SB3Agent
+from agents.sb3.agent import SB3Agent
 from agents.held_out import HELD_OUT_SEED_OFFSET
-from agents.train import ALGOS, load_config
+from agents.sb3.train import ALGOS, load_config
 from wpb_gym.cli import main as wpb
 from wpb_gym.cli.inputs import parse_env_kwarg
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
@@ -310,7 +310,7 @@ def test_rl_zoo_files_hold_valid_hyperparameters(name):
 
 
 def test_a_failed_train_leaves_no_run_folder(tmp_path):
-    from agents.train import train
+    from agents.sb3.train import train
 
     out = tmp_path / "run"
     with pytest.raises(ValueError, match="slots must be a positive int"):
@@ -365,7 +365,7 @@ def test_env_kwargs_refuse_repeats_and_bad_yaml(tmp_path, capsys):
 
 def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learners(tmp_path, monkeypatch, capsys):
     seen = {}
-    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
     config = tiny_config(tmp_path, vec_env="dummy")
     argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(tmp_path / "t")]
     assert wpb(argv) == 0 and seen["config"]["vec_env"] == "dummy"
@@ -377,10 +377,10 @@ def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learner
 
 
 def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, capsys):
-    from agents.train import episode_workers
+    from agents.sb3.train import episode_workers
 
     seen = {}
-    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
     argv = ["train", "--algo", "ppo", "--config", str(tiny_config(tmp_path)), "--out", str(tmp_path / "t")]
     assert wpb(argv) == 0 and seen["config"]["episode_workers"] == "auto"
     assert wpb([*argv, "--episode-workers", "2"]) == 0 and episode_workers(seen["config"]) == 2
@@ -401,7 +401,7 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
     assert episode_workers(auto) == 0
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     cpu_max = tmp_path / "cpu.max"
-    monkeypatch.setattr("agents.native_vec_env.CPU_MAX", cpu_max)
+    monkeypatch.setattr("agents.sb3.native_vec_env.CPU_MAX", cpu_max)
     for text, workers in (("max 100000\n", 1), ("150000 100000\n", 1), ("100000 100000\n", 0), ("garbled\n", 1)):
         cpu_max.write_text(text)  # a container's quota: --cpus=1 leaves torch's thread the only one
         assert episode_workers(auto) == int(os.name == "posix") * workers, text
@@ -428,13 +428,13 @@ def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, mo
 
 
 def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, monkeypatch, capsys):
-    from agents.learner_training import LEARNER_ALGOS
-    from agents.train import VEC_ENVS
+    from agents.learners.training import LEARNER_ALGOS
+    from agents.sb3.train import VEC_ENVS
     from wpb_gym.cli import training
 
     assert training.ALGOS == ALGOS + LEARNER_ALGOS and training.VEC_ENVS == VEC_ENVS
     seen = {}
-    monkeypatch.setattr("agents.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
     imitation = tiny_config(tmp_path, imitation={"teacher": "breaking_rule", "rounds": 1, "episodes": 2})
     argv = ["train", "--algo", "maskable_ppo", "--timesteps", "0", "--out", str(tmp_path / "t")]
     assert wpb([*argv, "--config", str(imitation)]) == 0 and seen["config"]["timesteps"] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.heuristics import BreakingDetector
+from agents.scripted.heuristics import BreakingDetector
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.reports.decidability import decidability, undecidable_critical_steps

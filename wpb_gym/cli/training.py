@@ -27,8 +27,8 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     """The env arguments, the training config and where it came from: the algorithm's defaults,
     then its recipe (``--config`` or the shipped recipe of the regime), then the flags."""
     from agents.held_out import HELD_OUT_SEED_OFFSET  # the CLI joins the packages
-    from agents.learner_training import LEARNER_ALGOS
-    from agents.train import check_config, load_config, recipe_path
+    from agents.learners.training import LEARNER_ALGOS
+    from agents.sb3.train import check_config, load_config, recipe_path
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
@@ -77,8 +77,8 @@ def _check_env(env_kwargs: dict[str, Any], where: str) -> None:
 
 
 def _cmd_train(settings: Settings) -> int:
-    from agents.learner_training import LEARNER_ALGOS, train_learner_run
-    from agents.train import train  # the CLI joins the packages
+    from agents.learners.training import LEARNER_ALGOS, train_learner_run
+    from agents.sb3.train import train  # the CLI joins the packages
 
     out = Path(settings.out)
     check_folder_path(out)
@@ -129,12 +129,12 @@ def _cmd_agents(args: Settings) -> int:
     return 0
 
 
-# agents.train's ALGOS and VEC_ENVS and agents.learner_training's LEARNER_ALGOS, named here so
+# agents.sb3.train's ALGOS and VEC_ENVS and agents.learners.training's LEARNER_ALGOS, named here so
 # that building the parser imports no agent code (a test keeps them equal).
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo", "epsilon_greedy", "bandit_ucb")
 VEC_ENVS = ("native", "dummy", "subproc")
 
-# --config here is the training recipe (a nested YAML document, ``agents.train.load_config``),
+# --config here is the training recipe (a nested YAML document, ``agents.sb3.train.load_config``),
 # so the table has no config file of its own; the recipe's env settings and timesteps are
 # overridden by --env-kwargs and --timesteps in ``_training_run``.
 TRAIN = CommandSettings(

@@ -174,7 +174,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     by one compiled call on arrays (``envs.fast``, tested output for output against this class), in
     Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default),
     ``"SameStep"`` or ``"Disabled"``; with ``episode_workers=k``, k processes prepare the next episodes
-    it makes. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.native_vec_env.NativeVecEnv``.
+    it makes. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
 
     ## Version History
 

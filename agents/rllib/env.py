@@ -1,13 +1,13 @@
 """``WritePolicyBench-v0`` in the observation layout RLlib's action masking expects.
 
-RLlib's masking RLModules (``agents.rllib_module``) read a ``Dict`` observation of two keys:
+RLlib's masking RLModules (``agents.rllib.module``) read a ``Dict`` observation of two keys:
 ``"observations"``, what the network sees (the env's flat ``box`` observation), and
 ``"action_mask"``, 1.0 for each action the store would accept now (``env.action_masks()``) and
 0.0 for the others. ``MaskedObservation`` wraps an env into that layout.
 
 RLlib builds its envs from ``env_config`` (any ``WritePolicyBenchEnv`` argument: ``regime``,
 ``budget_bytes``, ``length``...). ``RLlibWritePolicyBenchEnv`` is such an env class; a config
-that names the class (as ``agents.rllib_training`` does) restores from a checkpoint in any
+that names the class (as ``agents.rllib.training`` does) restores from a checkpoint in any
 process that can import this module::
 
     config.environment(RLlibWritePolicyBenchEnv, env_config={"regime": "default", "budget_bytes": 10240})

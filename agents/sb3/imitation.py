@@ -10,7 +10,7 @@ kept. After every round the student plays the validation episodes; the best stud
 
 Teachers:
 
-* ``breaking_rule``: ``agents.feature_rules.BreakingRule`` — ``breaking_detector``'s decisions,
+* ``breaking_rule``: ``agents.scripted.feature_rules.BreakingRule`` — ``breaking_detector``'s decisions,
   read from the observation alone, so the student can in principle learn them exactly.
 * ``hindsight``: writes exactly the critical steps (hidden labels of the *training* episodes),
   expires a stored item only to make room (the largest non-critical one), and otherwise acts as
@@ -42,7 +42,7 @@ import numpy as np
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
-from .feature_rules import SKIP, WRITE, BreakingRule
+from ..scripted.feature_rules import SKIP, WRITE, BreakingRule
 
 TEACHERS = ("breaking_rule", "hindsight")
 

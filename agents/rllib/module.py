@@ -1,6 +1,6 @@
 """PPO's default torch RLModule with action masking, for RLlib's new API stack.
 
-``MaskedPPOTorchRLModule`` reads the observations of ``agents.rllib_env.MaskedObservation``
+``MaskedPPOTorchRLModule`` reads the observations of ``agents.rllib.env.MaskedObservation``
 (``{"action_mask", "observations"}``): its policy and value networks see ``"observations"``
 only, and the logits of the actions whose mask is 0 are replaced by ``MASKED_LOGIT`` in every
 forward pass (sampling, greedy inference and the training loss alike), so PPO never samples an
@@ -19,7 +19,7 @@ from typing import Any
 
 from gymnasium import spaces
 
-from .rllib_env import require_rllib
+from .env import require_rllib
 
 require_rllib()
 
@@ -42,7 +42,7 @@ class MaskedPPOTorchRLModule(DefaultPPOTorchRLModule):
                 and set(observation_space.spaces) == {"action_mask", "observations"}):
             raise ValueError(
                 "MaskedPPOTorchRLModule needs a Dict observation space of 'action_mask' and 'observations' "
-                f"(agents.rllib_env.MaskedObservation), got {observation_space}"
+                f"(agents.rllib.env.MaskedObservation), got {observation_space}"
             )
         super().__init__(observation_space=observation_space["observations"], **kwargs)
         # The networks are built for the observations alone; the module keeps the env's space,
@@ -70,7 +70,7 @@ def _split(batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     if not isinstance(observation, Mapping) or not {"action_mask", "observations"} <= set(observation):
         raise ValueError(
             "MaskedPPOTorchRLModule: the batch's observations are not {'action_mask', 'observations'}; "
-            "build the env with agents.rllib_env.make_rllib_env"
+            "build the env with agents.rllib.env.make_rllib_env"
         )
     return observation["action_mask"], {**batch, Columns.OBS: observation["observations"]}
 

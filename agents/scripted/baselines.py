@@ -45,7 +45,7 @@ from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
-from .base import BaselineAgent, episode_seed, plan_oldest_evictions, require_probability, step_priority
+from ..base import BaselineAgent, episode_seed, plan_oldest_evictions, require_probability, step_priority
 from .observe import StreamObserver
 from .oracles import OracleOptimal, UtilityGreedy
 
@@ -296,7 +296,7 @@ class ExpireOldest(BaselineAgent):
 class ChangeDetector(BaselineAgent):
     """``change_detector``: WRITE an endpoint snapshot iff it differs from the last one of its family *shown*.
 
-    Our unprivileged heuristic. ``agents.observe.StreamObserver`` remembers the last
+    Our unprivileged heuristic. ``agents.scripted.observe.StreamObserver`` remembers the last
     observation shown for each endpoint family (the ``api`` without its version segments), so
     a drift — a new version, added or removed parameters, a changed deprecation flag — is a
     step whose family was seen before and whose observation changed. Everything else is

@@ -1,7 +1,7 @@
 """Training RLlib's PPO (new API stack) with action masking on ``WritePolicyBench-v0``.
 
 ``train_rllib_ppo(out_dir, env_kwargs, iterations, seed)`` trains ``MaskedPPOTorchRLModule``
-(``agents.rllib_module``) on the env in the masked observation layout (``agents.rllib_env``)
+(``agents.rllib.module``) on the env in the masked observation layout (``agents.rllib.env``)
 and writes to ``out_dir``:
 
 - ``checkpoint/``: the algorithm checkpoint (``Algorithm.save_to_path``); ``wpb eval --agents
@@ -38,8 +38,8 @@ from wpb_gym.core.checks import finite, require_int
 from wpb_gym.core.messages import did_you_mean, one_line
 from wpb_gym.core.version import __version__
 
-from .option_checks import type_problem
-from .rllib_env import RLlibWritePolicyBenchEnv, make_rllib_env, quiet_rllib_deprecations, require_rllib
+from ..option_checks import type_problem
+from .env import RLlibWritePolicyBenchEnv, make_rllib_env, quiet_rllib_deprecations, require_rllib
 
 # Dense rewards: the episode's F1 paid as it accrues rather than only on the last step (the same
 # total), as in the SB3 recipes; a given env argument overrides it.
@@ -99,7 +99,7 @@ def masked_ppo_config(
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
-    from .rllib_module import MaskedPPOTorchRLModule
+    from .module import MaskedPPOTorchRLModule
 
     seed = require_int(seed, "seed")
     env_config = env_config_for(env_kwargs, seed)

@@ -16,7 +16,7 @@ from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 from wpb_gym.envs.observation.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
 
-from .base import BaselineAgent
+from ..base import BaselineAgent
 from .observe import as_set
 
 # An endpoint's contract as a policy sees it: params, required params, deprecated, removed.

@@ -1,6 +1,6 @@
 """Bandit learners (spec §5.3): contextual arm selection per step type, learned from env rewards.
 
-Both learners see a step the way every unprivileged agent does (``agents.observe``): its
+Both learners see a step the way every unprivileged agent does (``agents.scripted.observe``): its
 kind, whether its endpoint family was shown before, whether and how it changed since, whether
 memory holds the family, whether a WRITE fits, plus a coarse bucket of the remaining budget.
 That *context* is a small discrete tuple (tens of values in practice)::
@@ -45,7 +45,7 @@ it has data: the reward of doing nothing) with the available arms that have data
 the first arm in ``SKIP, WRITE, MERGE`` order, so an untrained agent skips everything. An arm
 without data in the step's context uses its data pooled over that context's budget buckets.
 Exploration draws from ``numpy.random.default_rng([seed, n])`` in the n-th training
-episode, so training is reproducible. ``fit`` (and ``agents.learner_training.train_learner``) train through
+episode, so training is reproducible. ``fit`` (and ``agents.learners.training.train_learner``) train through
 ``agents.env_adapter`` in a ``WritePolicyBench-v0`` env with ``dense_reward=True``;
 ``save`` / ``load`` keep the state as JSON.
 """
@@ -67,8 +67,9 @@ from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
-from .base import Agent
-from .learner_contexts import (  # noqa: F401 (change_status, eviction_plan: part of this module's interface)
+from ..base import Agent
+from ..scripted.observe import StreamObserver
+from .contexts import (  # noqa: F401 (change_status, eviction_plan: part of this module's interface)
     DEFAULT_BUDGET_BUCKETS,
     Context,
     change_status,
@@ -76,7 +77,6 @@ from .learner_contexts import (  # noqa: F401 (change_status, eviction_plan: par
     merge_target,
     step_context,
 )
-from .observe import StreamObserver
 
 ARMS: tuple[str, ...] = ("SKIP", "WRITE", "MERGE")
 STATE_FORMAT = "wpb-learner"
@@ -243,7 +243,7 @@ class BanditLearner(Agent):
         ``seed`` seeds the env's first reset (which episodes are drawn); ``options`` are passed
         to every reset. The agent trains in training mode and is left in evaluation mode.
         """
-        from .env_adapter import run_agent_in_env
+        from ..env_adapter import run_agent_in_env
 
         episodes = require_int(episodes, "episodes")
         base = getattr(env, "unwrapped", env)

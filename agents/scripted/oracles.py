@@ -18,7 +18,7 @@ from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
 from wpb_gym.scoring.oracle import oracle_write_set
 
-from .base import BaselineAgent
+from ..base import BaselineAgent
 
 
 class _OracleAgent(BaselineAgent):

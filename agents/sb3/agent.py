@@ -18,7 +18,7 @@ import numpy as np
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
-from .model_agent import ModelAgent, env_kwargs_path, fit_slots
+from ..model_agent import ModelAgent, env_kwargs_path, fit_slots
 
 
 def load_sb3_model(path: str | Path, algo: str = "auto", torch_threads: int | None = 1) -> Any:

@@ -28,8 +28,8 @@ Torch gets ``torch_threads`` threads (1 by default): on 2 cores, PyTorch's defau
 train PPO several times slower. While the model learns, torch's distributions skip their
 argument checks (the logits come from the policy and the masks from the env, valid by
 construction), and MaskablePPO's policy masks its logits directly instead of building three
-distributions per batch (``agents.masked_policy``: the same rollouts and weights, bit for bit).
-A new model's Adam is PyTorch's fused one (``agents.optimizer``: SB3's settings, rounded
+distributions per batch (``agents.sb3.masked_policy``: the same rollouts and weights, bit for bit).
+A new model's Adam is PyTorch's fused one (``agents.sb3.optimizer``: SB3's settings, rounded
 differently); ``config.json`` records the optimizer the model trains with under ``optimizer``.
 ``benchmarks/vector_env.py --part train`` measures all three against MaskablePPO as SB3 runs
 it. A policy whose logits turn NaN then fails at sampling (torch's multinomial).
@@ -49,12 +49,12 @@ from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.setting_values import parse_int
 from wpb_gym.core.settings_files import read_settings
 
-from .held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
-from .option_checks import mistyped
-from .versions import package_versions
+from ..held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
+from ..option_checks import mistyped
+from ..versions import package_versions
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs" / "train"
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 DEFAULTS: dict[str, Any] = {
     "policy": "MlpPolicy",
@@ -72,11 +72,9 @@ DEFAULTS: dict[str, Any] = {
     "env": {"budget_bytes": 10240, "dense_reward": True},
     "eval": {"episodes": 20, "every_steps": 20_000},
     "checkpoint_every_steps": 50_000,
-    "imitation": None,  # a mapping (``agents.imitation.DEFAULTS``): DAgger before RL (maskable_ppo, ppo)
+    "imitation": None,  # a mapping (``agents.sb3.imitation.DEFAULTS``): DAgger before RL (maskable_ppo, ppo)
 }
 IMITATION_ALGOS = ("maskable_ppo", "ppo")
-# Env arguments that decide what the model observes: saved beside every model file.
-OBSERVATION_KWARGS = ("track", "slots", "slot_order", "observation_mode", "max_expires_per_step")
 
 
 def algo_class(algo: str) -> type:
@@ -210,8 +208,7 @@ def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
     # Every argument that shapes the observation, defaults included: a model must load the same
     # way after the env's defaults change (models of package 0.3.0 and before name only those
     # given; model_agent.fit_slots reads their slots from the model's own observation space).
-    from .model_agent import env_defaults
-    from .sb3_agent import env_kwargs_path
+    from ..model_agent import OBSERVATION_KWARGS, env_defaults, env_kwargs_path
 
     kept = {**env_defaults(*OBSERVATION_KWARGS), **{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS}}
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
@@ -392,7 +389,7 @@ def train(
 
 def new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str | None, hyperparams: dict[str, Any]):
     """A new model of the SB3 algorithm ``cls`` as ``wpb train`` makes one: on the CPU, with PyTorch's
-    fused Adam where the policy's optimizer is SB3's Adam (``agents.optimizer``). Refuses, with a
+    fused Adam where the policy's optimizer is SB3's Adam (``agents.sb3.optimizer``). Refuses, with a
     ``ValueError`` naming them, hyperparameters ``cls`` does not take and those it rejects."""
     import inspect
 

@@ -1,11 +1,11 @@
-"""A PPO policy trained with RLlib (``agents.rllib_training``) as an agent of the offline evaluator.
+"""A PPO policy trained with RLlib (``agents.rllib.training``) as an agent of the offline evaluator.
 
 ``make_agent("rllib", path=CHECKPOINT)`` or ``wpb eval --agents rllib:CHECKPOINT`` loads the
 policy's RLModule from an RLlib algorithm checkpoint folder (no Ray is started) and plays it
 greedily: the action with the largest masked logit, so the same checkpoint on the same
 episodes gives the same metrics. Like an SB3 model it decides from the env's observation
 through a private env kept in step with the evaluator (``agents.model_agent``), observed as in
-training (``agents.rllib_env.MaskedObservation``).
+training (``agents.rllib.env.MaskedObservation``).
 
 The env arguments that shape the observation come from, first to last: ``env_kwargs``;
 ``<checkpoint>.env.json`` beside the folder (an override, as for SB3 models); the
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .model_agent import ModelAgent, env_kwargs_path, fit_slots, read_env_kwargs
-from .rllib_env import make_rllib_env, masked_observation, quiet_rllib_deprecations, require_rllib
+from ..model_agent import OBSERVATION_KWARGS, ModelAgent, env_kwargs_path, fit_slots, read_env_kwargs
+from .env import make_rllib_env, masked_observation, quiet_rllib_deprecations, require_rllib
 
 # Where an algorithm checkpoint keeps the RLModule of its (single-agent) policy.
 MODULE_FOLDER = Path("learner_group", "learner", "rl_module")
@@ -101,8 +101,6 @@ def checkpoint_env_kwargs(path: str | Path) -> dict[str, Any] | None:
     require_rllib()
     from ray.rllib.algorithms.algorithm import Algorithm
     from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
-
-    from .train import OBSERVATION_KWARGS
 
     file = Path(path).resolve() / CTOR_FILE
     if not file.is_file():

@@ -1,6 +1,6 @@
-"""The bandit learners' contexts and the scripted parts of their decisions (``agents.learners``).
+"""The bandit learners' contexts and the scripted parts of their decisions (``agents.learners.bandits``).
 
-A context is what an unprivileged policy sees of a step (``agents.observe``), as a small
+A context is what an unprivileged policy sees of a step (``agents.scripted.observe``), as a small
 discrete tuple ``(kind, status, in_memory, fits, budget_bucket)``; ``eviction_plan`` and
 ``merge_target`` are what a WRITE that does not fit and a MERGE need.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
-from .observe import StepChange
+from ..scripted.observe import StepChange
 
 DEFAULT_BUDGET_BUCKETS = 3
 

@@ -2,7 +2,7 @@
 
 The learner plays training episodes of a dense-reward env (``episode_seed = --seed``, or the
 ``episodes=`` files) until it has taken ``timesteps`` decisions, learning from the env's
-rewards (``agents.learners``); then its greedy policy plays the validation episodes (the
+rewards (``agents.learners.bandits``); then its greedy policy plays the validation episodes (the
 held-out seed ``--seed + HELD_OUT_SEED_OFFSET``, or ``--eval-episodes``). The run folder
 gets ``learner.json`` (evaluate it with ``{name: epsilon_greedy, path: RUN/learner.json}`` in
 a ``wpb eval`` config) and ``config.json`` (settings, training budget, validation F1,
@@ -20,9 +20,9 @@ import numpy as np
 
 from wpb_gym.core.atomic_files import write_atomic
 
-from .held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
-from .learners import BanditLearner, make_learner
-from .versions import package_versions
+from ..held_out import HELD_OUT_SEED_OFFSET, held_out_env_kwargs, validation_env_kwargs
+from ..versions import package_versions
+from .bandits import BanditLearner, make_learner
 
 LEARNER_ALGOS = ("epsilon_greedy", "bandit_ucb")
 DEFAULT_TIMESTEPS = 200_000  # 1,000 episodes of T = 200: about 20 seconds here
@@ -67,7 +67,7 @@ def train_learner_run(
     if bar is not None:
         bar.close()
     validation_env = WritePolicyBenchEnv(**validation)
-    from .env_adapter import run_agent_in_env
+    from ..env_adapter import run_agent_in_env
 
     scores = [run_agent_in_env(learner, validation_env).metrics["f1"] for _ in range(len(validation["episodes"]))]
     out = Path(out)
