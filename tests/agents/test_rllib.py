@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import pickle
 import re
 import shutil
 import subprocess
@@ -90,6 +91,21 @@ def test_training_writes_a_checkpoint_that_restores(run):
     assert config["env"] == {**DEFAULT_ENV_KWARGS, **ENV_KWARGS, "episode_seed": 0} and config["seed"] == 0
     assert DEFAULT_ENV_KWARGS == {"budget_bytes": 10240, "dense_reward": True, "slots": 8, "expire_cost": 0.0}
     assert not (out / "checkpoint.env.json").exists()  # the checkpoint holds its env arguments
+
+
+def test_checkpoints_name_their_classes_by_paths_that_keep_resolving(run):
+    # A checkpoint pickles its env and RLModule classes by module path: those that checkpoints
+    # written before the modules moved into agents.rllib name still give the same classes.
+    from agents.rllib.env import RLlibWritePolicyBenchEnv
+    from agents.rllib.module import MaskedPPOTorchRLModule
+
+    out, _ = run
+    records = [(out / "checkpoint" / "class_and_ctor_args.pkl").read_bytes()]
+    records.append((out / "checkpoint" / "learner_group" / "learner" / "rl_module" / "default_policy"
+                    / "class_and_ctor_args.pkl").read_bytes())
+    assert b"agents.rllib.env" in records[0] and b"agents.rllib.module" in records[1]
+    for old, cls in (("agents.rllib_env", RLlibWritePolicyBenchEnv), ("agents.rllib_module", MaskedPPOTorchRLModule)):
+        assert pickle.loads(f"c{old}\n{cls.__name__}\n.".encode()) is cls
 
 
 def test_the_masked_module_never_picks_a_masked_action(run):
