@@ -42,6 +42,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -214,6 +215,52 @@ def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
 
 
+@dataclass(frozen=True)
+class TrainingRun:
+    """What one run trains, on what and from where: settled before any env or model is built."""
+
+    algo: str
+    out: Path
+    config: Mapping[str, Any]  # the recipe with the flags applied
+    env: Mapping[str, Any]  # the training env's arguments
+    held_out_env: Mapping[str, Any]  # the held-out env's, before its validation episodes are made
+    eval_episodes: str | Path | None
+    seed: int
+    resume: bool
+    init_from: str | Path | None
+
+    @property
+    def n_envs(self) -> int:
+        return 1 if self.algo == "dqn" else int(self.config["n_envs"])
+
+
+@dataclass(frozen=True)
+class TrainingEnvs:
+    """The envs a run trains on, and the one it picks its best model on."""
+
+    train: Any  # SB3's VecEnv of the training episodes
+    validation: Any  # a one-env VecEnv playing the validation episodes in turn
+    validation_kwargs: dict[str, Any]  # its env arguments (imitation validates on them too)
+
+    @property
+    def validation_episodes(self) -> int:
+        return len(self.validation_kwargs["episodes"])
+
+    def close(self) -> None:
+        self.train.close()
+        self.validation.close()
+
+
+@dataclass(frozen=True)
+class StartingModel:
+    """The model a run trains: new, resumed from its newest checkpoint, or another run's."""
+
+    model: Any
+    steps_done: int  # the resumed checkpoint's steps, else 0
+    resumed: bool
+    init_from_hyperparams: dict[str, Any] | None  # those the other run's model keeps (--init-from)
+
+
 def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
     found = []
     for path in folder.glob("model_*_steps.zip"):
@@ -226,40 +273,49 @@ def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
     return path, steps
 
 
-
-def _envs_and_model(algo, out, config, env_config, eval_config, eval_episodes, seed, resume, init_from, n_envs, saved):
-    """The training and held-out envs and the model (new, resumed or started from another)."""
-    newest = _newest_checkpoint(out / "checkpoints") if resume else None
-    if newest is not None:  # the monitor logs so far stay beside the resumed run's (SB3 rewrites its files)
-        for log in sorted((out / "monitor").glob("*.monitor.csv")):
+def _checkpoint_to_resume(run: TrainingRun) -> tuple[Path, int] | None:
+    """The newest checkpoint of a resumed run, and its steps; the monitor logs so far are set
+    aside beside the resumed run's (SB3 rewrites its files)."""
+    newest = _newest_checkpoint(run.out / "checkpoints") if run.resume else None
+    if newest is not None:
+        for log in sorted((run.out / "monitor").glob("*.monitor.csv")):
             if ".until_" not in log.name:
                 log.rename(log.with_name(log.name.replace(".monitor.csv", f".until_{newest[1]}.monitor.csv")))
-    train_env = build_vec_env({**env_config, "episode_seed": seed}, n_envs, seed, config["vec_env"],
-                              monitor_dir=out / "monitor", workers=episode_workers(config))
-    validation = validation_env_kwargs(eval_config, eval_episodes, seed, int(config["eval"]["episodes"]))
-    n_eval = len(validation["episodes"])
+    return newest
+
+
+def _training_envs(run: TrainingRun) -> TrainingEnvs:
+    config = run.config
+    train_env = build_vec_env({**run.env, "episode_seed": run.seed}, run.n_envs, run.seed, config["vec_env"],
+                              monitor_dir=run.out / "monitor", workers=episode_workers(config))
+    validation = validation_env_kwargs(run.held_out_env, run.eval_episodes, run.seed, int(config["eval"]["episodes"]))
     # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
-    eval_kind = "native" if config["vec_env"] == "native" else "dummy"
-    eval_env = build_vec_env(validation, 1, seed + HELD_OUT_SEED_OFFSET, eval_kind)
-    cls = algo_class(algo)
-    policy = "MlpLstmPolicy" if algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
-    start = 0
-    if resume and newest is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {out / 'checkpoints'}")
-    if newest is not None:
-        path, start = newest
-        model = cls.load(path, env=train_env, device="cpu", tensorboard_log=str(out / "tb"))
-    elif init_from is not None:
+    kind = "native" if config["vec_env"] == "native" else "dummy"
+    return TrainingEnvs(train_env, build_vec_env(validation, 1, run.seed + HELD_OUT_SEED_OFFSET, kind), validation)
+
+
+def _starting_model(run: TrainingRun, train_env: Any, checkpoint: tuple[Path, int] | None) -> StartingModel:
+    cls = algo_class(run.algo)
+    config, tensorboard_log = run.config, str(run.out / "tb")
+    policy = "MlpLstmPolicy" if run.algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
+    if run.resume and checkpoint is None:
+        raise FileNotFoundError(f"--resume: no checkpoint in {run.out / 'checkpoints'}")
+    if checkpoint is not None:
+        path, steps = checkpoint
+        model = cls.load(path, env=train_env, device="cpu", tensorboard_log=tensorboard_log)
+        return StartingModel(model, steps, resumed=True, init_from_hyperparams=None)
+    if run.init_from is not None:
         # The other model's weights and hyperparameters; its step count starts again from 0.
-        model = cls.load(init_from, env=train_env, device="cpu", tensorboard_log=str(out / "tb"), seed=seed)
-        saved["init_from_hyperparams"] = {
+        model = cls.load(run.init_from, env=train_env, device="cpu", tensorboard_log=tensorboard_log, seed=run.seed)
+        kept = {
             key: getattr(model, key)
             for key in config["hyperparams"]
             if isinstance(getattr(model, key, None), (int, float, str, bool))
         }
-    else:
-        model = new_model(cls, policy, train_env, seed, str(out / "tb"), config["hyperparams"])
-    return train_env, eval_env, model, start, n_eval, validation, newest is not None
+        return StartingModel(model, 0, resumed=False, init_from_hyperparams=kept)
+    model = new_model(cls, policy, train_env, run.seed, tensorboard_log, config["hyperparams"])
+    return StartingModel(model, 0, resumed=False, init_from_hyperparams=None)
+
 
 def train(
     algo: str,
@@ -310,16 +366,20 @@ def train(
             raise ValueError("imitation trains a fresh model; it cannot start --init-from another model")
         if env_config.get("observation_mode", "box") != "box" or config["policy"] != "MlpPolicy":
             raise ValueError("imitation: its teachers read box observations (observation_mode=box, MlpPolicy)")
-    n_envs = 1 if algo == "dqn" else int(config["n_envs"])
+    run = TrainingRun(algo=algo, out=out, config=config, env=env_config, held_out_env=eval_config,
+                      eval_episodes=eval_episodes, seed=seed, resume=resume, init_from=init_from)
     created = not out.exists()
     try:
-        train_env, eval_env, model, start, n_eval, validation, resumed = _envs_and_model(
-            algo, out, config, env_config, eval_config, eval_episodes, seed, resume, init_from, n_envs, saved
-        )
+        checkpoint = _checkpoint_to_resume(run)
+        envs = _training_envs(run)
+        start = _starting_model(run, envs.train, checkpoint)
     except BaseException:
         if created:  # the monitor logs' folder: a refused run leaves nothing behind
             shutil.rmtree(out, ignore_errors=True)
         raise
+    if start.init_from_hyperparams is not None:
+        saved["init_from_hyperparams"] = start.init_from_hyperparams
+    model, n_envs = start.model, run.n_envs
     # Only now, with the settings, envs and model all accepted, does the run folder appear:
     # a run refused for bad input leaves nothing behind.
     out.mkdir(parents=True, exist_ok=True)
@@ -327,14 +387,14 @@ def train(
     write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
 
     imitated = None
-    if imitation is not None and not resumed:
+    if imitation is not None and not start.resumed:
         from .imitation import dagger
 
         history = dagger(
             model,
             {**env_config, "episode_seed": seed},
-            validation,
-            {**imitation, "validation_episodes": n_eval},
+            envs.validation_kwargs,
+            {**imitation, "validation_episodes": envs.validation_episodes},
             seed,
             log=print if progress else None,
         )
@@ -346,7 +406,7 @@ def train(
         write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
     every = max(1, int(config["eval"]["every_steps"]) // n_envs)
     eval_kwargs = dict(
-        n_eval_episodes=n_eval,
+        n_eval_episodes=envs.validation_episodes,
         eval_freq=every,
         best_model_save_path=str(out),
         log_path=str(out / "eval"),
@@ -356,9 +416,9 @@ def train(
     if algo == "maskable_ppo":
         from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
 
-        evaluator = MaskableEvalCallback(eval_env, **eval_kwargs)
+        evaluator = MaskableEvalCallback(envs.validation, **eval_kwargs)
     else:
-        evaluator = EvalCallback(eval_env, **eval_kwargs)
+        evaluator = EvalCallback(envs.validation, **eval_kwargs)
     if imitated is not None:
         evaluator.best_mean_reward = imitated
     checkpoints = CheckpointCallback(
@@ -366,13 +426,13 @@ def train(
         save_path=str(out / "checkpoints"),
         name_prefix="model",
     )
-    if total > start:
+    if total > start.steps_done:
         with as_wpb_train(model):
             model.learn(
-                total_timesteps=total - start,
+                total_timesteps=total - start.steps_done,
                 callback=CallbackList([evaluator, checkpoints]),
                 progress_bar=progress,
-                reset_num_timesteps=not resumed,
+                reset_num_timesteps=not start.resumed,
                 tb_log_name=algo,
             )
     model.save(out / "final_model.zip")
@@ -382,8 +442,7 @@ def train(
         model.save(out / "best_model.zip")
     for name in ("final_model.zip", "best_model.zip"):
         save_env_kwargs(out / name, env_config)
-    train_env.close()
-    eval_env.close()
+    envs.close()
     return saved
 
 
