@@ -29,7 +29,7 @@ run: $(STAMP)
 	@$(VENV)/bin/wpb compare runs/main/learned --versus sb3:best_model
 	@echo "Plots and tables: runs/main/baselines/ (the paper's grid) and runs/main/learned/ (the learned policy)"
 
-# MaskablePPO (configs/train/maskable_ppo.yaml) on each paper regime, then held-out episodes
+# MaskablePPO (agents/sb3/recipes/maskable_ppo.yaml) on each paper regime, then held-out episodes
 # (seed 777) at 10 KB on the unprivileged track against the paper's unprivileged baselines and
 # change_detector, with paired bootstrap CIs (the README's table of learned vs baselines).
 REGIMES := default burst_drift redundancy burst_redundancy

@@ -43,6 +43,8 @@ import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +57,8 @@ from ..option_checks import mistyped
 from ..versions import package_versions
 
 ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "train"
+# The shipped recipes: package data, found wherever the package is installed.
+RECIPE_FOLDER: Traversable = files(__package__) / "recipes"
 
 DEFAULTS: dict[str, Any] = {
     "policy": "MlpPolicy",
@@ -88,7 +91,7 @@ def algo_class(algo: str) -> type:
     return classes[algo]
 
 
-# The shipped recipe of an (algorithm, regime) when it is not ``configs/train/<algo>.yaml``.
+# The shipped recipe of an (algorithm, regime) when it is not ``<algo>.yaml``.
 RECIPES: dict[tuple[str, str], str] = {
     **{("maskable_ppo", regime): "maskable_ppo_imitation.yaml" for regime in ("breaking", "reverts", "contract_mix")},
     **{("maskable_ppo", regime): "maskable_ppo_imitation_short.yaml" for regime in ("noisy_priority", "mixed_sizes")},
@@ -96,18 +99,22 @@ RECIPES: dict[tuple[str, str], str] = {
 }
 
 
-def recipe_path(algo: str, regime: str | None) -> Path:
-    """The shipped config of ``algo`` for ``regime`` (``RECIPES``, else ``<algo>.yaml``)."""
-    return CONFIG_DIR / RECIPES.get((algo, str(regime)), f"{algo}.yaml")
+def recipe_path(algo: str, regime: str | None) -> Traversable:
+    """The shipped recipe of ``algo`` for ``regime`` (``RECIPES``, else ``<algo>.yaml``), in the
+    package's ``recipes`` folder; there may be none (``is_file()``)."""
+    return RECIPE_FOLDER / RECIPES.get((algo, str(regime)), f"{algo}.yaml")
 
 
-def load_config(algo: str, path: str | Path | None = None, regime: str | None = None) -> dict[str, Any]:
+def load_config(algo: str, path: str | Path | Traversable | None = None, regime: str | None = None) -> dict[str, Any]:
     """The defaults, then ``path`` or else the shipped recipe (``recipe_path(algo, regime)``)."""
     if algo not in ALGOS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {ALGOS}")
     config = json.loads(json.dumps(DEFAULTS))  # a deep copy
-    file = Path(path) if path is not None else recipe_path(algo, regime)
-    if path is not None or file.exists():
+    if path is None:
+        file = recipe_path(algo, regime)
+    else:
+        file = Path(path) if isinstance(path, (str, os.PathLike)) else path
+    if path is not None or file.is_file():
         loaded = read_settings(file, DEFAULTS)
         for key, value in loaded.items():
             if key == "imitation":
@@ -127,7 +134,7 @@ def load_config(algo: str, path: str | Path | None = None, regime: str | None = 
     return config
 
 
-def check_config(config: dict[str, Any], file: Path | str) -> None:
+def check_config(config: dict[str, Any], file: Path | Traversable | str) -> None:
     """Refuse settings SB3 would choke on later, naming the file (or flags) and key."""
     for key in ("n_envs", "torch_threads", "checkpoint_every_steps"):
         parse_int(config[key], f"{file}: {key}", 1)

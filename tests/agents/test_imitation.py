@@ -12,7 +12,7 @@ from sb3_contrib import MaskablePPO
 
 from agents.scripted.feature_rules import BreakingRule, play
 from agents.sb3.imitation import Dataset, HindsightTeacher, counterfactual_states, dagger, settings, validate
-from agents.sb3.train import CONFIG_DIR, RECIPES, load_config, recipe_path
+from agents.sb3.train import RECIPE_FOLDER, RECIPES, load_config, recipe_path
 from wpb_gym.cli import main as wpb
 from wpb_gym.envs.env import WritePolicyBenchEnv
 
@@ -37,12 +37,12 @@ def test_settings_merge_defaults_and_name_what_is_wrong():
 
 def test_the_regimes_where_eviction_matters_have_their_own_recipe():
     for (algo, regime), name in RECIPES.items():
-        assert recipe_path(algo, regime) == CONFIG_DIR / name and (CONFIG_DIR / name).is_file()
+        assert recipe_path(algo, regime) == RECIPE_FOLDER / name and (RECIPE_FOLDER / name).is_file()
         config = load_config(algo, recipe_path(algo, regime))
         assert config["imitation"]["teacher"] == "breaking_rule"
         assert config["env"].get("max_expires_per_step") is None  # EXPIRE stays available
-    assert recipe_path("maskable_ppo", "default") == CONFIG_DIR / "maskable_ppo.yaml"
-    assert recipe_path("ppo", "contract_mix") == CONFIG_DIR / "ppo.yaml"
+    assert recipe_path("maskable_ppo", "default") == RECIPE_FOLDER / "maskable_ppo.yaml"
+    assert recipe_path("ppo", "contract_mix") == RECIPE_FOLDER / "ppo.yaml"
     assert load_config("maskable_ppo")["imitation"] is None
 
 
@@ -156,16 +156,16 @@ def test_dagger_with_counterfactuals_trains_on_them_without_a_return():
 def test_wpb_train_runs_the_regimes_recipe_imitation_first(tmp_path, capsys, monkeypatch):
     import agents.sb3.train
 
-    # The shipped recipe, made small, in a config folder of its own.
-    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    # The shipped recipe, made small, in a recipe folder of its own.
+    recipe = yaml.safe_load((RECIPE_FOLDER / "maskable_ppo_imitation.yaml").read_text())
     recipe["imitation"].update(rounds=1, episodes=4)
     recipe.update(n_envs=2, timesteps=256, eval={"episodes": 2, "every_steps": 128}, checkpoint_every_steps=128)
     recipe["hyperparams"].update(n_steps=64, batch_size=64)
-    folder = tmp_path / "configs"
+    folder = tmp_path / "recipes"
     folder.mkdir()
     config = folder / "maskable_ppo_imitation.yaml"
     config.write_text(yaml.safe_dump(recipe))
-    monkeypatch.setattr(agents.sb3.train, "CONFIG_DIR", folder)
+    monkeypatch.setattr(agents.sb3.train, "RECIPE_FOLDER", folder)
     out = tmp_path / "run"
     capsys.readouterr()
     argv = ["train", "--algo", "maskable_ppo", "--out", str(out)]
@@ -191,7 +191,7 @@ def _run_recipe(tmp_path, recipe, algo: str = "maskable_ppo", out: str = "run", 
 def test_plain_ppo_imitates_without_masks_then_trains(tmp_path):
     from stable_baselines3 import PPO
 
-    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    recipe = yaml.safe_load((RECIPE_FOLDER / "maskable_ppo_imitation.yaml").read_text())
     recipe["imitation"].update(rounds=1, episodes=4, epochs=2)
     recipe.update(n_envs=2, timesteps=128, eval={"episodes": 2, "every_steps": 128}, checkpoint_every_steps=128)
     recipe["hyperparams"].update(n_steps=64, batch_size=64)
@@ -202,7 +202,7 @@ def test_plain_ppo_imitates_without_masks_then_trains(tmp_path):
 
 
 def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
-    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_imitation.yaml").read_text())
+    recipe = yaml.safe_load((RECIPE_FOLDER / "maskable_ppo_imitation.yaml").read_text())
     config = tmp_path / "recipe.yaml"
     config.write_text(yaml.safe_dump(recipe))
     capsys.readouterr()
@@ -217,7 +217,7 @@ def test_imitation_refuses_what_it_cannot_teach(tmp_path, capsys):
 
 def test_a_recipe_of_zero_rl_steps_keeps_the_imitated_model(tmp_path, capsys):
     # The real-drift recipe stops after imitation: the best model is the student itself.
-    recipe = yaml.safe_load((CONFIG_DIR / "maskable_ppo_real.yaml").read_text())
+    recipe = yaml.safe_load((RECIPE_FOLDER / "maskable_ppo_real.yaml").read_text())
     assert recipe["timesteps"] == 0 and recipe["imitation"]["teacher"] == "breaking_rule"
     recipe["imitation"].update(rounds=1, episodes=2, epochs=1)
     recipe.update(n_envs=2, eval={"episodes": 2, "every_steps": 128})

@@ -151,7 +151,7 @@ TRAIN = CommandSettings(
             "config",
             parse_path,
             "YAML training recipe (default: the shipped recipe of the regime given in --env-kwargs, else "
-            "configs/train/ALGO.yaml)",
+            "ALGO's; they are in agents/sb3/recipes/)",
             metavar="FILE",
         ),
         Setting(

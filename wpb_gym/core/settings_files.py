@@ -7,14 +7,18 @@ values of ``KEY=VALUE`` flags alike; ``read_settings`` reads a file of settings 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from .messages import did_you_mean
 from .setting_values import underflows
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -58,12 +62,13 @@ class ConfigLoader(yaml.SafeLoader):
 ConfigLoader.add_constructor("tag:yaml.org,2002:float", ConfigLoader.construct_underflow_checked_float)
 
 
-def read_settings(path: str | Path, known: Iterable[str]) -> dict[str, Any]:
+def read_settings(path: str | os.PathLike[str] | Traversable, known: Iterable[str]) -> dict[str, Any]:
     """The mapping in the YAML file ``path`` (empty file: {}), refusing keys not in ``known``.
+    ``path`` may be a package's resource (``importlib.resources.files``).
 
     Raises FileNotFoundError or ValueError naming the file.
     """
-    path = Path(path)
+    path = Path(path) if isinstance(path, (str, os.PathLike)) else path
     try:
         loaded = yaml.load(path.read_bytes().decode("utf-8"), Loader=ConfigLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
