@@ -40,24 +40,25 @@ from wpb_gym.envs.fast.paper_episodes import compile_drawn
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.episodes.generators import contracts, paper
 from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
+from wpb_gym.episodes.generators.text import VOCABULARY
 from wpb_gym.episodes.sources import EpisodeRecipe
 
 BUDGET = 10_240
 
 
 def literal_text(rng: np.random.Generator, n_bytes: int) -> str:
-    return " ".join(rng.choice(np.asarray(paper._VOCABULARY), size=n_bytes // 3 + 1).tolist())[:n_bytes]
+    return " ".join(rng.choice(np.asarray(VOCABULARY), size=n_bytes // 3 + 1).tolist())[:n_bytes]
 
 
 @contextmanager
 def literal_generation():
-    blocked, text = contracts.generate_contract_steps, paper._text
+    blocked, text = contracts.generate_contract_steps, paper.filler_text
     paper.generate_contract_steps = lambda *args: blocked(*args, block_draws=False)
-    paper._text = literal_text
+    paper.filler_text = literal_text
     try:
         yield
     finally:
-        paper.generate_contract_steps, paper._text = blocked, text
+        paper.generate_contract_steps, paper.filler_text = blocked, text
 
 
 class OneAtATime(ContentMemo):

@@ -390,11 +390,11 @@ def test_priority_noise_statistics():
 
 
 def test_filler_text_is_the_start_of_the_words_rng_choice_draws():
-    from wpb_gym.episodes.generators.paper import _VOCABULARY, _text
+    from wpb_gym.episodes.generators.text import VOCABULARY, filler_text
 
     for n_bytes in [*range(30), 1024, 3071, 5120]:
         for seed in range(20):
             ours, reference = np.random.default_rng(seed), np.random.default_rng(seed)
-            words = reference.choice(np.asarray(_VOCABULARY), size=n_bytes // 3 + 1).tolist()
-            assert _text(ours, n_bytes) == " ".join(words)[:n_bytes]
+            words = reference.choice(np.asarray(VOCABULARY), size=n_bytes // 3 + 1).tolist()
+            assert filler_text(ours, n_bytes) == " ".join(words)[:n_bytes]
             assert ours.random() == reference.random()  # the stream moved alike

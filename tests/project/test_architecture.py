@@ -164,15 +164,12 @@ PRIVATE_READS_OF_THE_REWRITE = {
     "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.contracts._PAIR_NAMES",
     "wpb_gym/envs/fast/contract_replay.py: wpb_gym.envs.fast.numpy_streams._draws_as_numpy",
     "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.paper._structure_rng",
-    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.paper._VOCABULARY",
     "wpb_gym/envs/fast/core.py: wpb_gym.envs.fast.oracle_by_class._MAX_COMBINATIONS",
     "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.oracle_by_class._class_optimum",
     "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.paper_episodes._unprivileged",
     "wpb_gym/envs/fast/episode_arrays.py: wpb_gym.envs.fast.contents._equality_key",
     "wpb_gym/envs/fast/paper_text_episodes.py: wpb_gym.episodes.generators.paper._DOC_TOPICS",
     # The benchmark times the generator against a literal one by swapping its filler text.
-    "benchmarks/episode_preparation.py: wpb_gym.episodes.generators.paper._text",
-    "benchmarks/episode_preparation.py: wpb_gym.episodes.generators.paper._VOCABULARY",
 }
 
 

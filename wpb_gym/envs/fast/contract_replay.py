@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ...episodes.generators import paper
+from ...episodes.generators import paper, text
 from ...episodes.generators.contracts import _PAIR_NAMES, NAMES_BEFORE_NUMBERING, contract_draws, draw_pairs
 from ...episodes.generators.utility_scale import (
     UTILITY_BURST_DRIFT,
@@ -46,14 +46,14 @@ _PLAYED, _SHORT, _NUMBERED = 0, 1, 2
 _REMOVE, _REQUIRE, _DEPRECATE, _RENAME, _ADD, _RELAX = range(6)
 # A content's columns: its kind (KIND_ENDPOINT, KIND_DOC or KIND_GUIDE), endpoint, version and
 # renames (a guide: its new api's), deprecated flag, day (a section's ``last_updated``, a
-# guide's ``deadline``: days after ``paper.BASE_DATE``), its text's start and length, a guide's
+# guide's ``deadline``: days after ``text.BASE_DATE``), its text's start and length, a guide's
 # old api's renames (its version is the new one's less one) and a section's topic (an index
 # into the topics the episode's sections take: the contract model's "docs" alone).
 C_KIND, C_ENDPOINT, C_VERSION, C_NAME, C_DEPRECATED, C_DAY, C_TEXT, C_TEXT_LENGTH, C_OLD_NAME, C_TOPIC = range(10)
 N_COLUMNS = 10
-# The filler text's words, end to end, and where each starts (``paper._text``).
-VOCABULARY = np.frombuffer("".join(paper._VOCABULARY).encode("ascii"), dtype=np.uint8).copy()
-WORD_STARTS = np.cumsum([0, *map(len, paper._VOCABULARY)]).astype(np.int64)
+# The filler text's words, end to end, and where each starts (``text.filler_text``).
+VOCABULARY = np.frombuffer("".join(text.VOCABULARY).encode("ascii"), dtype=np.uint8).copy()
+WORD_STARTS = np.cumsum([0, *map(len, text.VOCABULARY)]).astype(np.int64)
 
 
 def play_contract(recipe: EpisodeRecipe) -> tuple[np.ndarray, ...] | None:
@@ -147,7 +147,7 @@ def grown(array, need):
 
 @njit(cache=True)
 def filler_text(g, n_bytes, vocabulary, starts, arena, used):
-    """``paper._text(rng, n_bytes)`` on the text stream ``g``: the start of ``n_bytes // 3 + 1``
+    """``text.filler_text(rng, n_bytes)`` on the text stream ``g``: the start of ``n_bytes // 3 + 1``
     words drawn uniformly, joined by spaces, written into ``arena`` from ``used``; the arena
     (grown if need be)."""
     picks = np.empty(n_bytes // 3 + 1, dtype=np.int64)

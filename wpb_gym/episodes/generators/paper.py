@@ -70,7 +70,6 @@ of every other (regime, seed, index).
 
 from __future__ import annotations
 
-import datetime as _dt
 import functools
 import hashlib
 from dataclasses import asdict, dataclass, fields
@@ -82,20 +81,13 @@ from scipy import special
 from ...core.checks import finite, require_int
 from ...core.types import MAX_UTILITY, Episode
 from .contracts import generate_contract_steps
+from .text import filler_text, stream_date
 from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 
 PRIORITY_SCALE = 6.0
-BASE_DATE = _dt.date(2024, 1, 1)
 
 _INT_LIMIT = 2**31
 _DOC_TOPICS = ("overview", "authentication", "errors", "pagination", "rate-limits", "webhooks", "examples")
-_VOCABULARY = (
-    "the request returns object field param value endpoint client server token error status limit page "
-    "cursor header body schema version deprecated required optional string integer array list create "
-    "update delete retrieve expand filter sort response payload timeout retry idempotency key account "
-    "customer charge invoice event webhook signature secret scope permission migrate replace remove"
-).split()
-_WORD_WIDTHS = np.array([len(word) + 1 for word in _VOCABULARY])  # a word and the space after it
 
 
 @dataclass(frozen=True)
@@ -287,20 +279,6 @@ def stream_entropy(regime: str, seed: int, index: int, child: int) -> tuple[tupl
     return _entropy(regime, seed), (index, child)
 
 
-def _text(rng: np.random.Generator, n_bytes: int) -> str:
-    """``n_bytes`` of filler: the start of ``n_bytes // 3 + 1`` words drawn uniformly, joined by
-    spaces. (``rng.choice`` of the vocabulary draws the same indices; joining only the words
-    the text reaches, as Python strings, is what keeps a 5 KB section cheap.)"""
-    picks = rng.integers(0, len(_VOCABULARY), size=n_bytes // 3 + 1)
-    # Word j ends the text once the words up to it and their spaces reach n_bytes + 1 characters.
-    reached = int(np.searchsorted(np.cumsum(_WORD_WIDTHS[picks]), n_bytes + 1)) + 1
-    return " ".join(map(_VOCABULARY.__getitem__, picks[:reached].tolist()))[:n_bytes]
-
-
-def _date(t: int) -> str:
-    return (BASE_DATE + _dt.timedelta(days=t)).isoformat()
-
-
 def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
     """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
     seed, index = require_int(seed, "seed"), require_int(index, "index")
@@ -309,7 +287,7 @@ def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Epis
     rng = _structure_rng(c, seed, index)
     if c.change_model == "contract":
         text_rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
-        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, _text, _date)
+        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, filler_text, stream_date)
     else:
         # Only documentation sections and migration guides draw text: no generator without them.
         text_rng = (
@@ -422,7 +400,7 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
             i = int(endpoint_draw[t])
             size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
             topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
-            obs = {"content": _text(text_rng, size), "last_updated": _date(t), "section": f"endpoint_{i}/{topic}"}
+            obs = {"content": filler_text(text_rng, size), "last_updated": stream_date(t), "section": f"endpoint_{i}/{topic}"}
             value = c.doc_utility
         else:
             if redundancy and prev_endpoint is not None and u_repeat[t] < redundancy_prob:
@@ -459,9 +437,9 @@ def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.rand
                 value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
                 if c.migration_guides and newly_deprecated:
                     guide = {
-                        "deadline": _date(t + 90),
+                        "deadline": stream_date(t + 90),
                         "new_api": f"api.v{versions[i] + 1}.endpoint_{i}",
-                        "notes": _text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
+                        "notes": filler_text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
                         "old_api": obs["api"],
                     }
                     pending_guide = (guide, float(value))
