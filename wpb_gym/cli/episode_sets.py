@@ -30,7 +30,9 @@ from ..core.tracks import TRACKS, track_costs
 from ..core.types import Episode
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
-from ..episodes.generators.paper import PAPER_REGIMES, REGIMES, GeneratorConfig, make_config
+from ..episodes.generators.paper import PAPER_REGIMES, GeneratorConfig
+from ..episodes.generators.queries import QueryTierConfig
+from ..episodes.generators.regimes import ALL_REGIMES, RegimeConfig, make_config
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
@@ -53,7 +55,7 @@ class _FreezeStats:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int], dict[str, list[float]]] = {}
 
-    def __call__(self, stream: Iterable[Episode], total: int, config: GeneratorConfig) -> Iterator[Episode]:
+    def __call__(self, stream: Iterable[Episode], total: int, config: RegimeConfig) -> Iterator[Episode]:
         from tqdm import tqdm
 
         stats = self.rows.setdefault(
@@ -76,7 +78,7 @@ def _cmd_freeze(args: Settings) -> int:
             try:
                 make_config(regime, length=length, **overrides)
             except ValueError as exc:
-                message = str(exc).removeprefix("GeneratorConfig.")
+                message = str(exc).removeprefix("GeneratorConfig.").removeprefix("QueryTierConfig.")
                 given = "" if args.origin_of("set") == "default" else f" with the options of {args.origin_of('set')}"
                 print(f"wpb freeze: error: regime {regime}, length {length}{given}: {message}", file=sys.stderr)
                 return 2
@@ -245,7 +247,8 @@ def _override(value: Any, where: str) -> tuple[str, Any]:
             parsed = raw
     else:
         raise input_error(where, f"expected KEY=VALUE, got {value!r}")
-    known = [k for k in GeneratorConfig.__dataclass_fields__ if k not in ("regime", "length")]
+    every = (*GeneratorConfig.__dataclass_fields__, *QueryTierConfig.__dataclass_fields__)
+    known = [k for k in dict.fromkeys(every) if k not in ("regime", "length")]
     if key not in known:
         raise input_error(where, f"unknown generator option {key!r}; options: {', '.join(known)}")
     return key, parsed
@@ -261,7 +264,7 @@ def _share(value: Any, where: str) -> float:
 FREEZE = CommandSettings(
     "wpb freeze",
     (
-        Setting("regimes", partial(parse_names, known=REGIMES), "comma-separated", default=list(PAPER_REGIMES)),
+        Setting("regimes", partial(parse_names, known=ALL_REGIMES), "comma-separated", default=list(PAPER_REGIMES)),
         Setting("lengths", partial(parse_ints, minimum=1, maximum=MAX_LENGTH), "episode lengths T", default=[200]),
         Setting("episodes", partial(parse_int, minimum=1), "episodes per (regime, length)", default=10),
         Setting("seed", partial(parse_int, minimum=0), "set seed", default=0),

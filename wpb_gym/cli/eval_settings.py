@@ -19,7 +19,7 @@ from ..core.setting_values import (
     parse_text,
 )
 from ..core.tracks import TRACKS
-from ..episodes.generators.paper import REGIMES
+from ..episodes.generators.regimes import ALL_REGIMES
 from ..evaluation.ray_backend import BACKENDS
 from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
 from .settings import CommandSettings, Setting, Settings, switch
@@ -68,7 +68,7 @@ EVAL_SETTINGS = (
     Setting(
         "episodes", parse_path, "a frozen set, a folder of JSONL files or one JSONL file (default: generated)"
     ),
-    Setting("regimes", partial(parse_names, known=REGIMES), "generated regimes", default=["default"]),
+    Setting("regimes", partial(parse_names, known=ALL_REGIMES), "generated regimes", default=["default"]),
     Setting("lengths", partial(parse_ints, minimum=1, maximum=MAX_LENGTH), "generated episode lengths", default=[200]),
     Setting(
         "episodes_per_condition",

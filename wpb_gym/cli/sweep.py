@@ -20,7 +20,7 @@ from ..core.messages import did_you_mean
 from ..core.setting_values import parse_budgets, parse_int, parse_ints, parse_names, parse_path, parse_text
 from ..core.settings_files import read_settings
 from ..core.tracks import TRACKS
-from ..episodes.generators.paper import REGIMES
+from ..episodes.generators.regimes import ALL_REGIMES
 from ..evaluation.run_folder import check_folder_path
 from .inputs import check_env_kwargs
 from .settings import CommandSettings, Setting, Settings, switch
@@ -47,7 +47,7 @@ def sweep_settings(path: str) -> dict[str, Any]:
     settings = {**SWEEP_DEFAULTS, **loaded, "eval": dict(SWEEP_DEFAULTS["eval"])}
     checks = {
         "algos": partial(parse_names, known=ALGOS),
-        "regimes": partial(parse_names, known=REGIMES),
+        "regimes": partial(parse_names, known=ALL_REGIMES),
         "seeds": partial(parse_ints, minimum=0),
         "timesteps": lambda value, where: None if value is None else parse_int(value, where, 1),
         "cpus_per_trial": partial(parse_int, minimum=1),

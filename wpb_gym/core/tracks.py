@@ -1,8 +1,8 @@
 """Evaluation tracks: which step metadata a policy may see.
 
 Both tracks are scored against the same hidden labels. The unprivileged policy sees the
-observation and the benign metadata (the regime name, ``mode``); the privileged one also
-sees the scalar ``priority`` hint. Keys are whitelisted rather than blacklisted so that a
+observation and the benign metadata (the regime name, ``mode``, and in the query tier an
+endpoint's ``traffic``); the privileged one also sees the scalar ``priority`` hint. Keys are whitelisted rather than blacklisted so that a
 file carrying label-like metadata (the spec's example has ``breaking_change``) cannot leak
 it to a policy. Byte costs are computed on the step as the policy sees it, so the same
 step costs fewer bytes on the unprivileged track.
@@ -20,8 +20,8 @@ PRIVILEGED = "privileged"
 TRACKS: tuple[str, ...] = (UNPRIVILEGED, PRIVILEGED)
 
 VISIBLE_METADATA: dict[str, tuple[str, ...]] = {
-    UNPRIVILEGED: ("mode",),
-    PRIVILEGED: ("mode", "priority"),
+    UNPRIVILEGED: ("mode", "traffic"),
+    PRIVILEGED: ("mode", "priority", "traffic"),
 }
 
 

@@ -48,7 +48,7 @@ from ..core.atomic_files import default_mode
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import Episode
 from ..core.version import __version__
-from .generators.paper import GeneratorConfig, generate_episodes, make_config
+from .generators.regimes import RegimeConfig, generate_episodes, make_config
 from .jsonl import iter_jsonl, write_jsonl
 
 MANIFEST_NAME = "MANIFEST.json"
@@ -147,7 +147,7 @@ def _is_replaceable(path: Path) -> bool:
     return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
 
 
-def set_file_name(config: GeneratorConfig, seed: int, n: int, compress: bool = False) -> str:
+def set_file_name(config: RegimeConfig, seed: int, n: int, compress: bool = False) -> str:
     return f"regime={config.regime}__T={config.length}__seed={seed}__n={n}.jsonl" + (".gz" if compress else "")
 
 
@@ -204,7 +204,7 @@ def freeze_set(
     overrides: dict[str, Any] | None = None,
     compress: bool = False,
     force: bool = False,
-    progress: Callable[[Iterable[Episode], int, GeneratorConfig], Iterable[Episode]] | None = None,
+    progress: Callable[[Iterable[Episode], int, RegimeConfig], Iterable[Episode]] | None = None,
 ) -> FrozenSet:
     """Generate and write a frozen set of ``episodes`` per (regime, length); return it opened.
 

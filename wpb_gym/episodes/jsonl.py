@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from ..core.atomic_files import default_mode
+from ..core.queries import QueryFormatError, parse_queries
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import MAX_UTILITY, Episode, Step, frozen_instances
 
@@ -142,6 +143,11 @@ def episode_from_dict(data: Any, *, path: str | os.PathLike[str] = "<episode>", 
     if not isinstance(raw_util, dict):
         raise fail("labels.utility_by_step", f"expected an object keyed by timestep, got {type(raw_util).__name__}")
     labels["utility_by_step"] = _utilities(raw_util, T, fail)
+    if "queries" in labels:
+        try:
+            parse_queries(labels["queries"], T)
+        except QueryFormatError as exc:
+            raise fail(exc.field, exc.message) from None
     return Episode(steps=steps, labels=labels)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..core.types import Episode
 from .frozen import EPISODE_FILE_SUFFIXES, manifest_kind, open_frozen_set
-from .generators.paper import GeneratorConfig, generate_episode
+from .generators.regimes import RegimeConfig, generate_episode
 from .jsonl import iter_jsonl
 
 
@@ -60,7 +60,7 @@ def read_episodes(path: str | os.PathLike[str]) -> list[Episode]:
 class GeneratedEpisodes:
     """Episodes drawn from the generator: ``episode(i)`` is episode ``i`` of ``(config, seed)``."""
 
-    config: GeneratorConfig
+    config: RegimeConfig
     seed: int = 0
 
     @property
@@ -84,7 +84,7 @@ class EpisodeRecipe:
     generates it. The vector env's compiled core plays some generated episodes from their
     draws alone and makes the episode only if something asks for it."""
 
-    config: GeneratorConfig
+    config: RegimeConfig
     seed: int
     index: int
 

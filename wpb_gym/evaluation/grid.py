@@ -29,7 +29,7 @@ from typing import Any
 from ..core.policy import POLICY_TRACKS
 from ..core.tracks import TRACKS, UNPRIVILEGED
 from ..core.types import Episode
-from ..episodes.generators.paper import make_config
+from ..episodes.generators.regimes import make_config
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle

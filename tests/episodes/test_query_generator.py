@@ -1,0 +1,194 @@
+"""The query tier's generator: its stream, its queries' answers, its hidden state and its knobs."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wpb_gym.core.queries import answer_of, parse_queries
+from wpb_gym.episodes.generators.queries import (
+    BREAKING_KINDS,
+    QUERY_REGIMES,
+    QueryTierConfig,
+    generate_query_episode,
+    query_config,
+)
+from wpb_gym.episodes.generators.regimes import ALL_REGIMES, generate_episode, make_config
+from wpb_gym.episodes.jsonl import dumps_episode, episode_from_dict
+
+SMALL = {"endpoints": 16, "families": 4, "length": 16 + 10 * 10, "checkpoint_interval": 10,
+         "queries_per_checkpoint": 20, "summary_max_bytes": 600, "max_params": 12}
+
+
+def small(regime: str = "queries_medium", **overrides) -> QueryTierConfig:
+    return query_config(regime, **{**SMALL, **overrides})
+
+
+def test_every_tier_is_a_regime_and_generates_an_episode_that_round_trips_byte_for_byte():
+    for regime in QUERY_REGIMES:
+        assert regime in ALL_REGIMES
+        config = make_config(regime, **SMALL)
+        episode = generate_episode(config, seed=3, index=1)
+        text = dumps_episode(episode)
+        assert dumps_episode(episode_from_dict(json.loads(text))) == text
+        assert episode.labels["mode"] == regime
+
+
+def test_the_same_seed_and_index_give_the_same_episode_and_others_differ():
+    config = small()
+    a, b = generate_query_episode(config, 5, 2), generate_query_episode(config, 5, 2)
+    assert dumps_episode(a) == dumps_episode(b)
+    assert dumps_episode(a) != dumps_episode(generate_query_episode(config, 5, 3))
+    assert dumps_episode(a) != dumps_episode(generate_query_episode(config, 6, 2))
+
+
+def _walk(episode):
+    """Replay the stream literally: per endpoint its snapshots in order, and the checkpoints."""
+    observations, _ = episode.columns()
+    shown: dict[str, list[tuple[int, dict]]] = {}
+    checkpoints = []
+    for t, obs in enumerate(observations):
+        if "queries" in obs:
+            checkpoints.append(t)
+        else:
+            shown.setdefault(obs["api"], []).append((t, obs))
+    return shown, checkpoints
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_stream_is_a_warm_up_then_a_change_feed_with_checkpoints_on_schedule(seed):
+    config = small()
+    episode = generate_query_episode(config, seed, 0)
+    shown, checkpoints = _walk(episode)
+    assert checkpoints == config.checkpoints() == episode.labels["checkpoint_steps"]
+    assert checkpoints[-1] == config.length - 1
+    observations, _ = episode.columns()
+    warm_up = [obs["api"] for obs in observations[: config.endpoints]]
+    assert len(set(warm_up)) == config.endpoints == len(shown)  # every endpoint once, first
+    for api, snapshots in shown.items():
+        for (_, before), (t, after) in zip(snapshots, snapshots[1:], strict=False):
+            assert after["version"] == before["version"] + 1, (api, t)  # every show after the warm-up is a change
+            assert {k: v for k, v in after.items() if k != "version"} != {k: v for k, v in before.items()
+                                                                          if k != "version"}
+            assert after.get("summary") == before.get("summary")  # the summary never changes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_answer_is_the_one_the_latest_snapshot_before_its_checkpoint_gives(seed):
+    episode = generate_query_episode(small(), seed, 0)
+    shown, checkpoints = _walk(episode)
+    queries = parse_queries(episode.labels["queries"], len(episode))
+    assert {q.t for q in queries} <= set(checkpoints)
+    assert Counter(q.t for q in queries) == dict.fromkeys(checkpoints, 20)
+    observations, _ = episode.columns()
+    for q in queries:
+        latest = [obs for t, obs in shown[q.api] if t < q.t][-1]
+        assert answer_of(latest, q.fact, q.argument) == q.answer
+        assert type(q.answer) is (int if q.fact == "version" else bool)
+    for t in checkpoints:  # the checkpoint step shows what was just asked, without the answers
+        asked = [[q.api, q.fact, q.argument] for q in queries if q.t == t]
+        assert observations[t]["queries"] == asked
+
+
+def test_critical_steps_are_the_final_states_of_the_endpoints_the_last_checkpoint_asks_about():
+    episode = generate_query_episode(small(), 1, 0)
+    shown, checkpoints = _walk(episode)
+    last = {q[1] for q in episode.labels["queries"] if q[0] == checkpoints[-1]}
+    assert episode.critical_steps == tuple(sorted(shown[api][-1][0] for api in last))
+    assert episode.total_drift_events == len(last)
+    # Each endpoint-showing step is worth the queries its state is current for; checkpoints nothing.
+    assert sum(episode.utilities) == len(episode.labels["queries"])
+    assert all(episode.utilities[t] == 0 for t in checkpoints)
+
+
+def test_hidden_bursts_follow_breaking_changes_of_migrating_families_after_their_delay():
+    config = small(migrating_share=0.5, max_burst_delay=2)
+    episode = generate_query_episode(config, 2, 0)
+    hidden = episode.labels["hidden"]
+    families = {f[0]: f for f in hidden["families"]}
+    kinds = dict((t, k) for t, k in episode.labels["change_kinds"])
+    observations, _ = episode.columns()
+    breaking = [t for t, k in kinds.items() if k in BREAKING_KINDS]
+    bursts = {t: (i, size, start) for t, i, size, start in hidden["migration_boosts"]}
+    assert bursts, "some breaking change of a migrating family"
+    for t in breaking:
+        api = observations[t]["api"]
+        name, _, _, boost, delay = families[api.split(".")[1]]
+        if boost > 0:
+            i, size, start = bursts[t]
+            assert hidden["endpoints"][i] == api and size > 0 and start == t + delay
+        else:
+            assert t not in bursts
+    assert set(bursts) <= set(breaking)
+    assert hidden["config"] == config.to_dict()
+
+
+def test_a_revert_restores_the_contract_before_its_change():
+    episode = generate_query_episode(small(volatile_share=1.0, volatile_revert_prob=1.0), 0, 0)
+    observations, _ = episode.columns()
+    reverts = episode.labels["revert_steps"]
+    assert reverts
+    for revert, changed in zip(reverts, episode.labels["reverted_changes"], strict=True):
+        api = observations[revert]["api"]
+        before = [obs for t, obs in enumerate(observations[:changed]) if obs.get("api") == api][-1]
+        strip = lambda o: {k: v for k, v in o.items() if k != "version"}  # noqa: E731
+        assert strip(observations[revert]) == strip(before)
+        assert all(observations[t].get("api") != api for t in range(changed + 1, revert))  # frozen meanwhile
+
+
+def test_traffic_is_metadata_both_tracks_see():
+    from wpb_gym.core.tracks import policy_step
+
+    episode = generate_query_episode(small(), 0, 0)
+    step = episode.steps[20]
+    for track in ("unprivileged", "privileged"):
+        assert policy_step(step, track).metadata == {"mode": "queries_medium", "traffic": step.metadata["traffic"]}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("endpoints", 0, "endpoints: expected >= 1"),
+        ("families", 99, "families: expected at most endpoints"),
+        ("checkpoint_interval", 1, "checkpoint_interval: expected >= 2"),
+        ("migrating_share", 1.5, "migrating_share: expected a probability"),
+        ("max_params", 2000, "max_params: expected at most"),
+        ("length", 17, "length: the warm-up shows each of the 16 endpoints"),
+        ("burst_spread", -1.0, "burst_spread: expected >= 0"),
+        ("summary_max_bytes", 100, "summary_max_bytes: expected >= summary_min_bytes"),
+        ("migration_boost_max", 1.0, "migration_boost_max: expected >= migration_boost_min"),
+        ("popularity_spread", float("nan"), "popularity_spread: expected a finite number"),
+        ("queries_per_checkpoint", True, "queries_per_checkpoint: expected int"),
+        ("max_burst_delay", -1, "max_burst_delay: expected >= 0"),
+    ],
+)
+def test_a_bad_knob_is_refused_naming_it(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        small(**{option: value})
+
+
+def test_an_unknown_tier_or_option_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match="unknown query tier 'queries_extreme'"):
+        query_config("queries_extreme")
+    with pytest.raises(ValueError, match=r"unknown query-tier option\(s\) \['drift_prob'\]"):
+        query_config("queries_easy", drift_prob=0.1)
+    with pytest.raises(ValueError, match="unknown regime 'querie_easy'"):
+        make_config("querie_easy")
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), endpoints=st.integers(2, 12), interval=st.integers(2, 6),
+       checkpoints=st.integers(1, 5), queries=st.integers(1, 6))
+def test_any_small_configuration_makes_a_well_formed_episode(seed, endpoints, interval, checkpoints, queries):
+    config = query_config("queries_easy", endpoints=endpoints, families=min(endpoints, 3),
+                          length=endpoints + interval * checkpoints + 1, checkpoint_interval=interval,
+                          queries_per_checkpoint=queries, max_params=6, summary_min_bytes=50, summary_max_bytes=200)
+    episode = generate_query_episode(config, seed, 0)
+    assert len(episode) == config.length
+    parse_queries(episode.labels["queries"], len(episode))
+    assert len(episode.labels["queries"]) == queries * len(config.checkpoints())
+    episode_from_dict(json.loads(dumps_episode(episode)))  # passes the loader's checks

@@ -1,0 +1,555 @@
+"""The query tier: contract queries answered from memory, asked by hidden, drifting traffic.
+
+The paper's regimes and the contract regimes score the memory left at the end against
+critical steps. Here memory is *used*: at checkpoints during the stream, and at its end,
+hidden queries ask about the current contract of endpoints (does endpoint E have parameter p,
+is p required, is E deprecated or removed, which version is it at), and a fixed reader
+(``wpb_gym.core.queries``) answers each from memory alone. The headline score is the
+fraction answered right (``wpb_gym.scoring.queries``).
+
+The stream
+----------
+``endpoints`` endpoints in ``families`` families. An endpoint's snapshot::
+
+    {"api": "api.billing.endpoint_17", "deprecated": false, "params": ["card_token", "email_limit"],
+     "removed": false, "required": ["email_limit"], "summary": "the request returns ...", "version": 4}
+
+``api`` names the endpoint and never changes, so MERGE can join an endpoint's snapshots; a
+share ``summary_prob`` of endpoints carry a ``summary`` of ``summary_min_bytes`` ..
+``summary_max_bytes`` (log-uniform) that never changes, so snapshots run from about 150 B to
+8 KB. The stream opens with a warm-up that shows every endpoint's starting snapshot once, in
+a random order. After it the stream is a change feed: each step shows one endpoint just
+after it changed, except every ``checkpoint_interval``-th step and the last step, which are
+checkpoints. An endpoint is shown only when it changes, so a state a policy did not store
+when it was shown cannot be stored later: an endpoint whose state memory lacks is answered
+wrongly until it changes again.
+
+Which endpoint changes is drawn with its family's change weight. A change is breaking with
+probability ``breaking_prob`` (a parameter removed or made required, the endpoint deprecated,
+or, four times rarer, removed) and cosmetic otherwise (a parameter added, a requirement
+relaxed). A breaking change may be rolled back (a *revert*: the previous contract again, at a
+higher version) 1..``revert_window`` steps later; the endpoint does not change in between.
+
+Checkpoint steps show ``{"checkpoint": k, "queries": [[api, fact, argument], ...]}``: the
+``queries_per_checkpoint`` queries just asked, which memory answered *as it was when the
+checkpoint step arrived* (before any action at that step). The answers are in the labels
+only. A query asks, with probability ``recent_fact_prob``, about what its endpoint's latest
+change touched (a parameter, the deprecation or the removal); otherwise the version (with
+probability ``version_fact_prob``), the deprecated or removed flag, or about a parameter of
+the contract.
+
+Hidden structure
+----------------
+Each query draws its endpoint with probability proportional to its *weight*,
+``exp(level) + integrations * burst``:
+
+* ``level``, the endpoint's everyday popularity, is drawn from ``N(0, popularity_spread**2)``
+  and after every checkpoint jumps to a fresh draw with probability ``popularity_jump_prob``.
+* ``integrations``, how many clients call it (log-normal, mean 1, spread
+  ``integration_spread``), shows in the ``traffic`` metadata of every step that shows the
+  endpoint: Poisson with mean ``traffic_scale * integrations``.
+* ``burst``: a breaking change of an endpoint in a *migrating* family (a share
+  ``migrating_share`` of families) sets off migration traffic of size ``family boost * e``,
+  the family's boost log-uniform in ``migration_boost_min`` .. ``migration_boost_max`` and
+  ``e`` log-normal (mean 1, spread ``burst_spread``), which starts ``delay`` steps later (the
+  family's, a multiple of ``checkpoint_interval`` up to ``max_burst_delay`` of them) and then
+  halves every ``migration_half_life`` steps.
+
+Families also differ in how often their endpoints change (log-normal change weights, spread
+``change_spread``) and in volatility: a share ``volatile_share`` revert a breaking change
+with probability ``volatile_revert_prob``, the others with ``stable_revert_prob``. All of it
+is in ``labels["hidden"]``, which only the causal privileged baseline reads, and only as of
+the current step. What any policy can observe of it: the traffic, the queries each checkpoint
+shows, and each family's history (how often its changes are reverted, whether and when its
+breaking changes draw queries).
+
+Labels: ``queries`` (``[t, api, fact, argument, answer]`` of every query, in order),
+``checkpoint_steps``, ``hidden``, ``change_kinds``, ``revert_steps`` with the aligned
+``reverted_changes``, ``warmup_steps``. For F1, ``critical_steps`` are the steps that show the
+final state of each endpoint the last checkpoint asks about (what the end-of-stream queries
+need memory to hold at the end); ``utility_by_step`` gives each endpoint-showing step the
+number of queries its state is current for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Iterator
+
+import numpy as np
+
+from ...core.checks import finite, require_int
+from ...core.queries import answer_of
+from ...core.types import Episode
+from .text import filler_text
+
+BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "remove_endpoint")
+COSMETIC_KINDS = ("add_param", "relax_param", "restore_endpoint")
+# How much likelier the other breaking kinds are than an endpoint's removal.
+_REMOVAL_WEIGHT = 0.25
+FIRST_VERSION_MAX = 5
+FAMILY_NAMES = (
+    "billing charges customers invoices payments refunds subscriptions accounts messages calls "
+    "numbers webhooks files reports tokens events disputes payouts prices products coupons quotes "
+    "sessions transfers"
+).split()
+_PARAM_WORDS = (
+    "account address amount balance card charge city code country coupon currency customer date "
+    "description discount email event expand filter invoice item key label limit locale metadata "
+    "method mode name note number order owner page phone plan price product quantity reason "
+    "reference region scope source status tax token type url"
+).split()
+PARAM_NAMES = tuple(f"{a}_{b}" for a in _PARAM_WORDS for b in _PARAM_WORDS)
+_INT_LIMIT = 2**31
+
+
+@dataclass(frozen=True)
+class QueryTierConfig:
+    """Every knob of a query-tier stream; the defaults are the ``queries_medium`` tier."""
+
+    regime: str = "queries_medium"
+    length: int = 6048
+    endpoints: int = 2048
+    families: int = 64
+    checkpoint_interval: int = 100
+    queries_per_checkpoint: int = 300
+    min_params: int = 2
+    max_params: int = 40
+    summary_prob: float = 0.45
+    summary_min_bytes: int = 500
+    summary_max_bytes: int = 8000
+    breaking_prob: float = 0.5
+    change_spread: float = 0.7
+    volatile_share: float = 0.5
+    volatile_revert_prob: float = 0.9
+    stable_revert_prob: float = 0.05
+    revert_window: int = 30
+    migrating_share: float = 0.5
+    max_burst_delay: int = 2
+    migration_boost_min: float = 50.0
+    migration_boost_max: float = 5000.0
+    migration_half_life: int = 100
+    popularity_spread: float = 1.5
+    integration_spread: float = 2.0
+    burst_spread: float = 1.5
+    popularity_jump_prob: float = 0.05
+    traffic_scale: float = 3.0
+    recent_fact_prob: float = 0.5
+    version_fact_prob: float = 0.4
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            expected = {"str": str, "int": int, "float": (int, float)}[f.type]
+            if not isinstance(value, expected) or isinstance(value, bool):
+                raise ValueError(f"QueryTierConfig.{f.name}: expected {f.type}, got {value!r}")
+            if f.type == "float" and not finite(value):
+                raise ValueError(f"QueryTierConfig.{f.name}: expected a finite number, got {value!r}")
+            if f.type == "int" and not -_INT_LIMIT < value < _INT_LIMIT:
+                raise ValueError(f"QueryTierConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
+        for name in ("breaking_prob", "volatile_share", "volatile_revert_prob", "stable_revert_prob",
+                     "migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob",
+                     "summary_prob"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"QueryTierConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
+        for name in ("endpoints", "families", "checkpoint_interval", "queries_per_checkpoint", "min_params",
+                     "revert_window", "migration_half_life"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"QueryTierConfig.{name}: expected >= 1, got {getattr(self, name)}")
+        if self.checkpoint_interval < 2:
+            raise ValueError(f"QueryTierConfig.checkpoint_interval: expected >= 2 (a checkpoint and a change at "
+                             f"least), got {self.checkpoint_interval}")
+        if self.families > self.endpoints:
+            raise ValueError(f"QueryTierConfig.families: expected at most endpoints ({self.endpoints}), "
+                             f"got {self.families}")
+        if self.max_params < self.min_params:
+            raise ValueError(f"QueryTierConfig.max_params: expected >= min_params ({self.min_params}), "
+                             f"got {self.max_params}")
+        if self.max_params > len(PARAM_NAMES) // 2:
+            raise ValueError(f"QueryTierConfig.max_params: expected at most {len(PARAM_NAMES) // 2}, "
+                             f"got {self.max_params}")
+        if self.length < self.endpoints + 2:
+            raise ValueError(f"QueryTierConfig.length: the warm-up shows each of the {self.endpoints} endpoints "
+                             f"once, then at least one change and the final checkpoint, so expected at least "
+                             f"{self.endpoints + 2} steps, got {self.length}")
+        for name in ("change_spread", "popularity_spread", "integration_spread", "burst_spread",
+                     "traffic_scale", "migration_boost_min", "max_burst_delay", "summary_min_bytes",
+                     "summary_max_bytes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"QueryTierConfig.{name}: expected >= 0, got {getattr(self, name)}")
+        if self.summary_max_bytes < self.summary_min_bytes:
+            raise ValueError(f"QueryTierConfig.summary_max_bytes: expected >= summary_min_bytes "
+                             f"({self.summary_min_bytes}), got {self.summary_max_bytes}")
+        if self.migration_boost_max < self.migration_boost_min:
+            raise ValueError(f"QueryTierConfig.migration_boost_max: expected >= migration_boost_min "
+                             f"({self.migration_boost_min}), got {self.migration_boost_max}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def checkpoints(self) -> list[int]:
+        """The checkpoint steps: every ``checkpoint_interval``-th step after the warm-up, and the last."""
+        first = self.endpoints + self.checkpoint_interval - 1
+        steps = list(range(first, self.length - 1, self.checkpoint_interval))
+        return [*steps, self.length - 1]
+
+
+_TIERS: dict[str, dict[str, Any]] = {
+    "queries_easy": {"length": 512 + 40 * 50, "endpoints": 512, "families": 16, "checkpoint_interval": 50,
+                     "burst_spread": 1.0, "migration_boost_max": 1000.0, "max_burst_delay": 1,
+                     "popularity_jump_prob": 0.01, "popularity_spread": 1.0},
+    "queries_medium": {},
+    "queries_hard": {"length": 3072 + 40 * 100, "endpoints": 3072, "families": 96, "max_burst_delay": 3,
+                     "popularity_jump_prob": 0.08, "migrating_share": 0.4},
+}
+QUERY_REGIMES: tuple[str, ...] = tuple(_TIERS)
+
+
+def query_config(regime: str = "queries_medium", **overrides: Any) -> QueryTierConfig:
+    """The named tier's configuration with ``overrides`` applied (any ``QueryTierConfig`` field)."""
+    if regime not in _TIERS:
+        raise ValueError(f"unknown query tier {regime!r}; known: {sorted(_TIERS)}")
+    known = {f.name for f in fields(QueryTierConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ValueError(f"unknown query-tier option(s) {unknown}; known: {sorted(known)}")
+    return QueryTierConfig(**{"regime": regime, **_TIERS[regime], **overrides})
+
+
+def query_episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequence:
+    key = int.from_bytes(hashlib.sha256(regime.encode("utf-8")).digest()[:8], "little")
+    return np.random.SeedSequence([seed, key], spawn_key=(index,))
+
+
+class _Endpoint:
+    __slots__ = ("index", "api", "family", "version", "params", "required", "deprecated", "removed",
+                 "names", "frozen_until", "last_touched", "snapshot_obj", "summary")
+
+    def __init__(self, index: int, api: str, family: int, version: int, params: list[str], n_required: int,
+                 names: list[str]) -> None:
+        self.index = index
+        self.api = api
+        self.family = family
+        self.version = version
+        self.params = params
+        self.required = params[:n_required]
+        self.deprecated = False
+        self.removed = False
+        self.names = names  # fresh names for added parameters, in the order they are used
+        self.frozen_until = -1  # a revert is pending until this step
+        self.last_touched: tuple[str, str | None] | None = None  # what its latest change touched
+        self.snapshot_obj: dict[str, Any] | None = None
+        self.summary: str | None = None
+
+    def contract(self) -> tuple[list[str], list[str], bool, bool]:
+        return list(self.params), list(self.required), self.deprecated, self.removed
+
+    def restore(self, contract: tuple[list[str], list[str], bool, bool]) -> None:
+        self.params, self.required, self.deprecated, self.removed = contract
+
+    def snapshot(self) -> dict[str, Any]:
+        self.snapshot_obj = {
+            "api": self.api,
+            "deprecated": self.deprecated,
+            "params": sorted(self.params),
+            "removed": self.removed,
+            "required": sorted(self.required),
+            "version": self.version,
+        }
+        if self.summary is not None:
+            self.snapshot_obj["summary"] = self.summary
+        return self.snapshot_obj
+
+
+def _applicable(e: _Endpoint, breaking: bool) -> tuple[list[str], list[float]]:
+    if breaking:
+        kinds, weights = [], []
+        if len(e.params) > 1:
+            kinds.append("remove_param")
+            weights.append(1.0)
+        if len(e.required) < len(e.params):
+            kinds.append("require_param")
+            weights.append(1.0)
+        if not e.deprecated:
+            kinds.append("deprecate")
+            weights.append(1.0)
+        kinds.append("remove_endpoint")
+        weights.append(_REMOVAL_WEIGHT)
+        return kinds, weights
+    kinds = ["add_param"]
+    if e.required:
+        kinds.append("relax_param")
+    return kinds, [1.0] * len(kinds)
+
+
+class _Popularity:
+    """The hidden traffic: per-endpoint levels with jumps, and a burst after each breaking change
+    of an endpoint in a migrating family, which starts after its family's delay and then decays."""
+
+    def __init__(self, c: QueryTierConfig, rng: np.random.Generator, family_of: np.ndarray,
+                 family_boost: np.ndarray, family_delay: np.ndarray) -> None:
+        self.c = c
+        self.rng = rng
+        self.level = rng.normal(0.0, c.popularity_spread, size=c.endpoints)
+        self.base = self.level.copy()
+        spread = c.integration_spread
+        self.integrations = np.exp(rng.normal(-spread * spread / 2, spread, size=c.endpoints))  # mean 1
+        self.family_of = family_of
+        self.family_boost = family_boost
+        self.family_delay = family_delay
+        self.boost = np.zeros(c.endpoints)
+        self.boost_at = np.zeros(c.endpoints, dtype=np.int64)
+        self.scheduled: list[tuple[int, int, float]] = []  # (start, endpoint, size), not started yet
+        self.jumps: list[list[Any]] = []
+        self.boost_events: list[list[Any]] = []
+
+    def weights(self, t: int) -> np.ndarray:
+        if self.scheduled:
+            waiting = []
+            for start, j, size in self.scheduled:
+                if start <= t:
+                    self.boost[j], self.boost_at[j] = size, start
+                else:
+                    waiting.append((start, j, size))
+            self.scheduled = waiting
+        decay = np.exp2(-(t - self.boost_at) / self.c.migration_half_life)
+        return np.exp(self.level) + self.integrations * self.boost * decay
+
+    def on_break(self, t: int, i: int) -> None:
+        f = self.family_of[i]
+        spread = self.c.burst_spread
+        # Drawn at every breaking change, so that the stream's draws do not depend on the family.
+        size = float(self.family_boost[f] * np.exp(self.rng.normal(-spread * spread / 2, spread)))
+        if size > 0:
+            start = t + int(self.family_delay[f])
+            self.scheduled.append((start, i, size))
+            self.boost_events.append([t, i, round(size, 6), start])
+
+    def jump(self, t: int) -> None:
+        jumping = np.flatnonzero(self.rng.random(self.c.endpoints) < self.c.popularity_jump_prob)
+        if jumping.size:
+            fresh = self.rng.normal(0.0, self.c.popularity_spread, size=jumping.size)
+            self.level[jumping] = fresh
+            self.jumps.extend([t, int(i), round(float(x), 6)] for i, x in zip(jumping, fresh, strict=True))
+
+
+def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[list[Any], list[dict], dict]:
+    """The observations, metadata and labels of one query-tier episode (see the module docstring)."""
+    T, N = c.length, c.endpoints
+    family_of = np.arange(N) % c.families
+    rng.shuffle(family_of)
+    family_names = [FAMILY_NAMES[f] if f < len(FAMILY_NAMES) else f"family_{f}" for f in range(c.families)]
+    change_weight = np.exp(rng.normal(0.0, c.change_spread, size=c.families))
+    volatile = rng.random(c.families) < c.volatile_share
+    revert_prob = np.where(volatile, c.volatile_revert_prob, c.stable_revert_prob)
+    migrating = rng.random(c.families) < c.migrating_share
+    boost = np.where(migrating, rng.uniform(c.migration_boost_min, c.migration_boost_max, size=c.families), 0.0)
+    delay = rng.integers(0, c.max_burst_delay + 1, size=c.families) * c.checkpoint_interval
+    popularity = _Popularity(c, rng, family_of, boost, delay)
+
+    endpoints: list[_Endpoint] = []
+    for i in range(N):
+        n_params = int(np.exp(rng.uniform(np.log(c.min_params), np.log(c.max_params + 1))))
+        n_params = min(max(n_params, c.min_params), c.max_params)
+        # Names for its starting parameters and for the ones changes may add, never repeated.
+        picks = rng.choice(len(PARAM_NAMES), size=min(len(PARAM_NAMES), 2 * c.max_params), replace=False)
+        names = [PARAM_NAMES[k] for k in picks.tolist()]
+        n_required = int(rng.integers(0, n_params + 1)) // 2
+        endpoints.append(_Endpoint(i, f"api.{family_names[family_of[i]]}.endpoint_{i}", int(family_of[i]),
+                                   int(rng.integers(1, FIRST_VERSION_MAX + 1)), names[:n_params], n_required,
+                                   names[n_params:]))
+
+    if c.summary_max_bytes > 0:
+        lo, hi = max(c.summary_min_bytes, 1), c.summary_max_bytes + 1
+        has_summary = rng.random(N) < c.summary_prob
+        sizes = rng.uniform(np.log(lo), np.log(hi), N)
+        for e, has, size in zip(endpoints, has_summary, sizes, strict=True):
+            if has:
+                e.summary = filler_text(rng, int(np.exp(size)))
+    observations: list[Any] = []
+    metadata: list[dict[str, Any]] = []
+    mode = c.regime
+    shows: list[list[int]] = [[] for _ in range(N)]  # the steps that show each endpoint's states
+    for t, i in enumerate(rng.permutation(N).tolist()):
+        observations.append(endpoints[i].snapshot())
+        metadata.append({"mode": mode, "traffic": int(rng.poisson(c.traffic_scale * popularity.integrations[i]))})
+        shows[i].append(t)
+
+    checkpoints = c.checkpoints()
+    checkpoint_set = set(checkpoints)
+    pending: dict[int, tuple[int, tuple[list[str], list[str], bool, bool], int]] = {}
+    change_kinds: list[list[Any]] = []
+    revert_steps: list[int] = []
+    reverted: list[int] = []
+    queries: list[list[Any]] = []
+    checkpoint_number = 0
+    family_weights = change_weight[family_of]
+
+    for t in range(N, T):
+        if t in checkpoint_set:
+            weights = popularity.weights(t)
+            share = weights / weights.sum()
+            asked = rng.choice(N, size=c.queries_per_checkpoint, p=share)
+            shown = []
+            for i in asked.tolist():
+                e = endpoints[i]
+                fact, argument = _draw_fact(c, rng, e)
+                truth = answer_of(e.snapshot_obj, fact, argument)
+                queries.append([t, e.api, fact, argument, truth])
+                shown.append([e.api, fact, argument])
+            observations.append({"checkpoint": checkpoint_number, "queries": shown})
+            checkpoint_number += 1
+            metadata.append({"mode": mode})
+            popularity.jump(t)
+            continue
+        i = None if t in pending else _draw_changing(rng, endpoints, family_weights, t)
+        if i is None:  # a revert due now, or every endpoint waits for one: the first comes now
+            i, before, changed_at = pending.pop(t if t in pending else min(pending))
+            e = endpoints[i]
+            e.restore(before)
+            e.frozen_until = t
+            e.version += 1
+            kind = "revert"
+            revert_steps.append(t)
+            reverted.append(changed_at)
+        elif endpoints[i].removed:  # drawn only when every other endpoint is removed or waiting
+            e = endpoints[i]
+            e.removed = False
+            e.last_touched = ("removed", None)
+            e.version += 1
+            kind = "restore_endpoint"
+        else:
+            e = endpoints[i]
+            breaking = bool(rng.random() < c.breaking_prob)
+            kinds, kind_weights = _applicable(e, breaking)
+            p = np.asarray(kind_weights) / sum(kind_weights)
+            kind = kinds[int(rng.choice(len(kinds), p=p))]
+            before = e.contract()
+            _apply_change(rng, e, kind)
+            e.version += 1
+            if kind in BREAKING_KINDS:
+                popularity.on_break(t, i)
+                if rng.random() < revert_prob[e.family]:
+                    at = t + int(rng.integers(1, c.revert_window + 1))
+                    while at in pending or at in checkpoint_set:
+                        at += 1
+                    if at < T - 1:  # a revert after the stream ends does not freeze the endpoint
+                        e.frozen_until = at
+                        pending[at] = (i, before, t)
+        change_kinds.append([t, kind])
+        observations.append(e.snapshot())
+        metadata.append({"mode": mode, "traffic": int(rng.poisson(c.traffic_scale * popularity.integrations[i]))})
+        shows[i].append(t)
+
+    labels = _labels(c, queries, shows, {e.api: e.index for e in endpoints}, checkpoints)
+    labels.update({
+        "change_kinds": change_kinds,
+        "checkpoint_steps": checkpoints,
+        "hidden": {
+            "config": c.to_dict(),
+            "endpoints": [e.api for e in endpoints],
+            "families": [[family_names[f], float(change_weight[f]), float(revert_prob[f]), float(boost[f]),
+                          int(delay[f])] for f in range(c.families)],
+            "migration_boosts": popularity.boost_events,
+            "migration_half_life": c.migration_half_life,
+            "popularity_jumps": popularity.jumps,
+            "popularity_levels": [round(float(x), 6) for x in popularity.base],
+            "integrations": [round(float(x), 6) for x in popularity.integrations],
+        },
+        "queries": queries,
+        "revert_steps": revert_steps,
+        "reverted_changes": reverted,
+        "warmup_steps": N,
+    })
+    return observations, metadata, labels
+
+
+def _draw_changing(rng: np.random.Generator, endpoints: list[_Endpoint], weights: np.ndarray, t: int) -> int | None:
+    """An endpoint that may change at ``t``, drawn with its family's change weight (None when
+    every endpoint waits for a revert)."""
+    free = np.fromiter((e.frozen_until < t for e in endpoints), dtype=bool, count=len(endpoints))
+    live = free & np.fromiter((not e.removed for e in endpoints), dtype=bool, count=len(endpoints))
+    if not live.any():  # every endpoint removed or waiting for a revert: the removed ones come back
+        live = free
+    if not live.any():
+        return None
+    w = np.where(live, weights, 0.0)
+    return int(rng.choice(len(endpoints), p=w / w.sum()))
+
+
+def _apply_change(rng: np.random.Generator, e: _Endpoint, kind: str) -> None:
+    if kind == "remove_param":
+        victim = e.params[int(rng.integers(len(e.params)))]
+        e.params = [p for p in e.params if p != victim]
+        e.required = [p for p in e.required if p != victim]
+        e.last_touched = ("has_param", victim)
+    elif kind == "require_param":
+        required = set(e.required)
+        optional = [p for p in e.params if p not in required]
+        chosen = optional[int(rng.integers(len(optional)))]
+        e.required = [*e.required, chosen]
+        e.last_touched = ("required", chosen)
+    elif kind == "deprecate":
+        e.deprecated = True
+        e.last_touched = ("deprecated", None)
+    elif kind == "remove_endpoint":
+        e.removed = True
+        e.last_touched = ("removed", None)
+    elif kind == "add_param":
+        name = e.names.pop() if e.names else f"param_{e.version}_{len(e.params)}"
+        e.params = [*e.params, name]
+        e.last_touched = ("has_param", name)
+    else:  # relax_param
+        chosen = e.required[int(rng.integers(len(e.required)))]
+        e.required = [p for p in e.required if p != chosen]
+        e.last_touched = ("required", chosen)
+
+
+def _draw_fact(c: QueryTierConfig, rng: np.random.Generator, e: _Endpoint) -> tuple[str, str | None]:
+    u = rng.random()
+    if u < c.recent_fact_prob and e.last_touched is not None:
+        return e.last_touched
+    if rng.random() < c.version_fact_prob:
+        return "version", None
+    v = rng.random()
+    if v < 0.15:
+        return ("deprecated", None) if v < 0.1 else ("removed", None)
+    if not e.params:
+        return "version", None
+    param = e.params[int(rng.integers(len(e.params)))]
+    return ("has_param", param) if v < 0.6 else ("required", param)
+
+
+def _labels(c: QueryTierConfig, queries: list[list[Any]], shows: list[list[int]], index_of: dict[str, int],
+            checkpoints: list[int]) -> dict[str, Any]:
+    """F1's critical steps and each step's utility: how many queries its state is current for."""
+    T = c.length
+    utility = np.zeros(T)
+    for t, api, _fact, _argument, _truth in queries:
+        steps = shows[index_of[api]]
+        current = steps[int(np.searchsorted(steps, t, side="left")) - 1]  # the latest show before t
+        utility[current] += 1.0
+    final = checkpoints[-1]
+    asked_at_end = sorted({index_of[api] for t, api, *_ in queries if t == final})
+    critical = sorted(shows[i][-1] for i in asked_at_end)
+    return {
+        "critical_steps": critical,
+        "total_drift_events": len(critical),
+        "utility_by_step": dict(enumerate(utility.tolist())),
+        "max_utility": float(utility.sum()),
+    }
+
+
+def generate_query_episode(config: QueryTierConfig, seed: int, index: int = 0) -> Episode:
+    """Episode ``index`` of the query-tier set ``(config, seed)``."""
+    seed, index = require_int(seed, "seed"), require_int(index, "index")
+    rng = np.random.default_rng(query_episode_seed(config.regime, seed, index))
+    observations, metadata, labels = generate_query_steps(config, rng)
+    labels.update({"episode_id": index, "mode": config.regime, "seed": seed})
+    return Episode.from_columns(observations, metadata, dict(sorted(labels.items())))
+
+
+def generate_query_episodes(config: QueryTierConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:
+    for index in range(start, start + n):
+        yield generate_query_episode(config, seed, index)
