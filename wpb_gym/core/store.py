@@ -137,6 +137,7 @@ class ByteMemoryStore:
         self._order: deque[int] = deque()
         self._bases_by_api: dict[Any, list[int]] = {}
         self._clock: int | None = None
+        self._expired: list[tuple[MemoryItem, int]] = []  # expired items, with the timestep they left at
         # Item metadata mappings, per store: an item's mapping is shared with no other store's.
         self._reason_metadata: dict[Any, FrozenMapping] = {None: FrozenMapping()}
         self.accepted_counts: Counter[str] = Counter()
@@ -324,7 +325,9 @@ class ByteMemoryStore:
     def _remove(self, target_t: int) -> None:
         cost = self._costs.pop(target_t)
         self._merges.pop(target_t, None)
-        del self._items[target_t]
+        # Kept with the timestep it left at: what memory held at an earlier moment can be read
+        # back (``held_at``), as the query tier's checkpoints read it.
+        self._expired.append((self._items.pop(target_t), self._clock))
         self._base_observations.pop(target_t, None)
         self.budget.release(cost)
 
@@ -368,6 +371,18 @@ class ByteMemoryStore:
     def iter_items(self) -> Iterator[MemoryItem]:
         """Stored items, oldest first, without a copy (do not apply actions while iterating)."""
         return iter(self._items.values())
+
+    def held_at(self, t: int) -> tuple[MemoryItem, ...]:
+        """The items memory held when timestep ``t`` arrived, before any action at ``t``: those
+        written before ``t`` and not expired before ``t`` (oldest first)."""
+        held = [item for item, left in self._expired if item.t < t <= left]
+        held.extend(item for item in self._items.values() if item.t < t)
+        held.sort(key=lambda item: item.t)
+        return tuple(held)
+
+    def expired_items(self) -> tuple[tuple[MemoryItem, int], ...]:
+        """Every expired item with the timestep it was expired at, in the order they left."""
+        return tuple(self._expired)
 
     def oldest_item(self) -> MemoryItem | None:
         order = self._order
