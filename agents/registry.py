@@ -19,6 +19,8 @@ AGENT_MODULES = (
     "agents.scripted.baselines",
     "agents.scripted.oracles",
     "agents.scripted.heuristics",
+    "agents.scripted.keep_latest",
+    "agents.scripted.causal_privileged",
     "agents.learners.bandits",
     "agents.sb3.agent",
     "agents.rllib.agent",

@@ -1,0 +1,148 @@
+"""``causal_privileged``: the query tier's privileged baseline, which knows the hidden state but not the future.
+
+It reads the generator's hidden state from the labels (``labels["hidden"]``: popularity levels
+and their jumps, each endpoint's integrations, each family's change weight, volatility and
+migration bursts, each breaking change's burst) **as of the current step only**: an entry
+stamped after the current step is never read (``tests/agents/test_causal_privileged.py``
+perturbs everything after a step and checks the decisions up to it are unchanged). It does
+not read the queries.
+
+It keeps the latest state of the endpoints with the highest expected value per byte, with
+the engine of the keepers (``agents.scripted.keep_latest``), valuing an endpoint's latest
+state by its expected queries per checkpoint: for each of the next ``horizon`` checkpoints,
+the number of queries times the endpoint's expected share of the traffic then (its level, or
+a fresh draw after a jump, plus its scheduled migration burst) times the chance its state is
+still current (no change of the endpoint before then, no revert of a fresh breaking change);
+the value is the best average of that over the next 1..``horizon`` checkpoints, so a burst
+that starts later counts for the time it takes to come.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.episodes.generators.queries import QueryTierConfig
+
+from .keep_latest import KeepLatest
+
+BREAKING_KINDS = frozenset({"remove_param", "require_param", "deprecate", "remove_endpoint"})
+
+
+class CausalPrivileged(KeepLatest):
+    """``causal_privileged``: expected queries per byte from the hidden generator state, causally."""
+
+    name = "causal_privileged"
+    description = "Query tier: keeps the states worth most per byte by the hidden popularity (no future)."
+    track = "oracle"
+    kind = "oracle"
+    _param_names = ("horizon",)
+
+    def __init__(self, *, horizon: int = 20) -> None:
+        if horizon < 1:
+            raise ValueError(f"horizon must be at least 1 checkpoint, got {horizon}")
+        self.horizon = horizon
+        super().__init__(size_aware=True, prior=0.0, tuned=False)
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        super().start_episode(context)
+        self._hidden = None
+        self._stream_api: dict[int, Any] = {}  # step -> the endpoint it showed
+        labels = context.episode.labels if context is not None and context.episode is not None else {}
+        hidden = labels.get("hidden")
+        if not isinstance(hidden, dict) or "endpoints" not in hidden:
+            return  # not a query-tier episode: every value is 0 and nothing is written
+        config = hidden["config"]
+        self._config = config
+        self._index = {api: i for i, api in enumerate(hidden["endpoints"])}
+        families = hidden["families"]
+        family_index = {f[0]: k for k, f in enumerate(families)}
+        family = np.array([family_index[api.split(".")[1]] for api in hidden["endpoints"]])
+        weight = np.array([f[1] for f in families])[family]
+        self._revert = np.array([f[2] for f in families])[family]
+        self._hazard = weight / weight.sum()  # the chance a change step changes this endpoint
+        self._level = np.exp(np.array(hidden["popularity_levels"], dtype=float))
+        self._integrations = np.array(hidden["integrations"], dtype=float)
+        self._burst = np.zeros(len(self._index))
+        self._burst_start = np.zeros(len(self._index))
+        self._jumps = _timed(hidden["popularity_jumps"])
+        self._bursts = _timed(hidden["migration_boosts"])
+        self._kinds = _timed(labels.get("change_kinds", []))
+        self._state_breaking_at = np.full(len(self._index), -1.0)  # step of the current state's breaking change
+        # The checkpoints come on a fixed schedule, the tier's: read from its configuration.
+        schedule = QueryTierConfig(**config).checkpoints()
+        self._checkpoints = np.array(schedule, dtype=float)
+        self._hidden = hidden
+        self._values: dict[Any, float] = {}
+
+    def _advance(self, t: int) -> None:
+        """Read every hidden entry stamped at or before ``t``, and none after."""
+        for _, i, level in self._jumps.upto(t):
+            self._level[i] = np.exp(level)
+        for _, i, size, start in self._bursts.upto(t):
+            self._burst[i], self._burst_start[i] = size, start
+        for step, kind in self._kinds.upto(t):
+            api = self._stream_api.get(step)
+            if api is not None and api in self._index:
+                self._state_breaking_at[self._index[api]] = step if kind in BREAKING_KINDS else -1.0
+
+    def select(self, step: Any, store: Any) -> Any:
+        obs = step.observation
+        if self._hidden is not None and isinstance(obs, dict) and "api" in obs:
+            self._stream_api[step.t] = obs["api"]
+        return super().select(step, store)
+
+    def prepare(self, apis: list[Any], t: int) -> None:
+        if self._hidden is None:
+            self._values = {}
+            return
+        self._advance(t)
+        c = self._config
+        known = [api for api in apis if api in self._index]
+        idx = np.array([self._index[api] for api in known], dtype=int)
+        ahead = self._checkpoints[self._checkpoints > t][: self.horizon]
+        if idx.size == 0 or ahead.size == 0:
+            self._values = dict.fromkeys(apis, 0.0)
+            return
+        k = np.arange(ahead.size)
+        no_jump = (1.0 - c["popularity_jump_prob"]) ** k  # jumps come at checkpoints, after their queries
+        fresh = np.exp(c["popularity_spread"] ** 2 / 2)  # E[exp(level)] of a fresh draw
+        level = self._level[idx, None] * no_jump + fresh * (1.0 - no_jump)
+        since = ahead[None, :] - self._burst_start[idx, None]
+        decay = np.where(since >= 0, np.exp2(-np.maximum(since, 0) / c["migration_half_life"]), 0.0)
+        weight = level + self._integrations[idx, None] * self._burst[idx, None] * decay
+        now = t - self._burst_start
+        total = (self._level + self._integrations * self._burst *
+                 np.where(now >= 0, np.exp2(-np.maximum(now, 0) / c["migration_half_life"]), 0.0)).sum()
+        changes = (ahead - t) * (c["checkpoint_interval"] - 1) / c["checkpoint_interval"]
+        alive = (1.0 - self._hazard[idx, None]) ** changes[None, :]
+        broke = self._state_breaking_at[idx]
+        fresh_break = broke >= 0
+        if fresh_break.any():
+            waited = (ahead[None, :] - broke[:, None]) / c["revert_window"]
+            reverted = self._revert[idx, None] * np.minimum(waited, 1.0)
+            alive = np.where(fresh_break[:, None], alive * (1.0 - reverted), alive)
+        expected = c["queries_per_checkpoint"] * weight / total * alive
+        best = (np.cumsum(expected, axis=1) / (k + 1)[None, :]).max(axis=1)
+        self._values = dict.fromkeys(apis, 0.0)
+        self._values.update(zip(known, best.tolist(), strict=True))
+
+    def value(self, api: Any) -> float:
+        return self._values.get(api, 0.0)
+
+
+class _timed:
+    """Entries ``[t, ...]`` in step order, handed out up to a step, each once."""
+
+    def __init__(self, entries: Sequence[Sequence[Any]]) -> None:
+        self.entries = sorted((list(e) for e in entries), key=lambda e: e[0])
+        self.at = 0
+
+    def upto(self, t: int) -> list[list[Any]]:
+        start = self.at
+        while self.at < len(self.entries) and self.entries[self.at][0] <= t:
+            self.at += 1
+        return self.entries[start:self.at]
