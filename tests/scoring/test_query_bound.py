@@ -106,3 +106,16 @@ def test_an_episode_without_queries_has_a_zero_bound():
 
     bound = query_bound(generate_episode(make_config("default"), 0, 0), 10240)
     assert (bound.upper, bound.feasible, bound.asked, bound.exact) == (0.0, 0.0, 0, True)
+
+
+def test_the_rounded_schedule_holds_one_item_per_timestep():
+    # On this episode, at a budget where every endpoint fits, the relaxation splits some steps
+    # between their WRITE and a MERGE onto an earlier snapshot; the rounding used to hold both,
+    # a schedule no store can play (and sorting it failed on None against a base step).
+    episode = generate_query_episode(query_config("queries_easy", endpoints=64, families=4, length=64 + 40 * 15,
+                                                  checkpoint_interval=40, queries_per_checkpoint=100), 1, 0)
+    bound = query_bound(episode, 1 << 20, time_limit=0)
+    steps = [step for step, _, _ in bound.schedule]
+    assert len(steps) == len(set(steps))
+    assert replay_schedule(episode, bound.schedule, 1 << 20).accuracy == pytest.approx(bound.feasible)
+    assert 0 < bound.feasible <= bound.upper <= 1

@@ -272,7 +272,8 @@ class _Program:
     def round(self, x: np.ndarray) -> np.ndarray:
         """A schedule near the relaxation's solution ``x``: checkpoint by checkpoint, the items held
         at the one before or new now, most held by ``x`` first, while they fit (a MERGE only with
-        its base); an item left out is dropped for good."""
+        its base, and one item per timestep: the relaxation may split a step between its WRITE
+        and a MERGE); an item left out is dropped for good."""
         held = np.zeros(self.n, dtype=bool)
         by_checkpoint: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for (i, k), v in self.y.items():
@@ -284,13 +285,15 @@ class _Program:
             candidates.sort(key=lambda pair: (-x[pair[1]], self.items[pair[0]].cost))
             room = self.budget
             now: set[int] = set()
+            steps: set[int] = set()
             for i, v in candidates:
                 item = self.items[i]
-                if x[v] < 1e-6 or item.cost > room:
+                if x[v] < 1e-6 or item.cost > room or item.step in steps:
                     continue
                 if item.base is not None and base_of[item.api, item.base] not in now:
                     continue
                 now.add(i)
+                steps.add(item.step)
                 room -= item.cost
                 held[v] = True
             kept = now
