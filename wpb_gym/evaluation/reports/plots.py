@@ -99,7 +99,7 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
 
 
 _MARKERS = ("o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d")
-# The shipped agents, each with its own colour of tab20 and its own marker.
+# The shipped agents, each with its own colour of tab20 (then tab20b) and a marker.
 SHIPPED_AGENTS = (
     "no_mem",
     "fifo_store_all",
@@ -114,6 +114,13 @@ SHIPPED_AGENTS = (
     "breaking_detector",
     "utility_greedy",
     "oracle_optimal",
+    # the query tier's
+    "keep_latest_lru",
+    "keep_latest_lfu",
+    "keep_latest_traffic",
+    "keep_latest_breaking",
+    "keep_latest_family",
+    "causal_privileged",
 )
 
 
@@ -131,11 +138,11 @@ def policy_style(policy: str) -> tuple[tuple[float, ...], str, float, bool]:
     """
     from matplotlib import colormaps
 
-    palette = colormaps["tab20"].colors
+    palette = colormaps["tab20"].colors + colormaps["tab20b"].colors
     free = palette[len(SHIPPED_AGENTS) :]
     if policy in SHIPPED_AGENTS:
         i = SHIPPED_AGENTS.index(policy)
-        return palette[i], _MARKERS[i], 4.0 + 1.5 * (i % 4), False
+        return palette[i], _MARKERS[i % len(_MARKERS)], 4.0 + 1.5 * (i % 4), False
     if policy in LEARNER_AGENTS:
         i = LEARNER_AGENTS.index(policy)
         return free[i], _MARKERS[i], 7.0, True
