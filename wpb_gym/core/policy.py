@@ -63,7 +63,8 @@ class EpisodeContext:
 class EpisodeOutcome:
     """What a policy is told after an episode.
 
-    ``metrics`` is the episode's metric row (``EpisodeMetrics.as_row()``). ``rewards`` holds,
+    ``metrics`` is the episode's metric row (``EpisodeMetrics.as_row()``), with
+    ``query_accuracy`` added for an episode of the query tier. ``rewards`` holds,
     per timestep, the sum of the environment's rewards while the policy decided that step,
     when the episode ran through the environment (None in the offline evaluator).
     """

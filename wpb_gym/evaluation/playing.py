@@ -39,6 +39,7 @@ from ..core.tracks import UNPRIVILEGED, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.oracle import oracle_utility as _oracle_utility
+from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
 from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
 
@@ -55,15 +56,18 @@ class LoggedAction(NamedTuple):
 @dataclass(frozen=True)
 class EpisodeRun:
     """The outcome of a run: the metrics, the final memory, every action applied, the limit
-    the policy went over (``None`` when it ran to the end) and, in isolated evaluation, the
+    the policy went over (``None`` when it ran to the end), in isolated evaluation the
     first timestep at which the policy's replica of its memory disagreed with the evaluator's
-    decisions (``None`` for a policy that left its replica alone)."""
+    decisions (``None`` for a policy that left its replica alone) and, for an episode of the
+    query tier, how memory answered its queries (``queries.accuracy`` is the tier's headline
+    score; ``None`` for an episode without queries)."""
 
     metrics: EpisodeMetrics
     store: ByteMemoryStore
     actions: tuple[LoggedAction, ...]
     error: PolicyLimitError | None = None
     diverged_at: int | None = None
+    queries: QueryScore | None = None
 
 
 @dataclass(frozen=True)
@@ -335,14 +339,32 @@ def _close(iterator: Any) -> None:
 
 
 def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None) -> EpisodeRun:
-    """The metrics of a played run (``oracle_utility``: U*(B) on its track, computed if not given)."""
+    """The metrics of a played run (``oracle_utility``: U*(B) on its track, computed if not given)
+    and, when the episode has queries, its query score. ``run.store`` must be a
+    ``ByteMemoryStore`` for an episode with queries: they are answered from what memory held
+    at each checkpoint."""
     seat = run.seat
     if oracle_utility is None:
         oracle_utility = _oracle_utility(track_costs(episode, seat.track), episode.utilities, seat.budget)
     metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)
+    queries = score_queries(episode, run.store) if has_queries(episode) else None
     return EpisodeRun(
-        metrics=metrics, store=run.store, actions=tuple(run.actions), error=run.error, diverged_at=run.diverged_at
+        metrics=metrics,
+        store=run.store,
+        actions=tuple(run.actions),
+        error=run.error,
+        diverged_at=run.diverged_at,
+        queries=queries,
     )
+
+
+def outcome_metrics(result: EpisodeRun) -> dict[str, float]:
+    """What a policy's ``end_episode`` is told: the metric row and, for an episode with
+    queries, its ``query_accuracy``."""
+    metrics = result.metrics.as_row()
+    if result.queries is not None:
+        metrics["query_accuracy"] = result.queries.accuracy
+    return metrics
 
 
 def end_episode(run: PlayedRun, result: EpisodeRun) -> None:
@@ -350,4 +372,4 @@ def end_episode(run: PlayedRun, result: EpisodeRun) -> None:
     if run.error is None:
         end = getattr(run.seat.policy, "end_episode", None)
         if end is not None:
-            end(EpisodeOutcome(metrics=result.metrics.as_row(), rewards=None))
+            end(EpisodeOutcome(metrics=outcome_metrics(result), rewards=None))

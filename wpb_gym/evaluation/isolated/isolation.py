@@ -44,7 +44,8 @@ from ...core.readonly import thaw
 from ...core.store import ByteMemoryStore
 from ...core.tracks import policy_episode
 from ...core.types import Episode, Step
-from ..playing import EpisodeRun, PlayedRun, Seat, score
+from ...scoring.queries import has_queries
+from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
 from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
@@ -274,8 +275,10 @@ class IsolatedPolicies:
         """``play`` for several episodes at once: their runs advance in lockstep.
 
         ``stores=False`` when only the metrics (and action counts) are wanted: a run that does
-        not merge is then judged on a ``Ledger`` (``wpb_gym.evaluation.isolated.judging``), which
-        becomes its ``store``; otherwise every run's ``store`` is its final ``ByteMemoryStore``.
+        not merge, on an episode without queries, is then judged on a ``Ledger``
+        (``wpb_gym.evaluation.isolated.judging``), which becomes its ``store``; otherwise every
+        run's ``store`` is its final ``ByteMemoryStore`` (the query score reads what it held at
+        each checkpoint).
         """
         runs: list[PlayedRun] = []
         canonical: dict[tuple[int, str], Sequence[Step]] = {}
@@ -389,10 +392,15 @@ class IsolatedPolicies:
                 oldest += 1
         costs = {}
         if not (stores or record_actions):
-            costs = {key: [estimate_bytes(step) for step in steps] for key, steps in canonical.items()}
+            # Queries are answered from what memory held at each checkpoint, which only the store keeps.
+            costs = {
+                key: [estimate_bytes(step) for step in steps]
+                for key, steps in canonical.items()
+                if not has_queries(items[key[0]][0])
+            }
         for run, taken, steps in zip(runs, backlog, steps_of, strict=True):
-            if costs:
-                key = run.seat.group[0], run.seat.track
+            key = run.seat.group[0], run.seat.track
+            if key in costs:
                 judged = judge_on_ledger(taken, costs[key], run.seat.budget, run.name)
                 if judged is not None:  # None: the run merges
                     run.store, run.diverged_at = judged
@@ -439,7 +447,7 @@ class IsolatedPolicies:
         ``runs`` in the order ``play`` / ``play_many`` returned them (flattened)."""
         by_policy: dict[int, dict[str, dict[str, float]]] = {}
         for k, (run, result) in enumerate(zip(runs, results, strict=True)):
-            by_policy.setdefault(run.seat.group[1], {})[str(k)] = result.metrics.as_row()
+            by_policy.setdefault(run.seat.group[1], {})[str(k)] = outcome_metrics(result)
         deadlines = {}
         for i, metrics in by_policy.items():  # sent to all, then answered: they run at once
             worker = self._workers[i]
