@@ -7,16 +7,23 @@ or from the rows themselves, never typed in.
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 from functools import partial
 
+import numpy as np
 import pytest
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.core.types import Episode
+from wpb_gym.core.types import Episode, Step
 from wpb_gym.episodes.generators.regimes import generate_episode, make_config
-from wpb_gym.evaluation.grid import PolicySpec, given_refs, run_grid
+from wpb_gym.evaluation.grid import QUERY_COLUMNS, ROW_COLUMNS, PolicySpec, given_refs, query_bounds, run_grid
+from wpb_gym.evaluation.reports.report import read_results, results_csv, summary_csv
 from wpb_gym.evaluation.runner import run_episode
+from wpb_gym.scoring import query_bound as query_bound_module
 from wpb_gym.scoring.queries import score_queries
+from wpb_gym.scoring.query_bound import query_bound
 
 SMALL = {"endpoints": 20, "families": 4, "length": 20 + 8 * 10, "checkpoint_interval": 10,
          "queries_per_checkpoint": 30, "summary_max_bytes": 800}
@@ -92,3 +99,110 @@ def test_an_isolated_run_scores_the_queries_as_in_process():
     here = run_episode(make_agent("keep_latest_lfu"), episode, 2048)
     there = run_episode(make_agent("keep_latest_lfu"), episode, 2048, isolate=True)
     assert here.queries == there.queries and here.queries.correct > 0
+
+
+# ---------------------------------------------------------------------------- results.csv
+def test_rows_carry_the_run_accuracy_and_the_bound_of_their_episode(episodes, rows):
+    by_index = {(e.regime, i): e for e in episodes for i in [e.labels["episode_id"]]}
+    checked = 0
+    for row in queried_rows(rows)[::7]:
+        episode = by_index[row["mode"], row["episode_index"]]
+        run = run_episode(make_agent(row["policy"]), episode, row["budget_bytes"], row["track"])
+        assert row["query_accuracy"] == run.queries.accuracy
+        bound = query_bound(episode, row["budget_bytes"], row["track"], time_limit=0)
+        assert (row["query_bound"], row["query_feasible"]) == (bound.upper, bound.feasible)
+        assert row["query_feasible"] <= row["query_bound"] and row["query_accuracy"] <= row["query_bound"]
+        checked += 1
+    assert checked >= 5
+    paper = [r for r in rows if r["mode"] == "default"]
+    assert paper and all(r[c] is None for r in paper for c in QUERY_COLUMNS)
+
+
+def test_the_bound_is_solved_once_per_budget_when_the_tracks_cost_alike(monkeypatch):
+    episode = query_episode(index=2)
+    calls = []
+    real = query_bound_module.query_bound
+
+    def counting(episode, budget, track, **kwargs):
+        calls.append((budget, track, kwargs["time_limit"]))
+        return real(episode, budget, track, **kwargs)
+
+    monkeypatch.setattr(query_bound_module, "query_bound", counting)
+    conditions = [(track, budget) for track in TRACKS for budget in BUDGETS]
+    bounds = query_bounds(episode, conditions)
+    assert calls == [(budget, "unprivileged", 0.0) for budget in BUDGETS]
+    assert all(bounds["privileged", b] is bounds["unprivileged", b] for b in BUDGETS)
+    # A priority hint on every step makes the privileged track's steps dearer: its own bounds.
+    hinted = Episode(
+        steps=[Step(s.t, s.observation, {**s.metadata, "priority": 0.5}) for s in episode.steps], labels=episode.labels
+    )
+    calls.clear()
+    query_bounds(hinted, conditions)
+    assert sorted(calls) == sorted((budget, track, 0.0) for track in TRACKS for budget in BUDGETS)
+    calls.clear()
+    assert query_bounds(generate_episode(make_config("default", length=60), 0, 0), conditions) == {}
+    assert calls == []
+
+
+def test_rows_of_query_episodes_do_not_depend_on_jobs_or_isolation(episodes, rows):
+    refs = given_refs(episodes)
+    specs = [spec(n) for n in AGENTS]
+    assert run_grid(refs, specs, BUDGETS, TRACKS, jobs=2) == rows
+    # Isolated grids judge most runs on a ledger of costs; a query episode's runs need the store.
+    assert run_grid(refs, specs, BUDGETS, TRACKS, isolate=True) == rows
+
+
+def test_results_csv_leaves_the_query_columns_empty_without_queries_and_reads_them_back(rows, tmp_path):
+    path = tmp_path / "results.csv"
+    path.write_text(results_csv(rows, {"seed": 0}), encoding="utf-8")
+    raw = list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8"))))
+    assert [c for c in raw[0] if c in QUERY_COLUMNS] == list(QUERY_COLUMNS)
+    for written, row in zip(raw, rows, strict=True):
+        for column in QUERY_COLUMNS:
+            assert written[column] == ("" if row[column] is None else repr(row[column]))
+    back = read_results(path)
+    for read, row in zip(back, rows, strict=True):
+        for column in QUERY_COLUMNS:
+            assert math.isnan(read[column]) if row[column] is None else read[column] == row[column]
+        assert {k: v for k, v in read.items() if k not in QUERY_COLUMNS} == {
+            k: (str(v) if k == "episode_id" else v) for k, v in row.items() if k not in QUERY_COLUMNS
+        }
+
+
+def test_results_written_before_the_query_columns_still_read(rows, tmp_path):
+    text = results_csv(rows, {"seed": 0})
+    table = list(csv.reader(io.StringIO(text)))
+    keep = [i for i, name in enumerate(table[0]) if name not in QUERY_COLUMNS]
+    old = tmp_path / "old.csv"
+    with open(old, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows([[line[i] for i in keep] for line in table])
+    back = read_results(old)
+    assert len(back) == len(rows) and list(back[0]) == list(ROW_COLUMNS)
+    assert all(math.isnan(r[c]) for r in back for c in QUERY_COLUMNS)
+    assert [r["f1"] for r in back] == [r["f1"] for r in rows]
+
+
+def test_a_bad_query_cell_is_named_by_line_and_column(rows, tmp_path):
+    text = results_csv(rows[:3], {"seed": 0}).splitlines()
+    cells = text[2].split(",")
+    cells[ROW_COLUMNS.index("query_bound")] = "high"
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join([text[0], text[1], ",".join(cells)]) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.csv, line 3, column 'query_bound': expected a number, got 'high'"):
+        read_results(path)
+
+
+def test_the_summary_has_query_metrics_only_where_the_rows_hold_them(rows):
+    lines = list(csv.DictReader(io.StringIO(summary_csv(rows))))
+    assert not any(value == "nan" for line in lines for value in line.values())
+    queried = {line["metric"] for line in lines if line["mode"].startswith("queries_")}
+    paper = {line["metric"] for line in lines if line["mode"] == "default"}
+    assert set(QUERY_COLUMNS) <= queried and not set(QUERY_COLUMNS) & paper
+    line = next(x for x in lines if x["metric"] == "query_accuracy" and x["policy"] == "keep_latest_lfu")
+    chosen = [r["query_accuracy"] for r in rows if r["policy"] == "keep_latest_lfu" and r["mode"] == line["mode"]
+              and r["track"] == line["track"] and r["budget_bytes"] == int(line["budget_bytes"])]
+    assert float(line["mean"]) == pytest.approx(np.mean(chosen)) and int(line["episodes"]) == len(chosen) == 3
+    # Without query rows the summary is what it was before the columns existed.
+    assert summary_csv([r for r in rows if r["mode"] == "default"]) == summary_csv(
+        [{k: v for k, v in r.items() if k not in QUERY_COLUMNS} for r in rows if r["mode"] == "default"]
+    )

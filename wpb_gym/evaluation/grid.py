@@ -6,7 +6,8 @@ track it needs. The core never imports ``agents``: the CLI passes factories in.
 
 Work is split by episode: one task runs every policy at every budget and track on one
 episode, in lockstep (``wpb_gym.evaluation.playing.play``), with the exact oracle computed once per
-(episode, track) for all budgets. Tasks run in worker processes when ``jobs > 1`` (in isolated
+(episode, track) for all budgets, and for an episode with queries the hindsight query bound once
+per budget (and per track only where the tracks' byte costs differ). Tasks run in worker processes when ``jobs > 1`` (in isolated
 mode, ``jobs`` counts the policies' processes: ``isolated_workers``); the rows are sorted
 afterwards, so the result does not depend on ``jobs``.
 
@@ -24,19 +25,25 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..core.policy import POLICY_TRACKS
-from ..core.tracks import TRACKS, UNPRIVILEGED
+from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
 from ..episodes.generators.regimes import make_config
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
+from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
 from .playing import PlayedRun, Seat, end_episode, play, score
 from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits
+
+if TYPE_CHECKING:
+    from ..scoring.query_bound import QueryBound
 
 # Columns of results.csv, in order: the condition, then the paper's metric names, then the rest.
 KEY_COLUMNS = ("mode", "steps", "budget_bytes", "track", "policy", "policy_track", "episode_id", "episode_index")
@@ -48,6 +55,17 @@ METRIC_COLUMNS = (
     "rejected_actions",
     "oracle_f1",  # the hindsight WRITE-only F1 bound of the episode at this budget and track
 )
+# The query tier's headline score and its hindsight bound: None in memory and empty in
+# results.csv for an episode without queries (results written before the columns existed read
+# them as NaN, as they read an empty cell).
+QUERY_COLUMNS = (
+    "query_accuracy",  # the share of the episode's queries memory answered right
+    "query_bound",  # no policy answers more at this budget and track (QueryBound.upper)
+    "query_feasible",  # what a schedule found with hindsight answers (QueryBound.feasible)
+)
+# The bound's solver gets no time beyond its linear relaxation and a rounding of it: seconds
+# per episode and budget (wpb_gym.scoring.query_bound).
+QUERY_BOUND_TIME_LIMIT = 0.0
 # Empty, or why the run's policy was stopped (a limit) or its memory view diverged. Results
 # written before the column existed read as "".
 ERROR_COLUMN = "error"
@@ -57,7 +75,7 @@ INT_COLUMNS = frozenset(
     | set(CONFUSION_NAMES)
     | {"actions", "rejected_actions"}
 )
-ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + (ERROR_COLUMN,)
+ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + QUERY_COLUMNS + (ERROR_COLUMN,)
 
 
 @dataclass(frozen=True)
@@ -162,14 +180,41 @@ def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
 
 
 def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], runs: list[PlayedRun]):
-    """The results of an episode's runs and their rows (the exact oracle once per track)."""
+    """The results of an episode's runs and their rows (the exact oracle once per track, the
+    query bound once per budget and distinct byte costs)."""
     oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}))
     rows = [
-        _row(task, episode, task.policies[i], run, result, oracles)
+        _row(task, episode, task.policies[i], run, result, oracles, bounds)
         for (i, _, _), run, result in zip(plan, runs, results, strict=True)
     ]
     return results, rows
+
+
+def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], QueryBound]:
+    """The hindsight query bound of ``episode`` at every ``(track, budget)`` (none without queries).
+
+    The bound depends on the track only through its byte costs: a track whose costs equal an
+    earlier one's shares its bounds (the query tier's steps have no priority hint, so both
+    tracks cost the same).
+    """
+    if not has_queries(episode):
+        return {}
+    from ..scoring.query_bound import query_bound  # scipy.optimize: imported for the query tier only
+
+    bounds: dict[tuple[str, int], QueryBound] = {}
+    solved: list[tuple[Any, dict[int, QueryBound]]] = []  # (costs, bounds by budget) per distinct costs
+    for track, budget in conditions:
+        costs = track_costs(episode, track)
+        by_budget = next((found for seen, found in solved if np.array_equal(seen, costs)), None)
+        if by_budget is None:
+            by_budget = {}
+            solved.append((costs, by_budget))
+        if budget not in by_budget:
+            by_budget[budget] = query_bound(episode, budget, track, time_limit=QUERY_BOUND_TIME_LIMIT)
+        bounds[track, budget] = by_budget[budget]
+    return bounds
 
 
 def _plan(task: GridTask) -> list[tuple[int, str, int]]:
@@ -182,7 +227,9 @@ def _plan(task: GridTask) -> list[tuple[int, str, int]]:
     ]
 
 
-def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict) -> dict:
+def _row(
+    task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, result: Any, oracles: dict, bounds: dict
+) -> dict:
     track, budget = run.seat.track, run.seat.budget
     metrics = result.metrics.as_row()
     row = {
@@ -200,6 +247,10 @@ def _row(task: GridTask, episode: Episode, spec: PolicySpec, run: PlayedRun, res
     row["actions"] = sum(run.store.accepted_counts.values()) + rejected
     row["rejected_actions"] = rejected
     row["oracle_f1"] = oracles[track].f1_bounds[budget].f1
+    row.update(dict.fromkeys(QUERY_COLUMNS))
+    if result.queries is not None:
+        bound = bounds[track, budget]
+        row.update(query_accuracy=result.queries.accuracy, query_bound=bound.upper, query_feasible=bound.feasible)
     problems = []
     if run.error is not None:
         problems.append(f"stopped: {run.error}")

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...core.policy import ORACLE
-from ..grid import ERROR_COLUMN, INT_COLUMNS, ROW_COLUMNS
+from ..grid import ERROR_COLUMN, INT_COLUMNS, QUERY_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
 
 LEADERBOARD_METRICS = (
@@ -38,14 +38,31 @@ RUN_COLUMNS = ("seed", "version", "git_commit", "config_hash")
 
 def results_csv(rows: Sequence[dict[str, Any]], run: dict[str, Any]) -> str:
     """The rows as CSV text: ``grid.ROW_COLUMNS``, then the run's seed, version, commit and
-    config hash on every row. Floats keep full precision."""
+    config hash on every row. Floats keep full precision; a value that is absent (the query
+    columns of an episode without queries) is an empty cell."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=ROW_COLUMNS + RUN_COLUMNS, extrasaction="raise", lineterminator="\n")
     writer.writeheader()
     extra = {k: ("" if run.get(k) is None else run[k]) for k in RUN_COLUMNS}
     for row in rows:
-        writer.writerow({**{k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()}, **extra})
+        writer.writerow({**{k: _cell(k, v) for k, v in row.items()}, **extra})
     return out.getvalue()
+
+
+def _cell(column: str, value: Any) -> Any:
+    if column in QUERY_COLUMNS and not present(value):
+        return ""
+    return repr(value) if isinstance(value, float) else value
+
+
+def present(value: Any) -> bool:
+    """Whether a row's value is there: not None (a run's rows) and not NaN (rows read back)."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def present_values(rows: Iterable[dict[str, Any]], key: str) -> list[float]:
+    """The values of ``key`` the rows hold (absent ones left out)."""
+    return [float(r[key]) for r in rows if present(r.get(key))]
 
 
 def mean_cell(values: Sequence[float], digits: int, interval: tuple[float, float] | None = None) -> str:
@@ -158,11 +175,15 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
 # ---------------------------------------------------------------------------- reading results back
 _INT_COLUMNS = INT_COLUMNS
 _TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id", ERROR_COLUMN}
-_OPTIONAL_COLUMNS = {ERROR_COLUMN: ""}  # absent from results written by earlier versions
+# Absent from results written by earlier versions (the query columns then read as NaN).
+_OPTIONAL_COLUMNS = {ERROR_COLUMN: "", **dict.fromkeys(QUERY_COLUMNS, "")}
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a ``results.csv`` with their types; errors name the file, line and column."""
+    """The rows of a ``results.csv`` with their types; errors name the file, line and column.
+
+    The query columns of an episode without queries (empty cells), or of results written
+    before those columns existed, read as NaN."""
     path = Path(path)
     try:
         handle = open(path, newline="", encoding="utf-8")
@@ -181,6 +202,8 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 try:
                     if column in _TEXT_COLUMNS:
                         row[column] = text
+                    elif column in QUERY_COLUMNS and text == "":  # an episode without queries
+                        row[column] = math.nan
                     elif column in _INT_COLUMNS:
                         row[column] = int(text)
                     else:
@@ -251,10 +274,13 @@ def confusion_matrix_csv(rows: Sequence[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
+# Every condition's metrics; the query columns follow them in the conditions whose rows hold them.
 SUMMARY_METRICS = tuple(
     c
     for c in ROW_COLUMNS
-    if c not in CONDITION and c not in ("policy_track", "episode_id", "episode_index", ERROR_COLUMN)
+    if c not in CONDITION
+    and c not in ("policy_track", "episode_id", "episode_index", ERROR_COLUMN)
+    and c not in QUERY_COLUMNS
 )
 
 
@@ -264,8 +290,10 @@ SUMMARY_HEADER = ",".join([*CONDITION, "metric", "mean", "ci_low", "ci_high", "e
 def summary_csv(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
     """Every metric per condition and agent: mean and bootstrap 95% CI over episodes (BCa, and
     the percentile interval where BCa is undefined; equal values give their mean, a single episode
-    no interval), all computed together (``bootstrap_cis``). The rows of each (regime, length)
-    are ``summary_body`` of its rows alone, so the body can be computed a regime at a time."""
+    no interval), all computed together (``bootstrap_cis``). The query columns are summarised
+    where the condition's rows hold them (over the episodes that do), and left out elsewhere.
+    The rows of each (regime, length) are ``summary_body`` of its rows alone, so the body can
+    be computed a regime at a time."""
     return SUMMARY_HEADER + summary_body(rows, seed)
 
 
@@ -274,11 +302,19 @@ def summary_body(rows: Sequence[dict[str, Any]], seed: int = 0) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     groups = grouped(rows, CONDITION)
-    samples = [[float(r[m]) for r in group] for group in groups.values() for m in SUMMARY_METRICS]
+    metrics = {
+        key: SUMMARY_METRICS + tuple(m for m in QUERY_COLUMNS if any(present(r.get(m)) for r in group))
+        for key, group in groups.items()
+    }
+    samples = [
+        present_values(group, m) if m in QUERY_COLUMNS else [float(r[m]) for r in group]
+        for key, group in groups.items()
+        for m in metrics[key]
+    ]
     intervals = iter(bootstrap_cis(samples, seed=seed))
     values = iter(samples)
     for key in groups:
-        for metric in SUMMARY_METRICS:
+        for metric in metrics[key]:
             data = next(values)
             low, high = next(intervals)
             writer.writerow([*key, metric, repr(float(np.mean(data))), repr(low), repr(high), len(data)])
