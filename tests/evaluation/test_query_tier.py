@@ -19,7 +19,8 @@ from agents.registry import agent_entry, make_agent
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.episodes.generators.regimes import generate_episode, make_config
 from wpb_gym.evaluation.grid import QUERY_COLUMNS, ROW_COLUMNS, PolicySpec, given_refs, query_bounds, run_grid
-from wpb_gym.evaluation.reports.report import read_results, results_csv, summary_csv
+from wpb_gym.evaluation.reports.report import leaderboard, read_results, results_csv, summary_csv
+from wpb_gym.evaluation.reports.tables import headroom_table
 from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.scoring import query_bound as query_bound_module
 from wpb_gym.scoring.queries import score_queries
@@ -206,3 +207,82 @@ def test_the_summary_has_query_metrics_only_where_the_rows_hold_them(rows):
     assert summary_csv([r for r in rows if r["mode"] == "default"]) == summary_csv(
         [{k: v for k, v in r.items() if k not in QUERY_COLUMNS} for r in rows if r["mode"] == "default"]
     )
+
+
+# ---------------------------------------------------------------------------- the leaderboard
+def _section(text: str, heading: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(heading)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    while not lines[end - 1]:  # the blank line before the next section
+        end -= 1
+    return lines[start:end]
+
+
+def test_a_query_group_leads_with_query_accuracy_ranks_by_it_and_states_the_bound(rows):
+    text = leaderboard(rows, budget=4096)
+    section = _section(text, "## queries_medium, T=100, privileged track")
+    chosen = [r for r in rows if r["mode"] == "queries_medium" and r["budget_bytes"] == 4096
+              and r["track"] == "privileged"]
+    upper = np.mean([r["query_bound"] for r in chosen if r["policy"] == "last_kb"])
+    feasible = np.mean([r["query_feasible"] for r in chosen if r["policy"] == "last_kb"])
+    assert section[2].startswith(f"Hindsight bound on query accuracy: {upper:.3f} [")
+    assert f"(a schedule found with hindsight reaches {feasible:.3f}); mean over 3 episodes" in section[2]
+    table = [line for line in section if line.startswith("| ")]
+    assert table[0] == ("| Policy | Query acc.@4KB | Recall@4KB | F1@4KB | Util/KB | Avg Staleness | Episodes |")
+    means = {a: np.mean([r["query_accuracy"] for r in chosen if r["policy"] == a]) for a in AGENTS}
+    ranked = sorted(AGENTS, key=lambda a: -means[a])
+    shown = [line.split(" | ")[0].removeprefix("| ").removesuffix(" (oracle track)") for line in table[1:]]
+    assert shown == ranked
+    for line, agent in zip(table[1:], shown, strict=True):
+        assert line.split(" | ")[1].startswith(f"{means[agent]:.3f} [")
+
+
+def test_groups_without_queries_are_unchanged(rows):
+    paper = [r for r in rows if r["mode"] == "default"]
+    alone = leaderboard(paper, budget=4096)
+    assert alone == leaderboard([{k: v for k, v in r.items() if k not in QUERY_COLUMNS} for r in paper], budget=4096)
+    mixed = leaderboard(rows, budget=4096)
+    for track in TRACKS:
+        heading = f"## default, T=60, {track} track"
+        assert _section(mixed, heading) == _section(alone, heading)
+
+
+# ---------------------------------------------------------------------------- headroom
+def test_the_query_headroom_table_gives_the_bound_the_best_policies_and_the_gates(rows):
+    text = headroom_table(rows, run="runs/q")
+    assert text.startswith("# Headroom (mean F1 over episodes")  # the paper regime's table first
+    assert "Written by `wpb report runs/q --headroom`" in text
+    section = _section(text, "## queries_easy, T=100")
+    header, _, *lines = [line for line in section if line.startswith("|")]
+    assert header.split(" | ")[:5] == ["| Budget", "Bound", "Feasible", "Best privileged", "Best unprivileged"]
+    assert len(lines) == len(BUDGETS)
+    for line, budget in zip(lines, BUDGETS, strict=True):
+        chosen = [r for r in rows if r["mode"] == "queries_easy" and r["budget_bytes"] == budget]
+
+        def mean(policy, track, column="query_accuracy"):
+            return np.mean([r[column] for r in chosen if r["policy"] == policy and r["track"] == track])
+
+        bound = mean("last_kb", "unprivileged", "query_bound")
+        privileged = ("causal_privileged", mean("causal_privileged", "privileged"))
+        unprivileged = max(((a, mean(a, "unprivileged")) for a in AGENTS[:3]), key=lambda x: x[1])
+        gap = privileged[1] - unprivileged[1]
+        expected = [
+            f"{budget // 1024}KB",
+            f"{bound:.3f}",
+            f"{mean('last_kb', 'unprivileged', 'query_feasible'):.3f}",
+            f"{privileged[1]:.3f} (`{privileged[0]}`)",
+            f"{unprivileged[1]:.3f} (`{unprivileged[0]}`)",
+            f"{unprivileged[1] / bound:.3f}",
+            f"{gap:+.3f}",
+            f"{gap / (bound - unprivileged[1]):.3f}",
+            "3",
+        ]
+        assert line.removeprefix("| ").removesuffix(" |").split(" | ") == expected
+
+
+def test_headroom_without_query_rows_is_the_f1_table_alone(rows):
+    paper = [r for r in rows if r["mode"] == "default"]
+    text = headroom_table(paper)
+    assert "Query-tier" not in text
+    assert text == headroom_table([{k: v for k, v in r.items() if k not in QUERY_COLUMNS} for r in paper])

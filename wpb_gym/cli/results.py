@@ -30,7 +30,7 @@ def _cmd_report(args: Settings) -> int:
     rows = read_run(run)
     if args.headroom:
         check_policies(args.highlight or (), rows, run, "--highlight")
-        text = headroom_table(rows, highlight=args.highlight or ())
+        text = headroom_table(rows, highlight=args.highlight or (), run=str(run))
         write_atomic(run / "headroom.md", text)
     elif args.f1_by_budget:
         text = f1_by_budget_table(rows)

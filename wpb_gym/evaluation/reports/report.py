@@ -60,9 +60,23 @@ def present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
+def has_query_accuracy(rows: Iterable[dict[str, Any]]) -> bool:
+    """Whether any row holds a query accuracy (an episode of the query tier)."""
+    return any(present(r.get("query_accuracy")) for r in rows)
+
+
 def present_values(rows: Iterable[dict[str, Any]], key: str) -> list[float]:
     """The values of ``key`` the rows hold (absent ones left out)."""
     return [float(r[key]) for r in rows if present(r.get(key))]
+
+
+def per_episode(rows: Iterable[dict[str, Any]], key: str) -> list[float]:
+    """One value of ``key`` per episode (a bound is the same for every policy of an episode)."""
+    seen: dict[Any, float] = {}
+    for r in rows:
+        if present(r.get(key)):
+            seen.setdefault(r["episode_index"], float(r[key]))
+    return list(seen.values())
 
 
 def mean_cell(values: Sequence[float], digits: int, interval: tuple[float, float] | None = None) -> str:
@@ -101,6 +115,9 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         f"{name}@{at}" if key in ("recall", "f1") else name for key, name in LEADERBOARD_METRICS
     )
     for (mode, steps, track), by_policy in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2])):
+        if has_query_accuracy(r for prows in by_policy.values() for r in prows):
+            lines += _query_group(mode, steps, track, at, by_policy)
+            continue
         lines += ["", f"## {mode}, T={steps}, {track} track", "", header + " | Episodes |", "|---" * 6 + "|"]
         ranked = sorted(by_policy.items(), key=lambda kv: (-float(np.mean([r["f1"] for r in kv[1]])), kv[0]))
         samples = [[r[key] for r in prows] for _, prows in ranked for key, _ in LEADERBOARD_METRICS]
@@ -115,6 +132,43 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
                 name += " †"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(prows)} |")
     return "\n".join(lines + _error_notes(rows)) + "\n"
+
+
+def _query_group(mode: Any, steps: Any, track: str, at: str, by_policy: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """A leaderboard group of the query tier: query accuracy first, policies ranked by it, and
+    the hindsight bound on it above the table."""
+    every = [r for prows in by_policy.values() for r in prows]
+    upper, feasible = per_episode(every, "query_bound"), per_episode(every, "query_feasible")
+    lines = ["", f"## {mode}, T={steps}, {track} track", ""]
+    if upper:
+        lines += [
+            f"Hindsight bound on query accuracy: {mean_cell(upper, 3)} (a schedule found with hindsight reaches "
+            f"{np.mean(feasible):.3f}); mean over {len(upper)} episodes. Oracle-track policies read the hidden "
+            "state, not the future.",
+            "",
+        ]
+    metric_names = [f"{name}@{at}" if key in ("recall", "f1") else name for key, name in LEADERBOARD_METRICS]
+    lines += ["| Policy | " + " | ".join([f"Query acc.@{at}", *metric_names]) + " | Episodes |", "|---" * 7 + "|"]
+
+    def accuracy(prows: list[dict[str, Any]]) -> float:
+        values = present_values(prows, "query_accuracy")
+        return float(np.mean(values)) if values else -math.inf
+
+    ranked = sorted(by_policy.items(), key=lambda kv: (-accuracy(kv[1]), kv[0]))
+    keys = ["query_accuracy", *(key for key, _ in LEADERBOARD_METRICS)]
+    samples = [present_values(prows, key) for _, prows in ranked for key in keys]
+    intervals = iter(bootstrap_cis(samples))
+    values = iter(samples)
+    for policy, prows in ranked:
+        name = f"{policy} (oracle track)" if prows[0]["policy_track"] == ORACLE else policy
+        cells = []
+        for key in keys:
+            data, interval = next(values), next(intervals)
+            cells.append(mean_cell(data, 2 if key == "avg_staleness" else 3, interval) if data else "")
+        if any(r.get(ERROR_COLUMN) for r in prows):
+            name += " †"
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(prows)} |")
+    return lines
 
 
 def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:

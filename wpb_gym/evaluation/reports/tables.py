@@ -1,9 +1,11 @@
 """The tables ``wpb report`` writes from a run folder: the paper's Tables 2-4 layout, the
-headroom table (the hindsight bound against the best policy per track), every policy's F1 by
-budget, and the transfer table (rank agreement between real and synthetic regimes)."""
+headroom table (the hindsight bound against the best policy per track; for the query tier, on
+query accuracy), every policy's F1 by budget, and the transfer table (rank agreement between
+real and synthetic regimes)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +13,8 @@ import numpy as np
 from scipy import stats
 
 from ...core.policy import ORACLE
-from .report import budget_label, grouped, mean_cell
+from ...core.tracks import PRIVILEGED, UNPRIVILEGED
+from .report import budget_label, grouped, mean_cell, per_episode, present, present_values
 
 
 def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diagnostics_budget: int = 10240) -> str:
@@ -48,7 +51,9 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
     return "\n".join(lines) + "\n"
 
 
-def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), gap_budget: int = 10240) -> str:
+def headroom_table(
+    rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), gap_budget: int = 10240, run: str = "RUN"
+) -> str:
     """Per regime and budget: the hindsight F1 bound against the best policy of each track.
 
     The bound is the mean of ``oracle_f1`` (the best F1 any policy could reach with the
@@ -56,7 +61,19 @@ def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = ()
     highest mean F1 on its own track, among the run's non-oracle policies; ``highlight``
     names policies shown in columns of their own. The gap is the bound minus the best mean
     F1 of any of them; a benchmark leaves room for learning where it is large.
+
+    Rows of the query tier (those with a query accuracy) get ``query_headroom_table`` instead,
+    after the F1 table of the other regimes (``run`` names the run folder in its heading).
     """
+    queried = [r for r in rows if present(r.get("query_accuracy"))]
+    if not queried:
+        return _f1_headroom(rows, highlight, gap_budget)
+    others = [r for r in rows if not present(r.get("query_accuracy"))]
+    head = _f1_headroom(others, highlight, gap_budget) + "\n" if others else ""
+    return head + query_headroom_table(queried, highlight, run)
+
+
+def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_budget: int) -> str:
     lines = [
         "# Headroom (mean F1 over episodes; bound = hindsight F1 bound)",
         "",
@@ -96,6 +113,110 @@ def headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = ()
         gap = f"{bound - max(shown):+.3f}" if shown else ""
         lines.append(f"| {mode} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
     return "\n".join(lines) + "\n"
+
+
+QUERY_GATES = (
+    "Best unpriv. / bound",
+    "Priv. − best unpriv.",
+    "(Priv. − best unpriv.) / (bound − best unpriv.)",
+)
+
+
+def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), run: str = "RUN") -> str:
+    """Per query-tier regime, length and budget: the hindsight bound on query accuracy against
+    the best privileged and the best unprivileged policy, and the headroom gates.
+
+    The bound is the mean over episodes of ``query_bound`` (no policy answers more), shown
+    with ``query_feasible`` (a schedule found with hindsight answers that much). "Best
+    privileged" is the policy with the highest mean query accuracy among those of the
+    privileged and oracle tracks (on the privileged track); "best unprivileged" among the
+    policies that read the stream alone (their unprivileged-track rows, or their
+    privileged-track rows where they ran only there). The gates: how close the stream gets
+    to the bound (best unprivileged / bound), what the hidden state is worth (privileged −
+    best unprivileged), and the share of the room above the best unprivileged policy that
+    the privileged one takes ((privileged − best unprivileged) / (bound − best unprivileged)).
+    ``highlight`` names policies shown in columns of their own.
+    """
+    lines = [
+        "# Query-tier headroom (mean query accuracy over episodes)",
+        "",
+        f"Written by `wpb report {run} --headroom` from its results.csv. Bound = the hindsight bound on query "
+        "accuracy (no policy answers more), beside what a schedule found with hindsight reaches (feasible). "
+        "Best privileged: of the privileged- and oracle-track policies (they may read the hidden state, never "
+        "the future); best unprivileged: of the policies that read the stream alone. Policies are ranked by "
+        "mean query accuracy over the episodes.",
+    ]
+    if not rows:
+        return lines[0] + "\n\nNo results.\n"
+    extra = [f"`{name}`" for name in highlight]
+    header = ["Budget", "Bound", "Feasible", "Best privileged", "Best unprivileged", *QUERY_GATES, *extra, "Episodes"]
+
+    def best(scored: list[tuple[str, float]]) -> tuple[str, float] | None:
+        return max(scored, key=lambda item: (item[1], item[0])) if scored else None
+
+    for (mode, steps), condition in grouped(rows, ("mode", "steps")).items():
+        lines += ["", f"## {mode}, T={steps}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        for (budget,), group in grouped(condition, ("budget_bytes",)).items():
+            bound_rows = [r for r in group if r["track"] == UNPRIVILEGED] or group
+            upper, feasible = per_episode(bound_rows, "query_bound"), per_episode(bound_rows, "query_feasible")
+            bound = float(np.mean(upper)) if upper else math.nan
+            privileged = best(
+                [(p, mean) for p, mean in _query_means(group, PRIVILEGED).items() if _declared(group, p) != UNPRIVILEGED]
+            )
+            unprivileged = best(list(_unprivileged_means(group).items()))
+            gates = ["", "", ""]
+            if unprivileged is not None and bound > 0:
+                gates[0] = f"{unprivileged[1] / bound:.3f}"
+            if unprivileged is not None and privileged is not None:
+                gap = privileged[1] - unprivileged[1]
+                gates[1] = f"{gap:+.3f}"
+                room = bound - unprivileged[1]
+                gates[2] = f"{gap / room:.3f}" if room > 0 else ""
+            cells = [
+                budget_label(budget),
+                f"{bound:.3f}" if upper else "",
+                f"{np.mean(feasible):.3f}" if feasible else "",
+                *(f"{b[1]:.3f} (`{b[0]}`)" if b else "" for b in (privileged, unprivileged)),
+                *gates,
+            ]
+            for name in highlight:
+                mean = _highlighted(group, name)
+                cells.append("" if mean is None else f"{mean:.3f}")
+            cells.append(str(len({r["episode_index"] for r in group})))
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _declared(rows: Sequence[dict[str, Any]], policy: str) -> str:
+    return next(r["policy_track"] for r in rows if r["policy"] == policy)
+
+
+def _query_means(rows: Sequence[dict[str, Any]], track: str) -> dict[str, float]:
+    """Mean query accuracy per policy over its rows on ``track``."""
+    out = {}
+    for (policy,), prows in grouped([r for r in rows if r["track"] == track], ("policy",)).items():
+        values = present_values(prows, "query_accuracy")
+        if values:
+            out[policy] = float(np.mean(values))
+    return out
+
+
+def _unprivileged_means(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """Mean query accuracy of each unprivileged policy: on the unprivileged track, or on the
+    privileged track where it ran only there."""
+    own = [r for r in rows if r["policy_track"] == UNPRIVILEGED]
+    means = _query_means(own, PRIVILEGED)
+    means.update(_query_means(own, UNPRIVILEGED))
+    return means
+
+
+def _highlighted(rows: Sequence[dict[str, Any]], policy: str) -> float | None:
+    mine = [r for r in rows if r["policy"] == policy]
+    if not mine:
+        return None
+    if mine[0]["policy_track"] == UNPRIVILEGED:
+        return _unprivileged_means(mine).get(policy)
+    return _query_means(mine, PRIVILEGED).get(policy)
 
 
 def f1_by_budget_table(rows: Sequence[dict[str, Any]]) -> str:
