@@ -19,7 +19,9 @@ from agents.registry import agent_entry, make_agent
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.episodes.generators.regimes import generate_episode, make_config
 from wpb_gym.evaluation.grid import QUERY_COLUMNS, ROW_COLUMNS, PolicySpec, given_refs, query_bounds, run_grid
+from wpb_gym.evaluation.reports.compare import compare_runs
 from wpb_gym.evaluation.reports.report import leaderboard, read_results, results_csv, summary_csv
+from wpb_gym.evaluation.reports.seed_stats import seed_table
 from wpb_gym.evaluation.reports.tables import headroom_table
 from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.scoring import query_bound as query_bound_module
@@ -286,3 +288,29 @@ def test_headroom_without_query_rows_is_the_f1_table_alone(rows):
     text = headroom_table(paper)
     assert "Query-tier" not in text
     assert text == headroom_table([{k: v for k, v in r.items() if k not in QUERY_COLUMNS} for r in paper])
+
+
+# ---------------------------------------------------------------------------- compare and seeds
+def test_compare_on_query_accuracy_pairs_the_query_episodes_only(rows):
+    a = [r for r in rows if r["policy"] == "keep_latest_lfu"]
+    b = [{**r, "policy": "keep_latest_lfu"} for r in rows if r["policy"] == "keep_latest_family"]
+    comparisons = compare_runs(a, b, metric="query_accuracy")
+    assert comparisons and {c.condition[0] for c in comparisons} == {"queries_easy", "queries_medium"}
+    for c in comparisons:
+        mode, steps, budget, track, _ = c.condition
+        pick = lambda side: [r["query_accuracy"] for r in side  # noqa: E731
+                             if (r["mode"], r["budget_bytes"], r["track"]) == (mode, budget, track)]
+        assert c.episodes == 3 and c.lift == pytest.approx(np.mean(pick(b)) - np.mean(pick(a)))
+
+
+def test_seeds_measure_the_gap_to_the_query_bound(rows):
+    (result, *_) = seed_table(rows, {"fam": ["keep_latest_family"]}, ["keep_latest_lfu"], metric="query_accuracy",
+                              reps=200)
+    mode, steps, budget, track = result.condition
+    chosen = [r for r in rows if (r["mode"], r["budget_bytes"], r["track"]) == (mode, budget, track)]
+    mine = {r["episode_index"]: r for r in chosen if r["policy"] == "keep_latest_family"}
+    gaps = [max(0.0, r["query_bound"] - r["query_accuracy"]) for r in mine.values()]
+    assert mode.startswith("queries_") and result.gap == pytest.approx(np.mean(gaps))
+    assert result.seed_means[0] == pytest.approx(np.mean([r["query_accuracy"] for r in mine.values()]))
+    with pytest.raises(ValueError, match="no results hold query_accuracy"):
+        seed_table([r for r in rows if r["mode"] == "default"], {"x": ["last_kb"]}, [], metric="query_accuracy")

@@ -12,6 +12,7 @@ from ..core.atomic_files import write_atomic
 from ..core.checks import InputError
 from ..core.setting_values import budget_text, parse_budget, parse_choice, parse_names, parse_path, parse_text
 from ..core.tracks import TRACKS
+from ..episodes.generators.queries import QUERY_REGIMES
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.metrics import METRIC_NAMES
 from .inputs import check_policies, read_run
@@ -85,6 +86,7 @@ def _cmd_compare(args: Settings) -> int:
         if len(args.runs) != 1:
             raise InputError("--versus AGENT takes one run folder")
         rows = read_run(Path(args.runs[0]))
+        _check_metric(args, rows, args.runs[0])
         check_policies([args.versus], rows, args.runs[0], "--versus")
         check_policies(args.agents or (), rows, args.runs[0], "--agents")
         ours = [r for r in rows if r["policy"] == args.versus]
@@ -111,6 +113,8 @@ def _cmd_compare(args: Settings) -> int:
             raise InputError("compare takes two run folders: RUN_A RUN_B (B is compared with A)")
         run_a, run_b = (Path(r) for r in args.runs)
     rows_a, rows_b = read_run(run_a), read_run(run_b)
+    _check_metric(args, rows_a, run_a)
+    _check_metric(args, rows_b, run_b)
     check_policies(args.agents or (), rows_a + rows_b, f"{run_a} or {run_b}", "--agents")
     comparisons = compare_runs(rows_a, rows_b, metric=args.metric, agents=args.agents)
     if not comparisons:
@@ -143,6 +147,7 @@ def _cmd_seeds(args: Settings) -> int:
 
     rows = [row for run in args.runs for row in read_run(Path(run))]
     where = ", ".join(map(str, args.runs))
+    _check_metric(args, rows, where)
     groups: dict[str, list[str]] = {}
     for item in args.learned:
         name, sep, labels = item.partition("=")
@@ -175,7 +180,22 @@ def _cmd_seeds(args: Settings) -> int:
     return 0
 
 
+def _check_metric(args: Settings, rows: Sequence[dict[str, Any]], where: Any) -> None:
+    """Refuse a query metric for results that hold none (no episode of the query tier)."""
+    from ..evaluation.reports.report import has_query_accuracy
+
+    if args.metric == QUERY_METRIC and not has_query_accuracy(rows):
+        regimes = ", ".join(sorted({str(r["mode"]) for r in rows}))
+        raise InputError(
+            f"{args.origin_of('metric')} {QUERY_METRIC}: {where} has no query-tier results (its regimes: {regimes}); "
+            f"query accuracy is scored on {', '.join(QUERY_REGIMES)} only"
+        )
+
+
+QUERY_METRIC = "query_accuracy"  # the query tier's headline score (empty for other regimes)
 METRICS = ("f1", "recall", "precision", "utility_per_kb", "regret_write_only", "policy_utility", "drift_coverage")
+METRICS += (QUERY_METRIC,)
+SEED_METRICS = (*METRIC_NAMES, QUERY_METRIC)
 RUN_HELP = "a run folder written by wpb eval"
 
 REPORT = CommandSettings(
@@ -254,7 +274,7 @@ SEEDS = CommandSettings(
             metavar="REF,...",
         ),
         Setting(
-            "metric", partial(parse_choice, choices=METRIC_NAMES), f"one of {', '.join(METRIC_NAMES)}", default="f1"
+            "metric", partial(parse_choice, choices=SEED_METRICS), f"one of {', '.join(SEED_METRICS)}", default="f1"
         ),
         Setting("out", parse_path, "also write the table to this file", in_config=False),
     ),

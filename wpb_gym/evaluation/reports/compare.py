@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from .report import bootstrap_ci
+from ..grid import QUERY_COLUMNS
+from .report import bootstrap_ci, present
 
 CONDITION_KEYS = ("mode", "steps", "budget_bytes", "track", "policy")
 
@@ -80,11 +81,14 @@ def compare_runs(
     metric: str = "f1",
     agents: Sequence[str] | None = None,
 ) -> list[Comparison]:
-    """One comparison per condition and agent present in both runs (paired by episode)."""
+    """One comparison per condition and agent present in both runs (paired by episode). A query
+    column (``query_accuracy``) is compared on the rows that hold it: the query tier's."""
 
     def index(rows):
         table: dict[tuple, dict[int, dict[str, Any]]] = {}
         for r in rows:
+            if metric in QUERY_COLUMNS and not present(r.get(metric)):
+                continue
             if agents is None or r["policy"] in agents:
                 table.setdefault(tuple(r[k] for k in CONDITION_KEYS), {})[r["episode_index"]] = r
         return table

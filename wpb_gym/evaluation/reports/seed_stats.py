@@ -14,8 +14,9 @@ the metric of seed ``s`` on episode ``e``:
   both sources of variation widen it;
 * **P(improvement)** over the reference: ``mean_e mean_s ([S > R] + ½[S = R])`` (rliable's
   probability of improvement, episodes as tasks), with the same bootstrap;
-* **optimality gap**: ``mean_{s,e} max(0, bound[e] - S[s, e])`` against the hindsight F1 bound of
-  each episode (``oracle_f1``), with the same bootstrap.
+* **optimality gap**: ``mean_{s,e} max(0, bound[e] - S[s, e])`` against the hindsight bound of
+  each episode on the metric (``BOUNDS``: ``oracle_f1`` for F1 and the other metrics,
+  ``query_bound`` for query accuracy), with the same bootstrap.
 
 The bootstraps are written here with numpy: ``scipy.stats.bootstrap`` resamples one level of
 independent samples, not seeds within episodes.
@@ -29,6 +30,8 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
+
+from .report import present as value_present
 
 __all__ = ["GroupResult", "Lift", "seed_table", "seed_table_markdown"]
 
@@ -106,6 +109,8 @@ def _lift(scores: np.ndarray, reference: np.ndarray, name: str, rng: np.random.G
 
 
 BEST = "best"  # a reference "best@TRACK": the best mean on that track, learned agents excluded
+# The column holding each metric's hindsight bound (oracle_f1 for the rest).
+BOUNDS = {"query_accuracy": "query_bound"}
 
 
 def seed_table(
@@ -123,8 +128,14 @@ def seed_table(
     there, learned agents excluded: the strongest comparator, chosen on these episodes).
 
     Raises ValueError when a seed, or a reference, lacks an episode another has: the
-    comparison is paired and nothing is silently dropped.
+    comparison is paired and nothing is silently dropped. For ``query_accuracy`` only the
+    query tier's rows count (the others have none), and ValueError says when no row does.
     """
+    bound_column = BOUNDS.get(metric, "oracle_f1")
+    if metric in BOUNDS:
+        rows = [row for row in rows if value_present(row.get(metric))]
+        if not rows:
+            raise ValueError(f"no results hold {metric} (it is scored on the query tier's episodes only)")
     rng = np.random.default_rng(seed)
     by_key: dict[tuple[Any, ...], dict[tuple[str, str], dict[int, tuple[float, float]]]] = {}
     declared: dict[str, str] = {}  # policy -> the track it declares (its kind of information)
@@ -134,7 +145,7 @@ def seed_table(
         episode = int(row["episode_index"])
         if episode in cell:
             raise ValueError(f"{row['policy']} has two rows for episode {episode} of {condition} on one track")
-        cell[episode] = (float(row[metric]), float(row["oracle_f1"]))
+        cell[episode] = (float(row[metric]), float(row[bound_column]))
         declared[row["policy"]] = row.get("policy_track", row["track"])
     learned = {label for labels in groups.values() for label in labels}
     results = []
@@ -213,12 +224,16 @@ def _result(condition, name, labels, scores, bounds, lifts, rng, reps) -> GroupR
     )
 
 
+def _bound_named(metric: str) -> str:
+    return f" (`{BOUNDS[metric]}`)" if metric in BOUNDS else ""
+
+
 def seed_table_markdown(results: Sequence[GroupResult], metric: str = "f1") -> str:
     """The results as a Markdown table (one row per learned agent and reference)."""
     lines = [
         f"{metric} on held-out episodes; IQM over seeds x episodes [stratified bootstrap 95% CI]; lift = "
         f"mean of agent - reference [two-level bootstrap 95% CI]; P(improve) = rliable's probability of "
-        "improvement; gap = optimality gap against the hindsight bound.",
+        f"improvement; gap = optimality gap against the hindsight bound{_bound_named(metric)}.",
         "",
         "| regime | T | budget | track | agent | seeds | episodes | per-seed means | IQM [95% CI] | "
         "optimality gap | reference | lift [95% CI] | P(improve) [95% CI] |",
