@@ -31,7 +31,7 @@ from ..core.types import Episode
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError, freeze_set, open_frozen_set
 from ..episodes.generators.paper import PAPER_REGIMES, GeneratorConfig
-from ..episodes.generators.queries import QueryTierConfig
+from ..episodes.generators.queries import BREAKING_KINDS, QueryTierConfig
 from ..episodes.generators.regimes import ALL_REGIMES, RegimeConfig, make_config
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
@@ -59,15 +59,26 @@ class _FreezeStats:
         from tqdm import tqdm
 
         stats = self.rows.setdefault(
-            (config.regime, config.length), {"critical": [], "breaking": [], **{t: [] for t in TRACKS}}
+            (config.regime, config.length),
+            {"critical": [], "breaking": [], "queries": [], **{t: [] for t in TRACKS}},
         )
         label = f"freeze {config.regime} T={config.length}"
         for episode in tqdm(stream, total=total, desc=label, unit="ep", leave=False, file=sys.stderr):
             stats["critical"].append(len(episode.critical_steps))
-            stats["breaking"].append(len(episode.labels.get("breaking_changes", ())))
+            stats["breaking"].append(_breaking_changes(episode))
+            stats["queries"].append(len(episode.labels.get("queries", ())))
             for track in TRACKS:
                 stats[track].append(float(track_costs(episode, track).mean()))
             yield episode
+
+
+def _breaking_changes(episode: Episode) -> int:
+    """The episode's breaking changes: listed in its labels (``breaking_changes``), or for the
+    query tier counted among its changes (``change_kinds``; reverts not counted)."""
+    labels = episode.labels
+    if "breaking_changes" in labels:
+        return len(labels["breaking_changes"])
+    return sum(1 for _, kind in labels.get("change_kinds", ()) if kind in BREAKING_KINDS)
 
 
 def _cmd_freeze(args: Settings) -> int:
@@ -98,9 +109,12 @@ def _cmd_freeze(args: Settings) -> int:
     except (FileExistsError, ValueError) as exc:
         print(f"wpb freeze: error: {exc}", file=sys.stderr)
         return 2
+    # The query tier's files also say how many queries their episodes ask (a column the other sets lack).
+    queried = any(np.mean(row["queries"]) > 0 for row in stats.rows.values())
     rows = []
     for f in sorted(frozen.files, key=lambda f: (args.regimes.index(f.regime), f.length)):
         row = stats.rows[(f.regime, f.length)]
+        queries = [f"{np.mean(row['queries']):.0f}" if np.mean(row["queries"]) > 0 else ""] if queried else []
         rows.append(
             [
                 f.regime,
@@ -108,18 +122,15 @@ def _cmd_freeze(args: Settings) -> int:
                 f.episodes,
                 f"{np.mean(row['critical']):.1f}",
                 f"{np.mean(row['breaking']):.1f}",
+                *queries,
                 f"{np.mean(row['unprivileged']):.0f} / {np.mean(row['privileged']):.0f}",
                 f"{f.path.stat().st_size / 1024:.0f} KB",
                 f.sha256[:12],
             ]
         )
     print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes, seed {args.seed}, wpb_gym {__version__})")
-    print(
-        markdown_table(
-            ["regime", "T", "episodes", "critical/ep", "breaking/ep", "bytes/step unpriv / priv", "file", "sha256"],
-            rows,
-        )
-    )
+    header = ["regime", "T", "episodes", "critical/ep", "breaking/ep", *(["queries/ep"] if queried else [])]
+    print(markdown_table([*header, "bytes/step unpriv / priv", "file", "sha256"], rows))
     return 0
 
 

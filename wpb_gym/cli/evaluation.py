@@ -298,4 +298,9 @@ def _generated_refs(config, seed: int) -> list:
     try:
         return generated_refs(config["regimes"], config["lengths"], config["episodes_per_condition"], seed)
     except ValueError as error:
-        raise InputError(f"{config.origin_of('lengths')} with {config.origin_of('regimes')}: {error}") from None
+        lengths, regimes = config.origin_of("lengths"), config.origin_of("regimes")
+        if lengths == "default":
+            lengths = f"--lengths (by default {','.join(map(str, config['lengths']))})"
+        if regimes == "default":
+            regimes = f"--regimes (by default {','.join(config['regimes'])})"
+        raise InputError(f"{lengths} with {regimes}: {error}") from None

@@ -32,6 +32,7 @@ import numpy as np
 from ..core.policy import POLICY_TRACKS
 from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
+from ..episodes.generators.queries import QUERY_REGIMES
 from ..episodes.generators.regimes import make_config
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
@@ -117,10 +118,23 @@ def generated_refs(regimes: Sequence[str], lengths: Sequence[int], per_condition
     """Episodes 0..per_condition-1 of every (regime, length), generated from ``seed``."""
     for regime in regimes:  # an unknown regime, or a length it cannot have, fails here before any work
         for length in lengths:
+            if regime in QUERY_REGIMES:
+                _check_query_length(regime, length)
             make_config(regime, length=length)
     return [
         EpisodeRef(regime, length, i, seed) for regime in regimes for length in lengths for i in range(per_condition)
     ]
+
+
+def _check_query_length(regime: str, length: int) -> None:
+    tier = make_config(regime)
+    shortest = tier.endpoints + 2
+    if length < shortest:
+        raise ValueError(
+            f"regime {regime!r} needs a length of at least {shortest}, got {length}: its episodes open with a "
+            f"warm-up that shows each of its {tier.endpoints} endpoints once, then at least one change and the "
+            f"final checkpoint (the tier's own length is {tier.length})"
+        )
 
 
 def given_refs(episodes: Sequence[Episode], origin: str = "<episodes>") -> list[EpisodeRef]:
