@@ -306,4 +306,5 @@ class _Program:
         for (i, k), v in self.y.items():
             if held[v]:
                 until[i] = max(until.get(i, -1), k)
-        return tuple(sorted((self.items[i].step, self.items[i].base, checkpoints[k]) for i, k in until.items()))
+        rows = [(self.items[i].step, self.items[i].base, checkpoints[k]) for i, k in until.items()]
+        return tuple(sorted(rows, key=lambda row: (row[0], -1 if row[1] is None else row[1], row[2])))
