@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from wpb_gym.core.policy import EpisodeContext
-from wpb_gym.episodes.generators.queries import QueryTierConfig
 
 from .keep_latest import KeepLatest
 
@@ -55,12 +54,10 @@ class CausalPrivileged(KeepLatest):
         hidden = labels.get("hidden")
         if not isinstance(hidden, dict) or "endpoints" not in hidden:
             return  # not a query-tier episode: every value is 0 and nothing is written
-        config = hidden["config"]
-        self._config = config
+        self._config = hidden["process"]
         self._index = {api: i for i, api in enumerate(hidden["endpoints"])}
         families = hidden["families"]
-        family_index = {f[0]: k for k, f in enumerate(families)}
-        family = np.array([family_index[api.split(".")[1]] for api in hidden["endpoints"]])
+        family = np.array(hidden["endpoint_families"], dtype=int)
         weight = np.array([f[1] for f in families])[family]
         self._revert = np.array([f[2] for f in families])[family]
         self._hazard = weight / weight.sum()  # the chance a change step changes this endpoint
@@ -72,9 +69,9 @@ class CausalPrivileged(KeepLatest):
         self._bursts = _timed(hidden["migration_boosts"])
         self._kinds = _timed(labels.get("change_kinds", []))
         self._state_breaking_at = np.full(len(self._index), -1.0)  # step of the current state's breaking change
-        # The checkpoints come on a fixed schedule, the tier's: read from its configuration.
-        schedule = QueryTierConfig(**config).checkpoints()
-        self._checkpoints = np.array(schedule, dtype=float)
+        # The checkpoints come on a fixed schedule (every checkpoint_interval steps after the
+        # warm-up, and the last step): the one thing of the future the labels state that anyone knows.
+        self._checkpoints = np.array(hidden["checkpoint_steps"], dtype=float)
         self._hidden = hidden
         self._values: dict[Any, float] = {}
 
@@ -122,7 +119,7 @@ class CausalPrivileged(KeepLatest):
         broke = self._state_breaking_at[idx]
         fresh_break = broke >= 0
         if fresh_break.any():
-            waited = (ahead[None, :] - broke[:, None]) / c["revert_window"]
+            waited = (ahead[None, :] - broke[:, None]) / self._hidden["revert_window"]
             reverted = self._revert[idx, None] * np.minimum(waited, 1.0)
             alive = np.where(fresh_break[:, None], alive * (1.0 - reverted), alive)
         expected = c["queries_per_checkpoint"] * weight / total * alive

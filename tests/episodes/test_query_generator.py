@@ -109,7 +109,7 @@ def test_hidden_bursts_follow_breaking_changes_of_migrating_families_after_their
     config = small(migrating_share=0.5, max_burst_delay=2)
     episode = generate_query_episode(config, 2, 0)
     hidden = episode.labels["hidden"]
-    families = {f[0]: f for f in hidden["families"]}
+    families = {f[0]: f for f in hidden["burst_families"]}
     kinds = dict((t, k) for t, k in episode.labels["change_kinds"])
     observations, _ = episode.columns()
     breaking = [t for t, k in kinds.items() if k in BREAKING_KINDS]
@@ -117,7 +117,7 @@ def test_hidden_bursts_follow_breaking_changes_of_migrating_families_after_their
     assert bursts, "some breaking change of a migrating family"
     for t in breaking:
         api = observations[t]["api"]
-        name, _, _, boost, delay = families[api.split(".")[1]]
+        name, boost, delay = families[api.split(".")[1]]
         if boost > 0:
             i, size, start = bursts[t]
             assert hidden["endpoints"][i] == api and size > 0 and start == t + delay

@@ -8,8 +8,8 @@ for the facts about a parameter), whose true ``answer`` the labels hold. Facts:
 fact             argument   the answer a snapshot gives
 ===============  =========  ======================================================
 ``version``      none       ``observation["version"]``
-``deprecated``   none       ``observation["deprecated"]``
-``removed``      none       ``observation["removed"]``
+``deprecated``   none       ``observation["deprecated"] is true``
+``removed``      none       ``observation["removed"] is true`` (absent: false)
 ``has_param``    parameter  whether the parameter is in ``observation["params"]``
 ``required``     parameter  whether the parameter is in ``observation["required"]``
 ===============  =========  ======================================================
@@ -101,9 +101,9 @@ def answer_of(observation: Mapping[str, Any], fact: str, argument: str | None) -
     if fact == "version":
         return observation.get("version")
     if fact == "deprecated":
-        return observation.get("deprecated")
-    if fact == "removed":
-        return observation.get("removed")
+        return observation.get("deprecated") is True
+    if fact == "removed":  # real-drift snapshots carry the flag only once the endpoint is removed
+        return observation.get("removed") is True
     if fact == "has_param":
         params = observation.get("params")
         return isinstance(params, list) and argument in params

@@ -80,8 +80,8 @@ from typing import Any, Iterator
 import numpy as np
 
 from ...core.checks import finite, require_int
-from ...core.queries import answer_of
 from ...core.types import Episode
+from .query_process import QueryProcess
 from .text import filler_text
 
 BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "remove_endpoint")
@@ -224,7 +224,7 @@ def query_episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequ
 
 class _Endpoint:
     __slots__ = ("index", "api", "family", "version", "params", "required", "deprecated", "removed",
-                 "names", "frozen_until", "last_touched", "snapshot_obj", "summary")
+                 "names", "frozen_until", "snapshot_obj", "summary")
 
     def __init__(self, index: int, api: str, family: int, version: int, params: list[str], n_required: int,
                  names: list[str]) -> None:
@@ -238,7 +238,6 @@ class _Endpoint:
         self.removed = False
         self.names = names  # fresh names for added parameters, in the order they are used
         self.frozen_until = -1  # a revert is pending until this step
-        self.last_touched: tuple[str, str | None] | None = None  # what its latest change touched
         self.snapshot_obj: dict[str, Any] | None = None
         self.summary: str | None = None
 
@@ -283,59 +282,11 @@ def _applicable(e: _Endpoint, breaking: bool) -> tuple[list[str], list[float]]:
     return kinds, [1.0] * len(kinds)
 
 
-class _Popularity:
-    """The hidden traffic: per-endpoint levels with jumps, and a burst after each breaking change
-    of an endpoint in a migrating family, which starts after its family's delay and then decays."""
-
-    def __init__(self, c: QueryTierConfig, rng: np.random.Generator, family_of: np.ndarray,
-                 family_boost: np.ndarray, family_delay: np.ndarray) -> None:
-        self.c = c
-        self.rng = rng
-        self.level = rng.normal(0.0, c.popularity_spread, size=c.endpoints)
-        self.base = self.level.copy()
-        spread = c.integration_spread
-        self.integrations = np.exp(rng.normal(-spread * spread / 2, spread, size=c.endpoints))  # mean 1
-        self.family_of = family_of
-        self.family_boost = family_boost
-        self.family_delay = family_delay
-        self.boost = np.zeros(c.endpoints)
-        self.boost_at = np.zeros(c.endpoints, dtype=np.int64)
-        self.scheduled: list[tuple[int, int, float]] = []  # (start, endpoint, size), not started yet
-        self.jumps: list[list[Any]] = []
-        self.boost_events: list[list[Any]] = []
-
-    def weights(self, t: int) -> np.ndarray:
-        if self.scheduled:
-            waiting = []
-            for start, j, size in self.scheduled:
-                if start <= t:
-                    self.boost[j], self.boost_at[j] = size, start
-                else:
-                    waiting.append((start, j, size))
-            self.scheduled = waiting
-        decay = np.exp2(-(t - self.boost_at) / self.c.migration_half_life)
-        return np.exp(self.level) + self.integrations * self.boost * decay
-
-    def on_break(self, t: int, i: int) -> None:
-        f = self.family_of[i]
-        spread = self.c.burst_spread
-        # Drawn at every breaking change, so that the stream's draws do not depend on the family.
-        size = float(self.family_boost[f] * np.exp(self.rng.normal(-spread * spread / 2, spread)))
-        if size > 0:
-            start = t + int(self.family_delay[f])
-            self.scheduled.append((start, i, size))
-            self.boost_events.append([t, i, round(size, 6), start])
-
-    def jump(self, t: int) -> None:
-        jumping = np.flatnonzero(self.rng.random(self.c.endpoints) < self.c.popularity_jump_prob)
-        if jumping.size:
-            fresh = self.rng.normal(0.0, self.c.popularity_spread, size=jumping.size)
-            self.level[jumping] = fresh
-            self.jumps.extend([t, int(i), round(float(x), 6)] for i, x in zip(jumping, fresh, strict=True))
-
-
-def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[list[Any], list[dict], dict]:
-    """The observations, metadata and labels of one query-tier episode (see the module docstring)."""
+def generate_query_steps(c: QueryTierConfig, stream_rng: np.random.Generator,
+                         query_rng: np.random.Generator) -> tuple[list[Any], list[dict], dict]:
+    """The observations, metadata and labels of one query-tier episode (see the module docstring):
+    the change feed draws from ``stream_rng``, the query process (``query_process``) from ``query_rng``."""
+    rng = stream_rng
     T, N = c.length, c.endpoints
     family_of = np.arange(N) % c.families
     rng.shuffle(family_of)
@@ -343,10 +294,6 @@ def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[
     change_weight = np.exp(rng.normal(0.0, c.change_spread, size=c.families))
     volatile = rng.random(c.families) < c.volatile_share
     revert_prob = np.where(volatile, c.volatile_revert_prob, c.stable_revert_prob)
-    migrating = rng.random(c.families) < c.migrating_share
-    boost = np.where(migrating, rng.uniform(c.migration_boost_min, c.migration_boost_max, size=c.families), 0.0)
-    delay = rng.integers(0, c.max_burst_delay + 1, size=c.families) * c.checkpoint_interval
-    popularity = _Popularity(c, rng, family_of, boost, delay)
 
     endpoints: list[_Endpoint] = []
     for i in range(N):
@@ -359,7 +306,6 @@ def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[
         endpoints.append(_Endpoint(i, f"api.{family_names[family_of[i]]}.endpoint_{i}", int(family_of[i]),
                                    int(rng.integers(1, FIRST_VERSION_MAX + 1)), names[:n_params], n_required,
                                    names[n_params:]))
-
     if c.summary_max_bytes > 0:
         lo, hi = max(c.summary_min_bytes, 1), c.summary_max_bytes + 1
         has_summary = rng.random(N) < c.summary_prob
@@ -367,14 +313,21 @@ def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[
         for e, has, size in zip(endpoints, has_summary, sizes, strict=True):
             if has:
                 e.summary = filler_text(rng, int(np.exp(size)))
+    process = QueryProcess(c, query_rng, [e.api for e in endpoints], family_of.tolist(), family_names)
+
     observations: list[Any] = []
     metadata: list[dict[str, Any]] = []
     mode = c.regime
     shows: list[list[int]] = [[] for _ in range(N)]  # the steps that show each endpoint's states
+
+    def show(t: int, e: _Endpoint, breaking: bool) -> None:
+        snapshot = e.snapshot()
+        observations.append(snapshot)
+        metadata.append({"mode": mode, "traffic": process.show(t, e.api, snapshot, breaking)})
+        shows[e.index].append(t)
+
     for t, i in enumerate(rng.permutation(N).tolist()):
-        observations.append(endpoints[i].snapshot())
-        metadata.append({"mode": mode, "traffic": int(rng.poisson(c.traffic_scale * popularity.integrations[i]))})
-        shows[i].append(t)
+        show(t, endpoints[i], False)
 
     checkpoints = c.checkpoints()
     checkpoint_set = set(checkpoints)
@@ -388,22 +341,15 @@ def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[
 
     for t in range(N, T):
         if t in checkpoint_set:
-            weights = popularity.weights(t)
-            share = weights / weights.sum()
-            asked = rng.choice(N, size=c.queries_per_checkpoint, p=share)
-            shown = []
-            for i in asked.tolist():
-                e = endpoints[i]
-                fact, argument = _draw_fact(c, rng, e)
-                truth = answer_of(e.snapshot_obj, fact, argument)
-                queries.append([t, e.api, fact, argument, truth])
-                shown.append([e.api, fact, argument])
-            observations.append({"checkpoint": checkpoint_number, "queries": shown})
+            asked = process.checkpoint(t)
+            queries.extend([t, *query] for query in asked)
+            observations.append({"checkpoint": checkpoint_number,
+                                 "queries": [query[:3] for query in asked]})
             checkpoint_number += 1
             metadata.append({"mode": mode})
-            popularity.jump(t)
             continue
         i = None if t in pending else _draw_changing(rng, endpoints, family_weights, t)
+        breaking = False
         if i is None:  # a revert due now, or every endpoint waits for one: the first comes now
             i, before, changed_at = pending.pop(t if t in pending else min(pending))
             e = endpoints[i]
@@ -416,47 +362,38 @@ def generate_query_steps(c: QueryTierConfig, rng: np.random.Generator) -> tuple[
         elif endpoints[i].removed:  # drawn only when every other endpoint is removed or waiting
             e = endpoints[i]
             e.removed = False
-            e.last_touched = ("removed", None)
             e.version += 1
             kind = "restore_endpoint"
         else:
             e = endpoints[i]
-            breaking = bool(rng.random() < c.breaking_prob)
-            kinds, kind_weights = _applicable(e, breaking)
+            kinds, kind_weights = _applicable(e, bool(rng.random() < c.breaking_prob))
             p = np.asarray(kind_weights) / sum(kind_weights)
             kind = kinds[int(rng.choice(len(kinds), p=p))]
             before = e.contract()
             _apply_change(rng, e, kind)
             e.version += 1
-            if kind in BREAKING_KINDS:
-                popularity.on_break(t, i)
-                if rng.random() < revert_prob[e.family]:
-                    at = t + int(rng.integers(1, c.revert_window + 1))
-                    while at in pending or at in checkpoint_set:
-                        at += 1
-                    if at < T - 1:  # a revert after the stream ends does not freeze the endpoint
-                        e.frozen_until = at
-                        pending[at] = (i, before, t)
+            breaking = kind in BREAKING_KINDS
+            if breaking and rng.random() < revert_prob[e.family]:
+                at = t + int(rng.integers(1, c.revert_window + 1))
+                while at in pending or at in checkpoint_set:
+                    at += 1
+                if at < T - 1:  # a revert after the stream ends does not freeze the endpoint
+                    e.frozen_until = at
+                    pending[at] = (i, before, t)
         change_kinds.append([t, kind])
-        observations.append(e.snapshot())
-        metadata.append({"mode": mode, "traffic": int(rng.poisson(c.traffic_scale * popularity.integrations[i]))})
-        shows[i].append(t)
+        show(t, e, breaking)
 
-    labels = _labels(c, queries, shows, {e.api: e.index for e in endpoints}, checkpoints)
+    labels = query_labels(T, queries, shows, {e.api: e.index for e in endpoints}, checkpoints)
+    hidden = process.hidden(checkpoints)
+    hidden.update({
+        "config": c.to_dict(),
+        "families": [[family_names[f], float(change_weight[f]), float(revert_prob[f])] for f in range(c.families)],
+        "revert_window": c.revert_window,
+    })
     labels.update({
         "change_kinds": change_kinds,
         "checkpoint_steps": checkpoints,
-        "hidden": {
-            "config": c.to_dict(),
-            "endpoints": [e.api for e in endpoints],
-            "families": [[family_names[f], float(change_weight[f]), float(revert_prob[f]), float(boost[f]),
-                          int(delay[f])] for f in range(c.families)],
-            "migration_boosts": popularity.boost_events,
-            "migration_half_life": c.migration_half_life,
-            "popularity_jumps": popularity.jumps,
-            "popularity_levels": [round(float(x), 6) for x in popularity.base],
-            "integrations": [round(float(x), 6) for x in popularity.integrations],
-        },
+        "hidden": dict(sorted(hidden.items())),
         "queries": queries,
         "revert_steps": revert_steps,
         "reverted_changes": reverted,
@@ -483,48 +420,26 @@ def _apply_change(rng: np.random.Generator, e: _Endpoint, kind: str) -> None:
         victim = e.params[int(rng.integers(len(e.params)))]
         e.params = [p for p in e.params if p != victim]
         e.required = [p for p in e.required if p != victim]
-        e.last_touched = ("has_param", victim)
     elif kind == "require_param":
         required = set(e.required)
         optional = [p for p in e.params if p not in required]
         chosen = optional[int(rng.integers(len(optional)))]
         e.required = [*e.required, chosen]
-        e.last_touched = ("required", chosen)
     elif kind == "deprecate":
         e.deprecated = True
-        e.last_touched = ("deprecated", None)
     elif kind == "remove_endpoint":
         e.removed = True
-        e.last_touched = ("removed", None)
     elif kind == "add_param":
         name = e.names.pop() if e.names else f"param_{e.version}_{len(e.params)}"
         e.params = [*e.params, name]
-        e.last_touched = ("has_param", name)
     else:  # relax_param
         chosen = e.required[int(rng.integers(len(e.required)))]
         e.required = [p for p in e.required if p != chosen]
-        e.last_touched = ("required", chosen)
 
 
-def _draw_fact(c: QueryTierConfig, rng: np.random.Generator, e: _Endpoint) -> tuple[str, str | None]:
-    u = rng.random()
-    if u < c.recent_fact_prob and e.last_touched is not None:
-        return e.last_touched
-    if rng.random() < c.version_fact_prob:
-        return "version", None
-    v = rng.random()
-    if v < 0.15:
-        return ("deprecated", None) if v < 0.1 else ("removed", None)
-    if not e.params:
-        return "version", None
-    param = e.params[int(rng.integers(len(e.params)))]
-    return ("has_param", param) if v < 0.6 else ("required", param)
-
-
-def _labels(c: QueryTierConfig, queries: list[list[Any]], shows: list[list[int]], index_of: dict[str, int],
-            checkpoints: list[int]) -> dict[str, Any]:
+def query_labels(T: int, queries: list[list[Any]], shows: list[list[int]], index_of: dict[str, int],
+                 checkpoints: list[int]) -> dict[str, Any]:
     """F1's critical steps and each step's utility: how many queries its state is current for."""
-    T = c.length
     utility = np.zeros(T)
     for t, api, _fact, _argument, _truth in queries:
         steps = shows[index_of[api]]
@@ -544,8 +459,9 @@ def _labels(c: QueryTierConfig, queries: list[list[Any]], shows: list[list[int]]
 def generate_query_episode(config: QueryTierConfig, seed: int, index: int = 0) -> Episode:
     """Episode ``index`` of the query-tier set ``(config, seed)``."""
     seed, index = require_int(seed, "seed"), require_int(index, "index")
-    rng = np.random.default_rng(query_episode_seed(config.regime, seed, index))
-    observations, metadata, labels = generate_query_steps(config, rng)
+    stream, process = query_episode_seed(config.regime, seed, index).spawn(2)
+    observations, metadata, labels = generate_query_steps(config, np.random.default_rng(stream),
+                                                          np.random.default_rng(process))
     labels.update({"episode_id": index, "mode": config.regime, "seed": seed})
     return Episode.from_columns(observations, metadata, dict(sorted(labels.items())))
 

@@ -1,0 +1,86 @@
+"""Real drift with generated queries: the query process over a real change feed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_real_episodes import synthetic_log
+
+from wpb_gym.core.queries import answer_of, parse_queries
+from wpb_gym.episodes.jsonl import dumps_episode, episode_from_dict
+from wpb_gym.episodes.real.episodes import Period, RealEpisodeOptions, cut_period
+from wpb_gym.episodes.real.queries import RealQueryConfig, add_queries, resource_of
+
+CONFIG = RealQueryConfig(checkpoint_interval=10, queries_per_checkpoint=15)
+
+
+def _real_episode():
+    events = synthetic_log(commits=80, endpoints=12)
+    cut = cut_period(events, Period("all", None, None), RealEpisodeOptions(source="demo", length=120))
+    return cut.episodes[0]
+
+
+def test_the_feed_is_kept_and_checkpoints_come_every_interval_and_at_the_end():
+    real = _real_episode()
+    episode = add_queries(real, CONFIG, seed=3)
+    observations, metadata = episode.columns()
+    kept = [o for o in observations if "queries" not in o]
+    assert kept == list(real.columns()[0])  # every real step, in order, unchanged
+    checkpoints = episode.labels["checkpoint_steps"]
+    assert checkpoints[-1] == len(episode) - 1
+    warmup = real.labels["warmup_steps"]
+    changes_between = [sum(1 for t in range(a + 1, b) if t >= warmup) for a, b in
+                       zip([warmup - 1, *checkpoints], checkpoints, strict=False)]
+    assert all(n == CONFIG.checkpoint_interval - 1 for n in changes_between[:-1])
+    assert all(m["mode"] == "real_queries:demo" for m in metadata)
+    assert all("priority" not in m for m in metadata)
+    assert all(isinstance(m["traffic"], int) for m, o in zip(metadata, observations, strict=True) if "api" in o)
+
+
+def test_answers_are_the_latest_real_snapshots_and_the_episode_loads_back():
+    episode = add_queries(_real_episode(), CONFIG, seed=1)
+    observations, _ = episode.columns()
+    for q in parse_queries(episode.labels["queries"], len(episode)):
+        latest = [o for o in observations[: q.t] if o.get("api") == q.api][-1]
+        assert answer_of(latest, q.fact, q.argument) == q.answer
+    text = dumps_episode(episode)
+    assert dumps_episode(episode_from_dict(json.loads(text))) == text
+
+
+def test_the_same_seed_gives_the_same_queries_and_another_seed_others():
+    real = _real_episode()
+    a, b, c = (add_queries(real, CONFIG, seed=s) for s in (4, 4, 5))
+    assert dumps_episode(a) == dumps_episode(b)
+    assert a.labels["queries"] != c.labels["queries"]
+
+
+def test_bursts_follow_the_logs_breaking_events():
+    real = _real_episode()
+    episode = add_queries(real, RealQueryConfig(checkpoint_interval=10, queries_per_checkpoint=15,
+                                                migrating_share=1.0), seed=0)
+    hidden = episode.labels["hidden"]
+    breaking_apis = {real.columns()[0][t]["api"] for t in real.labels["breaking_events"]}
+    burst_apis = {hidden["endpoints"][i] for _, i, _, _ in hidden["migration_boosts"]}
+    assert burst_apis and burst_apis <= breaking_apis
+
+
+@pytest.mark.parametrize(("api", "family"), [
+    ("POST /v1/charges/{charge}/refunds", "refunds"),
+    ("GET /v1/charges", "charges"),
+    ("POST /2010-04-01/Accounts/{AccountSid}/Calls.json", "Calls"),
+    ("DELETE /v1/account", "account"),
+])
+def test_an_endpoints_family_is_its_resource(api, family):
+    assert resource_of(api) == family
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("checkpoint_interval", 1, "checkpoint_interval: expected >= 2"),
+    ("migrating_share", 2.0, "migrating_share: expected a probability"),
+    ("burst_spread", float("inf"), "burst_spread: expected a finite number"),
+    ("migration_boost_max", 1.0, "migration_boost_max: expected >= migration_boost_min"),
+])
+def test_a_bad_knob_is_named(option, value, message):
+    with pytest.raises(ValueError, match=message):
+        RealQueryConfig(**{option: value})

@@ -1,0 +1,184 @@
+"""The query tier's query process: hidden traffic over a stream of endpoint snapshots, and the
+queries it asks at checkpoints. The synthetic tiers (``queries``) and real drift with generated
+queries (``real_queries``) both run it over their streams.
+
+Each query draws its endpoint with probability proportional to its *weight*,
+``exp(level) + integrations * burst``:
+
+* ``level``, the endpoint's everyday popularity, is drawn from ``N(0, popularity_spread**2)``
+  and after every checkpoint jumps to a fresh draw with probability ``popularity_jump_prob``.
+* ``integrations``, how many clients call it (log-normal, mean 1, spread
+  ``integration_spread``), shows as the ``traffic`` metadata of every step that shows the
+  endpoint: Poisson with mean ``traffic_scale * integrations``.
+* ``burst``: a breaking change of an endpoint in a *migrating* family (a share
+  ``migrating_share`` of families) sets off migration traffic of size ``boost * e``, the
+  family's boost uniform in ``migration_boost_min`` .. ``migration_boost_max`` and ``e``
+  log-normal (mean 1, spread ``burst_spread``), which starts the family's delay later (a
+  multiple of ``checkpoint_interval``, up to ``max_burst_delay`` of them) and then halves
+  every ``migration_half_life`` steps.
+
+A query asks, with probability ``recent_fact_prob``, about what its endpoint's latest change
+touched (a parameter, the deprecation, the removal); otherwise the version (with probability
+``version_fact_prob``), the deprecated or removed flag, or a parameter of the contract. The
+answer is the endpoint's latest snapshot's (``wpb_gym.core.queries.answer_of``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ...core.queries import answer_of
+
+
+class ProcessKnobs(Protocol):
+    """The knobs the query process reads (``QueryTierConfig`` and ``RealQueryConfig`` have them)."""
+
+    checkpoint_interval: int
+    queries_per_checkpoint: int
+    migrating_share: float
+    max_burst_delay: int
+    migration_boost_min: float
+    migration_boost_max: float
+    migration_half_life: int
+    popularity_spread: float
+    integration_spread: float
+    burst_spread: float
+    popularity_jump_prob: float
+    traffic_scale: float
+    recent_fact_prob: float
+    version_fact_prob: float
+
+
+def touched(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> tuple[str, str | None] | None:
+    """What a change from snapshot ``before`` to ``after`` touched, as a query's (fact, argument):
+    the removal, the deprecation, a parameter that came or went, or one made (not) required."""
+    if before is None:
+        return None
+    if bool(before.get("removed")) != bool(after.get("removed")):
+        return "removed", None
+    if bool(before.get("deprecated")) != bool(after.get("deprecated")):
+        return "deprecated", None
+    params_before, params_after = set(before.get("params") or ()), set(after.get("params") or ())
+    changed = sorted(params_before ^ params_after)
+    if changed:
+        return "has_param", changed[0]
+    required = sorted(set(before.get("required") or ()) ^ set(after.get("required") or ()))
+    if required:
+        return "required", required[0]
+    return None
+
+
+class QueryProcess:
+    """The hidden traffic of one episode over endpoints ``apis`` in families ``family_of``
+    (each endpoint's family index, of ``len(family_names)``), drawing from ``rng``."""
+
+    def __init__(self, c: ProcessKnobs, rng: np.random.Generator, apis: Sequence[str], family_of: Sequence[int],
+                 family_names: Sequence[str]) -> None:
+        self.c = c
+        self.rng = rng
+        self.apis = list(apis)
+        self.index = {api: i for i, api in enumerate(self.apis)}
+        self.family_of = np.asarray(family_of, dtype=np.int64)
+        self.family_names = list(family_names)
+        n, families = len(self.apis), len(self.family_names)
+        migrating = rng.random(families) < c.migrating_share
+        boosts = rng.uniform(c.migration_boost_min, c.migration_boost_max, size=families)
+        self.family_boost = np.where(migrating, boosts, 0.0)
+        self.family_delay = rng.integers(0, c.max_burst_delay + 1, size=families) * c.checkpoint_interval
+        self.level = rng.normal(0.0, c.popularity_spread, size=n)
+        self.base_level = self.level.copy()
+        spread = c.integration_spread
+        self.integrations = np.exp(rng.normal(-spread * spread / 2, spread, size=n))  # mean 1
+        self.burst = np.zeros(n)
+        self.burst_at = np.zeros(n, dtype=np.int64)
+        self.scheduled: list[tuple[int, int, float]] = []  # (start, endpoint, size), not started yet
+        self.jumps: list[list[Any]] = []
+        self.bursts: list[list[Any]] = []
+        self.snapshots: list[Mapping[str, Any] | None] = [None] * n
+        self.last_touched: list[tuple[str, str | None] | None] = [None] * n
+
+    def show(self, t: int, api: str, snapshot: Mapping[str, Any], breaking: bool) -> int:
+        """Step ``t`` shows ``snapshot`` of ``api`` (after a breaking change or not): its traffic."""
+        i = self.index[api]
+        change = touched(self.snapshots[i], snapshot)
+        if change is not None:
+            self.last_touched[i] = change
+        self.snapshots[i] = snapshot
+        if breaking:
+            self._burst(t, i)
+        return int(self.rng.poisson(self.c.traffic_scale * self.integrations[i]))
+
+    def _burst(self, t: int, i: int) -> None:
+        family = self.family_of[i]
+        spread = self.c.burst_spread
+        # Drawn at every breaking change, so that the draws do not depend on which families migrate.
+        size = float(self.family_boost[family] * np.exp(self.rng.normal(-spread * spread / 2, spread)))
+        if size > 0:
+            start = t + int(self.family_delay[family])
+            self.scheduled.append((start, i, size))
+            self.bursts.append([t, i, round(size, 6), start])
+
+    def weights(self, t: int) -> np.ndarray:
+        if self.scheduled:
+            waiting = []
+            for start, i, size in self.scheduled:
+                if start <= t:
+                    self.burst[i], self.burst_at[i] = size, start
+                else:
+                    waiting.append((start, i, size))
+            self.scheduled = waiting
+        decay = np.exp2(-(t - self.burst_at) / self.c.migration_half_life)
+        return np.exp(self.level) + self.integrations * self.burst * decay
+
+    def checkpoint(self, t: int) -> list[list[Any]]:
+        """The queries asked at checkpoint step ``t``, ``[api, fact, argument, answer]`` each, about
+        endpoints shown before ``t``; then the levels jump."""
+        weights = self.weights(t)
+        shown = np.fromiter((s is not None for s in self.snapshots), dtype=bool, count=len(self.snapshots))
+        weights = np.where(shown, weights, 0.0)
+        asked = []
+        if weights.sum() > 0:
+            for i in self.rng.choice(len(weights), size=self.c.queries_per_checkpoint, p=weights / weights.sum()):
+                snapshot = self.snapshots[i]
+                fact, argument = self._fact(i, snapshot)
+                asked.append([self.apis[i], fact, argument, answer_of(snapshot, fact, argument)])
+        jumping = np.flatnonzero(self.rng.random(len(self.level)) < self.c.popularity_jump_prob)
+        if jumping.size:
+            fresh = self.rng.normal(0.0, self.c.popularity_spread, size=jumping.size)
+            self.level[jumping] = fresh
+            self.jumps.extend([t, int(i), round(float(x), 6)] for i, x in zip(jumping, fresh, strict=True))
+        return asked
+
+    def _fact(self, i: int, snapshot: Mapping[str, Any]) -> tuple[str, str | None]:
+        c, rng = self.c, self.rng
+        if rng.random() < c.recent_fact_prob and self.last_touched[i] is not None:
+            return self.last_touched[i]
+        if rng.random() < c.version_fact_prob:
+            return "version", None
+        v = rng.random()
+        params = snapshot.get("params") or []
+        if v < 0.15 or not params:
+            return ("deprecated", None) if v < 0.1 else ("removed", None)
+        param = params[int(rng.integers(len(params)))]
+        return ("has_param", param) if v < 0.6 else ("required", param)
+
+    def hidden(self, checkpoints: Sequence[int]) -> dict[str, Any]:
+        """What the causal privileged baseline may read (stamped entries as of their step), with
+        the checkpoint schedule (``checkpoints``: a fixed rule, not a secret of the future)."""
+        return {
+            "checkpoint_steps": list(checkpoints),
+            "queries_per_checkpoint": self.c.queries_per_checkpoint,
+            "process": {name: getattr(self.c, name) for name in ProcessKnobs.__annotations__},
+            "burst_families": [[name, float(boost), int(delay)] for name, boost, delay
+                               in zip(self.family_names, self.family_boost, self.family_delay, strict=True)],
+            "endpoint_families": self.family_of.tolist(),
+            "endpoints": self.apis,
+            "integrations": [round(float(x), 6) for x in self.integrations],
+            "migration_boosts": self.bursts,
+            "migration_half_life": self.c.migration_half_life,
+            "popularity_jumps": self.jumps,
+            "popularity_levels": [round(float(x), 6) for x in self.base_level],
+        }
