@@ -280,6 +280,10 @@ class KeepLatestBreaking(KeepLatestTraffic):
         return value
 
 
+def _no_response() -> list[float]:
+    return [0.0, 0.0]
+
+
 class KeepLatestFamily(KeepLatestBreaking):
     """``keep_latest_family``: the breaking boost scaled by how much its family's breaking changes drew."""
 
@@ -297,7 +301,7 @@ class KeepLatestFamily(KeepLatestBreaking):
     def start_episode(self, context: EpisodeContext | None) -> None:
         super().start_episode(context)
         # family -> [queries its breaking changes drew within the window, breaking changes measured]
-        self._response: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        self._response: dict[str, list[float]] = defaultdict(_no_response)
         self._watching: list[tuple[Any, str, int]] = []  # (endpoint, family, checkpoint it broke at)
 
     def on_show(self, t: int, api: Any, traffic: Any, breaking: bool) -> None:

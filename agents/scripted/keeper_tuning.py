@@ -29,7 +29,6 @@ from wpb_gym.core.setting_values import parse_budget
 from wpb_gym.core.types import Episode
 from wpb_gym.episodes.generators.queries import QUERY_REGIMES, generate_query_episode, query_config
 from wpb_gym.evaluation.runner import run_episode
-from wpb_gym.scoring.queries import score_queries
 
 from .keep_latest import KeepLatestBreaking, KeepLatestFamily, KeepLatestLFU, KeepLatestLRU, KeepLatestTraffic
 from .keeper_params import TUNED_FILE
@@ -58,7 +57,7 @@ def _accuracy(job: tuple[str, dict[str, Any], str, int, int, int]) -> float:
     episode = _episode(tier, seed, index)
     agent = KEEPERS[keeper](**params, tuned=False)
     run = run_episode(agent, episode, budget, "unprivileged", record_actions=False)
-    return score_queries(episode, run.store).accuracy
+    return run.queries.accuracy
 
 
 def tune(keeper: str, tier: str, budget: int, seed: int, episodes: int, pool: ProcessPoolExecutor,

@@ -103,3 +103,17 @@ def test_the_shipped_table_names_known_keepers_tiers_and_parameters():
                 assert int(budget) > 0 and 0 <= entry["accuracy"] <= 1
                 assert set(entry["params"]) == set(TUNABLE[keeper]._param_names)
                 assert all(value in GRIDS[name] for name, value in entry["params"].items())
+
+
+@pytest.mark.parametrize("name", KEEPERS)
+def test_a_keeper_pickles_mid_episode_and_plays_on_the_same(name):
+    import pickle
+
+    episode = generate_query_episode(CONFIG, 3, 0)
+    played = make_agent(name)
+    run_episode(played, episode, 4096)
+    copy = pickle.loads(pickle.dumps(played))
+    assert copy.params() == played.params()
+    first = run_episode(make_agent(name), episode, 4096, isolate=True).queries
+    second = run_episode(make_agent(name), episode, 4096).queries
+    assert first == second
