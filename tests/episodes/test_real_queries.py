@@ -21,18 +21,20 @@ def _real_episode():
     return cut.episodes[0]
 
 
-def test_the_feed_is_kept_and_checkpoints_come_every_interval_and_at_the_end():
+def test_the_feed_is_kept_and_checkpoints_are_spread_over_its_changes_and_at_the_end():
     real = _real_episode()
     episode = add_queries(real, CONFIG, seed=3)
     observations, metadata = episode.columns()
     kept = [o for o in observations if "queries" not in o]
     assert kept == list(real.columns()[0])  # every real step, in order, unchanged
     checkpoints = episode.labels["checkpoint_steps"]
+    assert len(checkpoints) == -(-len(real) // CONFIG.checkpoint_interval)
+    assert len(episode) == len(real) + len(checkpoints)  # the same for every window of a set
     assert checkpoints[-1] == len(episode) - 1
     warmup = real.labels["warmup_steps"]
-    changes_between = [sum(1 for t in range(a + 1, b) if t >= warmup) for a, b in
-                       zip([warmup - 1, *checkpoints], checkpoints, strict=False)]
-    assert all(n == CONFIG.checkpoint_interval - 1 for n in changes_between[:-1])
+    assert checkpoints[0] > warmup  # none in the warm-up
+    gaps = [b - a - 1 for a, b in zip([warmup - 1, *checkpoints], checkpoints, strict=False)]
+    assert max(gaps[:-1]) - min(gaps[:-1]) <= 1  # evenly spread
     assert all(m["mode"] == "real_queries:demo" for m in metadata)
     assert all("priority" not in m for m in metadata)
     assert all(isinstance(m["traffic"], int) for m, o in zip(metadata, observations, strict=True) if "api" in o)
@@ -84,3 +86,35 @@ def test_an_endpoints_family_is_its_resource(api, family):
 def test_a_bad_knob_is_named(option, value, message):
     with pytest.raises(ValueError, match=message):
         RealQueryConfig(**{option: value})
+
+
+def test_add_queries_makes_a_frozen_set_per_file_and_names_bad_input(tmp_path, capsys):
+    from test_real_episodes import synthetic_log
+
+    from wpb_gym.cli import main
+    from wpb_gym.episodes.frozen import open_frozen_set
+    from wpb_gym.episodes.real.change_events import write_events
+    from wpb_gym.episodes.sources import read_episodes
+
+    log = tmp_path / "log.jsonl"
+    write_events(log, synthetic_log(commits=80, endpoints=12))
+    real = tmp_path / "real"
+    assert main(["episodes", "from-events", str(log), "--source", "demo", "--length", "60", "--out", str(real)]) == 0
+    out = tmp_path / "queries"
+    assert main(["episodes", "add-queries", str(real), "--seeds", "0,1", "--set", "checkpoint_interval=10",
+                 "--set", "queries_per_checkpoint=12", "--out", str(out)]) == 0
+    frozen = open_frozen_set(out)
+    real_set = open_frozen_set(real)
+    assert [f.path.name for f in frozen.files] == [f.path.name for f in real_set.files]
+    for mine, theirs in zip(frozen.files, real_set.files, strict=True):
+        assert mine.episodes == 2 * theirs.episodes and mine.regime == "real_queries:demo"
+        episodes = read_episodes(mine.path)
+        assert {len(e) for e in episodes} == {60 + 6}  # one length per file: T + ceil(T / 10) checkpoints
+    capsys.readouterr()
+    assert main(["episodes", "add-queries", str(real), "--out", str(out)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["episodes", "add-queries", str(out), "--out", str(tmp_path / "again")]) == 2
+    assert "not real drift" in capsys.readouterr().err
+    assert main(["episodes", "add-queries", str(real), "--set", "popularity=3", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown query-process option 'popularity'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

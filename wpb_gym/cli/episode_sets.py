@@ -180,6 +180,33 @@ def _cmd_episodes_from_events(args: Settings) -> int:
     return 0
 
 
+def _cmd_episodes_add_queries(args: Settings) -> int:
+    from ..episodes.real.queries import RealQueryConfig, add_queries_to_set
+
+    check_folder_path(Path(args.out))
+    try:
+        config = RealQueryConfig(**dict(args.set or []))
+        frozen = add_queries_to_set(args.episodes, args.out, config, args.seeds, compress=args.gzip, force=args.force)
+    except (FileExistsError, FileNotFoundError, ValueError) as exc:
+        message = str(exc).removeprefix("RealQueryConfig.")
+        print(f"wpb episodes add-queries: error: {message}", file=sys.stderr)
+        return 2
+    print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes with queries)")
+    for f in frozen.files:
+        print(f"  {f.path.name}: {f.episodes} episodes of {f.regime}, T={f.length}, sha256 {f.sha256[:12]}")
+    return 0
+
+
+def _real_query_override(value: Any, where: str) -> tuple[str, Any]:
+    from ..episodes.real.queries import RealQueryConfig
+
+    key, parsed = _key_value(value, where)
+    known = list(RealQueryConfig.__dataclass_fields__)
+    if key not in known:
+        raise input_error(where, f"unknown query-process option {key!r}; options: {', '.join(known)}")
+    return key, parsed
+
+
 def _episode_sources(paths: Sequence[str]) -> list[tuple[str, list[Path]]]:
     sources = []
     for raw in paths:
@@ -246,6 +273,16 @@ def _cmd_inspect(args: Settings) -> int:
 
 def _override(value: Any, where: str) -> tuple[str, Any]:
     """A generator option: ``KEY=VALUE`` text (VALUE read as JSON, else text) or a (key, value) pair."""
+    key, parsed = _key_value(value, where)
+    every = (*GeneratorConfig.__dataclass_fields__, *QueryTierConfig.__dataclass_fields__)
+    known = [k for k in dict.fromkeys(every) if k not in ("regime", "length")]
+    if key not in known:
+        raise input_error(where, f"unknown generator option {key!r}; options: {', '.join(known)}")
+    return key, parsed
+
+
+def _key_value(value: Any, where: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` text (VALUE read as JSON, else text) or a (key, value) pair."""
     if isinstance(value, tuple) and len(value) == 2:
         key, parsed = value
     elif isinstance(value, str) and "=" in value:
@@ -258,10 +295,6 @@ def _override(value: Any, where: str) -> tuple[str, Any]:
             parsed = raw
     else:
         raise input_error(where, f"expected KEY=VALUE, got {value!r}")
-    every = (*GeneratorConfig.__dataclass_fields__, *QueryTierConfig.__dataclass_fields__)
-    known = [k for k in dict.fromkeys(every) if k not in ("regime", "length")]
-    if key not in known:
-        raise input_error(where, f"unknown generator option {key!r}; options: {', '.join(known)}")
     return key, parsed
 
 
@@ -352,6 +385,27 @@ FROM_EVENTS = CommandSettings(
     ),
 )
 
+ADD_QUERIES = CommandSettings(
+    "wpb episodes add-queries",
+    (
+        Setting("episodes", parse_path, "a real-drift set (wpb episodes from-events) or one of its files",
+                positional=True, required=True),
+        Setting("seeds", partial(parse_ints, minimum=0), "query seeds: each episode once per seed", default=[0]),
+        Setting(
+            "set",
+            _real_query_override,
+            "query-process option (repeat for several; in a config, a mapping)",
+            many=True,
+            repeat=True,
+            pairs=True,
+            metavar="KEY=VALUE",
+        ),
+        switch("gzip", "write .jsonl.gz files"),
+        Setting("out", parse_path, "output folder (must not exist unless --force)", required=True, in_config=False),
+        switch("force", "replace an existing output set", in_config=False),
+    ),
+)
+
 INSPECT = CommandSettings(
     "wpb inspect",
     (
@@ -383,6 +437,13 @@ def add_commands(sub: Any) -> None:
     )
     FROM_EVENTS.add_to(from_events)
     from_events.set_defaults(func=_cmd_episodes_from_events, prog=from_events.prog, settings=FROM_EVENTS)
+
+    add_queries = episodes_sub.add_parser(
+        "add-queries",
+        help="make real-drift episodes query-tier episodes: checkpoints and queries from generated, hidden traffic",
+    )
+    ADD_QUERIES.add_to(add_queries)
+    add_queries.set_defaults(func=_cmd_episodes_add_queries, prog=add_queries.prog, settings=ADD_QUERIES)
 
     inspect = sub.add_parser("inspect", help="summarise episode files / frozen sets and their oracle bounds")
     INSPECT.add_to(inspect)

@@ -2,8 +2,9 @@
 
 ``add_queries(episode, config, seed)`` takes an episode cut from a real change-event log
 (``episodes.py``: a warm-up showing each endpoint it touches, then the change events) and
-makes it a query-tier episode: after every ``checkpoint_interval - 1`` change events, and at
-the end, a checkpoint step asks ``queries_per_checkpoint`` queries, drawn by the query
+makes it a query-tier episode: ``ceil(T / checkpoint_interval)`` checkpoint steps, spread
+evenly over the change events and the last at the end (so every episode of a set of length
+``T`` has the same length), each ask ``queries_per_checkpoint`` queries, drawn by the query
 process (``generators.query_process``) from generated, hidden traffic over the real
 endpoints. The breaking changes that set off migration bursts are the log's breaking events;
 an endpoint's family is its resource (the last path segment that is not a parameter:
@@ -19,15 +20,20 @@ query tier has no such hint).
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ...core.checks import finite, require_int
 from ...core.types import Episode, Step, frozen_instance
+from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.queries import query_episode_seed, query_labels
+from ..jsonl import iter_jsonl, write_jsonl
 from ..generators.query_process import ProcessKnobs, QueryProcess
 
 _PATH_PARAMETER = re.compile(r"^\{.*\}$")
@@ -104,7 +110,11 @@ def add_queries(episode: Episode, config: RealQueryConfig, seed: int) -> Episode
     index = {api: i for i, api in enumerate(apis)}
     queries: list[list[Any]] = []
     checkpoints: list[int] = []
-    changes_since = 0
+    changes = len(observations) - warmup
+    n = -(-len(observations) // config.checkpoint_interval)  # ceil
+    # After which change events the checkpoints come (the last one after the last event).
+    after = {round((j + 1) * changes / n) for j in range(n - 1)} - {0, changes}
+    seen = 0
 
     def checkpoint() -> None:
         t = len(out_obs)
@@ -121,11 +131,11 @@ def add_queries(episode: Episode, config: RealQueryConfig, seed: int) -> Episode
         out_meta.append({"mode": mode, "traffic": traffic})
         shows[index[obs["api"]]].append(t)
         if old_t >= warmup:
-            changes_since += 1
-            if changes_since == config.checkpoint_interval - 1 and old_t < len(observations) - 1:
+            seen += 1
+            if seen in after:
                 checkpoint()
-                changes_since = 0
-    checkpoint()
+    while len(checkpoints) < n:  # the last, and any a short feed had no room for, at the end
+        checkpoint()
     T = len(out_obs)
     new = query_labels(T, queries, shows, index, checkpoints)
     hidden = process.hidden(checkpoints)
@@ -145,3 +155,56 @@ def add_queries(episode: Episode, config: RealQueryConfig, seed: int) -> Episode
     steps = [frozen_instance(Step, {"t": t, "observation": o, "metadata": m})
              for t, (o, m) in enumerate(zip(out_obs, out_meta, strict=True))]
     return Episode(steps=steps, labels=dict(sorted(new.items())))
+
+
+def add_queries_to_set(source: str | os.PathLike[str], out_dir: str | os.PathLike[str], config: RealQueryConfig,
+                       seeds: Sequence[int], *, compress: bool = False, force: bool = False) -> FrozenSet:
+    """A frozen set of ``add_queries(episode, config, seed)`` for every episode of ``source`` (a set of
+    real episodes, verified, or one episode file) and every seed: a file per file of ``source``."""
+    source = Path(source)
+    if Path(out_dir).exists() and not force:  # before the work, not after it
+        raise FileExistsError(f"{out_dir} already exists (pass force=True / --force to replace it)")
+    if source.is_dir():
+        inputs = [(f.path, f.sha256) for f in open_frozen_set(source).files]
+    elif source.is_file():
+        inputs = [(source, sha256_file(source))]
+    else:
+        raise FileNotFoundError(f"{source}: no such episode file or frozen set")
+    batches = []
+    for path, digest in inputs:
+        real = list(iter_jsonl(path))
+        if not real:
+            raise ValueError(f"{path}: holds no episodes")
+        for k, episode in enumerate(real):
+            if not str(episode.labels.get("mode", "")).startswith("real:"):
+                raise ValueError(f"{path}: episode {k} is of regime {episode.labels.get('mode')!r}, not real drift "
+                                 f"(wpb episodes from-events makes real-drift sets)")
+        episodes = [add_queries(episode, config, seed) for episode in real for seed in seeds]
+        modes = sorted({e.labels["mode"] for e in episodes})
+        name = path.name.removesuffix(".gz").removesuffix(".jsonl") + (".jsonl.gz" if compress else ".jsonl")
+        batches.append((name, path.name, digest, episodes, modes))
+    lengths = sorted({len(e) for _, _, _, episodes, _ in batches for e in episodes})
+
+    def write_files(folder: Path) -> dict[str, Any]:
+        files = {}
+        for name, origin, digest, episodes, modes in batches:
+            files[name] = {
+                "episodes": write_jsonl(folder / name, episodes),
+                "generator": {"config": config.to_dict(), "from": origin, "from_sha256": digest,
+                              "seeds": list(seeds), "source": "add-queries"},
+                "length": max(len(e) for e in episodes),
+                "regime": modes[0] if len(modes) == 1 else ",".join(modes),
+                "seed": int(seeds[0]),
+                "sha256": sha256_file(folder / name),
+            }
+        return files
+
+    manifest = {
+        "created_by": "wpb episodes add-queries",
+        "lengths": lengths,
+        "regimes": sorted({m for *_, modes in batches for m in modes}),
+        "seed": int(seeds[0]),
+        "total_episodes": sum(len(episodes) for _, _, _, episodes, _ in batches),
+    }
+    write_frozen_set(out_dir, write_files, manifest, force=force)
+    return open_frozen_set(out_dir)
