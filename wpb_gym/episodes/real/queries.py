@@ -33,8 +33,8 @@ from ...core.checks import finite, require_int
 from ...core.types import Episode, Step, frozen_instance
 from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.queries import query_episode_seed, query_labels
-from ..jsonl import iter_jsonl, write_jsonl
 from ..generators.query_process import ProcessKnobs, QueryProcess
+from ..jsonl import iter_jsonl, write_jsonl
 
 _PATH_PARAMETER = re.compile(r"^\{.*\}$")
 
