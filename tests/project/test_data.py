@@ -1,6 +1,7 @@
 """The datasets in ``data/``: the files data/README.md lists, with the checksums of
 ``data/SHA256SUMS`` and their licences; what the README says of the change-event logs; the
-source distribution carries them and the wheel does not."""
+source distribution carries them and the wheel does not; and nothing points outside the
+repository for them any more."""
 
 from __future__ import annotations
 
@@ -88,6 +89,15 @@ def test_the_change_event_logs_span_what_the_readme_says():
         if name == "`twilio_snapshots.jsonl`":
             assert last_commit.startswith(events[-1]["commit"]) and events[-1]["seq"] == int(versions) - 1
         assert [e["date"] for e in events] == sorted(e["date"] for e in events)
+
+
+def test_nothing_tracked_names_the_folder_the_data_used_to_be_read_from():
+    outside = "/".join(("..", "shared"))  # spelled in two parts, or this file would name it
+    found = subprocess.run(
+        ["git", "grep", "-n", "-I", "-F", outside, "--", ".", ":(exclude).ci"],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert found.returncode == 1 and found.stdout == "", found.stdout or found.stderr
 
 
 def test_the_sdist_carries_the_data_and_the_wheel_built_from_it_does_not(tmp_path):
