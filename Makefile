@@ -48,11 +48,12 @@ regimes: $(STAMP)
 # baseline where eviction matters, and on real drift: docs/learned-agents.md's table.
 # MaskablePPO uses its shipped recipe (imitation, then PPO); the bandit learners their defaults.
 # Held out: generated seed 777 (training used seeds 0-2 and their validation seeds), and the
-# later period of each API's history. APIDRIFT: the folder of the change-event logs.
+# later period of each API's history. APIDRIFT: the folder of the change-event logs (data/apidrift,
+# see data/README.md).
 LEARNED_REGIMES := default burst_drift redundancy burst_redundancy breaking reverts noisy_priority mixed_sizes contract_mix
 REAL_SOURCES := stripe twilio
 SEEDS := 0 1 2
-APIDRIFT ?= ../shared/apidrift
+APIDRIFT ?= data/apidrift
 STRIPE_WINDOWS := train=..2019-06-20,valid=2019-06-21..2020-04-13,heldout=2020-04-14..
 TWILIO_WINDOWS := train=..2022-06-28,valid=2022-06-29..2023-02-01,heldout=2023-02-02..
 WPB := $(VENV)/bin/wpb

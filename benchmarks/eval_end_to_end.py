@@ -10,8 +10,8 @@ at most 1.5x the grid.
 
     python benchmarks/eval_end_to_end.py [--rounds 3] [--episodes FOLDER]
 
-``--episodes`` reads the episodes from a folder (e.g. the paper's released set) instead of
-generating them, for both measurements.
+``--episodes`` reads the episodes from a folder (e.g. ``data/paper_episodes``, the paper's released
+set) instead of generating them, for both measurements.
 """
 
 from __future__ import annotations
