@@ -181,3 +181,21 @@ def test_a_bad_query_in_a_file_names_the_file_line_and_field(tmp_path):
     path.write_text(dumps_episode(episode) + "\n" + json.dumps(data) + "\n")
     with pytest.raises(EpisodeFormatError, match=r"q.jsonl:2: labels.queries\[5\]: the answer to '\w+' must be"):
         list(iter_jsonl(path))
+
+
+def test_the_queried_state_is_the_latest_snapshots_of_the_endpoints_each_checkpoint_asks_about():
+    from wpb_gym.core.tracks import track_costs
+    from wpb_gym.scoring.queries import queried_state_bytes
+
+    episode = generate_query_episode(query_config("queries_easy", **SMALL), 2, 0)
+    observations, _ = episode.columns()
+    costs = track_costs(episode, "unprivileged")
+    per_checkpoint = []
+    for t in episode.labels["checkpoint_steps"]:
+        asked = {q[1] for q in episode.labels["queries"] if q[0] == t}
+        latest = {obs["api"]: s for s, obs in enumerate(observations[:t]) if "api" in obs}
+        per_checkpoint.append(sum(costs[latest[api]] for api in asked))
+    assert queried_state_bytes(episode) == pytest.approx(sum(per_checkpoint) / len(per_checkpoint))
+    from wpb_gym.episodes.generators.paper import generate_episode, make_config
+
+    assert queried_state_bytes(generate_episode(make_config("default"), 0, 0)) == 0.0

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.queries import Query, answer_of, observation_of, parse_queries, same_answer
 from ..core.store import ByteMemoryStore
+from ..core.tracks import track_costs
 from ..core.types import Episode, MemoryItem
 
 
@@ -83,3 +84,26 @@ def score_queries(episode: Episode, store: ByteMemoryStore) -> QueryScore:
         correct += right
         start = end
     return QueryScore(correct, len(queries), tuple(per_checkpoint))
+
+
+def queried_state_bytes(episode: Episode, track: str = "unprivileged") -> float:
+    """What answering a checkpoint's queries takes, in bytes, averaged over the checkpoints: the
+    WRITE cost (on ``track``) of the snapshot each endpoint asked about shows then, summed over
+    the distinct endpoints asked. A budget is this fraction of it: ``budget / queried_state_bytes``."""
+    queries = episode_queries(episode)
+    if not queries:
+        return 0.0
+    observations, _ = episode.columns()
+    costs = track_costs(episode, track)
+    latest: dict[str, int] = {}
+    totals = []
+    at = 0
+    for t in sorted({q.t for q in queries}):
+        while at < t:
+            obs = observations[at]
+            if isinstance(obs, dict) and isinstance(obs.get("api"), str):
+                latest[obs["api"]] = at
+            at += 1
+        asked = {q.api for q in queries if q.t == t and q.api in latest}
+        totals.append(sum(int(costs[latest[api]]) for api in asked))
+    return float(sum(totals) / len(totals))
