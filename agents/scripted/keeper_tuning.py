@@ -3,6 +3,9 @@
     python -m agents.scripted.keeper_tuning --tiers queries_medium,queries_hard \\
         --budgets 1KB,10KB,100KB --seed 0 --episodes 8 --jobs 2
 
+``--from-file FILE`` tunes on a file's episodes instead, keyed by their regime (for real
+drift with generated queries: the training period's file of ``wpb episodes add-queries``).
+
 For each keeper, tier and budget it searches the keeper's parameters by coordinate ascent
 (each parameter over its grid in ``GRIDS``, the others held, two rounds, starting from the
 constructor's values) for the highest mean query accuracy over episodes ``0..episodes-1`` of
@@ -28,6 +31,7 @@ from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.setting_values import parse_budget
 from wpb_gym.core.types import Episode
 from wpb_gym.episodes.generators.queries import QUERY_REGIMES, generate_query_episode, query_config
+from wpb_gym.episodes.sources import read_episodes
 from wpb_gym.evaluation.runner import run_episode
 
 from .keep_latest import KeepLatestBreaking, KeepLatestFamily, KeepLatestLFU, KeepLatestLRU, KeepLatestTraffic
@@ -36,25 +40,33 @@ from .keeper_params import TUNED_FILE
 KEEPERS = {cls.name: cls for cls in (KeepLatestLRU, KeepLatestLFU, KeepLatestTraffic, KeepLatestBreaking,
                                       KeepLatestFamily)}
 GRIDS: dict[str, tuple[Any, ...]] = {
-    "decay": (0.3, 0.5, 0.7, 0.8, 0.9, 0.95),
-    "traffic_weight": (0.0, 0.01, 0.03, 0.1, 0.3, 1.0),
-    "break_boost": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
-    "hold": (0, 1, 2, 3, 4),
-    "window": (1, 2, 3, 4),
+    "decay": (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98),
+    "traffic_weight": (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+    "break_boost": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0),
+    "hold": (0, 1, 2, 3, 4, 5, 6),
+    "window": (1, 2, 3, 4, 5, 6),
     "size_aware": (True, False),
-    "prior": (0.0, 0.003, 0.01, 0.03, 0.1),
+    "prior": (0.0, 0.003, 0.01, 0.03, 0.1, 0.3),
 }
 ROUNDS = 2
 
 
 @functools.lru_cache(maxsize=64)
-def _episode(tier: str, seed: int, index: int) -> Episode:
-    return generate_query_episode(query_config(tier), seed, index)
+def _episode(source: str, seed: int, index: int) -> Episode:
+    """Episode ``index`` of a tier's generated set ``(source, seed)``, or of the episode file ``source``."""
+    if source in QUERY_REGIMES:
+        return generate_query_episode(query_config(source), seed, index)
+    return _file(source)[index]
+
+
+@functools.lru_cache(maxsize=4)
+def _file(path: str) -> list[Episode]:
+    return read_episodes(path)
 
 
 def _accuracy(job: tuple[str, dict[str, Any], str, int, int, int]) -> float:
-    keeper, params, tier, seed, index, budget = job
-    episode = _episode(tier, seed, index)
+    keeper, params, source, seed, index, budget = job
+    episode = _episode(source, seed, index)
     agent = KEEPERS[keeper](**params, tuned=False)
     run = run_episode(agent, episode, budget, "unprivileged", record_actions=False)
     return run.queries.accuracy
@@ -95,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agents.scripted.keeper_tuning", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tiers", default=",".join(QUERY_REGIMES), help="comma-separated query tiers")
+    parser.add_argument("--from-file", default=None,
+                        help="tune on this file's episodes instead (e.g. a real-drift set's train.jsonl made by wpb "
+                             "episodes add-queries), keyed by their regime")
     parser.add_argument("--budgets", default="1KB,10KB,100KB", help="comma-separated budgets")
     parser.add_argument("--keepers", default=",".join(KEEPERS), help="comma-separated keepers")
     parser.add_argument("--seed", type=int, default=0, help="the training set's seed")
@@ -104,7 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     tiers = args.tiers.split(",")
     keepers = args.keepers.split(",")
-    for name, known in (("tier", QUERY_REGIMES), ("keeper", tuple(KEEPERS))):
+    if args.from_file is not None:
+        try:
+            episodes = read_episodes(args.from_file)
+        except (OSError, ValueError) as exc:
+            parser.error(str(exc))
+        modes = sorted({str(e.regime) for e in episodes})
+        if len(modes) != 1 or not any(q for e in episodes for q in e.labels.get("queries", ())[:1]):
+            parser.error(f"{args.from_file}: expected query-tier episodes of one regime, got {modes}")
+        tiers = [args.from_file]
+        args.episodes = min(args.episodes, len(episodes))
+        keys = {args.from_file: modes[0]}
+    else:
+        keys = {tier: tier for tier in tiers}
+    for name, known in (("tier", tuple(keys) if args.from_file else QUERY_REGIMES), ("keeper", tuple(KEEPERS))):
         for given in tiers if name == "tier" else keepers:
             if given not in known:
                 parser.error(f"unknown {name} {given!r}; expected one of {', '.join(known)}")
@@ -116,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
             for budget in budgets:
                 for keeper in keepers:
                     entry = tune(keeper, tier, budget, args.seed, args.episodes, pool, log=sys.stderr)
-                    table.setdefault(keeper, {}).setdefault(tier, {})[str(budget)] = entry
-                    print(f"{keeper} {tier} {budget}: {entry['params']} accuracy {entry['accuracy']:.4f}", flush=True)
+                    if args.from_file:
+                        entry.update(seed=None, file=Path(args.from_file).name)
+                    table.setdefault(keeper, {}).setdefault(keys[tier], {})[str(budget)] = entry
+                    print(f"{keeper} {keys[tier]} {budget}: {entry['params']} accuracy {entry['accuracy']:.4f}",
+                          flush=True)
                     write_atomic(out, json.dumps(table, indent=1, sort_keys=True) + "\n")
     return 0
 

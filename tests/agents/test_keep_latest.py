@@ -98,7 +98,7 @@ def test_the_shipped_table_names_known_keepers_tiers_and_parameters():
     for keeper, tiers in keeper_params.tuned_table().items():
         assert keeper in TUNABLE
         for tier, budgets in tiers.items():
-            assert tier in QUERY_REGIMES
+            assert tier in QUERY_REGIMES or tier.startswith("real_queries:")
             for budget, entry in budgets.items():
                 assert int(budget) > 0 and 0 <= entry["accuracy"] <= 1
                 assert set(entry["params"]) == set(TUNABLE[keeper]._param_names)
