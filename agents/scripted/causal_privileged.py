@@ -86,11 +86,11 @@ class CausalPrivileged(KeepLatest):
             if api is not None and api in self._index:
                 self._state_breaking_at[self._index[api]] = step if kind in BREAKING_KINDS else -1.0
 
-    def select(self, step: Any, store: Any) -> Any:
+    def observe(self, step: Any) -> bool:
         obs = step.observation
         if self._hidden is not None and isinstance(obs, dict) and "api" in obs:
             self._stream_api[step.t] = obs["api"]
-        return super().select(step, store)
+        return super().observe(step)
 
     def prepare(self, apis: list[Any], t: int) -> None:
         if self._hidden is None:

@@ -98,23 +98,33 @@ class KeepLatest(BaselineAgent):
             setattr(self, name, value)
 
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
+        return iter(self.plan(step, store) if self.observe(step) else ())
+
+    def observe(self, step: Step) -> bool:
+        """Take the next step of the stream into the policy's own memory of it (once per step, in
+        order); True for an endpoint snapshot, which ``plan`` decides on."""
         obs = step.observation
         if not self._mode_seen:
             self._tune(step.metadata.get("mode"))
         if not isinstance(obs, dict):
-            return iter(())
+            return False
         if "queries" in obs and "api" not in obs:
             self.checkpoint += 1
             self.on_checkpoint(step.t, [q[0] for q in obs["queries"] if isinstance(q, list) and q])
-            return iter(())
+            return False
         api = obs.get("api")
         contract = endpoint_contract(obs)
         if api is None or contract is None:
-            return iter(())
+            return False
         before = self._contracts.get(api)
         self._contracts[api] = contract
         self.on_show(step.t, api, step.metadata.get("traffic", 0), before is not None and is_breaking(before, contract))
-        return iter(self._admit(step, store, api))
+        return True
+
+    def plan(self, step: Step, store: StoreView) -> list[MemoryAction]:
+        """What to do with the endpoint snapshot ``step`` (already observed) given memory as it is
+        now: EXPIREs, then the WRITE if any. Changes nothing: it may be asked again."""
+        return self._admit(step, store, step.observation["api"])
 
     # ---------------------------------------------------------------- what subclasses say
     def on_checkpoint(self, t: int, asked: list[Any]) -> None:

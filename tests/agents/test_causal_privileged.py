@@ -55,10 +55,12 @@ def test_its_decisions_up_to_a_step_do_not_change_when_everything_after_it_does(
 def test_it_is_an_oracle_track_agent_and_answers_more_than_the_keepers():
     agent = make_agent("causal_privileged")
     assert agent.track == "oracle"
-    episode = generate_query_episode(CONFIG, 5, 0)
-    privileged = score_queries(episode, run_episode(agent, episode, 4096, "privileged").store).accuracy
-    lfu = score_queries(episode, run_episode(make_agent("keep_latest_lfu"), episode, 4096).store).accuracy
-    assert privileged > lfu
+    privileged, lfu = [], []
+    for seed in range(4):
+        episode = generate_query_episode(CONFIG, seed, 0)
+        privileged.append(score_queries(episode, run_episode(agent, episode, 2048, "privileged").store).accuracy)
+        lfu.append(score_queries(episode, run_episode(make_agent("keep_latest_lfu"), episode, 2048).store).accuracy)
+    assert sum(privileged) > sum(lfu) + 0.4  # by 0.1 a episode on average
     with pytest.raises(ValueError, match="cannot run on the unprivileged track"):
         run_episode(make_agent("causal_privileged"), episode, 4096, "unprivileged")
 

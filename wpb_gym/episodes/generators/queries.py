@@ -109,7 +109,7 @@ class QueryTierConfig:
     """Every knob of a query-tier stream; the defaults are the ``queries_medium`` tier."""
 
     regime: str = "queries_medium"
-    length: int = 6048
+    length: int = 7000
     endpoints: int = 2048
     families: int = 64
     checkpoint_interval: int = 100
@@ -125,15 +125,15 @@ class QueryTierConfig:
     volatile_revert_prob: float = 0.9
     stable_revert_prob: float = 0.05
     revert_window: int = 30
-    migrating_share: float = 0.5
-    max_burst_delay: int = 2
+    migrating_share: float = 0.4
+    max_burst_delay: int = 4
     migration_boost_min: float = 50.0
-    migration_boost_max: float = 5000.0
+    migration_boost_max: float = 10000.0
     migration_half_life: int = 100
     popularity_spread: float = 1.5
     integration_spread: float = 2.0
-    burst_spread: float = 1.5
-    popularity_jump_prob: float = 0.05
+    burst_spread: float = 1.75
+    popularity_jump_prob: float = 0.1
     traffic_scale: float = 3.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
@@ -198,10 +198,9 @@ class QueryTierConfig:
 _TIERS: dict[str, dict[str, Any]] = {
     "queries_easy": {"length": 512 + 40 * 50, "endpoints": 512, "families": 16, "checkpoint_interval": 50,
                      "burst_spread": 1.0, "migration_boost_max": 1000.0, "max_burst_delay": 1,
-                     "popularity_jump_prob": 0.01, "popularity_spread": 1.0},
+                     "popularity_jump_prob": 0.01, "popularity_spread": 1.0, "migrating_share": 0.5},
     "queries_medium": {},
-    "queries_hard": {"length": 3072 + 40 * 100, "endpoints": 3072, "families": 96, "max_burst_delay": 3,
-                     "popularity_jump_prob": 0.08, "migrating_share": 0.4},
+    "queries_hard": {"endpoints": 3072, "families": 96, "popularity_jump_prob": 0.12},
 }
 QUERY_REGIMES: tuple[str, ...] = tuple(_TIERS)
 
