@@ -22,6 +22,7 @@ AGENT_MODULES = (
     "agents.scripted.keep_latest",
     "agents.scripted.causal_privileged",
     "agents.learners.bandits",
+    "agents.learners.value_keeper",
     "agents.sb3.agent",
     "agents.rllib.agent",
 )

@@ -432,7 +432,7 @@ def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, 
     from agents.sb3.train import VEC_ENVS
     from wpb_gym.cli import training
 
-    assert training.ALGOS == ALGOS + LEARNER_ALGOS and training.VEC_ENVS == VEC_ENVS
+    assert training.ALGOS == (*ALGOS, *LEARNER_ALGOS, "value_keeper") and training.VEC_ENVS == VEC_ENVS
     seen = {}
     monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
     imitation = tiny_config(tmp_path, imitation={"teacher": "breaking_rule", "rounds": 1, "episodes": 2})

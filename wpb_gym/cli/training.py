@@ -33,6 +33,14 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
     env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), "--env-kwargs", reserved)
+    if settings.algo == "value_keeper":
+        for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
+            if settings[name] is not None and settings[name] is not False:
+                raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not value_keeper")
+        if settings.timesteps == 0:
+            raise InputError("--timesteps: value_keeper records at least 1 of the teacher's decisions, got 0")
+        _check_env(env_kwargs, "--env-kwargs")
+        return env_kwargs, {"env": {}}, "the value_keeper defaults"
     if settings.algo in LEARNER_ALGOS:
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:  # --episode-workers 0 too
@@ -91,6 +99,16 @@ def _cmd_train(settings: Settings) -> int:
         if isinstance(source, str):
             read_episode_source(source)
     try:
+        if settings.algo == "value_keeper":
+            from agents.learners.value_training import train_value_keeper_run
+
+            given = {} if settings.timesteps is None else {"timesteps": settings.timesteps}
+            saved = train_value_keeper_run(settings.out, env_kwargs=env_kwargs, seed=settings.seed, settings=given,
+                                           eval_episodes=settings.eval_episodes, progress=not settings.quiet)
+            accuracy = saved["validation_query_accuracy"]
+            print(f"trained value_keeper on {saved['timesteps']} of causal_privileged's decisions "
+                  f"(validation query accuracy {accuracy:.3f}) -> {settings.out}/learner.json")
+            return 0
         if settings.algo in LEARNER_ALGOS:
             saved = train_learner_run(
                 settings.algo,
@@ -131,7 +149,7 @@ def _cmd_agents(args: Settings) -> int:
 
 # agents.sb3.train's ALGOS and VEC_ENVS and agents.learners.training's LEARNER_ALGOS, named here so
 # that building the parser imports no agent code (a test keeps them equal).
-ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo", "epsilon_greedy", "bandit_ucb")
+ALGOS = ("ppo", "maskable_ppo", "a2c", "dqn", "recurrent_ppo", "epsilon_greedy", "bandit_ucb", "value_keeper")
 VEC_ENVS = ("native", "dummy", "subproc")
 
 # --config here is the training recipe (a nested YAML document, ``agents.sb3.train.load_config``),

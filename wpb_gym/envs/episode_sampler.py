@@ -13,7 +13,9 @@ import numpy as np
 
 from ..core.checks import require_int
 from ..core.types import Episode
-from ..episodes.generators.paper import GeneratorConfig, make_config
+from ..episodes.generators.paper import GeneratorConfig
+from ..episodes.generators.queries import QUERY_REGIMES
+from ..episodes.generators.regimes import RegimeConfig, config_options, make_config
 from ..episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 
 EPISODE_ORDERS = ("random", "cycle")
@@ -36,11 +38,12 @@ class EpisodeSampler:
     def __init__(self, *, regime: str | None, length: int | None,
                  episodes: str | os.PathLike[str] | Sequence[Episode] | None, episode_seed: int, order: str,
                  generator_options: dict[str, Any]) -> None:
-        unknown = sorted(set(generator_options) - set(GENERATOR_OPTIONS))
+        known = GENERATOR_OPTIONS if episodes is not None or regime not in QUERY_REGIMES else config_options(regime)
+        unknown = sorted(set(generator_options) - set(known))
         if unknown:  # what Python says of an unknown keyword (libraries such as TorchRL rely on it)
             raise TypeError(
                 f"WritePolicyBenchEnv got an unexpected keyword argument {unknown[0]!r}: neither an env argument "
-                f"nor a generator option ({', '.join(GENERATOR_OPTIONS)})"
+                f"nor a generator option ({', '.join(known)})"
             )
         if order not in EPISODE_ORDERS:
             raise ValueError(f"episode_order must be one of {EPISODE_ORDERS}, got {order!r}")
@@ -51,12 +54,11 @@ class EpisodeSampler:
         self._position = 0
         if episodes is None:
             self.episode_seed = require_int(episode_seed, "episode_seed")
-            base = make_config(
-                DEFAULT_REGIME if regime is None else regime,
-                length=DEFAULT_LENGTH if self.length is None else self.length,
-                **self.generator_options,
-            )
-            self._configs: dict[tuple[str, int], GeneratorConfig] = {(base.regime, base.length): base}
+            name = DEFAULT_REGIME if regime is None else regime
+            length = {} if self.length is None and name in QUERY_REGIMES else {  # a query tier has its own
+                "length": DEFAULT_LENGTH if self.length is None else self.length}
+            base = make_config(name, **length, **self.generator_options)
+            self._configs: dict[tuple[str, int], RegimeConfig] = {(base.regime, base.length): base}
             self.source: GeneratedEpisodes | EpisodeList = GeneratedEpisodes(base, self.episode_seed)
         else:
             if self.generator_options:

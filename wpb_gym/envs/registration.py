@@ -50,6 +50,14 @@ def _ids() -> dict[str, dict[str, Any]]:
 ENV_IDS: dict[str, dict[str, Any]] = _ids()
 """Registered id -> its default keyword arguments."""
 
+QUERY_ENTRY_POINT = "wpb_gym.envs.query_env:QueryTierEnv"
+QUERY_ENV_IDS: dict[str, dict[str, Any]] = {
+    f"WritePolicyBench-Queries{tier}-{suffix}v0": {"regime": f"queries_{tier.lower()}", "track": track}
+    for tier in ("Easy", "Medium", "Hard")
+    for track, suffix in (("unprivileged", ""), ("privileged", "Privileged-"))
+}
+"""The query tier's ids (``QueryTierEnv``; ``gym.make_vec`` steps them with Gymnasium's ``SyncVectorEnv``)."""
+
 
 def register_envs() -> None:
     for env_id, kwargs in ENV_IDS.items():
@@ -57,3 +65,6 @@ def register_envs() -> None:
             gym.register(
                 id=env_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT, kwargs=dict(kwargs)
             )
+    for env_id, kwargs in QUERY_ENV_IDS.items():
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point=QUERY_ENTRY_POINT, kwargs=dict(kwargs))

@@ -1,0 +1,163 @@
+"""``value_keeper``: a learned write policy for the query tier — the keepers' engine, valuing
+endpoints with a small network distilled from ``causal_privileged``.
+
+``causal_privileged`` values an endpoint's latest state by its expected queries per checkpoint,
+from the hidden traffic (popularity, integrations, each family's bursts and their delays). The
+network learns that value from what any policy may read: the stream's statistics of the
+endpoint and its family (``wpb_gym.envs.observation.query_features``: decayed query shares,
+traffic, whether and when it broke, the queries its family's earlier breaking changes drew at
+each lag, their reverts and changes), the snapshot's size and the episode's progress. It is
+trained by regression on the teacher's values (log1p) at the states the teacher visits on the
+training episodes (``wpb train --algo value_keeper``), as a learned cache policy is trained on
+the choices of an oracle; at play time the keepers' engine (``agents.scripted.keep_latest``)
+admits and evicts by the network's values per byte.
+
+The trained network is a plain JSON file (``learner.json``: layer weights as lists, with the
+feature names it reads), loaded without pickle: ``value_keeper:RUN/learner.json`` in ``wpb
+eval``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.types import Step
+from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
+
+from ..scripted.keep_latest import KeepLatest
+
+STATE_FORMAT = "wpb-value-keeper"
+STATE_VERSION = 1
+INPUTS: tuple[str, ...] = (*ENDPOINT_FEATURES, "log_size", "progress")
+
+
+def inputs(tracker: QueryStreamTracker, api: str, size: int, t: int, length: int) -> np.ndarray:
+    """The network's input for endpoint ``api`` whose latest snapshot costs ``size`` bytes, at step
+    ``t`` of ``length``."""
+    return np.concatenate([tracker.features(api), [math.log(max(size, 1)) / 10, t / max(length, 1)]]).astype(
+        np.float32)
+
+
+class ValueNetwork:
+    """A ReLU network ``x -> log1p(value)`` held as NumPy arrays."""
+
+    def __init__(self, layers: list[tuple[np.ndarray, np.ndarray]]) -> None:
+        if not layers:
+            raise ValueError("a value network needs at least one layer")
+        width = len(INPUTS)
+        for k, (weight, bias) in enumerate(layers):
+            if weight.ndim != 2 or weight.shape[0] != width or bias.shape != (weight.shape[1],):
+                raise ValueError(f"layer {k}: expected weights ({width}, n) and bias (n,), got "
+                                 f"{weight.shape} and {bias.shape}")
+            if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
+                raise ValueError(f"layer {k}: weights must be finite numbers")
+            width = weight.shape[1]
+        if width != 1:
+            raise ValueError(f"the last layer must give one value, gives {width}")
+        self.layers = layers
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Expected queries per checkpoint (>= 0) for each row of ``x``."""
+        h = x.astype(np.float64)
+        for k, (weight, bias) in enumerate(self.layers):
+            h = h @ weight + bias
+            if k + 1 < len(self.layers):
+                h = np.maximum(h, 0.0)
+        return np.maximum(np.expm1(h[:, 0]), 0.0)
+
+    def state(self) -> list[dict[str, list]]:
+        return [{"weight": w.tolist(), "bias": b.tolist()} for w, b in self.layers]
+
+    @classmethod
+    def from_state(cls, state: Any) -> ValueNetwork:
+        if not isinstance(state, list):
+            raise ValueError("'layers' must be a list of {weight, bias}")
+        layers = []
+        for k, layer in enumerate(state):
+            if not isinstance(layer, dict) or set(layer) != {"weight", "bias"}:
+                raise ValueError(f"layer {k}: expected an object with 'weight' and 'bias'")
+            try:
+                layers.append((np.asarray(layer["weight"], dtype=np.float64), np.asarray(layer["bias"],
+                                                                                         dtype=np.float64)))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"layer {k}: weights must be lists of numbers ({exc})") from None
+        return cls(layers)
+
+
+class ValueKeeper(KeepLatest):
+    """``value_keeper``: the keepers' engine with a learned value (see the module docstring)."""
+
+    name = "value_keeper"
+    description = ("Query tier: keeps the states a network distilled from causal_privileged values most per "
+                   "byte (wpb train --algo value_keeper; evaluate as value_keeper:RUN/learner.json).")
+    kind = "learner"
+    track = "unprivileged"
+    _param_names = ("path",)
+
+    def __init__(self, *, path: str | None = None) -> None:
+        self.path = path
+        self.network: ValueNetwork | None = load_network(path) if path is not None else None
+        super().__init__(size_aware=True, prior=0.0, tuned=False)
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        super().start_episode(context)
+        self._length = context.length if context is not None else 1
+        self._tracker = QueryStreamTracker()
+        self._sizes: dict[str, int] = {}
+        self._values: dict[Any, float] = {}
+
+    def observe(self, step: Step) -> bool:
+        self._tracker.step(step.observation, step.metadata)
+        obs = step.observation
+        if isinstance(obs, dict) and isinstance(obs.get("api"), str):
+            self._sizes[obs["api"]] = estimate_bytes(step)
+        return super().observe(step)
+
+    def prepare(self, apis: list[Any], t: int) -> None:
+        if self.network is None:
+            self._values = {}
+            return
+        x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length) for api in apis])
+        self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
+
+    def value(self, api: Any) -> float:
+        return self._values.get(api, 0.0)
+
+
+def save_network(path: str | os.PathLike[str], network: ValueNetwork, info: dict[str, Any]) -> Path:
+    path = Path(path)
+    state = {"format": STATE_FORMAT, "version": STATE_VERSION, "inputs": list(INPUTS),
+             "layers": network.state(), "info": info}
+    path.write_text(json.dumps(state) + "\n", encoding="utf-8")
+    return path
+
+
+def load_network(path: str | os.PathLike[str]) -> ValueNetwork:
+    """The network ``wpb train --algo value_keeper`` saved at ``path`` (errors name the file)."""
+    path = Path(path)
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"value_keeper: {path}: no such file (wpb train --algo value_keeper writes "
+                                f"RUN/learner.json)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"value_keeper: {path}: not a value network file ({exc})") from None
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError(f"value_keeper: {path}: not a value network file (format {STATE_FORMAT!r} expected)")
+    if state.get("version") != STATE_VERSION:
+        raise ValueError(f"value_keeper: {path}: version {state.get('version')!r}; this code reads {STATE_VERSION}")
+    if state.get("inputs") != list(INPUTS):
+        raise ValueError(f"value_keeper: {path}: trained on inputs {state.get('inputs')!r}, this code gives "
+                         f"{list(INPUTS)}")
+    try:
+        return ValueNetwork.from_state(state.get("layers"))
+    except ValueError as exc:
+        raise ValueError(f"value_keeper: {path}: {exc}") from None

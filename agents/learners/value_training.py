@@ -1,0 +1,201 @@
+"""``wpb train --algo value_keeper``: distil ``causal_privileged``'s values into ``value_keeper``'s network.
+
+The teacher plays the training episodes (``episode_seed = --seed`` of the ``regime`` in
+``--env-kwargs``, or the ``episodes=`` files, at ``budget_bytes``); at every endpoint snapshot
+it decides on, the network's input for that endpoint (and, with probability ``held_share``, for
+each endpoint memory holds) is recorded with the teacher's value of it. A ReLU network
+(``hidden`` units per layer, two layers) is fitted to ``log1p`` of the values by mean squared
+error (Adam, ``epochs`` passes, seeded). The run folder gets ``learner.json`` (the network) and
+``config.json`` (settings, samples, the fit's loss, the validation accuracy on the held-out
+seed's first ``validation_episodes`` episodes or on ``--eval-episodes``, versions).
+``timesteps`` counts the teacher's decisions to record (the episodes it takes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.atomic_files import write_atomic
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.store import ByteMemoryStore
+from wpb_gym.core.tracks import policy_episode
+from wpb_gym.core.types import Episode
+from wpb_gym.envs.observation.query_features import QueryStreamTracker
+from wpb_gym.evaluation.runner import run_episode
+from wpb_gym.scoring.queries import has_queries
+
+from ..held_out import HELD_OUT_SEED_OFFSET
+from ..scripted.causal_privileged import CausalPrivileged
+from ..versions import package_versions
+from .value_keeper import INPUTS, ValueKeeper, ValueNetwork, inputs, save_network
+
+DEFAULTS: dict[str, Any] = {
+    "timesteps": 80_000,  # the teacher's decisions to record: about 11 episodes of queries_medium
+    "held_share": 0.2,
+    "hidden": 128,
+    "epochs": 30,
+    "batch_size": 1024,
+    "learning_rate": 0.001,
+    "validation_episodes": 4,
+}
+DEFAULT_ENV = {"regime": "queries_medium", "budget_bytes": 10240}
+
+
+def training_episodes(env_kwargs: Mapping[str, Any], seed: int) -> Any:
+    """Training episodes in order: episode 0, 1, ... of the generated set ``(regime, seed)``, or
+    the ``episodes=`` file's, cycled."""
+    from wpb_gym.envs.episode_sampler import EpisodeSampler
+
+    options = {k: v for k, v in env_kwargs.items() if k not in ("regime", "length", "episodes", "budget_bytes")}
+    sampler = EpisodeSampler(regime=env_kwargs.get("regime"), length=env_kwargs.get("length"),
+                             episodes=env_kwargs.get("episodes"), episode_seed=seed, order="cycle",
+                             generator_options=options)
+    rng = np.random.default_rng(seed)
+    while True:
+        episode, _ = sampler.choose(rng, {})
+        yield episode
+
+
+def teacher_samples(episode: Episode, budget: int, held_share: float,
+                    rng: np.random.Generator) -> tuple[list[np.ndarray], list[float], int]:
+    """The network's inputs and ``causal_privileged``'s values at the states it visits playing
+    ``episode``, and the number of its decisions."""
+    if not has_queries(episode):
+        raise ValueError(f"episode {episode.episode_id!r} ({episode.regime}) has no queries: value_keeper "
+                         f"trains on the query tier")
+    teacher = CausalPrivileged()
+    length = len(episode)
+    teacher.start_episode(EpisodeContext(length=length, budget_bytes=budget, track="privileged", episode=episode))
+    store = ByteMemoryStore(budget)
+    view = store.view()
+    tracker = QueryStreamTracker()
+    sizes: dict[str, int] = {}
+    x: list[np.ndarray] = []
+    y: list[float] = []
+    decisions = 0
+    for step in policy_episode(episode, "privileged").steps:
+        tracker.step(step.observation, step.metadata)
+        if not teacher.observe(step):
+            store.skip(step.t)
+            continue
+        decisions += 1
+        api = step.observation["api"]
+        sizes[api] = estimate_bytes(step)
+        held = [item.api for item in store.iter_items() if item.api != api]
+        teacher.prepare([api, *held], step.t)
+        for name in [api, *(a for a in held if rng.random() < held_share)]:
+            x.append(inputs(tracker, name, sizes.get(name, 1), step.t, length))
+            y.append(teacher.value(name))
+        actions = teacher.plan(step, view)
+        for action in actions:
+            store.execute(action, step.t)
+        if not actions:
+            store.skip(step.t)
+    return x, y, decisions
+
+
+def fit_network(x: np.ndarray, y: np.ndarray, *, hidden: int, epochs: int, batch_size: int, learning_rate: float,
+                seed: int) -> tuple[ValueNetwork, float]:
+    """A two-layer ReLU network fitted to ``log1p(y)``; its last epoch's mean squared error."""
+    import torch
+
+    torch.manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)
+    inputs_t = torch.as_tensor(x, dtype=torch.float32)
+    target = torch.log1p(torch.as_tensor(y, dtype=torch.float32))
+    net = torch.nn.Sequential(torch.nn.Linear(len(INPUTS), hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                              torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+    optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
+    loss_value = float("nan")
+    for _ in range(epochs):
+        order = torch.randperm(len(target), generator=generator)
+        total, count = 0.0, 0
+        for start in range(0, len(target), batch_size):
+            index = order[start:start + batch_size]
+            loss = torch.nn.functional.mse_loss(net(inputs_t[index]).squeeze(-1), target[index])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(index)
+            count += len(index)
+        loss_value = total / max(count, 1)
+    linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+    layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
+              for m in linears]
+    return ValueNetwork(layers), loss_value
+
+
+def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | None = None, seed: int = 0,
+                           settings: Mapping[str, Any] | None = None, eval_episodes: str | Path | None = None,
+                           progress: bool = True) -> dict[str, Any]:
+    """Train ``value_keeper`` into the run folder ``out`` (see the module docstring); the saved config."""
+    config = {**DEFAULTS, **dict(settings or {})}
+    unknown = sorted(set(config) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"value_keeper: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+    env_config = {**DEFAULT_ENV, **dict(env_kwargs or {})}
+    budget = int(env_config["budget_bytes"])
+    if env_config.get("episodes") is not None and eval_episodes is None:
+        raise ValueError("training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH)")
+    rng = np.random.default_rng(seed)
+    xs: list[np.ndarray] = []
+    ys: list[float] = []
+    decisions = episodes = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=config["timesteps"], desc="value_keeper: the teacher's decisions", unit="step")
+    for episode in training_episodes(env_config, seed):
+        x, y, n = teacher_samples(episode, budget, config["held_share"], rng)
+        xs += x
+        ys += y
+        decisions += n
+        episodes += 1
+        if bar is not None:
+            bar.update(n)
+        if decisions >= config["timesteps"]:
+            break
+    if bar is not None:
+        bar.close()
+    network, loss = fit_network(np.stack(xs), np.asarray(ys), hidden=config["hidden"], epochs=config["epochs"],
+                                batch_size=config["batch_size"], learning_rate=config["learning_rate"], seed=seed)
+    validation = _validation_episodes(env_config, eval_episodes, seed, config["validation_episodes"])
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"budget_bytes": budget, "regime": env_config.get("regime"), "seed": seed}
+    save_network(out / "learner.json", network, info)
+    keeper = ValueKeeper(path=str(out / "learner.json"))
+    accuracies = [run_episode(keeper, e, budget, record_actions=False).queries.accuracy for e in validation]
+    saved = {
+        "algo": "value_keeper",
+        "seed": seed,
+        "held_out_episode_seed": seed + HELD_OUT_SEED_OFFSET,
+        "held_out_episodes": None if eval_episodes is None else str(eval_episodes),
+        "timesteps": decisions,
+        "episodes": episodes,
+        "samples": len(ys),
+        "settings": config,
+        "fit_loss": loss,
+        "validation_query_accuracy": float(np.mean(accuracies)),
+        "config": {"env": env_config},
+        "versions": package_versions(),
+    }
+    write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
+    return saved
+
+
+def _validation_episodes(env_config: Mapping[str, Any], eval_episodes: str | Path | None, seed: int,
+                         count: int) -> list[Episode]:
+    if eval_episodes is not None:
+        from wpb_gym.episodes.sources import read_episodes
+
+        return read_episodes(eval_episodes)
+    held_out = training_episodes(env_config, seed + HELD_OUT_SEED_OFFSET)
+    return [next(held_out) for _ in range(count)]

@@ -1,0 +1,95 @@
+"""``value_keeper``: a network distilled from causal_privileged's values, acting through the keepers' engine."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from agents.learners.value_keeper import INPUTS, ValueKeeper, ValueNetwork, load_network, save_network
+from agents.learners.value_training import fit_network, teacher_samples, train_value_keeper_run
+from agents.registry import make_agent
+from wpb_gym.core.types import Episode
+from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
+from wpb_gym.evaluation.runner import run_episode
+
+SMALL = {"endpoints": 40, "families": 4, "length": 40 + 12 * 20, "checkpoint_interval": 20,
+         "queries_per_checkpoint": 40, "summary_max_bytes": 900, "max_params": 10}
+CONFIG = query_config("queries_medium", **SMALL)
+
+
+def _network(seed: int = 0) -> ValueNetwork:
+    rng = np.random.default_rng(seed)
+    return ValueNetwork([(rng.normal(size=(len(INPUTS), 8)), rng.normal(size=8)), (rng.normal(size=(8, 1)),
+                                                                                    rng.normal(size=1))])
+
+
+def test_teacher_samples_are_causal_privilegeds_values_and_the_fit_beats_a_constant():
+    x, y, decisions = [], [], 0
+    rng = np.random.default_rng(0)
+    for index in range(3):
+        xs, ys, n = teacher_samples(generate_query_episode(CONFIG, 0, index), 2048, 0.2, rng)
+        x += xs
+        y += ys
+        decisions += n
+    assert decisions > 0 and len(x) >= decisions and min(y) >= 0
+    target = np.log1p(np.asarray(y))
+    network, loss = fit_network(np.stack(x), np.asarray(y), hidden=32, epochs=20, batch_size=256,
+                                learning_rate=0.003, seed=0)
+    assert loss < 0.5 * target.var()  # the statistics explain most of the teacher's values
+    predicted = np.log1p(network.values(np.stack(x)))
+    assert np.mean((predicted - target) ** 2) == pytest.approx(loss, rel=0.5)
+
+
+def test_the_keeper_reads_only_the_stream():
+    episode = generate_query_episode(CONFIG, 1, 0)
+    blind = Episode(steps=episode.steps, labels={"queries": episode.labels["queries"], "critical_steps": [],
+                                                  "utility_by_step": {t: 0 for t in range(len(episode))}})
+    keeper = ValueKeeper()
+    keeper.network = _network()
+    runs = [run_episode(keeper, e, 2048) for e in (episode, blind)]
+    assert [(a.t, a.action.action, a.action.target_t) for a in runs[0].actions] == \
+        [(a.t, a.action.action, a.action.target_t) for a in runs[1].actions]
+    assert runs[0].queries == runs[1].queries
+
+
+def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(tmp_path):
+    network = _network(3)
+    path = save_network(tmp_path / "learner.json", network, {"seed": 3})
+    x = np.random.default_rng(0).random((5, len(INPUTS)))
+    assert np.allclose(load_network(path).values(x), network.values(x))
+    state = json.loads(path.read_text())
+    for change, message in [({"format": "other"}, "not a value network file"),
+                            ({"version": 9}, "version 9"),
+                            ({"inputs": ["x"]}, "trained on inputs"),
+                            ({"layers": [{"weight": [[1.0]], "bias": [0.0]}]}, "layer 0: expected weights")]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**state, **change}))
+        with pytest.raises(ValueError, match=message):
+            load_network(bad)
+    (tmp_path / "garbage.json").write_text("not json")
+    with pytest.raises(ValueError, match="garbage.json: not a value network file"):
+        load_network(tmp_path / "garbage.json")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        make_agent("value_keeper", path=str(tmp_path / "missing.json"))
+
+
+def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
+    from wpb_gym.cli import main
+
+    saved = train_value_keeper_run(tmp_path / "run", env_kwargs={"regime": "queries_medium", "budget_bytes": 2048,
+                                                                 **SMALL},
+                                   seed=1, settings={"timesteps": 400, "epochs": 5, "validation_episodes": 2},
+                                   progress=False)
+    assert saved["timesteps"] >= 400 and saved["samples"] > 0 and 0 <= saved["validation_query_accuracy"] <= 1
+    keeper = make_agent("value_keeper", path=str(tmp_path / "run" / "learner.json"))
+    episode = generate_query_episode(CONFIG, 777, 0)
+    assert run_episode(keeper, episode, 2048).queries.correct > 0
+    assert run_episode(keeper, episode, 2048, isolate=True).queries == run_episode(keeper, episode, 2048).queries
+    code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_medium", "--timesteps", "0",
+                 "--out", str(tmp_path / "x")])
+    assert code == 2 and "--timesteps" in capsys.readouterr().err
+    code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_mediun", "--out",
+                 str(tmp_path / "y")])
+    assert code == 2 and "queries_mediun" in capsys.readouterr().err
