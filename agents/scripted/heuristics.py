@@ -11,35 +11,15 @@ from collections.abc import Iterator
 from typing import Any
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.contracts import Contract, contract_of, is_breaking  # noqa: F401  (Contract: the agents' name)
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 from wpb_gym.envs.observation.stream_table import KIND_ENDPOINT, KIND_GUIDE, kind_and_family
 
 from ..base import BaselineAgent
-from .observe import as_set
 
-# An endpoint's contract as a policy sees it: params, required params, deprecated, removed.
-Contract = tuple[frozenset, frozenset, bool, bool]
-
-
-def _contract(obs: dict[str, Any]) -> Contract | None:
-    params, required = as_set(obs.get("params")), as_set(obs.get("required", []))
-    if params is None or required is None:
-        return None
-    return params, required, bool(obs.get("deprecated")), obs.get("removed") is True
-
-
-def is_breaking(before: Contract, after: Contract) -> bool:
-    """A parameter removed, a parameter newly required, or the endpoint newly deprecated or removed."""
-    params_before, required_before, deprecated_before, removed_before = before
-    params_after, required_after, deprecated_after, removed_after = after
-    return (
-        bool(params_before - params_after)
-        or bool(required_after - required_before)
-        or (deprecated_after and not deprecated_before)
-        or (removed_after and not removed_before)
-    )
+_contract = contract_of
 
 
 class BreakingDetector(BaselineAgent):

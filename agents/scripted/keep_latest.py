@@ -43,26 +43,17 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.contracts import Contract, contract_of, endpoint_family, is_breaking
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
 from ..base import BaselineAgent
-from .heuristics import Contract, is_breaking
 from .keeper_params import tuned_params
-from .observe import as_set
-
-
-def endpoint_contract(obs: dict[str, Any]) -> Contract | None:
-    params, required = as_set(obs.get("params")), as_set(obs.get("required", []))
-    if params is None or required is None:
-        return None
-    return params, required, bool(obs.get("deprecated")), obs.get("removed") is True
 
 
 def family_of(api: Any) -> str:
-    parts = api.split(".") if isinstance(api, str) else ()
-    return parts[1] if len(parts) > 2 else str(api)
+    return endpoint_family(api) if isinstance(api, str) else str(api)
 
 
 class KeepLatest(BaselineAgent):
@@ -113,7 +104,7 @@ class KeepLatest(BaselineAgent):
             self.on_checkpoint(step.t, [q[0] for q in obs["queries"] if isinstance(q, list) and q])
             return False
         api = obs.get("api")
-        contract = endpoint_contract(obs)
+        contract = contract_of(obs)
         if api is None or contract is None:
             return False
         before = self._contracts.get(api)

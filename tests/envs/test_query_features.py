@@ -5,13 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wpb_gym.envs.observation.query_features import (
-    ENDPOINT_FEATURES,
-    QueryStreamTracker,
-    breaks,
-    contract_of,
-    family_of,
-)
+from wpb_gym.core.contracts import contract_of, endpoint_family, is_breaking
+from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
 from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
 
 SMALL = {"endpoints": 24, "families": 3, "length": 24 + 10 * 12, "checkpoint_interval": 12,
@@ -40,7 +35,7 @@ def test_query_shares_and_breaks_are_the_streams():
                 slow[api] = 0.95 * slow.get(api, 0.0) + 0.05 * asked.count(api) / len(asked)
         else:
             contract = contract_of(obs)
-            broke[obs["api"]] = obs["api"] in previous and breaks(previous[obs["api"]], contract)
+            broke[obs["api"]] = obs["api"] in previous and is_breaking(previous[obs["api"]], contract)
             previous[obs["api"]] = contract
     for api in previous:
         row = tracker.features(api)
@@ -62,15 +57,15 @@ def test_family_lags_count_the_queries_after_breaking_changes_of_the_family():
             checkpoints.append([q[0] for q in obs["queries"]])
         else:
             contract = contract_of(obs)
-            if obs["api"] in previous and breaks(previous[obs["api"]], contract):
+            if obs["api"] in previous and is_breaking(previous[obs["api"]], contract):
                 breaks_at.append((obs["api"], len(checkpoints)))
             previous[obs["api"]] = contract
-    for family in {family_of(api) for api in previous}:
-        api = next(a for a in previous if family_of(a) == family)
+    for family in {endpoint_family(api) for api in previous}:
+        api = next(a for a in previous if endpoint_family(a) == family)
         row = tracker.features(api)
         for lag in range(6):
             shares = [checkpoints[at + lag].count(a) / len(checkpoints[at + lag]) for a, at in breaks_at
-                      if family_of(a) == family and at + lag < len(checkpoints)]
+                      if endpoint_family(a) == family and at + lag < len(checkpoints)]
             expected = min(1.0, 10 * np.mean(shares)) if shares else 0.0
             assert row[INDEX[f"family_lag_{lag}"]] == pytest.approx(expected, abs=1e-6)
 
@@ -78,4 +73,4 @@ def test_family_lags_count_the_queries_after_breaking_changes_of_the_family():
 @pytest.mark.parametrize(("api", "family"), [("api.billing.endpoint_3", "billing"),
                                              ("POST /v1/charges/{charge}/refunds", "refunds")])
 def test_an_endpoints_family(api, family):
-    assert family_of(api) == family
+    assert endpoint_family(api) == family

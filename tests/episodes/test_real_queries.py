@@ -7,10 +7,11 @@ import json
 import pytest
 from test_real_episodes import synthetic_log
 
+from wpb_gym.core.contracts import endpoint_family
 from wpb_gym.core.queries import answer_of, parse_queries
 from wpb_gym.episodes.jsonl import dumps_episode, episode_from_dict
 from wpb_gym.episodes.real.episodes import Period, RealEpisodeOptions, cut_period
-from wpb_gym.episodes.real.queries import RealQueryConfig, add_queries, resource_of
+from wpb_gym.episodes.real.queries import RealQueryConfig, add_queries
 
 CONFIG = RealQueryConfig(checkpoint_interval=10, queries_per_checkpoint=15)
 
@@ -74,7 +75,7 @@ def test_bursts_follow_the_logs_breaking_events():
     ("DELETE /v1/account", "account"),
 ])
 def test_an_endpoints_family_is_its_resource(api, family):
-    assert resource_of(api) == family
+    assert endpoint_family(api) == family
 
 
 @pytest.mark.parametrize(("option", "value", "message"), [

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ...core.contracts import Contract, contract_of, endpoint_family, is_breaking
+
 LAGS = 6
 DECAYS = (0.3, 0.7, 0.95)
 ENDPOINT_FEATURES: tuple[str, ...] = (
@@ -47,28 +49,7 @@ ENDPOINT_FEATURES: tuple[str, ...] = (
     *(f"family_lag_{k}" for k in range(LAGS)), "family_breaks", "family_reverts", "family_changes", "own_burst",
 )
 
-Contract = tuple[frozenset, frozenset, bool, bool]
-
-
-def contract_of(observation: Mapping[str, Any]) -> Contract:
-    return (frozenset(observation.get("params") or ()), frozenset(observation.get("required") or ()),
-            observation.get("deprecated") is True, observation.get("removed") is True)
-
-
-def breaks(before: Contract, after: Contract) -> bool:
-    """A parameter removed or newly required, or the endpoint newly deprecated or removed."""
-    return (bool(before[0] - after[0]) or bool(after[1] - before[1]) or (after[2] and not before[2])
-            or (after[3] and not before[3]))
-
-
-def family_of(api: str) -> str:
-    """An endpoint's family: the second segment of a generated ``api`` (``api.billing.endpoint_7``),
-    else its resource (the last path segment that is not a parameter)."""
-    parts = api.split(".")
-    if len(parts) == 3 and parts[0] == "api":
-        return parts[1]
-    segments = [s for s in api.split(" ", 1)[-1].split("/") if s and not (s.startswith("{") and s.endswith("}"))]
-    return segments[-1].removesuffix(".json") if segments else api
+_EMPTY: Contract = (frozenset(), frozenset(), False, False)
 
 
 def _lags() -> np.ndarray:
@@ -140,19 +121,19 @@ class QueryStreamTracker:
         self.checkpoint += 1
 
     def _on_show(self, api: str, observation: Mapping[str, Any], traffic: float) -> None:
-        family = family_of(api)
+        family = endpoint_family(api)
         self._family_size[family].add(api)
         self._traffic_last[api] = traffic
         self._traffic_sum[api] += traffic
         self._shows[api] += 1
-        contract = contract_of(observation)
+        contract = contract_of(observation) or _EMPTY
         history = self._contracts.setdefault(api, [])
         broke = False
         if history:
             self._family_changes[family] += 1
             if contract in history[:-1] and history[-1] != contract:  # an earlier contract came back
                 self._family_reverts[family] += 1
-            broke = breaks(history[-1], contract)
+            broke = is_breaking(history[-1], contract)
         history.append(contract)
         self._broke[api] = broke
         if broke:
@@ -165,7 +146,7 @@ class QueryStreamTracker:
         cached = self._cache.get(api)
         if cached is not None:
             return cached
-        family = family_of(api)
+        family = endpoint_family(api)
         row = [min(1.0, 10.0 * self._asked[k].get(api, 0.0) * self._scale[k]) for k in range(len(DECAYS))]
         row.append(min(1.0, 10.0 * self._last.get(api, 0.0)))
         shows = self._shows.get(api, 0)

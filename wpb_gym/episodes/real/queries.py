@@ -21,7 +21,6 @@ query tier has no such hint).
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -30,13 +29,12 @@ from typing import Any
 import numpy as np
 
 from ...core.checks import finite, require_int
+from ...core.contracts import endpoint_family
 from ...core.types import Episode, Step, frozen_instance
 from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.queries import query_episode_seed, query_labels
 from ..generators.query_process import ProcessKnobs, QueryProcess
 from ..jsonl import iter_jsonl, write_jsonl
-
-_PATH_PARAMETER = re.compile(r"^\{.*\}$")
 
 
 @dataclass(frozen=True)
@@ -82,13 +80,6 @@ class RealQueryConfig:
 assert {f.name for f in fields(RealQueryConfig)} >= set(ProcessKnobs.__annotations__)
 
 
-def resource_of(api: str) -> str:
-    """An endpoint's family: the last path segment that is not a path parameter, without ``.json``."""
-    path = api.split(" ", 1)[-1]
-    segments = [s for s in path.split("/") if s and not _PATH_PARAMETER.match(s)]
-    return segments[-1].removesuffix(".json") if segments else path
-
-
 def add_queries(episode: Episode, config: RealQueryConfig, seed: int) -> Episode:
     """``episode`` (cut from a real log, with its warm-up) with checkpoints and generated queries."""
     seed = require_int(seed, "seed")
@@ -98,8 +89,8 @@ def add_queries(episode: Episode, config: RealQueryConfig, seed: int) -> Episode
     source = str(labels.get("mode", "real:unknown")).removeprefix("real:")
     mode = f"real_queries:{source}"
     apis = list(dict.fromkeys(o["api"] for o in observations if isinstance(o, dict) and "api" in o))
-    names = sorted({resource_of(api) for api in apis})
-    family_of = [names.index(resource_of(api)) for api in apis]
+    names = sorted({endpoint_family(api) for api in apis})
+    family_of = [names.index(endpoint_family(api)) for api in apis]
     rng = np.random.default_rng(query_episode_seed(f"{mode}/{labels.get('episode_id')}", seed, 0))
     process = QueryProcess(config, rng, apis, family_of, names)
     breaking = set(labels.get("breaking_events", ()))
