@@ -33,7 +33,7 @@ ALL = list(commands(build_parser()))
 
 def test_every_command_declares_one_settings_table():
     names = [" ".join(words) for words, _ in ALL]
-    assert len(names) == 14, names
+    assert len(names) == 15, names
     for words, parser in ALL:
         table = parser.get_default("settings")
         assert isinstance(table, CommandSettings), words

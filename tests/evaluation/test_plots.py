@@ -12,7 +12,7 @@ def test_every_registered_scripted_oracle_and_learner_agent_has_its_own_fixed_st
     assert {e.name for e in entries if e.kind == "learner"} == set(LEARNER_AGENTS)
     styles = [policy_style(name) for name in (*SHIPPED_AGENTS, *LEARNER_AGENTS)]
     assert len({colour for colour, *_ in styles}) == len(styles)  # no two share a colour
-    assert [highlighted for *_, highlighted in styles] == [False] * len(SHIPPED_AGENTS) + [True] * 2
+    assert [highlighted for *_, highlighted in styles] == [False] * len(SHIPPED_AGENTS) + [True] * len(LEARNER_AGENTS)
 
 
 def test_other_policies_are_highlighted_styled_by_their_label_and_seeds_share_a_colour():

@@ -125,7 +125,7 @@ SHIPPED_AGENTS = (
 
 
 # The registered learners: fixed styles too, highlighted like every learned policy.
-LEARNER_AGENTS = ("epsilon_greedy", "bandit_ucb")
+LEARNER_AGENTS = ("epsilon_greedy", "bandit_ucb", "value_keeper")
 
 
 def policy_style(policy: str) -> tuple[tuple[float, ...], str, float, bool]:
