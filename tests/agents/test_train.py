@@ -440,3 +440,23 @@ def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, 
     assert wpb([*argv, "--config", str(imitation)]) == 0 and seen["config"]["timesteps"] == 0
     assert wpb([*argv, "--config", str(tiny_config(tmp_path))]) == 2
     assert "tiny.yaml with --timesteps: timesteps: expected an integer >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo", ["maskable_ppo", "ppo", "epsilon_greedy", "value_keeper"])
+def test_a_misspelt_regime_is_named_with_the_closest_not_blamed_on_the_recipe(tmp_path, capsys, algo):
+    """The regime picks the recipe: a typo in it is the option's fault, whatever the recipe."""
+    argv = ["train", "--algo", algo, "--env-kwargs", "regime=contract_mx", "--out", str(tmp_path / "o")]
+    with one_line_error(capsys, r"^wpb train: error: --env-kwargs: regime: unknown regime 'contract_mx' "
+                                r"\(did you mean 'contract_mix'\?\); known regimes: default, .*contract_mix"):
+        assert wpb(argv) == 2
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_misspelt_regime_in_a_recipe_is_named_with_the_recipe(tmp_path, capsys):
+    config = tiny_config(tmp_path, env={**TINY["env"], "regime": "breakng"})
+    argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(tmp_path / "o")]
+    with one_line_error(capsys, r"tiny\.yaml: env: regime: unknown regime 'breakng' \(did you mean 'breaking'\?\)"):
+        assert wpb(argv) == 2
+    with one_line_error(capsys, r"^wpb train: error: --env-kwargs: regime: unknown regime 'burst' "):
+        assert wpb([*argv, "--env-kwargs", "regime=burst"]) == 2
+

@@ -95,6 +95,21 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
     return checked
 
 
+def check_regime(env_kwargs: dict[str, Any], where: str) -> None:
+    """The ``regime`` of generated episodes, if given, is a known one, named with the closest.
+    With ``episodes`` the regime only selects among the files' episodes (``real:stripe``), so
+    any name is left to that selection."""
+    from ..episodes.generators.regimes import ALL_REGIMES
+
+    regime = env_kwargs.get("regime")
+    if regime is None or "episodes" in env_kwargs or regime in ALL_REGIMES:
+        return
+    raise InputError(
+        f"{where}: regime: unknown regime {regime!r}{did_you_mean(str(regime), ALL_REGIMES)}; "
+        f"known regimes: {', '.join(ALL_REGIMES)}"
+    )
+
+
 @contextlib.contextmanager
 def reading(path: Any) -> Iterator[None]:
     """Turn the low-level errors of reading ``path`` (missing, a folder, not gzip, not UTF-8,

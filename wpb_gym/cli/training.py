@@ -10,7 +10,7 @@ from ..core.checks import InputError
 from ..core.messages import one_line
 from ..core.setting_values import parse_choice, parse_int, parse_path
 from ..evaluation.run_folder import check_folder_path
-from .inputs import check_env_kwargs, parse_env_kwarg, read_episode_source
+from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
 
 
@@ -39,6 +39,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not value_keeper")
         if settings.timesteps == 0:
             raise InputError("--timesteps: value_keeper records at least 1 of the teacher's decisions, got 0")
+        check_regime(env_kwargs, "--env-kwargs")
         _check_env(env_kwargs, "--env-kwargs")
         return env_kwargs, {"env": {}}, "the value_keeper defaults"
     if settings.algo in LEARNER_ALGOS:
@@ -47,7 +48,11 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
         if settings.timesteps == 0:
             raise InputError("--timesteps: a bandit learner trains for at least 1 decision, got 0")
+        check_regime(env_kwargs, "--env-kwargs")
+        _check_env(env_kwargs, "--env-kwargs")
         return env_kwargs, {"env": {}}, f"the {settings.algo} defaults"
+    if settings.config is None:  # the regime picks the recipe: a misspelt one is named, not the recipe
+        check_regime(env_kwargs, "--env-kwargs")
     recipe = recipe_path(settings.algo, env_kwargs.get("regime"))
     config_file = settings.config or (recipe if recipe.is_file() else None)
     try:
@@ -56,6 +61,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         raise InputError(str(error)) from None
     where = config_file or f"the {settings.algo} defaults"
     config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved), **env_kwargs}
+    check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
     if settings.timesteps is not None:
         config["timesteps"] = settings.timesteps
     if settings.vec_env is not None:
