@@ -28,6 +28,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -111,18 +112,30 @@ def held_out_refs(settings: Mapping[str, Any], regime: str) -> list[Any]:
     return generated_refs([regime], [LENGTH], evaluation["episodes"], evaluation["seed"])
 
 
-def trial_config(trial: Trial, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Path | None]:
+def trial_config(trial: Trial, settings: Mapping[str, Any]) -> tuple[dict[str, Any], Traversable | None]:
     """The training config of an SB3 trial and its recipe file: the shipped recipe of its
-    algorithm and regime, with the sweep's hyperparameters and timesteps."""
+    algorithm and regime (None: the algorithm's defaults, which ``defaults_notes`` names), with
+    the sweep's hyperparameters and timesteps."""
     from .sb3.train import load_config, recipe_path
 
-    recipe = recipe_path(trial.algo, trial.regime)
-    file = recipe if recipe.is_file() else None
+    file = recipe_path(trial.algo, trial.regime)
     config = load_config(trial.algo, file)
     config["hyperparams"].update(dict(trial.hyperparams))
     if settings["timesteps"] is not None:
         config["timesteps"] = settings["timesteps"]
     return config, file
+
+
+def defaults_notes(settings: Mapping[str, Any]) -> list[str]:
+    """A note for each SB3 (algorithm, regime) of the sweep without a shipped recipe, whose
+    trials train on the algorithm's defaults: said once before the sweep, not per trial."""
+    from .sb3.train import defaults_note, recipe_path
+
+    return [
+        defaults_note(algo, regime)
+        for algo, regime in itertools.product(settings["algos"], settings["regimes"])
+        if algo not in LEARNERS and recipe_path(algo, regime) is None
+    ]
 
 
 def run_trial(trial: Trial, settings: Mapping[str, Any], out: str) -> dict[str, Any]:

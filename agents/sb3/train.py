@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
@@ -91,22 +92,47 @@ def algo_class(algo: str) -> type:
     return classes[algo]
 
 
-# The shipped recipe of an (algorithm, regime) when it is not ``<algo>.yaml``.
+# The shipped recipe of an (algorithm, regime) where it is not the algorithm's own.
 RECIPES: dict[tuple[str, str], str] = {
     **{("maskable_ppo", regime): "maskable_ppo_imitation.yaml" for regime in ("breaking", "reverts", "contract_mix")},
     **{("maskable_ppo", regime): "maskable_ppo_imitation_short.yaml" for regime in ("noisy_priority", "mixed_sizes")},
     **{("maskable_ppo", regime): "maskable_ppo_real.yaml" for regime in ("real:stripe", "real:twilio")},
 }
+# The algorithms' own recipes, for the regimes RECIPES does not name. An algorithm missing here
+# has none and trains on DEFAULTS with SB3's hyperparameters.
+ALGO_RECIPES: dict[str, str] = {"maskable_ppo": "maskable_ppo.yaml"}
 
 
-def recipe_path(algo: str, regime: str | None) -> Traversable:
-    """The shipped recipe of ``algo`` for ``regime`` (``RECIPES``, else ``<algo>.yaml``), in the
-    package's ``recipes`` folder; there may be none (``is_file()``)."""
-    return RECIPE_FOLDER / RECIPES.get((algo, str(regime)), f"{algo}.yaml")
+def recipe_path(algo: str, regime: str | None) -> Traversable | None:
+    """The shipped recipe of ``algo`` for ``regime`` (``RECIPES``, else ``ALGO_RECIPES``) in the
+    package's ``recipes`` folder, or None where there is none (the run uses ``DEFAULTS``).
+
+    A recipe named here but absent from the package raises ``FileNotFoundError``: an install
+    that lost its package data must not train on the defaults while looking like the recipe."""
+    name = RECIPES.get((algo, str(regime))) or ALGO_RECIPES.get(algo)
+    if name is None:
+        return None
+    file = RECIPE_FOLDER / name
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"the shipped recipe of {algo}" + (f" for regime {regime}" if regime is not None else "")
+            + f", {name}, is missing from {RECIPE_FOLDER}: the package is incomplete; reinstall it, "
+            "or give a recipe with --config"
+        )
+    return file
+
+
+def defaults_note(algo: str, regime: str | None) -> str:
+    """What a run without a recipe trains with, for the user to see before it starts."""
+    on = f" on regime {regime}" if regime is not None else ""
+    return (f"note: no shipped recipe for {algo}{on}: training with the {algo} defaults "
+            f"(agents.sb3.train.DEFAULTS: {DEFAULTS['n_envs']} envs, {DEFAULTS['timesteps']:,} timesteps, "
+            "SB3's hyperparameters); give one with --config")
 
 
 def load_config(algo: str, path: str | Path | Traversable | None = None, regime: str | None = None) -> dict[str, Any]:
-    """The defaults, then ``path`` or else the shipped recipe (``recipe_path(algo, regime)``)."""
+    """The defaults, then ``path`` or else the shipped recipe (``recipe_path(algo, regime)``);
+    the defaults alone where neither exists (``defaults_note`` says so to the user)."""
     if algo not in ALGOS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {ALGOS}")
     config = json.loads(json.dumps(DEFAULTS))  # a deep copy
@@ -114,7 +140,8 @@ def load_config(algo: str, path: str | Path | Traversable | None = None, regime:
         file = recipe_path(algo, regime)
     else:
         file = Path(path) if isinstance(path, (str, os.PathLike)) else path
-    if path is not None or file.is_file():
+    where = file if file is not None else f"the {algo} defaults"
+    if file is not None:
         loaded = read_settings(file, DEFAULTS)
         for key, value in loaded.items():
             if key == "imitation":
@@ -125,12 +152,12 @@ def load_config(algo: str, path: str | Path | Traversable | None = None, regime:
                 config[key].update(value)
             else:
                 config[key] = value
-    check_config(config, file)
+    check_config(config, where)
     # SB3 would take a number written as text for a schedule, or train on an infinite rate into
     # NaN weights. Unknown names are refused when the model is made, with the names it accepts.
     wrong = mistyped(algo_class(algo), config["hyperparams"])
     if wrong:
-        raise ValueError(f"{file}: hyperparams.{wrong[0]}: {wrong[1]!r} for {algo}: {wrong[2]}")
+        raise ValueError(f"{where}: hyperparams.{wrong[0]}: {wrong[1]!r} for {algo}: {wrong[2]}")
     return config
 
 
@@ -344,7 +371,11 @@ def train(
     from .masked_policy import as_wpb_train
     from .optimizer import optimizer_record
 
-    config = load_config(algo) if config is None else config
+    if config is None:  # the shipped recipe of the env's regime, as wpb train picks it
+        regime = dict(env_kwargs or {}).get("regime")
+        if recipe_path(algo, regime) is None:
+            print(defaults_note(algo, regime), file=sys.stderr)
+        config = load_config(algo, regime=regime)
     env_config = {**config["env"], **dict(env_kwargs or {})}
     total = int(config["timesteps"] if timesteps is None else timesteps)
     eval_config = held_out_env_kwargs(env_config, eval_episodes)

@@ -42,7 +42,7 @@ def test_the_regimes_where_eviction_matters_have_their_own_recipe():
         assert config["imitation"]["teacher"] == "breaking_rule"
         assert config["env"].get("max_expires_per_step") is None  # EXPIRE stays available
     assert recipe_path("maskable_ppo", "default") == RECIPE_FOLDER / "maskable_ppo.yaml"
-    assert recipe_path("ppo", "contract_mix") == RECIPE_FOLDER / "ppo.yaml"
+    assert recipe_path("ppo", "contract_mix") is None  # ppo has none: its defaults, with a note
     assert load_config("maskable_ppo")["imitation"] is None
 
 

@@ -267,3 +267,32 @@ def test_quiet_holds_back_tunes_reporter_and_log_lines_and_restores_them(monkeyp
     assert "RAY_AIR_NEW_OUTPUT" not in os.environ and logging.getLogger("ray.tune").isEnabledFor(logging.ERROR)
     with _tune_output(progress=True):
         assert "RAY_AIR_NEW_OUTPUT" not in os.environ
+
+
+def test_a_sweep_names_the_trials_that_train_on_their_algorithms_defaults():
+    from agents.sweep import SWEEP_DEFAULTS, Trial, defaults_notes, trial_config
+
+    settings = {**SWEEP_DEFAULTS, "algos": ["maskable_ppo", "ppo", "epsilon_greedy"], "regimes": ["default", "breaking"]}
+    assert defaults_notes(settings) == [
+        f"note: no shipped recipe for ppo on regime {regime}: training with the ppo defaults" + tail
+        for regime, tail in [("default", _NOTE_TAIL), ("breaking", _NOTE_TAIL)]
+    ]
+    config, recipe = trial_config(Trial("ppo", "breaking", 0, ()), settings)
+    assert recipe is None and config["imitation"] is None
+    config, recipe = trial_config(Trial("maskable_ppo", "breaking", 0, ()), settings)
+    assert recipe.name == "maskable_ppo_imitation.yaml" and config["imitation"]["teacher"] == "breaking_rule"
+
+
+_NOTE_TAIL = (" (agents.sb3.train.DEFAULTS: 4 envs, 200,000 timesteps, SB3's hyperparameters); "
+              "give one with --config")
+
+
+def test_wpb_sweep_prints_its_defaults_notes_before_ray_starts(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "s.yaml"
+    path.write_text("algos: [ppo]\nregimes: [default]\nseeds: [0]\nhyperparams: {n_steps: [64]}\n"
+                    "eval: {episodes: 1, baselines: [change_detector]}\n")
+    monkeypatch.setattr("agents.sweep.run_sweep", lambda *args, **kwargs: "the table\n")
+    assert main(["sweep", str(path), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "the table\n"
+    assert err == f"note: no shipped recipe for ppo on regime default: training with the ppo defaults{_NOTE_TAIL}\n"

@@ -460,3 +460,50 @@ def test_a_misspelt_regime_in_a_recipe_is_named_with_the_recipe(tmp_path, capsys
     with one_line_error(capsys, r"^wpb train: error: --env-kwargs: regime: unknown regime 'burst' "):
         assert wpb([*argv, "--env-kwargs", "regime=burst"]) == 2
 
+
+def test_an_algorithm_without_a_recipe_says_it_trains_on_the_defaults(tmp_path, capsys, monkeypatch):
+    from agents.sb3.train import DEFAULTS, recipe_path
+
+    assert recipe_path("ppo", "contract_mix") is None
+    seen = {}
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    capsys.readouterr()
+    argv = ["train", "--algo", "ppo", "--env-kwargs", "regime=contract_mix", "--out", str(tmp_path / "o")]
+    assert wpb(argv) == 0
+    out, err = capsys.readouterr()
+    assert "note: no shipped recipe for ppo on regime contract_mix: training with the ppo defaults" in err
+    assert "trained ppo (the ppo defaults)" in out
+    assert seen["config"]["hyperparams"] == DEFAULTS["hyperparams"]
+    # A regime with a recipe uses it, and says nothing more.
+    assert wpb(["train", "--algo", "maskable_ppo", "--env-kwargs", "regime=contract_mix",
+                "--out", str(tmp_path / "m")]) == 0
+    out, err = capsys.readouterr()
+    assert "maskable_ppo_imitation.yaml" in out and "note:" not in err
+    assert seen["config"]["imitation"]["teacher"] == "breaking_rule"
+
+
+def test_a_recipe_missing_from_the_package_is_an_error_not_the_defaults(tmp_path, capsys, monkeypatch):
+    from agents.sb3 import train as training
+
+    monkeypatch.setattr(training, "RECIPE_FOLDER", tmp_path / "recipes")  # an install without its data
+    with pytest.raises(FileNotFoundError, match=r"maskable_ppo_imitation\.yaml, is missing from .*reinstall"):
+        training.recipe_path("maskable_ppo", "breaking")
+    with pytest.raises(FileNotFoundError, match=r"maskable_ppo\.yaml, is missing"):
+        training.load_config("maskable_ppo", regime="default")
+    monkeypatch.setattr(training, "train", lambda *a, **kw: pytest.fail("trained without its recipe"))
+    argv = ["train", "--algo", "maskable_ppo", "--env-kwargs", "regime=breaking", "--out", str(tmp_path / "o")]
+    with one_line_error(capsys, r"the shipped recipe of maskable_ppo for regime breaking, "
+                                r"maskable_ppo_imitation\.yaml, is missing"):
+        assert wpb(argv) == 2
+
+
+def test_train_without_a_config_takes_the_regimes_recipe_or_says_it_has_none(tmp_path, capsys):
+    from agents.sb3.train import train
+
+    with pytest.raises(ValueError, match="slots must be a positive int"):  # fails once the envs are built
+        train("ppo", tmp_path / "o", env_kwargs={"regime": "breaking", "slots": 0}, timesteps=8, progress=False)
+    assert "note: no shipped recipe for ppo on regime breaking" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="slots must be a positive int"):
+        train("maskable_ppo", tmp_path / "o", env_kwargs={"regime": "breaking", "slots": 0}, progress=False)
+    assert "note:" not in capsys.readouterr().err
+

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -187,7 +188,8 @@ def _check_out(options: Settings, settings: dict[str, Any]) -> Path:
 def _cmd_sweep(options: Settings) -> int:
     if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.tune") is None:
         raise InputError("wpb sweep needs Ray Tune: pip install 'writepolicybench-gym[scale]'")
-    from agents.sweep import check_cpus, check_trials, local_cpus, run_sweep, trials  # the CLI joins the packages
+    # The CLI joins the packages.
+    from agents.sweep import check_cpus, check_trials, defaults_notes, local_cpus, run_sweep, trials
 
     settings = sweep_settings(options.sweep)
     out = _check_out(options, settings)
@@ -195,8 +197,11 @@ def _cmd_sweep(options: Settings) -> int:
         if options.address is None and not os.environ.get("RAY_ADDRESS"):  # the local Ray this command starts
             check_cpus(settings["cpus_per_trial"], local_cpus(), options.sweep, "this machine's Ray")
         check_trials(settings, options.sweep)
+        notes = defaults_notes(settings)
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
+    for note in notes:  # even with --quiet: which settings the trials train on is no progress report
+        print(note, file=sys.stderr)
     try:
         table = run_sweep(settings, out, address=options.address, resume=options.resume, progress=not options.quiet,
                           where=options.sweep)

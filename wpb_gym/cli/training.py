@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     then its recipe (``--config`` or the shipped recipe of the regime), then the flags."""
     from agents.held_out import HELD_OUT_SEED_OFFSET  # the CLI joins the packages
     from agents.learners.training import LEARNER_ALGOS
-    from agents.sb3.train import check_config, load_config, recipe_path
+    from agents.sb3.train import check_config, defaults_note, load_config, recipe_path
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
@@ -51,14 +52,16 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         check_regime(env_kwargs, "--env-kwargs")
         _check_env(env_kwargs, "--env-kwargs")
         return env_kwargs, {"env": {}}, f"the {settings.algo} defaults"
+    regime = env_kwargs.get("regime")
     if settings.config is None:  # the regime picks the recipe: a misspelt one is named, not the recipe
         check_regime(env_kwargs, "--env-kwargs")
-    recipe = recipe_path(settings.algo, env_kwargs.get("regime"))
-    config_file = settings.config or (recipe if recipe.is_file() else None)
     try:
+        config_file = settings.config or recipe_path(settings.algo, regime)
         config = load_config(settings.algo, config_file)
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
+    if config_file is None:
+        print(defaults_note(settings.algo, regime), file=sys.stderr)
     where = config_file or f"the {settings.algo} defaults"
     config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved), **env_kwargs}
     check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
@@ -175,7 +178,8 @@ TRAIN = CommandSettings(
             "config",
             parse_path,
             "YAML training recipe (default: the shipped recipe of the regime given in --env-kwargs, else "
-            "ALGO's; they are in agents/sb3/recipes/)",
+            "ALGO's; they are in agents/sb3/recipes/; an algorithm without one trains on its defaults, "
+            "with a note saying so)",
             metavar="FILE",
         ),
         Setting(
