@@ -43,6 +43,7 @@ import re
 import shutil
 import sys
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -322,10 +323,15 @@ def _training_envs(run: TrainingRun) -> TrainingEnvs:
     config = run.config
     train_env = build_vec_env({**run.env, "episode_seed": run.seed}, run.n_envs, run.seed, config["vec_env"],
                               monitor_dir=run.out / "monitor", workers=episode_workers(config))
-    validation = validation_env_kwargs(run.held_out_env, run.eval_episodes, run.seed, int(config["eval"]["episodes"]))
-    # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
-    kind = "native" if config["vec_env"] == "native" else "dummy"
-    return TrainingEnvs(train_env, build_vec_env(validation, 1, run.seed + HELD_OUT_SEED_OFFSET, kind), validation)
+    try:
+        validation = validation_env_kwargs(run.held_out_env, run.eval_episodes, run.seed,
+                                           int(config["eval"]["episodes"]))
+        # Of the training env's kind (SB3 warns otherwise); one env, so never a subprocess.
+        kind = "native" if config["vec_env"] == "native" else "dummy"
+        return TrainingEnvs(train_env, build_vec_env(validation, 1, run.seed + HELD_OUT_SEED_OFFSET, kind), validation)
+    except BaseException:
+        train_env.close()
+        raise
 
 
 def _starting_model(run: TrainingRun, train_env: Any, checkpoint: tuple[Path, int] | None) -> StartingModel:
@@ -366,10 +372,6 @@ def train(
 ) -> dict[str, Any]:
     """Train ``algo`` into the run folder ``out``; returns the saved configuration."""
     import torch
-    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
-
-    from .masked_policy import as_wpb_train
-    from .optimizer import optimizer_record
 
     if config is None:  # the shipped recipe of the env's regime, as wpb train picks it
         regime = dict(env_kwargs or {}).get("regime")
@@ -407,14 +409,32 @@ def train(
     run = TrainingRun(algo=algo, out=out, config=config, env=env_config, held_out_env=eval_config,
                       eval_episodes=eval_episodes, seed=seed, resume=resume, init_from=init_from)
     created = not out.exists()
-    try:
-        checkpoint = _checkpoint_to_resume(run)
-        envs = _training_envs(run)
-        start = _starting_model(run, envs.train, checkpoint)
-    except BaseException:
-        if created:  # the monitor logs' folder: a refused run leaves nothing behind
-            shutil.rmtree(out, ignore_errors=True)
-        raise
+    with ExitStack() as cleanup:
+        try:
+            checkpoint = _checkpoint_to_resume(run)
+            envs = _training_envs(run)
+            # Closed however the run ends: a native vector env's episode workers are processes,
+            # and SubprocVecEnv's envs too, which a failed run must not leave behind.
+            cleanup.callback(envs.close)
+            start = _starting_model(run, envs.train, checkpoint)
+        except BaseException:
+            cleanup.close()  # the envs first: their monitor logs are in the folder
+            if created:  # the monitor logs' folder: a refused run leaves nothing behind
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+        _learn(run, envs, start, saved, progress)
+    return saved
+
+
+def _learn(run: TrainingRun, envs: TrainingEnvs, start: StartingModel, saved: dict[str, Any], progress: bool) -> None:
+    """Imitation if the recipe asks for it, then RL, saving the models into the run folder."""
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
+
+    from .masked_policy import as_wpb_train
+    from .optimizer import optimizer_record
+
+    algo, out, config, env_config, seed = run.algo, run.out, run.config, run.env, run.seed
+    imitation, total = config.get("imitation"), int(saved["timesteps"])
     if start.init_from_hyperparams is not None:
         saved["init_from_hyperparams"] = start.init_from_hyperparams
     model, n_envs = start.model, run.n_envs
@@ -480,8 +500,6 @@ def train(
         model.save(out / "best_model.zip")
     for name in ("final_model.zip", "best_model.zip"):
         save_env_kwargs(out / name, env_config)
-    envs.close()
-    return saved
 
 
 def new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str | None, hyperparams: dict[str, Any]):

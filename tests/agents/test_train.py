@@ -507,3 +507,29 @@ def test_train_without_a_config_takes_the_regimes_recipe_or_says_it_has_none(tmp
         train("maskable_ppo", tmp_path / "o", env_kwargs={"regime": "breaking", "slots": 0}, progress=False)
     assert "note:" not in capsys.readouterr().err
 
+
+@pytest.mark.parametrize("failing", ["model", "learning"])
+def test_a_failed_run_closes_its_envs(tmp_path, monkeypatch, failing):
+    """Envs hold processes (episode workers, SubprocVecEnv): a run that fails must not leave them."""
+    from agents.sb3 import optimizer
+    from agents.sb3 import train as training
+
+    built, closed = [], []
+    real_build = training.build_vec_env
+
+    def recording(*args, **kwargs):
+        env = real_build(*args, **kwargs)
+        close = env.close
+        env.close = lambda: (closed.append(env), close())[1]
+        built.append(env)
+        return env
+
+    def boom(*args, **kwargs):
+        raise RuntimeError(f"boom in {failing}")
+
+    monkeypatch.setattr(training, "build_vec_env", recording)
+    monkeypatch.setattr(*((training, "new_model", boom) if failing == "model" else (optimizer, "optimizer_record", boom)))
+    config = load_config("ppo", tiny_config(tmp_path, vec_env="dummy"))
+    with pytest.raises(RuntimeError, match=f"boom in {failing}"):
+        training.train("ppo", tmp_path / "run", config=config, progress=False)
+    assert len(built) == 2 and closed == built  # the training envs and the validation env
