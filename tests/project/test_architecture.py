@@ -247,3 +247,16 @@ def test_the_private_name_check_sees_imports_and_reads(tmp_path):
         "wpb_gym.evaluation.isolated.isolation._Hidden",
         "wpb_gym.envs.env._private",
     }
+
+
+def test_files_are_written_atomically_in_one_place():
+    """One atomic writer (``core.atomic_files``): a second copy drifts from it (the file mode,
+    the clean-up on failure)."""
+    writers = sorted(
+        str(path.relative_to(ROOT))
+        for folder in ("wpb_gym", "agents")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.Attribute, ast.Name)) and getattr(node, "attr", getattr(node, "id", "")) == "mkstemp"
+    )
+    assert writers == ["wpb_gym/core/atomic_files.py"]

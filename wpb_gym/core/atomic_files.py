@@ -6,9 +6,12 @@ write never leaves a file that looks complete, nor clobbers an earlier one with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 
 def _current_umask() -> int:
@@ -32,15 +35,24 @@ def write_atomic(path: str | os.PathLike[str], text: str) -> Path:
 
 def write_atomic_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
     """``write_atomic`` for bytes (pictures)."""
+    with atomic_output(path) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file to write ``path`` through, for data written as it comes (a stream of
+    episodes): the file appears under ``path``, with ``default_mode``, only if the block ends
+    without an exception; otherwise the partial data is removed and any earlier file kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, default_mode())  # mkstemp's 0600 would hide the file from other users
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            os.fchmod(handle.fileno(), default_mode())  # mkstemp's 0600 would hide the file from other users
+            yield handle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path

@@ -31,12 +31,11 @@ import json
 import math
 import os
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
-from ..core.atomic_files import default_mode
+from ..core.atomic_files import atomic_output
 from ..core.queries import QueryFormatError, parse_queries
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import MAX_UTILITY, Episode, Step, frozen_instances
@@ -328,26 +327,15 @@ def write_lines_atomically(path: str | os.PathLike[str], lines: Iterable[str]) -
     complete, so a failure part-way leaves neither a partial file nor a clobbered old one.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     count = 0
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            if path.suffix == ".gz":
-                # mtime=0 and no file name in the header keep compressed output deterministic.
-                sink: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)
-            else:
-                sink = raw
-            try:
-                for line in lines:
-                    sink.write(line.encode("utf-8") + b"\n")
-                    count += 1
-            finally:
-                if sink is not raw:
-                    sink.close()
-        os.chmod(tmp_name, default_mode())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as raw:
+        # mtime=0 and no file name in the header keep compressed output deterministic.
+        sink: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+        try:
+            for line in lines:
+                sink.write(line.encode("utf-8") + b"\n")
+                count += 1
+        finally:
+            if sink is not raw:
+                sink.close()
     return count
