@@ -9,14 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the wheel is built from (pyproject.toml names the packages and their data).
-SOURCES = ("pyproject.toml", "README.md", "wpb_gym", "agents")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "MANIFEST.in", "wpb_gym", "agents")
 
 
 def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -25,18 +27,44 @@ def run(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     return done
 
 
+def copied_sources(tmp_path: Path) -> Path:
+    """The files a build reads, copied: building writes build/ and *.egg-info beside them."""
+    source = tmp_path / "source"
+    source.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in SOURCES:
+        path = ROOT / name
+        (shutil.copytree(path, source / name, ignore=ignore) if path.is_dir() else shutil.copy(path, source / name))
+    return source
+
+
+def test_the_sdist_and_the_wheel_carry_the_licence(tmp_path):
+    licence = (ROOT / "LICENSE").read_text()
+    assert licence.startswith("MIT License\n\nCopyright (c) 2026 WritePolicyBench-Gym contributors\n")
+    source = copied_sources(tmp_path)
+    dist = tmp_path / "dist"
+    # build_meta rewrites sys.argv while it builds: the folder is read from it first.
+    build = "from setuptools import build_meta as b; import sys; d = sys.argv[1]; b.build_sdist(d); b.build_wheel(d)"
+    run([sys.executable, "-c", build, str(dist)], cwd=source)
+    (sdist,) = dist.glob("writepolicybench_gym-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        (member,) = [m for m in archive.getnames() if m.count("/") == 1 and m.endswith("/LICENSE")]
+        assert archive.extractfile(member).read().decode() == licence
+    (wheel,) = dist.glob("writepolicybench_gym-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (member,) = [m for m in archive.namelist() if m.endswith(".dist-info/licenses/LICENSE")]
+        assert archive.read(member).decode() == licence
+        metadata = archive.read(next(m for m in archive.namelist() if m.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
+
+
 def installed_wheel(tmp_path: Path) -> Path:
     """A new venv outside the repository holding the package's wheel alone; its dependencies
     (torch, SB3...) are the project venv's, seen through a ``.pth`` file. A venv made from a venv
     with ``--system-site-packages`` sees the base interpreter's packages, not the venv's; the
     ``.pth`` file's folders come after the new venv's own, and the ``.pth`` files in them (the
     project's editable install) are not run, so ``wpb_gym`` and ``agents`` come from the wheel."""
-    source = tmp_path / "source"  # a copy: building writes build/ and *.egg-info beside the sources
-    source.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in SOURCES:
-        path = ROOT / name
-        (shutil.copytree(path, source / name, ignore=ignore) if path.is_dir() else shutil.copy(path, source / name))
+    source = copied_sources(tmp_path)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
          "--wheel-dir", str(tmp_path / "dist"), str(source)])
     (wheel,) = (tmp_path / "dist").glob("writepolicybench_gym-*.whl")
