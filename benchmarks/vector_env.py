@@ -152,7 +152,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
                 model = make()
                 model.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
                 vector = getattr(model.env.unwrapped, "vector", None)
-                workers = None if vector is None else vector._core.workers
+                workers = None if vector is None else vector.core.workers
                 if workers is not None:
                     workers.settle()  # its process started (about 0.6 s, once per run)
                     before = (workers.served, workers.asked)
@@ -326,7 +326,7 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
                 vector = sides[workers]
                 info = {"action_mask": masks[workers]}
                 times, counts = [], []
-                workers_before = (vector._core.workers.served, vector._core.workers.asked) if workers else (0, 0)
+                workers_before = (vector.core.workers.served, vector.core.workers.asked) if workers else (0, 0)
                 start = time.perf_counter()
                 while time.perf_counter() - start < seconds:
                     restarting = int(vector._autoreset.sum())  # NextStep: this step resets them
@@ -344,8 +344,8 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
                 rates[workers][0] += n * len(times)
                 rates[workers][1] += float(times_a.sum())
                 if workers:
-                    resets += vector._core.workers.served - workers_before[0]
-                    asked += vector._core.workers.asked - workers_before[1]
+                    resets += vector.core.workers.served - workers_before[0]
+                    asked += vector.core.workers.asked - workers_before[1]
             for _ in range(50):  # paced as the steps are: a pause leaves the caches cold for both
                 began = time.perf_counter()
                 single.reset()

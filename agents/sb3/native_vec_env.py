@@ -88,7 +88,7 @@ class NativeVecEnv(VecEnv):
 
     def has_attr(self, attr_name: str) -> bool:
         # Whether the attribute exists does not depend on how far a sub-env has stepped: no replay.
-        return all(hasattr(env, attr_name) for env in self.vector._envs)
+        return all(hasattr(env, attr_name) for env in self.vector.single_envs)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         return [getattr(self.vector.read_sub_env(i), attr_name) for i in self._get_indices(indices)]
@@ -114,7 +114,7 @@ class NativeVecEnv(VecEnv):
         return [False for _ in self._get_indices(indices)]  # sub-envs are bare WritePolicyBenchEnvs
 
     def get_images(self) -> Sequence[np.ndarray | None]:
-        return [env.render() if env.render_mode == "rgb_array" else None for env in self.vector._envs]
+        return [env.render() if env.render_mode == "rgb_array" else None for env in self.vector.single_envs]
 
 
 def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,

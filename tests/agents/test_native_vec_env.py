@@ -57,7 +57,7 @@ def test_sub_env_access_and_options():
         env.set_attr("invalid_action_penalty", float("inf"))
     with pytest.raises(IndexError, match=r"no sub-env \[9\] of 3"):
         env.set_attr("invalid_action_penalty", 7.0, indices=[0, 9])
-    assert list(env.vector._core.penalties) == [0.0, 0.5, 0.0] == env.get_attr("invalid_action_penalty")
+    assert list(env.vector.core.penalties) == [0.0, 0.5, 0.0] == env.get_attr("invalid_action_penalty")
     assert env.env_is_wrapped(DummyVecEnv) == [False] * 3
     env.set_options({"budget_bytes": 2048})
     env.reset()

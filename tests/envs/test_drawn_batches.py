@@ -71,16 +71,16 @@ def test_episodes_of_different_configs_started_in_one_reset_are_batched_by_confi
     vector.reset(seed=0)
     singles = [WritePolicyBenchEnv(length=25, api_pool=5) for _ in range(4)]
     options = [None, {"regime": "burst_redundancy"}, None, {"regime": "burst_redundancy", "length": 40}]
-    for i, env in enumerate(vector._envs):
-        vector._core.pending[i] = env.choose_episode(100 + i, options[i], recipe=True)
+    for i, env in enumerate(vector.single_envs):
+        vector.core.pending[i] = env.choose_episode(100 + i, options[i], recipe=True)
     batches["start"].clear()
-    vector._core.start(range(4), vector._envs)
+    vector.core.start(range(4), vector.single_envs)
     # (A second call for a config starts those whose arrays outgrew their segments.)
     assert sorted({tuple(call) for call in batches["start"]}) == [(0, 2), (1,), (3,)]
     for i, single in enumerate(singles):
         obs, info = single.reset(seed=100 + i, options=options[i])
-        assert np.array_equal(vector._core.observations[i], obs)
-        assert np.array_equal(vector._core.masks[i], info["action_mask"])
+        assert np.array_equal(vector.core.observations[i], obs)
+        assert np.array_equal(vector.core.masks[i], info["action_mask"])
 
 
 def test_an_episode_the_batch_cannot_start_is_started_one_by_one(monkeypatch, batches):
@@ -125,7 +125,7 @@ def test_a_failure_to_grow_the_arenas_leaves_that_sub_env_to_reset_and_starts_th
     options = {"length": 3000}  # arrays larger than any buffer holds yet
     with pytest.raises(MemoryError) if track == "privileged" else nullcontext():
         vector.reset(seed=5, options=options)
-    core = vector._core
+    core = vector.core
     failed = [0] if track == "privileged" else []  # the batch's failure is retried one by one
     assert core.unstarted == failed and core.compiled.tolist() == [i not in failed for i in range(3)]
     for i in range(3):

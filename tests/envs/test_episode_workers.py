@@ -52,8 +52,8 @@ def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
 def _step_both(vector, sync, rng, settle: bool = True):
     """One step of both with the same random valid actions (after the workers finished, if
     ``settle``); returns Sync's outcome."""
-    if settle and vector._core.workers is not None:
-        vector._core.workers.settle()
+    if settle and vector.core.workers is not None:
+        vector.core.workers.settle()
     actions = np.array([rng.choice(np.flatnonzero(row)) for row in vector.action_masks()])
     got, want = vector.step(actions), sync.step(actions)
     same(got, want)
@@ -84,7 +84,7 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     rng, ended = np.random.default_rng(11), 0
     for _ in range(260):
         ended += int(_step_both(vector, sync, rng)[2].sum())
-    workers = vector._core.workers
+    workers = vector.core.workers
     # Every autoreset found its episode prepared: the first episodes were chosen before any wish.
     assert ended >= 6 and workers.served == ended and workers.asked == ended + 3, (ended, workers.asked)
     vector.close()
@@ -93,7 +93,7 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
 def test_episodes_past_the_compiled_bounds_are_prepared_and_play_as_the_single_envs(monkeypatch):
     monkeypatch.undo()  # the core's own choice: endpoints of more names than the word pairs give
     vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
-    assert vector._core.workers.served > 0
+    assert vector.core.workers.served > 0
     vector.close()
 
 
@@ -110,22 +110,22 @@ def test_seeded_resets_options_reads_and_hand_overs_fall_back_alike():
             _reset_both(vector, sync, options={"regime": "reverts", "budget_bytes": 900,
                                                "reset_mask": np.array([True, False, True])})
         if step == 130:  # the episode wished for, at another budget
-            vector._core.workers.settle()
+            vector.core.workers.settle()
             _reset_both(vector, sync, options={"budget_bytes": 700, "reset_mask": np.array([False, True, False])})
         if step in (150, 151):
             assert vector.get_attr("t") == sync.get_attr("t")
         if step == 200:
             vector.sub_env(1)  # stepped by its single env from now on: its wish is dropped
-            assert 1 not in vector._core.workers._wanted
+            assert 1 not in vector.core.workers._wanted
         _step_both(vector, sync, rng, settle=step % 3 != 0)
-    workers = vector._core.workers
+    workers = vector.core.workers
     assert 0 < workers.served < workers.asked, (workers.served, workers.asked)
     vector.close()
 
 
 def test_a_worker_that_dies_leaves_the_core_preparing_alike():
     vector, sync, rng = _played(2, PAPER_TEXT, seed=8, steps=60)
-    workers = vector._core.workers
+    workers = vector.core.workers
     assert workers.served > 0 and len(workers.processes) == 1
     workers.processes[0].kill()
     workers.processes[0].wait()
@@ -145,7 +145,7 @@ def test_a_worker_that_dies_leaves_the_core_preparing_alike():
 
 def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leaves_the_env_whole():
     vector, sync, rng = _played(2, CONTRACT_TEXT, seed=5, steps=60, track="privileged")
-    vector._core.workers.processes[0].kill()
+    vector.core.workers.processes[0].kill()
     raised = 0
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -165,17 +165,17 @@ def test_the_failure_is_said_once_after_the_step_so_a_warning_made_an_error_leav
 
 def test_a_forked_child_leaves_its_parents_workers_running():
     vector, sync, rng = _played(2, PAPER_TEXT, seed=6, steps=30)
-    process = vector._core.workers.processes[0]
+    process = vector.core.workers.processes[0]
     child = os.fork()
     if child == 0:  # the child talks to the workers: it lets its parent's go, closing only its own pipes
-        workers = vector._core.workers
+        workers = vector.core.workers
         workers.pump()
         os._exit(0 if workers.processes == [] and workers._finalizer is None else 1)
     assert os.waitpid(child, 0)[1] == 0
-    served = vector._core.workers.served
+    served = vector.core.workers.served
     for _ in range(100):
         _step_both(vector, sync, rng)
-    assert process.poll() is None and vector._core.workers.served > served
+    assert process.poll() is None and vector.core.workers.served > served
     vector.close()
 
 
@@ -191,7 +191,7 @@ def test_the_worker_imports_this_package_not_one_in_the_working_directory(tmp_pa
         warnings.simplefilter("error")
         for _ in range(120):
             _step_both(vector, sync, rng)
-    assert vector._core.workers.served > 0
+    assert vector.core.workers.served > 0
     vector.close()
 
 
@@ -216,7 +216,7 @@ def test_a_worker_of_another_package_is_refused(monkeypatch):
         rng = np.random.default_rng(2)
         for _ in range(150):
             _step_both(vector, sync, rng)
-    assert vector._core.workers.served == 0 and vector._core.workers.processes == []
+    assert vector.core.workers.served == 0 and vector.core.workers.processes == []
     vector.close()
 
 
@@ -230,7 +230,7 @@ def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch)
         warnings.simplefilter("error")
         for _ in range(150):
             _step_both(vector, sync, rng, settle=False)
-    assert vector._core.workers.processes == [] and vector._core.workers.served == 0
+    assert vector.core.workers.processes == [] and vector.core.workers.served == 0
     vector.close()
 
 
@@ -241,7 +241,7 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
     try:
         vector, sync = _pair(2, **CONTRACT_TEXT, length=3000, api_pool=8, budget_bytes=1 << 18)
         _reset_both(vector, sync, seed=9)
-        workers = vector._core.workers
+        workers = vector.core.workers
         worker = workers.processes[0]
         deadline = time.monotonic() + 120
         while not workers._workers[0].pending:  # results of about 0.5 MB come in pieces as the pipe drains
@@ -292,13 +292,13 @@ def test_a_result_is_read_in_pieces_as_they_arrive():
 
 def test_a_failing_worker_drops_a_stopped_sibling_at_once():
     vector, sync, rng = _played(2, PAPER_TEXT, seed=12, steps=40, workers=2)
-    stopped, killed = vector._core.workers.processes
+    stopped, killed = vector.core.workers.processes
     os.kill(stopped.pid, signal.SIGSTOP)
     killed.kill()
     killed.wait()
     began = time.monotonic()
     with pytest.warns(RuntimeWarning, match="an episode worker stopped"):
-        while vector._core.workers.processes:
+        while vector.core.workers.processes:
             _step_both(vector, sync, rng, settle=False)
     assert time.monotonic() - began < 4  # not the 5 s a SIGTERM kept pending would take
     assert stopped.poll() is not None
@@ -310,40 +310,40 @@ def test_a_closed_vector_env_starts_no_worker_again():
     _reset_both(vector, sync, seed=3)
     vector.close()
     vector.reset(seed=4)
-    assert vector._core.workers.processes == []
+    assert vector.core.workers.processes == []
 
 
 def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
     vector, sync, rng = _played(2, CONTRACT_TEXT, seed=4, steps=70)
     copy = pickle.loads(pickle.dumps(vector))
-    process = vector._core.workers.processes[0]
+    process = vector.core.workers.processes[0]
     vector.close()
     assert process.poll() is not None  # stopped
-    assert copy._core.workers.processes == []  # started when the copy needs one
+    assert copy.core.workers.processes == []  # started when the copy needs one
     for _ in range(150):  # the copy goes on as the original would have
         _step_both(copy, sync, rng)
-    assert copy._core.workers.served > 0 and copy._core.workers.processes[0].pid != process.pid
+    assert copy.core.workers.served > 0 and copy.core.workers.processes[0].pid != process.pid
     copy.close()
 
 
 def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then(monkeypatch):
     monkeypatch.undo()  # the core's own choice of what it makes
     made = WritePolicyBenchVectorEnv(2, episode_workers=1, **NUMBERED)
-    assert len(made._core.workers.processes) == 1  # loading while the first episodes play
+    assert len(made.core.workers.processes) == 1  # loading while the first episodes play
     made.close()
     rendered = WritePolicyBenchVectorEnv(2, episode_workers=1, render_mode="ansi", **NUMBERED)
-    assert rendered._core.workers.processes == []  # its single envs play every episode
+    assert rendered.core.workers.processes == []  # its single envs play every episode
     rendered.close()
     for kwargs in ({"regime": "contract_mix"}, {"regime": "contract_mix", "doc_utility": 0.7}):
         drawn = WritePolicyBenchVectorEnv(2, episode_workers=1, **kwargs)
-        assert drawn._core.workers.processes == []  # compiled from their draws: none made
+        assert drawn.core.workers.processes == []  # compiled from their draws: none made
         drawn.close()
     vector = WritePolicyBenchVectorEnv(4, episode_workers=1, length=30, doc_prob=0.3, doc_utility=0.7)
     _, info = vector.reset(seed=0)
     rng = np.random.default_rng(0)
     for _ in range(120):
         _, _, _, _, info = vector.step(np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]]))
-    assert vector._core.workers.processes == [] and vector._core.workers.asked == 0
+    assert vector.core.workers.processes == [] and vector.core.workers.asked == 0
     vector.close()
 
 
@@ -372,5 +372,5 @@ def test_make_vec_passes_episode_workers():
     vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
                           episode_workers=1, length=80, **PAPER_TEXT)
     vector.reset(seed=0)
-    assert vector.unwrapped._core.workers.count == 1 and len(vector.unwrapped._core.workers.processes) == 1
+    assert vector.unwrapped.core.workers.count == 1 and len(vector.unwrapped.core.workers.processes) == 1
     vector.close()

@@ -40,7 +40,7 @@ def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when
     rng = np.random.default_rng(5)
     ended = ended_unread = 0
     for step in range(320):
-        core = vector._core
+        core = vector.core
         assert core.compiled.all()
         # Nothing pending: the sub-env was read, and its single env plays the made episode.
         assert all(chosen is None or isinstance(chosen[0], EpisodeRecipe) for chosen in core.pending)

@@ -121,7 +121,7 @@ def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
             _, _, _, _, info = vector.step(actions)
     finally:
         sources.generate_episode = generate
-    core, halves = vector._core, in_half_units(vector._envs[0].sampler.source.recipe(0).config)
+    core, halves = vector.core, in_half_units(vector.single_envs[0].sampler.source.recipe(0).config)
     assert made == [] and core.compiled.all() and core.drawn.all() and list(core.halves) == [halves] * 3
     assert play_both(3, steps, seed=seed, dense_reward=True, **kwargs) >= 3
 
@@ -326,9 +326,9 @@ def test_a_reset_whose_episode_fails_to_compile_starts_the_others_and_leaves_it_
     monkeypatch.setattr(core, "compile_drawn", fail_second)
     with pytest.raises(MemoryError):
         vector.reset(seed=5)
-    assert vector._core.compiled.tolist() == [True, False, True] and vector._core.unstarted == [1]
+    assert vector.core.compiled.tolist() == [True, False, True] and vector.core.unstarted == [1]
     for i in (0, 2):  # started on their new episodes
         first_obs, _ = WritePolicyBenchEnv(length=20).reset(seed=5 + i)
-        assert vector._core.t()[i] == 0 and np.array_equal(vector._core.observations[i], first_obs)
+        assert vector.core.t()[i] == 0 and np.array_equal(vector.core.observations[i], first_obs)
     _, _, _, _, info = vector.step(np.ones(3, dtype=int))  # sub-env 1 is reset, its action ignored
-    assert vector._core.compiled.all() and info["t"].tolist() == [1, 0, 1]
+    assert vector.core.compiled.all() and info["t"].tolist() == [1, 0, 1]

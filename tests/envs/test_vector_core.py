@@ -74,14 +74,14 @@ def test_observations_that_are_not_plain_json_are_stepped_by_the_single_env():
     vector = WritePolicyBenchVectorEnv(2, **kwargs)
     vector.reset(seed=0)
     vector.reset(options={"reset_mask": np.array([False, True]), "episode_index": 1})
-    assert vector._core.compiled.tolist() == [True, False]
+    assert vector.core.compiled.tolist() == [True, False]
     assert play_both(2, 60, seed=0, invalid_share=0.2, compiled=None, **kwargs) >= 2
 
 
 def test_rendering_vector_envs_step_their_single_envs():
     vector = WritePolicyBenchVectorEnv(2, length=10, render_mode="ansi")
     vector.reset(seed=0)
-    assert not vector._core.compiled.any()
+    assert not vector.core.compiled.any()
     assert play_both(2, 30, seed=1, compiled=False, length=10, render_mode="ansi") >= 2
     assert all(isinstance(text, str) for text in vector.render())
 
@@ -99,7 +99,7 @@ def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
     for i, env in enumerate(vector.envs):
         assert np.array_equal(env.action_masks(), info["action_mask"][i])
         assert env.store.bytes_used == info["bytes_used"][i]
-        assert np.array_equal(env._encoder.observation(), vector._core.observations[i])
+        assert np.array_equal(env._encoder.observation(), vector.core.observations[i])
         single.reset(seed=2 + i)
         assert single.episode.episode_id == env.episode.episode_id
 
@@ -115,17 +115,17 @@ def test_a_single_env_handed_out_steps_its_sub_env_from_then_on():
     rng = np.random.default_rng(3)
     for step in range(60):
         if step == 20:
-            assert vector.get_attr("t") == sync.get_attr("t") and vector._core.compiled.all()  # read, kept
+            assert vector.get_attr("t") == sync.get_attr("t") and vector.core.compiled.all()  # read, kept
             vector.sub_env(0).invalid_action_penalty = sync.envs[0].invalid_action_penalty = 0.5
-            assert vector._core.compiled.tolist() == [False, True]
+            assert vector.core.compiled.tolist() == [False, True]
         if step == 30:  # call() may change sub-envs: every one is handed over
             assert vector.call("reset", seed=7)[1][0].tolist() == sync.call("reset", seed=7)[1][0].tolist()
-            assert not vector._core.compiled.any()
+            assert not vector.core.compiled.any()
         actions = np.array([rng.integers(0, vector.n_actions) for _ in range(2)])
         got, want = vector.step(actions), sync.step(actions)
         same(got, want)
     vector.reset(seed=1)
-    assert not vector._core.compiled.any()  # handed out for good, new episodes included
+    assert not vector.core.compiled.any()  # handed out for good, new episodes included
 
 
 def test_agents_attached_to_the_vector_env_play_as_on_single_envs():
@@ -153,7 +153,7 @@ def test_container_apis_are_stepped_by_the_single_env():
     episode = _episode([{"api": [1], "x": 1}, {"api": [True], "x": 2}, {"api": [1], "x": 3}] * 3)
     vector = WritePolicyBenchVectorEnv(1, episodes=[episode])
     vector.reset(seed=0)
-    assert not vector._core.compiled.any()
+    assert not vector.core.compiled.any()
     play_both(1, 30, seed=0, invalid_share=0.5, compiled=False, episodes=[episode])
 
 
@@ -241,7 +241,7 @@ def test_episodes_from_files_that_come_back_reuse_their_arrays_and_step_alike(tm
     vector.reset(seed=0)
     for _ in range(40):
         vector.step(np.ones(2, dtype=int))
-    assert 0 < len(vector._core.kept) <= 4  # the set's four episodes, compiled once each
+    assert 0 < len(vector.core.kept) <= 4  # the set's four episodes, compiled once each
 
 
 @pytest.mark.parametrize("reward", [{"f1": 1.0}, {"f1": 0.5, "neg_regret": 0.5}])

@@ -53,7 +53,7 @@ def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, inval
     first, expected = vector.reset(seed=seed), sync.reset(seed=seed)
     same(first, expected)
     if compiled is not None:
-        assert vector._core.compiled.all() == compiled, vector._core.compiled
+        assert vector.core.compiled.all() == compiled, vector.core.compiled
     rng = np.random.default_rng(seed)
     info, ended = expected[1], 0
     for _ in range(steps):
@@ -219,7 +219,7 @@ def test_disabled_autoreset_refuses_before_any_sub_env_moves_and_the_api_matches
     for bad in (float("nan"), "0.1", [1.0], True):  # the compiled core would add it to rewards
         with pytest.raises(ValueError, match="invalid_action_penalty must be a finite number"):
             vector.set_attr("invalid_action_penalty", [0.25, bad])
-    assert vector.get_attr("invalid_action_penalty") == (0.5, 0.5) and list(vector._core.penalties) == [0.5, 0.5]
+    assert vector.get_attr("invalid_action_penalty") == (0.5, 0.5) and list(vector.core.penalties) == [0.5, 0.5]
     vector.close()
     with pytest.raises(RuntimeError, match="closed"):
         vector.step(np.zeros(2, dtype=int))

@@ -260,3 +260,38 @@ def test_files_are_written_atomically_in_one_place():
         if isinstance(node, (ast.Attribute, ast.Name)) and getattr(node, "attr", getattr(node, "id", "")) == "mkstemp"
     )
     assert writers == ["wpb_gym/core/atomic_files.py"]
+
+
+# Attributes other objects reach through a public property instead: the vector env's ``core``
+# and ``single_envs``, the env's ``store``. Read as ``obj._name`` they bypass what the
+# property documents (a store read before any reset, sub-envs not brought to their state).
+GUARDED_ATTRIBUTES = ("_core", "_envs", "_store")
+# An attacker of the evaluation reaches for the store behind a view on purpose: the tests check
+# that it gains nothing.
+GUARDED_READS_ON_PURPOSE = {"tests/evaluation/adversaries.py: store._store"}
+
+
+def guarded_reads(path: Path) -> set[str]:
+    """``obj._core``, ``obj._envs``, ``obj._store`` in ``path`` for any ``obj`` but ``self``."""
+    return {
+        f"{ast.unparse(node.value)}.{node.attr}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr in GUARDED_ATTRIBUTES
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    }
+
+
+def test_the_guarded_attributes_are_read_through_their_properties():
+    found = {
+        f"{path.relative_to(ROOT)}: {read}"
+        for folder in ("wpb_gym", "agents", "benchmarks", "tests")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        for read in guarded_reads(path)
+    }
+    assert found - GUARDED_READS_ON_PURPOSE == set()
+
+
+def test_the_guarded_attribute_check_sees_reads_of_any_object(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text("def f(vector, env, self):\n    return vector._core, env.unwrapped._store, self._envs\n")
+    assert guarded_reads(script) == {"vector._core", "env.unwrapped._store"}

@@ -16,7 +16,7 @@ import gc
 import inspect
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
@@ -25,6 +25,9 @@ from gymnasium.vector.utils import batch_space
 from ..core.checks import require_finite, require_int
 from .env import WritePolicyBenchEnv
 from .fast.layout import REASONS
+
+if TYPE_CHECKING:  # numba loads with the first vector env, not with this module
+    from .fast.core import CompiledCore
 
 # The arguments that choose episodes: sub-envs share the first one's episode sampler (a file's
 # episodes are read once), each working on its own fresh copy.
@@ -124,6 +127,22 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
         self._core = CompiledCore(self.num_envs, first, episode_workers)
         self._use_kernel = compilable_settings(first)  # rendering records what the single env does
+
+    @property
+    def core(self) -> CompiledCore:
+        """The compiled core that steps the sub-envs: which it holds (``compiled``), their live
+        arrays (``observations``, ``masks``, ``t()``, ``bytes_used()``) and its episode workers
+        (``workers``). For looking inside, as tests and benchmarks do; the arrays change with the
+        next step, and what is written to them is not what the sub-envs play."""
+        return self._core
+
+    @property
+    def single_envs(self) -> tuple[WritePolicyBenchEnv, ...]:
+        """Every sub-env's single env as it stands, neither brought to the sub-env's state
+        (``read_sub_env``) nor handed over (``sub_env``): for what does not depend on how far a
+        sub-env has stepped, such as its settings, which attributes it has, or rendering (with a
+        ``render_mode`` no sub-env is compiled, so each single env is the sub-env)."""
+        return tuple(self._envs)
 
     @property
     def envs(self) -> list[WritePolicyBenchEnv]:
@@ -293,10 +312,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
                 self._core.copy_from(i, self._envs[i])
 
     def _t(self, i: int) -> int:
-        return int(self._core.t()[i]) if self._core.compiled[i] else self._envs[i]._t
+        return int(self._core.t()[i]) if self._core.compiled[i] else self._envs[i].t
 
     def _bytes_used(self, i: int) -> int:
-        return int(self._core.bytes_used()[i]) if self._core.compiled[i] else self._envs[i]._store.budget.used
+        return int(self._core.bytes_used()[i]) if self._core.compiled[i] else self._envs[i].store.bytes_used
 
     def _observation_of(self, i: int) -> Any:
         """Sub-env ``i``'s current observation, as the single env returns it."""
@@ -323,7 +342,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         used = core.bytes_used().astype(int)
         for i in core.single_indices.tolist():
             env = self._envs[i]
-            t[i], used[i] = env._t, env._store.budget.used
+            t[i], used[i] = env.t, env.store.bytes_used
         present = list(np.ones((5, self.num_envs), dtype=np.bool_))  # the five "_key" masks, all True
         infos = {
             "t": t,
