@@ -11,7 +11,7 @@ from ..core.checks import InputError
 from ..core.messages import one_line
 from ..core.setting_values import parse_int, parse_path, parse_text
 from ..evaluation.run_folder import check_folder_path
-from .inputs import check_env_kwargs, parse_env_kwarg, read_episode_source
+from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
 
 INTERRUPTED = 130  # the exit code of a command stopped by Ctrl-C (128 + SIGINT)
@@ -62,6 +62,7 @@ def _cmd_dataset(settings: Settings) -> int:
     where = settings.origin_of("env_kwargs")  # the flag, or the config file's key
     reserved = {"episode_seed": "set by --seed", "track": "the agent's: privileged for privileged and oracle agents"}
     env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), where, reserved)
+    check_regime(env_kwargs, where)
     if isinstance(env_kwargs.get("episodes"), str):
         read_episode_source(env_kwargs["episodes"])  # its errors name the file
     (spec,) = policy_specs([settings.agent])
