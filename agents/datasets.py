@@ -1,5 +1,6 @@
-"""Offline-RL and imitation datasets: any agent's trajectories in ``WritePolicyBench-v0`` as a
-Minari dataset (``pip install 'writepolicybench-gym[offline]'``).
+"""Offline-RL and imitation datasets: any agent's trajectories in ``WritePolicyBench-v0`` (or
+another registered id, the query tier's ``WritePolicyBench-Queries*-v0`` included) as a Minari
+dataset (``pip install 'writepolicybench-gym[offline]'``).
 
 The agent plays through the env (``agents.env_adapter``), so a scripted agent, the exact
 oracle or a trained model is recorded with the env's own observations and actions. Each
@@ -9,6 +10,11 @@ truncations, and per step the infos ``action_mask``, ``accepted``, ``bytes_used`
 the offline scorer computes). Episode i is the source's episode i, reset with seed
 ``seed + i``; the dataset records the env's id and arguments, so
 ``dataset.recover_environment()`` rebuilds it.
+
+In the query tier's envs the agent plays through ``agents.env_adapter.QueryEnvDriver`` (a
+keeper, or ``causal_privileged`` on a privileged id); the infos add ``budget_bytes``,
+``queries_answered`` and ``queries_asked``, and ``metrics`` holds ``query_accuracy`` beside
+the others (an endless stream's: ``ENDLESS_METRICS``).
 
 Written by hand here: a small recorder wrapper. Minari's ``DataCollector`` does the same but
 needs JAX (``minari[create]``, several hundred MB) for its tree utilities; the recorder builds
@@ -32,23 +38,33 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from wpb_gym.core.checks import require_int
 from wpb_gym.core.version import __version__
+from wpb_gym.envs.query_env import DEFAULT_BUDGET_BYTES, ENDLESS_METRICS, QueryTierEnv
+from wpb_gym.envs.registration import ENV_IDS, QUERY_ENV_IDS
 from wpb_gym.scoring.metrics import METRIC_NAMES
 
 from .env_adapter import run_agent_in_env
 from .model_agent import env_defaults
 
+DEFAULT_ENV_ID = "WritePolicyBench-v0"
+QUERY_METRICS: tuple[str, ...] = (*METRIC_NAMES, "query_accuracy")
+_QUERY_COUNTS = ("budget_bytes", "queries_answered", "queries_asked")
 
-def _info_row(info: Mapping[str, Any]) -> dict[str, Any]:
+
+def _info_row(info: Mapping[str, Any], metric_names: tuple[str, ...] = METRIC_NAMES,
+              counts: tuple[str, ...] = ()) -> dict[str, Any]:
     """The info of one step in a fixed structure (Minari stores the same keys at every step)."""
     metrics = info.get("metrics")
-    return {
+    row = {
         "action_mask": np.asarray(info["action_mask"], dtype=np.bool_),
         "accepted": bool(info["accepted"]),
         "bytes_used": int(info["bytes_used"]),
         "t": int(info["t"]),
-        "metrics": {name: float(metrics[name]) if metrics else math.nan for name in METRIC_NAMES},
+        "metrics": {name: float(metrics[name]) if metrics else math.nan for name in metric_names},
     }
+    row.update((name, int(info[name])) for name in counts)
+    return row
 
 
 def _columns(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -65,12 +81,24 @@ class _Recorder(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         self.episodes: list[Any] = []
+        base = env.unwrapped
+        if isinstance(base, QueryTierEnv):
+            self._row = {"metric_names": ENDLESS_METRICS if base.endless else QUERY_METRICS,
+                         "counts": _QUERY_COUNTS}
+        else:
+            self._row = {}
+
+    def _info_row(self, info: Mapping[str, Any]) -> dict[str, Any]:
+        row = dict(info)
+        if "action_mask" not in row:  # the last step's info: no action is left to mask
+            row["action_mask"] = self.env.unwrapped.action_masks()
+        return _info_row(row, **self._row)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         observation, info = self.env.reset(seed=seed, options=options)
         self._reset = (seed, options)
         self._steps: dict[str, list[Any]] = {"observations": [observation], "actions": [], "rewards": [],
-                                            "terminations": [], "truncations": [], "infos": [_info_row(info)]}
+                                            "terminations": [], "truncations": [], "infos": [self._info_row(info)]}
         return observation, info
 
     def step(self, action: Any):
@@ -78,7 +106,7 @@ class _Recorder(gym.Wrapper):
         steps = self._steps
         for key, value in (("observations", observation), ("actions", int(action)), ("rewards", float(reward)),
                            ("terminations", bool(terminated)), ("truncations", bool(truncated)),
-                           ("infos", _info_row(info))):
+                           ("infos", self._info_row(info))):
             steps[key].append(value)
         if terminated or truncated:
             from minari.data_collector.episode_buffer import EpisodeBuffer
@@ -150,6 +178,28 @@ RECORDED_DEFAULTS = env_defaults(
 )
 
 
+def recorded_defaults(env_id: str, env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults a dataset of ``env_id`` records beside the arguments it was given: those of the
+    env's class that shape what is recorded (the query tier's budget when none is given)."""
+    if env_id in QUERY_ENV_IDS:
+        import inspect
+
+        parameters = inspect.signature(QueryTierEnv).parameters
+        defaults = {name: parameters[name].default for name in ("slots", "expire_cost", "invalid_action_penalty")}
+        if env_kwargs.get("budget_bytes") is None and env_kwargs.get("budget_fraction") is None:
+            defaults["budget_bytes"] = DEFAULT_BUDGET_BYTES
+        return defaults
+    return dict(RECORDED_DEFAULTS)
+
+
+def check_env_id(env_id: Any) -> str:
+    """``env_id`` if it is a registered WritePolicyBench id, else a ``ValueError`` listing them."""
+    if env_id not in ENV_IDS and env_id not in QUERY_ENV_IDS:
+        raise ValueError(f"env_id: expected a WritePolicyBench id ({DEFAULT_ENV_ID}, or one of the query tier's: "
+                         f"{', '.join(QUERY_ENV_IDS)}; all: wpb_gym.envs.registration), got {env_id!r}")
+    return env_id
+
+
 def record_dataset(
     dataset_id: str,
     make_agent: Callable[[], Any],
@@ -162,10 +212,14 @@ def record_dataset(
     description: str | None = None,
     force: bool = False,
     progress: Callable[[range], Any] = lambda episodes: episodes,
+    env_id: str = DEFAULT_ENV_ID,
+    max_episode_steps: int | None = None,
 ) -> Path:
     """Record ``episodes`` episodes of the agent ``make_agent()`` in
-    ``gym.make("WritePolicyBench-v0", **env_kwargs)`` as the Minari dataset ``dataset_id`` under
-    ``root`` (Minari's own folder by default); returns the dataset's folder.
+    ``gym.make(env_id, **env_kwargs)`` as the Minari dataset ``dataset_id`` under ``root``
+    (Minari's own folder by default); returns the dataset's folder. ``max_episode_steps``
+    truncates each episode there (Gymnasium's ``TimeLimit``: how an endless query stream is
+    bounded if its rolling accuracy does not end it).
 
     The dataset is written in a staging folder beside it and moved into place once complete;
     an existing dataset of that id is an error unless ``force``: then it is moved aside into the
@@ -183,7 +237,11 @@ def record_dataset(
         raise FileExistsError(f"{target}: the dataset {dataset_id!r} exists; pass force=True (--force) to replace it")
     # Every argument that shapes what was recorded, defaults included, goes into the dataset's
     # env spec: recover_environment() then rebuilds this env even after a default changes.
-    env = gym.make("WritePolicyBench-v0", **{"episode_seed": seed, **RECORDED_DEFAULTS, **env_kwargs})
+    env_id = check_env_id(env_id)
+    if max_episode_steps is not None:
+        max_episode_steps = require_int(max_episode_steps, "max_episode_steps", 1)
+    env = gym.make(env_id, max_episode_steps=max_episode_steps,
+                   **{"episode_seed": seed, **recorded_defaults(env_id, env_kwargs), **env_kwargs})
     available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
     if available is not None and episodes > available:
         raise ValueError(

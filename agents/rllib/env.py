@@ -16,6 +16,12 @@ process that can import this module::
 configs that name the env by a string (Ray Tune's ``param_space={"env": ...}``); the registry
 lives in one Ray session, so call it again before such a config is built or restored anew.
 
+The query tier (``QueryTierEnv``, ``WritePolicyBench-Queries*-v0``) has the same three:
+``RLlibQueryTierEnv``, whose ``env_config`` takes every ``QueryTierEnv`` argument (``regime``
+``queries_easy``/``medium``/``hard``, ``track``, ``budget_fraction``, ``endless``...),
+``make_rllib_query_env`` and ``register_rllib_env(RLLIB_QUERY_ENV_NAME, query_tier=True)``.
+Its rewards are dense already (each checkpoint pays its share of the accuracy).
+
 Nothing here imports Ray but ``require_rllib`` and ``register_rllib_env``.
 """
 
@@ -31,9 +37,12 @@ import numpy as np
 from gymnasium import spaces
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.query_env import QueryTierEnv
 
 RLLIB_ENV_NAME = "WritePolicyBench-Masked-v0"
 """The name ``register_rllib_env`` gives the env creator in RLlib's (Ray Tune's) registry."""
+RLLIB_QUERY_ENV_NAME = "WritePolicyBench-Queries-Masked-v0"
+"""The name ``register_rllib_env(query_tier=True)`` gives the query tier's env creator."""
 
 INSTALL_HINT = "pip install -e '.[rllib]'"
 
@@ -88,8 +97,13 @@ class MaskedObservation(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env) -> None:
         base = env.unwrapped
+        if isinstance(base, QueryTierEnv):  # its observation is a flat box already
+            super().__init__(env)
+            self.observation_space = masked_space(base.observation_space, int(base.action_space.n))
+            return
         if not isinstance(base, WritePolicyBenchEnv):
-            raise TypeError(f"MaskedObservation wraps a WritePolicyBenchEnv, got {type(base).__name__}")
+            raise TypeError(f"MaskedObservation wraps a WritePolicyBenchEnv or a QueryTierEnv, got "
+                            f"{type(base).__name__}")
         if base.observation_mode != "box":
             raise ValueError(
                 f"observation_mode={base.observation_mode!r}: RLlib's masking reads the flat 'box' observation "
@@ -115,16 +129,37 @@ class RLlibWritePolicyBenchEnv(MaskedObservation):
         super().__init__(WritePolicyBenchEnv(**dict(env_config or {})))
 
 
+class RLlibQueryTierEnv(MaskedObservation):
+    """``QueryTierEnv(**env_config)`` in the masked layout, built as RLlib builds envs.
+
+    ``env_config`` takes every argument of ``QueryTierEnv`` (``regime``, ``track``,
+    ``budget_bytes`` or ``budget_fraction``, ``endless``, query-tier generator options...). An
+    endless stream without a time limit may run long: RLlib samples by steps, not episodes, so
+    it trains all the same, but its episode metrics wait for an episode to end.
+    """
+
+    def __init__(self, env_config: Mapping[str, Any] | None = None) -> None:
+        super().__init__(QueryTierEnv(**dict(env_config or {})))
+
+
 def make_rllib_env(env_config: Mapping[str, Any] | None = None) -> RLlibWritePolicyBenchEnv:
     """RLlib's env creator: ``RLlibWritePolicyBenchEnv(env_config)``."""
     return RLlibWritePolicyBenchEnv(env_config)
 
 
-def register_rllib_env(name: str = RLLIB_ENV_NAME) -> str:
-    """Register ``make_rllib_env`` in RLlib's env registry under ``name`` and return the name
-    (before or after ``ray.init``: Ray hands the registry to its workers when it starts)."""
+def make_rllib_query_env(env_config: Mapping[str, Any] | None = None) -> RLlibQueryTierEnv:
+    """RLlib's env creator for the query tier: ``RLlibQueryTierEnv(env_config)``."""
+    return RLlibQueryTierEnv(env_config)
+
+
+def register_rllib_env(name: str | None = None, *, query_tier: bool = False) -> str:
+    """Register ``make_rllib_env`` (``make_rllib_query_env`` with ``query_tier``) in RLlib's env
+    registry under ``name`` (``RLLIB_ENV_NAME`` or ``RLLIB_QUERY_ENV_NAME`` by default) and return
+    the name (before or after ``ray.init``: Ray hands the registry to its workers when it starts)."""
     require_rllib()
     from ray.tune.registry import register_env
 
-    register_env(name, make_rllib_env)
+    if name is None:
+        name = RLLIB_QUERY_ENV_NAME if query_tier else RLLIB_ENV_NAME
+    register_env(name, make_rllib_query_env if query_tier else make_rllib_env)
     return name

@@ -7,6 +7,8 @@ and writes to ``out_dir``:
 - ``checkpoint/``: the algorithm checkpoint (``Algorithm.save_to_path``); ``wpb eval --agents
   rllib:OUT/checkpoint`` evaluates its policy (with the env arguments its config stores, so the
   folder can be moved alone), and ``Algorithm.from_checkpoint`` restores it to train further;
+  (a query-tier run's, ``query_tier=True``, restores with ``Algorithm.from_checkpoint``; ``wpb
+  eval`` plays ``WritePolicyBenchEnv`` checkpoints only);
 - ``progress.jsonl``: one line of metrics per training iteration;
 - ``config.json``: the arguments of the run and the package versions.
 
@@ -39,13 +41,23 @@ from wpb_gym.core.messages import did_you_mean, one_line
 from wpb_gym.core.version import __version__
 
 from ..option_checks import type_problem
-from .env import RLlibWritePolicyBenchEnv, make_rllib_env, quiet_rllib_deprecations, require_rllib
+from .env import (
+    RLlibQueryTierEnv,
+    RLlibWritePolicyBenchEnv,
+    make_rllib_env,
+    make_rllib_query_env,
+    quiet_rllib_deprecations,
+    require_rllib,
+)
 
 # Dense rewards: the episode's F1 paid as it accrues rather than only on the last step (the same
 # total), as in the SB3 recipes; a given env argument overrides it.
 # 8 slots and no EXPIRE cost: the settings the documented run was measured with (the env's own
 # defaults are 2 slots and 0.03 per EXPIRE since package 0.4.0).
 DEFAULT_ENV_KWARGS: dict[str, Any] = {"budget_bytes": 10240, "dense_reward": True, "slots": 8, "expire_cost": 0.0}
+# The query tier's (QueryTierEnv's rewards are dense already); its budget is 10240 unless
+# env_kwargs give budget_bytes or budget_fraction.
+DEFAULT_QUERY_ENV_KWARGS: dict[str, Any] = {"slots": 8, "expire_cost": 0.0}
 # The numbers of a training result kept in progress.jsonl and returned: where they sit in RLlib's
 # nested result dict.
 _METRICS = {
@@ -84,6 +96,7 @@ def masked_ppo_config(
     hidden_sizes: Sequence[int] = (256, 256),
     num_env_runners: int = 0,
     ppo_options: Mapping[str, Any] | None = None,
+    query_tier: bool = False,
 ) -> Any:
     """RLlib's ``PPOConfig`` for ``MaskedPPOTorchRLModule`` on the env made from ``env_kwargs``
     (over ``DEFAULT_ENV_KWARGS``; the training episodes' seed is ``seed`` unless ``episode_seed``
@@ -92,8 +105,10 @@ def masked_ppo_config(
     ``train_batch_size`` env steps are sampled per iteration and trained on for ``num_epochs``
     passes in minibatches of ``minibatch_size``; ``hidden_sizes`` are the layers of the policy
     and value networks; ``ppo_options`` are further ``PPOConfig.training`` arguments (e.g.
-    ``{"entropy_coeff": 0.01}``; not those set by the arguments here). Bad arguments raise a
-    ``ValueError`` naming them (checked here and by RLlib's ``validate``), without starting Ray.
+    ``{"entropy_coeff": 0.01}``; not those set by the arguments here). With ``query_tier`` the
+    env is the query tier's (``RLlibQueryTierEnv``; ``env_kwargs`` are ``QueryTierEnv``
+    arguments, over ``DEFAULT_QUERY_ENV_KWARGS``). Bad arguments raise a ``ValueError`` naming
+    them (checked here and by RLlib's ``validate``), without starting Ray.
     """
     require_rllib()
     from ray.rllib.algorithms.ppo import PPOConfig
@@ -102,7 +117,9 @@ def masked_ppo_config(
     from .module import MaskedPPOTorchRLModule
 
     seed = require_int(seed, "seed")
-    env_config = env_config_for(env_kwargs, seed)
+    if not isinstance(query_tier, bool):
+        raise ValueError(f"query_tier must be True or False, got {query_tier!r}")
+    env_config = env_config_for(env_kwargs, seed, query_tier=query_tier)
     train_batch_size = require_int(train_batch_size, "train_batch_size", 1)
     minibatch_size = require_int(minibatch_size, "minibatch_size", 1)
     if minibatch_size > train_batch_size:
@@ -116,7 +133,7 @@ def masked_ppo_config(
     num_env_runners = require_int(num_env_runners, "num_env_runners")
     config = (
         PPOConfig()
-        .environment(RLlibWritePolicyBenchEnv, env_config=env_config)
+        .environment(RLlibQueryTierEnv if query_tier else RLlibWritePolicyBenchEnv, env_config=env_config)
         .env_runners(num_env_runners=num_env_runners)
         .training(train_batch_size_per_learner=train_batch_size, minibatch_size=minibatch_size,
                   num_epochs=num_epochs, lr=float(lr))
@@ -213,14 +230,19 @@ def _same(value: Any, deprecated: Any) -> bool:
     return type(value) is type(deprecated) and value == deprecated
 
 
-def env_config_for(env_kwargs: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
+def env_config_for(env_kwargs: Mapping[str, Any] | None, seed: int, *, query_tier: bool = False) -> dict[str, Any]:
     """The env arguments of a training run, checked by building the env once (so that a bad one
     is named here, not in an env runner's traceback)."""
+    env_name = "QueryTierEnv" if query_tier else "WritePolicyBenchEnv"
     if env_kwargs is not None and not isinstance(env_kwargs, Mapping):
-        raise ValueError(f"env_kwargs must be a mapping of WritePolicyBenchEnv arguments, got {env_kwargs!r}")
-    env_config = {**DEFAULT_ENV_KWARGS, "episode_seed": seed, **dict(env_kwargs or {})}
+        raise ValueError(f"env_kwargs must be a mapping of {env_name} arguments, got {env_kwargs!r}")
+    given = dict(env_kwargs or {})
+    defaults = dict(DEFAULT_QUERY_ENV_KWARGS) if query_tier else dict(DEFAULT_ENV_KWARGS)
+    if query_tier and given.get("budget_fraction") is None and given.get("budget_bytes") is None:
+        defaults["budget_bytes"] = DEFAULT_ENV_KWARGS["budget_bytes"]
+    env_config = {**defaults, "episode_seed": seed, **given}
     try:
-        make_rllib_env(env_config).close()
+        (make_rllib_query_env if query_tier else make_rllib_env)(env_config).close()
     except TypeError as error:  # an argument WritePolicyBenchEnv does not take
         raise ValueError(f"env_kwargs: {error}") from None
     except ValueError as error:
@@ -243,9 +265,10 @@ def train_rllib_ppo(
     (which must be empty or absent); return the checkpoint folder and the last iteration's metrics.
 
     ``env_kwargs`` are ``WritePolicyBenchEnv`` arguments (``regime``, ``budget_bytes``,
-    ``length``, ``track``, ``slots``...); ``ppo`` takes the keyword arguments of
-    ``masked_ppo_config`` (``train_batch_size``, ``minibatch_size``, ``num_epochs``, ``lr``,
-    ``hidden_sizes``, ``num_env_runners``, ``ppo_options``). A local Ray with ``num_cpus`` CPUs
+    ``length``, ``track``, ``slots``...), or ``QueryTierEnv``'s with ``query_tier=True``; ``ppo``
+    takes the keyword arguments of ``masked_ppo_config`` (``train_batch_size``,
+    ``minibatch_size``, ``num_epochs``, ``lr``, ``hidden_sizes``, ``num_env_runners``,
+    ``ppo_options``, ``query_tier``). A local Ray with ``num_cpus`` CPUs
     is started for the run and stopped after it, unless this process already runs Ray (then
     that one is used, and left running); ``num_env_runners`` env runners each take a CPU of it
     (0, the default: sampling happens in this process). ``progress`` prints a line per iteration.

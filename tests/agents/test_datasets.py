@@ -233,3 +233,76 @@ def test_ctrl_c_during_the_swap_is_held_until_the_new_dataset_is_in_place(root, 
         record_dataset("wpb/x-v0", agent, KWARGS, 3, force=True)
     monkeypatch.setattr(Path, "rename", renamed)
     assert minari.load_dataset("wpb/x-v0").total_episodes == 3 and [p.name for p in root.iterdir()] == ["wpb"]
+
+
+# ---------------------------------------------------------------------------- the query tier
+QUERY_KWARGS = {"endpoints": 30, "families": 4, "length": 30 + 12 * 15, "checkpoint_interval": 15,
+                "queries_per_checkpoint": 25, "summary_max_bytes": 900, "max_params": 10, "budget_fraction": 0.5}
+
+
+def test_a_query_tier_dataset_of_the_privileged_baseline_replays_and_scores_as_the_evaluator_does(root):
+    from agents.datasets import QUERY_METRICS
+
+    env_id = "WritePolicyBench-QueriesEasy-Privileged-v0"
+    record_dataset("wpb/queries-causal-v0", lambda: make_agent("causal_privileged"), QUERY_KWARGS, 2, seed=5,
+                   env_id=env_id, algorithm_name="causal_privileged")
+    dataset = minari.load_dataset("wpb/queries-causal-v0")
+    assert dataset.spec.env_spec.id == env_id and dataset.total_episodes == 2
+    env = dataset.recover_environment()
+    assert env.spec.kwargs == {"regime": "queries_easy", "track": "privileged", "episode_seed": 5, "slots": 8,
+                               "expire_cost": 0.0, "invalid_action_penalty": 0.0, **QUERY_KWARGS}
+    for i, episode in enumerate(dataset.iterate_episodes()):
+        observation, info = env.reset(seed=5 + i, options={"episode_index": i})
+        assert np.array_equal(observation, episode.observations[0])
+        for k, action in enumerate(episode.actions):
+            assert info["action_mask"][action]
+            observation, reward, terminated, _, info = env.step(int(action))
+            assert np.array_equal(observation, episode.observations[k + 1]) and reward == episode.rewards[k]
+        assert terminated and episode.terminations[-1]
+        assert set(episode.infos["metrics"]) == set(QUERY_METRICS)
+        accuracy = episode.infos["metrics"]["query_accuracy"][-1]
+        offline = run_episode(make_agent("causal_privileged"), env.unwrapped.episode, info["budget_bytes"],
+                              track="privileged")
+        assert accuracy == offline.queries.accuracy and episode.rewards.sum() == pytest.approx(accuracy)
+        assert (episode.infos["budget_bytes"] == info["budget_bytes"]).all()
+
+
+def test_an_endless_query_dataset_ends_by_accuracy_or_by_its_time_limit(root):
+    kwargs = {k: v for k, v in QUERY_KWARGS.items() if k != "length"}
+    record_dataset("wpb/endless-v0", lambda: make_agent("keep_latest_family"),
+                   {**kwargs, "endless": True, "endless_threshold": 0.99, "endless_window": 2}, 1,
+                   env_id="WritePolicyBench-QueriesEasy-v0", max_episode_steps=5000)
+    record_dataset("wpb/endless-limited-v0", lambda: make_agent("keep_latest_family"),
+                   {**kwargs, "endless": True, "endless_threshold": 0.0}, 1,
+                   env_id="WritePolicyBench-QueriesEasy-v0", max_episode_steps=300)
+    (ended,) = minari.load_dataset("wpb/endless-v0").iterate_episodes()
+    assert ended.terminations[-1] and not ended.truncations.any()
+    assert ended.infos["metrics"]["checkpoints_survived"][-1] == ended.infos["metrics"]["checkpoints"][-1] - 1
+    limited = minari.load_dataset("wpb/endless-limited-v0")
+    assert limited.spec.env_spec.max_episode_steps == 300
+    (cut,) = limited.iterate_episodes()
+    assert len(cut.actions) == 300 and cut.truncations[-1] and not cut.terminations.any()
+
+
+def test_wpb_dataset_records_a_query_tier_id_and_names_a_wrong_one(tmp_path, capsys):
+    out = tmp_path / "datasets"
+    sizes = [f"{k}={v}" for k, v in QUERY_KWARGS.items()]
+    argv = ["dataset", "--episodes", "1", "--out", str(out), "--quiet"]
+    assert main([*argv, "--env-kwargs", *sizes, "--agent", "keep_latest_family", "--dataset-id", "wpb/q-v0",
+                 "--env-id", "WritePolicyBench-QueriesEasy-Privileged-v0"]) == 0
+    dataset = minari.load_dataset(str(out / "wpb" / "q-v0"))
+    # A privileged id stays privileged for an unprivileged agent.
+    assert dataset.spec.env_spec.kwargs["track"] == "privileged"
+    capsys.readouterr()
+    for extra, named in [
+        (["--agent", "causal_privileged", "--env-id", "WritePolicyBench-QueriesEasy-v0"],
+         ("--env-id WritePolicyBench-QueriesEasy-v0: causal_privileged runs on the oracle track only; expected a "
+          "privileged id (WritePolicyBench-QueriesEasy-Privileged-v0)")),
+        (["--agent", "no_mem", "--env-id", "WritePolicyBench-Nope-v0"],
+         "--env-id WritePolicyBench-Nope-v0: env_id: expected a WritePolicyBench id"),
+        (["--agent", "no_mem", "--env-id", "WritePolicyBench-QueriesEasy-v0", "--env-kwargs", *sizes, "api_pool=3"],
+         "--env-kwargs: unknown env argument 'api_pool'"),
+    ]:
+        assert main([*argv, "--dataset-id", "wpb/bad-v0", *extra]) == 2
+        err = capsys.readouterr().err
+        assert named in err and len(err.strip().splitlines()) == 1, err

@@ -347,3 +347,62 @@ def test_missing_rllib_is_named_with_the_extra_to_install(monkeypatch, tmp_path,
     assert wpb_main(["eval", "--agents", f"rllib:{tmp_path}", "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert INSTALL_HINT in err and len(err.strip().splitlines()) == 1, err
+
+
+# ---------------------------------------------------------------------------- the query tier
+QUERY_ENV_KWARGS = {"regime": "queries_easy", "endpoints": 30, "families": 4, "length": 30 + 12 * 15,
+                    "checkpoint_interval": 15, "queries_per_checkpoint": 25, "summary_max_bytes": 900,
+                    "max_params": 10, "budget_fraction": 0.5, "track": "privileged"}
+
+TRAIN_QUERY_TIER = """
+import json, sys
+from agents.rllib.training import train_rllib_ppo
+
+out, env_kwargs = sys.argv[1], json.loads(sys.argv[2])
+run = train_rllib_ppo(out, env_kwargs, iterations=1, seed=0, query_tier=True, train_batch_size=400,
+                      minibatch_size=100, num_epochs=1, hidden_sizes=[16])
+print(json.dumps({"checkpoint": str(run.checkpoint), "metrics": run.metrics}))
+"""
+
+
+def test_the_query_env_creator_builds_the_query_tier_in_the_masked_layout():
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    from agents.rllib.env import RLLIB_QUERY_ENV_NAME
+    from wpb_gym.envs.query_env import QueryTierEnv
+
+    assert register_rllib_env(query_tier=True) == RLLIB_QUERY_ENV_NAME
+    for extra in ({}, {"endless": True, "endless_threshold": 0.2, "length": None}):
+        env = _global_registry.get(ENV_CREATOR, RLLIB_QUERY_ENV_NAME)({**QUERY_ENV_KWARGS, "slots": 4, **extra})
+        obs, _ = env.reset(seed=0)
+        base = env.unwrapped
+        assert isinstance(base, QueryTierEnv) and base.K == 4 and base.endless == bool(extra)
+        assert env.observation_space.contains(obs) and obs["action_mask"].shape == (3 + 4,)
+        for _ in range(50):  # the mask is the one for the observation it comes with
+            action = int(np.flatnonzero(obs["action_mask"])[-1])
+            obs, *_ = env.step(action)
+            assert np.array_equal(obs["action_mask"], base.action_masks().astype(np.float32))
+
+
+def test_a_query_tier_training_iteration_runs_and_checkpoints(tmp_path):
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(TRAIN_QUERY_TIER), str(out), json.dumps(QUERY_ENV_KWARGS)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["metrics"]["training_iteration"] == 1 and result["metrics"]["env_steps"] == 400
+    assert (out / "checkpoint").is_dir()
+    config = json.loads((out / "config.json").read_text())
+    assert config["env"] == {"slots": 8, "expire_cost": 0.0, "episode_seed": 0, **QUERY_ENV_KWARGS}
+    assert config["ppo"]["query_tier"] is True
+
+
+def test_bad_query_tier_training_arguments_are_named_before_ray_starts(tmp_path):
+    with pytest.raises(ValueError, match=r"env_kwargs: budget_bytes \(100\) and budget_fraction \(0.5\)"):
+        masked_ppo_config({**QUERY_ENV_KWARGS, "budget_bytes": 100}, query_tier=True)
+    with pytest.raises(ValueError, match="env_kwargs: QueryTierEnv got an unexpected|env_kwargs: .*dense_reward"):
+        masked_ppo_config({**QUERY_ENV_KWARGS, "dense_reward": True}, query_tier=True)
+    with pytest.raises(ValueError, match="query_tier must be True or False"):
+        masked_ppo_config(QUERY_ENV_KWARGS, query_tier="yes")

@@ -495,3 +495,26 @@ def test_the_stores_shared_decisions_and_reasons_past_their_limits_change_nothin
     store_module._ACCEPTED_DECISIONS.clear()
     assert run() == expected
     assert len(store_module._ACCEPTED_DECISIONS) <= 2
+
+
+# ---------------------------------------------------------------- forgetting (endless streams)
+
+
+def test_forget_before_keeps_every_later_reading_and_the_rules():
+    store = ByteMemoryStore(100_000)
+    for t in range(12):  # three endpoints, each written, merged onto, expired in turn
+        api = f"api.v1.endpoint_{t % 3}"
+        base = store.newest_base_item(api)
+        if base is not None and t % 2:
+            store.execute(MemoryAction.merge(snap(t, api, params=("p0_0", f"q{t}")), base.t), t)
+        else:
+            store.write(snap(t, api), t)
+        if t >= 4 and (t - 4) in store:
+            store.expire(t - 4, t)
+    later = {t: store.held_at(t) for t in range(8, 13)}
+    newest = {k: store.newest_base_item(f"api.v1.endpoint_{k}") for k in range(3)}
+    store.forget_before(8)
+    assert {t: store.held_at(t) for t in range(8, 13)} == later
+    assert all(left >= 8 for _, left in store.expired_items())
+    assert {k: store.newest_base_item(f"api.v1.endpoint_{k}") for k in range(3)} == newest
+    assert store.oldest_item() is store.items()[0] and store.newest_item() is store.items()[-1]

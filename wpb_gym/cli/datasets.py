@@ -10,6 +10,7 @@ from typing import Any
 from ..core.checks import InputError
 from ..core.messages import one_line
 from ..core.setting_values import parse_int, parse_path, parse_text
+from ..envs.registration import QUERY_ENV_IDS
 from ..evaluation.run_folder import check_folder_path
 from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
@@ -26,14 +27,14 @@ def _identity(path: Path) -> tuple[int, int] | None:
     return stat.st_dev, stat.st_ino
 
 
-def _check_env(env_kwargs: dict[str, Any], settings: Settings) -> None:
+def _check_env(env_id: str, env_kwargs: dict[str, Any], settings: Settings) -> None:
     """Build the env once, so that a bad env argument, or more --episodes than its episode
     source holds, is named before any episode is played."""
     import gymnasium as gym
 
     where = settings.origin_of("env_kwargs")
     try:
-        env = gym.make("WritePolicyBench-v0", **{"episode_seed": settings.seed, **env_kwargs})
+        env = gym.make(env_id, **{"episode_seed": settings.seed, **env_kwargs})
     except (ValueError, TypeError) as error:
         raise InputError(f"{'--env-kwargs' if where == 'default' else where}: {one_line(str(error))}") from None
     available = env.unwrapped.sampler.source.size  # None: generated, as many as asked
@@ -47,7 +48,7 @@ def _check_env(env_kwargs: dict[str, Any], settings: Settings) -> None:
 
 def _cmd_dataset(settings: Settings) -> int:
     try:
-        from agents.datasets import default_root, record_dataset  # the CLI joins the packages
+        from agents.datasets import check_env_id, default_root, record_dataset  # the CLI joins the packages
     except ImportError as error:  # minari is in the offline extra
         raise InputError(f"wpb dataset needs Minari: pip install 'writepolicybench-gym[offline]' ({error})") from None
     from minari.dataset.minari_dataset import parse_dataset_id
@@ -61,15 +62,28 @@ def _cmd_dataset(settings: Settings) -> int:
         raise InputError(f"--dataset-id: {error}") from None
     where = settings.origin_of("env_kwargs")  # the flag, or the config file's key
     reserved = {"episode_seed": "set by --seed", "track": "the agent's: privileged for privileged and oracle agents"}
-    env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), where, reserved)
+    try:
+        env_id = check_env_id(settings.env_id)
+    except ValueError as error:
+        raise InputError(f"{settings.origin_of('env_id')} {settings.env_id}: {one_line(str(error))}") from None
+    env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), where, reserved,
+                                  query_tier=env_id in QUERY_ENV_IDS)
     check_regime(env_kwargs, where)
     if isinstance(env_kwargs.get("episodes"), str):
         read_episode_source(env_kwargs["episodes"])  # its errors name the file
     (spec,) = policy_specs([settings.agent])
-    env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" else "privileged"
+    # A privileged id stays privileged (an unprivileged agent runs there too); an unprivileged id
+    # of the query tier cannot host an agent that needs more.
+    id_track = QUERY_ENV_IDS.get(env_id, {}).get("track")
+    if id_track == "unprivileged" and spec.track != "unprivileged":
+        privileged = env_id.replace("-v0", "-Privileged-v0")
+        raise InputError(f"{settings.origin_of('env_id')} {env_id}: {spec.label} runs on the {spec.track} track only; "
+                         f"expected a privileged id ({privileged})")
+    env_kwargs["track"] = "unprivileged" if spec.track == "unprivileged" and id_track != "privileged" else "privileged"
+    max_steps = settings.max_episode_steps
     root = Path(settings.out).resolve() if settings.out else default_root()
     check_folder_path(root)  # a file, under a file, or not writable: named before any episode is played
-    _check_env(env_kwargs, settings)
+    _check_env(env_id, env_kwargs, settings)
     target = root.resolve() / settings.dataset_id
     before = _identity(target)
 
@@ -85,9 +99,11 @@ def _cmd_dataset(settings: Settings) -> int:
             seed=settings.seed,
             root=root,
             algorithm_name=spec.label,
-            description=f"WritePolicyBench-v0 trajectories of {spec.label}, recorded by wpb dataset",
+            description=f"{env_id} trajectories of {spec.label}, recorded by wpb dataset",
             force=settings.force,
             progress=progress,
+            env_id=env_id,
+            max_episode_steps=max_steps,
         )
     except FileExistsError as error:
         raise InputError(str(error)) from None
@@ -124,6 +140,19 @@ DATASET = CommandSettings(
             required=True,
         ),
         Setting("episodes", partial(parse_int, minimum=1), "episodes to record (episode i of the source)", default=10),
+        Setting(
+            "env_id",
+            parse_text,
+            "the env's registered id: WritePolicyBench-v0, or the query tier's, e.g. "
+            "WritePolicyBench-QueriesEasy-Privileged-v0",
+            default="WritePolicyBench-v0",
+        ),
+        Setting(
+            "max_episode_steps",
+            partial(parse_int, minimum=1),
+            "truncate each episode after this many env steps (Gymnasium's TimeLimit; bounds an endless stream)",
+            default=None,
+        ),
         Setting("seed", partial(parse_int, minimum=0), "episode seed of generated episodes and reset seeds", default=0),
         Setting(
             "env_kwargs",

@@ -55,24 +55,29 @@ def parse_env_kwarg(value: Any, where: str) -> tuple[str, Any]:
 _EXPONENT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
 
 
-def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None) -> dict[str, Any]:
-    """Env arguments by name (``WritePolicyBenchEnv``'s own, or generator options), with
-    ``budget_bytes`` read as a budget and a number with an exponent that YAML read as text
-    (``1e-3``: YAML 1.1 wants ``1.0e-3``) read as the number where a float is expected.
-    ``reserved`` names arguments set otherwise, and how."""
+def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None, *,
+                     query_tier: bool = False) -> dict[str, Any]:
+    """Env arguments by name (``WritePolicyBenchEnv``'s own, or generator options; with
+    ``query_tier``, ``QueryTierEnv``'s and ``QueryTierConfig``'s), with ``budget_bytes`` read as
+    a budget and a number with an exponent that YAML read as text (``1e-3``: YAML 1.1 wants
+    ``1.0e-3``) read as the number where a float is expected. ``reserved`` names arguments set
+    otherwise, and how."""
     import inspect
 
     from ..envs.env import WritePolicyBenchEnv
+    from ..envs.query_env import QueryTierEnv
     from ..episodes.generators.paper import GeneratorConfig
+    from ..episodes.generators.queries import QueryTierConfig
 
     if not isinstance(kwargs, dict):
         raise InputError(f"{where}: expected a mapping of env arguments, got {type(kwargs).__name__} {kwargs!r}")
-    signature = inspect.signature(WritePolicyBenchEnv.__init__).parameters.values()
+    env_class, config_class = (QueryTierEnv, QueryTierConfig) if query_tier else (WritePolicyBenchEnv, GeneratorConfig)
+    signature = inspect.signature(env_class.__init__).parameters.values()
     arguments = [p.name for p in signature if p.name != "self" and p.kind is not p.VAR_KEYWORD]
     arguments = [name for name in arguments if name not in _ENV_PARTS]  # text cannot give them
-    options = [name for name in GeneratorConfig.__dataclass_fields__ if name not in arguments]
-    floats = {p.name for p in signature if p.annotation == "float"}
-    floats |= {f.name for f in GeneratorConfig.__dataclass_fields__.values() if f.type == "float"}
+    options = [name for name in config_class.__dataclass_fields__ if name not in arguments]
+    floats = {p.name for p in signature if p.annotation in ("float", "float | None")}
+    floats |= {f.name for f in config_class.__dataclass_fields__.values() if f.type == "float"}
     checked = {}
     for key, value in kwargs.items():
         if reserved and key in reserved:

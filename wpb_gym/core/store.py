@@ -380,6 +380,21 @@ class ByteMemoryStore:
         held.sort(key=lambda item: item.t)
         return tuple(held)
 
+    def forget_before(self, t: int) -> None:
+        """Forget what only a reading of a moment before ``t`` needs: the expired items that left
+        before ``t`` (``held_at`` of ``t`` or later never returns them; ``expired_items`` no
+        longer lists them), and the bookkeeping of items no longer held. A store that runs
+        without end (an endless query stream) calls it now and then, so that it stays the size
+        of what it holds."""
+        self._expired = [(item, left) for item, left in self._expired if left >= t]
+        self._order = deque(k for k in self._order if k in self._items)
+        for key, stack in list(self._bases_by_api.items()):
+            live = [k for k in stack if k in self._items]
+            if live:
+                self._bases_by_api[key] = live
+            else:
+                del self._bases_by_api[key]
+
     def expired_items(self) -> tuple[tuple[MemoryItem, int], ...]:
         """Every expired item with the timestep it was expired at, in the order they left."""
         return tuple(self._expired)

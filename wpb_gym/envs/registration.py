@@ -56,7 +56,9 @@ QUERY_ENV_IDS: dict[str, dict[str, Any]] = {
     for tier in ("Easy", "Medium", "Hard")
     for track, suffix in (("unprivileged", ""), ("privileged", "Privileged-"))
 }
-"""The query tier's ids (``QueryTierEnv``; ``gym.make_vec`` steps them with Gymnasium's ``SyncVectorEnv``)."""
+"""The query tier's ids (``QueryTierEnv``; ``gym.make_vec`` steps them with Gymnasium's ``SyncVectorEnv``).
+Variants are keyword arguments, not ids: ``endless=True`` (with ``endless_threshold``,
+``endless_window``, ``endless_ramp``) and ``budget_fraction``."""
 
 
 def register_envs() -> None:

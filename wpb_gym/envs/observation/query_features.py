@@ -33,7 +33,7 @@ feature                     meaning
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,9 +57,20 @@ def _lags() -> np.ndarray:
 
 
 class QueryStreamTracker:
-    """Causal statistics of one episode's stream (see the module docstring)."""
+    """Causal statistics of one episode's stream (see the module docstring).
 
-    def __init__(self) -> None:
+    ``history`` bounds the earlier contracts remembered per endpoint (None: all of them), which
+    ``family_reverts`` searches for an earlier contract coming back: an endless stream sets
+    it, so that the tracker does not grow with the steps (a revert restores the contract
+    just before its breaking change, so a few are enough to see it). With a bound, the
+    earlier contracts are kept as hashes (only the latest is compared in full), since an
+    endless stream's contracts themselves grow as changes add parameters."""
+
+    def __init__(self, history: int | None = None) -> None:
+        if history is not None and (isinstance(history, bool) or not isinstance(history, int) or history < 2):
+            raise ValueError(f"history: expected None or an int >= 2 (contracts per endpoint), got {history!r}")
+        self.history = history
+        self._earlier: dict[str, deque[int]] = {}  # with a bound: hashes of the earlier contracts
         self.checkpoint = 0
         self._asked = [defaultdict(float) for _ in DECAYS]
         self._scale = [1.0 for _ in DECAYS]
@@ -131,10 +142,19 @@ class QueryStreamTracker:
         broke = False
         if history:
             self._family_changes[family] += 1
-            if contract in history[:-1] and history[-1] != contract:  # an earlier contract came back
+            if self.history is None:
+                came_back = contract in history[:-1]
+            else:
+                came_back = hash(contract) in self._earlier.setdefault(api, deque(maxlen=self.history))
+            if came_back and history[-1] != contract:  # an earlier contract came back
                 self._family_reverts[family] += 1
             broke = is_breaking(history[-1], contract)
-        history.append(contract)
+        if self.history is None:
+            history.append(contract)
+        else:
+            if history:
+                self._earlier.setdefault(api, deque(maxlen=self.history)).append(hash(history[-1]))
+            history[:] = [contract]
         self._broke[api] = broke
         if broke:
             self._broke_at[api] = self.checkpoint

@@ -63,6 +63,17 @@ the current step. What any policy can observe of it: the traffic, the queries ea
 shows, and each family's history (how often its changes are reverted, whether and when its
 breaking changes draw queries).
 
+Without an end
+--------------
+``QueryStream`` makes the stream one step at a time; ``generate_query_episode`` runs it for
+``length`` steps (``horizon``), and ``query_stream(config, seed, index)`` without a horizon
+runs the same hidden process for as long as it is read, with a checkpoint every
+``checkpoint_interval`` steps (the endless streams of ``QueryTierEnv(endless=True)``). The two
+agree step for step up to the first breaking change whose revert would fall past the fixed
+episode's end (``QueryStream.dropped_revert_at``), and up to that episode's final checkpoint.
+An endless stream keeps no log; what grows as it runs is the endpoints' contracts themselves,
+since changes add parameters a little more often than they remove them.
+
 Labels: ``queries`` (``[t, api, fact, argument, answer]`` of every query, in order),
 ``checkpoint_steps``, ``hidden``, ``change_kinds``, ``revert_steps`` with the aligned
 ``reverted_changes``, ``warmup_steps``. For F1, ``critical_steps`` are the steps that show the
@@ -75,7 +86,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import numpy as np
 
@@ -281,83 +292,117 @@ def _applicable(e: _Endpoint, breaking: bool) -> tuple[list[str], list[float]]:
     return kinds, [1.0] * len(kinds)
 
 
-def generate_query_steps(c: QueryTierConfig, stream_rng: np.random.Generator,
-                         query_rng: np.random.Generator) -> tuple[list[Any], list[dict], dict]:
-    """The observations, metadata and labels of one query-tier episode (see the module docstring):
-    the change feed draws from ``stream_rng``, the query process (``query_process``) from ``query_rng``."""
-    rng = stream_rng
-    T, N = c.length, c.endpoints
-    family_of = np.arange(N) % c.families
-    rng.shuffle(family_of)
-    family_names = [FAMILY_NAMES[f] if f < len(FAMILY_NAMES) else f"family_{f}" for f in range(c.families)]
-    change_weight = np.exp(rng.normal(0.0, c.change_spread, size=c.families))
-    volatile = rng.random(c.families) < c.volatile_share
-    revert_prob = np.where(volatile, c.volatile_revert_prob, c.stable_revert_prob)
+class StreamStep(NamedTuple):
+    """One step of a ``QueryStream``: what it shows (``observation``, ``metadata``) and what the
+    labels say of it: the queries a checkpoint asks (``[api, fact, argument, answer]`` each; None
+    at a change step), the change a change step shows (None in the warm-up and at checkpoints),
+    and for a revert the step of the change it rolls back."""
 
-    endpoints: list[_Endpoint] = []
-    for i in range(N):
-        n_params = int(np.exp(rng.uniform(np.log(c.min_params), np.log(c.max_params + 1))))
-        n_params = min(max(n_params, c.min_params), c.max_params)
-        # Names for its starting parameters and for the ones changes may add, never repeated.
-        picks = rng.choice(len(PARAM_NAMES), size=min(len(PARAM_NAMES), 2 * c.max_params), replace=False)
-        names = [PARAM_NAMES[k] for k in picks.tolist()]
-        n_required = int(rng.integers(0, n_params + 1)) // 2
-        endpoints.append(_Endpoint(i, f"api.{family_names[family_of[i]]}.endpoint_{i}", int(family_of[i]),
-                                   int(rng.integers(1, FIRST_VERSION_MAX + 1)), names[:n_params], n_required,
-                                   names[n_params:]))
-    if c.summary_max_bytes > 0:
-        lo, hi = max(c.summary_min_bytes, 1), c.summary_max_bytes + 1
-        has_summary = rng.random(N) < c.summary_prob
-        sizes = rng.uniform(np.log(lo), np.log(hi), N)
-        for e, has, size in zip(endpoints, has_summary, sizes, strict=True):
-            if has:
-                e.summary = filler_text(rng, int(np.exp(size)))
-    process = QueryProcess(c, query_rng, [e.api for e in endpoints], family_of.tolist(), family_names)
+    t: int
+    observation: dict[str, Any]
+    metadata: dict[str, Any]
+    asked: list[list[Any]] | None
+    change_kind: str | None
+    reverted_change: int | None
 
-    observations: list[Any] = []
-    metadata: list[dict[str, Any]] = []
-    mode = c.regime
-    shows: list[list[int]] = [[] for _ in range(N)]  # the steps that show each endpoint's states
 
-    def show(t: int, e: _Endpoint, breaking: bool) -> None:
-        snapshot = e.snapshot()
-        observations.append(snapshot)
-        metadata.append({"mode": mode, "traffic": process.show(t, e.api, snapshot, breaking)})
-        shows[e.index].append(t)
+class QueryStream:
+    """The query tier's stream made one step at a time (see the module docstring): iterate it.
 
-    for t, i in enumerate(rng.permutation(N).tolist()):
-        show(t, endpoints[i], False)
+    ``horizon`` is the stream's length: its last step is a checkpoint and a revert due after it
+    is never scheduled, which is exactly the fixed-length episode. ``horizon=None`` runs the
+    same hidden process without an end: checkpoints every ``checkpoint_interval`` steps
+    forever. Both draw the same numbers in the same order, so the two streams of one seed are
+    equal up to the first breaking change whose revert would fall past the horizon
+    (``dropped_revert_at``; the fixed stream leaves that endpoint free to change again, the
+    endless one freezes it until the revert), and up to the fixed stream's final checkpoint.
 
-    checkpoints = c.checkpoints()
-    checkpoint_set = set(checkpoints)
-    pending: dict[int, tuple[int, tuple[list[str], list[str], bool, bool], int]] = {}
-    change_kinds: list[list[Any]] = []
-    revert_steps: list[int] = []
-    reverted: list[int] = []
-    queries: list[list[Any]] = []
-    checkpoint_number = 0
-    family_weights = change_weight[family_of]
+    Without a horizon nothing grows with the steps taken: the hidden process's logs of jumps
+    and bursts are handed out with the step that made them and then dropped. ``jump_ramp``
+    makes popularity jumps likelier as the stream goes on (see ``QueryProcess``).
+    """
 
-    for t in range(N, T):
-        if t in checkpoint_set:
-            asked = process.checkpoint(t)
-            queries.extend([t, *query] for query in asked)
-            observations.append({"checkpoint": checkpoint_number,
-                                 "queries": [query[:3] for query in asked]})
-            checkpoint_number += 1
-            metadata.append({"mode": mode})
-            continue
-        i = None if t in pending else _draw_changing(rng, endpoints, family_weights, t)
+    def __init__(self, c: QueryTierConfig, stream_rng: np.random.Generator, query_rng: np.random.Generator,
+                 *, horizon: int | None, jump_ramp: float = 0.0) -> None:
+        rng = stream_rng
+        N = c.endpoints
+        if horizon is not None and horizon < N + 2:
+            raise ValueError(f"horizon: expected at least endpoints + 2 = {N + 2} steps, got {horizon}")
+        self.c, self.rng, self.horizon = c, rng, horizon
+        family_of = np.arange(N) % c.families
+        rng.shuffle(family_of)
+        self.family_names = [FAMILY_NAMES[f] if f < len(FAMILY_NAMES) else f"family_{f}" for f in range(c.families)]
+        self.change_weight = np.exp(rng.normal(0.0, c.change_spread, size=c.families))
+        volatile = rng.random(c.families) < c.volatile_share
+        self.revert_prob = np.where(volatile, c.volatile_revert_prob, c.stable_revert_prob)
+
+        self.endpoints: list[_Endpoint] = []
+        for i in range(N):
+            n_params = int(np.exp(rng.uniform(np.log(c.min_params), np.log(c.max_params + 1))))
+            n_params = min(max(n_params, c.min_params), c.max_params)
+            # Names for its starting parameters and for the ones changes may add, never repeated.
+            picks = rng.choice(len(PARAM_NAMES), size=min(len(PARAM_NAMES), 2 * c.max_params), replace=False)
+            names = [PARAM_NAMES[k] for k in picks.tolist()]
+            n_required = int(rng.integers(0, n_params + 1)) // 2
+            self.endpoints.append(_Endpoint(i, f"api.{self.family_names[family_of[i]]}.endpoint_{i}",
+                                            int(family_of[i]), int(rng.integers(1, FIRST_VERSION_MAX + 1)),
+                                            names[:n_params], n_required, names[n_params:]))
+        if c.summary_max_bytes > 0:
+            lo, hi = max(c.summary_min_bytes, 1), c.summary_max_bytes + 1
+            has_summary = rng.random(N) < c.summary_prob
+            sizes = rng.uniform(np.log(lo), np.log(hi), N)
+            for e, has, size in zip(self.endpoints, has_summary, sizes, strict=True):
+                if has:
+                    e.summary = filler_text(rng, int(np.exp(size)))
+        self.index_of = {e.api: e.index for e in self.endpoints}
+        self.process = QueryProcess(c, query_rng, [e.api for e in self.endpoints], family_of.tolist(),
+                                    self.family_names, jump_ramp=jump_ramp)
+        self._warmup: list[int] | None = rng.permutation(N).tolist()
+        self._family_weights = self.change_weight[family_of]
+        self._pending: dict[int, tuple[int, tuple[list[str], list[str], bool, bool], int]] = {}
+        self._first_checkpoint = N + c.checkpoint_interval - 1
+        self.t = 0
+        self.checkpoints_done = 0
+        self.dropped_revert_at: int | None = None
+
+    def is_checkpoint(self, t: int) -> bool:
+        """Whether step ``t`` is a checkpoint (a fixed schedule, known to everyone)."""
+        if self.horizon is not None and t >= self.horizon - 1:
+            return t == self.horizon - 1
+        return t >= self._first_checkpoint and (t - self._first_checkpoint) % self.c.checkpoint_interval == 0
+
+    def __iter__(self) -> QueryStream:
+        return self
+
+    def __next__(self) -> StreamStep:
+        t = self.t
+        if self.horizon is not None and t >= self.horizon:
+            raise StopIteration
+        self.t += 1
+        c = self.c
+        if t < c.endpoints:
+            assert self._warmup is not None
+            step = self._show(t, self.endpoints[self._warmup[t]], False, None, None)
+            if t == c.endpoints - 1:
+                self._warmup = None
+            return step
+        if self.is_checkpoint(t):
+            asked = self.process.checkpoint(t)
+            observation = {"checkpoint": self.checkpoints_done, "queries": [query[:3] for query in asked]}
+            self.checkpoints_done += 1
+            self._forget()
+            return StreamStep(t, observation, {"mode": c.regime}, asked, None, None)
+        rng, endpoints, pending = self.rng, self.endpoints, self._pending
+        i = None if t in pending else _draw_changing(rng, endpoints, self._family_weights, t)
         breaking = False
+        reverted_change = None
         if i is None:  # a revert due now, or every endpoint waits for one: the first comes now
-            i, before, changed_at = pending.pop(t if t in pending else min(pending))
+            i, before, reverted_change = pending.pop(t if t in pending else min(pending))
             e = endpoints[i]
             e.restore(before)
             e.frozen_until = t
             e.version += 1
             kind = "revert"
-            revert_steps.append(t)
-            reverted.append(changed_at)
         elif endpoints[i].removed:  # drawn only when every other endpoint is removed or waiting
             e = endpoints[i]
             e.removed = False
@@ -372,21 +417,67 @@ def generate_query_steps(c: QueryTierConfig, stream_rng: np.random.Generator,
             _apply_change(rng, e, kind)
             e.version += 1
             breaking = kind in BREAKING_KINDS
-            if breaking and rng.random() < revert_prob[e.family]:
+            if breaking and rng.random() < self.revert_prob[e.family]:
                 at = t + int(rng.integers(1, c.revert_window + 1))
-                while at in pending or at in checkpoint_set:
+                while at in pending or self.is_checkpoint(at):
                     at += 1
-                if at < T - 1:  # a revert after the stream ends does not freeze the endpoint
+                if self.horizon is None or at < self.horizon - 1:
                     e.frozen_until = at
                     pending[at] = (i, before, t)
-        change_kinds.append([t, kind])
-        show(t, e, breaking)
+                elif self.dropped_revert_at is None:  # a revert after the stream ends does not freeze it
+                    self.dropped_revert_at = t
+        step = self._show(t, e, breaking, kind, reverted_change)
+        self._forget()
+        return step
 
-    labels = query_labels(T, queries, shows, {e.api: e.index for e in endpoints}, checkpoints)
-    hidden = process.hidden(checkpoints)
+    def _show(self, t: int, e: _Endpoint, breaking: bool, kind: str | None, reverted_change: int | None) -> StreamStep:
+        snapshot = e.snapshot()
+        traffic = self.process.show(t, e.api, snapshot, breaking)
+        return StreamStep(t, snapshot, {"mode": self.c.regime, "traffic": traffic}, None, kind, reverted_change)
+
+    def _forget(self) -> None:
+        # An endless stream keeps no log: what the hidden process stamped is read as it happens.
+        if self.horizon is None:
+            self.process.forget_history()
+
+    def families(self) -> list[list[Any]]:
+        """Each family's ``[name, change weight, revert probability]`` (part of the hidden state)."""
+        return [[self.family_names[f], float(self.change_weight[f]), float(self.revert_prob[f])]
+                for f in range(self.c.families)]
+
+
+def generate_query_steps(c: QueryTierConfig, stream_rng: np.random.Generator,
+                         query_rng: np.random.Generator) -> tuple[list[Any], list[dict], dict]:
+    """The observations, metadata and labels of one query-tier episode (see the module docstring):
+    the change feed draws from ``stream_rng``, the query process (``query_process``) from ``query_rng``."""
+    T, N = c.length, c.endpoints
+    stream = QueryStream(c, stream_rng, query_rng, horizon=T)
+    observations: list[Any] = []
+    metadata: list[dict[str, Any]] = []
+    shows: list[list[int]] = [[] for _ in range(N)]  # the steps that show each endpoint's states
+    change_kinds: list[list[Any]] = []
+    revert_steps: list[int] = []
+    reverted: list[int] = []
+    queries: list[list[Any]] = []
+    for step in stream:
+        observations.append(step.observation)
+        metadata.append(step.metadata)
+        if step.asked is not None:
+            queries.extend([step.t, *query] for query in step.asked)
+            continue
+        shows[stream.index_of[step.observation["api"]]].append(step.t)
+        if step.change_kind is not None:
+            change_kinds.append([step.t, step.change_kind])
+        if step.reverted_change is not None:
+            revert_steps.append(step.t)
+            reverted.append(step.reverted_change)
+
+    checkpoints = c.checkpoints()
+    labels = query_labels(T, queries, shows, stream.index_of, checkpoints)
+    hidden = stream.process.hidden(checkpoints)
     hidden.update({
         "config": c.to_dict(),
-        "families": [[family_names[f], float(change_weight[f]), float(revert_prob[f])] for f in range(c.families)],
+        "families": stream.families(),
         "revert_window": c.revert_window,
     })
     labels.update({
@@ -463,6 +554,19 @@ def generate_query_episode(config: QueryTierConfig, seed: int, index: int = 0) -
                                                           np.random.default_rng(process))
     labels.update({"episode_id": index, "mode": config.regime, "seed": seed})
     return Episode.from_columns(observations, metadata, dict(sorted(labels.items())))
+
+
+def query_stream(config: QueryTierConfig, seed: int, index: int = 0, *, horizon: int | None = None,
+                 jump_ramp: float = 0.0) -> QueryStream:
+    """Episode ``index`` of the set ``(config, seed)`` as a ``QueryStream``: without a horizon,
+    the endless continuation of the same hidden process (``horizon=config.length`` makes the
+    steps of ``generate_query_episode``)."""
+    seed, index = require_int(seed, "seed"), require_int(index, "index")
+    if horizon is not None:
+        horizon = require_int(horizon, "horizon", config.endpoints + 2)
+    stream, process = query_episode_seed(config.regime, seed, index).spawn(2)
+    return QueryStream(config, np.random.default_rng(stream), np.random.default_rng(process), horizon=horizon,
+                       jump_ramp=jump_ramp)
 
 
 def generate_query_episodes(config: QueryTierConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:

@@ -73,11 +73,21 @@ def touched(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> tuple
 
 class QueryProcess:
     """The hidden traffic of one episode over endpoints ``apis`` in families ``family_of``
-    (each endpoint's family index, of ``len(family_names)``), drawing from ``rng``."""
+    (each endpoint's family index, of ``len(family_names)``), drawing from ``rng``.
+
+    ``jump_ramp`` raises the chance of a popularity jump by that much at every checkpoint
+    (``popularity_jump_prob + jump_ramp * k`` after ``k`` checkpoints, at most 1): the endless
+    streams' rising difficulty, since the queries of the past then say less of the next ones.
+    At 0 the draws are exactly those of a process without it."""
 
     def __init__(self, c: ProcessKnobs, rng: np.random.Generator, apis: Sequence[str], family_of: Sequence[int],
-                 family_names: Sequence[str]) -> None:
+                 family_names: Sequence[str], *, jump_ramp: float = 0.0) -> None:
+        if not (isinstance(jump_ramp, (int, float)) and not isinstance(jump_ramp, bool)
+                and 0.0 <= jump_ramp < float("inf")):
+            raise ValueError(f"jump_ramp: expected a finite number >= 0, got {jump_ramp!r}")
         self.c = c
+        self.jump_ramp = float(jump_ramp)
+        self.checkpoints_done = 0
         self.rng = rng
         self.apis = list(apis)
         self.index = {api: i for i, api in enumerate(self.apis)}
@@ -145,12 +155,26 @@ class QueryProcess:
                 snapshot = self.snapshots[i]
                 fact, argument = self._fact(i, snapshot)
                 asked.append([self.apis[i], fact, argument, answer_of(snapshot, fact, argument)])
-        jumping = np.flatnonzero(self.rng.random(len(self.level)) < self.c.popularity_jump_prob)
+        jump_prob = self.c.popularity_jump_prob
+        if self.jump_ramp:
+            jump_prob = min(1.0, jump_prob + self.jump_ramp * self.checkpoints_done)
+        self.checkpoints_done += 1
+        jumping = np.flatnonzero(self.rng.random(len(self.level)) < jump_prob)
         if jumping.size:
             fresh = self.rng.normal(0.0, self.c.popularity_spread, size=jumping.size)
             self.level[jumping] = fresh
             self.jumps.extend([t, int(i), round(float(x), 6)] for i, x in zip(jumping, fresh, strict=True))
         return asked
+
+    def current_jump_prob(self) -> float:
+        """The chance each endpoint's level jumps after the next checkpoint."""
+        return min(1.0, self.c.popularity_jump_prob + self.jump_ramp * self.checkpoints_done)
+
+    def forget_history(self) -> None:
+        """Drop the logs of jumps and bursts (``hidden``'s ``popularity_jumps`` and
+        ``migration_boosts``): a stream without an end reads them as they are stamped."""
+        self.jumps.clear()
+        self.bursts.clear()
 
     def _fact(self, i: int, snapshot: Mapping[str, Any]) -> tuple[str, str | None]:
         c, rng = self.c, self.rng
