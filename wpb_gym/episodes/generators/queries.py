@@ -17,7 +17,7 @@ The stream
 ``api`` names the endpoint and never changes, so MERGE can join an endpoint's snapshots; a
 share ``summary_prob`` of endpoints carry a ``summary`` of ``summary_min_bytes`` ..
 ``summary_max_bytes`` (log-uniform) that never changes, so snapshots run from about 150 B to
-8 KB. The stream opens with a warm-up that shows every endpoint's starting snapshot once, in
+32 KB. The stream opens with a warm-up that shows every endpoint's starting snapshot once, in
 a random order. After it the stream is a change feed: each step shows one endpoint just
 after it changed, except every ``checkpoint_interval``-th step and the last step, which are
 checkpoints. An endpoint is shown only when it changes, so a state a policy did not store
@@ -129,7 +129,7 @@ class QueryTierConfig:
     max_params: int = 40
     summary_prob: float = 0.45
     summary_min_bytes: int = 500
-    summary_max_bytes: int = 8000
+    summary_max_bytes: int = 32000
     breaking_prob: float = 0.5
     change_spread: float = 0.7
     volatile_share: float = 0.5
@@ -145,7 +145,7 @@ class QueryTierConfig:
     integration_spread: float = 2.0
     burst_spread: float = 1.75
     popularity_jump_prob: float = 0.1
-    traffic_scale: float = 3.0
+    traffic_scale: float = 1.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
 
