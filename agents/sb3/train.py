@@ -282,8 +282,10 @@ class TrainingEnvs:
         return len(self.validation_kwargs["episodes"])
 
     def close(self) -> None:
-        self.train.close()
-        self.validation.close()
+        try:
+            self.train.close()
+        finally:  # a training env that fails to close must not leave the validation env open
+            self.validation.close()
 
 
 @dataclass(frozen=True)

@@ -533,3 +533,23 @@ def test_a_failed_run_closes_its_envs(tmp_path, monkeypatch, failing):
     with pytest.raises(RuntimeError, match=f"boom in {failing}"):
         training.train("ppo", tmp_path / "run", config=config, progress=False)
     assert len(built) == 2 and closed == built  # the training envs and the validation env
+
+
+def test_closing_training_envs_closes_the_validation_env_even_when_the_training_env_fails_to():
+    from agents.sb3.train import TrainingEnvs
+
+    closed = []
+
+    class Env:
+        def __init__(self, name, fails):
+            self.name, self.fails = name, fails
+
+        def close(self):
+            closed.append(self.name)
+            if self.fails:
+                raise OSError(f"{self.name} would not close")
+
+    envs = TrainingEnvs(Env("train", True), Env("validation", False), {"episodes": []})
+    with pytest.raises(OSError, match="train would not close"):
+        envs.close()
+    assert closed == ["train", "validation"]

@@ -39,6 +39,9 @@ BAD_INPUTS = [
          "expire_cost", {"t.yaml": "env:\n  expire_cost: 1e-400\n"}),
     case("train: a misspelt regime", [*TRAIN, "--env-kwargs", "regime=contract_mx", "--out", "{w}/o"],
          "--env-kwargs: regime: unknown regime 'contract_mx' (did you mean 'contract_mix'?)"),
+    case("train: a real-drift regime without its files", [*TRAIN, "--env-kwargs", "regime=real:strip", "--out", "{w}/o"],
+         "--env-kwargs: regime: 'real:strip' names real-drift episodes, which come from files: give them with "
+         "episodes=PATH"),
     case("dataset: a misspelt regime", ["dataset", "--agent", "change_detector", "--dataset-id", "wpb/x/t-v0",
                                         "--env-kwargs", "regime=breakng", "--out", "{w}/d"],
          "--env-kwargs: regime: unknown regime 'breakng' (did you mean 'breaking'?)"),

@@ -109,6 +109,9 @@ def check_regime(env_kwargs: dict[str, Any], where: str) -> None:
     regime = env_kwargs.get("regime")
     if regime is None or "episodes" in env_kwargs or regime in ALL_REGIMES:
         return
+    if str(regime).startswith(("real:", "real_queries:")):
+        raise InputError(f"{where}: regime: {regime!r} names real-drift episodes, which come from files: give "
+                         f"them with episodes=PATH (wpb episodes from-events), not as a generated regime")
     raise InputError(
         f"{where}: regime: unknown regime {regime!r}{did_you_mean(str(regime), ALL_REGIMES)}; "
         f"known regimes: {', '.join(ALL_REGIMES)}"

@@ -39,7 +39,8 @@ from ..jsonl import iter_jsonl, write_jsonl
 
 @dataclass(frozen=True)
 class RealQueryConfig:
-    """The query process's knobs over a real feed; the defaults are the ``queries_medium`` tier's."""
+    """The query process's knobs over a real feed: the tiers' process, with checkpoints and
+    bursts scaled to real-drift episodes of a few hundred steps."""
 
     checkpoint_interval: int = 50
     queries_per_checkpoint: int = 300
