@@ -18,7 +18,9 @@ alternating slices (the VM's speed drifts):
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
-* ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
+* ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled:
+  for a newcomer's first ``make_vec`` (4 envs), reset and step, with when the env said it was
+  compiling, and through a first episode on the default regime and on ``contract_mix``.
 * ``collector``: env-steps/s of the vector env with Python's garbage collector paused in
   ``reset``, ``step`` and ``advance`` (a subclass made here) against the env as it is, the
   collector on throughout, at N = 256 on the default settings with random valid actions, in
@@ -390,17 +392,51 @@ def _first_call_child() -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
+def _first_step_child() -> None:
+    """A newcomer's first vector env: make_vec with 4 envs, reset, one step; with the seconds at
+    which the env's notes (stderr lines starting ``wpb_gym:``) appeared."""
+    import io
+
+    start, notes = time.perf_counter(), []
+
+    class Noting(io.TextIOBase):
+        def write(self, text: str) -> int:
+            if text.startswith("wpb_gym:"):
+                notes.append([round(time.perf_counter() - start, 1), text.strip()])
+            return len(text)
+
+    sys.stderr = Noting()
+    try:
+        env = gym.make_vec("WritePolicyBench-v0", num_envs=4, vectorization_mode="vector_entry_point")
+        _, info = env.reset(seed=0)
+        reset = time.perf_counter() - start
+        env.step(random_valid(info["action_mask"], np.random.default_rng(0)))
+    finally:
+        sys.stderr = sys.__stderr__
+    print(json.dumps({"reset": reset, "seconds": time.perf_counter() - start, "notes": notes}))
+
+
 def measure_first_call() -> None:
-    """Seconds from import to the end of a first episode and the step after it in a fresh process,
-    with the compiled core's cache empty (numba compiles) and then filled (numba loads it)."""
+    """Seconds from import to a newcomer's first step (``make_vec``, 4 envs, reset, step), and
+    to the end of a first episode and the step after it on the default regime and on
+    ``contract_mix`` (``warm_up``), in fresh processes, with the compiled core's cache empty
+    (numba compiles) and then filled (numba loads it); and when the env said it was compiling."""
     import tempfile
 
-    print("First calls of the compiled core (build, reset and step a vector env through its first episode),"
-          " each in a fresh process")
-    with tempfile.TemporaryDirectory() as cache:
-        for label in ("compile (empty cache)", "load (cache filled)"):
-            seconds = _in_fresh_process("_first_call_child()", {**os.environ, "NUMBA_CACHE_DIR": cache})["seconds"]
-            print(f"  {label:<24} {seconds:6.1f} s")
+    print("First calls of the compiled core, each in a fresh process (the import of wpb_gym not timed)")
+    for what, child in (("make_vec(4) + reset + step", "_first_step_child()"),
+                        ("first episodes, default and contract_mix", "_first_call_child()")):
+        with tempfile.TemporaryDirectory() as cache:
+            said = set()
+            for label in ("compile (empty cache)", "load (cache filled)"):
+                found = _in_fresh_process(child, {**os.environ, "NUMBA_CACHE_DIR": cache})
+                notes = found.get("notes")
+                when = "" if notes is None else (f"; note at {notes[0][0]:.1f} s" if notes else "; no note")
+                reset = f" (reset done at {found['reset']:.1f} s)" if "reset" in found else ""
+                print(f"  {what:<42} {label:<24} {found['seconds']:6.1f} s{reset}{when}")
+                said.update(text for _, text in notes or [])
+            for text in sorted(said):
+                print(f"    the note: {text}")
 
 
 def _paused_child(n: int, seconds: float, rounds: int, with_torch: bool) -> None:

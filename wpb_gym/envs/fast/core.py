@@ -29,7 +29,7 @@ from ...scoring.oracle import oracle_utility
 from ..observation.encoder import ObservationEncoder
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
-from .compile_cache import keyed_on_these_sources
+from .compile_cache import keyed_on_these_sources, say_when_compiling
 from .contents import ContentMemo
 from .layout import (
     COST,
@@ -51,6 +51,9 @@ from .layout import (
     UTILITY,
     n_scalars,
 )
+
+# A newcomer's first vector env waits on numba for tens of seconds: say what it is waiting for.
+say_when_compiling(__name__.rpartition(".")[0])
 
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
