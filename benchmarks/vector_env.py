@@ -18,7 +18,14 @@ alternating slices (the VM's speed drifts):
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
-* ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled.
+* ``compile``: the compiled core's one-time cost per process, with numba's cache empty and filled:
+  for a newcomer's first ``make_vec`` (4 envs), reset and step, with when the env said it was
+  compiling, and through a first episode on the default regime and on ``contract_mix``.
+* ``collector``: env-steps/s of the vector env with Python's garbage collector paused in
+  ``reset``, ``step`` and ``advance`` (a subclass made here) against the env as it is, the
+  collector on throughout, at N = 256 on the default settings with random valid actions, in
+  alternating slices, the collector on outside the steps for both; in a fresh process, and in
+  one with torch imported first (a trainer's process: more objects for each full collection).
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
   play, against a single env's reset; and on episodes the core makes (``MADE``: endpoints of up
@@ -28,7 +35,7 @@ alternating slices (the VM's speed drifts):
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
-    python benchmarks/vector_env.py [--part env|train|memory|compile|reset|stall|all] [--seconds 4]
+    python benchmarks/vector_env.py [--part env|train|memory|compile|collector|reset|stall|all] [--seconds 4]
         [--rounds 3] [--train-envs 4 16 64] [--train-regime breaking] [--train-made] [--resets 20] [--paces 0 0.001]
 """
 
@@ -385,17 +392,120 @@ def _first_call_child() -> None:
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 
+def _first_step_child() -> None:
+    """A newcomer's first vector env: make_vec with 4 envs, reset, one step; with the seconds at
+    which the env's notes (stderr lines starting ``wpb_gym:``) appeared."""
+    import io
+
+    start, notes = time.perf_counter(), []
+
+    class Noting(io.TextIOBase):
+        def write(self, text: str) -> int:
+            if text.startswith("wpb_gym:"):
+                notes.append([round(time.perf_counter() - start, 1), text.strip()])
+            return len(text)
+
+    sys.stderr = Noting()
+    try:
+        env = gym.make_vec("WritePolicyBench-v0", num_envs=4, vectorization_mode="vector_entry_point")
+        _, info = env.reset(seed=0)
+        reset = time.perf_counter() - start
+        env.step(random_valid(info["action_mask"], np.random.default_rng(0)))
+    finally:
+        sys.stderr = sys.__stderr__
+    print(json.dumps({"reset": reset, "seconds": time.perf_counter() - start, "notes": notes}))
+
+
 def measure_first_call() -> None:
-    """Seconds from import to the end of a first episode and the step after it in a fresh process,
-    with the compiled core's cache empty (numba compiles) and then filled (numba loads it)."""
+    """Seconds from import to a newcomer's first step (``make_vec``, 4 envs, reset, step), and
+    to the end of a first episode and the step after it on the default regime and on
+    ``contract_mix`` (``warm_up``), in fresh processes, with the compiled core's cache empty
+    (numba compiles) and then filled (numba loads it); and when the env said it was compiling."""
     import tempfile
 
-    print("First calls of the compiled core (build, reset and step a vector env through its first episode),"
-          " each in a fresh process")
-    with tempfile.TemporaryDirectory() as cache:
-        for label in ("compile (empty cache)", "load (cache filled)"):
-            seconds = _in_fresh_process("_first_call_child()", {**os.environ, "NUMBA_CACHE_DIR": cache})["seconds"]
-            print(f"  {label:<24} {seconds:6.1f} s")
+    print("First calls of the compiled core, each in a fresh process (the import of wpb_gym not timed)")
+    for what, child in (("make_vec(4) + reset + step", "_first_step_child()"),
+                        ("first episodes, default and contract_mix", "_first_call_child()")):
+        with tempfile.TemporaryDirectory() as cache:
+            said = set()
+            for label in ("compile (empty cache)", "load (cache filled)"):
+                found = _in_fresh_process(child, {**os.environ, "NUMBA_CACHE_DIR": cache})
+                notes = found.get("notes")
+                when = "" if notes is None else (f"; note at {notes[0][0]:.1f} s" if notes else "; no note")
+                reset = f" (reset done at {found['reset']:.1f} s)" if "reset" in found else ""
+                print(f"  {what:<42} {label:<24} {found['seconds']:6.1f} s{reset}{when}")
+                said.update(text for _, text in notes or [])
+            for text in sorted(said):
+                print(f"    the note: {text}")
+
+
+def _paused_child(n: int, seconds: float, rounds: int, with_torch: bool) -> None:
+    import gc
+
+    if with_torch:
+        import torch  # noqa: F401
+
+    from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+
+    def pausing(method):
+        def paused(self, *args, **kwargs):
+            if not gc.isenabled():  # the caller turned it off: left off
+                return method(self, *args, **kwargs)
+            gc.disable()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                gc.enable()
+
+        return paused
+
+    # What the vector env did until this measurement removed it (it gained under 5%).
+    paused_env = type("Paused", (WritePolicyBenchVectorEnv,),
+                      {name: pausing(getattr(WritePolicyBenchVectorEnv, name)) for name in ("reset", "step", "advance")})
+
+    warm_up()
+    sides = {"paused": paused_env(n), "on": WritePolicyBenchVectorEnv(n)}
+    state = {}
+    for name, env in sides.items():
+        _, info = env.reset(seed=0)
+        state[name] = (info, np.random.default_rng(0))
+    done = {name: [0, 0.0, 0] for name in sides}  # env-steps, seconds, full collections
+    ratios = []
+    for r in range(rounds):
+        rates = {}
+        for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+            env, (info, rng) = sides[name], state[name]
+            gc.collect()  # neither side pays for the other's garbage
+            full = gc.get_stats()[2]["collections"]
+            steps, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                _, _, _, _, info = env.step(random_valid(info["action_mask"], rng))
+                steps += n
+            elapsed = time.perf_counter() - start
+            state[name] = (info, rng)
+            done[name][0] += steps
+            done[name][1] += elapsed
+            done[name][2] += gc.get_stats()[2]["collections"] - full
+            rates[name] = steps / elapsed
+        ratios.append(rates["paused"] / rates["on"])
+    print(json.dumps({"rounds": ratios, "total": (done["paused"][0] / done["paused"][1]) / (done["on"][0] / done["on"][1]),
+                      "rates": {name: d[0] / d[1] for name, d in done.items()},
+                      "full_collections": {name: d[2] for name, d in done.items()},
+                      "tracked_objects": len(gc.get_objects())}))
+
+
+def measure_collector(n: int, seconds: float, rounds: int) -> None:
+    """The paused collector's gain: env-steps/s paused over collector on, per round and in total."""
+    print(f"Garbage collector paused in the vector env's steps against on throughout (as it is), N = {n}, default"
+          f" settings, random valid actions, {rounds} rounds of {seconds:g} s slices, each setting in a fresh process")
+    for with_torch in (False, True):
+        found = _in_fresh_process(f"_paused_child({n}, {seconds}, {rounds}, {with_torch})")
+        label = "torch imported" if with_torch else "plain process"
+        rounds_text = " ".join(f"{x:.3f}" for x in found["rounds"])
+        print(f"  {label:<15} paused/on {found['total']:.3f}x (rounds: {rounds_text});"
+              f" {found['rates']['paused']:,.0f} vs {found['rates']['on']:,.0f} env-steps/s;"
+              f" full collections in slices {found['full_collections']['paused']} vs {found['full_collections']['on']};"
+              f" {found['tracked_objects']:,} objects tracked")
 
 
 def sb3_stepping(n_envs: int, rounds: int, env_kwargs: dict, seconds: float = 2.0) -> dict[str, float]:
@@ -465,7 +575,7 @@ def _collector_child() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "reset", "stall", "all"], default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "collector", "reset", "stall", "all"], default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
@@ -487,6 +597,8 @@ def main() -> None:
         measure_memory(args.num_envs, 2_000)
     if args.part in ("compile", "all"):
         measure_first_call()
+    if args.part in ("collector", "all"):
+        measure_collector(args.num_envs, args.seconds, args.rounds)
     if args.part in ("reset", "all"):
         measure_reset(args.resets, args.rounds)
     if args.part in ("stall", "all"):

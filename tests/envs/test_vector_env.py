@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -225,46 +223,6 @@ def test_disabled_autoreset_refuses_before_any_sub_env_moves_and_the_api_matches
         vector.step(np.zeros(2, dtype=int))
 
 
-def test_the_garbage_collector_is_paused_only_inside_a_step_or_reset_and_left_as_the_user_set_it():
-    import gc
-
-    seen = []
-
-    class Watching(WritePolicyBenchVectorEnv):
-        def _reset_sub_envs(self, *args, **kwargs):
-            seen.append(("reset", gc.isenabled()))
-            return super()._reset_sub_envs(*args, **kwargs)
-
-        def _check_actions(self, actions):
-            seen.append(("step", gc.isenabled()))
-            return super()._check_actions(actions)
-
-    env = Watching(2, length=5)
-    rng = np.random.default_rng(0)
-    assert gc.isenabled()
-    _, info = env.reset(seed=0)
-    for _ in range(12):  # episodes end and restart inside steps
-        _, _, _, _, info = env.step(rng.integers(0, 2, 2) * info["action_mask"][:, 1])
-        assert gc.isenabled()
-    assert {"reset", "step"} <= {where for where, _ in seen} and not any(on for _, on in seen)
-    seen.clear()
-    for _ in range(12):  # SB3's adapter calls advance itself
-        env.advance(np.zeros(2, dtype=np.int64))
-        assert gc.isenabled()
-    assert {"reset", "step"} <= {where for where, _ in seen} and not any(on for _, on in seen)
-    with pytest.raises(ValueError):
-        env.step(np.array([99, 0]))
-    assert gc.isenabled()  # back on after a step that failed
-    gc.disable()
-    try:
-        env.reset(seed=1)
-        env.step(np.zeros(2, dtype=np.int64))
-        assert not gc.isenabled()  # a user who turned it off keeps it off
-    finally:
-        gc.enable()
-
-
-@functools.cache
 def _metrics_env() -> WritePolicyBenchVectorEnv:
     return WritePolicyBenchVectorEnv(6, length=5)  # one for every example: a vector env takes a while to build
 

@@ -11,11 +11,8 @@ against Gymnasium's ``SyncVectorEnv`` over single envs and require every output 
 
 from __future__ import annotations
 
-import functools
-import gc
 import inspect
 import os
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -36,31 +33,6 @@ _ENV_ARGUMENTS = tuple(p for p in inspect.signature(WritePolicyBenchEnv.__init__
 _ACCEPTED = REASONS[0]
 # Attributes set_attr may change without handing sub-envs over: the compiled core reads them.
 _CORE_SETTINGS = ("invalid_action_penalty",)
-
-
-def _collector_paused(method: Callable[..., Any]) -> Callable[..., Any]:
-    """``method`` with Python's cyclic garbage collector paused while it runs (as ``timeit``
-    runs), and back on after it if it was on. A vector step or reset makes thousands of
-    short-lived objects (the descriptions of new episodes, the infos); a collection falling
-    inside it scans them and every episode the sub-envs hold, and with numba loaded a full
-    collection takes tens of milliseconds. Paused, the temporaries are freed by their
-    reference counts unscanned; what outlives the call counts towards the next collection,
-    which runs at the first allocation after it, so cycles are collected as before. The
-    collector's switch is process-wide: a thread allocating during a step is not collected
-    until the step ends, and a ``gc.disable()`` made while a step runs (by another thread, or
-    by code the step calls) is undone when it ends."""
-
-    @functools.wraps(method)
-    def paused(*args: Any, **kwargs: Any) -> Any:
-        if not gc.isenabled():
-            return method(*args, **kwargs)
-        try:
-            gc.disable()
-            return method(*args, **kwargs)
-        finally:
-            gc.enable()
-
-    return paused
 
 
 class WritePolicyBenchVectorEnv(VectorEnv):
@@ -158,7 +130,6 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return self._envs[i]
 
     # ------------------------------------------------------------------ reset
-    @_collector_paused
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None):
         n = self.num_envs
         if seed is None:
@@ -189,7 +160,6 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return observations, infos
 
     # ------------------------------------------------------------------ step
-    @_collector_paused
     def step(self, actions: Any):
         outcome = self.advance(actions)
         observations, infos = self._batch(outcome.accepted, outcome.reasons)
@@ -201,7 +171,6 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self.report_workers()
         return observations, outcome.rewards, outcome.terminated, truncated, infos
 
-    @_collector_paused
     def advance(self, actions: Any) -> StepOutcome:
         """``step`` without building the observations and infos (the SB3 adapter reads the
         buffers, ``observations()`` and ``infos()``, itself)."""

@@ -17,5 +17,5 @@ ones can be made, read and compiled ahead in worker processes (``episode_workers
 on the same seeds and actions and require equal outputs.
 
 numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
-is cached on disk (``compile_cache``).
+is cached on disk (``compile_cache``, which says on stderr when numba compiles for long).
 """

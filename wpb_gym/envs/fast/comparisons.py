@@ -101,7 +101,10 @@ def compare_versions(static, ct, cr):
     rt, rr = col(static, VERSION_RANK, ct), col(static, VERSION_RANK, cr)
     if kt == VERSION_OTHER:
         return 0 if rt == rr else NO_VERSION_ORDER
-    return (rt > rr) - (rt < rr)
+    # Branches, not ``(rt > rr) - (rt < rr)``: without the JIT these are NumPy bools, which refuse to subtract.
+    if rt > rr:
+        return 1
+    return -1 if rt < rr else 0
 
 
 @borrowing

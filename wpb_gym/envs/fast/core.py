@@ -16,9 +16,12 @@ sub-env's next autoreset will choose, where the core would make it during the re
 
 from __future__ import annotations
 
+import re
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
+from numba.core import config
 
 from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
@@ -26,7 +29,7 @@ from ...scoring.oracle import oracle_utility
 from ..observation.encoder import ObservationEncoder
 from ..render import MemoryViewer
 from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
-from .compile_cache import keyed_on_these_sources
+from .compile_cache import keyed_on_these_sources, say_when_compiling
 from .contents import ContentMemo
 from .layout import (
     COST,
@@ -49,6 +52,9 @@ from .layout import (
     n_scalars,
 )
 
+# A newcomer's first vector env waits on numba for tens of seconds: say what it is waiting for.
+say_when_compiling(__name__.rpartition(".")[0])
+
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
     from . import kernel
@@ -61,6 +67,12 @@ with keyed_on_these_sources():
     from .oracle_by_class import _MAX_COMBINATIONS
     from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
     from .paper_text_episodes import compile_paper_text, paper_text_compilable
+
+if config.DISABLE_JIT:
+    # NUMBA_DISABLE_JIT=1 runs these functions as Python over NumPy scalars, which warn where the
+    # hashes and PCG64 streams let 64-bit integers wrap around, as the machine code does on purpose.
+    warnings.filterwarnings("ignore", "overflow encountered in scalar", RuntimeWarning,
+                            re.escape(__name__.rpartition(".")[0]) + r"\.")
 
 _KEPT_EPISODES = 4096
 # Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
