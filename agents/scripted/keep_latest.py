@@ -27,6 +27,10 @@ name                      an endpoint's value
 ``keep_latest_family``    that, plus ``break_boost`` times its family's mean share of the
                           queries at the ``window`` checkpoints after its breaking changes, for
                           ``hold`` checkpoints after a breaking change of its own
+``keep_latest_migration`` its decayed query count, plus, in the ``lags`` checkpoints after a
+                          breaking change, ``migration_weight`` times its mean traffic times the
+                          queries per unit of traffic its family's earlier breaking changes drew
+                          at each lag (the best mean over the lags ahead)
 ========================  ===================================================================
 
 A family is the second segment of ``api`` (``api.billing.endpoint_17``: ``billing``). Values
@@ -41,6 +45,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, ClassVar
+
+import numpy as np
 
 from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.contracts import Contract, contract_of, endpoint_family, is_breaking
@@ -328,3 +334,76 @@ class KeepLatestFamily(KeepLatestBreaking):
     def boost(self, api: Any) -> float:
         drawn, measured = self._response.get(family_of(api), (0.0, 0.0))
         return self.break_boost * (drawn + 1.0) / (measured + 1.0)
+
+
+class KeepLatestMigration(KeepLatestLFU):
+    """``keep_latest_migration``: the decayed query count, plus the queries a breaking change's
+    migration is expected to bring: the endpoint's mean traffic times what its family's earlier
+    breaking changes drew per unit of traffic at each checkpoint after them."""
+
+    name = "keep_latest_migration"
+    description = ("Like keep_latest_lfu, adding after a breaking change its mean traffic times the "
+                   "queries per unit of traffic its family's breaking changes drew at each lag.")
+    _param_names = ("decay", "migration_weight", "lags", "size_aware", "prior")
+
+    def __init__(self, *, decay: float = 0.5, migration_weight: float = 1.0, lags: int = 6,
+                 size_aware: bool = True, prior: float = 0.01, tuned: bool = True) -> None:
+        if int(lags) < 1:
+            raise ValueError(f"lags must be at least 1 checkpoint, got {lags}")
+        self.migration_weight = migration_weight
+        self.lags = int(lags)
+        super().__init__(decay=decay, size_aware=size_aware, prior=prior, tuned=tuned)
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        super().start_episode(context)
+        self._traffic: dict[Any, float] = defaultdict(float)
+        self._shows: dict[Any, int] = defaultdict(int)
+        # family -> (queries per unit of traffic at each lag, summed; breaking changes measured there)
+        self._drawn: dict[str, np.ndarray] = {}
+        self._measured: dict[str, np.ndarray] = {}
+        self._watching: list[tuple[Any, str, int]] = []  # (endpoint, family, checkpoint it broke at)
+        self._broken_at: dict[Any, int] = {}
+
+    def _mean_traffic(self, api: Any) -> float:
+        # Shrunk towards a small prior: one Poisson draw says little of an endpoint's clients.
+        return (self._traffic[api] + 0.5) / (self._shows[api] + 1.0)
+
+    def on_show(self, t: int, api: Any, traffic: Any, breaking: bool) -> None:
+        if isinstance(traffic, (int, float)) and not isinstance(traffic, bool) and traffic > 0:
+            self._traffic[api] += float(traffic)
+        self._shows[api] += 1
+        if breaking:
+            self._watching.append((api, family_of(api), self.checkpoint))
+            self._broken_at[api] = self.checkpoint
+
+    def on_checkpoint(self, t: int, asked: list[Any]) -> None:
+        super().on_checkpoint(t, asked)
+        counts: dict[Any, int] = defaultdict(int)
+        for api in asked:
+            counts[api] += 1
+        watching = []
+        for api, family, broken in self._watching:
+            lag = self.checkpoint - broken - 1
+            if 0 <= lag < self.lags:
+                if family not in self._drawn:
+                    self._drawn[family], self._measured[family] = np.zeros(self.lags), np.zeros(self.lags)
+                self._drawn[family][lag] += counts.get(api, 0) / self._mean_traffic(api)
+                self._measured[family][lag] += 1
+            if lag + 1 < self.lags:
+                watching.append((api, family, broken))
+        self._watching = watching
+
+    def value(self, api: Any) -> float:
+        value = super().value(api)
+        broken = self._broken_at.get(api)
+        family = family_of(api)
+        if broken is None or family not in self._drawn:
+            return value
+        since = self.checkpoint - broken
+        if since >= self.lags:
+            return value
+        ahead = self._drawn[family][since:] / np.maximum(self._measured[family][since:], 1.0)
+        # The best mean over the next 1..n checkpoints: a burst that starts later counts for
+        # the checkpoints it takes to come.
+        best = float(np.max(np.cumsum(ahead) / np.arange(1, ahead.size + 1)))
+        return value + self.migration_weight * self._mean_traffic(api) * best

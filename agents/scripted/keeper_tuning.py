@@ -34,19 +34,28 @@ from wpb_gym.episodes.generators.queries import QUERY_REGIMES, generate_query_ep
 from wpb_gym.episodes.sources import read_episodes
 from wpb_gym.evaluation.runner import run_episode
 
-from .keep_latest import KeepLatestBreaking, KeepLatestFamily, KeepLatestLFU, KeepLatestLRU, KeepLatestTraffic
+from .keep_latest import (
+    KeepLatestBreaking,
+    KeepLatestFamily,
+    KeepLatestLFU,
+    KeepLatestLRU,
+    KeepLatestMigration,
+    KeepLatestTraffic,
+)
 from .keeper_params import TUNED_FILE
 
 KEEPERS = {cls.name: cls for cls in (KeepLatestLRU, KeepLatestLFU, KeepLatestTraffic, KeepLatestBreaking,
-                                      KeepLatestFamily)}
+                                      KeepLatestFamily, KeepLatestMigration)}
 GRIDS: dict[str, tuple[Any, ...]] = {
-    "decay": (0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98),
-    "traffic_weight": (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+    "decay": (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98),
+    "traffic_weight": (0.0, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
     "break_boost": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0),
     "hold": (0, 1, 2, 3, 4, 5, 6),
     "window": (1, 2, 3, 4, 5, 6),
     "size_aware": (True, False),
-    "prior": (0.0, 0.003, 0.01, 0.03, 0.1, 0.3),
+    "prior": (0.0, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0),
+    "migration_weight": (0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+    "lags": (2, 3, 4, 6, 8),
 }
 ROUNDS = 2
 
@@ -138,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"unknown {name} {given!r}; expected one of {', '.join(known)}")
     budgets = [parse_budget(b, "--budgets") for b in args.budgets.split(",")]
     out = Path(args.out)
-    table = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
     with ProcessPoolExecutor(args.jobs) as pool:
         for tier in tiers:
             for budget in budgets:
@@ -146,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
                     entry = tune(keeper, tier, budget, args.seed, args.episodes, pool, log=sys.stderr)
                     if args.from_file:
                         entry.update(seed=None, file=Path(args.from_file).name)
+                    # Read what the file holds now, not at the start: another tuning may have
+                    # merged its entries since.
+                    table = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
                     table.setdefault(keeper, {}).setdefault(keys[tier], {})[str(budget)] = entry
                     print(f"{keeper} {keys[tier]} {budget}: {entry['params']} accuracy {entry['accuracy']:.4f}",
                           flush=True)

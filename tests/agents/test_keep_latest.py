@@ -12,7 +12,8 @@ from wpb_gym.episodes.generators.queries import generate_query_episode, query_co
 from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.scoring.queries import score_queries
 
-KEEPERS = ("keep_latest_lru", "keep_latest_lfu", "keep_latest_traffic", "keep_latest_breaking", "keep_latest_family")
+KEEPERS = ("keep_latest_lru", "keep_latest_lfu", "keep_latest_traffic", "keep_latest_breaking", "keep_latest_family",
+           "keep_latest_migration")
 CONFIG = query_config("queries_medium", endpoints=60, families=8, length=60 + 20 * 25, checkpoint_interval=25,
                       queries_per_checkpoint=60)
 
@@ -63,6 +64,42 @@ def test_lfu_keeps_the_endpoint_asked_about_most_when_one_fits():
         for action in agent.select(Step(t, {**snapshot, "api": api}, {}), view):
             store.execute(action, t)
     assert [item.api for item in store.items()] == ["hot"]
+
+
+def test_migration_values_a_breaking_change_by_its_traffic_and_its_familys_earlier_bursts():
+    agent = make_agent("keep_latest_migration", decay=0.5, migration_weight=1.0, lags=3, prior=0.0, tuned=False)
+    view = ByteMemoryStore(10_000).view()
+    v1 = {"deprecated": False, "params": ["a", "b"], "removed": False, "required": [], "version": 1}
+    v2 = {**v1, "params": ["a"], "version": 2}  # a parameter removed: breaking
+    t = 0
+
+    def show(api, snapshot, traffic):
+        nonlocal t
+        list(agent.select(Step(t, {**snapshot, "api": api}, {"traffic": traffic}), view))
+        t += 1
+
+    def checkpoint(asked):
+        nonlocal t
+        list(agent.select(Step(t, {"checkpoint": t, "queries": [[api, "version", None] for api in asked]}, {}), view))
+        t += 1
+
+    for api in ("api.pay.one", "api.pay.two", "api.pay.three", "api.misc.four"):
+        show(api, v1, 4)
+    show("api.pay.one", v2, 4)  # breaks; its family's migration comes one checkpoint later
+    checkpoint([])
+    checkpoint(["api.pay.one"] * 20)
+    checkpoint([])
+    checkpoint([])
+    assert agent.value("api.pay.two") == agent.value("api.misc.four") == 0.0  # nothing broke there
+    show("api.pay.two", v2, 4)
+    show("api.misc.four", v2, 4)
+    # pay's breaking change drew 20 queries per unit of the endpoint's mean traffic (shrunk:
+    # (4 + 4 + 0.5) / 3) at the second checkpoint after it; misc's have drawn nothing yet.
+    assert agent.value("api.misc.four") == 0.0
+    assert agent.value("api.pay.two") > 0.0
+    ahead = [0.0, 20 / ((4 + 4 + 0.5) / 3), 0.0]
+    expected = ((4 + 4 + 0.5) / 3) * max(ahead[0], sum(ahead[:2]) / 2, sum(ahead) / 3)
+    assert agent.value("api.pay.two") == pytest.approx(expected)
 
 
 def test_lru_always_admits_and_evicts_the_least_recently_asked():

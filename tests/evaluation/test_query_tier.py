@@ -283,6 +283,28 @@ def test_the_query_headroom_table_gives_the_bound_the_best_policies_and_the_gate
         assert line.removeprefix("| ").removesuffix(" |").split(" | ") == expected
 
 
+def test_a_learned_agent_is_never_the_best_it_is_measured_against(rows):
+    # A learned agent better than every scripted policy, and one on the privileged track.
+    query_rows = [r for r in rows if r["mode"] == "queries_easy"]
+    learned = [{**r, "policy": "vk_s0", "query_accuracy": 1.0} for r in query_rows if r["policy"] == "last_kb"]
+    privileged = [{**r, "policy": "priv_model", "policy_track": "privileged", "query_accuracy": 1.0}
+                  for r in query_rows if r["policy"] == "causal_privileged"]
+    plain = headroom_table(query_rows)
+    assert headroom_table(query_rows + learned + privileged, learned={"vk_s0", "priv_model"}).replace(
+        " Learned agents are never best, being measured against the best: `priv_model`, `vk_s0` "
+        "(`--highlight` shows them).", "") == plain
+    assert "1.000 (`vk_s0`)" in headroom_table(query_rows + learned)  # told nothing, it would be
+
+
+def test_wpb_report_tells_the_learned_agents_from_the_runs_agents(tmp_path, capsys):
+    from wpb_gym.cli.evaluation import learned_labels
+
+    net = tmp_path / "learner.json"
+    assert learned_labels(["keep_latest_lfu", "causal_privileged", f"vk=value_keeper:{net}",
+                           f"sb3:{tmp_path / 'model.zip'}", "epsilon_greedy", {"name": "bandit_ucb", "label": "ucb"},
+                           "no_such_agent"]) == {"vk", "sb3:model", "epsilon_greedy", "ucb"}
+
+
 def test_headroom_without_query_rows_is_the_f1_table_alone(rows):
     paper = [r for r in rows if r["mode"] == "default"]
     text = headroom_table(paper)

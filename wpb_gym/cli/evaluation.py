@@ -22,6 +22,54 @@ from .inputs import read_episode_source
 from .settings import Settings
 
 
+def agent_item(item: Any) -> tuple[str, str | None, dict[str, Any]]:
+    """An agent entry of ``--agents`` or a config read as (registry name, label or None,
+    parameters): a name or alias, ``LABEL=NAME:PATH``, ``NAME:PATH`` (the path becomes the
+    ``path`` parameter) or a mapping with ``name``, ``label`` and parameters."""
+    if isinstance(item, dict):
+        params = dict(item)
+        name, label = params.pop("name", None), params.pop("label", None)
+        if not isinstance(name, str):
+            raise InputError(f"an agent given as a mapping needs 'name': {item!r}")
+    elif isinstance(item, str):
+        name, label, params = item, None, {}
+        prefix, sep, rest = item.partition("=")
+        if sep and ":" in rest and prefix:
+            name, label = rest, prefix
+    else:
+        raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
+    head, colon, path = name.partition(":")
+    if colon:  # NAME:PATH, an agent read from a file or folder: a trained model or learner
+        if not path:
+            what = "an RLlib checkpoint folder" if head == "rllib" else "a file"
+            raise InputError(f"agent {item!r}: {head}:PATH needs the path of {what}")
+        params["path"] = path
+        name, label = head, label or f"{head}:{Path(path).stem}"
+    return name, label, params
+
+
+def default_label(name: str, params: dict[str, Any]) -> str:
+    """An agent's label in tables when none is given: its name, with its parameters if any."""
+    return name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
+
+
+def learned_labels(names: Sequence[Any]) -> set[str]:
+    """The labels of the learned agents (learners and trained models) among a run's agents."""
+    from agents.base import MODEL_KINDS  # the CLI joins the packages
+    from agents.registry import agent_entry
+
+    learned = set()
+    for item in names:
+        name, label, params = agent_item(item)
+        try:
+            entry = agent_entry(name)
+        except KeyError:
+            continue  # an agent this install does not know cannot be told apart; the run names it
+        if entry.kind == "learner" or entry.kind in MODEL_KINDS:
+            learned.add(label or default_label(entry.name, params))
+    return learned
+
+
 def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
     or folder (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``, ``rllib:CHECKPOINT``;
@@ -38,25 +86,7 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
 
     specs = []
     for item in names:
-        if isinstance(item, dict):
-            params = dict(item)
-            name, label = params.pop("name", None), params.pop("label", None)
-            if not isinstance(name, str):
-                raise InputError(f"an agent given as a mapping needs 'name': {item!r}")
-        elif isinstance(item, str):
-            name, label, params = item, None, {}
-            prefix, sep, rest = item.partition("=")
-            if sep and ":" in rest and prefix:
-                name, label = rest, prefix
-        else:
-            raise InputError(f"an agent is a name or a mapping with 'name', got {item!r}")
-        head, colon, path = name.partition(":")
-        if colon:  # NAME:PATH, an agent read from a file or folder: a trained model or learner
-            if not path:
-                what = "an RLlib checkpoint folder" if head == "rllib" else "a file"
-                raise InputError(f"agent {item!r}: {head}:PATH needs the path of {what}")
-            params["path"] = path
-            name, label = head, label or f"{head}:{Path(path).stem}"
+        name, label, params = agent_item(item)
         try:
             entry = agent_entry(name)
             factory = partial(make_agent, entry.name, **params)
@@ -66,7 +96,7 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             hint = did_you_mean(name, _agent_names()) if isinstance(error, KeyError) else ""
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
-            label = entry.name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
+            label = default_label(entry.name, params)
         own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]

@@ -3,6 +3,7 @@ of runs."""
 
 from __future__ import annotations
 
+import json
 import sys
 from functools import partial
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, Sequence
 
 from ..core.atomic_files import write_atomic
 from ..core.checks import InputError
+from ..core.messages import one_line
 from ..core.setting_values import budget_text, parse_budget, parse_choice, parse_names, parse_path, parse_text
 from ..core.tracks import TRACKS
 from ..episodes.generators.queries import QUERY_REGIMES
@@ -19,6 +21,22 @@ from .inputs import check_policies, read_run
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BASELINE_STORE = "runs/baseline"
+
+
+def _learned_in(run: Path) -> set[str]:
+    """The labels of the run's learned agents, from the agents its run.json records."""
+    from .evaluation import learned_labels
+
+    try:
+        config = json.loads((run / "run.json").read_text(encoding="utf-8")).get("config", {})
+        agents = config.get("agents")
+        if not isinstance(agents, list):
+            raise ValueError("no list of agents")
+        return learned_labels(agents)
+    except (OSError, ValueError, AttributeError, InputError) as error:
+        print(f"note: {run / 'run.json'}: cannot read the run's agents ({one_line(str(error))}): learned agents "
+              "are not told apart from the others in the best columns", file=sys.stderr)
+        return set()
 
 
 def _cmd_report(args: Settings) -> int:
@@ -31,7 +49,7 @@ def _cmd_report(args: Settings) -> int:
     rows = read_run(run)
     if args.headroom:
         check_policies(args.highlight or (), rows, run, "--highlight")
-        text = headroom_table(rows, highlight=args.highlight or (), run=str(run))
+        text = headroom_table(rows, highlight=args.highlight or (), run=str(run), learned=_learned_in(run))
         write_atomic(run / "headroom.md", text)
     elif args.f1_by_budget:
         text = f1_by_budget_table(rows)

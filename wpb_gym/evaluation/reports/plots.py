@@ -120,6 +120,7 @@ SHIPPED_AGENTS = (
     "keep_latest_traffic",
     "keep_latest_breaking",
     "keep_latest_family",
+    "keep_latest_migration",
     "causal_privileged",
 )
 

@@ -6,7 +6,7 @@ real and synthetic regimes)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -52,28 +52,36 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
 
 
 def headroom_table(
-    rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), gap_budget: int = 10240, run: str = "RUN"
+    rows: Sequence[dict[str, Any]],
+    highlight: Sequence[str] = (),
+    gap_budget: int = 10240,
+    run: str = "RUN",
+    learned: Collection[str] = (),
 ) -> str:
     """Per regime and budget: the hindsight F1 bound against the best policy of each track.
 
     The bound is the mean of ``oracle_f1`` (the best F1 any policy could reach with the
     budget, from the labels) on the unprivileged track. "Best" is the policy with the
     highest mean F1 on its own track, among the run's non-oracle policies; ``highlight``
-    names policies shown in columns of their own. The gap is the bound minus the best mean
-    F1 of any of them; a benchmark leaves room for learning where it is large.
+    names policies shown in columns of their own. ``learned`` names the learned agents'
+    labels (learners and trained models), which are never "best": the best columns are the
+    references a learned agent is measured against. The gap is the bound minus the best mean
+    F1 of any policy shown; a benchmark leaves room for learning where it is large.
 
     Rows of the query tier (those with a query accuracy) get ``query_headroom_table`` instead,
     after the F1 table of the other regimes (``run`` names the run folder in its heading).
     """
     queried = [r for r in rows if present(r.get("query_accuracy"))]
+    learned = frozenset(learned)
     if not queried:
-        return _f1_headroom(rows, highlight, gap_budget)
+        return _f1_headroom(rows, highlight, gap_budget, learned)
     others = [r for r in rows if not present(r.get("query_accuracy"))]
-    head = _f1_headroom(others, highlight, gap_budget) + "\n" if others else ""
-    return head + query_headroom_table(queried, highlight, run)
+    head = _f1_headroom(others, highlight, gap_budget, learned) + "\n" if others else ""
+    return head + query_headroom_table(queried, highlight, run, learned)
 
 
-def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_budget: int) -> str:
+def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_budget: int,
+                 learned: frozenset[str] = frozenset()) -> str:
     lines = [
         "# Headroom (mean F1 over episodes; bound = hindsight F1 bound)",
         "",
@@ -99,7 +107,8 @@ def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_b
         bound = float(np.mean([r["oracle_f1"] for r in bound_rows]))
         best: dict[str, tuple[str, float] | None] = {}
         for track in ("unprivileged", "privileged"):
-            own = grouped([r for r in group if r["track"] == track and r["policy_track"] == track], ("policy",))
+            own = grouped([r for r in group if r["track"] == track and r["policy_track"] == track
+                           and r["policy"] not in learned], ("policy",))
             scored = [(policy[0], mean_f1(prows)) for policy, prows in own.items()]
             best[track] = max(scored, key=lambda item: (item[1], item[0])) if scored else None
         cells, shown = [], [b[1] for b in best.values() if b is not None]
@@ -122,7 +131,8 @@ QUERY_GATES = (
 )
 
 
-def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), run: str = "RUN") -> str:
+def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str] = (), run: str = "RUN",
+                         learned: Collection[str] = ()) -> str:
     """Per query-tier regime, length and budget: the hindsight bound on query accuracy against
     the best privileged and the best unprivileged policy, and the headroom gates.
 
@@ -146,6 +156,11 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
         "the future); best unprivileged: of the policies that read the stream alone. Policies are ranked by "
         "mean query accuracy over the episodes.",
     ]
+    learned = frozenset(learned)
+    present_learned = sorted(learned & {r["policy"] for r in rows})
+    if present_learned:
+        lines[-1] += (" Learned agents are never best, being measured against the best: "
+                      + ", ".join(f"`{name}`" for name in present_learned) + " (`--highlight` shows them).")
     if not rows:
         return lines[0] + "\n\nNo results.\n"
     extra = [f"`{name}`" for name in highlight]
@@ -161,9 +176,10 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
             upper, feasible = per_episode(bound_rows, "query_bound"), per_episode(bound_rows, "query_feasible")
             bound = float(np.mean(upper)) if upper else math.nan
             privileged = best(
-                [(p, mean) for p, mean in _query_means(group, PRIVILEGED).items() if _declared(group, p) != UNPRIVILEGED]
+                [(p, mean) for p, mean in _query_means(group, PRIVILEGED).items()
+                 if _declared(group, p) != UNPRIVILEGED and p not in learned]
             )
-            unprivileged = best(list(_unprivileged_means(group).items()))
+            unprivileged = best([(p, mean) for p, mean in _unprivileged_means(group).items() if p not in learned])
             gates = ["", "", ""]
             if unprivileged is not None and bound > 0:
                 gates[0] = f"{unprivileged[1] / bound:.3f}"
