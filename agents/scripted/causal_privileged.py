@@ -54,6 +54,7 @@ class CausalPrivileged(KeepLatest):
         hidden = labels.get("hidden")
         if not isinstance(hidden, dict) or "endpoints" not in hidden:
             return  # not a query-tier episode: every value is 0 and nothing is written
+        _check_hidden(hidden)
         self._config = hidden["process"]
         self._index = {api: i for i, api in enumerate(hidden["endpoints"])}
         families = hidden["families"]
@@ -143,3 +144,38 @@ class _timed:
         while self.at < len(self.entries) and self.entries[self.at][0] <= t:
             self.at += 1
         return self.entries[start:self.at]
+
+
+_PER_ENDPOINT = ("endpoint_families", "popularity_levels", "integrations")
+_LISTS = ("families", "popularity_jumps", "migration_boosts", "checkpoint_steps")
+_PROCESS = ("popularity_jump_prob", "popularity_spread", "migration_half_life", "checkpoint_interval",
+            "queries_per_checkpoint")
+
+
+def _check_hidden(hidden: dict[str, Any]) -> None:
+    """The hidden state this policy reads, present and of one size per endpoint: a hand-made or
+    damaged file gets an error naming the field, not a KeyError deep in NumPy."""
+    endpoints = hidden["endpoints"]
+    if not isinstance(endpoints, list):
+        raise ValueError(f"labels.hidden.endpoints: expected a list of endpoint names, got {type(endpoints).__name__}")
+    for key in _PER_ENDPOINT + _LISTS:
+        if not isinstance(hidden.get(key), list):
+            raise ValueError(f"labels.hidden.{key}: expected a list, got {type(hidden.get(key)).__name__}")
+    for key in _PER_ENDPOINT:
+        if len(hidden[key]) != len(endpoints):
+            raise ValueError(f"labels.hidden.{key}: expected one entry per endpoint ({len(endpoints)}), "
+                             f"got {len(hidden[key])}")
+    families = len(hidden["families"])
+    if any(not isinstance(f, int) or isinstance(f, bool) or not 0 <= f < families for f in hidden["endpoint_families"]):
+        raise ValueError(f"labels.hidden.endpoint_families: expected family indices below {families}")
+    if any(not isinstance(f, list) or len(f) < 3 for f in hidden["families"]):
+        raise ValueError("labels.hidden.families: expected [name, change weight, revert probability, ...] each")
+    process = hidden.get("process")
+    if not isinstance(process, dict):
+        raise ValueError(f"labels.hidden.process: expected the process's knobs, got {type(process).__name__}")
+    missing = [key for key in _PROCESS if key not in process]
+    if missing:
+        raise ValueError(f"labels.hidden.process: missing {', '.join(missing)}")
+    if "revert_window" not in hidden:
+        raise ValueError("labels.hidden.revert_window: missing")
+

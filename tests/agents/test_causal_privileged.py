@@ -76,3 +76,22 @@ def test_on_an_episode_without_hidden_state_it_writes_nothing():
 def test_a_horizon_below_one_checkpoint_is_refused():
     with pytest.raises(ValueError, match="horizon must be at least 1"):
         make_agent("causal_privileged", horizon=0)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda h: h.pop("process"), "labels.hidden.process: expected the process's knobs"),
+        (lambda h: h.update(popularity_levels=h["popularity_levels"][:3]),
+         r"labels.hidden.popularity_levels: expected one entry per endpoint \(20\), got 3"),
+        (lambda h: h["process"].pop("migration_half_life"), "labels.hidden.process: missing migration_half_life"),
+        (lambda h: h.update(endpoint_families=[99] * 20), "labels.hidden.endpoint_families: expected family indices"),
+    ],
+)
+def test_a_damaged_hidden_state_is_named(damage, message):
+    episode = generate_query_episode(query_config("queries_easy", endpoints=20, families=4, length=200,
+                                                  checkpoint_interval=10), 0, 0)
+    labels = copy.deepcopy(episode.labels)
+    damage(labels["hidden"])
+    with pytest.raises(ValueError, match=message):
+        run_episode(make_agent("causal_privileged"), Episode(steps=episode.steps, labels=labels), 2000, "privileged")

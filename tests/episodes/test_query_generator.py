@@ -164,6 +164,10 @@ def test_traffic_is_metadata_both_tracks_see():
         ("popularity_spread", float("nan"), "popularity_spread: expected a finite number"),
         ("queries_per_checkpoint", True, "queries_per_checkpoint: expected int"),
         ("max_burst_delay", -1, "max_burst_delay: expected >= 0"),
+        ("popularity_spread", 1000.0, "popularity_spread: expected at most 5"),
+        ("migration_boost_max", 1e308, "migration_boost_max: expected at most 1e\\+09"),
+        ("traffic_scale", 1e30, "traffic_scale: expected at most 1000"),
+        ("summary_max_bytes", 10**9, "summary_max_bytes: expected at most 1e\\+06"),
     ],
 )
 def test_a_bad_knob_is_refused_naming_it(option, value, message):

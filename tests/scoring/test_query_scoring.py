@@ -183,6 +183,23 @@ def test_a_bad_query_in_a_file_names_the_file_line_and_field(tmp_path):
         list(iter_jsonl(path))
 
 
+def test_a_query_at_a_step_that_is_not_a_checkpoint_is_named(tmp_path):
+    import json
+
+    from wpb_gym.episodes.jsonl import EpisodeFormatError, dumps_episode, iter_jsonl
+
+    episode = generate_query_episode(query_config("queries_easy", **SMALL), 0, 0)
+    data = json.loads(dumps_episode(episode))
+    shown = next(t for t, step in enumerate(data["steps"]) if "api" in step["observation"] and t > 0)
+    data["labels"]["queries"][0][0] = shown  # a change step, not a checkpoint
+    data["labels"]["queries"].sort(key=lambda q: q[0])
+    k = next(i for i, q in enumerate(data["labels"]["queries"]) if q[0] == shown)
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps(data) + "\n")
+    with pytest.raises(EpisodeFormatError, match=rf"q.jsonl:1: labels.queries\[{k}\]: t={shown} is not a checkpoint"):
+        list(iter_jsonl(path))
+
+
 def test_the_queried_state_is_the_latest_snapshots_of_the_endpoints_each_checkpoint_asks_about():
     from wpb_gym.core.tracks import track_costs
     from wpb_gym.scoring.queries import queried_state_bytes

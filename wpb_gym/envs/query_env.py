@@ -157,11 +157,10 @@ class QueryTierEnv(gym.Env):
 
     ## Version History
 
-    * v0, package 0.9.0: added.
-    * v0, package 0.9.0, later: ``endless`` (with ``endless_threshold``, ``endless_window``,
-      ``endless_ramp``), ``budget_fraction`` and ``info["budget_bytes"]``; ``budget_bytes``
-      defaults to None (meaning 10240). Fixed-length episodes, their observations and rewards
-      are unchanged.
+    * v0, package 0.9.0: added, with ``endless`` (``endless_threshold``, ``endless_window``,
+      ``endless_ramp``), ``budget_fraction`` and ``info["budget_bytes"]``. The tiers' presets
+      are those of ``wpb_gym.episodes.generators.queries`` in 0.9.0 (summaries up to 32 KB,
+      traffic Poisson around 1x integrations); a later change of a preset gets an entry here.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}

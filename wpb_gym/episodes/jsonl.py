@@ -144,9 +144,16 @@ def episode_from_dict(data: Any, *, path: str | os.PathLike[str] = "<episode>", 
     labels["utility_by_step"] = _utilities(raw_util, T, fail)
     if "queries" in labels:
         try:
-            parse_queries(labels["queries"], T)
+            queries = parse_queries(labels["queries"], T)
         except QueryFormatError as exc:
             raise fail(exc.field, exc.message) from None
+        for k, query in enumerate(queries):
+            # A query is asked at a checkpoint step: one that shows queries, not an endpoint.
+            # Anywhere else the env would play the step itself and a policy never decide on it.
+            obs = steps[query.t].observation
+            if not (isinstance(obs, dict) and "queries" in obs and "api" not in obs):
+                raise fail(f"labels.queries[{k}]", f"t={query.t} is not a checkpoint step (its observation "
+                                                   f"shows no queries, or shows an endpoint); got {_shown(obs)}")
     return Episode(steps=steps, labels=labels)
 
 

@@ -90,8 +90,9 @@ def query_bound(episode: Episode, budget: int, track: str = "unprivileged", *,
                                method="highs")
     if relaxed.status != 0:
         raise RuntimeError(f"HiGHS could not solve the bound's linear relaxation: {relaxed.message}")
-    # Counts of queries: no schedule answers more than the integer part of the relaxation's value.
-    upper = float(math.floor(-relaxed.fun + 1e-6))
+    # Counts of queries: no schedule answers more than the integer part of the relaxation's value
+    # (less HiGHS's tolerance, relative to the value: thousands of queries must not lose one).
+    upper = _whole(-relaxed.fun)
     schedules = [problem.schedule(problem.round(relaxed.x), checkpoints)]
     found = None
     if time_limit > 0:
@@ -104,7 +105,7 @@ def query_bound(episode: Episode, budget: int, track: str = "unprivileged", *,
         )
         dual = getattr(result, "mip_dual_bound", None)
         if dual is not None and np.isfinite(dual):
-            upper = min(upper, float(math.floor(-dual + 1e-6)))
+            upper = min(upper, _whole(-dual))
         if result.x is not None:
             held = np.round(result.x).astype(bool)
             schedules.append(problem.schedule(held, checkpoints))
@@ -308,3 +309,9 @@ class _Program:
                 until[i] = max(until.get(i, -1), k)
         rows = [(self.items[i].step, self.items[i].base, checkpoints[k]) for i, k in until.items()]
         return tuple(sorted(rows, key=lambda row: (row[0], -1 if row[1] is None else row[1], row[2])))
+
+
+def _whole(value: float) -> float:
+    """The integer part of a solver's optimum, allowing for its tolerance relative to the value."""
+    return float(math.floor(value + 1e-6 * max(1.0, abs(value))))
+

@@ -16,7 +16,7 @@ The stream
 
 ``api`` names the endpoint and never changes, so MERGE can join an endpoint's snapshots; a
 share ``summary_prob`` of endpoints carry a ``summary`` of ``summary_min_bytes`` ..
-``summary_max_bytes`` (log-uniform) that never changes, so snapshots run from about 150 B to
+``summary_max_bytes`` (log-uniform) that never changes, so snapshots run from about 200 B to
 32 KB. The stream opens with a warm-up that shows every endpoint's starting snapshot once, in
 a random order. After it the stream is a change feed: each step shows one endpoint just
 after it changed, except every ``checkpoint_interval``-th step and the last step, which are
@@ -50,7 +50,7 @@ Each query draws its endpoint with probability proportional to its *weight*,
   endpoint: Poisson with mean ``traffic_scale * integrations``.
 * ``burst``: a breaking change of an endpoint in a *migrating* family (a share
   ``migrating_share`` of families) sets off migration traffic of size ``family boost * e``,
-  the family's boost log-uniform in ``migration_boost_min`` .. ``migration_boost_max`` and
+  the family's boost uniform in ``migration_boost_min`` .. ``migration_boost_max`` and
   ``e`` log-normal (mean 1, spread ``burst_spread``), which starts ``delay`` steps later (the
   family's, a multiple of ``checkpoint_interval`` up to ``max_burst_delay`` of them) and then
   halves every ``migration_half_life`` steps.
@@ -189,6 +189,11 @@ class QueryTierConfig:
                      "summary_max_bytes"):
             if getattr(self, name) < 0:
                 raise ValueError(f"QueryTierConfig.{name}: expected >= 0, got {getattr(self, name)}")
+        # Ceilings where NumPy's draws stop being numbers (exp of a spread's draw overflows,
+        # Poisson's mean passes 1e18) or an episode no longer fits in memory.
+        for name, ceiling in _CEILINGS.items():
+            if getattr(self, name) > ceiling:
+                raise ValueError(f"QueryTierConfig.{name}: expected at most {ceiling:g}, got {getattr(self, name)}")
         if self.summary_max_bytes < self.summary_min_bytes:
             raise ValueError(f"QueryTierConfig.summary_max_bytes: expected >= summary_min_bytes "
                              f"({self.summary_min_bytes}), got {self.summary_max_bytes}")
@@ -205,6 +210,12 @@ class QueryTierConfig:
         steps = list(range(first, self.length - 1, self.checkpoint_interval))
         return [*steps, self.length - 1]
 
+
+_CEILINGS: dict[str, float] = {
+    "change_spread": 5.0, "popularity_spread": 5.0, "integration_spread": 5.0, "burst_spread": 5.0,
+    "traffic_scale": 1000.0, "migration_boost_max": 1e9, "summary_max_bytes": 1_000_000,
+    "queries_per_checkpoint": 100_000, "endpoints": 1_000_000,
+}
 
 _TIERS: dict[str, dict[str, Any]] = {
     "queries_easy": {"length": 512 + 40 * 50, "endpoints": 512, "families": 16, "checkpoint_interval": 50,
