@@ -322,11 +322,13 @@ def test_wpb_eval_refuses_to_overwrite_and_explains_bad_settings(tmp_path, capsy
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs" / "eval").glob("*.yaml")))
 def test_shipped_configs_are_valid(name):
+    from wpb_gym.cli.evaluation import agent_item
+
     path = ROOT / "configs" / "eval" / name
     args = build_parser().parse_args(["eval", "--config", str(path), "--out", "unused"])
     config = EVAL.resolve(args)
     for agent in config["agents"]:
-        agent_entry(agent.partition(":")[0])  # NAME:PATH names a model file a run makes first
+        agent_entry(agent_item(agent)[0])  # [LABEL=]NAME:PATH names a model file a run makes first
     raw = yaml.safe_load(path.read_text())
     assert config["budgets"] == [parse_budget(b) for b in raw["budgets"]]
     assert set(raw) <= set(config)
