@@ -64,6 +64,8 @@ def means(rows, column="query_accuracy", **where) -> float:
 
 
 def test_freeze_writes_the_query_tier_with_hashes_and_its_counts(query_run, tmp_path, capsys):
+    from wpb_gym.scoring.queries import queried_state_bytes
+
     frozen = open_frozen_set(query_run / "set")
     manifest = json.loads((query_run / "set" / "MANIFEST.json").read_text(encoding="utf-8"))
     for f in frozen.files:
@@ -76,12 +78,13 @@ def test_freeze_writes_the_query_tier_with_hashes_and_its_counts(query_run, tmp_
     assert code == 0
     table = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| ")]
     header, row = [c.strip() for c in table[0]], [c.strip() for c in table[1]]
-    assert header[:6] == ["regime", "T", "episodes", "critical/ep", "breaking/ep", "queries/ep"]
+    assert header[:7] == ["regime", "T", "episodes", "critical/ep", "breaking/ep", "queries/ep", "queried state"]
     (f,) = [f for f in frozen.files if f.regime == "queries_easy"]
     episodes = list(f.iter_episodes())
     breaking = np.mean([sum(kind in BREAKING_KINDS for _, kind in e.labels["change_kinds"]) for e in episodes])
     assert float(row[4]) == pytest.approx(breaking, abs=0.05) and breaking > 0
     assert row[5] == f"{np.mean([len(e.labels['queries']) for e in episodes]):.0f}"
+    assert row[6] == f"{np.mean([queried_state_bytes(e) for e in episodes]) / 1024:.0f} KB"
     assert row[-1] == f.sha256[:12]  # the same options give the same file
 
 

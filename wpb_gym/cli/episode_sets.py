@@ -36,6 +36,7 @@ from ..episodes.generators.regimes import ALL_REGIMES, RegimeConfig, make_config
 from ..episodes.jsonl import iter_jsonl
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
+from ..scoring.queries import queried_state_bytes
 from .eval_settings import BUDGETS, TRACKS_SETTING
 from .inputs import reading
 from .settings import CommandSettings, Setting, Settings, switch
@@ -60,13 +61,14 @@ class _FreezeStats:
 
         stats = self.rows.setdefault(
             (config.regime, config.length),
-            {"critical": [], "breaking": [], "queries": [], **{t: [] for t in TRACKS}},
+            {"critical": [], "breaking": [], "queries": [], "queried_state": [], **{t: [] for t in TRACKS}},
         )
         label = f"freeze {config.regime} T={config.length}"
         for episode in tqdm(stream, total=total, desc=label, unit="ep", leave=False, file=sys.stderr):
             stats["critical"].append(len(episode.critical_steps))
             stats["breaking"].append(_breaking_changes(episode))
             stats["queries"].append(len(episode.labels.get("queries", ())))
+            stats["queried_state"].append(queried_state_bytes(episode))
             for track in TRACKS:
                 stats[track].append(float(track_costs(episode, track).mean()))
             yield episode
@@ -114,7 +116,9 @@ def _cmd_freeze(args: Settings) -> int:
     rows = []
     for f in sorted(frozen.files, key=lambda f: (args.regimes.index(f.regime), f.length)):
         row = stats.rows[(f.regime, f.length)]
-        queries = [f"{np.mean(row['queries']):.0f}" if np.mean(row["queries"]) > 0 else ""] if queried else []
+        asks = np.mean(row["queries"]) > 0
+        queries = [f"{np.mean(row['queries']):.0f}" if asks else "",
+                   f"{np.mean(row['queried_state']) / 1024:.0f} KB" if asks else ""] if queried else []
         rows.append(
             [
                 f.regime,
@@ -129,7 +133,9 @@ def _cmd_freeze(args: Settings) -> int:
             ]
         )
     print(f"Frozen set {frozen.root} ({frozen.total_episodes} episodes, seed {args.seed}, wpb_gym {__version__})")
-    header = ["regime", "T", "episodes", "critical/ep", "breaking/ep", *(["queries/ep"] if queried else [])]
+    # Queried state: what a checkpoint's queries need memory to hold (a budget is a fraction of it).
+    header = ["regime", "T", "episodes", "critical/ep", "breaking/ep",
+              *(["queries/ep", "queried state"] if queried else [])]
     print(markdown_table([*header, "bytes/step unpriv / priv", "file", "sha256"], rows))
     return 0
 
