@@ -115,15 +115,11 @@ class QueryTierEnv(gym.Env):
 
     Difficulty rises on its own in an endless stream, slowly: changes add parameters a little
     more often than they remove them, so contracts, and what holding an endpoint's state
-    costs, grow as it runs (queries_easy's endpoints average about 17 parameters after 10,000
-    steps and 35 after 40,000). Measured on queries_easy with ``budget_fraction=0.5``,
-    ``keep_latest_family`` still answered 0.78 of the last 10 checkpoints' queries after
-    about 29,000 steps (0.83 over the run, 2 seeds), so at the default threshold a good
-    policy may run until a time limit stops it. ``endless_ramp`` adds a second rise: each
-    endpoint's chance of a popularity jump after a checkpoint grows by ``endless_ramp`` per
-    checkpoint (from the tier's ``popularity_jump_prob``, up to 1), so the queries seen say
-    less of those to come; at 0.005 one of the two runs above fell below 0.5 after 136
-    checkpoints (bursts, which follow breaking changes, still keep the other above it).
+    costs, grow as it runs. ``endless_ramp`` adds a second rise: each endpoint's chance of a
+    popularity jump after a checkpoint grows by ``endless_ramp`` per checkpoint (from the
+    tier's ``popularity_jump_prob``, up to 1), so the queries seen say less of those to come.
+    Neither is steep: at the default threshold a good policy may run until a time limit stops
+    it (``docs/query-tier.md`` has measured runs), so give one.
 
     ## Arguments
 
