@@ -139,7 +139,11 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     unknown = sorted(set(config) - set(DEFAULTS))
     if unknown:
         raise ValueError(f"value_keeper: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
-    env_config = {**DEFAULT_ENV, **dict(env_kwargs or {})}
+    given = dict(env_kwargs or {})
+    # Episode files are played whatever their regime (real drift's is real_queries:SOURCE); the
+    # default regime only chooses generated episodes.
+    defaults = {k: v for k, v in DEFAULT_ENV.items() if not (k == "regime" and given.get("episodes") is not None)}
+    env_config = {**defaults, **given}
     budget = int(env_config["budget_bytes"])
     if env_config.get("episodes") is not None and eval_episodes is None:
         raise ValueError("training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH)")

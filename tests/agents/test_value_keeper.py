@@ -93,3 +93,17 @@ def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
     code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_mediun", "--out",
                  str(tmp_path / "y")])
     assert code == 2 and "queries_mediun" in capsys.readouterr().err
+
+
+def test_training_on_episode_files_plays_them_whatever_their_regime(tmp_path):
+    # Real drift's files hold regime real_queries:SOURCE: the generated default must not filter them out.
+    from wpb_gym.episodes.jsonl import write_jsonl
+
+    easy = query_config("queries_easy", **SMALL)
+    train, held_out = tmp_path / "train.jsonl", tmp_path / "heldout.jsonl"
+    write_jsonl(train, [generate_query_episode(easy, 0, i) for i in range(2)])
+    write_jsonl(held_out, [generate_query_episode(easy, 5, 0)])
+    saved = train_value_keeper_run(tmp_path / "run", env_kwargs={"episodes": str(train), "budget_bytes": 2000},
+                                   eval_episodes=held_out, seed=0,
+                                   settings={"timesteps": 300, "epochs": 2, "validation_episodes": 1}, progress=False)
+    assert saved["episodes"] >= 1 and 0 <= saved["validation_query_accuracy"] <= 1
