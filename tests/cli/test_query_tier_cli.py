@@ -121,6 +121,32 @@ def test_the_leaderboard_leads_with_query_accuracy(query_run):
     assert "nan" not in (query_run / "run" / "summary.csv").read_text(encoding="utf-8")
 
 
+def test_report_headroom_leaves_the_runs_learned_agents_out_of_best(query_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(query_run / "run", run)
+    # The run's best keeper relabelled as a learned agent's seed: the run's agents say which it is.
+    rows = read_results(run / "results.csv")
+    medium = [r for r in rows if r["mode"] == "queries_medium" and r["track"] == "unprivileged"]
+    best = max(AGENTS[:2], key=lambda a: means(medium, policy=a, budget_bytes=BUDGETS[0]))
+    text = (run / "results.csv").read_text(encoding="utf-8")
+    (run / "results.csv").write_text(text.replace(f",{best},", ",vk_s0,"), encoding="utf-8")
+    meta = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    meta["config"]["agents"] = [a for a in meta["config"]["agents"] if a != best] + ["vk_s0=value_keeper:x.json"]
+    (run / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    code, out, _ = wpb(capsys, "report", run, "--headroom")
+    assert code == 0 and "Learned agents are never best" in out and "`vk_s0`" in out
+    lines = out.splitlines()
+    start = lines.index("## queries_medium, T=100")
+    other = next(a for a in AGENTS[:2] if a != best)
+    assert f"(`{other}`)" in lines[start + 4] and "(`vk_s0`)" not in lines[start + 4]
+    # A run.json that cannot be read is said, not silently taken as naming no learned agents.
+    (run / "run.json").write_text("{", encoding="utf-8")
+    code, _, err = wpb(capsys, "report", run, "--headroom")
+    assert code == 0 and "cannot read the run's agents" in err
+
+
 def test_report_headroom_gives_the_bound_the_best_policies_and_the_gates(query_run, capsys):
     run = query_run / "run"
     code, out, _ = wpb(capsys, "report", run, "--headroom", "--highlight", "keep_latest_family")
