@@ -89,6 +89,20 @@ def test_the_bound_meets_brute_force_on_small_episodes(seed, length, budget):
     assert round(exact.feasible * asked) == truth == round(exact.upper * asked)
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), length=st.integers(12, 14), budget=st.sampled_from([250, 450, 800]))
+def test_the_bound_meets_brute_force_across_three_or_four_checkpoints(seed, length, budget):
+    # Budgets that bind at several checkpoints: what is dropped before one is gone at the next.
+    episode = _tiny(seed, length)
+    assert len(episode.labels["checkpoint_steps"]) >= 3
+    truth = _brute_force(episode, budget)
+    asked = len(episode.labels["queries"])
+    relaxed = query_bound(episode, budget, time_limit=10)
+    assert relaxed.feasible * asked <= truth + 1e-9 <= relaxed.upper * asked + 1e-9
+    exact = query_bound(episode, budget, time_limit=10, newest=True)
+    assert exact.exact and round(exact.feasible * asked) == truth == round(exact.upper * asked)
+
+
 def test_the_schedule_replays_to_its_feasible_value_and_stays_in_budget():
     episode = generate_query_episode(query_config("queries_easy", endpoints=20, families=4, length=20 + 8 * 10,
                                                   checkpoint_interval=10, queries_per_checkpoint=30,
