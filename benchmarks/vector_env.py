@@ -36,7 +36,7 @@ The env, train and reset parts first play a small vector env through an episode'
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
     python benchmarks/vector_env.py [--part env|train|memory|compile|collector|reset|stall|all] [--seconds 4]
-        [--rounds 3] [--train-envs 4 16 64] [--train-regime breaking] [--train-made] [--resets 20] [--paces 0 0.001]
+        [--rounds 3] [--env-regimes breaking contract_mix] [--train-envs 4 16 64] [--train-regime breaking] [--train-made] [--resets 20] [--paces 0 0.001]
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def env_rate(env, seconds: float, masked: bool, seed: int = 0) -> tuple[int, flo
     return steps, time.perf_counter() - start
 
 
-def measure_env(n: int, seconds: float, rounds: int) -> None:
+def measure_env(n: int, seconds: float, rounds: int, regimes: list[str] | None = None) -> None:
     import tempfile
 
     from wpb_gym.episodes.frozen import freeze_set
@@ -93,7 +93,8 @@ def measure_env(n: int, seconds: float, rounds: int) -> None:
     warm_up()
     folder = tempfile.TemporaryDirectory()
     frozen = freeze_set(Path(folder.name) / "set", ["default"], [200], 64, seed=0)
-    settings = {**SETTINGS, "a frozen set (64 x T=200)": {"episodes": str(frozen.root)}}
+    settings = {**SETTINGS, "a frozen set (64 x T=200)": {"episodes": str(frozen.root)},
+                **{f"{regime} (T=200, 10 KB)": {"regime": regime} for regime in regimes or ()}}
     print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
     print(f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7} native/sync")
     for name, kwargs in settings.items():
@@ -579,6 +580,8 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
+    parser.add_argument("--env-regimes", nargs="*", default=[], choices=sorted(REGIMES),
+                        help="the env part also on these regimes (e.g. breaking contract_mix)")
     parser.add_argument("--train-envs", type=int, nargs="+", default=[4, 16, 64], help="training part's env counts")
     parser.add_argument("--train-steps", type=int, default=8192, help="training steps per slice")
     parser.add_argument("--resets", type=int, default=20, help="resets per slice of the reset part")
@@ -590,7 +593,7 @@ def main() -> None:
                         help="seconds between steps in the stall part (where a policy would run)")
     args = parser.parse_args()
     if args.part in ("env", "all"):
-        measure_env(args.num_envs, args.seconds, args.rounds)
+        measure_env(args.num_envs, args.seconds, args.rounds, args.env_regimes)
     if args.part in ("train", "all"):
         measure_train(args.train_envs, args.train_steps, args.rounds, args.train_regime, args.train_made)
     if args.part in ("memory", "all"):
