@@ -94,9 +94,10 @@ def measure_env(n: int, seconds: float, rounds: int, regimes: list[str] | None =
     folder = tempfile.TemporaryDirectory()
     frozen = freeze_set(Path(folder.name) / "set", ["default"], [200], 64, seed=0)
     settings = {**SETTINGS, "a frozen set (64 x T=200)": {"episodes": str(frozen.root)},
-                **{f"{regime} (T=200, 10 KB)": {"regime": regime} for regime in regimes or ()}}
+                **{f"{regime} (T=200, 10 KB)": {"regime": regime, "length": 200, "budget_bytes": 10_240}
+                   for regime in regimes or ()}}
     print(f"Env-steps per second, N = {n} envs, random valid actions (ratios to CartPole-v1's native vector env)")
-    print(f"{'setting':<26} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7} native/sync")
+    print(f"{'setting':<28} {'CartPole-v1':>12} {'native':>10} {'ratio':>7} {'sync':>9} {'ratio':>7} native/sync")
     for name, kwargs in settings.items():
         envs = {
             "cartpole": (gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"), False),
@@ -111,7 +112,7 @@ def measure_env(n: int, seconds: float, rounds: int, regimes: list[str] | None =
                 totals[key][1] += elapsed
         rate = {key: steps / elapsed for key, (steps, elapsed) in totals.items()}
         print(
-            f"{name:<26} {rate['cartpole']:>12,.0f} {rate['native']:>10,.0f} {rate['native'] / rate['cartpole']:>6.3f}x"
+            f"{name:<28} {rate['cartpole']:>12,.0f} {rate['native']:>10,.0f} {rate['native'] / rate['cartpole']:>6.3f}x"
             f" {rate['sync']:>9,.0f} {rate['sync'] / rate['cartpole']:>6.3f}x {rate['native'] / rate['sync']:>11.2f}x"
         )
 

@@ -168,8 +168,19 @@ def _check_hidden(hidden: dict[str, Any]) -> None:
     families = len(hidden["families"])
     if any(not isinstance(f, int) or isinstance(f, bool) or not 0 <= f < families for f in hidden["endpoint_families"]):
         raise ValueError(f"labels.hidden.endpoint_families: expected family indices below {families}")
-    if any(not isinstance(f, list) or len(f) < 3 for f in hidden["families"]):
-        raise ValueError("labels.hidden.families: expected [name, change weight, revert probability, ...] each")
+    if any(not isinstance(f, list) or len(f) < 3 or not all(_number(x) and x >= 0 for x in f[1:3])
+           for f in hidden["families"]):
+        raise ValueError("labels.hidden.families: expected [name, change weight >= 0, revert probability >= 0, "
+                         "...] each")
+    if families and not sum(f[1] for f in hidden["families"]) > 0:
+        raise ValueError("labels.hidden.families: expected some family with a positive change weight")
+    endpoints_n = len(endpoints)
+    for key, width in (("popularity_jumps", 3), ("migration_boosts", 4)):
+        for k, entry in enumerate(hidden[key]):
+            if (not isinstance(entry, list) or len(entry) != width or not all(_number(x) for x in entry)
+                    or not (isinstance(entry[1], int) and 0 <= entry[1] < endpoints_n)):
+                raise ValueError(f"labels.hidden.{key}[{k}]: expected [t, endpoint index below {endpoints_n}"
+                                 f"{', level' if width == 3 else ', size, start'}] of numbers, got {entry!r}")
     process = hidden.get("process")
     if not isinstance(process, dict):
         raise ValueError(f"labels.hidden.process: expected the process's knobs, got {type(process).__name__}")
@@ -178,4 +189,8 @@ def _check_hidden(hidden: dict[str, Any]) -> None:
         raise ValueError(f"labels.hidden.process: missing {', '.join(missing)}")
     if "revert_window" not in hidden:
         raise ValueError("labels.hidden.revert_window: missing")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
 

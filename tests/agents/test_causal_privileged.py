@@ -86,6 +86,9 @@ def test_a_horizon_below_one_checkpoint_is_refused():
          r"labels.hidden.popularity_levels: expected one entry per endpoint \(20\), got 3"),
         (lambda h: h["process"].pop("migration_half_life"), "labels.hidden.process: missing migration_half_life"),
         (lambda h: h.update(endpoint_families=[99] * 20), "labels.hidden.endpoint_families: expected family indices"),
+        (lambda h: h.update(popularity_jumps=[[150, 99, 0.5]]), r"labels.hidden.popularity_jumps\[0\]: expected"),
+        (lambda h: h.update(migration_boosts=[[150, 1, 2.0]]), r"labels.hidden.migration_boosts\[0\]: expected"),
+        (lambda h: [f.__setitem__(1, 0.0) for f in h["families"]], "some family with a positive change weight"),
     ],
 )
 def test_a_damaged_hidden_state_is_named(damage, message):
