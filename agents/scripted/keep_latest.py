@@ -42,7 +42,7 @@ the stream's tier (its ``mode``) and the budget on training seeds, where there a
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -318,9 +318,7 @@ class KeepLatestFamily(KeepLatestBreaking):
 
     def on_checkpoint(self, t: int, asked: list[Any]) -> None:
         super().on_checkpoint(t, asked)
-        counts: dict[Any, int] = defaultdict(int)
-        for api in asked:
-            counts[api] += 1
+        counts = Counter(asked)
         watching = []
         for api, family, broken in self._watching:
             response = self._response[family]
@@ -378,9 +376,7 @@ class KeepLatestMigration(KeepLatestLFU):
 
     def on_checkpoint(self, t: int, asked: list[Any]) -> None:
         super().on_checkpoint(t, asked)
-        counts: dict[Any, int] = defaultdict(int)
-        for api in asked:
-            counts[api] += 1
+        counts = Counter(asked)
         watching = []
         for api, family, broken in self._watching:
             lag = self.checkpoint - broken - 1
