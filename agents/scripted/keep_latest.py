@@ -361,6 +361,7 @@ class KeepLatestMigration(KeepLatestLFU):
         self._measured: dict[str, np.ndarray] = {}
         self._watching: list[tuple[Any, str, int]] = []  # (endpoint, family, checkpoint it broke at)
         self._broken_at: dict[Any, int] = {}
+        self._pulls: dict[tuple[str, int], float] = {}  # family_pull's, until the next checkpoint
 
     def _mean_traffic(self, api: Any) -> float:
         # Shrunk towards a small prior: one Poisson draw says little of an endpoint's clients.
@@ -388,6 +389,7 @@ class KeepLatestMigration(KeepLatestLFU):
             if lag + 1 < self.lags:
                 watching.append((api, family, broken))
         self._watching = watching
+        self._pulls.clear()
 
     def value(self, api: Any) -> float:
         value = super().value(api)
@@ -398,8 +400,16 @@ class KeepLatestMigration(KeepLatestLFU):
         since = self.checkpoint - broken
         if since >= self.lags:
             return value
-        ahead = self._drawn[family][since:] / np.maximum(self._measured[family][since:], 1.0)
-        # The best mean over the next 1..n checkpoints: a burst that starts later counts for
-        # the checkpoints it takes to come.
-        best = float(np.max(np.cumsum(ahead) / np.arange(1, ahead.size + 1)))
-        return value + self.migration_weight * self._mean_traffic(api) * best
+        return value + self.migration_weight * self._mean_traffic(api) * self.family_pull(family, since)
+
+    def family_pull(self, family: str, since: int) -> float:
+        """The queries per unit of traffic the family's breaking changes drew, as the best mean
+        over the next 1..n lags from ``since``: a burst that starts later counts for the
+        checkpoints it takes to come. Profiles change only at checkpoints, so each (family,
+        lag) is worked out once between them, however many endpoints are valued."""
+        key = (family, since)
+        pull = self._pulls.get(key)
+        if pull is None:
+            ahead = self._drawn[family][since:] / np.maximum(self._measured[family][since:], 1.0)
+            pull = self._pulls[key] = float(np.max(np.cumsum(ahead) / np.arange(1, ahead.size + 1)))
+        return pull

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from agents.registry import make_agent
@@ -154,3 +155,23 @@ def test_a_keeper_pickles_mid_episode_and_plays_on_the_same(name):
     first = run_episode(make_agent(name), episode, 4096, isolate=True).queries
     second = run_episode(make_agent(name), episode, 4096).queries
     assert first == second
+
+
+def test_migrations_cached_family_pull_plays_as_the_literal_formula():
+    from agents.scripted.keep_latest import KeepLatestMigration
+    from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
+    from wpb_gym.evaluation.runner import run_episode
+
+    class Literal(KeepLatestMigration):
+        def family_pull(self, family, since):  # recomputed at every call, as the docstring states it
+            ahead = self._drawn[family][since:] / np.maximum(self._measured[family][since:], 1.0)
+            return float(max(sum(ahead[: k + 1]) / (k + 1) for k in range(ahead.size)))
+
+    episode = generate_query_episode(query_config("queries_medium", endpoints=120, families=6, length=120 + 30 * 20,
+                                                  checkpoint_interval=20), 3, 0)
+    for budget in (2_000, 20_000):
+        params = {"decay": 0.5, "migration_weight": 3.0, "lags": 4, "prior": 0.0, "tuned": False}
+        fast = run_episode(KeepLatestMigration(**params), episode, budget, "unprivileged")
+        plain = run_episode(Literal(**params), episode, budget, "unprivileged")
+        assert fast.actions == plain.actions and fast.queries.correct == plain.queries.correct
+        assert fast.queries.correct > 0
