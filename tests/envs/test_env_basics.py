@@ -94,6 +94,8 @@ def test_gym_make_overrides_every_argument():
         ({"episodes": 2024}, "episodes must be a path to episode files or a non-empty list of Episode, got int 2024"),
         ({"episodes": [1, 2]}, "episodes must be a path to episode files or a non-empty list of Episode"),
         ({"budget_bytes": -1}, "budget_bytes must be a non-negative int"),
+        ({"budget_bytes": "10 kilobytes"}, "budget_bytes: unknown unit 'kilobytes' in '10 kilobytes'; expected B, KB"),
+        ({"budget_bytes": "1.0001KB"}, "budget_bytes: '1.0001KB' is not a whole number of bytes"),
         ({"reward": "accuracy"}, "unknown metric 'accuracy'"),
         ({"reward": "f1:x"}, "weight of 'f1' is not a number"),
         ({"observation_mode": "image"}, "observation_mode must be one of"),
@@ -491,3 +493,15 @@ def test_rendering_reads_only_public_state():
     plain.reset(seed=0)
     plain.step(1)
     assert plain.bytes_history == () and plain.memory_history == {}
+
+
+@pytest.mark.parametrize("env_id", ["WritePolicyBench-v0", "WritePolicyBench-QueriesEasy-v0"])
+def test_budgets_take_units_as_everywhere_else(env_id):
+    # As on the command line and in configs: 1KB = 1024 bytes, in the constructor and in reset's options.
+    env = gym.make(f"wpb_gym:{env_id}", budget_bytes="10KB")
+    assert env.unwrapped.budget_bytes == 10240
+    env.reset(seed=0, options={"budget_bytes": "2KB"})
+    assert env.unwrapped.store.budget.max_bytes == 2048
+    with pytest.raises(ValueError, match=r"options\['budget_bytes'\]: unknown unit 'parsecs'"):
+        env.reset(seed=0, options={"budget_bytes": "3 parsecs"})
+    env.close()

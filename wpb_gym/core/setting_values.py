@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .checks import InputError, finite
+from .checks import InputError, finite, require_int
 from .messages import did_you_mean
 
 
@@ -70,6 +70,12 @@ def budget_text(budget: int) -> str:
         if budget and budget % size == 0:
             return f"{budget // size}{unit}"
     return f"{budget}B"
+
+
+def budget_argument(value: Any, name: str) -> int:
+    """A budget passed to an env (``budget_bytes=``, ``options["budget_bytes"]``): bytes as an
+    int, or text with a unit as everywhere else (``"10KB"``)."""
+    return parse_budget(value, name) if isinstance(value, str) else require_int(value, name, 0)
 
 
 def parse_budgets(value: Any, where: str = "") -> list[int]:

@@ -10,7 +10,8 @@ from typing import Any, Mapping
 import gymnasium as gym
 from gymnasium import spaces
 
-from ..core.checks import only_defaults, require_finite, require_int
+from ..core.checks import only_defaults, require_finite
+from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore, Reason
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
@@ -131,7 +132,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     gym.make(
         "WritePolicyBench-v0",
         regime=None,              # "default" for generated episodes; filters file episodes
-        budget_bytes=10240,
+        budget_bytes=10240,       # bytes, or text with a unit: "10KB" (1KB = 1024 bytes)
         length=None,              # 200 for generated episodes; filters file episodes
         track="unprivileged",     # or "privileged" (adds priority)
         episodes=None,            # None: generated; a frozen set, directory or JSONL path; or a list of Episodes
@@ -203,7 +204,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     def __init__(
         self,
         regime: str | None = None,
-        budget_bytes: int = 10240,
+        budget_bytes: int | str = 10240,
         length: int | None = None,
         track: str = UNPRIVILEGED,
         episodes: str | os.PathLike[str] | Sequence[Episode] | None = None,
@@ -225,7 +226,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
-        self.budget_bytes = require_int(budget_bytes, "budget_bytes")
+        self.budget_bytes = budget_argument(budget_bytes, "budget_bytes")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
         # A part passed in replaces the arguments it is built from, and each env works on its
         # own fresh copy (gym.make_vec hands every sub-env the same objects).
@@ -329,7 +330,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             raise ValueError(f"reset options {unknown} are not known; expected some of {RESET_OPTIONS}")
         if seed is not None:
             self.sampler.restart()
-        budget = require_int(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
+        budget = budget_argument(options.get("budget_bytes", self.budget_bytes), "options['budget_bytes']")
         episode, index = self.sampler.choose(self.np_random, options, recipe)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")

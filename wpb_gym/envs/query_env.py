@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 from ..core.accounting import estimate_bytes
 from ..core.checks import finite, require_finite, require_int
+from ..core.setting_values import budget_argument
 from ..core.queries import Query
 from ..core.store import ByteMemoryStore
 from ..core.tracks import check_track, policy_episode, policy_step
@@ -161,7 +162,7 @@ class QueryTierEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
-    def __init__(self, regime: str = "queries_medium", budget_bytes: int | None = None,
+    def __init__(self, regime: str = "queries_medium", budget_bytes: int | str | None = None,
                  length: int | None = None, track: str = "unprivileged",
                  episodes: str | os.PathLike[str] | Sequence[Episode] | None = None, episode_seed: int = 0,
                  episode_order: str = "random", slots: int = 8, expire_cost: float = 0.0,
@@ -175,7 +176,7 @@ class QueryTierEnv(gym.Env):
                              f"expected one of them, not both (a fraction sets the budget per episode)")
         self.budget_fraction = None if budget_fraction is None else _fraction(budget_fraction)
         self.budget_bytes = (DEFAULT_BUDGET_BYTES if budget_bytes is None
-                             else require_int(budget_bytes, "budget_bytes", 0))
+                             else budget_argument(budget_bytes, "budget_bytes"))
         self.K = require_int(slots, "slots", 1)
         self.expire_cost = require_finite(expire_cost, "expire_cost")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
@@ -281,7 +282,7 @@ class QueryTierEnv(gym.Env):
                              "choose it with options['episode_index']")
         budget = options.pop("budget_bytes", None)
         if budget is not None:
-            budget = require_int(budget, "options['budget_bytes']", 0)
+            budget = budget_argument(budget, "options['budget_bytes']")
         if self.endless:
             recipe, self.episode_index = self.sampler.choose(self.np_random, options, recipe=True)
             config: QueryTierConfig = recipe.config
