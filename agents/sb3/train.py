@@ -486,22 +486,42 @@ def _learn(run: TrainingRun, envs: TrainingEnvs, start: StartingModel, saved: di
         save_path=str(out / "checkpoints"),
         name_prefix="model",
     )
-    if total > start.steps_done:
+    steps = whole_rollouts(model, total - start.steps_done)
+    if steps != max(total - start.steps_done, 0):
+        rollout = whole_rollouts(model, 1)
+        print(f"wpb train: {algo} learns from whole rollouts of {rollout:,} steps ({n_envs} envs): it trains "
+              f"{steps:,} steps, not the {total - start.steps_done:,} asked", file=sys.stderr)
+    if steps > 0:
         with as_wpb_train(model):
             model.learn(
-                total_timesteps=total - start.steps_done,
+                total_timesteps=steps,
                 callback=CallbackList([evaluator, checkpoints]),
                 progress_bar=progress,
                 reset_num_timesteps=not start.resumed,
                 tb_log_name=algo,
             )
     model.save(out / "final_model.zip")
-    # The checkpoint at the end, so that --resume of a finished run has nothing left to do.
-    model.save(out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")
+    # A checkpoint at the end, so that --resume of a finished run has nothing left to do, unless
+    # one already holds the steps asked (the last rollout may run past them: one is enough).
+    newest = _newest_checkpoint(out / "checkpoints")
+    if newest is None or newest[1] < total:
+        model.save(out / "checkpoints" / f"model_{model.num_timesteps}_steps.zip")
     if not (out / "best_model.zip").exists():  # no evaluation happened (very short runs)
         model.save(out / "best_model.zip")
     for name in ("final_model.zip", "best_model.zip"):
         save_env_kwargs(out / name, env_config)
+    saved["trained_timesteps"] = int(model.num_timesteps)
+    write_atomic(out / "config.json", json.dumps(saved, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def whole_rollouts(model: Any, steps: int) -> int:
+    """``steps`` rounded up to what ``model.learn`` takes: an on-policy algorithm (PPO, A2C,
+    MaskablePPO) collects whole rollouts of ``n_steps`` per env, an off-policy one a step of every
+    env at a time; SB3 finishes the last one however few steps were asked."""
+    from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+    unit = model.n_envs * (int(model.n_steps) if isinstance(model, OnPolicyAlgorithm) else 1)
+    return -(-max(steps, 0) // unit) * unit
 
 
 def new_model(cls: type, policy: str, env: Any, seed: int, tensorboard_log: str | None, hyperparams: dict[str, Any]):

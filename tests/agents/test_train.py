@@ -553,3 +553,33 @@ def test_closing_training_envs_closes_the_validation_env_even_when_the_training_
     with pytest.raises(OSError, match="train would not close"):
         envs.close()
     assert closed == ["train", "validation"]
+
+
+def test_fewer_timesteps_than_a_rollout_train_a_whole_rollout_and_say_so(tmp_path, capsys):
+    # PPO learns from whole rollouts (n_steps per env): 10 steps asked are a rollout of n_steps x n_envs,
+    # and what was trained is what the run reports, not the 10 asked.
+    from sb3_contrib import MaskablePPO
+
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--timesteps", "10"]
+    assert wpb([*argv, "--out", str(out), "--quiet"]) == 0
+    rollout = TINY["hyperparams"]["n_steps"] * TINY["n_envs"]
+    captured = capsys.readouterr()
+    assert f"learns from whole rollouts of {rollout:,} steps ({TINY['n_envs']} envs): it trains {rollout:,} steps, " \
+           f"not the 10 asked" in captured.err
+    assert f"for {rollout:,} steps ->" in captured.out
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["timesteps"] == 10 and saved["trained_timesteps"] == rollout
+    assert MaskablePPO.load(out / "final_model.zip").num_timesteps == rollout
+    assert [p.name for p in (out / "checkpoints").glob("*.zip")] == [f"model_{rollout}_steps.zip"]
+
+
+def test_a_run_ends_with_one_checkpoint_holding_the_steps_asked(tmp_path):
+    # A checkpoint at exactly the steps asked, then the last rollout runs past them: no second,
+    # near-identical "final" checkpoint beside it; --resume then has nothing left to do.
+    out = tmp_path / "run"
+    config = tiny_config(tmp_path, checkpoint_every_steps=96)
+    assert wpb(["train", "--algo", "maskable_ppo", "--config", str(config), "--timesteps", "96", "--out", str(out),
+                "--quiet"]) == 0
+    assert [p.name for p in (out / "checkpoints").glob("*.zip")] == ["model_96_steps.zip"]
+    assert json.loads((out / "config.json").read_text())["trained_timesteps"] == 128

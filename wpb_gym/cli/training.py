@@ -143,7 +143,7 @@ def _cmd_train(settings: Settings) -> int:
     except (FileNotFoundError, ValueError) as error:
         raise InputError(str(error)) from None
     print(
-        f"trained {settings.algo} ({where}) for {saved['timesteps']} steps -> {settings.out}/best_model.zip, "
+        f"trained {settings.algo} ({where}) for {saved['trained_timesteps']:,} steps -> {settings.out}/best_model.zip, "
         "final_model.zip"
     )
     return 0
