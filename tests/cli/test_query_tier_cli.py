@@ -117,7 +117,7 @@ def test_the_leaderboard_leads_with_query_accuracy(query_run):
     table = lines[start + 6 : start + 6 + 3]
     accuracy = {a: means(rows, mode="queries_easy", budget_bytes=4096, track="privileged", policy=a) for a in AGENTS}
     assert [re.match(r"\| (\w+)", line).group(1) for line in table] == sorted(AGENTS, key=lambda a: -accuracy[a])
-    assert "causal_privileged (oracle track)" in text and "nan" not in text
+    assert "causal_privileged (oracle)" in text and "nan" not in text
     assert "nan" not in (query_run / "run" / "summary.csv").read_text(encoding="utf-8")
 
 

@@ -123,7 +123,7 @@ def test_wpb_eval_writes_every_file_and_they_parse(tmp_path, capsys):
     assert len(run["notes"]) == 2 and run["config_hash"] == rows[0]["config_hash"]
     assert rows[0]["seed"] == "0" and rows[0]["version"] == run["version"]
     board = (out / "leaderboard.md").read_text()
-    assert "oracle_optimal (oracle bound)" in board and "F1@10KB" in board
+    assert "oracle_optimal (oracle)" in board and "F1@10KB" in board
     assert "## default, T=40, unprivileged track" in board and "## default, T=40, privileged track" in board
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
     assert "note: priority_threshold (privileged track)" in capsys.readouterr().err

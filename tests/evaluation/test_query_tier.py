@@ -234,7 +234,7 @@ def test_a_query_group_leads_with_query_accuracy_ranks_by_it_and_states_the_boun
     assert table[0] == ("| Policy | Query acc.@4KB | Recall@4KB | F1@4KB | Util/KB | Avg Staleness | Episodes |")
     means = {a: np.mean([r["query_accuracy"] for r in chosen if r["policy"] == a]) for a in AGENTS}
     ranked = sorted(AGENTS, key=lambda a: -means[a])
-    shown = [line.split(" | ")[0].removeprefix("| ").removesuffix(" (oracle track)") for line in table[1:]]
+    shown = [line.split(" | ")[0].removeprefix("| ").removesuffix(" (oracle)") for line in table[1:]]
     assert shown == ranked
     for line, agent in zip(table[1:], shown, strict=True):
         assert line.split(" | ")[1].startswith(f"{means[agent]:.3f} [")

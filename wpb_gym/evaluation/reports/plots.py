@@ -8,7 +8,9 @@
 
 Every policy has one colour and marker in every figure of every run: the shipped agents a
 fixed one, any other policy (a learned model, a user's agent) one chosen from its label, drawn
-thick and on top so that it stands out. Oracle policies are drawn dashed: they are bounds.
+thick and on top so that it stands out. Oracle policies (they read the hidden labels: bounds
+such as ``oracle_optimal``, or privileged references such as ``causal_privileged``) are drawn
+dashed and named "(oracle)". The legend is under the panels.
 Markers are hollow and of different sizes, so curves that coincide stay visible.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,19 +32,35 @@ from ...core.tracks import TRACKS
 from .intervals import bootstrap_cis
 
 
-def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str) -> bytes:
-    # The object API on the Agg canvas (no pyplot state), and fixed margins with one legend
-    # beside the panels: tight_layout and loc="best" took most of the drawing time.
+# The legend goes under the panels, in as many columns of this width (inches) as fit: beside
+# them it took a third of a one-panel figure.
+_LEGEND_COLUMN = 2.1
+_LEGEND_ROW = 0.19
+_PANEL = 5.4
+
+
+def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str, note: str = "") -> bytes:
+    # The object API on the Agg canvas (no pyplot state), and fixed margins computed here:
+    # tight_layout and loc="best" took most of the drawing time.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     tracks = [t for t in TRACKS if any(r["track"] == t for r in rows)]
     all_budgets = sorted({r["budget_bytes"] for r in rows})
-    width = 5.4 * len(tracks) + 2.6  # the panels, then the legend
-    fig = Figure(figsize=(width, 4.6))
+    policies = {r["policy"] for r in rows}
+    width = _PANEL * len(tracks) + 0.9
+    columns = max(1, min(len(policies), int((width - 0.4) // _LEGEND_COLUMN)))
+    note_lines = textwrap.wrap(note, width=int(width * 17)) if note else []
+    note_height = 0.13 * len(note_lines) + (0.08 if note_lines else 0.0)
+    legend = _LEGEND_ROW * -(-len(policies) // columns)
+    # Inches: the title and the panels' titles above; the ticks, the axis label, the legend and the note below.
+    panel_top, panel_bottom = 0.8, 0.62 + legend + note_height + 0.08
+    height = 3.4 + panel_top + panel_bottom
+    fig = Figure(figsize=(width, height))
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(tracks), squeeze=False, sharey=True)
-    fig.subplots_adjust(left=0.75 / width, right=1 - 2.6 / width, bottom=0.13, top=0.86, wspace=0.08)
+    fig.subplots_adjust(left=0.75 / width, right=1 - 0.15 / width, bottom=panel_bottom / height,
+                        top=1 - panel_top / height, wspace=0.08)
     # Every interval of the figure in one batch, then the lines.
     lines = []
     for track in tracks:
@@ -74,7 +93,7 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
                 lw=2.6 if highlighted else 1.2,
                 zorder=3 if highlighted else 2,
                 ls="--" if oracle else "-",
-                label=_plain(f"{policy} (bound)" if oracle else policy),
+                label=_plain(f"{policy} (oracle)" if oracle else policy),
             )
             ax.fill_between(budgets, lows, highs, color=colour, alpha=0.15, lw=0)
         if all_budgets[0] > 0:
@@ -91,7 +110,11 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str)
     for ax in axes[0]:
         for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
             handles.setdefault(name, handle)  # a policy's line looks the same in every panel
-    fig.legend(handles.values(), handles.keys(), fontsize=7, loc="center left", bbox_to_anchor=(1 - 2.5 / width, 0.5))
+    fig.legend(handles.values(), handles.keys(), fontsize=7, ncol=columns, loc="lower center",
+               bbox_to_anchor=(0.5, (note_height + 0.04) / height), frameon=False, columnspacing=1.2,
+               borderaxespad=0.0)
+    if note_lines:
+        fig.text(0.5, 0.06 / height, "\n".join(note_lines), ha="center", va="bottom", fontsize=7, color="0.3")
     fig.suptitle(_plain(title))
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110)
@@ -174,15 +197,21 @@ def _bytes_label(b: int) -> str:
 
 
 PICTURES = {
-    "f1_vs_budget": ("f1", "mean F1 (0 to 1)", "F1 vs budget"),
-    "regret_curve": ("regret_write_only", "mean WRITE-only regret (utility)", "Regret vs budget"),
+    "f1_vs_budget": ("f1", "mean F1 (0 to 1)", "F1 vs budget", ""),
+    "regret_curve": (
+        "regret_write_only",
+        "mean regret: U*(B) − utility kept",
+        "Regret vs budget",
+        "Regret is in utility, the sum of the steps' u_t the memory holds, short of the best WRITE-only memory's "
+        "U*(B); F1 counts critical steps only, so the best F1 can still leave regret.",
+    ),
 }
 
 
 def condition_picture(rows: Sequence[dict[str, Any]], mode: Any, steps: int, kind: str) -> bytes:
     """One figure (``kind``, a key of ``PICTURES``) of one regime and episode length, as PNG."""
-    metric, label, title = PICTURES[kind]
-    return _figure(rows, metric, label, f"{title}: {mode}, T={steps}")
+    metric, label, title, note = PICTURES[kind]
+    return _figure(rows, metric, label, f"{title}: {mode}, T={steps}", note)
 
 
 def condition_pictures(rows: Sequence[dict[str, Any]], mode: Any, steps: int) -> dict[str, bytes]:

@@ -105,7 +105,10 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         "# Leaderboard",
         "",
         f"Means over episodes at a budget of {at}, with bootstrap 95% confidence intervals in brackets.",
-        "Oracle policies read the hidden labels: they are upper bounds, not competitors.",
+        "Policies marked (oracle) read the hidden labels: bounds such as `oracle_optimal` or privileged "
+        "references such as `causal_privileged`, not competitors.",
+        "",
+        COLUMN_NOTE,
     ]
     groups: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
@@ -120,14 +123,11 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
             continue
         lines += ["", f"## {mode}, T={steps}, {track} track", "", header + " | Episodes |", "|---" * 6 + "|"]
         ranked = sorted(by_policy.items(), key=lambda kv: (-float(np.mean([r["f1"] for r in kv[1]])), kv[0]))
-        samples = [[r[key] for r in prows] for _, prows in ranked for key, _ in LEADERBOARD_METRICS]
-        intervals = iter(bootstrap_cis(samples))
+        samples = [_column_values(prows, key) for _, prows in ranked for key, _ in LEADERBOARD_METRICS]
+        intervals, values = iter(bootstrap_cis(samples)), iter(samples)
         for policy, prows in ranked:
-            name = f"{policy} (oracle bound)" if prows[0]["policy_track"] == ORACLE else policy
-            cells = [
-                mean_cell([r[key] for r in prows], 2 if key == "avg_staleness" else 3, next(intervals))
-                for key, _ in LEADERBOARD_METRICS
-            ]
+            name = f"{policy} (oracle)" if prows[0]["policy_track"] == ORACLE else policy
+            cells = [_cell_text(key, next(values), next(intervals)) for key, _ in LEADERBOARD_METRICS]
             if any(r.get(ERROR_COLUMN) for r in prows):
                 name += " †"
             lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(prows)} |")
@@ -156,19 +156,39 @@ def _query_group(mode: Any, steps: Any, track: str, at: str, by_policy: dict[str
 
     ranked = sorted(by_policy.items(), key=lambda kv: (-accuracy(kv[1]), kv[0]))
     keys = ["query_accuracy", *(key for key, _ in LEADERBOARD_METRICS)]
-    samples = [present_values(prows, key) for _, prows in ranked for key in keys]
+    samples = [_column_values(prows, key) for _, prows in ranked for key in keys]
     intervals = iter(bootstrap_cis(samples))
     values = iter(samples)
     for policy, prows in ranked:
-        name = f"{policy} (oracle track)" if prows[0]["policy_track"] == ORACLE else policy
-        cells = []
-        for key in keys:
-            data, interval = next(values), next(intervals)
-            cells.append(mean_cell(data, 2 if key == "avg_staleness" else 3, interval) if data else "")
+        name = f"{policy} (oracle)" if prows[0]["policy_track"] == ORACLE else policy
+        cells = [_cell_text(key, next(values), next(intervals)) for key in keys]
         if any(r.get(ERROR_COLUMN) for r in prows):
             name += " †"
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {len(prows)} |")
     return lines
+
+
+COLUMN_NOTE = (
+    "Columns: Recall and F1 count the episode's critical steps (its drift events) that the final memory "
+    "holds; Query acc. (query tier) is the share of the episode's queries memory answered right; Util/KB is "
+    "the utility the memory holds per KB it uses; Avg Staleness is the mean age in steps (T − 1 − t) of the "
+    "items it holds, over the episodes where it holds any (n/a: it never held anything). Staleness describes a "
+    "memory: lower is not better by itself."
+)
+
+
+def _column_values(rows: Sequence[dict[str, Any]], key: str) -> list[float]:
+    """A leaderboard column's per-episode values. An empty memory has no age: its staleness (0 by
+    the spec's convention) is left out rather than shown as the freshest memory."""
+    if key == "avg_staleness":
+        return [float(r[key]) for r in rows if present(r.get(key)) and int(r["tp"]) + int(r["fp"]) > 0]
+    return present_values(rows, key)
+
+
+def _cell_text(key: str, values: Sequence[float], interval: tuple[float, float]) -> str:
+    if not values:
+        return "n/a" if key == "avg_staleness" else ""
+    return mean_cell(values, 2 if key == "avg_staleness" else 3, interval)
 
 
 def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
