@@ -188,10 +188,12 @@ def collect(settings: Mapping[str, Any], out: str | Path, baseline_rows: Sequenc
     write_atomic(out / "results.csv", results_csv(rows, empty_run))
     # The references of wpb seeds: labels, LABEL@TRACK or best@TRACK.
     references = list(settings["eval"]["references"] or default_references(settings))
+    # One run: every trial and the baselines play held_out_refs(settings, regime), so the rows of a
+    # trial finished before rows carried an episode hash still name their episode by its index.
     results = [
         result
         for regime, agents in groups.items()
-        for result in seed_table([r for r in rows if r["mode"] == regime], agents, references)
+        for result in seed_table([r for r in rows if r["mode"] == regime], agents, references, one_run=True)
     ]
     text = seed_table_markdown(results)
     write_atomic(out / "table.md", text)

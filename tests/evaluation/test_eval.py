@@ -92,6 +92,51 @@ def test_episodes_from_files_take_their_regime_from_the_data():
         given_refs([nameless], "file.jsonl")
 
 
+def test_every_row_carries_its_episodes_content_hash():
+    from wpb_gym.evaluation.run_folder import episode_hash
+
+    refs = generated_refs(["default"], [40], 2, seed=1) + generated_refs(["default"], [40], 2, seed=777)
+    refs = [grid_module.EpisodeRef(r.mode, r.steps, i, r.seed) for i, r in enumerate(refs)]
+    rows = run_grid(refs, POLICIES[:2], [1024, 4096], ["unprivileged"])
+    hashes = {}
+    for row in rows:
+        hashes.setdefault(row["episode_index"], set()).add(row["episode_hash"])
+    # One hash per episode, the same on every agent's and budget's row, and four different episodes.
+    assert {i: {episode_hash(refs[i].load())} for i in range(4)} == hashes
+    assert len({h for (h,) in hashes.values()}) == 4 and all(len(h) == 16 for (h,) in hashes.values())
+
+
+def test_the_episode_hash_is_stable_across_processes_and_names_the_content(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from wpb_gym.episodes.jsonl import write_jsonl
+    from wpb_gym.episodes.sources import read_episodes
+    from wpb_gym.evaluation.run_folder import episode_hash
+
+    episode = generated_refs(["breaking"], [80], 1, seed=3)[0].load()
+    digest = episode_hash(episode)
+    code = (
+        "from wpb_gym.evaluation.grid import generated_refs\n"
+        "from wpb_gym.evaluation.run_folder import episode_hash\n"
+        "print(episode_hash(generated_refs(['breaking'], [80], 1, seed=3)[0].load()))"
+    )
+    for hash_seed in ("1", "2"):  # another process, and another order of its sets and dicts
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(ROOT)}
+        assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip() == digest
+    # The same episode read back from a file is the same episode.
+    write_jsonl(tmp_path / "e.jsonl", [episode])
+    (back,) = read_episodes(str(tmp_path / "e.jsonl"))
+    assert episode_hash(back) == digest
+    # One step changed, or one label, is another episode.
+    steps = list(episode.steps)
+    steps[40] = Step(40, {**steps[40].observation, "changed": True}, steps[40].metadata)
+    assert episode_hash(Episode(steps=steps, labels=episode.labels)) != digest
+    assert episode_hash(Episode(steps=episode.steps, labels={**episode.labels, "episode_id": 1})) != digest
+
+
 # ---------------------------------------------------------------------------- the command
 def refused(capsys, argv, pattern: str) -> str:
     """``wpb argv`` exits 2 with one line on stderr matching ``pattern``; returns that line."""

@@ -12,7 +12,7 @@ from test_eval import refused, run_cli, small_grid
 from agents.registry import make_agent
 from wpb_gym.cli import main as wpb
 from wpb_gym.evaluation import grid as grid_module
-from wpb_gym.evaluation.grid import generated_refs
+from wpb_gym.evaluation.grid import generated_refs, run_grid
 from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.evaluation.reports.report import bootstrap_ci, leaderboard
 from wpb_gym.evaluation.runner import run_episode
@@ -166,3 +166,137 @@ def test_wpb_ablate_reports_mean_std_and_paired_tests(tmp_path, capsys):
     c = tmp_path / "c.yaml"
     c.write_text("agents: [last_kb]\nepisodes: some/folder\n")
     refused(capsys, ["ablate", str(a), str(c), "--seeds", "2"], "reads episodes from files")
+
+
+# ---------------------------------------------------------------------------- pairing by episode
+def strip_hash(results) -> None:
+    """Turn ``results`` (a results.csv) into one written before rows carried ``episode_hash``."""
+    with open(results, newline="", encoding="utf-8") as handle:
+        table = list(csv.reader(handle))
+    drop = table[0].index("episode_hash")
+    with open(results, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle, lineterminator="\n").writerows([cells[:drop] + cells[drop + 1:] for cells in table])
+
+
+def one_line_error(capsys, argv) -> str:
+    """``wpb argv`` exits 2 with one line on stderr, nothing on stdout and no traceback."""
+    capsys.readouterr()
+    code = wpb(argv)
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and len(captured.err.splitlines()) == 1, captured
+    assert "Traceback" not in captured.err
+    return captured.err
+
+
+def test_compare_refuses_runs_on_other_episodes(tmp_path, capsys):
+    """Episode i of a run on --seed 777 is not episode i of one on --seed 0: no paired lift between them."""
+    a, b = run_cli(tmp_path / "a"), run_cli(tmp_path / "b", "--seed", "777")
+    err = one_line_error(capsys, ["compare", str(a), str(b)])
+    assert err.startswith(f"wpb compare: error: {a} and {b} were not run on the same episodes: condition (default, "
+                          "40, 1024, privileged), agent fifo_store_all: 3 episodes in ")
+    assert f", 3 in {b}, 0 in common ({a}'s episode 0 is " in err
+    assert err.rstrip().endswith("evaluate both on the same episode set (the same --seed, or the same frozen set)")
+    store = tmp_path / "baseline"
+    assert wpb(["baseline", "set", str(a), "--store", str(store)]) == 0
+    err = one_line_error(capsys, ["compare", "--against-baseline", str(b), "--store", str(store)])
+    assert "were not run on the same episodes" in err and f"wpb baseline set RUN --store {store}" in err
+    # Within one run every agent played the same episodes.
+    assert wpb(["compare", str(b), "--versus", "oracle_optimal"]) == 0
+
+
+def test_compare_pairs_by_episode_content_and_gives_the_figures_of_before(tmp_path):
+    from wpb_gym.evaluation.reports.compare import compare_runs
+    from wpb_gym.evaluation.reports.report import read_results
+
+    rows_a = read_results(run_cli(tmp_path) / "results.csv")
+    # B: the same episodes, in the reverse order of the run (another episode_index), each scored
+    # 0.01 * (its index in A) lower.
+    rows_b = [{**r, "f1": r["f1"] - 0.01 * r["episode_index"], "episode_index": 2 - r["episode_index"]}
+              for r in rows_a]
+    comparisons = compare_runs(rows_a, rows_b)
+    assert len(comparisons) == 2 * 4  # 2 budgets x (fifo on two tracks, two privileged agents)
+    for c in comparisons:
+        assert c.episodes == 3 and c.only_a == c.only_b == 0
+        assert c.lift == pytest.approx(-0.01)  # by index, each of A's episodes would meet another
+    # The same figures as pairing by index gives where the episodes are in the same order.
+    in_order = [{**r, "f1": r["f1"] - 0.01 * r["episode_index"]} for r in rows_a]
+    for c, same in zip(comparisons, compare_runs(rows_a, in_order), strict=True):
+        a = [r for r in rows_a if tuple(r[k] for k in ("mode", "steps", "budget_bytes", "track", "policy"))
+             == c.condition]
+        a.sort(key=lambda r: r["episode_index"])
+        b = np.array([r["f1"] - 0.01 * r["episode_index"] for r in a])
+        f1 = np.array([r["f1"] for r in a])
+        assert (same.mean_a, same.mean_b, same.lift) == (f1.mean(), b.mean(), (b - f1).mean())
+        assert (same.lift_low, same.lift_high) == bootstrap_ci(b - f1)
+        assert same == c
+
+
+def test_compare_pairs_the_episodes_both_runs_played_and_lists_the_others():
+    from wpb_gym.evaluation.reports.compare import compare_runs, comparison_markdown
+
+    three = run_grid(generated_refs(["default"], [40], 3, seed=0), small_policies(), [1024], ["unprivileged"])
+    five = run_grid(generated_refs(["default"], [40], 5, seed=0), small_policies(), [1024], ["unprivileged"])
+    (c,) = compare_runs(three, five)
+    assert (c.episodes, c.only_a, c.only_b, c.lift) == (3, 0, 2, 0.0)
+    text = comparison_markdown([c], "f1", "three", "five")
+    assert text.endswith("Episodes that only one run played are left out (n counts the episodes both played):\n\n"
+                         "- condition (default, 40, 1024, unprivileged), agent last_kb: 0 of A's 3 episodes and 2 "
+                         "of B's 5\n")
+
+
+def small_policies():
+    from functools import partial
+
+    from wpb_gym.evaluation.grid import PolicySpec
+
+    return [PolicySpec("last_kb", partial(make_agent, "last_kb"))]
+
+
+def test_runs_written_before_the_episode_hash_are_refused_across_runs_only(tmp_path, capsys):
+    new = run_cli(tmp_path / "new")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "results.csv").write_text((new / "results.csv").read_text())
+    strip_hash(old / "results.csv")
+    err = one_line_error(capsys, ["compare", str(old), str(new)])
+    assert err.startswith(f"wpb compare: error: {old} has no episode hashes (its results.csv was written before ")
+    assert "run its evaluation again" in err
+    store = tmp_path / "baseline"
+    assert wpb(["baseline", "set", str(old), "--store", str(store)]) == 0
+    err = one_line_error(capsys, ["compare", "--against-baseline", str(new), "--store", str(store)])
+    assert f"{store} has no episode hashes" in err and f"wpb baseline set RUN --store {store}" in err
+    # Its own agents played the same episodes: they still pair, by index.
+    capsys.readouterr()
+    assert wpb(["compare", str(old), "--versus", "oracle_optimal"]) == 0
+    assert len([x for x in capsys.readouterr().out.splitlines() if "oracle_optimal vs" in x]) == 4
+
+
+def test_ablation_pairs_by_episode_and_refuses_other_episodes(tmp_path, capsys, monkeypatch):
+    from wpb_gym.cli import evaluation as cli_evaluation
+    from wpb_gym.evaluation.reports.compare import ablation_markdown
+    from wpb_gym.evaluation.reports.pairing import EpisodeMismatch
+
+    def runs(seeds, count=3):
+        return [run_grid(generated_refs(["default"], [40], count, seed), small_policies(), [1024], ["unprivileged"])
+                for seed in seeds]
+
+    with pytest.raises(EpisodeMismatch, match=r"^x and y were not run on the same episodes: seed 1, condition "
+                                              r"\(default, 40, 1024, unprivileged\): 3 episodes in x, 3 in y, 0 in "
+                                              r"common"):
+        ablation_markdown(runs([0, 1]), runs([0, 2]), "x", "y")
+    text = ablation_markdown(runs([0, 1]), runs([0, 1], count=4), "x", "y")
+    assert "| +0.000 | n/a |" in text
+    assert text.endswith("Episodes that only one variant played are left out of its seed's means:\n\n"
+                         "- seed 0, condition (default, 40, 1024, unprivileged): 0 of A's 3 episodes and 1 of B's 4\n"
+                         "- seed 1, condition (default, 40, 1024, unprivileged): 0 of A's 3 episodes and 1 of B's 4\n")
+    # On the command line: the second config's episodes made from other seeds than the first's.
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    common = "lengths: [40]\nepisodes_per_condition: 2\nbudgets: [1024]\ntracks: [unprivileged]\n"
+    a.write_text("agents: [last_kb]\n" + common)
+    b.write_text("agents: [change_detector]\n" + common)
+    made = cli_evaluation._generated_refs
+    monkeypatch.setattr(cli_evaluation, "_generated_refs",
+                        lambda config, seed: made(config, seed + 100 * (config["agents"] == ["change_detector"])))
+    err = one_line_error(capsys, ["ablate", str(a), str(b), "--seeds", "2"])
+    assert err.startswith("wpb ablate: error: a and b were not run on the same episodes: seed 0, condition (default, "
+                          "40, 1024, unprivileged): 2 episodes in a, 2 in b, 0 in common (a's episode 0 is ")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
+from test_reports import strip_hash
 
 from wpb_gym.cli import main as wpb
 from wpb_gym.evaluation.reports.seed_stats import seed_table, seed_table_markdown, stratified_iqm
@@ -12,9 +13,10 @@ from wpb_gym.evaluation.reports.seed_stats import seed_table, seed_table_markdow
 PPO = {"ppo": ["ppo_s0", "ppo_s1", "ppo_s2"]}
 
 
-def row(base, track, policy, declared, episode, f1):
+def row(base, track, policy, declared, episode, f1, episode_set="s0"):
+    """A row of ``episode`` of the set ``episode_set``: its hash says which set and episode it is."""
     return {**base, "track": track, "policy": policy, "policy_track": declared, "episode_index": episode,
-            "f1": f1, "oracle_f1": 1.0}
+            "episode_hash": f"{episode_set}-{episode:04d}", "f1": f1, "oracle_f1": 1.0}
 
 
 def rows_for(offset: float, noise: float = 0.01, episodes: int = 30, seeds: int = 3, seed: int = 1):
@@ -115,3 +117,62 @@ def test_a_learned_agent_is_reported_on_the_track_it_declares():
     rows += [{**r, "track": "privileged"} for r in rows if r["policy"].startswith("ppo_s")]
     (result,) = seed_table(rows, PPO, ["breaking_detector"])
     assert result.condition[3] == "unprivileged"
+
+
+def test_seeds_or_references_run_on_other_episodes_are_refused():
+    """Episode 3 of a run on another seed is another episode: pairing it by index would be wrong."""
+    rows = rows_for(0.02)
+    elsewhere = [{**r, "episode_hash": f"s777-{r['episode_index']:04d}"} if r["policy"] == "breaking_detector" else r
+                 for r in rows]
+    with pytest.raises(ValueError, match=r"breaking_detector was not evaluated on the same episodes as ppo: 30 "
+                                         r"episodes in ppo, 30 in breaking_detector, 0 in common \(ppo's episode 0 is "
+                                         r"s0-0000, breaking_detector's episode 0 is s777-0000\)"):
+        seed_table(elsewhere, PPO, ["breaking_detector"])
+    one_seed = [{**r, "episode_hash": f"s777-{r['episode_index']:04d}"} if r["policy"] == "ppo_s1" else r for r in rows]
+    with pytest.raises(ValueError, match="ppo_s1 was not evaluated on the same episodes as ppo_s0: 30 episodes in"):
+        seed_table(one_seed, PPO, [])
+    # The same episodes in another order of the run (another episode_index) pair by content.
+    moved = [{**r, "episode_index": 29 - r["episode_index"]} if r["policy"] == "breaking_detector" else r for r in rows]
+    (result,) = seed_table(moved, PPO, ["breaking_detector"])
+    (expected,) = seed_table(rows, PPO, ["breaking_detector"])
+    assert result.lifts[0].lift == pytest.approx(expected.lifts[0].lift)
+
+
+def test_rows_without_episode_hashes_pair_by_index_within_one_run_only():
+    rows = rows_for(0.02)
+    old = [{k: v for k, v in r.items() if k != "episode_hash"} for r in rows]
+    assert seed_table(old, PPO, ["breaking_detector"], one_run=True) == seed_table(rows, PPO, ["breaking_detector"])
+    with pytest.raises(ValueError, match="has no episode hashes .* run its evaluation again"):
+        seed_table(old, PPO, ["breaking_detector"])
+
+
+def test_wpb_seeds_refuses_runs_on_other_episodes_in_one_line(tmp_path, capsys):
+    """The learned agent's seeds in one run folder, the reference in another: they must share episodes."""
+    common = ["--regimes", "breaking", "--lengths", "80", "--budgets", "2048", "--episodes-per-condition", "3",
+              "--tracks", "unprivileged", "--quiet"]
+    config = tmp_path / "learned.yaml"
+    config.write_text("agents: [{name: change_detector, label: a}, {name: last_kb, label: b}]\n")
+    runs = {}
+    for name, seed, agents in (("learned", 0, ["--config", str(config)]),
+                               ("reference", 0, ["--agents", "breaking_detector"]),
+                               ("held_out", 777, ["--agents", "breaking_detector"])):
+        runs[name] = tmp_path / name
+        assert wpb(["eval", *agents, *common, "--seed", str(seed), "--out", str(runs[name])]) == 0
+    capsys.readouterr()
+    learned = ["--learned", "mix=a,b", "--versus", "breaking_detector"]
+    assert wpb(["seeds", str(runs["learned"]), str(runs["reference"]), *learned]) == 0
+    assert "| breaking | 80 | 2048 | unprivileged | mix | 2 | 3 |" in capsys.readouterr().out
+    assert wpb(["seeds", str(runs["learned"]), str(runs["held_out"]), *learned]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "Traceback" not in captured.err and len(captured.err.splitlines()) == 1
+    assert captured.err.startswith(f"wpb seeds: error: {runs['learned']}, {runs['held_out']}: ")
+    assert "breaking_detector was not evaluated on the same episodes as mix: 3 episodes in mix, 3 in " in captured.err
+    assert "0 in common" in captured.err
+    # A run written before results carried the hash: alone it pairs by index, with another run not.
+    strip_hash(runs["learned"] / "results.csv")
+    assert wpb(["seeds", str(runs["learned"]), "--learned", "mix=a,b", "--versus", "a"]) == 0
+    capsys.readouterr()
+    assert wpb(["seeds", str(runs["learned"]), str(runs["reference"]), *learned]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"error: {runs['learned']} has no episode hashes" in err
+

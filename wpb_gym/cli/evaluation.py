@@ -303,7 +303,10 @@ def _cmd_ablate(settings: Settings) -> int:
                 )
             )
         runs.append(per_seed)
-    text = ablation_markdown(runs[0], runs[1], Path(settings.config_a).stem, Path(settings.config_b).stem)
+    try:
+        text = ablation_markdown(runs[0], runs[1], Path(settings.config_a).stem, Path(settings.config_b).stem)
+    except ValueError as error:  # the variants played different episodes: no paired test means anything
+        raise InputError(str(error)) from None
     if settings.out:
         write_atomic(settings.out, text)
     print(text, end="")

@@ -93,7 +93,9 @@ def _diagnostics_budget(args: Settings, rows: Sequence[dict[str, Any]], run: Pat
 
 
 def _cmd_compare(args: Settings) -> int:
+    from ..evaluation.grid import EPISODE_HASH
     from ..evaluation.reports.compare import compare_runs, comparison_markdown
+    from ..evaluation.reports.pairing import SAME_EPISODES, unhashed
 
     if args.versus and args.against_baseline:
         raise InputError("--versus compares agents within one run; --against-baseline compares a run with the "
@@ -115,7 +117,10 @@ def _cmd_compare(args: Settings) -> int:
             label = f"{args.versus} vs {other}"
             a = [{**r, "policy": label} for r in rows if r["policy"] == other]
             b = [{**r, "policy": label} for r in ours]
-            comparisons += compare_runs(a, b, metric=args.metric)
+            try:  # two agents of one run: rows without an episode hash pair by index
+                comparisons += compare_runs(a, b, metric=args.metric, names=(other, args.versus), one_run=True)
+            except ValueError as error:
+                raise InputError(f"{args.runs[0]}: {error}") from None
         text = comparison_markdown(comparisons, args.metric, "each other agent (A)", f"{args.versus} (B)", "worse")
         print(text, end="")
         return 0
@@ -134,9 +139,20 @@ def _cmd_compare(args: Settings) -> int:
     _check_metric(args, rows_a, run_a)
     _check_metric(args, rows_b, run_b)
     check_policies(args.agents or (), rows_a + rows_b, f"{run_a} or {run_b}", "--agents")
-    comparisons = compare_runs(rows_a, rows_b, metric=args.metric, agents=args.agents)
+    hint = SAME_EPISODES
+    if args.against_baseline:
+        record = f"wpb baseline set RUN --store {run_a}"
+        hint += f", or record as the baseline a run on this run's episodes ({record})"
+        if not all(row[EPISODE_HASH] for row in rows_a):
+            raise InputError(f"{unhashed(run_a)}, then record it as the baseline again ({record})")
+    try:
+        comparisons = compare_runs(
+            rows_a, rows_b, metric=args.metric, agents=args.agents, names=(str(run_a), str(run_b)), hint=hint
+        )
+    except ValueError as error:  # not the same episodes: a paired comparison would mean nothing
+        raise InputError(str(error)) from None
     if not comparisons:
-        raise InputError("the two runs share no (condition, agent, episode)")
+        raise InputError("the two runs share no (condition, agent)")
     print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b)), end="")
     regressions = [c for c in comparisons if c.regression]
     if args.against_baseline:
@@ -161,11 +177,18 @@ def _cmd_baseline(args: Settings) -> int:
 
 
 def _cmd_seeds(args: Settings) -> int:
+    from ..evaluation.grid import EPISODE_HASH
+    from ..evaluation.reports.pairing import unhashed
     from ..evaluation.reports.seed_stats import seed_table, seed_table_markdown
 
-    rows = [row for run in args.runs for row in read_run(Path(run))]
+    runs = [(run, read_run(Path(run))) for run in args.runs]
+    rows = [row for _, run_rows in runs for row in run_rows]
     where = ", ".join(map(str, args.runs))
     _check_metric(args, rows, where)
+    if len(runs) > 1:  # rows of one run pair by index without a hash; of several, only by the hash
+        for run, run_rows in runs:
+            if not all(row[EPISODE_HASH] for row in run_rows):
+                raise InputError(f"{unhashed(run)}; or give `wpb seeds` that run alone")
     groups: dict[str, list[str]] = {}
     for item in args.learned:
         name, sep, labels = item.partition("=")
@@ -189,7 +212,8 @@ def _cmd_seeds(args: Settings) -> int:
     named = [r.partition("@")[0] for r in references if r.partition("@")[0] != "best"]
     check_policies(named, rows, where, "--versus")
     try:
-        text = seed_table_markdown(seed_table(rows, groups, references, metric=args.metric), args.metric)
+        results = seed_table(rows, groups, references, metric=args.metric, one_run=len(runs) == 1)
+        text = seed_table_markdown(results, args.metric)
     except ValueError as error:
         raise InputError(f"{where}: {error}") from None
     print(text, end="")

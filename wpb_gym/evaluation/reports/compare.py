@@ -1,7 +1,8 @@
 """Comparing two evaluation runs, episode by episode.
 
 For every condition (regime, length, budget, track) and agent present in both runs, the
-rows are paired by episode (``episode_index``) and compared on one metric:
+rows are paired by episode, the same episode content in both (``episode_hash``, see
+``pairing``), and compared on one metric:
 
 * lift: mean of B − A over the paired episodes, with a paired bootstrap 95% interval
   (``scipy.stats.bootstrap`` on the differences);
@@ -13,6 +14,12 @@ rows are paired by episode (``episode_index``) and compared on one metric:
   recall = Σtp / Σ(tp + fn) and the rejected-action rate = Σrejected / Σactions.
 
 A regression is a comparison whose lift interval lies wholly below zero.
+
+Only episodes both runs played are paired. A condition where the two share none is refused
+(``pairing.EpisodeMismatch``): the runs were evaluated on different episodes (another
+``--seed``, another episode file), and a paired lift between them would mean nothing. Where
+they share some, those are compared and the others are counted (``Comparison.only_a`` and
+``only_b``), and the markdown table says how many were left out.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import numpy as np
 from scipy import stats
 
 from ..grid import QUERY_COLUMNS
+from .pairing import SAME_EPISODES, by_episode, by_index, check_hashed, not_same
 from .report import bootstrap_ci, present
 
 CONDITION_KEYS = ("mode", "steps", "budget_bytes", "track", "policy")
@@ -47,6 +55,8 @@ class Comparison:
     recall_b: tuple[float, float, float]
     rejected_a: tuple[float, float, float]
     rejected_b: tuple[float, float, float]
+    only_a: int = 0  # episodes of the condition that A played and B did not: left out
+    only_b: int = 0
 
     @property
     def regression(self) -> bool:
@@ -80,27 +90,44 @@ def compare_runs(
     rows_b: Sequence[dict[str, Any]],
     metric: str = "f1",
     agents: Sequence[str] | None = None,
+    names: tuple[str, str] = ("A", "B"),
+    one_run: bool = False,
+    hint: str = SAME_EPISODES,
 ) -> list[Comparison]:
-    """One comparison per condition and agent present in both runs (paired by episode). A query
-    column (``query_accuracy``) is compared on the rows that hold it: the query tier's."""
+    """One comparison per condition and agent present in both runs, over the episodes both
+    played (paired by episode content). A query column (``query_accuracy``) is compared on the
+    rows that hold it: the query tier's.
 
-    def index(rows):
-        table: dict[tuple, dict[int, dict[str, Any]]] = {}
+    ``names`` name the two sides in errors. Raises ``pairing.EpisodeMismatch`` when a condition
+    has no episode in common (its message ends with ``hint``: what to do), or when a side's rows
+    have no episode hash (results written before rows carried one); ``one_run``: both sides are
+    rows of one run (two agents of it), which pair by ``episode_index`` when they lack the hash.
+    """
+    if not one_run:
+        for name, rows in zip(names, (rows_a, rows_b), strict=True):
+            check_hashed(rows, name)
+    index = by_index([*rows_a, *rows_b], one_run)
+
+    def table(rows, name):
+        groups: dict[tuple, list[dict[str, Any]]] = {}
         for r in rows:
             if metric in QUERY_COLUMNS and not present(r.get(metric)):
                 continue
             if agents is None or r["policy"] in agents:
-                table.setdefault(tuple(r[k] for k in CONDITION_KEYS), {})[r["episode_index"]] = r
-        return table
+                groups.setdefault(tuple(r[k] for k in CONDITION_KEYS), []).append(r)
+        return {
+            condition: by_episode(group, f"{name}, {_named(condition)}", index) for condition, group in groups.items()
+        }
 
-    a_table, b_table = index(rows_a), index(rows_b)
+    a_table, b_table = table(rows_a, names[0]), table(rows_b, names[1])
     results = []
     for condition in sorted(set(a_table) & set(b_table), key=lambda c: tuple(map(str, c))):
-        shared = sorted(set(a_table[condition]) & set(b_table[condition]))
+        a_cell, b_cell = a_table[condition], b_table[condition]
+        shared = [episode for episode in a_cell if episode in b_cell]  # in the order of A's episode_index
         if not shared:
-            continue
-        a_rows = [a_table[condition][i] for i in shared]
-        b_rows = [b_table[condition][i] for i in shared]
+            raise not_same(names, _named(condition), a_cell, b_cell, hint)
+        a_rows = [a_cell[e] for e in shared]
+        b_rows = [b_cell[e] for e in shared]
         a = np.array([r[metric] for r in a_rows], dtype=float)
         b = np.array([r[metric] for r in b_rows], dtype=float)
         low, high = bootstrap_ci(b - a)
@@ -120,9 +147,17 @@ def compare_runs(
                 recall_b=_pooled_recall(b_rows),
                 rejected_a=_pooled_rejections(a_rows),
                 rejected_b=_pooled_rejections(b_rows),
+                only_a=len(a_cell) - len(shared),
+                only_b=len(b_cell) - len(shared),
             )
         )
     return results
+
+
+def _named(condition: tuple) -> str:
+    """``condition (breaking, 1000, 1024, unprivileged), agent X`` for a key of CONDITION_KEYS."""
+    *where, policy = condition
+    return f"condition ({', '.join(map(str, where))}), agent {policy}"
 
 
 def _pooled_recall(rows) -> tuple[float, float, float]:
@@ -146,7 +181,8 @@ def comparison_markdown(
     lines = [
         f"# {label_b} vs {label_a} on {metric}",
         "",
-        "Lift = mean of B − A over paired episodes [paired bootstrap 95% CI]; P(B>A) as in rliable; IQM = "
+        "Lift = mean of B − A over paired episodes (the same episode content in both) [paired bootstrap 95% CI]; "
+        "P(B>A) as in rliable; IQM = "
         "interquartile mean; recall and rejected-action rate pooled over episodes [exact Clopper–Pearson 95%].",
         "",
         "| regime | T | budget | track | agent | n | A | B | lift [95% CI] | P(B>A) | IQM A | IQM B | recall A | "
@@ -162,25 +198,37 @@ def comparison_markdown(
             f"{c.lift:+.3f}{ci} | {c.p_improvement:.2f} | {c.iqm_a:.3f} | {c.iqm_b:.3f} | {_interval(c.recall_a)} | "
             f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {mark} |"
         )
+    partial = [c for c in comparisons if c.only_a or c.only_b]
+    if partial:
+        lines += ["", "Episodes that only one run played are left out (n counts the episodes both played):", ""]
+        lines += [
+            f"- {_named(c.condition)}: {c.only_a} of A's {c.episodes + c.only_a} episodes and {c.only_b} of B's "
+            f"{c.episodes + c.only_b}"
+            for c in partial
+        ]
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------------- ablations
 ABLATION_METRICS = ("f1", "recall", "utility_per_kb", "avg_staleness")
-
-
-def seed_means(rows: Sequence[dict[str, Any]], metric: str, by_agent: bool = True) -> dict[tuple, float]:
-    """Mean of ``metric`` over episodes per (condition, agent) for one seed's run (per
-    condition only when ``by_agent`` is False: the run holds one agent)."""
-    keys = CONDITION_KEYS if by_agent else CONDITION_KEYS[:-1]
-    groups: dict[tuple, list[float]] = {}
-    for r in rows:
-        groups.setdefault(tuple(r[k] for k in keys), []).append(float(r[metric]))
-    return {key: float(np.mean(values)) for key, values in groups.items()}
+# Both variants play the generated episodes of seeds 0..N-1 of their regimes and lengths.
+ABLATION_EPISODES = "the two configs must generate the same episodes for each seed"
 
 
 def _std(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1)) if values.size > 1 else 0.0
+
+
+def _where(key: tuple) -> str:
+    """A key of ``CONDITION_KEYS`` (or of its first four, without the agent) in an error."""
+    return _named(key) if len(key) == len(CONDITION_KEYS) else f"condition ({', '.join(map(str, key))})"
+
+
+def _cells(rows: Sequence[dict[str, Any]], keys: Sequence[str], name: str) -> dict[tuple, dict]:
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(r[k] for k in keys), []).append(r)
+    return {key: by_episode(group, f"{name}, {_where(key)}") for key, group in groups.items()}
 
 
 def ablation_markdown(
@@ -194,22 +242,38 @@ def ablation_markdown(
     mean, and a paired t-test over seeds (``scipy.stats.ttest_rel``) per metric.
 
     Rows are matched by condition and agent; when each variant runs a single agent (an
-    ablation of one agent against another), by condition only.
+    ablation of one agent against another), by condition only. A seed's mean is over the
+    episodes both variants played on it (by episode content, as in ``compare_runs``): the
+    others are listed under the tables, and a seed and condition with none in common is
+    refused (``pairing.EpisodeMismatch``).
     """
     seeds = len(runs_a)
     agents_a = {r["policy"] for rows in runs_a for r in rows}
     agents_b = {r["policy"] for rows in runs_b for r in rows}
     by_agent = not (len(agents_a) == 1 and len(agents_b) == 1)
+    keys_of = CONDITION_KEYS if by_agent else CONDITION_KEYS[:-1]
+    cells_a = [_cells(rows, keys_of, f"{label_a}, seed {s}") for s, rows in enumerate(runs_a)]
+    cells_b = [_cells(rows, keys_of, f"{label_b}, seed {s}") for s, rows in enumerate(runs_b)]
+    keys = sorted(set.intersection(*(set(c) for c in cells_a + cells_b)), key=lambda c: tuple(map(str, c)))
+    shared: dict[tuple[int, tuple], list] = {}
+    left_out = []
+    for s, (a_cells, b_cells) in enumerate(zip(cells_a, cells_b, strict=True)):
+        for key in keys:
+            a_cell, b_cell = a_cells[key], b_cells[key]
+            shared[s, key] = [episode for episode in a_cell if episode in b_cell]
+            if not shared[s, key]:
+                raise not_same((label_a, label_b), f"seed {s}, {_where(key)}", a_cell, b_cell, ABLATION_EPISODES)
+            only_a, only_b = len(a_cell) - len(shared[s, key]), len(b_cell) - len(shared[s, key])
+            if only_a or only_b:
+                left_out.append(f"- seed {s}, {_where(key)}: {only_a} of A's {len(a_cell)} episodes and {only_b} of "
+                                f"B's {len(b_cell)}")
     lines = [
         f"# Ablation: {label_b} (B) vs {label_a} (A), {seeds} seeds",
         "",
-        "Per seed, the mean over its episodes; then mean ± std across seeds. p: paired t-test over seeds "
-        "(two-sided); * marks p < 0.05.",
+        "Per seed, the mean over the episodes both variants played on it; then mean ± std across seeds. p: paired "
+        "t-test over seeds (two-sided); * marks p < 0.05.",
     ]
     for metric in metrics:
-        a_by_seed = [seed_means(rows, metric, by_agent) for rows in runs_a]
-        b_by_seed = [seed_means(rows, metric, by_agent) for rows in runs_b]
-        keys = sorted(set.intersection(*(set(m) for m in a_by_seed + b_by_seed)), key=lambda c: tuple(map(str, c)))
         lines += [
             "",
             f"## {metric}",
@@ -218,8 +282,8 @@ def ablation_markdown(
             "|---" * 9 + "|",
         ]
         for key in keys:
-            a = np.array([m[key] for m in a_by_seed])
-            b = np.array([m[key] for m in b_by_seed])
+            a = np.array([np.mean([float(cells_a[s][key][e][metric]) for e in shared[s, key]]) for s in range(seeds)])
+            b = np.array([np.mean([float(cells_b[s][key][e][metric]) for e in shared[s, key]]) for s in range(seeds)])
             if seeds > 1 and np.any(a != b):
                 p = float(stats.ttest_rel(b, a).pvalue)
             else:
@@ -232,4 +296,6 @@ def ablation_markdown(
                 f"| {mode} | {steps} | {budget} | {track} | {policy} | {a.mean():.3f} ± {_std(a):.3f} | "
                 f"{b.mean():.3f} ± {_std(b):.3f} | {b.mean() - a.mean():+.3f} | {p_text} |"
             )
+    if left_out:
+        lines += ["", "Episodes that only one variant played are left out of its seed's means:", "", *left_out]
     return "\n".join(lines) + "\n"

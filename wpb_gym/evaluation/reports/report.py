@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ...core.policy import ORACLE
-from ..grid import ERROR_COLUMN, INT_COLUMNS, QUERY_COLUMNS, ROW_COLUMNS
+from ..grid import EPISODE_HASH, ERROR_COLUMN, INT_COLUMNS, QUERY_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
 
 LEADERBOARD_METRICS = (
@@ -248,16 +248,18 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
 
 # ---------------------------------------------------------------------------- reading results back
 _INT_COLUMNS = INT_COLUMNS
-_TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id", ERROR_COLUMN}
-# Absent from results written by earlier versions (the query columns then read as NaN).
-_OPTIONAL_COLUMNS = {ERROR_COLUMN: "", **dict.fromkeys(QUERY_COLUMNS, "")}
+_TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id", EPISODE_HASH, ERROR_COLUMN}
+# Absent from results written by earlier versions (the query columns then read as NaN, the
+# episode hash as "": nothing then says which episodes such a run played).
+_OPTIONAL_COLUMNS = {EPISODE_HASH: "", ERROR_COLUMN: "", **dict.fromkeys(QUERY_COLUMNS, "")}
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The rows of a ``results.csv`` with their types; errors name the file, line and column.
 
     The query columns of an episode without queries (empty cells), or of results written
-    before those columns existed, read as NaN."""
+    before those columns existed, read as NaN; the episode hash of results written before it
+    existed reads as ""."""
     path = Path(path)
     try:
         handle = open(path, newline="", encoding="utf-8")
@@ -353,7 +355,7 @@ SUMMARY_METRICS = tuple(
     c
     for c in ROW_COLUMNS
     if c not in CONDITION
-    and c not in ("policy_track", "episode_id", "episode_index", ERROR_COLUMN)
+    and c not in ("policy_track", "episode_id", "episode_index", EPISODE_HASH, ERROR_COLUMN)
     and c not in QUERY_COLUMNS
 )
 

@@ -20,6 +20,12 @@ the metric of seed ``s`` on episode ``e``:
 
 The bootstraps are written here with numpy: ``scipy.stats.bootstrap`` resamples one level of
 independent samples, not seeds within episodes.
+
+Episodes are matched by content (``episode_hash``, see ``pairing``), not by ``episode_index``:
+the seeds and references of a learned agent may come from several run folders, and episode 3
+of a run on ``--seed 0`` is not episode 3 of one on ``--seed 777``. Every seed and every
+reference must hold exactly the same episodes (the statistics need a full seeds x episodes
+table, each cell paired with the reference's score of that episode); anything else is refused.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .pairing import Episode, by_episode, by_index, difference
 from .report import present as value_present
 
 __all__ = ["GroupResult", "Lift", "seed_table", "seed_table_markdown"]
@@ -120,6 +127,7 @@ def seed_table(
     metric: str = "f1",
     reps: int = REPS,
     seed: int = 0,
+    one_run: bool = False,
 ) -> list[GroupResult]:
     """Per condition, track and learned agent (``groups``: name -> the policy labels of its
     seeds), the statistics of the module docstring against each of ``references``: a policy
@@ -127,8 +135,11 @@ def seed_table(
     same episodes), or ``best@TRACK`` (of the policies that declare that track, the best mean
     there, learned agents excluded: the strongest comparator, chosen on these episodes).
 
-    Raises ValueError when a seed, or a reference, lacks an episode another has: the
-    comparison is paired and nothing is silently dropped. For ``query_accuracy`` only the
+    Raises ValueError when a seed, or a reference, was not evaluated on exactly the episodes
+    (by content) another was: the comparison is paired and nothing is silently dropped. Rows
+    without an episode hash (results written before rows carried one) are refused
+    (``pairing.EpisodeMismatch``) unless ``one_run``: all rows come from one run, where
+    ``episode_index`` names the same episode for every agent. For ``query_accuracy`` only the
     query tier's rows count (the others have none), and ValueError says when no row does.
     """
     bound_column = BOUNDS.get(metric, "oracle_f1")
@@ -137,16 +148,20 @@ def seed_table(
         if not rows:
             raise ValueError(f"no results hold {metric} (it is scored on the query tier's episodes only)")
     rng = np.random.default_rng(seed)
-    by_key: dict[tuple[Any, ...], dict[tuple[str, str], dict[int, tuple[float, float]]]] = {}
+    grouped: dict[tuple[Any, ...], dict[tuple[str, str], list[Mapping[str, Any]]]] = {}
     declared: dict[str, str] = {}  # policy -> the track it declares (its kind of information)
     for row in rows:
         condition = (row["mode"], int(row["steps"]), int(row["budget_bytes"]))
-        cell = by_key.setdefault(condition, {}).setdefault((row["policy"], row["track"]), {})
-        episode = int(row["episode_index"])
-        if episode in cell:
-            raise ValueError(f"{row['policy']} has two rows for episode {episode} of {condition} on one track")
-        cell[episode] = (float(row[metric]), float(row[bound_column]))
+        grouped.setdefault(condition, {}).setdefault((row["policy"], row["track"]), []).append(row)
         declared[row["policy"]] = row.get("policy_track", row["track"])
+    index = by_index(rows, one_run)
+    by_key: dict[tuple[Any, ...], dict[tuple[str, str], dict[Episode, Mapping[str, Any]]]] = {
+        condition: {
+            (policy, track): by_episode(group, f"{policy} on {condition}, {track} track", index)
+            for (policy, track), group in cells.items()
+        }
+        for condition, cells in grouped.items()
+    }
     learned = {label for labels in groups.values() for label in labels}
     results = []
     for condition, policies in sorted(by_key.items()):
@@ -159,21 +174,27 @@ def seed_table(
                     missing = sorted(set(labels) - set(present))
                     raise ValueError(f"{condition}, {track} track: {name}: no rows for seed(s) {missing}")
                 cells = [policies[label, track] for label in labels]
-                episodes = sorted(cells[0])
+                episodes = list(cells[0])  # in the order of the first seed's episode_index
                 for label, cell in zip(labels, cells, strict=True):
-                    if sorted(cell) != episodes:
-                        raise ValueError(f"{condition}: {label} was not evaluated on the same episodes as {labels[0]}")
-                scores = np.array([[cell[e][0] for e in episodes] for cell in cells])
-                bounds = np.array([cells[0][e][1] for e in episodes])
+                    if set(cell) != set(episodes):
+                        raise ValueError(
+                            f"{condition}, {track} track: {label} was not evaluated on the same episodes as "
+                            f"{labels[0]}: {difference(cells[0], cell, labels[0], label)}"
+                        )
+                scores = np.array([[float(cell[e][metric]) for e in episodes] for cell in cells])
+                bounds = np.array([float(cells[0][e][bound_column]) for e in episodes])
                 lifts = []
                 for spec in references:
-                    found = _reference(spec, track, policies, learned, declared)
+                    found = _reference(spec, track, policies, learned, declared, metric)
                     if found is None:
                         continue
                     label, cell = found
-                    if sorted(cell) != episodes:
-                        raise ValueError(f"{condition}: {label} was not evaluated on the same episodes as {name}")
-                    lifts.append(_lift(scores, np.array([cell[e][0] for e in episodes]), label, rng, reps))
+                    if set(cell) != set(episodes):
+                        raise ValueError(
+                            f"{condition}, {track} track: {label} was not evaluated on the same episodes as {name}: "
+                            f"{difference(cells[0], cell, name, label)}"
+                        )
+                    lifts.append(_lift(scores, np.array([float(cell[e][metric]) for e in episodes]), label, rng, reps))
                 results.append(_result(condition + (track,), name, labels, scores, bounds, lifts, rng, reps))
     return results
 
@@ -181,15 +202,16 @@ def seed_table(
 def _reference(
     spec: str,
     track: str,
-    policies: Mapping[tuple[str, str], Mapping[int, tuple[float, float]]],
+    policies: Mapping[tuple[str, str], Mapping[Episode, Mapping[str, Any]]],
     learned: set[str],
     declared: Mapping[str, str],
-) -> tuple[str, Mapping[int, tuple[float, float]]] | None:
+    metric: str,
+) -> tuple[str, Mapping[Episode, Mapping[str, Any]]] | None:
     label, _, on = spec.partition("@")
     on = on or track
     if label == BEST:
         means = {
-            name: np.mean([v[0] for v in cell.values()])
+            name: np.mean([float(row[metric]) for row in cell.values()])
             for (name, t), cell in policies.items()
             if t == on and declared[name] == on and name not in learned
         }
