@@ -102,6 +102,9 @@ def test_compare_flags_a_regression_and_the_baseline_check_fails(tmp_path, capsy
     assert len(flagged) == 1 and "| fifo_store_all |" in flagged[0] and "| 10240 | privileged |" in flagged[0]
     assert "1 regression(s)" in text
     assert wpb(["compare", str(out), str(worse), "--agents", "oracle_optimal"]) == 0
+    capsys.readouterr()
+    assert wpb(["compare", str(out), str(worse), "--agents", "oracle_optimal", "--wide"]) == 0
+    assert "| IQM A | IQM B | recall A |" in capsys.readouterr().out
 
 
 def test_compare_explains_bad_calls(tmp_path, capsys):
@@ -300,3 +303,21 @@ def test_ablation_pairs_by_episode_and_refuses_other_episodes(tmp_path, capsys, 
     err = one_line_error(capsys, ["ablate", str(a), str(b), "--seeds", "2"])
     assert err.startswith("wpb ablate: error: a and b were not run on the same episodes: seed 0, condition (default, "
                           "40, 1024, unprivileged): 2 episodes in a, 2 in b, 0 in common (a's episode 0 is ")
+
+
+def test_the_compare_table_is_compact_unless_wide_and_every_column_is_named():
+    from wpb_gym.evaluation.reports.compare import compare_runs, comparison_markdown
+
+    rows = run_grid(generated_refs(["default"], [40], 3, seed=0), small_policies(), [1024], ["unprivileged"])
+    worse = [{**r, "f1": r["f1"] - 0.5} for r in rows]
+    (c,) = compare_runs(rows, worse)
+    for wide, columns in ((False, 11), (True, 17)):
+        table = [line for line in comparison_markdown([c], "f1", "a", "b", wide=wide).splitlines()
+                 if line.startswith("|")]
+        header = [cell.strip() for cell in table[0].strip("|").split("|")]
+        assert len(header) == columns and all(header) and header[-1] == "flag"
+        assert len(table[2].strip("|").split("|")) == columns
+        assert table[2].rstrip(" |").endswith("**regression**")
+        assert ("IQM A" in header) == wide
+    compact = comparison_markdown([c], "f1", "a", "b").splitlines()
+    assert max(len(line) for line in compact if line.startswith("|")) < 120

@@ -121,7 +121,8 @@ def _cmd_compare(args: Settings) -> int:
                 comparisons += compare_runs(a, b, metric=args.metric, names=(other, args.versus), one_run=True)
             except ValueError as error:
                 raise InputError(f"{args.runs[0]}: {error}") from None
-        text = comparison_markdown(comparisons, args.metric, "each other agent (A)", f"{args.versus} (B)", "worse")
+        text = comparison_markdown(comparisons, args.metric, "each other agent (A)", f"{args.versus} (B)", "worse",
+                                   wide=args.wide)
         print(text, end="")
         return 0
     if args.against_baseline:
@@ -153,7 +154,7 @@ def _cmd_compare(args: Settings) -> int:
         raise InputError(str(error)) from None
     if not comparisons:
         raise InputError("the two runs share no (condition, agent)")
-    print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b)), end="")
+    print(comparison_markdown(comparisons, args.metric, str(run_a), str(run_b), wide=args.wide), end="")
     regressions = [c for c in comparisons if c.regression]
     if args.against_baseline:
         print(f"\n{len(regressions)} regression(s) against the baseline in {run_a}")
@@ -285,6 +286,7 @@ COMPARE = CommandSettings(
         ),
         Setting("store", parse_path, "baseline folder", default=DEFAULT_BASELINE_STORE),
         Setting("versus", parse_text, "in one run: AGENT against every other agent, paired", metavar="AGENT"),
+        switch("wide", "add each side's IQM, pooled recall and rejected-action rate to the table"),
     ),
 )
 

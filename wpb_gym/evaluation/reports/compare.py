@@ -175,29 +175,42 @@ def _interval(rate: tuple[float, float, float]) -> str:
 
 
 def comparison_markdown(
-    comparisons: Sequence[Comparison], metric: str, label_a: str, label_b: str, flag: str = "**regression**"
+    comparisons: Sequence[Comparison],
+    metric: str,
+    label_a: str,
+    label_b: str,
+    flag: str = "**regression**",
+    wide: bool = False,
 ) -> str:
-    """The comparisons as a markdown table; ``flag`` marks a lift whose interval is below zero."""
+    """The comparisons as a markdown table; ``flag`` marks a lift whose interval is below zero.
+
+    The table has the columns a comparison is read by (the condition, n, both means, the lift
+    with its interval, P(B>A) and the flag); ``wide`` adds each side's IQM, pooled recall and
+    rejected-action rate with their exact intervals."""
     lines = [
         f"# {label_b} vs {label_a} on {metric}",
         "",
         "Lift = mean of B − A over paired episodes (the same episode content in both) [paired bootstrap 95% CI]; "
-        "P(B>A) as in rliable; IQM = "
-        "interquartile mean; recall and rejected-action rate pooled over episodes [exact Clopper–Pearson 95%].",
+        "P(B>A) as in rliable; flag: the lift's interval lies below 0."
+        + (" IQM = interquartile mean; recall and rejected-action rate pooled over episodes [exact Clopper–Pearson "
+           "95%]." if wide else " --wide adds IQM, pooled recall and rejected-action rates."),
         "",
-        "| regime | T | budget | track | agent | n | A | B | lift [95% CI] | P(B>A) | IQM A | IQM B | recall A | "
-        "recall B | rejected A | rejected B | |",
-        "|---" * 17 + "|",
     ]
+    columns = ["regime", "T", "budget", "track", "agent", "n", "A", "B", "lift [95% CI]", "P(B>A)"]
+    if wide:
+        columns += ["IQM A", "IQM B", "recall A", "recall B", "rejected A", "rejected B"]
+    columns.append("flag")
+    lines += ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
     for c in comparisons:
         mode, steps, budget, track, policy = c.condition
         ci = "" if math.isnan(c.lift_low) else f" [{c.lift_low:+.3f}, {c.lift_high:+.3f}]"
-        mark = flag if c.regression else ""
-        lines.append(
-            f"| {mode} | {steps} | {budget} | {track} | {policy} | {c.episodes} | {c.mean_a:.3f} | {c.mean_b:.3f} | "
-            f"{c.lift:+.3f}{ci} | {c.p_improvement:.2f} | {c.iqm_a:.3f} | {c.iqm_b:.3f} | {_interval(c.recall_a)} | "
-            f"{_interval(c.recall_b)} | {_interval(c.rejected_a)} | {_interval(c.rejected_b)} | {mark} |"
-        )
+        cells = [str(mode), str(steps), str(budget), str(track), str(policy), str(c.episodes), f"{c.mean_a:.3f}",
+                 f"{c.mean_b:.3f}", f"{c.lift:+.3f}{ci}", f"{c.p_improvement:.2f}"]
+        if wide:
+            cells += [f"{c.iqm_a:.3f}", f"{c.iqm_b:.3f}", _interval(c.recall_a), _interval(c.recall_b),
+                      _interval(c.rejected_a), _interval(c.rejected_b)]
+        cells.append(flag if c.regression else "")
+        lines.append("| " + " | ".join(cells) + " |")
     partial = [c for c in comparisons if c.only_a or c.only_b]
     if partial:
         lines += ["", "Episodes that only one run played are left out (n counts the episodes both played):", ""]
