@@ -271,7 +271,7 @@ def test_budgets_with_units_are_read_everywhere(tmp_path, capsys, monkeypatch):
     episodes = write_episodes(tmp_path / "ep.jsonl", ["default"])
     assert wpb(capsys, "inspect", episodes, "--budgets", "10KB,1MB")[0] == 0
     seen = {}
-    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0, "trained_timesteps": 0})
     train = tmp_path / "train.yaml"
     train.write_text("env: {budget_bytes: 2KB}\n")
     argv = ["train", "--algo", "ppo", "--config", train, "--out", tmp_path / "t"]
