@@ -93,6 +93,12 @@ def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
     code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_mediun", "--out",
                  str(tmp_path / "y")])
     assert code == 2 and "queries_mediun" in capsys.readouterr().err
+    # A tier's knobs are its generator options: checked as such, not refused as unknown.
+    code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_easy", "traffic_scale=-1",
+                 "--out", str(tmp_path / "z")])
+    err = capsys.readouterr().err
+    assert code == 2 and "QueryTierConfig.traffic_scale: expected >= 0, got -1" in err and "unknown" not in err
+    assert not (tmp_path / "z").exists()
 
 
 def test_training_on_episode_files_plays_them_whatever_their_regime(tmp_path):

@@ -168,6 +168,8 @@ def test_traffic_is_metadata_both_tracks_see():
         ("migration_boost_max", 1e308, "migration_boost_max: expected at most 1e\\+09"),
         ("traffic_scale", 1e30, "traffic_scale: expected at most 1000"),
         ("summary_max_bytes", 10**9, "summary_max_bytes: expected at most 1e\\+06"),
+        ("integration_content", 1.2, "integration_content: expected a probability in \\[0, 1\\]"),
+        ("integration_content", -0.1, "integration_content: expected a probability in \\[0, 1\\]"),
     ],
 )
 def test_a_bad_knob_is_refused_naming_it(option, value, message):
@@ -196,3 +198,42 @@ def test_any_small_configuration_makes_a_well_formed_episode(seed, endpoints, in
     parse_queries(episode.labels["queries"], len(episode))
     assert len(episode.labels["queries"]) == queries * len(config.checkpoints())
     episode_from_dict(json.loads(dumps_episode(episode)))  # passes the loader's checks
+
+
+def test_integration_content_makes_integrations_follow_the_words_of_the_first_contract():
+    # rho = 1: each endpoint's integrations are exactly the log-normal at its content score;
+    # rho = 0 (the default) leaves the episode as it was, its labels without the knob.
+    import numpy as np
+
+    from wpb_gym.episodes.generators.query_process import content_score
+
+    config = small(integration_content=1.0)
+    episode = generate_query_episode(config, 3, 0)
+    hidden = episode.labels["hidden"]
+    assert hidden["process"]["integration_content"] == 1.0 and hidden["config"]["integration_content"] == 1.0
+    observations, _ = episode.columns()
+    first = {}
+    for obs in observations[: config.endpoints]:
+        first.setdefault(obs["api"], obs["params"])
+    spread = config.integration_spread
+    for api, integrations in zip(hidden["endpoints"], hidden["integrations"], strict=True):
+        expected = np.exp(-spread * spread / 2 + spread * content_score(first[api]))
+        assert integrations == pytest.approx(expected, rel=1e-5, abs=1e-6)  # labels keep 6 decimals
+    plain = generate_query_episode(small(), 3, 0)
+    assert "integration_content" not in plain.labels["hidden"]["process"]
+    assert "integration_content" not in plain.labels["hidden"]["config"]
+    assert dumps_episode(plain) == dumps_episode(generate_query_episode(small(integration_content=0.0), 3, 0))
+    # Only the integrations (and the traffic they draw) move: the contracts shown are the same.
+    assert [o for o in observations if "api" in o] == [o for o in plain.columns()[0] if "api" in o]
+
+
+def test_content_scores_are_standard_normal_over_random_parameter_names():
+    import numpy as np
+
+    from wpb_gym.episodes.generators.query_process import PARAM_WORDS, content_score
+
+    rng = np.random.default_rng(0)
+    scores = [content_score([f"{rng.choice(PARAM_WORDS)}_{rng.choice(PARAM_WORDS)}" for _ in range(rng.integers(2, 40))])
+              for _ in range(4000)]
+    assert abs(np.mean(scores)) < 0.1 and abs(np.std(scores) - 1.0) < 0.1
+    assert content_score([]) == 0.0 and content_score(["not-a-word"]) == 0.0

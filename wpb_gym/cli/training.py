@@ -31,9 +31,13 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     from agents.learners.training import LEARNER_ALGOS
     from agents.sb3.train import check_config, defaults_note, load_config, recipe_path
 
+    from ..episodes.generators.queries import QUERY_REGIMES
+
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
-    env_kwargs = check_env_kwargs(dict(settings.env_kwargs or ()), "--env-kwargs", reserved)
+    given = dict(settings.env_kwargs or ())
+    # A query tier's knobs are its generator options (QueryTierConfig's), not the paper generator's.
+    env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=given.get("regime") in QUERY_REGIMES)
     if settings.algo == "value_keeper":
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:

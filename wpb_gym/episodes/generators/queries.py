@@ -92,7 +92,7 @@ import numpy as np
 
 from ...core.checks import finite, require_int
 from ...core.types import Episode
-from .query_process import QueryProcess
+from .query_process import PARAM_WORDS, QueryProcess, at_later_default
 from .text import filler_text
 
 BREAKING_KINDS = ("remove_param", "require_param", "deprecate", "remove_endpoint")
@@ -105,13 +105,7 @@ FAMILY_NAMES = (
     "numbers webhooks files reports tokens events disputes payouts prices products coupons quotes "
     "sessions transfers"
 ).split()
-_PARAM_WORDS = (
-    "account address amount balance card charge city code country coupon currency customer date "
-    "description discount email event expand filter invoice item key label limit locale metadata "
-    "method mode name note number order owner page phone plan price product quantity reason "
-    "reference region scope source status tax token type url"
-).split()
-PARAM_NAMES = tuple(f"{a}_{b}" for a in _PARAM_WORDS for b in _PARAM_WORDS)
+PARAM_NAMES = tuple(f"{a}_{b}" for a in PARAM_WORDS for b in PARAM_WORDS)
 _INT_LIMIT = 2**31
 
 
@@ -146,6 +140,7 @@ class QueryTierConfig:
     burst_spread: float = 1.75
     popularity_jump_prob: float = 0.1
     traffic_scale: float = 1.0
+    integration_content: float = 0.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
 
@@ -161,7 +156,7 @@ class QueryTierConfig:
                 raise ValueError(f"QueryTierConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
         for name in ("breaking_prob", "volatile_share", "volatile_revert_prob", "stable_revert_prob",
                      "migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob",
-                     "summary_prob"):
+                     "summary_prob", "integration_content"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"QueryTierConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
         for name in ("endpoints", "families", "checkpoint_interval", "queries_per_checkpoint", "min_params",
@@ -202,7 +197,7 @@ class QueryTierConfig:
                              f"({self.migration_boost_min}), got {self.migration_boost_max}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not at_later_default(k, v)}
 
     def checkpoints(self) -> list[int]:
         """The checkpoint steps: every ``checkpoint_interval``-th step after the warm-up, and the last."""

@@ -9,7 +9,13 @@ Each query draws its endpoint with probability proportional to its *weight*,
   and after every checkpoint jumps to a fresh draw with probability ``popularity_jump_prob``.
 * ``integrations``, how many clients call it (log-normal, mean 1, spread
   ``integration_spread``), shows as the ``traffic`` metadata of every step that shows the
-  endpoint: Poisson with mean ``traffic_scale * integrations``.
+  endpoint: Poisson with mean ``traffic_scale * integrations``. With ``integration_content``
+  (rho, 0 by default) the endpoint's parameters say part of it: its log-normal's standard
+  normal is ``rho * content + sqrt(1 - rho**2) * noise``, where ``content`` is the sum of fixed
+  weights (``WORD_WEIGHTS``, the same in every episode) of the words of its parameter names
+  when it is first shown, scaled to unit variance. Clients integrate endpoints that carry
+  money, customers and tokens more than those that carry labels and locales, in a way a
+  policy can only learn from training episodes, not read from one rule.
 * ``burst``: a breaking change of an endpoint in a *migrating* family (a share
   ``migrating_share`` of families) sets off migration traffic of size ``boost * e``, the
   family's boost uniform in ``migration_boost_min`` .. ``migration_boost_max`` and ``e``
@@ -32,6 +38,36 @@ import numpy as np
 
 from ...core.queries import answer_of
 
+# The words parameter names are made of (``word_word``), and each word's fixed weight in an
+# endpoint's integrations when ``integration_content`` > 0: standard normal draws of a seed of
+# their own, so that they are the same in every episode, tier and stream.
+PARAM_WORDS: tuple[str, ...] = tuple((
+    "account address amount balance card charge city code country coupon currency customer date "
+    "description discount email event expand filter invoice item key label limit locale metadata "
+    "method mode name note number order owner page phone plan price product quantity reason "
+    "reference region scope source status tax token type url"
+).split())
+WORD_WEIGHTS: dict[str, float] = dict(zip(
+    PARAM_WORDS, np.random.default_rng(20261129).standard_normal(len(PARAM_WORDS)).tolist(), strict=True))
+
+
+# Knobs added after the tiers' first release, and the default that leaves every episode as it
+# was: written into an episode's labels only when set, so that episodes (and frozen sets) made
+# without them stay byte for byte what they were.
+LATER_KNOBS: dict[str, float] = {"integration_content": 0.0}
+
+
+def at_later_default(name: str, value: Any) -> bool:
+    """Whether knob ``name`` is one of ``LATER_KNOBS`` at the default that changes nothing."""
+    return name in LATER_KNOBS and value == LATER_KNOBS[name]
+
+
+def content_score(params: Sequence[str]) -> float:
+    """The weights of the words of ``params`` (names ``word_word``; other words weigh 0) summed
+    and scaled to unit variance over the known words: standard normal for random names."""
+    weights = [WORD_WEIGHTS[w] for name in params for w in str(name).split("_") if w in WORD_WEIGHTS]
+    return float(sum(weights) / np.sqrt(len(weights))) if weights else 0.0
+
 
 class ProcessKnobs(Protocol):
     """The knobs the query process reads (``QueryTierConfig`` and ``RealQueryConfig`` have them)."""
@@ -48,6 +84,7 @@ class ProcessKnobs(Protocol):
     burst_spread: float
     popularity_jump_prob: float
     traffic_scale: float
+    integration_content: float
     recent_fact_prob: float
     version_fact_prob: float
 
@@ -101,7 +138,10 @@ class QueryProcess:
         self.level = rng.normal(0.0, c.popularity_spread, size=n)
         self.base_level = self.level.copy()
         spread = c.integration_spread
-        self.integrations = np.exp(rng.normal(-spread * spread / 2, spread, size=n))  # mean 1
+        # Mean 1; the same draws and numbers as exp(rng.normal(-spread**2 / 2, spread, n)).
+        self._integration_noise = rng.standard_normal(n)
+        self.integrations = np.exp(-spread * spread / 2 + spread * self._integration_noise)
+        self._content_set = np.zeros(n, dtype=bool)
         self.burst = np.zeros(n)
         self.burst_at = np.zeros(n, dtype=np.int64)
         self.scheduled: list[tuple[int, int, float]] = []  # (start, endpoint, size), not started yet
@@ -113,6 +153,13 @@ class QueryProcess:
     def show(self, t: int, api: str, snapshot: Mapping[str, Any], breaking: bool) -> int:
         """Step ``t`` shows ``snapshot`` of ``api`` (after a breaking change or not): its traffic."""
         i = self.index[api]
+        if not self._content_set[i]:
+            self._content_set[i] = True
+            rho = self.c.integration_content
+            if rho > 0:  # fixed at its first show, from the parameters it has then
+                spread, params = self.c.integration_spread, snapshot.get("params") or ()
+                z = rho * content_score(params) + np.sqrt(1.0 - rho * rho) * self._integration_noise[i]
+                self.integrations[i] = np.exp(-spread * spread / 2 + spread * z)
         change = touched(self.snapshots[i], snapshot)
         if change is not None:
             self.last_touched[i] = change
@@ -195,7 +242,8 @@ class QueryProcess:
         return {
             "checkpoint_steps": list(checkpoints),
             "queries_per_checkpoint": self.c.queries_per_checkpoint,
-            "process": {name: getattr(self.c, name) for name in ProcessKnobs.__annotations__},
+            "process": {name: getattr(self.c, name) for name in ProcessKnobs.__annotations__
+                        if not at_later_default(name, getattr(self.c, name))},
             "burst_families": [[name, float(boost), int(delay)] for name, boost, delay
                                in zip(self.family_names, self.family_boost, self.family_delay, strict=True)],
             "endpoint_families": self.family_of.tolist(),

@@ -33,7 +33,7 @@ from ...core.contracts import endpoint_family
 from ...core.types import Episode, Step, frozen_instance
 from ..frozen import FrozenSet, open_frozen_set, sha256_file, write_frozen_set
 from ..generators.queries import query_episode_seed, query_labels
-from ..generators.query_process import ProcessKnobs, QueryProcess
+from ..generators.query_process import ProcessKnobs, QueryProcess, at_later_default
 from ..jsonl import iter_jsonl, write_jsonl
 
 
@@ -54,6 +54,7 @@ class RealQueryConfig:
     burst_spread: float = 1.5
     popularity_jump_prob: float = 0.05
     traffic_scale: float = 3.0
+    integration_content: float = 0.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
 
@@ -64,7 +65,8 @@ class RealQueryConfig:
                 raise ValueError(f"RealQueryConfig.{f.name}: expected a finite number, got {value!r}")
             if value < 0:
                 raise ValueError(f"RealQueryConfig.{f.name}: expected >= 0, got {value!r}")
-        for name in ("migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob"):
+        for name in ("migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob",
+                     "integration_content"):
             if getattr(self, name) > 1:
                 raise ValueError(f"RealQueryConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
         for name in ("checkpoint_interval", "queries_per_checkpoint", "migration_half_life"):
@@ -75,7 +77,7 @@ class RealQueryConfig:
             raise ValueError("RealQueryConfig.migration_boost_max: expected >= migration_boost_min")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if not at_later_default(k, v)}
 
 
 assert {f.name for f in fields(RealQueryConfig)} >= set(ProcessKnobs.__annotations__)
