@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import nbformat
 import pytest
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
 
 
 def test_the_committed_notebook_has_no_outputs():
@@ -16,6 +18,13 @@ def test_the_committed_notebook_has_no_outputs():
     for cell in notebook.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None
+
+
+def test_getting_started_gives_the_notebooks_training_steps():
+    source = "\n".join(cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells)
+    (steps,) = re.findall(r"^TRAIN_STEPS = [\d_]+ if SHORT else ([\d_]+)$", source, re.M)
+    page = " ".join((ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8").split())
+    assert f"trains a short MaskablePPO ({int(steps):,} steps)" in page
 
 
 def test_the_quickstart_notebook_runs(tmp_path, monkeypatch):
