@@ -15,6 +15,19 @@ a fresh draw after a jump, plus its scheduled migration burst) times the chance 
 still current (no change of the endpoint before then, no revert of a fresh breaking change);
 the value is the best average of that over the next 1..``horizon`` checkpoints, so a burst
 that starts later counts for the time it takes to come.
+
+``knows`` takes hidden factors away, to measure what each is worth: ``"all"`` (the default),
+``"none"`` or a ``+``-joined subset of ``HIDDEN_FACTORS``. A factor it does not know is replaced by its
+prior mean, which the tier's knobs state:
+
+* ``levels``: each endpoint's everyday popularity and its jumps (without: ``E[exp(level)]`` for
+  every endpoint at every step);
+* ``integrations``: each endpoint's number of client integrations (without: their mean, 1);
+* ``burst_draws``: each breaking change's own burst size ``e`` (without: its mean, 1, so the
+  burst is the family's boost; the families' boosts and delays stay known).
+
+``causal_privileged:knows=levels+burst_draws`` is then the privileged policy that must guess
+integrations; the difference from the full one is what knowing them is worth.
 """
 
 from __future__ import annotations
@@ -29,6 +42,20 @@ from wpb_gym.core.policy import EpisodeContext
 from .keep_latest import KeepLatest
 
 BREAKING_KINDS = frozenset({"remove_param", "require_param", "deprecate", "remove_endpoint"})
+HIDDEN_FACTORS = ("levels", "integrations", "burst_draws")
+
+
+def known_factors(knows: str) -> frozenset[str]:
+    """The factors named by ``knows``: ``"all"``, ``"none"`` or a ``+``-joined subset of ``HIDDEN_FACTORS``."""
+    expected = f"knows: expected 'all', 'none' or factors joined by '+' from {list(HIDDEN_FACTORS)}, got {knows!r}"
+    if not isinstance(knows, str):
+        raise ValueError(expected)
+    if knows in ("all", "none"):
+        return frozenset(HIDDEN_FACTORS if knows == "all" else ())
+    names = knows.split("+")
+    if any(n not in HIDDEN_FACTORS for n in names) or len(set(names)) != len(names):
+        raise ValueError(expected)
+    return frozenset(names)
 
 
 class CausalPrivileged(KeepLatest):
@@ -38,12 +65,14 @@ class CausalPrivileged(KeepLatest):
     description = "Query tier: keeps the states worth most per byte by the hidden popularity (no future)."
     track = "oracle"
     kind = "oracle"
-    _param_names = ("horizon",)
+    _param_names = ("horizon", "knows")
 
-    def __init__(self, *, horizon: int = 20) -> None:
+    def __init__(self, *, horizon: int = 20, knows: str = "all") -> None:
         if horizon < 1:
             raise ValueError(f"horizon must be at least 1 checkpoint, got {horizon}")
         self.horizon = horizon
+        self.knows = knows
+        self._known = known_factors(knows)
         super().__init__(size_aware=True, prior=0.0, tuned=False)
 
     def start_episode(self, context: EpisodeContext | None) -> None:
@@ -55,6 +84,9 @@ class CausalPrivileged(KeepLatest):
         if not isinstance(hidden, dict) or "endpoints" not in hidden:
             return  # not a query-tier episode: every value is 0 and nothing is written
         _check_hidden(hidden)
+        if "burst_draws" not in self._known and "burst_families" not in hidden:
+            raise ValueError(f"causal_privileged(knows={self.knows!r}): guessing each burst's draw needs "
+                             f"labels.hidden.burst_families (each family's boost), which this episode lacks")
         self._config = hidden["process"]
         self._index = {api: i for i, api in enumerate(hidden["endpoints"])}
         families = hidden["families"]
@@ -63,7 +95,14 @@ class CausalPrivileged(KeepLatest):
         self._revert = np.array([f[2] for f in families])[family]
         self._hazard = weight / weight.sum()  # the chance a change step changes this endpoint
         self._level = np.exp(np.array(hidden["popularity_levels"], dtype=float))
+        if "levels" not in self._known:
+            self._level[:] = np.exp(self._config["popularity_spread"] ** 2 / 2)
         self._integrations = np.array(hidden["integrations"], dtype=float)
+        if "integrations" not in self._known:
+            self._integrations[:] = 1.0  # integrations are log-normal with mean 1
+        # A breaking change's burst is its family's boost times its own draw e (mean 1).
+        if "burst_draws" not in self._known:
+            self._family_boost = np.array([f[1] for f in hidden["burst_families"]], dtype=float)[family]
         self._burst = np.zeros(len(self._index))
         self._burst_start = np.zeros(len(self._index))
         self._jumps = _timed(hidden["popularity_jumps"])
@@ -79,9 +118,11 @@ class CausalPrivileged(KeepLatest):
     def _advance(self, t: int) -> None:
         """Read every hidden entry stamped at or before ``t``, and none after."""
         for _, i, level in self._jumps.upto(t):
-            self._level[i] = np.exp(level)
+            if "levels" in self._known:
+                self._level[i] = np.exp(level)
         for _, i, size, start in self._bursts.upto(t):
-            self._burst[i], self._burst_start[i] = size, start
+            known = "burst_draws" in self._known or size == 0
+            self._burst[i], self._burst_start[i] = (size if known else self._family_boost[i]), start
         for step, kind in self._kinds.upto(t):
             api = self._stream_api.get(step)
             if api is not None and api in self._index:
@@ -189,6 +230,11 @@ def _check_hidden(hidden: dict[str, Any]) -> None:
         raise ValueError(f"labels.hidden.process: missing {', '.join(missing)}")
     if "revert_window" not in hidden:
         raise ValueError("labels.hidden.revert_window: missing")
+    boosts = hidden.get("burst_families")
+    if boosts is not None and (not isinstance(boosts, list) or len(boosts) != families or any(
+            not isinstance(f, list) or len(f) < 2 or not (_number(f[1]) and f[1] >= 0) for f in boosts)):
+        raise ValueError(f"labels.hidden.burst_families: expected one [name, boost >= 0, ...] per family "
+                         f"({families})")
 
 
 def _number(value: Any) -> bool:

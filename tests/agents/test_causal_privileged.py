@@ -98,3 +98,62 @@ def test_a_damaged_hidden_state_is_named(damage, message):
     damage(labels["hidden"])
     with pytest.raises(ValueError, match=message):
         run_episode(make_agent("causal_privileged"), Episode(steps=episode.steps, labels=labels), 2000, "privileged")
+
+
+def _decisions(agent_params, episode, budget=2048):
+    run = run_episode(make_agent("causal_privileged", **agent_params), episode, budget, "privileged")
+    return [(a.t, a.action.action, a.action.target_t, a.decision.accepted) for a in run.actions]
+
+
+def _with_hidden(episode: Episode, change) -> Episode:
+    labels = copy.deepcopy(episode.labels)
+    change(labels["hidden"])
+    return Episode(steps=episode.steps, labels=labels)
+
+
+def _scale_integrations(hidden):
+    hidden["integrations"] = [x * (1 + 7 * (k % 3)) for k, x in enumerate(hidden["integrations"])]
+
+
+def _shuffle_levels(hidden):
+    hidden["popularity_levels"] = [-x for x in hidden["popularity_levels"]]
+    hidden["popularity_jumps"] = [[t, i, -level] for t, i, level in hidden["popularity_jumps"]]
+
+
+def _redraw_bursts(hidden):
+    hidden["migration_boosts"] = [[t, i, size * (0.01 if k % 2 else 30.0), start]
+                                  for k, (t, i, size, start) in enumerate(hidden["migration_boosts"])]
+
+
+@pytest.mark.parametrize(("factor", "change"), [("integrations", _scale_integrations), ("levels", _shuffle_levels),
+                                                ("burst_draws", _redraw_bursts)])
+def test_a_factor_it_does_not_know_does_not_move_its_decisions(factor, change):
+    # Without the factor its decisions are blind to it; with it, they follow it (the test has teeth).
+    episode = generate_query_episode(CONFIG, 5, 0)
+    assert episode.labels["hidden"]["migration_boosts"]
+    changed = _with_hidden(episode, change)
+    rest = "+".join(f for f in ("levels", "integrations", "burst_draws") if f != factor)
+    assert _decisions({"knows": rest}, episode) == _decisions({"knows": rest}, changed)
+    assert _decisions({}, episode) != _decisions({}, changed)
+    assert _decisions({"knows": "all"}, episode) == _decisions({}, episode)
+
+
+@pytest.mark.parametrize("knows", ["none", "integrations", "levels+burst_draws"])
+def test_without_some_factors_it_still_sees_no_future(knows):
+    episode = generate_query_episode(CONFIG, 4, 0)
+    changed = _perturbed_after(episode, 230, random.Random(1))
+    early = [[d for d in _decisions({"knows": knows}, e, 4096) if d[0] <= 230] for e in (episode, changed)]
+    assert early[0] == early[1]
+
+
+@pytest.mark.parametrize("knows", ["", "levels+", "popularity", "levels+levels", "ALL", 3])
+def test_a_bad_knows_is_refused_naming_the_factors(knows):
+    with pytest.raises(ValueError, match="knows: expected 'all', 'none' or factors joined by"):
+        make_agent("causal_privileged", knows=knows)
+
+
+def test_guessing_bursts_without_the_families_boosts_is_refused():
+    episode = _with_hidden(generate_query_episode(CONFIG, 5, 0), lambda hidden: hidden.pop("burst_families"))
+    run_episode(make_agent("causal_privileged"), episode, 2048, "privileged")  # the full policy does not need them
+    with pytest.raises(ValueError, match="needs labels.hidden.burst_families"):
+        run_episode(make_agent("causal_privileged", knows="levels+integrations"), episode, 2048, "privileged")
