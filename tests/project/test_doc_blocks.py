@@ -2,7 +2,7 @@
 
 The blocks are read with pytest-codeblocks' parser. A block not run carries pytest-codeblocks'
 mark on the line before it, an HTML comment that neither GitHub nor MkDocs shows:
-``<!--pytest.mark.skip(reason="trains for 6 minutes")-->``; the reason is required.
+``<!--pytest.mark.skip(reason="trains a model for minutes")-->``; the reason is required.
 
 A Python block runs alone in a fresh namespace, so it must carry its own imports. A shell block
 may hold only ``wpb`` commands (one per line, ``\\`` continues a line, ``#`` starts a comment);

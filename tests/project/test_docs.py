@@ -57,7 +57,7 @@ def test_getting_started_trains_with_the_readme_quickstart():
     assert python_blocks("docs/getting-started.md")[0] == quickstart
 
 
-# The blocks that train MaskablePPO for 50,000 steps (about 45 s): test_doc_blocks.py skips them,
+# The blocks that train MaskablePPO for 50,000 steps: test_doc_blocks.py skips them,
 # this runs them as printed but for the number of steps. What is checked is that they run and
 # print what they say; what 50,000 steps reach is benchmarks/quickstart_learns.py's to measure.
 @pytest.mark.parametrize("page", ["README.md", "docs/environment.md"])
