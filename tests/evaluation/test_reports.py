@@ -321,3 +321,15 @@ def test_the_compare_table_is_compact_unless_wide_and_every_column_is_named():
         assert ("IQM A" in header) == wide
     compact = comparison_markdown([c], "f1", "a", "b").splitlines()
     assert max(len(line) for line in compact if line.startswith("|")) < 120
+
+
+def test_importing_the_report_leaves_the_statistics_to_the_report_worker():
+    # wpb eval imports the report's modules before its grid; scipy.stats (a third of a second of
+    # imports) is imported by the report worker while the grid runs, not by the grid's process.
+    import subprocess
+    import sys
+
+    code = ("import sys; import wpb_gym.evaluation.reports.report, wpb_gym.evaluation.reports.run_writer; "
+            "print('scipy.stats' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
