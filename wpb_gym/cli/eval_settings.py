@@ -9,6 +9,7 @@ from ..core.checks import InputError
 from ..core.setting_values import (
     MAX_LENGTH,
     budget_text,
+    parse_budget,
     parse_budgets,
     parse_choice,
     parse_int,
@@ -20,11 +21,13 @@ from ..core.setting_values import (
 )
 from ..core.tracks import TRACKS
 from ..episodes.generators.regimes import ALL_REGIMES
+from ..evaluation.isolated.sandbox import Sandbox
 from ..evaluation.ray_backend import BACKENDS
 from ..evaluation.referee import DEFAULT_LIMITS, MAX_SECONDS_PER_STEP, RunLimits
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
+_SANDBOX = Sandbox()  # its defaults are the settings'
 
 
 
@@ -115,6 +118,34 @@ EVAL_SETTINGS = (
         "stop an agent that takes longer over one timestep, in seconds (0: no limit)",
         default=DEFAULT_LIMITS.max_seconds_per_step,
     ),
+    # The sandbox of --isolate (wpb_gym.evaluation.isolated.sandbox): each agent's process's limits.
+    Setting(
+        "sandbox_memory",
+        parse_budget,
+        "with --isolate: the address space each agent's sandboxed process may map, e.g. 4GB; an allocation "
+        "past it stops the run (0: no limit)",
+        default=_SANDBOX.memory_bytes,
+        default_text=budget_text(_SANDBOX.memory_bytes),
+    ),
+    Setting(
+        "sandbox_cpu_seconds",
+        partial(parse_int, minimum=0),
+        "with --isolate: the CPU seconds each agent's sandboxed process may use in the whole run (0: no limit)",
+        default=_SANDBOX.cpu_seconds,
+    ),
+    Setting(
+        "sandbox_processes",
+        partial(parse_int, minimum=0),
+        "with --isolate: the processes and threads each agent's sandbox may hold at once (0: no limit)",
+        default=_SANDBOX.processes,
+    ),
+    Setting(
+        "sandbox_file_size",
+        parse_budget,
+        "with --isolate: the largest file each agent's sandboxed process may write, e.g. 64MB (0: no limit)",
+        default=_SANDBOX.file_bytes,
+        default_text=budget_text(_SANDBOX.file_bytes),
+    ),
 )
 # Where the tasks run never changes results: not recorded, not hashed.
 RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in ("jobs", "backend", "address"))
@@ -134,6 +165,12 @@ EVAL = CommandSettings(
         switch("force", "replace the results of an earlier run in --out", in_config=False),
         switch("resume", "continue an interrupted run of the same settings", in_config=False),
         switch("quiet", "no progress bar", in_config=False),
+        switch(
+            "accept_weaker_isolation",
+            "with --isolate where the platform cannot sandbox the agents' processes (no Linux namespaces): "
+            "run them in a process each, unsandboxed, rather than refuse",
+            in_config=False,
+        ),
     ),
 )
 
@@ -156,6 +193,17 @@ ABLATE = CommandSettings(
         Setting("out", parse_path, "also write the markdown table to this file", in_config=False),
     ),
 )
+
+
+def sandbox_of(settings: Settings, hidden: tuple[str, ...] = ()) -> Sandbox:
+    """The ``Sandbox`` of the settings (a limit of 0 is no limit), hiding ``hidden`` from the agents."""
+    return Sandbox(
+        memory_bytes=settings["sandbox_memory"] or None,
+        cpu_seconds=settings["sandbox_cpu_seconds"] or None,
+        processes=settings["sandbox_processes"] or None,
+        file_bytes=settings["sandbox_file_size"] or None,
+        hidden=hidden,
+    )
 
 
 def run_limits(settings: Settings) -> RunLimits:

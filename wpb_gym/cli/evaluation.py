@@ -16,8 +16,9 @@ from ..core.file_names import name_part
 from ..core.messages import did_you_mean, one_line
 from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
+from ..evaluation.isolated.sandbox import AUTO, isolation_level
 from ..evaluation.run_folder import check_folder_path
-from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits
+from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits, sandbox_of
 from .inputs import read_episode_source
 from .settings import Settings
 
@@ -70,13 +71,14 @@ def learned_labels(names: Sequence[Any]) -> set[str]:
     return learned
 
 
-def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None) -> list[Any]:
+def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None, sandbox: Any = AUTO) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
     or folder (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``, ``rllib:CHECKPOINT``;
     ``LABEL=NAME:PATH`` to name it),
     or (in YAML) a mapping ``{name: ..., label: ..., <parameter>: <value>...}`` for an agent with
     other parameters. Each agent is built once to check its parameters: here, or, with
-    ``isolate``, in its own process (an agent's code never runs in this one)."""
+    ``isolate``, in its own process (in ``sandbox``, as ``run_grid`` takes it; an agent's code
+    never runs in this one)."""
     from functools import partial
 
     from agents.base import MODEL_KINDS  # the CLI joins the packages
@@ -110,7 +112,7 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
         from ..evaluation.referee import PolicyError
 
         try:
-            infos = isolated_info(specs, limits)
+            infos = isolated_info(specs, limits, sandbox)
         except PolicyError as error:
             last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
@@ -175,7 +177,8 @@ def _run_eval(config: Settings) -> int:
         )
     if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
-    policies = policy_specs(config["agents"], config["isolate"], limits)
+    sandbox = _sandbox(config, out) if config["isolate"] else None
+    policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     recorded = {k: config[k] for k in RECORDED}
     if config["episodes"] is not None:
         generated_only = [name for name in GENERATED_ONLY if config.origin_of(name) != "default"]
@@ -202,6 +205,7 @@ def _run_eval(config: Settings) -> int:
         return tqdm(results, total=total, desc="episodes", unit="ep", file=sys.stderr, disable=config.quiet)
 
     run = run_metadata(recorded, notes, __version__)
+    run["isolation"] = isolation_level(config["isolate"], sandbox)  # what the agents could reach
     partial = checkpoint_folder(out, run["config_hash"])
     names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
@@ -244,6 +248,7 @@ def _run_eval(config: Settings) -> int:
                 limits=limits,
                 backend=config["backend"],
                 address=config["address"],
+                sandbox=sandbox,
             )
         except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
             print(f"wpb eval: {error}", file=sys.stderr)
@@ -271,6 +276,26 @@ def _run_eval(config: Settings) -> int:
     shutil.rmtree(partial, ignore_errors=True)
     print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
     return 0
+
+
+def _sandbox(config: Settings, out: Path) -> Any:
+    """The agents' sandbox of ``wpb eval --isolate``, hiding the run folder and the episode files;
+    None (a process each, unsandboxed) only where the platform has none and
+    ``--accept-weaker-isolation`` says to go on without."""
+    from ..evaluation.isolated.sandbox import problem
+
+    why = problem()
+    if why is None:
+        hidden = [str(out)] + ([str(config["episodes"])] if config["episodes"] is not None else [])
+        return sandbox_of(config, tuple(hidden))
+    if not config.accept_weaker_isolation:
+        raise InputError(
+            f"--isolate: cannot sandbox the agents' processes here ({one_line(why)}); "
+            "pass --accept-weaker-isolation to run them in a process each, unsandboxed"
+        )
+    print(f"note: --isolate without a sandbox ({one_line(why)}): each agent runs in a process of its own only",
+          file=sys.stderr)
+    return None
 
 
 def _cmd_ablate(settings: Settings) -> int:

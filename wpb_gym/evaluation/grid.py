@@ -39,6 +39,7 @@ from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
+from .isolated.sandbox import AUTO, Sandbox, resolve_sandbox
 from .playing import PlayedRun, Seat, end_episode, play, score
 from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits
@@ -169,6 +170,7 @@ class GridTask:
     tracks: tuple[str, ...]
     limits: RunLimits = DEFAULT_LIMITS
     isolate: bool = False
+    sandbox: Sandbox | None = None  # isolated: the policies' sandbox (resolved), or none
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
@@ -186,7 +188,7 @@ def run_task(task: GridTask) -> list[dict[str, Any]]:
 def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
     """``run_task`` for several episodes at once, every policy in a process of its own: their
     runs advance in lockstep, one message per policy and timestep for all of them."""
-    pool = _isolated_pool(tasks[0].policies, tasks[0].limits)
+    pool = _isolated_pool(tasks[0].policies, tasks[0].limits, tasks[0].sandbox)
     episodes = [task.ref.load() for task in tasks]
     plans = [_plan(task) for task in tasks]
     played = pool.play_many(list(zip(episodes, plans, strict=True)), stores=False)  # rows need only metrics
@@ -311,7 +313,7 @@ def _own_pools() -> dict[bytes, Any]:
     return _POOLS
 
 
-def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
+def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits, sandbox: Sandbox | None) -> Any:
     import pickle
 
     from .isolated.isolation import IsolatedPolicies
@@ -319,20 +321,23 @@ def _isolated_pool(policies: Sequence[PolicySpec], limits: RunLimits) -> Any:
     # A model's track is its file's, which only its own process reads (never the oracle's).
     described = [(p.label, p.factory, None if p.only_own_track else p.track) for p in policies]
     global _POOLS_STARTED
-    key = pickle.dumps((described, limits))
+    key = pickle.dumps((described, limits, sandbox))
     pools = _own_pools()
     pool = pools.get(key)
     if pool is None:
         close_isolated_pools()
-        pool = pools[key] = IsolatedPolicies(described, limits)
+        pool = pools[key] = IsolatedPolicies(described, limits, sandbox)
         _POOLS_STARTED = True
     return pool
 
 
-def isolated_info(policies: Sequence[PolicySpec], limits: RunLimits = DEFAULT_LIMITS) -> list[dict[str, Any]]:
+def isolated_info(
+    policies: Sequence[PolicySpec], limits: RunLimits = DEFAULT_LIMITS, sandbox: Sandbox | None | str = AUTO
+) -> list[dict[str, Any]]:
     """What each policy declares (``name``, ``track``, ``needs_stream``), asked of it in its own
-    process; the processes are kept for a ``run_grid`` of the same policies in this process."""
-    pool = _isolated_pool(policies, limits)
+    process (in its sandbox: ``sandbox`` as for ``run_grid``); the processes are kept for a
+    ``run_grid`` of the same policies, limits and sandbox in this process."""
+    pool = _isolated_pool(policies, limits, resolve_sandbox(sandbox))
     return [pool.info(i) for i in range(len(policies))]
 
 
@@ -377,13 +382,16 @@ def run_grid(
     limits: RunLimits = DEFAULT_LIMITS,
     backend: str = "processes",
     address: str | None = None,
+    sandbox: Sandbox | None | str = AUTO,
 ) -> list[dict[str, Any]]:
     """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``,
-    either ``isolate`` and either ``backend``).
+    either ``isolate``, any ``sandbox`` and either ``backend``).
 
     ``on_episode_done(ref, rows)`` is called as each episode's rows arrive (in ``refs`` order),
     e.g. to checkpoint them for a resumable run. ``isolate`` runs each policy in its own
-    process (see the module docstring); ``limits`` bounds each policy per timestep.
+    process (see the module docstring), in a sandbox (``wpb_gym.evaluation.isolated.sandbox``)
+    by default wherever the platform allows one: ``sandbox=None`` for none, a ``Sandbox`` to
+    require one (with its limits); ``limits`` bounds each policy per timestep.
     ``backend="ray"`` runs the tasks as Ray tasks (``ray_backend``: a local Ray of ``jobs`` CPUs,
     or the cluster at ``address``).
     """
@@ -403,7 +411,8 @@ def run_grid(
         raise ValueError("isolated evaluation runs on the process pool (backend='processes'), not on Ray")
     if address is not None and backend != "ray":
         raise ValueError("address names a Ray cluster: it needs backend='ray'")
-    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate) for ref in refs]
+    walls = resolve_sandbox(sandbox) if isolate else None
+    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
     workers = isolated_workers(jobs, len(policies)) if isolate else jobs

@@ -7,6 +7,7 @@ from typing import Any
 from ..core.tracks import UNPRIVILEGED
 from ..core.types import Episode
 from .isolated.isolation import run_isolated
+from .isolated.sandbox import AUTO, Sandbox
 from .playing import EpisodeRun, Seat, end_episode, play, score
 from .referee import DEFAULT_LIMITS, RunLimits
 
@@ -23,6 +24,7 @@ def run_episode(
     record_actions: bool = True,
     limits: RunLimits = DEFAULT_LIMITS,
     isolate: bool = False,
+    sandbox: Sandbox | None | str = AUTO,
 ) -> EpisodeRun:
     """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
 
@@ -30,11 +32,15 @@ def run_episode(
     several policies share an episode; it is computed otherwise. With ``record_actions``
     False the run keeps no action log (``actions`` is empty; the store still counts them).
     ``isolate=True`` runs the policy in its own process (``wpb_gym.evaluation.isolated.isolation``): the policy
-    object is pickled there, and what it learns in that process does not come back.
+    object is pickled there, and what it learns in that process does not come back. There the
+    process is sandboxed (``wpb_gym.evaluation.isolated.sandbox``): by default wherever the
+    platform allows; ``sandbox=None`` for a process without one, a ``Sandbox`` for other limits.
     """
     seat = Seat(policy, budget_bytes, track)
     if isolate:
-        return run_isolated(episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions)
+        return run_isolated(
+            episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions, sandbox=sandbox
+        )
     (run,) = play(episode, [seat], limits=limits, record_actions=record_actions)
     result = score(run, episode, oracle_utility)
     end_episode(run, result)

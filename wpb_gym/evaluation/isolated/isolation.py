@@ -18,11 +18,13 @@ process serves the next episode. Nothing hangs, and a policy's process ends with
 evaluator's (``wpb_gym.evaluation.child_processes``).
 
 What crosses back is JSON, decoded without ``pickle``: a policy's process cannot run code in
-the evaluator. It is not a sandbox: the policy's process can read the file system, so a
-leaderboard keeps its evaluation episodes (or their seed) out of its reach. The runs of one
-policy share its process and advance in lockstep (every budget and track of a batch of
-episodes at once), so none is shown a step before its time; a policy that follows the rules
-gets exactly the results it gets in process (``wpb_gym.evaluation.playing``).
+the evaluator. A process alone is not a sandbox (it could read the evaluator's command line
+under ``/proc``, the episode files and the run folder, and leave processes behind): where the
+platform allows, each policy's process also runs in a sandbox of Linux namespaces and resource
+limits (``wpb_gym.evaluation.isolated.sandbox``), which it enters before its factory is
+unpickled. The runs of one policy share its process and advance in lockstep (every budget and
+track of a batch of episodes at once), so none is shown a step before its time; a policy that
+follows the rules gets exactly the results it gets in process (``wpb_gym.evaluation.playing``).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import multiprocessing
 import os
 import pickle
 import select
+import signal
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from math import ceil
@@ -49,6 +53,8 @@ from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
 from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
+from .sandbox import AUTO, Sandbox, modules_of, resolve_sandbox
+from .sandbox import plan as sandbox_plan
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
 
@@ -71,6 +77,35 @@ def _start_method() -> Any:
 
 
 _CONTEXT = _start_method()
+# What of this process's environment the fork server (and so every policy's process) is given,
+# when a sandbox starts it: the locale, paths, Python's own settings and thread counts; not the
+# rest, where a machine keeps its keys and tokens (a policy's process is a fork of the server's
+# memory, and emptying its environment there would not wipe what the memory once held).
+_SERVER_ENVIRONMENT = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "CUDA_VISIBLE_DEVICES")
+_SERVER_PREFIXES = ("LC_", "PYTHON")
+_SERVER_SUFFIXES = ("_NUM_THREADS",)
+
+
+def _start_fork_server() -> None:
+    """Start the fork server, if none runs yet, with only ``_SERVER_ENVIRONMENT`` (and the
+    variables of those prefixes and suffixes) of this process's environment."""
+    from multiprocessing import forkserver
+
+    if _CONTEXT.get_start_method() != "forkserver" or forkserver._forkserver._forkserver_pid is not None:
+        return  # none to start (spawned processes get what they are given), or it runs already
+    saved = dict(os.environ)
+    kept = {
+        k: v
+        for k, v in saved.items()
+        if k in _SERVER_ENVIRONMENT or k.startswith(_SERVER_PREFIXES) or k.endswith(_SERVER_SUFFIXES)
+    }
+    os.environ.clear()
+    os.environ.update(kept)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
 _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
 _GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
 _START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
@@ -94,8 +129,13 @@ class PickledPolicy:
                 f"({type(error).__name__}: {error}); define it at module level, with picklable attributes"
             ) from None
 
+        self.modules = modules_of(policy)  # the code it needs: shown read-only in a sandbox
+
     def __call__(self) -> Any:
         return pickle.loads(self.data)
+
+    def _sandbox_modules(self) -> tuple[str, ...]:
+        return self.modules
 
 
 class _NoAnswer(Exception):
@@ -134,15 +174,30 @@ _WATCHDOG = _Watchdog()
 
 
 class PolicyWorker:
-    """The evaluator's handle on one policy's process."""
+    """The evaluator's handle on one policy's process; with a ``sandbox``, that process runs the
+    policy in a sandbox of its own (``wpb_gym.evaluation.isolated.sandbox``)."""
 
-    def __init__(self, label: str, factory: Callable[[], Any], limits: RunLimits) -> None:
-        self.label = label
+    def __init__(
+        self, label: str, factory: Callable[[], Any], limits: RunLimits, sandbox: Sandbox | None = None
+    ) -> None:
+        self.label, self.sandbox = label, sandbox
+        # The factory crosses pickled and is unpickled only in the policy's process (in its
+        # sandbox, if any): unpickling imports the policy's module, which is the policy's code.
+        data = pickle.dumps(factory, protocol=pickle.HIGHEST_PROTOCOL)
+        where = sandbox_plan(sandbox, factory) if sandbox is not None else None
         self.conn, child = _CONTEXT.Pipe(duplex=True)
         self.process = _CONTEXT.Process(
-            target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True
+            target=serve, args=(child, data, limits, where), name=f"wpb-policy-{label}", daemon=True
         )
-        self.process.start()
+        # multiprocessing hands a child this process's command line (sys.argv): the policy's
+        # process never gets it (a seed given on it would be the episodes).
+        if sandbox is not None:
+            _start_fork_server()
+        argv, sys.argv = sys.argv, sys.argv[:1]
+        try:
+            self.process.start()
+        finally:
+            sys.argv = argv
         child.close()
         self.info: dict[str, Any] = {}
 
@@ -170,6 +225,11 @@ class PolicyWorker:
                 why = f"a message on its pipe (a reply begun, or one sent to it) stalled for {_TRANSFER_SECONDS:g} s"
                 raise PolicyLimitError(self.label, t, f"its process was stopped: {why}") from None
             code = self.process.exitcode
+            if code == -signal.SIGXCPU and self.sandbox is not None:
+                limit = self.sandbox.cpu_seconds
+                raise PolicyLimitError(
+                    self.label, t, f"its process was killed for using more than the {limit} s of CPU time its sandbox allows"
+                ) from None
             raise PolicyError(
                 self.label, t, f"its process ended unexpectedly (exit code {code}; {type(error).__name__})"
             ) from None
@@ -199,7 +259,10 @@ class IsolatedPolicies:
     """
 
     def __init__(
-        self, policies: Sequence[tuple[str, Callable[[], Any], str | None]], limits: RunLimits = DEFAULT_LIMITS
+        self,
+        policies: Sequence[tuple[str, Callable[[], Any], str | None]],
+        limits: RunLimits = DEFAULT_LIMITS,
+        sandbox: Sandbox | None = None,
     ) -> None:
         # The track of each policy as the evaluator knows it (its registry entry, or the
         # object it was given): the labels go to a process only on this word, never on the
@@ -210,7 +273,7 @@ class IsolatedPolicies:
         for (label, _), track in zip(self.policies, self.tracks, strict=True):
             if track is not None and track not in POLICY_TRACKS:
                 raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
-        self.limits = limits
+        self.limits, self.sandbox = limits, sandbox
         self._workers: list[PolicyWorker | None] = [None] * len(self.policies)
 
     def __enter__(self) -> IsolatedPolicies:
@@ -234,7 +297,7 @@ class IsolatedPolicies:
         for i in indices:
             if self._workers[i] is None:
                 label, factory = self.policies[i]
-                self._workers[i] = PolicyWorker(label, factory, self.limits)
+                self._workers[i] = PolicyWorker(label, factory, self.limits, self.sandbox)
                 fresh.append(self._workers[i])
         probe = pickle.dumps(("probe",))
         for worker in fresh:  # started together: they import in parallel
@@ -492,10 +555,12 @@ def run_isolated(
     oracle_utility: float | None = None,
     limits: RunLimits = DEFAULT_LIMITS,
     record_actions: bool = True,
+    sandbox: Sandbox | None | str = AUTO,
 ) -> EpisodeRun:
-    """``run_episode`` for one policy object, in a process of its own (see the module docstring)."""
+    """``run_episode`` for one policy object, in a process of its own (see the module docstring),
+    sandboxed by default where the platform allows (``sandbox``: see ``resolve_sandbox``)."""
     policy = (seat.label or policy_name(seat.policy), PickledPolicy(seat.policy), policy_track(seat.policy))
-    with IsolatedPolicies([policy], limits) as pool:
+    with IsolatedPolicies([policy], limits, resolve_sandbox(sandbox)) as pool:
         (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions)
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])

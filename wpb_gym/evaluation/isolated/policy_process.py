@@ -43,6 +43,7 @@ from ...core.store import ByteMemoryStore
 from ...core.types import Episode, Step
 from ..playing import PlayedRun, Seat, StepCopies, stepper
 from ..referee import PolicyLimitError, RunLimits
+from .sandbox import Plan, enter
 from .wire import ONE_WRITE
 
 __all__ = ["serve"]
@@ -64,10 +65,15 @@ class _Run:
 
 
 class PolicyServer:
-    """Builds a policy per run and plays the steps it is sent."""
+    """Builds a policy per run and plays the steps it is sent.
 
-    def __init__(self, factory: Callable[[], Any], limits: RunLimits) -> None:
-        self.factory, self.limits = factory, limits
+    ``factory`` arrives pickled and is unpickled here, when first asked for the policy: in a
+    sandbox, only once the sandbox is in place (unpickling imports the policy's module).
+    ``memory_bytes``: the sandbox's bound on the process's address space, if any; a run that
+    runs out of memory is then stopped like one over a limit (its ``error`` says so)."""
+
+    def __init__(self, factory: bytes | Callable[[], Any], limits: RunLimits, memory_bytes: int | None = None) -> None:
+        self._factory, self.limits, self.memory_bytes = factory, limits, memory_bytes
         # The interval timer, not the clock between actions, keeps the time in this process.
         self.untimed = RunLimits(limits.max_actions_per_step, None)
         self.runs: list[_Run] = []
@@ -76,6 +82,11 @@ class PolicyServer:
         self.observations: dict[int, tuple[Any, str]] = {}
         self.name = "?"
         self.started = 0.0  # when the run being played started its timestep
+
+    def factory(self) -> Any:
+        if isinstance(self._factory, bytes):
+            self._factory = pickle.loads(self._factory)
+        return self._factory()
 
     def probe(self) -> dict[str, Any]:
         policy = self.factory()  # bad parameters fail here, in the policy's process
@@ -158,6 +169,13 @@ class PolicyServer:
                     run.played.error = PolicyLimitError(
                         self.name, t, f"spent more than {seconds:g} s deciding one timestep"
                     )
+                except MemoryError:
+                    if self.memory_bytes is None:
+                        raise
+                    # The sandbox's limit, as the time limit: this run stops, the others go on.
+                    run.played.error = PolicyLimitError(
+                        self.name, t, f"ran out of memory (its sandbox allows {_size(self.memory_bytes)} of address space)"
+                    )
                 if run.played.error is not None:
                     run.stopped = True
                     stopped.append([run.index, run.played.error.message])
@@ -187,16 +205,27 @@ class PolicyServer:
         return {"ok": True}
 
 
-def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
-    """The policy process's main loop (the target of its ``multiprocessing`` process)."""
-    from ..child_processes import end_with_parent
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
 
-    end_with_parent()
+
+def serve(conn: Any, factory: bytes, limits: RunLimits, plan: Plan | None = None) -> None:
+    """The policy process's main loop (the target of its ``multiprocessing`` process).
+
+    With a sandbox ``plan``, this process first moves into a new sandbox
+    (``wpb_gym.evaluation.isolated.sandbox``); the rest, from unpickling the factory on, runs
+    there, in the sandbox's first process."""
+    if plan is not None:
+        enter(plan, [conn.fileno()])  # returns inside (the process outside waits, then exits)
+    else:
+        from ..child_processes import end_with_parent
+
+        end_with_parent()
     # What the process inherited (the fork server's imported modules) is never garbage: kept
     # out of every collection, its pages are not copied by the collector's visits either.
     gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the evaluator decides when to stop, not a Ctrl-C
-    server = PolicyServer(factory, limits)
+    server = PolicyServer(factory, limits, plan.sandbox.memory_bytes if plan is not None else None)
     signal.signal(signal.SIGALRM, server.on_alarm)
     handlers = {"probe": server.probe, "begin": server.begin, "step": server.step, "end": server.end}
     while True:

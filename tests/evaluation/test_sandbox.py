@@ -1,0 +1,465 @@
+"""Attacks on the machine from a policy's process, and the sandbox that stops them.
+
+In isolated evaluation each policy's process runs in a sandbox of Linux namespaces
+(``wpb_gym.evaluation.isolated.sandbox``). Each test here is an attack a policy made from its own
+process without one: reading the evaluator's command line under ``/proc`` (the seed, and so
+the episodes), opening the episode files or the run folder, leaving a process behind that
+rewrites ``results.csv`` once the run is over, reaching the network, exhausting the machine,
+or running code from a model file outside. The policies report what they found in the reason
+of their first WRITE (the action log carries it back). Tests that need the sandbox skip, saying
+why, where the platform has none; the command-line tests run everywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import ctypes
+import json
+import os
+import pickle
+import socket
+import sys
+import time
+import zipfile
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.registry import make_agent
+from wpb_gym.core.types import MemoryAction
+from wpb_gym.episodes.generators.paper import generate_episode, make_config
+from wpb_gym.episodes.jsonl import write_jsonl
+from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.isolated import sandbox as sandboxing
+from wpb_gym.evaluation.isolated.sandbox import Sandbox
+from wpb_gym.evaluation.referee import PolicyError, RunLimits
+from wpb_gym.evaluation.runner import run_episode
+
+EPISODE = generate_episode(make_config("default", length=12), seed=0, index=0)
+SECRET = "--seed=424242"  # what an evaluator's command line would give away
+
+
+@pytest.fixture
+def sandboxed():
+    why = sandboxing.problem()
+    if why is not None:
+        print(f"skipped: no sandbox on this platform: {why}")
+        pytest.skip(f"no sandbox on this platform: {why}")
+
+
+def _report(run: Any) -> dict[str, Any]:
+    """What the policy found: the reason of the WRITE at its attack."""
+    return json.loads(next(logged.action.reason for logged in run.actions if logged.action.reason))
+
+
+class Hostile:
+    """At timestep ``at``, ``attack()``; WRITE every step, that one with what it found."""
+
+    track = "unprivileged"
+    at = 0
+
+    def __init__(self) -> None:
+        self.name = type(self).__name__
+        self.found: dict[str, Any] | None = None
+
+    def select(self, step: Any, view: Any):
+        if step.t == self.at:
+            self.found = self.attack()
+            yield MemoryAction.write(step, reason=json.dumps(self.found)[:1000])
+            return
+        yield MemoryAction.write(step)
+
+    def attack(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _try(call: Any) -> str:
+    """``ok`` or the name of the error ``call()`` raised."""
+    try:
+        call()
+    except OSError as error:
+        return type(error).__name__
+    return "ok"
+
+
+# ------------------------------------------------------------------- the evaluator's processes
+class ProcWalker(Hostile):
+    """Read /proc/1/cmdline, walk /proc for every process and its ancestors, and look in each
+    command line and environment for the evaluator's (the seed on it)."""
+
+    def attack(self) -> dict[str, Any]:
+        pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+        secret, memory = False, 0
+        for pid in pids:
+            for name in ("cmdline", "environ"):
+                try:
+                    text = Path(f"/proc/{pid}/{name}").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                secret |= SECRET in text or "pytest" in text
+            if pid != os.getpid():  # another process's memory
+                memory += _try(lambda pid=pid: open(f"/proc/{pid}/mem", "rb").close()) == "ok"
+        ancestors, pid = [], os.getpid()
+        while pid > 0:  # up the tree as far as the process can see
+            ancestors.append(pid)
+            status = Path(f"/proc/{pid}/status").read_text()
+            pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        return {
+            "pids": pids[:10],
+            "processes": len(pids),
+            "ancestors": ancestors[:10],
+            "secret": secret,
+            "memory_opened": memory,
+            "argv": SECRET in sys.argv,
+            "environment": "WPB_SECRET" in os.environ,
+        }
+
+
+def test_a_policy_walking_proc_finds_no_evaluator_process_nor_its_command_line(sandboxed, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [*sys.argv, SECRET])
+    monkeypatch.setenv("WPB_SECRET", SECRET)
+    found = _report(run_episode(ProcWalker(), EPISODE, 2048, isolate=True))
+    assert found["pids"] == [1] and found["processes"] == 1  # its own process alone: PID 1 of its namespace
+    assert found["ancestors"] == [1]  # whose parent is out of sight
+    assert found == {**found, "secret": False, "memory_opened": 0, "argv": False, "environment": False}
+    # Without the sandbox the same policy finds the evaluator's command line (the attack, as it was).
+    unsandboxed = _report(run_episode(ProcWalker(), EPISODE, 2048, isolate=True, sandbox=None))
+    assert unsandboxed["secret"] and unsandboxed["processes"] > 1 and len(unsandboxed["ancestors"]) > 1
+
+
+# ------------------------------------------------------------------- the evaluator's files
+class FileReader(Hostile):
+    """Open each of ``paths`` (files read, folders listed)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__()
+        self.paths = paths
+
+    def attack(self) -> dict[str, Any]:
+        def read(path: str) -> None:
+            if os.path.isdir(path):
+                os.listdir(path)
+            else:
+                Path(path).read_bytes()
+
+        return {path: _try(lambda path=path: read(path)) for path in self.paths}
+
+
+def test_a_policy_opening_the_episode_file_or_the_run_folder_gets_an_error(sandboxed, tmp_path):
+    episodes = tmp_path / "episodes.jsonl"
+    write_jsonl(episodes, [EPISODE])
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    (run_folder / "results.csv").write_text("policy,f1\n", encoding="utf-8")
+    repository = Path(__file__).resolve().parents[2]
+    paths = [
+        str(episodes),
+        str(run_folder),
+        str(run_folder / "results.csv"),
+        str(repository / "configs"),
+        str(repository / "data"),
+        str(repository / "pyproject.toml"),
+        "/etc/passwd",
+        "/etc/shadow",
+        str(Path.home() / ".bashrc"),
+    ]
+    found = _report(run_episode(FileReader(paths), EPISODE, 2048, isolate=True))
+    assert all(found[path] in ("FileNotFoundError", "PermissionError") for path in paths), found
+
+
+def test_a_path_hidden_inside_what_a_policy_may_read_cannot_be_read(sandboxed, tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "secret").mkdir(parents=True)
+    (shared / "model.json").write_text("{}", encoding="utf-8")
+    (shared / "episodes.jsonl").write_text("{}", encoding="utf-8")
+    paths = [str(shared / "model.json"), str(shared / "episodes.jsonl"), str(shared / "secret")]
+    walls = Sandbox(read_only=(str(shared),), hidden=(str(shared / "episodes.jsonl"), str(shared / "secret")))
+    found = _report(run_episode(FileReader(paths), EPISODE, 2048, isolate=True, sandbox=walls))
+    assert found == {paths[0]: "ok", paths[1]: "PermissionError", paths[2]: "PermissionError"}
+
+
+# ------------------------------------------------------------------- a process left behind
+def _named(name: bytes) -> None:
+    ctypes.CDLL(None).prctl(15, name, 0, 0, 0)  # PR_SET_NAME: what /proc/PID/comm shows
+
+
+class DoubleForker(Hostile):
+    """Double-fork a grandchild (re-parented, in its own session) that sleeps, then keeps
+    writing forged results into ``target`` for a few seconds."""
+
+    def __init__(self, target: str) -> None:
+        super().__init__()
+        self.target = target
+
+    def attack(self) -> dict[str, Any]:
+        child = os.fork()
+        if child == 0:
+            if os.fork() == 0:
+                os.setsid()
+                _named(b"wpb-grandchild")
+                time.sleep(1.0)
+                for _ in range(50):
+                    try:
+                        Path(self.target).write_text("policy,f1\nDoubleForker,1.0\n", encoding="utf-8")
+                    except OSError:
+                        pass
+                    time.sleep(0.1)
+            os._exit(0)
+        os.waitpid(child, 0)
+        return {"forked": True}
+
+
+def _grandchildren() -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and Path(f"/proc/{entry}/comm").read_text().strip() == "wpb-grandchild":
+                found.append(int(entry))
+        except OSError:
+            pass  # ended meanwhile
+    return found
+
+
+def test_a_double_forked_grandchild_dies_with_the_policy_and_never_rewrites_results(sandboxed, tmp_path):
+    results = tmp_path / "run" / "results.csv"
+    results.parent.mkdir()
+    results.write_text("policy,f1\nhonest,0.5\n", encoding="utf-8")
+    before = results.read_text(encoding="utf-8")
+    refs = generated_refs(["default"], [12], 1, seed=0)
+    specs = [PolicySpec("forker", partial(DoubleForker, str(results)), "unprivileged")]
+    rows = run_grid(refs, specs, (2048,), ("unprivileged",), isolate=True)
+    assert [row["error"] for row in rows] == [""]
+    time.sleep(2.5)  # past the grandchild's first attempt
+    assert _grandchildren() == []
+    assert results.read_text(encoding="utf-8") == before
+
+
+# ------------------------------------------------------------------- the network
+class Caller(Hostile):
+    """Connect to ``port`` on the machine's loopback, and resolve a name."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def attack(self) -> dict[str, Any]:
+        def connect() -> None:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2):
+                pass
+
+        return {"connect": _try(connect), "resolve": _try(lambda: socket.getaddrinfo("localhost", 80))}
+
+
+def test_a_policy_that_opens_a_socket_cannot_connect(sandboxed):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.setblocking(False)
+        found = _report(run_episode(Caller(listener.getsockname()[1]), EPISODE, 2048, isolate=True))
+        assert found["connect"] != "ok"
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nothing came through
+
+
+# ------------------------------------------------------------------- resource limits
+class Hog(Hostile):
+    """At timestep 2, exhaust one resource: ``memory`` (4 GB at once), ``processes`` (fork
+    until refused), ``file`` (a 2 MiB file) or ``cpu`` (spin)."""
+
+    at = 2
+
+    def __init__(self, what: str) -> None:
+        super().__init__()
+        self.what = what
+
+    def attack(self) -> dict[str, Any]:
+        if self.what == "memory":
+            hog = bytearray(4 << 30)
+            return {"allocated": len(hog)}
+        if self.what == "processes":
+            children = []
+            try:
+                for _ in range(200):
+                    child = os.fork()
+                    if child == 0:
+                        time.sleep(30)
+                        os._exit(0)
+                    children.append(child)
+            except OSError as error:
+                return {"forked": len(children), "error": type(error).__name__}
+            return {"forked": len(children), "error": None}
+        if self.what == "file":
+            with open("/tmp/big", "wb") as handle:
+                return {"file": _try(lambda: handle.write(b"x" * (2 << 20)) and handle.flush())}
+        while True:  # cpu
+            pass
+
+
+def test_a_policy_that_allocates_past_its_memory_limit_has_its_run_stopped_and_recorded(sandboxed):
+    run = run_episode(Hog("memory"), EPISODE, 2048, isolate=True)
+    assert run.error is not None and run.error.t == 2 and "ran out of memory" in str(run.error)
+    assert run.metrics.write_actions == 2  # the evaluator went on; the rest of the run is SKIP
+    honest = run_episode(Hog("file"), EPISODE, 2048, isolate=True)  # the next process is whole
+    assert honest.error is None
+
+
+def test_a_policy_cannot_fork_past_its_process_limit(sandboxed):
+    found = _report(run_episode(Hog("processes"), EPISODE, 2048, isolate=True, sandbox=Sandbox(processes=8)))
+    assert found["error"] == "BlockingIOError" and found["forked"] < 8
+
+
+def test_a_policy_cannot_write_a_file_past_its_size_limit(sandboxed):
+    found = _report(run_episode(Hog("file"), EPISODE, 2048, isolate=True, sandbox=Sandbox(file_bytes=1 << 20)))
+    assert found["file"] == "OSError"  # EFBIG
+
+
+def test_a_policy_past_its_cpu_time_is_killed_with_a_named_error(sandboxed):
+    limits = RunLimits(max_seconds_per_step=None)  # nothing but the sandbox stops it
+    with pytest.raises(PolicyError, match=r"Hog.*t=2.*more than the 1 s of CPU time its sandbox allows"):
+        run_episode(Hog("cpu"), EPISODE, 2048, isolate=True, limits=limits, sandbox=Sandbox(cpu_seconds=1))
+
+
+# ------------------------------------------------------------------- code in a model file
+class _Payload:
+    """Unpickled, runs ``code``: what an SB3 zip's pickled members can do."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+
+    def __reduce__(self):
+        return exec, (self.code,)
+
+
+_PAYLOAD = """
+import os
+try:
+    open(MARKER, 'w').write('ran outside the sandbox')
+except OSError:
+    pass
+os._exit(42 if [p for p in os.listdir('/proc') if p.isdigit()] == ['1'] else 43)
+"""
+
+
+def test_a_model_file_whose_unpickling_runs_code_runs_it_only_inside_the_sandbox(sandboxed, tmp_path, capsys):
+    from wpb_gym.cli import main as wpb
+
+    marker = tmp_path / "marker"
+    code = _PAYLOAD.replace("MARKER", repr(str(marker)))
+    serialized = base64.b64encode(pickle.dumps(_Payload(code))).decode()
+    model = tmp_path / "evil.zip"
+    with zipfile.ZipFile(model, "w") as archive:  # SB3's format: a "data" member of JSON
+        archive.writestr("data", json.dumps({"policy_class": {":type:": "<class 'type'>", ":serialized:": serialized}}))
+    argv = ["eval", "--agents", f"sb3:{model}", "--isolate", "--lengths", "12", "--episodes-per-condition", "1"]
+    assert wpb([*argv, "--budgets", "2KB", "--out", str(tmp_path / "run"), "--quiet"]) != 0
+    # It ran (its exit code says what it saw: its own process alone) while the model loaded...
+    assert "ended unexpectedly (exit code 42" in capsys.readouterr().err
+    assert not marker.exists()  # ... and what it wrote stayed in the sandbox
+
+
+@pytest.fixture(scope="module")
+def model_path(tmp_path_factory):
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    from agents.sb3.agent import env_kwargs_path
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    torch.set_num_threads(1)
+    kwargs = {"slots": 4, "track": "privileged"}
+    env = WritePolicyBenchEnv(length=40, **kwargs)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(64)
+    path = tmp_path_factory.mktemp("model") / "tiny.zip"
+    model.save(path)
+    env_kwargs_path(path).write_text(json.dumps(kwargs), encoding="utf-8")
+    return path
+
+
+def test_a_real_model_loads_and_scores_alike_in_the_sandbox(sandboxed, model_path):
+    # Its file and the .env.json beside it are all of the machine's files it may read.
+    refs = generated_refs(["default"], [20], 2, seed=0)
+    specs = [PolicySpec("sb3", partial(make_agent, "sb3", path=str(model_path)), "privileged")]
+    in_process = run_grid(refs, specs, (2048,), ("privileged",))
+    sandboxed_rows = run_grid(refs, specs, (2048,), ("privileged",), isolate=True, sandbox=Sandbox())
+    assert in_process == sandboxed_rows and all(row["error"] == "" for row in sandboxed_rows)
+
+
+# ------------------------------------------------------------------- what the command says
+def _eval(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    from wpb_gym.cli import main as wpb
+
+    out = tmp_path / "run"
+    argv = ["eval", "--agents", "last_kb", "--lengths", "12", "--episodes-per-condition", "1", "--budgets", "2KB"]
+    code = wpb([*argv, *extra, "--out", str(out), "--quiet"])
+    run = json.loads((out / "run.json").read_text(encoding="utf-8")) if (out / "run.json").exists() else {}
+    return code, run
+
+
+def test_run_json_records_the_isolation_the_agents_had(sandboxed, tmp_path):
+    assert _eval(tmp_path / "a", "--isolate")[1]["isolation"] == "sandbox: namespaces"
+    assert _eval(tmp_path / "b")[1]["isolation"] == "in process"
+
+
+def test_without_namespaces_isolate_refuses_unless_weaker_isolation_is_accepted(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sandboxing, "problem", lambda: "user namespaces are switched off")
+    code, run = _eval(tmp_path / "a", "--isolate")
+    said = capsys.readouterr().err
+    assert code != 0 and run == {}
+    assert "cannot sandbox the agents' processes here (user namespaces are switched off)" in said
+    assert "--accept-weaker-isolation" in said and len(said.strip().splitlines()) == 1
+    code, run = _eval(tmp_path / "b", "--isolate", "--accept-weaker-isolation")
+    said = capsys.readouterr().err
+    assert code == 0 and run["isolation"] == "process only"
+    assert "note: --isolate without a sandbox (user namespaces are switched off)" in said
+    with open(tmp_path / "b" / "run" / "results.csv", newline="") as handle:
+        assert {row["policy"] for row in csv.DictReader(handle)} == {"last_kb"}
+
+
+def test_the_sandbox_limits_are_settings_of_wpb_eval(tmp_path):
+    import argparse
+
+    from wpb_gym.cli.eval_settings import EVAL, sandbox_of
+
+    parser = argparse.ArgumentParser()
+    EVAL.add_to(parser)
+    flags = ["--agents", "last_kb", "--out", str(tmp_path), "--sandbox-memory", "1GB", "--sandbox-cpu-seconds", "0"]
+    walls = sandbox_of(EVAL.resolve(parser.parse_args(flags)), ("/x",))
+    assert walls.memory_bytes == 1 << 30 and walls.cpu_seconds is None and walls.hidden == ("/x",)
+    assert (walls.processes, walls.file_bytes) == (Sandbox().processes, Sandbox().file_bytes)
+
+
+# ------------------------------------------------------------------- what a sandbox holds
+def test_a_sandbox_shows_a_models_files_and_covers_what_is_hidden_inside_what_it_shows(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "run").mkdir(parents=True)
+    for name in ("model.zip", "model.env.json", "other.zip"):
+        (shared / name).write_text("", encoding="utf-8")
+    walls = Sandbox(read_only=(str(shared),), hidden=(str(shared / "run"),))
+    factory = partial(make_agent, "sb3", path=str(shared / "model.zip"))
+    plan = sandboxing.plan(walls, factory)
+    bound = dict(plan.binds)
+    assert str(shared) in bound and str(shared / "model.zip") not in bound  # (inside a folder shown)
+    assert plan.hidden == (str(shared / "run"),)
+    alone = dict(sandboxing.plan(Sandbox(), factory).binds)
+    assert {str(shared / "model.zip"), str(shared / "model.env.json")} <= set(alone)
+    assert str(shared / "other.zip") not in alone and str(shared) not in alone
+    hidden_model = dict(sandboxing.plan(Sandbox(hidden=(str(shared),)), factory).binds)
+    assert not any(path.startswith(str(shared)) for path in hidden_model)  # hidden is never shown
+    with pytest.raises(ValueError, match="whole file system"):
+        sandboxing.plan(Sandbox(read_only=("/",)), factory)
+    with pytest.raises(ValueError, match="memory_bytes"):
+        Sandbox(memory_bytes=0)
+
+
+def test_the_documented_limits_are_the_sandboxs_defaults():
+    text = (Path(__file__).resolve().parents[2] / "docs" / "evaluation-integrity.md").read_text(encoding="utf-8")
+    walls = Sandbox()
+    assert f"| address space | {walls.memory_bytes >> 30} GB | `--sandbox-memory` |" in text
+    assert f"| {walls.cpu_seconds:,} s | `--sandbox-cpu-seconds` |" in text
+    assert f"| {walls.processes} | `--sandbox-processes` |" in text
+    assert f"| {walls.file_bytes >> 20} MB | `--sandbox-file-size` |" in text
+    assert f"a private, writable `/tmp` ({walls.tmp_bytes >> 20} MB of memory)" in text
+    assert f"up to {sandboxing._MAX_OUTPUT >> 20} MB per process" in text
