@@ -403,6 +403,17 @@ def test_run_json_records_the_isolation_the_agents_had(sandboxed, tmp_path):
     assert _eval(tmp_path / "b")[1]["isolation"] == "in process"
 
 
+def test_isolate_refuses_a_run_folder_inside_what_the_agents_may_read(sandboxed, tmp_path, capsys):
+    import wpb_gym
+
+    out = Path(wpb_gym.__file__).parent / "run_of_a_test"
+    from wpb_gym.cli import main as wpb
+
+    argv = ["eval", "--agents", "last_kb", "--lengths", "12", "--episodes-per-condition", "1", "--isolate"]
+    assert wpb([*argv, "--out", str(out), "--quiet"]) == 2 and not out.exists()
+    assert f"{out} is to be hidden from the policy, but lies inside" in capsys.readouterr().err
+
+
 def test_without_namespaces_isolate_refuses_unless_weaker_isolation_is_accepted(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(sandboxing, "problem", lambda: "user namespaces are switched off")
     code, run = _eval(tmp_path / "a", "--isolate")
@@ -463,3 +474,14 @@ def test_the_documented_limits_are_the_sandboxs_defaults():
     assert f"| {walls.file_bytes >> 20} MB | `--sandbox-file-size` |" in text
     assert f"a private, writable `/tmp` ({walls.tmp_bytes >> 20} MB of memory)" in text
     assert f"up to {sandboxing._MAX_OUTPUT >> 20} MB per process" in text
+
+
+def test_an_isolated_grid_on_worker_processes_after_the_fork_server_started_here():
+    # Trying the sandbox (or any isolated run) starts a fork server in this process, which a
+    # forked worker can neither use nor replace: the grid's workers are spawned instead.
+    run_episode(make_agent("last_kb"), EPISODE, 2048, isolate=True)
+    assert sandboxing.fork_server_started()
+    refs = generated_refs(["default"], [20], 4, seed=0)
+    specs = [PolicySpec(n, partial(make_agent, n), "unprivileged") for n in ("last_kb", "fifo_store_all")]
+    on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=4, isolate=True)
+    assert on_workers == run_grid(refs, specs, (1024,), ("unprivileged",))

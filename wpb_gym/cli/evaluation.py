@@ -282,12 +282,17 @@ def _sandbox(config: Settings, out: Path) -> Any:
     """The agents' sandbox of ``wpb eval --isolate``, hiding the run folder and the episode files;
     None (a process each, unsandboxed) only where the platform has none and
     ``--accept-weaker-isolation`` says to go on without."""
-    from ..evaluation.isolated.sandbox import problem
+    from ..evaluation.isolated.sandbox import plan, problem
 
     why = problem()
     if why is None:
         hidden = [str(out)] + ([str(config["episodes"])] if config["episodes"] is not None else [])
-        return sandbox_of(config, tuple(hidden))
+        walls = sandbox_of(config, tuple(hidden))
+        try:
+            plan(walls, None)  # what every agent's sandbox shows: --out may not lie inside it
+        except ValueError as error:
+            raise InputError(f"--isolate: {error}") from None
+        return walls
     if not config.accept_weaker_isolation:
         raise InputError(
             f"--isolate: cannot sandbox the agents' processes here ({one_line(why)}); "
@@ -300,6 +305,7 @@ def _sandbox(config: Settings, out: Path) -> Any:
 
 def _cmd_ablate(settings: Settings) -> int:
     from ..evaluation.grid import run_grid
+    from ..evaluation.isolated.sandbox import problem
     from ..evaluation.reports.compare import ablation_markdown
     if settings.out is not None and Path(settings.out).is_dir():
         raise InputError(f"--out {settings.out}: is a folder; expected the markdown file to write")
@@ -314,9 +320,12 @@ def _cmd_ablate(settings: Settings) -> int:
             raise InputError(f"{path}: seed: an ablation runs seeds 0..--seeds-1 itself; leave 'seed:' out")
         # Both variants are checked before any work.
         _generated_refs(config, 0)
-        configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config))))
+        walls = AUTO  # the sandbox where the platform allows one, with the config's limits
+        if config["isolate"] and problem() is None:
+            walls = sandbox_of(config)
+        configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config), walls), walls))
     runs = []
-    for config, policies in configs:
+    for config, policies, walls in configs:
         per_seed = []
         for seed in range(settings.seeds):
             refs = _generated_refs(config, seed)
@@ -324,7 +333,7 @@ def _cmd_ablate(settings: Settings) -> int:
             per_seed.append(
                 run_grid(
                     refs, policies, config["budgets"], config["tracks"], jobs=jobs, isolate=config["isolate"],
-                    limits=run_limits(config),
+                    limits=run_limits(config), sandbox=walls,
                 )
             )
         runs.append(per_seed)

@@ -39,7 +39,7 @@ from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
-from .isolated.sandbox import AUTO, Sandbox, resolve_sandbox
+from .isolated.sandbox import AUTO, Sandbox, fork_server_started, resolve_sandbox
 from .playing import PlayedRun, Seat, end_episode, play, score
 from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits
@@ -427,10 +427,11 @@ def run_grid(
             rows = _collect(results, refs, progress, on_episode_done)
         else:
             context = None
-            if isolate and _POOLS_STARTED:
+            if isolate and (_POOLS_STARTED or fork_server_started()):
                 # The workers start their own policy processes. This process has started some
-                # (isolated_info), and with them a fork server that a forked worker can neither
-                # use nor replace: such workers are spawned instead (about a second more).
+                # (isolated_info), or a sandbox to see that the platform allows one, and with
+                # them a fork server that a forked worker can neither use nor replace: such
+                # workers are spawned instead (about a second more).
                 close_isolated_pools()
                 context = multiprocessing.get_context("spawn")
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to

@@ -53,7 +53,7 @@ from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
 from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
-from .sandbox import AUTO, Sandbox, modules_of, resolve_sandbox
+from .sandbox import AUTO, Sandbox, fork_server_started, modules_of, resolve_sandbox
 from .sandbox import plan as sandbox_plan
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
@@ -91,7 +91,7 @@ def _start_fork_server() -> None:
     variables of those prefixes and suffixes) of this process's environment."""
     from multiprocessing import forkserver
 
-    if _CONTEXT.get_start_method() != "forkserver" or forkserver._forkserver._forkserver_pid is not None:
+    if _CONTEXT.get_start_method() != "forkserver" or fork_server_started():
         return  # none to start (spawned processes get what they are given), or it runs already
     saved = dict(os.environ)
     kept = {

@@ -81,6 +81,7 @@ __all__ = [
     "Plan",
     "Sandbox",
     "enter",
+    "fork_server_started",
     "isolation_level",
     "modules_of",
     "plan",
@@ -304,10 +305,11 @@ def plan(sandbox: Sandbox, factory: Any) -> Plan:
     hidden = []
     for path in sandbox.hidden:
         real = os.path.realpath(path)
-        if not os.path.exists(real):
-            continue
         for target, source in binds.items():
             if _inside(real, source) and real != source:  # a bound path itself: hidden means not bound
+                if not os.path.exists(real):  # (there is no covering what is not there yet)
+                    raise ValueError(f"{path} is to be hidden from the policy, but lies inside {source}, which it "
+                                     "may read: keep it elsewhere")
                 hidden.append(target + real[len(source) :])
     for path in sandbox.hidden:  # a hidden path is never bound, nor a model inside it read
         real = os.path.realpath(path)
@@ -624,7 +626,10 @@ def _build(plan: Plan, parent_alive: Callable[[], bool]) -> None:
     os.chdir("/new")
     _call("pivot_root", _syscall("pivot_root", b".", b"."))
     _call("umount", _libc.umount2(b".", _MNT_DETACH))
-    os.chdir(plan.cwd if os.path.isdir(plan.cwd) else "/tmp")
+    try:
+        os.chdir(plan.cwd)  # where the evaluator was: relative paths read the same (if shown)
+    except OSError:
+        os.chdir("/tmp")  # (the evaluator's folder is hidden)
     _libc.sethostname(b"wpb-policy", 10)
 
 
@@ -715,6 +720,14 @@ def _forget_invocation() -> None:
 
 
 # ------------------------------------------------------------------------------- availability
+def fork_server_started() -> bool:
+    """Whether this process has started ``multiprocessing``'s fork server (a process forked
+    from it cannot use that server, nor start its own)."""
+    from multiprocessing import forkserver
+
+    return forkserver._forkserver._forkserver_pid is not None
+
+
 _PROBLEM: list[str | None] = []  # once per process: [reason or None]
 
 
