@@ -403,12 +403,11 @@ def test_run_json_records_the_isolation_the_agents_had(sandboxed, tmp_path):
     assert _eval(tmp_path / "b")[1]["isolation"] == "in process"
 
 
-def test_isolate_refuses_a_run_folder_inside_what_the_agents_may_read(sandboxed, tmp_path, capsys):
+def test_isolate_refuses_a_run_folder_inside_what_the_agents_may_read(sandboxed, capsys):
     import wpb_gym
-
-    out = Path(wpb_gym.__file__).parent / "run_of_a_test"
     from wpb_gym.cli import main as wpb
 
+    out = Path(wpb_gym.__file__).parent / "run_of_a_test"  # inside a package the agents read
     argv = ["eval", "--agents", "last_kb", "--lengths", "12", "--episodes-per-condition", "1", "--isolate"]
     assert wpb([*argv, "--out", str(out), "--quiet"]) == 2 and not out.exists()
     assert f"{out} is to be hidden from the policy, but lies inside" in capsys.readouterr().err

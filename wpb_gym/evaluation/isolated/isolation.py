@@ -77,6 +77,13 @@ def _start_method() -> Any:
 
 
 _CONTEXT = _start_method()
+_MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
+_GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
+_START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
+
+_TRANSFER_SECONDS = 10.0  # a message, once it has begun to cross the pipe, crosses within this
+_NEVER = float("inf")
+
 # What of this process's environment the fork server (and so every policy's process) is given,
 # when a sandbox starts it: the locale, paths, Python's own settings and thread counts; not the
 # rest, where a machine keeps its keys and tokens (a policy's process is a fork of the server's
@@ -106,12 +113,7 @@ def _start_fork_server() -> None:
     finally:
         os.environ.clear()
         os.environ.update(saved)
-_MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
-_GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
-_START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
 
-_TRANSFER_SECONDS = 10.0  # a message, once it has begun to cross the pipe, crosses within this
-_NEVER = float("inf")
 
 # (policy index, track, budget): one run of a plan
 Plan = Sequence[tuple[int, str, int]]
@@ -189,10 +191,10 @@ class PolicyWorker:
         self.process = _CONTEXT.Process(
             target=serve, args=(child, data, limits, where), name=f"wpb-policy-{label}", daemon=True
         )
-        # multiprocessing hands a child this process's command line (sys.argv): the policy's
-        # process never gets it (a seed given on it would be the episodes).
         if sandbox is not None:
             _start_fork_server()
+        # multiprocessing hands a child this process's command line (sys.argv): the policy's
+        # process never gets it (a seed given on it would be the episodes).
         argv, sys.argv = sys.argv, sys.argv[:1]
         try:
             self.process.start()

@@ -36,10 +36,12 @@ sandbox) forks a child that calls ``unshare(2)`` for new user, mount, PID, netwo
 namespaces; the parent, still outside, writes the child's user and group mapping; the child
 forks the policy's process proper, PID 1 of the new PID namespace, which builds the new root
 (``mount(2)``, ``pivot_root(2)``), drops its privileges, sets its limits and serves the pipe as
-before. The two processes outside wait; the first relays the policy's output and passes its
-exit status on, so the evaluator sees one process that ends as the policy's does. Each of the
-three dies with its parent (``PR_SET_PDEATHSIG``), so killing the evaluator's handle kills the
-policy and, with it, its namespace. Running this inside the forked process (rather than
+before. The two processes above it wait; the first relays the policy's output and passes its
+exit status on, so the evaluator sees one process that ends as the policy's does. The policy's
+process and the one between die with their parent (``PR_SET_PDEATHSIG``, asked again after each
+change of user, which clears it), the first with the evaluator (``child_processes``), so killing
+the evaluator's handle, or the evaluator, kills the policy and, with it, its namespace. Running
+this inside the forked process (rather than
 starting a program such as ``bwrap`` for every policy) keeps what makes isolated evaluation
 cheap: a policy's process is a fork of an interpreter that has already imported the package,
 not a fresh interpreter importing numpy and the package again.
