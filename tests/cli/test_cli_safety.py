@@ -18,6 +18,8 @@ from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import dumps_episode
 from wpb_gym.evaluation import grid as grid_module
 
+# For episodes read from files: TINY without the options of generated episodes.
+FROM_FILES = ["--agents", "fifo_store_all", "--budgets", "1024", "--tracks", "unprivileged", "--quiet"]
 TINY = ["--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1024"]
 TINY += ["--tracks", "unprivileged", "--quiet"]
 
@@ -362,3 +364,94 @@ def test_paper_tables_of_a_run_without_privileged_rows_is_a_named_error(runs, ca
     assert "no results on the privileged track" in line and "--tracks privileged" in line
     assert not (runs / "unprivileged" / "paper_tables.md").exists()
     assert wpb(capsys, "report", runs / "unprivileged", "--paper-tables", "--track", "unprivileged")[0] == 0
+
+
+# ---------------------------------------------------------------------------- text from data in reports
+
+FORGED = "x\n| fake | 1.000 |"
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_a_regime_name_with_a_line_break_cannot_forge_a_leaderboard_row(tmp_path, capsys):
+    episodes = write_episodes(tmp_path / "ep.jsonl", [FORGED, "default"])
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", out)[0] == 0
+    assert wpb(capsys, "report", out, "--headroom")[0] == 0
+    for name in ("leaderboard.md", "headroom.md"):
+        text = (out / name).read_text()
+        assert not [line for line in text.splitlines() if "fake" in line and not line.startswith(("## x", "| x"))]
+        assert not [row for row in _table_rows(text) if row.startswith("| fake")], text
+    # results.csv keeps the name as it is: the CSV module quotes it, and it reads back whole.
+    from wpb_gym.evaluation.reports.report import read_results
+
+    assert {row["mode"] for row in read_results(out / "results.csv")} == {FORGED, "default"}
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The Markdown tables of ``text``: runs of lines that start with '|'."""
+    found: list[list[str]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                found.append([])
+            found[-1].append(line)
+        previous = line
+    return found
+
+
+def _cells(row: str) -> int:
+    return len(re.split(r"(?<!\\)\|", row))
+
+
+@pytest.mark.parametrize("field", ["mode", "policy"])
+def test_text_from_data_cannot_add_a_row_or_a_cell_to_any_table(field):
+    from wpb_gym.evaluation.reports import compare, seed_stats, tables
+    from wpb_gym.evaluation.reports.report import leaderboard
+
+    forged = FORGED + " | x \\"
+    rows = [dict(row) for row in _rows_of_a_small_grid()]
+    for row in rows:
+        if row["policy"] == "last_kb" or field == "mode":
+            row[field] = forged
+    lift = seed_stats.Lift(forged, 0.1, 0.0, 0.2, 0.6, 0.5, 0.7)
+    learned = seed_stats.GroupResult(
+        (forged, 20, 1024, "unprivileged"), forged, (forged,), 3, (0.5,), 0.5, 0.4, 0.6, 0.1, 0.0, 0.2, (lift,)
+    )
+    made = {
+        "leaderboard": leaderboard(rows, 1024),
+        "paper": tables.paper_tables(rows, "unprivileged", 1024),
+        "headroom": tables.headroom_table(rows, highlight=[forged, "fifo_store_all"]),
+        "f1_by_budget": tables.f1_by_budget_table(rows),
+        "compare": compare.comparison_markdown(compare.compare_runs(rows, rows), "f1", forged, forged, wide=True),
+        "ablation": compare.ablation_markdown([rows], [rows], forged, "b"),
+        "transfer": tables.transfer_table(rows, [{**r, "mode": "other"} for r in rows]),
+        "seeds": seed_stats.seed_table_markdown([learned]),
+    }
+    for name, text in made.items():
+        assert not [line for line in text.splitlines() if line.startswith("| fake")], (name, text)
+        assert "x\\n" in text or name == "transfer", (name, text)  # the line break is shown, escaped
+        for table in _tables(text):
+            assert {_cells(row) for row in table} == {_cells(table[0])}, (name, table)
+
+
+def _rows_of_a_small_grid() -> list[dict]:
+    from functools import partial
+
+    from agents.registry import make_agent
+
+    policies = [grid_module.PolicySpec(name, partial(make_agent, name)) for name in ("fifo_store_all", "last_kb")]
+    refs = grid_module.generated_refs(["default"], [20], 3, 0)
+    return grid_module.run_grid(refs, policies, [1024], ["unprivileged"])
+
+
+def test_text_from_data_is_shown_on_one_line_in_markdown_and_in_plot_titles():
+    from wpb_gym.evaluation.reports.markdown import markdown_text, shown
+
+    assert shown(FORGED) == "x\\n| fake | 1.000 |" and shown("a\x00b\r\u2028c") == "a\\x00b\\r\\u2028c"
+    assert markdown_text(FORGED) == "x\\n\\| fake \\| 1.000 \\|"
+    assert markdown_text("a\\|b") == "a\\\\\\|b"  # a backslash of the data cannot unescape the bar
+    assert shown("de\ud800fault") == "de\\ud800fault"  # and what UTF-8 cannot hold is not written as is
