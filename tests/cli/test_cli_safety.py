@@ -455,3 +455,34 @@ def test_text_from_data_is_shown_on_one_line_in_markdown_and_in_plot_titles():
     assert markdown_text(FORGED) == "x\\n\\| fake \\| 1.000 \\|"
     assert markdown_text("a\\|b") == "a\\\\\\|b"  # a backslash of the data cannot unescape the bar
     assert shown("de\ud800fault") == "de\\ud800fault"  # and what UTF-8 cannot hold is not written as is
+
+
+# ---------------------------------------------------------------------------- text that is not text
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [("mode", "labels.mode"), ("episode_id", "labels.episode_id"), ("step_mode", "steps[0].metadata.mode")],
+)
+def test_a_lone_surrogate_in_an_episode_name_is_refused_before_any_work(tmp_path, capsys, monkeypatch, where, field):
+    data = json.loads(dumps_episode(generate_episode(make_config("default", length=20), 0, 0)))
+    if where == "step_mode":
+        del data["labels"]["mode"]
+        data["steps"][0]["metadata"]["mode"] = "de\ud800fault"
+    else:
+        data["labels"][where] = "de\ud800fault"
+    episodes = tmp_path / "ep.jsonl"
+    episodes.write_text(json.dumps(data) + "\n")  # ensure_ascii: the file holds the escape \ud800
+    monkeypatch.setattr(grid_module, "run_task", lambda task: pytest.fail("the grid ran"))
+    line = refused(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", tmp_path / "run")
+    assert f"{episodes}:1: {field}: " in line and "surrogate" in line, line
+    assert not (tmp_path / "run").exists()
+    assert f"{episodes}:1: {field}: " in refused(capsys, "inspect", episodes)
+
+
+def test_an_agent_label_that_is_not_text_is_refused(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text('agents: [{name: last_kb, label: "last\\ud800kb"}]\nlengths: [20]\nepisodes_per_condition: 1\n')
+    line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert "label" in line and "surrogate" in line, line
+    assert not (tmp_path / "run").exists()

@@ -97,6 +97,11 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
             label = default_label(entry.name, params)
+        if not _is_text(str(label)):  # a "\ud800" in YAML, or a file name that is not UTF-8
+            raise InputError(
+                f"agent {item!r}: its label {str(label)!r} holds a lone surrogate, which is not a character and "
+                "cannot be written to results.csv (UTF-8); give it a 'label' of text"
+            )
         own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
@@ -116,6 +121,14 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
         specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
     return specs
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _agent_names() -> list[str]:
