@@ -486,3 +486,29 @@ def test_an_agent_label_that_is_not_text_is_refused(tmp_path, capsys):
     line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
     assert "label" in line and "surrogate" in line, line
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- one episode twice
+
+
+@pytest.mark.parametrize("layout", ["one file", "two files"])
+def test_the_same_episode_given_twice_is_refused_naming_both_places(tmp_path, capsys, layout):
+    folder = tmp_path / "episodes"
+    if layout == "one file":
+        write_episodes(folder / "a.jsonl", ["default"] * 3, indices={2: 0})
+        first, second = f"{folder / 'a.jsonl'}:1", f"{folder / 'a.jsonl'}:3"
+    else:
+        write_episodes(folder / "a.jsonl", ["default"] * 2)
+        write_episodes(folder / "b.jsonl", ["default"], indices={0: 1})
+        first, second = f"{folder / 'a.jsonl'}:2", f"{folder / 'b.jsonl'}:1"
+    out = tmp_path / "run"
+    line = refused(capsys, "eval", *FROM_FILES, "--episodes", folder, "--out", out)
+    assert f"{first} and {second}" in line and "same episode" in line, line
+    assert not out.exists()
+
+
+def test_the_same_episode_given_twice_to_the_grid_is_refused():
+    episode = generate_episode(make_config("default", length=20), 0, 0)
+    other = generate_episode(make_config("default", length=20), 0, 1)
+    with pytest.raises(ValueError, match="episodes 0 and 2 .*same episode"):
+        grid_module.given_refs([episode, other, episode], "<mine>")

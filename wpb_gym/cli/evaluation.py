@@ -18,7 +18,7 @@ from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
 from ..evaluation.run_folder import check_folder_path
 from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits
-from .inputs import read_episode_source
+from .inputs import read_placed_episode_source
 from .settings import Settings
 
 
@@ -195,9 +195,10 @@ def _run_eval(config: Settings) -> int:
         if generated_only:
             given = ", ".join(config.origin_of(name) for name in generated_only)
             raise InputError(f"{given}: apply to generated episodes, not to the episodes read from files")
-        episodes = read_episode_source(config["episodes"])
+        placed = read_placed_episode_source(config["episodes"])
+        episodes = [episode for _, episode in placed]
         try:
-            refs = given_refs(episodes, str(config["episodes"]))
+            refs = given_refs(episodes, str(config["episodes"]), [place for place, _ in placed])
         except ValueError as error:
             raise InputError(str(error)) from None
         # The checkpoint key (the config hash) covers what the episodes hold, not only where they
