@@ -3,12 +3,20 @@
 Points 8 (names built from episode data), 10 (``--force`` and failed runs), 11 (``--resume``
 keyed by content) and 12 (repeated grid values), the named errors, and a parametrised list
 of bad inputs across every subcommand: each exits 2 with one line naming the option or file.
+Then names from the data that would forge a table row or are not text, the same episode
+given twice, two runs writing one folder at once, and a model replaced before ``--resume`` or
+while a run runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +25,9 @@ from wpb_gym.cli import main
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import dumps_episode
 from wpb_gym.evaluation import grid as grid_module
+from wpb_gym.evaluation import run_folder
 
+ROOT = Path(__file__).resolve().parents[2]
 # For episodes read from files: TINY without the options of generated episodes.
 FROM_FILES = ["--agents", "fifo_store_all", "--budgets", "1024", "--tracks", "unprivileged", "--quiet"]
 TINY = ["--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1024"]
@@ -512,3 +522,179 @@ def test_the_same_episode_given_twice_to_the_grid_is_refused():
     other = generate_episode(make_config("default", length=20), 0, 1)
     with pytest.raises(ValueError, match="episodes 0 and 2 .*same episode"):
         grid_module.given_refs([episode, other, episode], "<mine>")
+
+
+# ---------------------------------------------------------------------------- two runs, one folder
+
+# A `wpb eval` in another process that stops inside its first episode until `go` exists.
+_HELD_RUN = """
+import sys, time
+from pathlib import Path
+from wpb_gym.cli import main
+from wpb_gym.evaluation import grid
+
+real, go = grid.run_task, Path(sys.argv[1])
+
+def waiting(task):
+    print("playing", flush=True)
+    while not go.exists():
+        time.sleep(0.05)
+    return real(task)
+
+grid.run_task = waiting
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _held_run(tmp_path: Path, *argv) -> tuple[subprocess.Popen, Path]:
+    """A `wpb eval argv` in another process, once it is playing its first episode, and the file
+    that lets it go on."""
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _HELD_RUN, str(go), "eval", *map(str, argv)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert process.stdout.readline() == "playing\n", process.communicate()
+    return process, go
+
+
+def test_a_second_eval_writing_the_same_out_at_once_is_refused_naming_the_first(tmp_path, capsys):
+    out = tmp_path / "run"
+    first, go = _held_run(tmp_path, *TINY, "--regimes", "burst_drift", "--out", out)
+    try:
+        before = snapshot(out)
+        for extra in ([], ["--force"], ["--resume"]):
+            line = refused(capsys, "eval", *TINY, "--out", out, *extra)
+            assert str(out) in line and f"pid {first.pid}" in line, line
+        assert snapshot(out) == before  # the refused runs touched nothing
+    finally:
+        go.touch()
+        assert first.wait(timeout=120) == 0, first.communicate()
+    assert {line.split(",")[0] for line in (out / "results.csv").read_text().splitlines()[1:]} == {"burst_drift"}
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no lock file left behind
+
+
+def test_a_run_killed_while_it_held_its_folder_does_not_lock_it_for_ever(tmp_path, capsys):
+    out = tmp_path / "run"
+    first, _ = _held_run(tmp_path, *TINY, "--out", out)
+    first.kill()  # SIGKILL: no chance to release anything
+    first.wait(timeout=60)
+    assert wpb(capsys, "eval", *TINY, "--out", out)[0] == 0
+    assert (out / "results.csv").is_file()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_run_that_published_while_the_second_waited_to_claim_the_folder_is_kept(tmp_path, capsys, monkeypatch):
+    """Both runs found no results.csv; the first published before the second claimed the folder."""
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", *TINY, "--regimes", "burst_drift", "--out", tmp_path / "other")[0] == 0
+    real = run_folder.claim
+
+    def published_meanwhile(folder):
+        shutil.copytree(tmp_path / "other", folder, dirs_exist_ok=True)
+        return real(folder)
+
+    monkeypatch.setattr(run_folder, "claim", published_meanwhile)
+    assert "already holds results.csv" in refused(capsys, "eval", *TINY, "--out", out)
+    assert (out / "results.csv").read_bytes() == (tmp_path / "other" / "results.csv").read_bytes()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_without_fcntl_the_run_says_its_folder_is_not_locked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(run_folder, "fcntl", None)
+    code, err = wpb(capsys, "eval", *TINY, "--out", tmp_path / "run")
+    assert code == 0 and "not locked" in err, err
+
+
+# ---------------------------------------------------------------------------- --resume and models
+
+
+def _interrupt_after(monkeypatch, episodes: int) -> list[int]:
+    """Make the grid stop (KeyboardInterrupt) once ``episodes`` episodes were played; the list
+    of those played."""
+    real, calls = grid_module.run_task, []
+
+    def interrupted(task):
+        if len(calls) == episodes:
+            raise KeyboardInterrupt
+        calls.append(task.ref.index)
+        return real(task)
+
+    monkeypatch.setattr(grid_module, "run_task", interrupted)
+    return calls
+
+
+def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--episodes-per-condition", "3"]
+    real = grid_module.run_task
+    _interrupt_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
+    EpsilonGreedyAgent(seed=1, epsilon=0.5).save(model)  # replaced between the interrupt and --resume
+    calls = []
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
+    assert code == 0 and "starting afresh" in err and "epsilon_greedy:learner" in err and "model" in err, err
+    assert calls == [0, 1, 2]
+    assert wpb(capsys, *argv, "--out", tmp_path / "fresh")[0] == 0
+    assert (tmp_path / "run" / "results.csv").read_bytes() == (tmp_path / "fresh" / "results.csv").read_bytes()
+    files = json.loads((tmp_path / "run" / "run.json").read_text())["config"]["agent_files"]
+    assert files == {"epsilon_greedy:learner": {str(model): hashlib.sha256(model.read_bytes()).hexdigest()}}
+
+
+def test_resume_with_the_same_model_files_reuses_the_checkpoints(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--episodes-per-condition", "3"]
+    real = grid_module.run_task
+    _interrupt_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
+    model.write_bytes(model.read_bytes())  # touched, not changed
+    calls = []
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
+    assert code == 0 and "resuming: 2 of 3" in err and calls == [2], err
+
+
+def test_a_model_folder_is_keyed_by_every_file_it_holds(tmp_path):
+    folder = tmp_path / "checkpoint"
+    (folder / "module" / "default").mkdir(parents=True)
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"one")
+    (folder / "meta.json").write_text("{}")
+    before = run_folder.input_digest(folder)
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"two")
+    assert run_folder.input_digest(folder) != before
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"one")
+    assert run_folder.input_digest(folder) == before
+    (folder / "module" / "default" / "weights.pt").rename(folder / "module" / "weights.pt")  # the same bytes moved
+    assert run_folder.input_digest(folder) != before
+
+
+def test_a_model_file_replaced_while_the_run_ran_is_refused_and_publishes_nothing(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    out = tmp_path / "run"
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--out", out]
+    assert wpb(capsys, *argv)[0] == 0
+    before = snapshot(out)
+    real = grid_module.run_task
+
+    def replacing(task):
+        rows = real(task)
+        EpsilonGreedyAgent(seed=task.ref.index + 1).save(model)  # the next episode reads another model
+        return rows
+
+    monkeypatch.setattr(grid_module, "run_task", replacing)
+    line = refused(capsys, *argv, "--force")
+    assert "epsilon_greedy:learner" in line and str(model) in line and "changed while" in line, line
+    assert snapshot(out) == before  # the earlier run stays, and no checkpoint of mixed rows
