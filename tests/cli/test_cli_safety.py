@@ -362,3 +362,34 @@ def test_paper_tables_of_a_run_without_privileged_rows_is_a_named_error(runs, ca
     assert "no results on the privileged track" in line and "--tracks privileged" in line
     assert not (runs / "unprivileged" / "paper_tables.md").exists()
     assert wpb(capsys, "report", runs / "unprivileged", "--paper-tables", "--track", "unprivileged")[0] == 0
+
+
+# ---------------------------------------------------------------------------- sizes named before allocating
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000000", "--out", "{w}/t"],
+         "length: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000000", "--out", "{w}/t"],
+         "api_pool: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000", "max_params=1000", "--out", "{w}/t"],
+         "api_pool x max_params: expected at most 16,777,216 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000", "max_params=100000", "--out", "{w}/t"],
+         "length x max_params: expected at most 67,108,864 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "doc_prob=0.1", "doc_max_bytes=1000000000", "--out", "{w}/t"],
+         "doc_max_bytes: expected at most 1,048,576"),
+        (["train", "--algo", "ppo", "--env-kwargs", "regime=queries_easy", "length=100000000", "--out", "{w}/t"],
+         "QueryTierConfig.length: expected at most 1,000,000"),
+        (["dataset", "--agent", "no_mem", "--dataset-id", "wpb/x-v0", "--env-kwargs", "length=1000000000",
+          "--out", "{w}/t"], "length: expected at most 1,000,000"),
+    ],
+)
+def test_a_huge_episode_size_is_refused_before_anything_is_allocated(tmp_path, capsys, argv, named):
+    """A length of 1e9 steps (or a pool of 1e8 endpoints) used to reach numpy, which tried a
+    44.7 GiB allocation and ended the command with a raw MemoryError."""
+    if argv[0] == "dataset":
+        pytest.importorskip("minari")
+    line = refused(capsys, *[a.format(w=tmp_path) for a in argv])
+    assert named in line, line
+    assert not (tmp_path / "t").exists()
+
