@@ -393,3 +393,12 @@ def test_a_huge_episode_size_is_refused_before_anything_is_allocated(tmp_path, c
     assert named in line, line
     assert not (tmp_path / "t").exists()
 
+
+@pytest.mark.parametrize("dataset_id", ["wpb/x-v-1", "wpb/x", "wpb/x-v1.5", "../x-v0"])
+def test_a_dataset_id_without_a_whole_version_is_a_named_error(tmp_path, capsys, dataset_id):
+    """``wpb/x-v-1`` matched Minari's pattern with no version at all, and Minari's int(None)
+    ended the command with a raw TypeError."""
+    pytest.importorskip("minari")
+    line = refused(capsys, "dataset", "--agent", "no_mem", "--dataset-id", dataset_id, "--out", tmp_path / "t")
+    assert "--dataset-id: expected NAMESPACE/NAME-vVERSION" in line and repr(dataset_id) in line, line
+    assert not (tmp_path / "t").exists()
