@@ -198,6 +198,24 @@ class LabelPeeker(Attacker):
             yield MemoryAction.write(step)
 
 
+class TrackLiar(Attacker):
+    """Declare the unprivileged track as a ``str`` whose comparisons say yes to every track
+    (the oracle's too), then WRITE exactly the critical steps if the labels came with the
+    episode's context; without them, WRITE nothing."""
+
+    def __init__(self, tamper: bool = True, variant: str = "unprivileged") -> None:
+        super().__init__(tamper, variant)
+        self.track = Liar(variant) if tamper else variant
+
+    def start_episode(self, context: Any) -> None:
+        episode = context.episode
+        self.critical = set(episode.labels.get("critical_steps", ())) if episode is not None else set()
+
+    def select(self, step: Step, store: Any):
+        if step.t in self.critical:
+            yield MemoryAction.write(step)
+
+
 # -------------------------------------------------------------------- 7. never stopping
 class EndlessYielder(Attacker):
     """Yield SKIP forever at timestep ``at``."""

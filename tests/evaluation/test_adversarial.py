@@ -171,6 +171,27 @@ def test_6_labels_are_out_of_reach_in_isolated_evaluation(graded):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_6_a_track_whose_comparisons_lie_gets_no_labels(mode):
+    """A policy whose ``track`` is a ``str`` equal to every track read as the oracle where the
+    evaluator asked "oracle?", and was handed the labels on the unprivileged track. The track is
+    now read as the exact text it holds."""
+    episode = generate_episode(make_config("default", length=60), seed=0, index=0)
+    assert episode.labels["critical_steps"]  # there is something to find
+    for track in ("unprivileged", "privileged"):
+        run = run_episode(adv.TrackLiar(), episode, 10240, track, isolate=mode == "isolated")
+        assert run.error is None and run.metrics.write_actions == 0, (track, run.metrics)
+    refused = ValueError if mode == "in-process" else PolicyError  # (isolated: refused in its process)
+    with pytest.raises(refused, match="oracle-track policy .* cannot run on the unprivileged track"):
+        run_episode(adv.TrackLiar(True, "oracle"), episode, 10240, isolate=mode == "isolated")
+    liar = adv.Liar("unprivileged")  # the evaluation track given as such a str: read as its text
+    run = run_episode(adv.TrackLiar(False), episode, 10240, liar, isolate=mode == "isolated")
+    assert run.error is None and run.metrics.write_actions == 0
+    rows = run_grid(generated_refs(["default"], [60], 1, seed=0),
+                    [PolicySpec("liar", adv.TrackLiar)], (10240,), (liar,), isolate=mode == "isolated")
+    assert [(r["track"], type(r["track"]), r["write_actions"]) for r in rows] == [("unprivileged", str, 0)]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_7_a_policy_that_never_stops_yielding_is_stopped_and_recorded(mode):
     episode = generate_episode(make_config("default", length=30), seed=0, index=0)
     limits = RunLimits(max_actions_per_step=500)

@@ -35,7 +35,7 @@ from ..core.accounting import estimate_bytes, observation_json
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
-from ..core.tracks import UNPRIVILEGED, policy_episode, track_costs
+from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.oracle import oracle_utility as _oracle_utility
@@ -84,6 +84,10 @@ class Seat:
     track: str = UNPRIVILEGED
     group: Hashable = None
     label: str | None = None
+
+    def __post_init__(self) -> None:
+        # The track decides what the policy is shown: read once, as the text it holds.
+        object.__setattr__(self, "track", plain_track(self.track))
 
 
 @dataclass

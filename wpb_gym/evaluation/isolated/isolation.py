@@ -42,7 +42,7 @@ from ...core.accounting import estimate_bytes
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
 from ...core.store import ByteMemoryStore
-from ...core.tracks import policy_episode
+from ...core.tracks import plain_track, policy_episode
 from ...core.types import Episode, Step
 from ...scoring.queries import has_queries
 from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
@@ -206,7 +206,7 @@ class IsolatedPolicies:
         # process's own, and a process that declares another track is refused. None: the
         # process's word is taken, except for the oracle track (a model file's track).
         self.policies = [(label, factory) for label, factory, _ in policies]
-        self.tracks = [track for _, _, track in policies]
+        self.tracks = [None if track is None else plain_track(track) for _, _, track in policies]
         for (label, _), track in zip(self.policies, self.tracks, strict=True):
             if track is not None and track not in POLICY_TRACKS:
                 raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
