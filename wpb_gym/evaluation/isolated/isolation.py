@@ -140,7 +140,7 @@ class PolicyWorker:
         self.label = label
         self.conn, child = _CONTEXT.Pipe(duplex=True)
         self.process = _CONTEXT.Process(
-            target=serve, args=(child, factory, limits), name=f"wpb-policy-{label}", daemon=True
+            target=serve, args=(child, factory, limits, os.getpid()), name=f"wpb-policy-{label}", daemon=True
         )
         self.process.start()
         child.close()
