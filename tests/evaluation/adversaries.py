@@ -387,6 +387,55 @@ def _forging(send, variant):
     return forged
 
 
+class Refused(Attacker):
+    """At every step, EXPIRE ``n`` timesteps that were never stored (each refused), then WRITE
+    the step: within the action limit, but ``n`` actions a step for the evaluator to judge."""
+
+    def __init__(self, n: int = 9_999) -> None:
+        super().__init__(True, f"n={n}")
+        self.n = n
+
+    def select(self, step: Step, store: Any):
+        for i in range(self.n):
+            yield MemoryAction.expire(10**6 + i)
+        yield MemoryAction.write(step)
+
+
+class HugeDelta(Attacker):
+    """WRITE the first step, then MERGE every later one into it with a delta of megabytes
+    (refused: it is not the canonical delta)."""
+
+    def select(self, step: Step, store: Any):
+        if step.t == 0:
+            yield MemoryAction.write(step)
+        else:
+            yield MemoryAction.merge(step, 0, delta={"x": "a" * 2_000_000})
+
+
+class FloodedReply(Attacker):
+    """In its own process, report ``n`` refused EXPIREs at timestep ``at``, whatever it yielded:
+    a reply far longer than the action limit lets one timestep's reply be."""
+
+    def __init__(self, at: int = 2, n: int = 200_000) -> None:
+        super().__init__(True, f"at={at}")
+        self.at, self.n = at, n
+
+    def select(self, step: Step, store: Any):
+        if step.t == self.at:
+            from wpb_gym.evaluation.isolated import policy_process
+
+            server = next(o for o in gc.get_objects() if isinstance(o, policy_process.PolicyServer))
+            for run in server.runs:
+                send = run.send
+
+                def flooded(message, send=send):
+                    send(message)
+                    message[2][:] = [[3, False, None, 10**6]] * self.n
+
+                run.send = flooded
+        yield MemoryAction.write(step)
+
+
 class ForgedWrites(Attacker):
     """In its own process, edit the list of runs a reply says wrote their step (``writes``):
     add a run that is not its own (``stranger``), a run that also has actions in the reply

@@ -659,3 +659,10 @@ def test_regimes_page_states_the_generators_size_ceilings():
     says("regimes.md", "`length` and `api_pool` at most 1,000,000, `api_pool` × `max_params` at most 2**24, `length` ×")
     says("regimes.md", "`doc_max_bytes` and `guide_max_bytes` at most 1 MiB")
     says("regimes.md", "2**24 queries in all")
+
+
+def test_integrity_page_states_what_an_isolated_batch_may_hold():
+    from wpb_gym.evaluation.isolated import isolation
+
+    says("evaluation-integrity.md", f"once the batch holds {isolation._MAX_HELD_ACTIONS:,} actions, a run holding "
+                                    f"more than {isolation._RUN_HELD_ACTIONS:,}")
