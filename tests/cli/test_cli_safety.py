@@ -698,3 +698,43 @@ def test_a_model_file_replaced_while_the_run_ran_is_refused_and_publishes_nothin
     line = refused(capsys, *argv, "--force")
     assert "epsilon_greedy:learner" in line and str(model) in line and "changed while" in line, line
     assert snapshot(out) == before  # the earlier run stays, and no checkpoint of mixed rows
+
+
+# ---------------------------------------------------------------------------- sizes named before allocating
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000000", "--out", "{w}/t"],
+         "length: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000000", "--out", "{w}/t"],
+         "api_pool: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000", "max_params=1000", "--out", "{w}/t"],
+         "api_pool x max_params: expected at most 16,777,216 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000", "max_params=100000", "--out", "{w}/t"],
+         "length x max_params: expected at most 67,108,864 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "doc_prob=0.1", "doc_max_bytes=1000000000", "--out", "{w}/t"],
+         "doc_max_bytes: expected at most 1,048,576"),
+        (["train", "--algo", "ppo", "--env-kwargs", "regime=queries_easy", "length=100000000", "--out", "{w}/t"],
+         "QueryTierConfig.length: expected at most 1,000,000"),
+        (["dataset", "--agent", "no_mem", "--dataset-id", "wpb/x-v0", "--env-kwargs", "length=1000000000",
+          "--out", "{w}/t"], "length: expected at most 1,000,000"),
+    ],
+)
+def test_a_huge_episode_size_is_refused_before_anything_is_allocated(tmp_path, capsys, argv, named):
+    """A length of 1e9 steps (or a pool of 1e8 endpoints) used to reach numpy, which tried a
+    44.7 GiB allocation and ended the command with a raw MemoryError."""
+    if argv[0] == "dataset":
+        pytest.importorskip("minari")
+    line = refused(capsys, *[a.format(w=tmp_path) for a in argv])
+    assert named in line, line
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("dataset_id", ["wpb/x-v-1", "wpb/x", "wpb/x-v1.5", "../x-v0"])
+def test_a_dataset_id_without_a_whole_version_is_a_named_error(tmp_path, capsys, dataset_id):
+    """``wpb/x-v-1`` matched Minari's pattern with no version at all, and Minari's int(None)
+    ended the command with a raw TypeError."""
+    pytest.importorskip("minari")
+    line = refused(capsys, "dataset", "--agent", "no_mem", "--dataset-id", dataset_id, "--out", tmp_path / "t")
+    assert "--dataset-id: expected NAMESPACE/NAME-vVERSION" in line and repr(dataset_id) in line, line
+    assert not (tmp_path / "t").exists()

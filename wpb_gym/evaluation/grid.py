@@ -445,7 +445,9 @@ def run_grid(
                 context = multiprocessing.get_context("spawn")
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
             # shut the pool down); their policy processes end with them.
-            with ProcessPoolExecutor(max_workers=workers, initializer=end_with_parent, mp_context=context) as pool:
+            with ProcessPoolExecutor(
+                max_workers=workers, initializer=end_with_parent, initargs=(os.getpid(),), mp_context=context
+            ) as pool:
                 if isolate:
                     results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
                 else:

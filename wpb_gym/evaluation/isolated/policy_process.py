@@ -187,11 +187,12 @@ class PolicyServer:
         return {"ok": True}
 
 
-def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits) -> None:
-    """The policy process's main loop (the target of its ``multiprocessing`` process)."""
+def serve(conn: Any, factory: Callable[[], Any], limits: RunLimits, parent: int | None = None) -> None:
+    """The policy process's main loop (the target of its ``multiprocessing`` process; ``parent``:
+    the evaluator's process id, read there before this process was started)."""
     from ..child_processes import end_with_parent
 
-    end_with_parent()
+    end_with_parent(parent)
     # What the process inherited (the fork server's imported modules) is never garbage: kept
     # out of every collection, its pages are not copied by the collector's visits either.
     gc.freeze()
