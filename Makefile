@@ -22,8 +22,9 @@ setup: $(STAMP)
 
 run: $(STAMP)
 	$(VENV)/bin/wpb eval --config configs/eval/paper.yaml --out runs/main/baselines --force --jobs 2
-	rm -rf runs/main/maskable_ppo
-	$(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=default --out runs/main/maskable_ppo
+	rm -rf runs/main/maskable_ppo.new
+	$(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=default --out runs/main/maskable_ppo.new
+	rm -rf runs/main/maskable_ppo && mv runs/main/maskable_ppo.new runs/main/maskable_ppo
 	$(VENV)/bin/wpb eval --config configs/eval/main.yaml --out runs/main/learned --force --jobs 2
 	@cat runs/main/learned/leaderboard.md
 	@$(VENV)/bin/wpb compare runs/main/learned --versus sb3:best_model
@@ -36,14 +37,17 @@ REGIMES := default burst_drift redundancy burst_redundancy
 UNPRIVILEGED_BASELINES := change_detector,no_mem,fifo_store_all,uniform_sample,last_kb,merge_aggressive
 regimes: $(STAMP)
 	@for r in $(REGIMES); do \
-	  rm -rf runs/regimes/$$r/model && \
-	  $(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=$$r --out runs/regimes/$$r/model && \
+	  rm -rf runs/regimes/$$r/model.new && \
+	  $(VENV)/bin/wpb train --algo maskable_ppo --env-kwargs regime=$$r --out runs/regimes/$$r/model.new && \
+	  rm -rf runs/regimes/$$r/model && mv runs/regimes/$$r/model.new runs/regimes/$$r/model && \
 	  $(VENV)/bin/wpb eval --agents sb3:runs/regimes/$$r/model/best_model.zip,$(UNPRIVILEGED_BASELINES) \
 	    --regimes $$r --budgets 10240 --tracks unprivileged --episodes-per-condition 30 --seed 777 \
 	    --out runs/regimes/$$r/eval --force --jobs 2 && \
 	  $(VENV)/bin/wpb compare runs/regimes/$$r/eval --versus sb3:best_model || exit 1; \
 	done
 
+# Each target trains into NAME.new and replaces NAME only once the new result is complete: an
+# interrupted or failed run leaves the previous result as it was.
 # Learned agents (3 training seeds each) against breaking_detector and the best privileged
 # baseline where eviction matters, and on real drift: docs/learned-agents.md's table.
 # MaskablePPO uses its shipped recipe (imitation, then PPO); the bandit learners their defaults.
@@ -63,7 +67,7 @@ LEARNED_GROUPS := $(foreach a,mppo eg ucb,--learned $(a)=$(a)_s0,$(a)_s1,$(a)_s2
 learned: $(STAMP)
 	@set -e; agents() { echo "$(LEARNED_AGENTS)"; }; \
 	for r in $(LEARNED_REGIMES); do \
-	  d=runs/learned/$$r; rm -rf $$d; \
+	  d=runs/learned/$$r.new; rm -rf $$d; \
 	  for s in $(SEEDS); do \
 	    $(WPB) train --algo maskable_ppo --env-kwargs regime=$$r --seed $$s --out $$d/seed$$s --quiet; \
 	    for a in epsilon_greedy bandit_ucb; do \
@@ -71,6 +75,7 @@ learned: $(STAMP)
 	  done; \
 	  $(WPB) eval --agents $$(agents $$d) --regimes $$r --budgets 10KB --tracks unprivileged,privileged \
 	    --episodes-per-condition 30 --seed 777 --out $$d/eval --force --jobs 2 --quiet; \
+	  rm -rf runs/learned/$$r && mv $$d runs/learned/$$r; \
 	done; \
 	for src in $(REAL_SOURCES); do \
 	  w=$$([ $$src = stripe ] && echo "$(STRIPE_WINDOWS)" || echo "$(TWILIO_WINDOWS)"); \
@@ -78,7 +83,7 @@ learned: $(STAMP)
 	    --windows $$w --out runs/real/$$src --force > /dev/null; \
 	  $(WPB) episodes from-events $(APIDRIFT)/$${src}_snapshots.jsonl --source $$src --length 100 --stride 10 \
 	    --windows $$w --out runs/real/$${src}_stride10 --force > /dev/null; \
-	  d=runs/learned/real_$$src; e=runs/real/$${src}_stride10; rm -rf $$d; \
+	  d=runs/learned/real_$$src.new; e=runs/real/$${src}_stride10; rm -rf $$d; \
 	  for s in $(SEEDS); do \
 	    $(WPB) train --algo maskable_ppo --env-kwargs episodes=$$e/train.jsonl regime=real:$$src \
 	      --eval-episodes $$e/valid.jsonl --seed $$s --out $$d/seed$$s --quiet; \
@@ -88,6 +93,7 @@ learned: $(STAMP)
 	  done; \
 	  $(WPB) eval --agents $$(agents $$d) --episodes runs/real/$$src/heldout.jsonl --budgets 10KB \
 	    --tracks unprivileged,privileged --out $$d/eval --force --jobs 2 --quiet; \
+	  rm -rf runs/learned/real_$$src && mv $$d runs/learned/real_$$src; \
 	done; \
 	$(WPB) seeds $(foreach r,$(LEARNED_REGIMES),runs/learned/$(r)/eval) $(foreach s,$(REAL_SOURCES),runs/learned/real_$(s)/eval) \
 	  $(LEARNED_GROUPS) --out runs/learned/table.md

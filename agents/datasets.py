@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -200,6 +201,20 @@ def check_env_id(env_id: Any) -> str:
     return env_id
 
 
+# Minari's id, with the version it leaves optional required: a dataset is written under a
+# version (``wpb/x-v-1`` has none: its name would be ``x-v-1``, which Minari cannot write).
+_DATASET_ID = re.compile(r"(?:[-_\w][-_\w/]*[-_\w]+/)?[-_\w]+?-v\d+", re.ASCII)
+DATASET_ID_FORM = "NAMESPACE/NAME-vVERSION (Minari's id, e.g. wpb/contract_mix-breaking_detector-v0)"
+
+
+def check_dataset_id(dataset_id: Any) -> str:
+    """``dataset_id`` if Minari can write a dataset under it (``NAMESPACE/NAME-vVERSION``, the
+    namespace optional, the version a whole number), else a ``ValueError`` saying the form."""
+    if not isinstance(dataset_id, str) or not _DATASET_ID.fullmatch(dataset_id):
+        raise ValueError(f"expected {DATASET_ID_FORM}, got {dataset_id!r}")
+    return dataset_id
+
+
 def record_dataset(
     dataset_id: str,
     make_agent: Callable[[], Any],
@@ -227,9 +242,8 @@ def record_dataset(
     crash in between leaves both in the staging folder ``.wpb-dataset-*``). An interruption
     (KeyboardInterrupt) before the swap leaves nothing written; the swap itself is not cut short."""
     import minari
-    from minari.dataset.minari_dataset import parse_dataset_id
 
-    parse_dataset_id(dataset_id)  # a malformed id is refused before any episode is played
+    check_dataset_id(dataset_id)  # a malformed id is refused before any episode is played
     # Absolute: Minari joins a relative datasets folder onto itself.
     root = (Path(root) if root is not None else default_root()).resolve()
     target = root / dataset_id

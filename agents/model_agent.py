@@ -85,6 +85,16 @@ def env_kwargs_path(model_path: str | Path) -> Path:
     return path.with_name(path.name.removesuffix(".zip") + ".env.json")
 
 
+def model_files(model_path: str | Path) -> list[Path]:
+    """What a saved model is read from, of what exists: the model (a file, an RLlib checkpoint
+    folder, or ``<path>.zip``, which SB3 reads for a path without the suffix) and
+    ``<model>.env.json`` beside it. ``wpb eval`` keys its checkpoints by their content."""
+    path = Path(model_path)
+    if not path.exists() and path.with_suffix(".zip").is_file():
+        path = path.with_suffix(".zip")
+    return [p for p in (path, env_kwargs_path(model_path)) if p.exists()]
+
+
 def read_env_kwargs(model_path: str | Path, env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
     """The env arguments that shape a model's observation: ``env_kwargs`` if given, else those of
     ``<model>.env.json`` (none when it is absent), without those the evaluator decides."""

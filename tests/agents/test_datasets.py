@@ -97,7 +97,7 @@ def test_wpb_dataset_records_and_names_bad_input(tmp_path, capsys, monkeypatch):
     assert (out / "wpb" / "cd-v0").is_dir()
     for extra, named in [
         (["--dataset-id", "wpb/cd-v0"], "exists; pass force=True (--force)"),
-        (["--dataset-id", "bad id"], "--dataset-id: Malformed dataset ID"),
+        (["--dataset-id", "bad id"], "--dataset-id: expected NAMESPACE/NAME-vVERSION"),
         (["--dataset-id", "wpb/t-v0", "--env-kwargs", "track=privileged"], "--env-kwargs: track is the agent's"),
     ]:
         argv_extra = [a for a in argv if a not in ("--env-kwargs", "length=10")] if "--env-kwargs" in extra else argv

@@ -136,6 +136,21 @@ def test_bad_sb3_hyperparameters_and_env_values_are_named_before_ray_starts(tmp_
         assert named in refused(tmp_path, capsys, text)
 
 
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ("[0.001, 0.001]", "hyperparams.learning_rate: 0.001 is given more than once"),
+        ("[0.001, 0.0003, 1.0e-3]", "hyperparams.learning_rate: 0.001 is given more than once"),
+        ("[1, 1.0]", "hyperparams.learning_rate: 1.0 is given more than once"),
+    ],
+)
+def test_a_repeated_hyperparameter_value_is_refused_before_anything_trains(tmp_path, capsys, no_ray, values, named):
+    """learning_rate: [0.001, 0.001] used to train both trials, then exit 2 on the duplicate rows
+    it had written: now refused up front, naming the key and the value."""
+    err = refused(tmp_path, capsys, f"algos: [maskable_ppo]\nseeds: [0]\nhyperparams: {{learning_rate: {values}}}\n")
+    assert f"s.yaml: {named} (each value may appear once)" in err, err
+
+
 def test_a_trial_that_fails_on_ray_is_one_line_naming_it_and_its_own_error():
     from types import SimpleNamespace
 

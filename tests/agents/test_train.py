@@ -365,7 +365,7 @@ def test_env_kwargs_refuse_repeats_and_bad_yaml(tmp_path, capsys):
 
 def test_the_vec_env_flag_overrides_the_recipe_and_is_refused_for_bandit_learners(tmp_path, monkeypatch, capsys):
     seen = {}
-    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0, "trained_timesteps": 0})
     config = tiny_config(tmp_path, vec_env="dummy")
     argv = ["train", "--algo", "ppo", "--config", str(config), "--out", str(tmp_path / "t")]
     assert wpb(argv) == 0 and seen["config"]["vec_env"] == "dummy"
@@ -380,7 +380,7 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
     from agents.sb3.train import episode_workers
 
     seen = {}
-    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0, "trained_timesteps": 0})
     argv = ["train", "--algo", "ppo", "--config", str(tiny_config(tmp_path)), "--out", str(tmp_path / "t")]
     assert wpb(argv) == 0 and seen["config"]["episode_workers"] == "auto"
     assert wpb([*argv, "--episode-workers", "2"]) == 0 and episode_workers(seen["config"]) == 2
@@ -434,7 +434,7 @@ def test_the_command_line_names_the_algorithms_and_vec_envs_of_agents(tmp_path, 
 
     assert training.ALGOS == (*ALGOS, *LEARNER_ALGOS, "value_keeper") and training.VEC_ENVS == VEC_ENVS
     seen = {}
-    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0, "trained_timesteps": 0})
     imitation = tiny_config(tmp_path, imitation={"teacher": "breaking_rule", "rounds": 1, "episodes": 2})
     argv = ["train", "--algo", "maskable_ppo", "--timesteps", "0", "--out", str(tmp_path / "t")]
     assert wpb([*argv, "--config", str(imitation)]) == 0 and seen["config"]["timesteps"] == 0
@@ -466,7 +466,7 @@ def test_an_algorithm_without_a_recipe_says_it_trains_on_the_defaults(tmp_path, 
 
     assert recipe_path("ppo", "contract_mix") is None
     seen = {}
-    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0})
+    monkeypatch.setattr("agents.sb3.train.train", lambda algo, out, **kw: seen.update(kw) or {"timesteps": 0, "trained_timesteps": 0})
     capsys.readouterr()
     argv = ["train", "--algo", "ppo", "--env-kwargs", "regime=contract_mix", "--out", str(tmp_path / "o")]
     assert wpb(argv) == 0

@@ -158,6 +158,18 @@ BAD_INPUTS = [
         "e.jsonl",
         {"e.jsonl": b"\xff\xfe"},
     ),
+    case(
+        "events: a line nested 3,000 levels deep, once a raw RecursionError",
+        [*EVENTS, "{w}/e.jsonl", "--source", "s", "--out", "{w}/s"],
+        "e.jsonl:1: nested more than 100 levels deep",
+        {"e.jsonl": '{"seq": 0, "x": ' + "[" * 3000 + "]" * 3000 + "}\n"},
+    ),
+    case(
+        "events: a line nested 500 levels deep",
+        [*EVENTS, "{w}/e.jsonl", "--source", "s", "--out", "{w}/s"],
+        "e.jsonl:1: nested more than 100 levels deep",
+        {"e.jsonl": '{"seq": 0, "x": ' + "[" * 500 + "]" * 500 + "}\n"},
+    ),
     case("ingest: --out a folder", ["ingest", "openapi", "--repo", "{w}", "--spec", "a.json", "--out", "{w}"], "--out"),
     case("train: --env-kwargs bad YAML", [*TRAIN, "--env-kwargs", "slots=[", "--out", "{w}/t"], "slots"),
     case("train: --env-kwargs repeated", [*TRAIN, "--env-kwargs", "slots=2", "slots=3", "--out", "{w}/t"], "slots"),

@@ -3,12 +3,20 @@
 Points 8 (names built from episode data), 10 (``--force`` and failed runs), 11 (``--resume``
 keyed by content) and 12 (repeated grid values), the named errors, and a parametrised list
 of bad inputs across every subcommand: each exits 2 with one line naming the option or file.
+Then names from the data that would forge a table row or are not text, the same episode
+given twice, two runs writing one folder at once, and a model replaced before ``--resume`` or
+while a run runs.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +25,11 @@ from wpb_gym.cli import main
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import dumps_episode
 from wpb_gym.evaluation import grid as grid_module
+from wpb_gym.evaluation import run_folder
 
+ROOT = Path(__file__).resolve().parents[2]
+# For episodes read from files: TINY without the options of generated episodes.
+FROM_FILES = ["--agents", "fifo_store_all", "--budgets", "1024", "--tracks", "unprivileged", "--quiet"]
 TINY = ["--agents", "fifo_store_all", "--lengths", "20", "--episodes-per-condition", "2", "--budgets", "1024"]
 TINY += ["--tracks", "unprivileged", "--quiet"]
 
@@ -362,3 +374,367 @@ def test_paper_tables_of_a_run_without_privileged_rows_is_a_named_error(runs, ca
     assert "no results on the privileged track" in line and "--tracks privileged" in line
     assert not (runs / "unprivileged" / "paper_tables.md").exists()
     assert wpb(capsys, "report", runs / "unprivileged", "--paper-tables", "--track", "unprivileged")[0] == 0
+
+
+# ---------------------------------------------------------------------------- text from data in reports
+
+FORGED = "x\n| fake | 1.000 |"
+
+
+def _table_rows(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("|")]
+
+
+def test_a_regime_name_with_a_line_break_cannot_forge_a_leaderboard_row(tmp_path, capsys):
+    episodes = write_episodes(tmp_path / "ep.jsonl", [FORGED, "default"])
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", out)[0] == 0
+    assert wpb(capsys, "report", out, "--headroom")[0] == 0
+    for name in ("leaderboard.md", "headroom.md"):
+        text = (out / name).read_text()
+        assert not [line for line in text.splitlines() if "fake" in line and not line.startswith(("## x", "| x"))]
+        assert not [row for row in _table_rows(text) if row.startswith("| fake")], text
+    # results.csv keeps the name as it is: the CSV module quotes it, and it reads back whole.
+    from wpb_gym.evaluation.reports.report import read_results
+
+    assert {row["mode"] for row in read_results(out / "results.csv")} == {FORGED, "default"}
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The Markdown tables of ``text``: runs of lines that start with '|'."""
+    found: list[list[str]] = []
+    previous = ""
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if not previous.startswith("|"):
+                found.append([])
+            found[-1].append(line)
+        previous = line
+    return found
+
+
+def _cells(row: str) -> int:
+    return len(re.split(r"(?<!\\)\|", row))
+
+
+@pytest.mark.parametrize("field", ["mode", "policy"])
+def test_text_from_data_cannot_add_a_row_or_a_cell_to_any_table(field):
+    from wpb_gym.evaluation.reports import compare, seed_stats, tables
+    from wpb_gym.evaluation.reports.report import leaderboard
+
+    forged = FORGED + " | x \\"
+    rows = [dict(row) for row in _rows_of_a_small_grid()]
+    for row in rows:
+        if row["policy"] == "last_kb" or field == "mode":
+            row[field] = forged
+    lift = seed_stats.Lift(forged, 0.1, 0.0, 0.2, 0.6, 0.5, 0.7)
+    learned = seed_stats.GroupResult(
+        (forged, 20, 1024, "unprivileged"), forged, (forged,), 3, (0.5,), 0.5, 0.4, 0.6, 0.1, 0.0, 0.2, (lift,)
+    )
+    made = {
+        "leaderboard": leaderboard(rows, 1024),
+        "paper": tables.paper_tables(rows, "unprivileged", 1024),
+        "headroom": tables.headroom_table(rows, highlight=[forged, "fifo_store_all"]),
+        "f1_by_budget": tables.f1_by_budget_table(rows),
+        "compare": compare.comparison_markdown(compare.compare_runs(rows, rows), "f1", forged, forged, wide=True),
+        "ablation": compare.ablation_markdown([rows], [rows], forged, "b"),
+        "transfer": tables.transfer_table(rows, [{**r, "mode": "other"} for r in rows]),
+        "seeds": seed_stats.seed_table_markdown([learned]),
+    }
+    for name, text in made.items():
+        assert not [line for line in text.splitlines() if line.startswith("| fake")], (name, text)
+        assert "x\\n" in text or name == "transfer", (name, text)  # the line break is shown, escaped
+        for table in _tables(text):
+            assert {_cells(row) for row in table} == {_cells(table[0])}, (name, table)
+
+
+def _rows_of_a_small_grid() -> list[dict]:
+    from functools import partial
+
+    from agents.registry import make_agent
+
+    policies = [grid_module.PolicySpec(name, partial(make_agent, name)) for name in ("fifo_store_all", "last_kb")]
+    refs = grid_module.generated_refs(["default"], [20], 3, 0)
+    return grid_module.run_grid(refs, policies, [1024], ["unprivileged"])
+
+
+def test_text_from_data_is_shown_on_one_line_in_markdown_and_in_plot_titles():
+    from wpb_gym.evaluation.reports.markdown import markdown_text, shown
+
+    assert shown(FORGED) == "x\\n| fake | 1.000 |" and shown("a\x00b\r\u2028c") == "a\\x00b\\r\\u2028c"
+    assert markdown_text(FORGED) == "x\\n\\| fake \\| 1.000 \\|"
+    assert markdown_text("a\\|b") == "a\\\\\\|b"  # a backslash of the data cannot unescape the bar
+    assert shown("de\ud800fault") == "de\\ud800fault"  # and what UTF-8 cannot hold is not written as is
+
+
+# ---------------------------------------------------------------------------- text that is not text
+
+
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [("mode", "labels.mode"), ("episode_id", "labels.episode_id"), ("step_mode", "steps[0].metadata.mode")],
+)
+def test_a_lone_surrogate_in_an_episode_name_is_refused_before_any_work(tmp_path, capsys, monkeypatch, where, field):
+    data = json.loads(dumps_episode(generate_episode(make_config("default", length=20), 0, 0)))
+    if where == "step_mode":
+        del data["labels"]["mode"]
+        data["steps"][0]["metadata"]["mode"] = "de\ud800fault"
+    else:
+        data["labels"][where] = "de\ud800fault"
+    episodes = tmp_path / "ep.jsonl"
+    episodes.write_text(json.dumps(data) + "\n")  # ensure_ascii: the file holds the escape \ud800
+    monkeypatch.setattr(grid_module, "run_task", lambda task: pytest.fail("the grid ran"))
+    line = refused(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", tmp_path / "run")
+    assert f"{episodes}:1: {field}: " in line and "surrogate" in line, line
+    assert not (tmp_path / "run").exists()
+    assert f"{episodes}:1: {field}: " in refused(capsys, "inspect", episodes)
+
+
+def test_an_agent_label_that_is_not_text_is_refused(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text('agents: [{name: last_kb, label: "last\\ud800kb"}]\nlengths: [20]\nepisodes_per_condition: 1\n')
+    line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert "label" in line and "surrogate" in line, line
+    assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- one episode twice
+
+
+@pytest.mark.parametrize("layout", ["one file", "two files"])
+def test_the_same_episode_given_twice_is_refused_naming_both_places(tmp_path, capsys, layout):
+    folder = tmp_path / "episodes"
+    if layout == "one file":
+        write_episodes(folder / "a.jsonl", ["default"] * 3, indices={2: 0})
+        first, second = f"{folder / 'a.jsonl'}:1", f"{folder / 'a.jsonl'}:3"
+    else:
+        write_episodes(folder / "a.jsonl", ["default"] * 2)
+        write_episodes(folder / "b.jsonl", ["default"], indices={0: 1})
+        first, second = f"{folder / 'a.jsonl'}:2", f"{folder / 'b.jsonl'}:1"
+    out = tmp_path / "run"
+    line = refused(capsys, "eval", *FROM_FILES, "--episodes", folder, "--out", out)
+    assert f"{first} and {second}" in line and "same episode" in line, line
+    assert not out.exists()
+
+
+def test_the_same_episode_given_twice_to_the_grid_is_refused():
+    episode = generate_episode(make_config("default", length=20), 0, 0)
+    other = generate_episode(make_config("default", length=20), 0, 1)
+    with pytest.raises(ValueError, match="episodes 0 and 2 .*same episode"):
+        grid_module.given_refs([episode, other, episode], "<mine>")
+
+
+# ---------------------------------------------------------------------------- two runs, one folder
+
+# A `wpb eval` in another process that stops inside its first episode until `go` exists.
+_HELD_RUN = """
+import sys, time
+from pathlib import Path
+from wpb_gym.cli import main
+from wpb_gym.evaluation import grid
+
+real, go = grid.run_task, Path(sys.argv[1])
+
+def waiting(task):
+    print("playing", flush=True)
+    while not go.exists():
+        time.sleep(0.05)
+    return real(task)
+
+grid.run_task = waiting
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _held_run(tmp_path: Path, *argv) -> tuple[subprocess.Popen, Path]:
+    """A `wpb eval argv` in another process, once it is playing its first episode, and the file
+    that lets it go on."""
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(
+        [sys.executable, "-c", _HELD_RUN, str(go), "eval", *map(str, argv)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    assert process.stdout.readline() == "playing\n", process.communicate()
+    return process, go
+
+
+def test_a_second_eval_writing_the_same_out_at_once_is_refused_naming_the_first(tmp_path, capsys):
+    out = tmp_path / "run"
+    first, go = _held_run(tmp_path, *TINY, "--regimes", "burst_drift", "--out", out)
+    try:
+        before = snapshot(out)
+        for extra in ([], ["--force"], ["--resume"]):
+            line = refused(capsys, "eval", *TINY, "--out", out, *extra)
+            assert str(out) in line and f"pid {first.pid}" in line, line
+        assert snapshot(out) == before  # the refused runs touched nothing
+    finally:
+        go.touch()
+        assert first.wait(timeout=120) == 0, first.communicate()
+    assert {line.split(",")[0] for line in (out / "results.csv").read_text().splitlines()[1:]} == {"burst_drift"}
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no lock file left behind
+
+
+def test_a_run_killed_while_it_held_its_folder_does_not_lock_it_for_ever(tmp_path, capsys):
+    out = tmp_path / "run"
+    first, _ = _held_run(tmp_path, *TINY, "--out", out)
+    first.kill()  # SIGKILL: no chance to release anything
+    first.wait(timeout=60)
+    assert wpb(capsys, "eval", *TINY, "--out", out)[0] == 0
+    assert (out / "results.csv").is_file()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_run_that_published_while_the_second_waited_to_claim_the_folder_is_kept(tmp_path, capsys, monkeypatch):
+    """Both runs found no results.csv; the first published before the second claimed the folder."""
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", *TINY, "--regimes", "burst_drift", "--out", tmp_path / "other")[0] == 0
+    real = run_folder.claim
+
+    def published_meanwhile(folder):
+        shutil.copytree(tmp_path / "other", folder, dirs_exist_ok=True)
+        return real(folder)
+
+    monkeypatch.setattr(run_folder, "claim", published_meanwhile)
+    assert "already holds results.csv" in refused(capsys, "eval", *TINY, "--out", out)
+    assert (out / "results.csv").read_bytes() == (tmp_path / "other" / "results.csv").read_bytes()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_without_fcntl_the_run_says_its_folder_is_not_locked(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(run_folder, "fcntl", None)
+    code, err = wpb(capsys, "eval", *TINY, "--out", tmp_path / "run")
+    assert code == 0 and "not locked" in err, err
+
+
+# ---------------------------------------------------------------------------- --resume and models
+
+
+def _interrupt_after(monkeypatch, episodes: int) -> list[int]:
+    """Make the grid stop (KeyboardInterrupt) once ``episodes`` episodes were played; the list
+    of those played."""
+    real, calls = grid_module.run_task, []
+
+    def interrupted(task):
+        if len(calls) == episodes:
+            raise KeyboardInterrupt
+        calls.append(task.ref.index)
+        return real(task)
+
+    monkeypatch.setattr(grid_module, "run_task", interrupted)
+    return calls
+
+
+def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--episodes-per-condition", "3"]
+    real = grid_module.run_task
+    _interrupt_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
+    EpsilonGreedyAgent(seed=1, epsilon=0.5).save(model)  # replaced between the interrupt and --resume
+    calls = []
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
+    assert code == 0 and "starting afresh" in err and "epsilon_greedy:learner" in err and "model" in err, err
+    assert calls == [0, 1, 2]
+    assert wpb(capsys, *argv, "--out", tmp_path / "fresh")[0] == 0
+    assert (tmp_path / "run" / "results.csv").read_bytes() == (tmp_path / "fresh" / "results.csv").read_bytes()
+    files = json.loads((tmp_path / "run" / "run.json").read_text())["config"]["agent_files"]
+    assert files == {"epsilon_greedy:learner": {str(model): hashlib.sha256(model.read_bytes()).hexdigest()}}
+
+
+def test_resume_with_the_same_model_files_reuses_the_checkpoints(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--episodes-per-condition", "3"]
+    real = grid_module.run_task
+    _interrupt_after(monkeypatch, 2)
+    with pytest.raises(KeyboardInterrupt):
+        main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
+    model.write_bytes(model.read_bytes())  # touched, not changed
+    calls = []
+    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
+    assert code == 0 and "resuming: 2 of 3" in err and calls == [2], err
+
+
+def test_a_model_folder_is_keyed_by_every_file_it_holds(tmp_path):
+    folder = tmp_path / "checkpoint"
+    (folder / "module" / "default").mkdir(parents=True)
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"one")
+    (folder / "meta.json").write_text("{}")
+    before = run_folder.input_digest(folder)
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"two")
+    assert run_folder.input_digest(folder) != before
+    (folder / "module" / "default" / "weights.pt").write_bytes(b"one")
+    assert run_folder.input_digest(folder) == before
+    (folder / "module" / "default" / "weights.pt").rename(folder / "module" / "weights.pt")  # the same bytes moved
+    assert run_folder.input_digest(folder) != before
+
+
+def test_a_model_file_replaced_while_the_run_ran_is_refused_and_publishes_nothing(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model = tmp_path / "learner.json"
+    EpsilonGreedyAgent(seed=0).save(model)
+    out = tmp_path / "run"
+    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--out", out]
+    assert wpb(capsys, *argv)[0] == 0
+    before = snapshot(out)
+    real = grid_module.run_task
+
+    def replacing(task):
+        rows = real(task)
+        EpsilonGreedyAgent(seed=task.ref.index + 1).save(model)  # the next episode reads another model
+        return rows
+
+    monkeypatch.setattr(grid_module, "run_task", replacing)
+    line = refused(capsys, *argv, "--force")
+    assert "epsilon_greedy:learner" in line and str(model) in line and "changed while" in line, line
+    assert snapshot(out) == before  # the earlier run stays, and no checkpoint of mixed rows
+
+
+# ---------------------------------------------------------------------------- sizes named before allocating
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000000", "--out", "{w}/t"],
+         "length: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000000", "--out", "{w}/t"],
+         "api_pool: expected at most 1,000,000"),
+        (["train", "--algo", "ppo", "--env-kwargs", "api_pool=100000", "max_params=1000", "--out", "{w}/t"],
+         "api_pool x max_params: expected at most 16,777,216 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "length=1000000", "max_params=100000", "--out", "{w}/t"],
+         "length x max_params: expected at most 67,108,864 together"),
+        (["train", "--algo", "ppo", "--env-kwargs", "doc_prob=0.1", "doc_max_bytes=1000000000", "--out", "{w}/t"],
+         "doc_max_bytes: expected at most 1,048,576"),
+        (["train", "--algo", "ppo", "--env-kwargs", "regime=queries_easy", "length=100000000", "--out", "{w}/t"],
+         "QueryTierConfig.length: expected at most 1,000,000"),
+        (["dataset", "--agent", "no_mem", "--dataset-id", "wpb/x-v0", "--env-kwargs", "length=1000000000",
+          "--out", "{w}/t"], "length: expected at most 1,000,000"),
+    ],
+)
+def test_a_huge_episode_size_is_refused_before_anything_is_allocated(tmp_path, capsys, argv, named):
+    """A length of 1e9 steps (or a pool of 1e8 endpoints) used to reach numpy, which tried a
+    44.7 GiB allocation and ended the command with a raw MemoryError."""
+    if argv[0] == "dataset":
+        pytest.importorskip("minari")
+    line = refused(capsys, *[a.format(w=tmp_path) for a in argv])
+    assert named in line, line
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.mark.parametrize("dataset_id", ["wpb/x-v-1", "wpb/x", "wpb/x-v1.5", "../x-v0"])
+def test_a_dataset_id_without_a_whole_version_is_a_named_error(tmp_path, capsys, dataset_id):
+    """``wpb/x-v-1`` matched Minari's pattern with no version at all, and Minari's int(None)
+    ended the command with a raw TypeError."""
+    pytest.importorskip("minari")
+    line = refused(capsys, "dataset", "--agent", "no_mem", "--dataset-id", dataset_id, "--out", tmp_path / "t")
+    assert "--dataset-id: expected NAMESPACE/NAME-vVERSION" in line and repr(dataset_id) in line, line
+    assert not (tmp_path / "t").exists()

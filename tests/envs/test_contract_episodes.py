@@ -180,7 +180,6 @@ def test_every_generator_setting_is_read_or_unused_by_contract_episodes_compiled
 @pytest.mark.parametrize("config", [
     *(make_config(regime) for regime in PAPER_REGIMES),
     make_config("breaking", max_params=len(_PAIR_NAMES) // 2 + 1),
-    make_config("breaking", length=2_000_000),
     make_config("breaking", api_pool=60_000, length=60_001),  # endpoints' rows past MAX_CELLS
 ])
 def test_other_models_and_episodes_beyond_the_compiled_ids_are_not_compiled_here(config):

@@ -146,3 +146,32 @@ def test_comparisons_are_not_carried_from_one_episode_to_the_next():
         step, _, _ = split(env, obs)
         seen.append((step["version_up"], step["version_down"]))
     assert seen == [(1.0, 0.0), (0.0, 1.0)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "named"),
+    [
+        ({"length": 10**9}, "GeneratorConfig.length: expected at most 1,000,000"),
+        ({"api_pool": 10**8}, "GeneratorConfig.api_pool: expected at most 1,000,000"),
+        ({"api_pool": 10**5, "max_params": 1000}, "GeneratorConfig.api_pool x max_params"),
+        ({"query_tier": True, "length": 10**8}, "QueryTierConfig.length: expected at most 1,000,000"),
+        ({"query_tier": True, "checkpoint_interval": 2, "queries_per_checkpoint": 100_000},
+         "expected at most 16,777,216"),
+    ],
+)
+def test_a_huge_episode_size_from_gym_make_is_named_before_it_is_allocated(kwargs, named):
+    """gym.make(length=10**9) used to end in numpy's MemoryError for a 44.7 GiB array."""
+    import gymnasium as gym
+
+    import wpb_gym  # noqa: F401 - registers the ids
+
+    env_id = "WritePolicyBench-QueriesEasy-v0" if kwargs.pop("query_tier", False) else "WritePolicyBench-v0"
+    with pytest.raises(ValueError, match=named):
+        gym.make(env_id, **kwargs).reset(seed=0)
+
+
+def test_a_huge_length_in_reset_options_is_named_before_it_is_allocated():
+    env = WritePolicyBenchEnv(length=20)
+    env.reset(seed=0, options={"length": 30})
+    with pytest.raises(ValueError, match=r"options\['length'\] must be at most 1,000,000 steps, got 1,000,000,000"):
+        env.reset(seed=0, options={"length": 10**9})

@@ -111,7 +111,6 @@ def test_every_generator_setting_is_read_or_unused_by_episodes_with_text_compile
 @pytest.mark.parametrize("config", [
     *(make_config(regime) for regime in PAPER_REGIMES),  # without text: paper_episodes plays them
     *(make_config(regime) for regime in CONTRACT_REGIMES),
-    make_config("default", length=2_000_000, migration_guides=True),
     make_config("redundancy", length=3_000, api_pool=100_000, migration_guides=True),  # rows past MAX_CELLS
 ])
 def test_other_episodes_are_not_compiled_here(config):

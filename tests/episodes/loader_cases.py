@@ -169,6 +169,16 @@ def _util_key(old: str, new: str) -> Callable[[dict[str, Any]], None]:
     return fn
 
 
+def _step_mode(mode: str) -> Callable[[dict[str, Any]], None]:
+    """No ``labels.mode``: the regime is then the first step's ``metadata.mode``, set to ``mode``."""
+
+    def fn(d: dict[str, Any]) -> None:
+        del d["labels"]["mode"]
+        d["steps"][0]["metadata"]["mode"] = mode
+
+    return fn
+
+
 U3 = '"3": 1.0'  # utility of step 3 in GOOD (keys sort as strings: "0", "1", "10", "11", "2", "3", ...)
 CRIT = '"critical_steps": [0, 4]'
 BIG = "9" * 5000
@@ -208,6 +218,15 @@ def _cases() -> list[Case]:
     add("two_objects_one_line", raw(lines(GOOD + GOOD)), E, "", "malformed JSON")
     add("huge_line_valid", mut(put("steps/3/observation/blob", "x" * 3_000_000)), V)
     add("lone_surrogate_escape", text('"p1_0"', '"p\\ud800"'), V)
+    # An episode's names go into results.csv and the reports (UTF-8): a lone surrogate there is refused.
+    add("lone_surrogate_in_mode", text('"mode": "default", "total', '"mode": "def\\ud800", "total'), E,
+        "labels.mode", "lone surrogate")
+    add("lone_low_surrogate_in_mode", text('"mode": "default", "total', '"mode": "\\udfff", "total'), E,
+        "labels.mode", "lone surrogate")
+    add("lone_surrogate_in_episode_id", mut(put("labels/episode_id", "ep\ud800")), E, "labels.episode_id",
+        "lone surrogate")
+    add("lone_surrogate_in_step_mode", mut(_step_mode("\udc80")), E, "steps[0].metadata.mode", "lone surrogate")
+    add("surrogate_pair_in_mode", text('"mode": "default", "total', '"mode": "\\ud83d\\ude00", "total'), V)
     add("nul_escape_in_string", text('"p1_0"', '"p\\u0000"'), V)
     add("exponent_utility", text(U3, '"3": 1E0'), V)
     add("negative_zero_utility", text(U3, '"3": -0.0'), V)

@@ -182,6 +182,19 @@ def test_utilities_at_the_bound_load(tmp_path, case_id):
     assert episodes[1].utilities.max() == MAX_UTILITY  # line 2 is the changed one
 
 
+@pytest.mark.parametrize(
+    "case_id",
+    ["lone_surrogate_in_mode", "lone_low_surrogate_in_mode", "lone_surrogate_in_episode_id", "lone_surrogate_in_step_mode"],
+)
+def test_a_lone_surrogate_in_an_episode_name_is_refused_when_read(tmp_path, case_id):
+    """Accepted, it crashed wpb eval with a UnicodeEncodeError once the whole grid had run."""
+    assert "\\ud" in str(_named_error(tmp_path, case_id)).lower()  # shown as its escape
+
+
+def test_a_surrogate_pair_in_an_episode_name_is_text(tmp_path):
+    assert load_jsonl(_write(tmp_path, BY_ID["surrogate_pair_in_mode"]))[1].regime == "\U0001f600"
+
+
 # --------------------------------------------------------------------------- the strict decoder itself
 
 

@@ -411,3 +411,37 @@ def one_line_error(capsys, pattern: str = ""):
     yield
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and re.search(pattern, err), err
+
+
+def _deep_spec(levels: int) -> str:
+    """A spec with an array schema nested ``levels`` deep beside its paths (as text: too deep
+    for json.dumps)."""
+    deep = '{"type":"array","items":' * levels + '{"type":"string"}' + "}" * levels
+    return json.dumps(ops("a", extra="@")).replace('"@"', deep)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "named"),
+    [
+        ("s.json", _deep_spec(3000), "nested more than 200 levels deep"),
+        ("s.json", _deep_spec(500), "nested more than 200 levels deep"),
+        ("s.yaml", _deep_spec(500), "nested more than 200 levels deep"),
+        ("s.yaml", _deep_spec(3000), "expected YAML"),  # (libyaml's own limit)
+        ("s.json", json.dumps(spec(
+            {"/v1/a": {"post": {"operationId": "PostA",
+                                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/c/s0"}}}}}}},
+            c={f"s{i}": {"$ref": f"#/c/s{i + 1}"} for i in range(3000)} | {"s3000": {"type": "object"}},
+        )), r"a schema nests more than 200 schemas deep through \$ref"),
+    ],
+)
+def test_a_spec_nested_thousands_of_levels_deep_is_one_line_naming_the_file_and_the_limit(
+    tmp_path, capsys, name, content, named
+):
+    """A spec 3,000 levels deep (or a chain of 3,000 $refs) used to end wpb ingest openapi in a
+    raw RecursionError."""
+    repo = Repo(tmp_path / "r")
+    repo.commit({name: content})
+    out = tmp_path / "o.jsonl"
+    with one_line_error(capsys, rf"wpb ingest openapi: error: {re.escape(name)} at commit \w+: .*{named}"):
+        assert 2 == main(["ingest", "openapi", "--repo", str(repo.root), "--spec", name, "--out", str(out), "--quiet"])
+    assert not out.exists()

@@ -167,7 +167,7 @@ def test_traffic_is_metadata_both_tracks_see():
         ("popularity_spread", 1000.0, "popularity_spread: expected at most 5"),
         ("migration_boost_max", 1e308, "migration_boost_max: expected at most 1e\\+09"),
         ("traffic_scale", 1e30, "traffic_scale: expected at most 1000"),
-        ("summary_max_bytes", 10**9, "summary_max_bytes: expected at most 1e\\+06"),
+        ("summary_max_bytes", 10**9, "summary_max_bytes: expected at most 1,000,000"),
         ("integration_content", 1.2, "integration_content: expected a probability in \\[0, 1\\]"),
         ("integration_content", -0.1, "integration_content: expected a probability in \\[0, 1\\]"),
     ],

@@ -198,6 +198,24 @@ class LabelPeeker(Attacker):
             yield MemoryAction.write(step)
 
 
+class TrackLiar(Attacker):
+    """Declare the unprivileged track as a ``str`` whose comparisons say yes to every track
+    (the oracle's too), then WRITE exactly the critical steps if the labels came with the
+    episode's context; without them, WRITE nothing."""
+
+    def __init__(self, tamper: bool = True, variant: str = "unprivileged") -> None:
+        super().__init__(tamper, variant)
+        self.track = Liar(variant) if tamper else variant
+
+    def start_episode(self, context: Any) -> None:
+        episode = context.episode
+        self.critical = set(episode.labels.get("critical_steps", ())) if episode is not None else set()
+
+    def select(self, step: Step, store: Any):
+        if step.t in self.critical:
+            yield MemoryAction.write(step)
+
+
 # -------------------------------------------------------------------- 7. never stopping
 class EndlessYielder(Attacker):
     """Yield SKIP forever at timestep ``at``."""
@@ -367,6 +385,55 @@ def _forging(send, variant):
 
     forged.forged = True
     return forged
+
+
+class Refused(Attacker):
+    """At every step, EXPIRE ``n`` timesteps that were never stored (each refused), then WRITE
+    the step: within the action limit, but ``n`` actions a step for the evaluator to judge."""
+
+    def __init__(self, n: int = 9_999) -> None:
+        super().__init__(True, f"n={n}")
+        self.n = n
+
+    def select(self, step: Step, store: Any):
+        for i in range(self.n):
+            yield MemoryAction.expire(10**6 + i)
+        yield MemoryAction.write(step)
+
+
+class HugeDelta(Attacker):
+    """WRITE the first step, then MERGE every later one into it with a delta of megabytes
+    (refused: it is not the canonical delta)."""
+
+    def select(self, step: Step, store: Any):
+        if step.t == 0:
+            yield MemoryAction.write(step)
+        else:
+            yield MemoryAction.merge(step, 0, delta={"x": "a" * 2_000_000})
+
+
+class FloodedReply(Attacker):
+    """In its own process, report ``n`` refused EXPIREs at timestep ``at``, whatever it yielded:
+    a reply far longer than the action limit lets one timestep's reply be."""
+
+    def __init__(self, at: int = 2, n: int = 200_000) -> None:
+        super().__init__(True, f"at={at}")
+        self.at, self.n = at, n
+
+    def select(self, step: Step, store: Any):
+        if step.t == self.at:
+            from wpb_gym.evaluation.isolated import policy_process
+
+            server = next(o for o in gc.get_objects() if isinstance(o, policy_process.PolicyServer))
+            for run in server.runs:
+                send = run.send
+
+                def flooded(message, send=send):
+                    send(message)
+                    message[2][:] = [[3, False, None, 10**6]] * self.n
+
+                run.send = flooded
+        yield MemoryAction.write(step)
 
 
 class ForgedWrites(Attacker):

@@ -171,6 +171,27 @@ def test_6_labels_are_out_of_reach_in_isolated_evaluation(graded):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_6_a_track_whose_comparisons_lie_gets_no_labels(mode):
+    """A policy whose ``track`` is a ``str`` equal to every track read as the oracle where the
+    evaluator asked "oracle?", and was handed the labels on the unprivileged track. The track is
+    now read as the exact text it holds."""
+    episode = generate_episode(make_config("default", length=60), seed=0, index=0)
+    assert episode.labels["critical_steps"]  # there is something to find
+    for track in ("unprivileged", "privileged"):
+        run = run_episode(adv.TrackLiar(), episode, 10240, track, isolate=mode == "isolated")
+        assert run.error is None and run.metrics.write_actions == 0, (track, run.metrics)
+    refused = ValueError if mode == "in-process" else PolicyError  # (isolated: refused in its process)
+    with pytest.raises(refused, match="oracle-track policy .* cannot run on the unprivileged track"):
+        run_episode(adv.TrackLiar(True, "oracle"), episode, 10240, isolate=mode == "isolated")
+    liar = adv.Liar("unprivileged")  # the evaluation track given as such a str: read as its text
+    run = run_episode(adv.TrackLiar(False), episode, 10240, liar, isolate=mode == "isolated")
+    assert run.error is None and run.metrics.write_actions == 0
+    rows = run_grid(generated_refs(["default"], [60], 1, seed=0),
+                    [PolicySpec("liar", adv.TrackLiar)], (10240,), (liar,), isolate=mode == "isolated")
+    assert [(r["track"], type(r["track"]), r["write_actions"]) for r in rows] == [("unprivileged", str, 0)]
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_7_a_policy_that_never_stops_yielding_is_stopped_and_recorded(mode):
     episode = generate_episode(make_config("default", length=30), seed=0, index=0)
     limits = RunLimits(max_actions_per_step=500)
@@ -222,6 +243,60 @@ def test_7_a_policy_that_begins_a_reply_and_never_finishes_it_is_stopped(monkeyp
     with pytest.raises(PolicyError, match=r"Staller.*t=3.*a message on its pipe .* stalled for 1 s"):
         run_episode(adv.Staller(at=3), episode, 10240, limits=limits, isolate=True)
     assert time.monotonic() - started < 30
+
+
+def test_7_thousands_of_refused_actions_a_step_are_judged_without_holding_them_all(monkeypatch):
+    """9,999 refused EXPIREs at every step, within the action limit, were kept until the end
+    of the batch: four short runs grew the evaluator from 61 to 690 MB. What a batch holds is
+    now bounded (here lowered to 20,000 actions); the runs holding most are judged at once, and
+    score exactly as in process."""
+    monkeypatch.setattr(isolation, "_MAX_HELD_ACTIONS", 20_000, raising=False)
+    most = []
+    take = isolation.take
+
+    def counting(reply, runs, mine, t, backlog, label, max_actions, *held):
+        most.append(sum(len(taken) if taken else 1 for entries in backlog for _, taken in entries))
+        return take(reply, runs, mine, t, backlog, label, max_actions, *held)
+
+    monkeypatch.setattr(isolation, "take", counting)
+    refs = generated_refs(["default"], [30], 1, seed=0)
+    specs = [PolicySpec("refused", partial(adv.Refused, 2_000)), PolicySpec("write-all", adv.WriteAll)]
+    tables = {
+        mode: _table(run_grid(refs, specs, (1024, 10240), TRACKS, isolate=mode == "isolated")) for mode in MODES
+    }
+    assert tables["isolated"] == tables["in-process"]
+    assert tables["isolated"]["refused", 1024, "unprivileged"]["error"] == ""
+    assert max(most) <= 20_000 < 4 * 30 * 2_000  # (kept whole, the batch would have held them all)
+    episode = generate_episode(make_config("default", length=30), seed=0, index=0)
+    run = run_episode(adv.Refused(2_000), episode, 10240, isolate=True)
+    assert run.store.rejected_counts["EXPIRE"] == 30 * 2_000
+    assert len(run.actions) == 30 * 2_001  # the action log asked for keeps every action
+    assert max(most) <= 20_000
+
+
+def test_7_a_reply_longer_than_the_limits_allow_is_refused_before_it_is_read():
+    """A reply is bounded by what the process's runs may yield at one timestep, from its length
+    header: one far longer is refused unread, naming the policy and the timestep, instead of
+    being parsed whole and only then found to hold too many actions."""
+    episode = generate_episode(make_config("default", length=10), seed=0, index=0)
+    limits = RunLimits(max_actions_per_step=10)
+    run = run_episode(adv.FloodedReply(at=2), episode, 10240, limits=limits, isolate=True)
+    assert run.error is not None and run.error.t == 3, run.error  # (the forging begins with the next reply)
+    assert "FloodedReply" in str(run.error) and "sent a reply of more than" in str(run.error)
+    assert run.metrics.write_actions == 3  # t = 0, 1, 2; stopped at 3
+    honest = run_episode(adv.Refused(10), episode, 10240, limits=RunLimits(max_actions_per_step=11), isolate=True)
+    assert honest.error is None and honest.store.rejected_counts["EXPIRE"] == 100
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_7_a_merge_delta_of_megabytes_is_refused_alike_and_keeps_a_reply_in_bounds(mode):
+    """A delta longer than the step cannot be the canonical one: its process sends it as not
+    JSON, so a reply stays within what the limits bound it to, and it is refused as in process."""
+    episode = generate_episode(make_config("default", length=5), seed=0, index=0)
+    run = run_episode(adv.HugeDelta(), episode, 10240, limits=RunLimits(max_actions_per_step=2),
+                      isolate=mode == "isolated")
+    assert run.error is None and run.diverged_at is None
+    assert run.store.rejected_counts["MERGE"] == 4 and run.metrics.write_actions == 1
 
 
 def test_a_policy_that_ends_its_own_process_gets_a_named_error():

@@ -74,3 +74,48 @@ def test_14_workers_end_with_a_killed_parent(tmp_path, sig, isolate):
                 child.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _marked(mark: str) -> list[psutil.Process]:
+    """Every live process whose environment holds ``mark`` (re-parented ones included)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("WPB_TEST_MARK") == mark and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return found
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_14_workers_killed_while_they_start_end_with_the_parent(tmp_path, sig, delay):
+    """Killed while its spawned workers were still starting (wpb eval --isolate --jobs 6), the
+    parent left workers, and the resource tracker they hold, running under init: each read its
+    parent's id only once started, when that parent was already gone. Whatever the moment of
+    the kill, every process the run started ends (found by a mark in their environment, since
+    they are no longer the parent's children)."""
+    script = tmp_path / "grid.py"
+    script.write_text(GRID.replace("jobs=4 if isolate", "jobs=6 if isolate"), encoding="utf-8")
+    mark = f"{os.getpid()}-{tmp_path.name}"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "WPB_TEST_MARK": mark}
+    parent = subprocess.Popen([sys.executable, str(script), "isolate"], stdout=subprocess.PIPE, env=env)
+    try:
+        assert parent.stdout.readline().strip() == b"started"
+        time.sleep(delay)
+        parent.send_signal(sig)
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while _marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        alive = _marked(mark)
+        assert not alive, f"still running after the parent died: {[(p.pid, p.cmdline()[-2:]) for p in alive]}"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for process in _marked(mark):
+            try:
+                process.kill()
+            except psutil.NoSuchProcess:
+                pass

@@ -83,9 +83,14 @@ def test_models_run_on_their_own_track_only():
 
 
 def test_episodes_from_files_take_their_regime_from_the_data():
-    steps = [Step(t, {"api": "a", "v": t}, {"mode": "custom"}) for t in range(5)]
-    episode = Episode(steps=steps, labels={"critical_steps": [1], "utility_by_step": {1: 1.0}})
-    refs = given_refs([episode, episode])
+    episodes = [
+        Episode(
+            steps=[Step(t, {"api": "a", "v": t + k}, {"mode": "custom"}) for t in range(5)],
+            labels={"critical_steps": [1], "utility_by_step": {1: 1.0}},
+        )
+        for k in range(2)
+    ]
+    refs = given_refs(episodes)
     assert [(r.mode, r.steps, r.index) for r in refs] == [("custom", 5, 0), ("custom", 5, 1)]
     nameless = Episode(steps=[Step(0, {}, {})], labels={})
     with pytest.raises(ValueError, match="episode 0 names no regime"):

@@ -645,3 +645,24 @@ def test_the_readmes_query_tier_summary_is_the_query_tier_tables():
     (learned,) = [r for r in table("query-tier.md", "| regime | T | budget | track | agent | seeds |")
                   if r[0] == "queries_hard" and r[10] == "keep_latest_migration"]
     says("README.md", f"is level with that scripted policy ({learned[11].replace('-', '−')} over {learned[5]} seeds)")
+
+
+def test_regimes_page_states_the_generators_size_ceilings():
+    from wpb_gym.episodes.generators import paper, queries
+
+    s, p = paper.SIZE_CEILINGS, paper.PRODUCT_CEILINGS
+    assert s["length"] == s["api_pool"] == queries._CEILINGS["length"] == 1_000_000
+    assert p["api_pool", "max_params"] == 2**24 and p["length", "max_params"] == 2**26
+    assert s["doc_max_bytes"] == s["guide_max_bytes"] == 2**20
+    assert p["length", "doc_max_bytes"] == p["length", "guide_max_bytes"] == 2**33
+    assert queries.MAX_QUERIES == 2**24
+    says("regimes.md", "`length` and `api_pool` at most 1,000,000, `api_pool` × `max_params` at most 2**24, `length` ×")
+    says("regimes.md", "`doc_max_bytes` and `guide_max_bytes` at most 1 MiB")
+    says("regimes.md", "2**24 queries in all")
+
+
+def test_integrity_page_states_what_an_isolated_batch_may_hold():
+    from wpb_gym.evaluation.isolated import isolation
+
+    says("evaluation-integrity.md", f"once the batch holds {isolation._MAX_HELD_ACTIONS:,} actions, a run holding "
+                                    f"more than {isolation._RUN_HELD_ACTIONS:,}")

@@ -48,18 +48,22 @@ def _check_env(env_id: str, env_kwargs: dict[str, Any], settings: Settings) -> N
 
 def _cmd_dataset(settings: Settings) -> int:
     try:
-        from agents.datasets import check_env_id, default_root, record_dataset  # the CLI joins the packages
+        from agents.datasets import (  # the CLI joins the packages
+            check_dataset_id,
+            check_env_id,
+            default_root,
+            record_dataset,
+        )
     except ImportError as error:  # minari is in the offline extra
         raise InputError(f"wpb dataset needs Minari: pip install 'writepolicybench-gym[offline]' ({error})") from None
-    from minari.dataset.minari_dataset import parse_dataset_id
     from tqdm import tqdm
 
     from .evaluation import policy_specs
 
     try:
-        parse_dataset_id(settings.dataset_id)
+        check_dataset_id(settings.dataset_id)
     except ValueError as error:
-        raise InputError(f"--dataset-id: {error}") from None
+        raise InputError(f"{settings.origin_of('dataset_id')}: {error}") from None
     where = settings.origin_of("env_kwargs")  # the flag, or the config file's key
     reserved = {"episode_seed": "set by --seed", "track": "the agent's: privileged for privileged and oracle agents"}
     try:

@@ -34,6 +34,7 @@ from ..episodes.generators.paper import PAPER_REGIMES, GeneratorConfig
 from ..episodes.generators.queries import BREAKING_KINDS, QueryTierConfig
 from ..episodes.generators.regimes import ALL_REGIMES, RegimeConfig, make_config
 from ..episodes.jsonl import iter_jsonl
+from ..evaluation.reports.markdown import markdown_text
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import queried_state_bytes
@@ -43,7 +44,9 @@ from .settings import CommandSettings, Setting, Settings, switch
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    cells = [[str(h) for h in header]] + [[str(c) for c in r] for r in rows]
+    """A padded Markdown table; its cells (file names, regime names from the files) are written
+    through ``markdown_text``, so none can end a row or open a cell."""
+    cells = [[markdown_text(h) for h in header]] + [[markdown_text(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + " |" for r in cells]
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")

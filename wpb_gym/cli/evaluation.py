@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..core.version import __version__
 from ..evaluation.isolated.sandbox import AUTO, isolation_level
 from ..evaluation.run_folder import check_folder_path
 from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits, sandbox_of
-from .inputs import read_episode_source
+from .inputs import read_placed_episode_source
 from .settings import Settings
 
 
@@ -99,6 +100,11 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             raise InputError(f"agent {item!r}: {error.args[0] if error.args else error}{hint}") from None
         if label is None:
             label = default_label(entry.name, params)
+        if not _is_text(str(label)):  # a "\ud800" in YAML, or a file name that is not UTF-8
+            raise InputError(
+                f"agent {item!r}: its label {str(label)!r} holds a lone surrogate, which is not a character and "
+                "cannot be written to results.csv (UTF-8); give it a 'label' of text"
+            )
         own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
@@ -118,6 +124,14 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
         specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
     return specs
+
+
+def _is_text(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _agent_names() -> list[str]:
@@ -146,25 +160,23 @@ def _run_eval(config: Settings) -> int:
     from ..evaluation.reports.report import run_metadata
     from ..evaluation.reports.run_writer import RunWriter
     from ..evaluation.run_folder import (
-        RESULTS,
+        check_no_earlier_run,
+        checkpoint_differences,
         checkpoint_folder,
+        claim,
         discard,
         episodes_digest,
         other_checkpoints,
         publish,
         read_checkpoints,
         staging_folder,
+        write_checkpoint_settings,
     )
 
     # Everything is checked before --out is touched: a typo never costs an earlier run.
     out = Path(config.out)
     check_folder_path(out)
-    if (out / RESULTS).exists() and not (out / RESULTS).is_file():
-        raise InputError(f"{out / RESULTS} is not a file; expected the results of an earlier run or nothing")
-    if (out / RESULTS).exists() and not config.force:
-        raise InputError(
-            f"{out} already holds {RESULTS}; pass --force to replace it (kept until the new run is complete)"
-        )
+    check_no_earlier_run(out, config.force)
     limits = run_limits(config)
     if config["backend"] == "ray" and config["isolate"]:
         raise InputError(f"{config.origin_of('isolate')}: isolated evaluation runs with --backend processes, not ray")
@@ -180,14 +192,20 @@ def _run_eval(config: Settings) -> int:
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     recorded = {k: config[k] for k in RECORDED}
+    # The checkpoint key covers the models the agents read too: a model replaced between an
+    # interrupt and --resume never mixes its rows with the old one's.
+    models = agent_files(config["agents"])
+    if models:
+        recorded["agent_files"] = models
     if config["episodes"] is not None:
         generated_only = [name for name in GENERATED_ONLY if config.origin_of(name) != "default"]
         if generated_only:
             given = ", ".join(config.origin_of(name) for name in generated_only)
             raise InputError(f"{given}: apply to generated episodes, not to the episodes read from files")
-        episodes = read_episode_source(config["episodes"])
+        placed = read_placed_episode_source(config["episodes"])
+        episodes = [episode for _, episode in placed]
         try:
-            refs = given_refs(episodes, str(config["episodes"]))
+            refs = given_refs(episodes, str(config["episodes"]), [place for place, _ in placed])
         except ValueError as error:
             raise InputError(str(error)) from None
         # The checkpoint key (the config hash) covers what the episodes hold, not only where they
@@ -209,73 +227,127 @@ def _run_eval(config: Settings) -> int:
     partial = checkpoint_folder(out, run["config_hash"])
     names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
-    if config.resume and partial.is_dir():
-        done = {k: v for k, v in read_checkpoints(partial, ROW_COLUMNS).items() if k in names}
-        print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
-    elif config.resume:
-        others = ", ".join(p.name for p in other_checkpoints(out, run["config_hash"]))
-        why = f": its checkpoints ({others}) are of other settings or other episode contents" if others else ""
-        print(
-            f"note: nothing to resume in {out} for these settings and episodes{why}; starting afresh", file=sys.stderr
-        )
-    elif partial.is_dir():
-        shutil.rmtree(partial)
-    todo = [ref for ref in refs if _ref_name(ref) not in done]
-    by_name = {_ref_name(ref): ref for ref in refs}
-    # The report of each regime and length is prepared in a second process as its episodes end.
-    with RunWriter((ref.mode, ref.steps) for ref in refs) as writer:
-        for name, chunk in done.items():
-            writer.add((by_name[name].mode, by_name[name].steps), chunk)
-
-        def checkpoint(ref, chunk):
-            write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
-            writer.add((ref.mode, ref.steps), chunk)
-
-        # What exists before the grid lives until the command ends: frozen, the cyclic garbage
-        # collector stops scanning it during the grid (about 10% of the grid's time on the paper
-        # grid). Unfrozen when the command ends, so nothing stays out of the collector's reach.
-        gc.freeze()
-        try:
-            rows = run_grid(
-                todo,
-                policies,
-                config["budgets"],
-                config["tracks"],
-                jobs=config["jobs"],
-                progress=progress,
-                on_episode_done=checkpoint,
-                isolate=config["isolate"],
-                limits=limits,
-                backend=config["backend"],
-                address=config["address"],
-                sandbox=sandbox,
-            )
-        except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
-            print(f"wpb eval: {error}", file=sys.stderr)
-            return 1
-        except RayBackendError as error:  # e.g. no cluster at --address; checkpoints stay for --resume
-            where = f"--address {config['address']}" if config["address"] else "--backend ray"
-            raise InputError(f"{where}: the grid failed on Ray: {error}") from None
-        stopped = [row for row in rows if row.get("error")]
-        if stopped:
-            agents = sorted({row["policy"] for row in stopped})
+    # One run at a time writes --out: from before its checkpoints are touched until it is published.
+    with claim(out):
+        check_no_earlier_run(out, config.force)  # again: another run may have published meanwhile
+        if config.resume and partial.is_dir():
+            done = {k: v for k, v in read_checkpoints(partial, ROW_COLUMNS).items() if k in names}
+            print(f"resuming: {len(done)} of {len(refs)} episodes already done", file=sys.stderr)
+        elif config.resume:
+            others = other_checkpoints(out, run["config_hash"])
+            why = ""
+            if others:
+                found = ", ".join(p.name for p in others)
+                differences = dict.fromkeys(checkpoint_differences(other, recorded) for other in others)
+                why = f": its checkpoints ({found}) are of {'; or '.join(differences)}"
             print(
-                f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
-                "see the 'error' column of results.csv and leaderboard.md",
+                f"note: nothing to resume in {out} for these settings and episodes{why}; starting afresh",
                 file=sys.stderr,
             )
-        if done:
-            rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
-        # The new run is written beside the old one and replaces it only once complete.
-        staging = staging_folder(out)
-        try:
-            pictures = writer.write(staging, rows, run)
-            publish(staging, out)
-        finally:
-            discard(staging)
-    shutil.rmtree(partial, ignore_errors=True)
+        elif partial.is_dir():
+            shutil.rmtree(partial)
+        todo = [ref for ref in refs if _ref_name(ref) not in done]
+        by_name = {_ref_name(ref): ref for ref in refs}
+        # The report of each regime and length is prepared in a second process as its episodes end.
+        with RunWriter((ref.mode, ref.steps) for ref in refs) as writer:
+            for name, chunk in done.items():
+                writer.add((by_name[name].mode, by_name[name].steps), chunk)
+
+            checkpointed: list[Any] = []
+
+            def checkpoint(ref, chunk):
+                if not checkpointed:  # with the first episode: what the checkpoints' key covers
+                    write_checkpoint_settings(partial, recorded)
+                    checkpointed.append(ref)
+                write_atomic(partial / f"{_ref_name(ref)}.json", json.dumps(chunk))
+                writer.add((ref.mode, ref.steps), chunk)
+
+            # What exists before the grid lives until the command ends: frozen, the cyclic garbage
+            # collector stops scanning it during the grid (about 10% of the grid's time on the paper
+            # grid). Unfrozen when the command ends, so nothing stays out of the collector's reach.
+            gc.freeze()
+            try:
+                rows = run_grid(
+                    todo,
+                    policies,
+                    config["budgets"],
+                    config["tracks"],
+                    jobs=config["jobs"],
+                    progress=progress,
+                    on_episode_done=checkpoint,
+                    isolate=config["isolate"],
+                    limits=limits,
+                    backend=config["backend"],
+                    address=config["address"],
+                    sandbox=sandbox,
+                )
+            except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
+                print(f"wpb eval: {error}", file=sys.stderr)
+                return 1
+            except RayBackendError as error:  # e.g. no cluster at --address; checkpoints stay for --resume
+                where = f"--address {config['address']}" if config["address"] else "--backend ray"
+                raise InputError(f"{where}: the grid failed on Ray: {error}") from None
+            # Each episode built its agents afresh, reading their models then: a model replaced
+            # during the grid gave some rows of one model and some of another.
+            _check_models_unchanged(config["agents"], models, partial)
+            stopped = [row for row in rows if row.get("error")]
+            if stopped:
+                agents = sorted({row["policy"] for row in stopped})
+                print(
+                    f"warning: {len(stopped)} runs of {', '.join(agents)} were stopped by a limit or diverged; "
+                    "see the 'error' column of results.csv and leaderboard.md",
+                    file=sys.stderr,
+                )
+            if done:
+                rows = sorted(rows + [row for chunk in done.values() for row in chunk], key=row_key)
+            # The new run is written beside the old one and replaces it only once complete.
+            staging = staging_folder(out)
+            try:
+                pictures = writer.write(staging, rows, run)
+                publish(staging, out)
+            finally:
+                discard(staging)
+        shutil.rmtree(partial, ignore_errors=True)
     print(f"{len(rows)} rows over {len(refs)} episodes -> {out}/ (results.csv, leaderboard.md, {len(pictures)} plots)")
     return 0
+
+
+def agent_files(names: Sequence[Any]) -> dict[str, dict[str, str]]:
+    """The content of the files each agent reads, by label, then path: ``run_folder.input_digest``
+    of its ``path`` (a learner's state, a trained model file or checkpoint folder) and, for a
+    trained model, of the env arguments saved beside it (``<model>.env.json``)."""
+    from agents.base import MODEL_KINDS  # the CLI joins the packages
+    from agents.model_agent import model_files
+    from agents.registry import agent_entry
+
+    from ..evaluation.run_folder import input_digest
+
+    found = {}
+    for item in names:
+        name, label, params = agent_item(item)
+        path = params.get("path")
+        if not isinstance(path, (str, os.PathLike)):
+            continue
+        entry = agent_entry(name)
+        files = model_files(path) if entry.kind in MODEL_KINDS else [Path(path)]
+        digests = {str(file): input_digest(file) for file in files if file.exists()}
+        if digests:
+            found[label or default_label(entry.name, params)] = digests
+    return found
+
+
+def _check_models_unchanged(names: Sequence[Any], before: dict[str, dict[str, str]], partial: Path) -> None:
+    """Refuse the grid's rows if a file an agent reads changed while it ran: they would mix two
+    models. Its checkpoints are removed (they may mix them too); the earlier run stays."""
+    now = agent_files(names)
+    for label, files in before.items():
+        changed = [path for path, digest in files.items() if now.get(label, {}).get(path) != digest]
+        if changed:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise InputError(
+                f"agent {label!r}: {', '.join(changed)} changed while the run ran: its rows would mix two models; "
+                "nothing was written: run again once the model stays put"
+            )
 
 
 def _sandbox(config: Settings, out: Path) -> Any:

@@ -170,13 +170,18 @@ def flag_type(parse: Callable[..., Any], *args: Any) -> Callable[[str], Any]:
 
 def read_episode_source(path: str) -> list[Any]:
     """The episodes of a file, folder or frozen set; loader errors that name their file pass."""
+    return [episode for _, episode in read_placed_episode_source(path)]
+
+
+def read_placed_episode_source(path: str) -> list[tuple[str, Any]]:
+    """``read_episode_source`` with where each episode is read from (``FILE:LINE``)."""
     from ..episodes.frozen import FrozenSetError
     from ..episodes.jsonl import EpisodeFormatError
-    from ..episodes.sources import read_episodes
+    from ..episodes.sources import read_placed_episodes
 
     with reading(path):
         try:
-            return read_episodes(path)
+            return read_placed_episodes(path)
         except (EpisodeFormatError, FrozenSetError, UnicodeError):
             raise
         except ValueError as error:  # no episodes, or another refusal of the loader

@@ -36,6 +36,14 @@ RESERVED_ENV = {
 }
 
 
+def _same_value(a: Any, b: Any) -> bool:
+    # 1 and 1.0 train alike; true and 1 do not (an int parameter refuses a bool).
+    try:
+        return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
+    except Exception:  # noqa: BLE001 - YAML values compare, but be safe with anything else
+        return False
+
+
 def sweep_settings(path: str) -> dict[str, Any]:
     """The sweep file ``path``, checked key by key over ``agents.sweep.SWEEP_DEFAULTS``."""
     from agents.registry import agent_entry  # the CLI joins the packages
@@ -59,6 +67,13 @@ def sweep_settings(path: str) -> dict[str, Any]:
         not isinstance(v, list) or not v for v in settings["hyperparams"].values()
     ):
         raise InputError(f"{path}: hyperparams: expected a mapping of names to non-empty lists of values to try")
+    for name, values in settings["hyperparams"].items():
+        # A repeated value would train the same trial twice under one name, and only the table
+        # at the end would find the two rows: refused before anything trains.
+        for i, value in enumerate(values):
+            if any(_same_value(value, earlier) for earlier in values[:i]):
+                raise InputError(f"{path}: hyperparams.{name}: {value!r} is given more than once (each value "
+                                 "may appear once)")
     settings["env"] = check_env_kwargs(settings["env"], f"{path}: env", RESERVED_ENV)
     if settings["env"].get("track", TRACKS[0]) not in TRACKS:
         raise InputError(f"{path}: env: track: expected one of {', '.join(TRACKS)}, got {settings['env']['track']!r}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .store import StoreView
-from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED
+from .tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, plain_track
 from .types import Episode, MemoryAction, Step
 
 ORACLE = "oracle"
@@ -79,7 +79,7 @@ def policy_name(policy: Any) -> str:
 
 def policy_track(policy: Any) -> str:
     """The track ``policy`` declares (unprivileged when it declares none)."""
-    track = getattr(policy, "track", UNPRIVILEGED)
+    track = plain_track(getattr(policy, "track", UNPRIVILEGED))  # read once, as plain text
     if track not in POLICY_TRACKS:
         raise ValueError(f"policy {policy_name(policy)!r} declares track {track!r}; expected one of {POLICY_TRACKS}")
     return track
@@ -89,7 +89,9 @@ def check_can_run(policy: Any, track: str) -> str:
     """Raise if ``policy`` cannot run on evaluation ``track``; return the track it declares.
 
     The declaration is read once: callers decide from the returned value (what a policy
-    declares must not change between the check and what it is given)."""
+    declares must not change between the check and what it is given); ``track`` is read as
+    plain text (``plain_track``)."""
+    track = plain_track(track)
     if track not in TRACKS:
         raise ValueError(f"unknown evaluation track {track!r}; expected one of {TRACKS}")
     if not callable(getattr(policy, "select", None)):

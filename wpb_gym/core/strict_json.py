@@ -103,6 +103,33 @@ def _nesting_within(structure: bytes, limit: int) -> bool:
     return not brackets
 
 
+def json_nesting_within(text: str | bytes, limit: int) -> bool:
+    """Whether the valid JSON ``text`` (or its bytes) nests at most ``limit`` levels (its
+    outermost value is level 1), measured on the text, without a recursive pass over the value."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if data.count(b"[") + data.count(b"{") <= limit:  # too few brackets to be deeper: most texts
+        return True
+    return _nesting_within(_scan(data)[1], limit)
+
+
+def nesting_within(value: Any, limit: int) -> bool:
+    """Whether ``value``'s dicts and lists nest at most ``limit`` levels (``value`` is level
+    1), walked without recursion (for values a YAML loader built)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return False
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return True
+
+
 def _short(literal: str) -> str:
     return literal if len(literal) <= 40 else f"{literal[:20]}...{literal[-12:]} ({len(literal)} characters)"
 

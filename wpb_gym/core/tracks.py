@@ -25,7 +25,16 @@ VISIBLE_METADATA: dict[str, tuple[str, ...]] = {
 }
 
 
+def plain_track(track: object) -> object:
+    """``track`` as the exact ``str`` it holds when it is a ``str`` (a subclass's comparisons,
+    hash and ``__str__`` are its own code, which could say "oracle" to one question and
+    "unprivileged" to the next); anything else as it is, for the caller's check to refuse.
+    Every track that crosses into the evaluator is read through this once."""
+    return str.__str__(track) if isinstance(track, str) else track
+
+
 def check_track(track: str) -> str:
+    track = plain_track(track)
     if track not in VISIBLE_METADATA:
         raise ValueError(f"unknown track {track!r}; expected one of {TRACKS}")
     return track

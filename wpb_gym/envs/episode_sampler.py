@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.checks import require_int
+from ..core.setting_values import MAX_LENGTH
 from ..core.types import Episode
 from ..episodes.generators.paper import GeneratorConfig
 from ..episodes.generators.queries import QUERY_REGIMES
@@ -104,6 +105,8 @@ class EpisodeSampler:
         length = options.get("length")
         if length is not None:
             length = require_int(length, "options['length']", 1)
+            if length > MAX_LENGTH and isinstance(self.source, GeneratedEpisodes):  # named before it is drawn
+                raise ValueError(f"options['length'] must be at most {MAX_LENGTH:,} steps, got {length:,}")
         regime = options.get("regime")
         if regime is not None and not isinstance(regime, str):
             raise ValueError(f"options['regime'] must be a regime name, got {regime!r}")

@@ -30,6 +30,7 @@ import io
 import json
 import math
 import os
+import re
 import sys
 import zlib
 from pathlib import Path
@@ -74,6 +75,14 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:45]}... ({len(text)} characters)"
 
 
+def _is_text(value: str) -> bool:
+    """Whether ``value`` is Unicode text: no lone surrogate, which no UTF-8 file can hold."""
+    return value.isascii() or not _SURROGATE.search(value)
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
 def _is_finite_number(value: Any) -> bool:
     # An int of 400 digits is a JSON number but no float: it must not reach float().
     if isinstance(value, float):
@@ -106,6 +115,15 @@ def episode_from_dict(data: Any, *, path: str | os.PathLike[str] = "<episode>", 
     if not isinstance(labels, dict):
         raise fail("labels", f"expected an object, got {type(labels).__name__}")
     labels = dict(labels)
+    # The names of an episode: its regime and id go into results.csv, the reports and the
+    # pictures' file names, all UTF-8. A JSON escape can spell a lone surrogate (\ud800), which
+    # is no character: refused here, before any work, not when the results are written.
+    names = [(f"labels.{key}", labels.get(key)) for key in ("mode", "episode_id")]
+    names.append(("steps[0].metadata.mode", steps[0].metadata.get("mode")))
+    for field, name in names:
+        if isinstance(name, str) and not _is_text(name):
+            raise fail(field, f"{_shown(name)} holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), "
+                              "which is not a character: UTF-8 cannot write it")
 
     for key in ("critical_steps", "breaking_changes"):
         if key not in labels:

@@ -14,6 +14,7 @@ the set ``(config, seed)``, exactly what ``wpb freeze --seed`` writes as that se
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,18 +41,27 @@ def episode_files(path: str | os.PathLike[str]) -> list[Path]:
 
 def read_episodes(path: str | os.PathLike[str]) -> list[Episode]:
     """Every episode under ``path`` (frozen sets are verified against their manifest)."""
+    return [episode for _, episode in read_placed_episodes(path)]
+
+
+def read_placed_episodes(path: str | os.PathLike[str]) -> list[tuple[str, Episode]]:
+    """``read_episodes`` with where each episode is: ``FILE:LINE`` (one episode per line)."""
     path = Path(path)
+    files: list[tuple[Path, Iterable[Episode]]] = []
     if path.is_dir() and manifest_kind(path) == "ours":
-        return [episode for _, episode in open_frozen_set(path).iter_episodes()]
-    if path.is_file() and manifest_kind(path.parent) == "ours":
+        files = [(f.path, f.iter_episodes()) for f in open_frozen_set(path).files]
+        frozen = True
+    elif path.is_file() and manifest_kind(path.parent) == "ours":
         # One file of a frozen set (say its training window): verified like the whole set.
-        for frozen_file in open_frozen_set(path.parent, verify=False).files:
-            if frozen_file.path.name == path.name:
-                return list(frozen_file.iter_episodes())
-    episodes: list[Episode] = []
-    for file in episode_files(path):
-        episodes.extend(iter_jsonl(file))
-    if not episodes:
+        files = [(f.path, f.iter_episodes()) for f in open_frozen_set(path.parent, verify=False).files
+                 if f.path.name == path.name]
+        frozen = bool(files)
+    else:
+        frozen = False
+    if not frozen:
+        files = [(file, iter_jsonl(file)) for file in episode_files(path)]
+    episodes = [(f"{file}:{line}", episode) for file, read in files for line, episode in enumerate(read, start=1)]
+    if not episodes and not frozen:
         raise ValueError(f"{path}: holds no episodes")
     return episodes
 

@@ -145,8 +145,27 @@ def _check_query_length(regime: str, length: int) -> None:
         )
 
 
-def given_refs(episodes: Sequence[Episode], origin: str = "<episodes>") -> list[EpisodeRef]:
-    """Refs to episodes read from files; each episode's regime comes from its own data."""
+def given_refs(
+    episodes: Sequence[Episode], origin: str = "<episodes>", places: Sequence[str] | None = None
+) -> list[EpisodeRef]:
+    """Refs to episodes read from files; each episode's regime comes from its own data.
+
+    The same episode (by content: ``episode_hash``) given twice is refused, naming both
+    ``places`` (where each episode was read, ``FILE:LINE``; by default its position): it would
+    count twice in every mean and interval, and pair with itself in a comparison.
+    """
+    first: dict[str, int] = {}
+    for position, episode in enumerate(episodes):
+        earlier = first.setdefault(episode_hash(episode), position)
+        if earlier != position:
+            if places is None:
+                where = f"{origin}: episodes {earlier} and {position}"
+            else:
+                where = f"{origin}: {places[earlier]} and {places[position]}"
+            raise ValueError(
+                f"{where} hold the same episode (episode_hash {episode_hash(episode)}): it would count twice in "
+                "the statistics; keep one of them"
+            )
     refs = []
     counters: dict[tuple[str, int], int] = {}
     for position, episode in enumerate(episodes):
@@ -436,7 +455,9 @@ def run_grid(
                 context = multiprocessing.get_context("spawn")
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
             # shut the pool down); their policy processes end with them.
-            with ProcessPoolExecutor(max_workers=workers, initializer=end_with_parent, mp_context=context) as pool:
+            with ProcessPoolExecutor(
+                max_workers=workers, initializer=end_with_parent, initargs=(os.getpid(),), mp_context=context
+            ) as pool:
                 if isolate:
                     results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
                 else:

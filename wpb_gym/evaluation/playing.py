@@ -31,17 +31,17 @@ from itertools import repeat
 from time import perf_counter
 from typing import Any, NamedTuple
 
-from ..core.accounting import estimate_bytes, observation_json
+from ..core.accounting import estimate_bytes, json_len, observation_json
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
-from ..core.tracks import UNPRIVILEGED, policy_episode, track_costs
+from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.oracle import oracle_utility as _oracle_utility
 from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
-from .referee import DEFAULT_LIMITS, PolicyLimitError, RunLimits, apply, as_action, normalise
+from .referee import DEFAULT_LIMITS, NOT_JSON, PolicyLimitError, RunLimits, apply, as_action, normalise
 
 
 class LoggedAction(NamedTuple):
@@ -84,6 +84,10 @@ class Seat:
     track: str = UNPRIVILEGED
     group: Hashable = None
     label: str | None = None
+
+    def __post_init__(self) -> None:
+        # The track decides what the policy is shown: read once, as the text it holds.
+        object.__setattr__(self, "track", plain_track(self.track))
 
 
 @dataclass
@@ -309,6 +313,10 @@ def stepper(
                     if record:
                         run.actions.append(LoggedAction(t, as_action(plain, canonical), decision))
                     if sink is not None:
+                        if plain[0] == "MERGE" and _longer_than_step(plain[2], canonical):
+                            # It cannot be the canonical delta (part of the observation); sent as
+                            # not JSON, it is judged alike and a reply stays within its bound.
+                            plain = (plain[0], plain[1], NOT_JSON, plain[3])
                         sink.append(encode_action(plain if reasons else (*plain[:3], None), decision.accepted))
             except PolicyLimitError:
                 _close(iterator)
@@ -323,6 +331,11 @@ def stepper(
 
 _NEVER = float("inf")
 _SKIP = ("SKIP", None, None, None)
+
+
+def _longer_than_step(delta: Any, canonical: Step) -> bool:
+    """Whether a MERGE's plain delta is longer, as JSON, than the step's WRITE text."""
+    return delta is not None and delta is not NOT_JSON and json_len(delta) > estimate_bytes(canonical)
 
 
 def _over_time(name: str, t: int, seconds: float) -> PolicyLimitError:

@@ -82,7 +82,7 @@ def ray_map(function: Callable[[Any], Any], items: Sequence[Any], *, jobs: int,
     read_end, write_end = os.pipe()
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     driver = subprocess.Popen(
-        [sys.executable, "-m", __name__, str(write_end)],
+        [sys.executable, "-m", __name__, str(write_end), str(os.getpid())],  # (this process's id, read now)
         stdin=subprocess.PIPE,
         pass_fds=(write_end,),
         env=environment,
@@ -114,10 +114,11 @@ def ray_map(function: Callable[[Any], Any], items: Sequence[Any], *, jobs: int,
             driver.wait()
 
 
-def _drive(fd: int) -> None:
+def _drive(fd: int, parent: int) -> None:
     """In the driver process: read the work from stdin, start Ray (or attach to the address),
-    send each chunk's results in order to ``fd``, stop Ray."""
-    end_with_parent()
+    send each chunk's results in order to ``fd``, stop Ray; end with ``parent``, the process
+    that started this one."""
+    end_with_parent(parent)
     out = os.fdopen(fd, "wb")
     try:
         function, items, jobs, address = pickle.load(sys.stdin.buffer)
@@ -169,4 +170,4 @@ def _run_chunk(function: Callable[[Any], Any], chunk: Sequence[Any]) -> list[Any
 
 
 if __name__ == "__main__":
-    _drive(int(sys.argv[1]))
+    _drive(int(sys.argv[1]), int(sys.argv[2]))

@@ -79,6 +79,7 @@ import numpy as np
 from scipy import special
 
 from ...core.checks import finite, require_int
+from ...core.setting_values import MAX_LENGTH
 from ...core.types import MAX_UTILITY, Episode
 from .contracts import generate_contract_steps
 from .text import filler_text, stream_date
@@ -179,6 +180,7 @@ class GeneratorConfig:
                 raise ValueError(
                     f"GeneratorConfig.{hi}: expected >= {lo} ({getattr(self, lo)}), got {getattr(self, hi)}"
                 )
+        self._check_size()
         if self.warmup and self.change_model != "contract":
             raise ValueError("GeneratorConfig.warmup: only the contract change model has a warm-up")
         if self.warmup and self.length <= self.api_pool:
@@ -193,6 +195,23 @@ class GeneratorConfig:
             raise ValueError(f"GeneratorConfig.doc_utility: expected at most {MAX_UTILITY:g} (the most a step may be "
                              f"worth: beyond it the oracle's sums are no longer exact), got {self.doc_utility!r}")
 
+    def _check_size(self) -> None:
+        # Named before anything is drawn: past these an episode (or the arrays it is drawn
+        # from) no longer fits in memory, and numpy would try the allocation and fail.
+        for name, ceiling in SIZE_CEILINGS.items():
+            if getattr(self, name) > ceiling:
+                raise ValueError(f"GeneratorConfig.{name}: expected at most {ceiling:,}, got {getattr(self, name):,}")
+        texts = [("doc_max_bytes", self.doc_prob > 0), ("guide_max_bytes", self.migration_guides)]
+        products = [("api_pool", "max_params", True), ("length", "max_params", True)]
+        products += [("length", name, used) for name, used in texts]
+        for a, b, used in products:
+            ceiling = PRODUCT_CEILINGS[a, b]
+            if used and getattr(self, a) * getattr(self, b) > ceiling:
+                raise ValueError(
+                    f"GeneratorConfig.{a} x {b}: expected at most {ceiling:,} together, got "
+                    f"{getattr(self, a):,} x {getattr(self, b):,} = {getattr(self, a) * getattr(self, b):,}"
+                )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -206,6 +225,25 @@ class GeneratorConfig:
 
 
 CHANGE_MODELS = ("paper", "contract")
+
+# The largest episode the generator makes (the ceilings a config is checked against before
+# anything is drawn). A million steps of the default regime take about 0.5 GB; an endpoint's
+# parameter lists and every changed copy of them are held for the whole episode, so the
+# parameters count against both the pool and the length; a documentation section or migration
+# guide is text of up to its max_bytes, possibly at every step.
+SIZE_CEILINGS: dict[str, int] = {
+    "length": MAX_LENGTH,
+    "api_pool": 1_000_000,
+    "max_params": 1_000_000,
+    "doc_max_bytes": 1 << 20,
+    "guide_max_bytes": 1 << 20,
+}
+PRODUCT_CEILINGS: dict[tuple[str, str], int] = {
+    ("api_pool", "max_params"): 1 << 24,
+    ("length", "max_params"): 1 << 26,
+    ("length", "doc_max_bytes"): 1 << 33,
+    ("length", "guide_max_bytes"): 1 << 33,
+}
 
 # The contract regimes' shared settings: 64 endpoints, each shown once in a warm-up (so that
 # every change comes at an endpoint seen before and can be classified from the stream), a

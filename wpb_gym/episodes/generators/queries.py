@@ -91,6 +91,7 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 
 from ...core.checks import finite, require_int
+from ...core.setting_values import MAX_LENGTH
 from ...core.types import Episode
 from .query_process import PARAM_WORDS, QueryProcess, at_later_default
 from .text import filler_text
@@ -188,7 +189,17 @@ class QueryTierConfig:
         # Poisson's mean passes 1e18) or an episode no longer fits in memory.
         for name, ceiling in _CEILINGS.items():
             if getattr(self, name) > ceiling:
-                raise ValueError(f"QueryTierConfig.{name}: expected at most {ceiling:g}, got {getattr(self, name)}")
+                most = f"{ceiling:,}" if isinstance(ceiling, int) else f"{ceiling:g}"
+                raise ValueError(f"QueryTierConfig.{name}: expected at most {most}, got {getattr(self, name)}")
+        if self.endpoints * self.max_params > MAX_PARAM_CELLS:
+            raise ValueError(f"QueryTierConfig.endpoints x max_params: expected at most {MAX_PARAM_CELLS:,} together, "
+                             f"got {self.endpoints:,} x {self.max_params:,} = {self.endpoints * self.max_params:,}")
+        queries = len(range(self.endpoints + self.checkpoint_interval - 1, self.length - 1, self.checkpoint_interval))
+        queries = (queries + 1) * self.queries_per_checkpoint
+        if queries > MAX_QUERIES:
+            raise ValueError(f"QueryTierConfig.queries_per_checkpoint: {self.queries_per_checkpoint:,} at each of the "
+                             f"checkpoints of length {self.length:,} and checkpoint_interval {self.checkpoint_interval:,} "
+                             f"make {queries:,} queries; expected at most {MAX_QUERIES:,}")
         if self.summary_max_bytes < self.summary_min_bytes:
             raise ValueError(f"QueryTierConfig.summary_max_bytes: expected >= summary_min_bytes "
                              f"({self.summary_min_bytes}), got {self.summary_max_bytes}")
@@ -209,8 +220,12 @@ class QueryTierConfig:
 _CEILINGS: dict[str, float] = {
     "change_spread": 5.0, "popularity_spread": 5.0, "integration_spread": 5.0, "burst_spread": 5.0,
     "traffic_scale": 1000.0, "migration_boost_max": 1e9, "summary_max_bytes": 1_000_000,
-    "queries_per_checkpoint": 100_000, "endpoints": 1_000_000,
+    "queries_per_checkpoint": 100_000, "endpoints": 1_000_000, "length": MAX_LENGTH,
 }
+# Every checkpoint's queries are drawn and held, and every endpoint's parameter list: their
+# counts multiply.
+MAX_QUERIES = 1 << 24
+MAX_PARAM_CELLS = 1 << 24
 
 _TIERS: dict[str, dict[str, Any]] = {
     "queries_easy": {"length": 512 + 40 * 50, "endpoints": 512, "families": 16, "checkpoint_interval": 50,

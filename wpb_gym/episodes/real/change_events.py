@@ -40,6 +40,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ...core.strict_json import MAX_NESTING, json_nesting_within
 from ..jsonl import open_text, write_lines_atomically
 
 #: Every change type, in the order an event lists them.
@@ -296,8 +297,13 @@ def iter_events(path: str | os.PathLike[str]) -> Iterator[ChangeEvent]:
                 raise ChangeEventError(path, lineno, None, "empty line (one event per line)")
             try:
                 data = json.loads(text)
+                deep = not json_nesting_within(text, MAX_NESTING)  # an event is 3 levels deep
             except json.JSONDecodeError as exc:
                 raise ChangeEventError(path, lineno, None, f"malformed JSON: {exc.msg} at column {exc.colno}") from None
+            except RecursionError:
+                deep = True
+            if deep:  # refused before anything walks it: it would break whatever recursed over it later
+                raise ChangeEventError(path, lineno, None, f"nested more than {MAX_NESTING} levels deep")
             event = event_from_dict(data, path=path, line=lineno)
             if last is not None:
                 if event.seq < last.seq:

@@ -31,12 +31,18 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
+from ...core.strict_json import json_nesting_within, nesting_within
 from .change_events import endpoint_key
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 
 #: Nested names go this deep below a param (``param.child.grandchild``), as in the reference logs.
 NESTED_DEPTH = 3
+# How deep a spec document may nest, and how many schemas deep (through $ref, items, allOf,
+# anyOf, oneOf) a parameter's schema may be expanded: far beyond what an API description
+# needs, and well within the interpreter's recursion limit, so a hostile or broken file is
+# named instead of ending the command in a RecursionError.
+MAX_SPEC_NESTING = 200
 
 # The C loader parses multi-megabyte specs several times faster; fall back when libyaml is absent.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -78,11 +84,18 @@ def dotted(names: Iterable[tuple[str, ...]]) -> tuple[str, ...]:
 
 def load_document(data: bytes, path: str, commit: str | None = None) -> dict[str, Any]:
     """Decode one spec file (JSON when the name ends in ``.json``, else YAML) into a mapping."""
+    too_deep = SpecError(path, commit, f"nested more than {MAX_SPEC_NESTING} levels deep (the most a spec may nest)")
     try:
         if path.endswith(".json"):
             document = json.loads(data)
+            if not json_nesting_within(data, MAX_SPEC_NESTING):
+                raise too_deep
         else:
             document = yaml.load(data, Loader=_YAML_LOADER)
+            if not nesting_within(document, MAX_SPEC_NESTING):
+                raise too_deep
+    except RecursionError:
+        raise too_deep from None
     except json.JSONDecodeError as exc:
         raise SpecError(path, commit, f"expected JSON, got a syntax error at line {exc.lineno}: {exc.msg}") from None
     except yaml.YAMLError as exc:
@@ -197,21 +210,27 @@ def _object_view(doc: _Document, schemas: Iterable[Any], where: str) -> _ObjectV
     """Flatten ``schemas`` (alternatives of one value) into one view of their properties."""
     view = _ObjectView()
     for schema in schemas:
-        _merge_into(view, doc, schema, where, active=frozenset(), count_required=True)
+        _merge_into(view, doc, schema, where, active=frozenset(), count_required=True, depth=1)
     view.required &= view.properties.keys()
     return view
 
 
 def _merge_into(
-    view: _ObjectView, doc: _Document, node: Any, where: str, active: frozenset[str], count_required: bool
+    view: _ObjectView, doc: _Document, node: Any, where: str, active: frozenset[str], count_required: bool,
+    depth: int,
 ) -> None:
     # ``active`` holds the refs being expanded on this branch, so a schema that includes itself
-    # (through allOf, a branch or array items) is cut off instead of recursing forever.
+    # (through allOf, a branch or array items) is cut off instead of recursing forever; a chain
+    # of distinct refs is bounded by ``depth``.
+    if depth > MAX_SPEC_NESTING:
+        raise doc.error(where, f"a schema nests more than {MAX_SPEC_NESTING} schemas deep through $ref, items, "
+                               "allOf, anyOf or oneOf (the most a spec may nest)")
+    depth += 1
     if isinstance(node, dict) and "$ref" in node:
         ref = node["$ref"]
         if ref in active:
             return
-        _merge_into(view, doc, doc.target(ref, where), where, active | {ref}, count_required)
+        _merge_into(view, doc, doc.target(ref, where), where, active | {ref}, count_required, depth)
         return
     if not isinstance(node, dict):
         return
@@ -225,12 +244,12 @@ def _merge_into(
     if count_required and isinstance(node.get("required"), list):
         view.required.update(str(name) for name in node["required"])
     if "items" in node:  # arrays are looked through: an array of objects offers the objects' properties
-        _merge_into(view, doc, node["items"], where, active, count_required)
+        _merge_into(view, doc, node["items"], where, active, count_required, depth)
     for branch in _list(node.get("allOf")):
-        _merge_into(view, doc, branch, where, active, count_required)
+        _merge_into(view, doc, branch, where, active, count_required, depth)
     for keyword in ("anyOf", "oneOf"):
         for branch in _list(node.get(keyword)):
-            _merge_into(view, doc, branch, where, active, count_required=False)
+            _merge_into(view, doc, branch, where, active, False, depth)
 
 
 def _nested_names(

@@ -46,11 +46,11 @@ from ...core.accounting import estimate_bytes
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
 from ...core.store import ByteMemoryStore
-from ...core.tracks import policy_episode
+from ...core.tracks import plain_track, policy_episode
 from ...core.types import Episode, Step
 from ...scoring.queries import has_queries
 from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
-from ..referee import DEFAULT_LIMITS, PolicyError, PolicyLimitError, RunLimits
+from ..referee import DEFAULT_LIMITS, MAX_REASON_CHARS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
 from .sandbox import AUTO, Sandbox, fork_server_started, modules_of, resolve_sandbox
@@ -78,6 +78,19 @@ def _start_method() -> Any:
 
 _CONTEXT = _start_method()
 _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
+# What one action can take on the wire, beyond its reason and a MERGE's delta (the widest form,
+# [2,false,null,<a 64-bit target>,null,false], is 46 characters), and the reply's own fields
+# besides its actions (the list of runs that wrote, the stops and their messages).
+_ACTION_BYTES = 64
+_REPLY_SLACK = 1 << 20
+# The actions a batch keeps, over all its runs, before judging them (``judging.take``): past
+# it, a run holding more than _RUN_HELD_ACTIONS (honest runs take one or two actions a step)
+# is judged on its store when its process next replies, and from then on as its actions come. A
+# policy may take RunLimits' max_actions_per_step at every step (10,000 by default, say 9,999
+# refused EXPIREs): kept to the end of the batch, four 200-step runs of it held 8 million
+# actions, about a gigabyte.
+_MAX_HELD_ACTIONS = 1 << 18
+_RUN_HELD_ACTIONS = 1 << 12
 _GRACE_SECONDS = 5.0  # beyond the policies' own limits, before a silent process is stopped
 _START_SECONDS = 120.0  # to start a process and build the policy once (imports, model files)
 
@@ -144,6 +157,10 @@ class _NoAnswer(Exception):
     pass
 
 
+class _TooLong(PolicyLimitError):
+    """A reply longer than the limits allow, refused unread: its process is out of step."""
+
+
 class _Watchdog:
     """Stops a policy's process that holds the evaluator in a pipe transfer. Once a reply has
     begun (``poll`` said readable) reading it cannot time out, and a message to a process that
@@ -189,7 +206,7 @@ class PolicyWorker:
         where = sandbox_plan(sandbox, factory) if sandbox is not None else None
         self.conn, child = _CONTEXT.Pipe(duplex=True)
         self.process = _CONTEXT.Process(
-            target=serve, args=(child, data, limits, where), name=f"wpb-policy-{label}", daemon=True
+            target=serve, args=(child, data, limits, where, os.getpid()), name=f"wpb-policy-{label}", daemon=True
         )
         if sandbox is not None:
             _start_fork_server()
@@ -212,29 +229,42 @@ class PolicyWorker:
         finally:
             _WATCHDOG.watched = None
 
-    def receive(self, timeout: float | None, t: int | None) -> dict[str, Any]:
+    def receive(self, timeout: float | None, t: int | None, max_bytes: int = _MAX_REPLY_BYTES) -> dict[str, Any]:
+        """The process's next reply; one longer than ``max_bytes`` is refused from its length
+        header, before it is read (a ``PolicyLimitError``: the process is then out of step)."""
         try:
             if not self.conn.poll(timeout):
                 raise _NoAnswer
             _WATCHDOG.watch(self.process)
             try:
-                data = self.conn.recv_bytes(_MAX_REPLY_BYTES)
+                data = self.conn.recv_bytes(max_bytes)
             finally:
                 _WATCHDOG.watched = None
-        except (EOFError, OSError) as error:
-            self.process.join(1.0)
-            if self.process.pid in _WATCHDOG.stopped:
-                why = f"a message on its pipe (a reply begun, or one sent to it) stalled for {_TRANSFER_SECONDS:g} s"
-                raise PolicyLimitError(self.label, t, f"its process was stopped: {why}") from None
-            code = self.process.exitcode
-            if code == -signal.SIGXCPU and self.sandbox is not None:
-                limit = self.sandbox.cpu_seconds
-                raise PolicyLimitError(
-                    self.label, t, f"its process was killed for using more than the {limit} s of CPU time its sandbox allows"
+        except OSError as error:
+            if str(error) == "bad message length" and self.process.is_alive():  # recv_bytes' word for it
+                raise _TooLong(
+                    self.label, t, f"its process sent a reply of more than {max_bytes:,} bytes, more than "
+                    "the actions the limits allow at one timestep can take"
                 ) from None
-            raise PolicyError(
-                self.label, t, f"its process ended unexpectedly (exit code {code}; {type(error).__name__})"
-            ) from None
+            raise self._ended(error, t) from None
+        except EOFError as error:
+            raise self._ended(error, t) from None
+        return self._decoded(data, t)
+
+    def _ended(self, error: BaseException, t: int | None) -> PolicyError:
+        self.process.join(1.0)
+        if self.process.pid in _WATCHDOG.stopped:
+            why = f"a message on its pipe (a reply begun, or one sent to it) stalled for {_TRANSFER_SECONDS:g} s"
+            return PolicyLimitError(self.label, t, f"its process was stopped: {why}")
+        code = self.process.exitcode
+        if code == -signal.SIGXCPU and self.sandbox is not None:
+            limit = self.sandbox.cpu_seconds
+            return PolicyLimitError(
+                self.label, t, f"its process was killed for using more than the {limit} s of CPU time its sandbox allows"
+            )
+        return PolicyError(self.label, t, f"its process ended unexpectedly (exit code {code}; {type(error).__name__})")
+
+    def _decoded(self, data: bytes, t: int | None) -> dict[str, Any]:
         try:
             reply = json.loads(data)
         except Exception:  # noqa: BLE001 - a reply too deep or not JSON at all
@@ -271,7 +301,7 @@ class IsolatedPolicies:
         # process's own, and a process that declares another track is refused. None: the
         # process's word is taken, except for the oracle track (a model file's track).
         self.policies = [(label, factory) for label, factory, _ in policies]
-        self.tracks = [track for _, _, track in policies]
+        self.tracks = [None if track is None else plain_track(track) for _, _, track in policies]
         for (label, _), track in zip(self.policies, self.tracks, strict=True):
             if track is not None and track not in POLICY_TRACKS:
                 raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
@@ -386,7 +416,19 @@ class IsolatedPolicies:
                 for e, n in enumerate(lengths)
                 if t < n
             }
+            widest[t] = max((entry[2] for by_track in steps.values() for entry in by_track.values()), default=0)
             return pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
+
+        def reply_bytes(i: int, t: int) -> int:
+            # The most a reply for t can hold within the limits, bounded before it is read: each
+            # of the process's runs at most max_actions actions, each with its reason (up to
+            # 12 bytes a character, escaped) and, for a MERGE, a delta no longer than the step's
+            # WRITE text (the canonical delta is part of the observation; a longer one travels
+            # as not JSON: wpb_gym.evaluation.playing.stepper).
+            if max_actions == float("inf"):
+                return _MAX_REPLY_BYTES
+            action = _ACTION_BYTES + (12 * MAX_REASON_CHARS if reasons else 0) + widest[t]
+            return min(_MAX_REPLY_BYTES, _REPLY_SLACK + len(live[i]) * int(max_actions) * action)
 
         # A policy's process gets step t + 1 as soon as its answer for t is in (never earlier, so
         # it cannot look ahead); the answer is checked and kept, and judged when the batch is over.
@@ -398,7 +440,14 @@ class IsolatedPolicies:
         mine = {i: set(ks) for i, ks in live.items()}
         backlog: list[Backlog] = [[] for _ in runs]
         max_actions = self.limits.max_actions_per_step or float("inf")
+        # Judging waits for the end of the batch (one run's memory at a time), within a bound on
+        # what it keeps: the actions each run holds, their total, and the runs judged on their
+        # stores as their actions come since the total first passed it.
+        held, on_store = [0] * len(runs), set()
+        holding = 0
+        reasons = record_actions or stores  # (as _begin tells the processes)
         built: dict[int, bytes] = {}  # each timestep's message, until every process has had it
+        widest: dict[int, int] = {}  # each timestep's largest WRITE cost, as long as its message is kept
         at: dict[int, int] = {}  # policy -> the timestep its process is deciding
         deadline: dict[int, float] = {}  # policy -> when its process is stopped if still silent
 
@@ -441,10 +490,29 @@ class IsolatedPolicies:
             for fd, _ in ready:
                 i = by_fd[fd]
                 worker, t, ks = workers[i], at[i], live[i]
-                reply = worker.receive(0.0, t)  # ready: an answer, or a dead process (an error)
+                try:
+                    reply = worker.receive(0.0, t, reply_bytes(i, t))  # ready: an answer, or a dead process (an error)
+                except _TooLong as error:  # its process is out of step: stopped, its runs with it
+                    done(i)
+                    self._discard(worker)
+                    for k in ks:
+                        runs[k].error = PolicyLimitError(error.policy, error.t, error.message)
+                    live[i], mine[i] = [], set()
+                    continue
                 going = ks if t + 1 not in ends else [k for k in ks if t + 1 < lengths[runs[k].seat.group[0]]]
-                if take(reply, runs, mine[i], t, backlog, worker.label, max_actions):
+                stopped, kept = take(reply, runs, mine[i], t, backlog, worker.label, max_actions, held)
+                if stopped:
                     going = [k for k in going if runs[k].error is None]
+                holding += kept
+                if holding > _MAX_HELD_ACTIONS or on_store:
+                    over = holding > _MAX_HELD_ACTIONS
+                    for k in ks:  # its runs that hold many are judged now, and then as their actions come
+                        if held[k] and (k in on_store or (over and held[k] > _RUN_HELD_ACTIONS)):
+                            judge_on_store(runs[k], backlog[k], steps_of[k], record_actions)
+                            backlog[k].clear()
+                            holding -= held[k]
+                            held[k] = 0
+                            on_store.add(k)
                 if going is not ks:
                     live[i], mine[i] = going, set(going)
                 if t + 1 < longest and going:
@@ -454,6 +522,7 @@ class IsolatedPolicies:
             behind = min(at.values(), default=longest)
             while oldest < behind:  # every process still going has had these
                 built.pop(oldest, None)
+                widest.pop(oldest, None)
                 oldest += 1
         costs = {}
         if not (stores or record_actions):
@@ -463,9 +532,9 @@ class IsolatedPolicies:
                 for key, steps in canonical.items()
                 if not has_queries(items[key[0]][0])
             }
-        for run, taken, steps in zip(runs, backlog, steps_of, strict=True):
+        for k, (run, taken, steps) in enumerate(zip(runs, backlog, steps_of, strict=True)):
             key = run.seat.group[0], run.seat.track
-            if key in costs:
+            if key in costs and k not in on_store:
                 judged = judge_on_ledger(taken, costs[key], run.seat.budget, run.name)
                 if judged is not None:  # None: the run merges
                     run.store, run.diverged_at = judged

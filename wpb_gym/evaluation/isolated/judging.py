@@ -44,21 +44,26 @@ def take(
     backlog: Sequence[Backlog],
     label: str,
     max_actions: float,
-) -> bool:
+    held: list[int],
+) -> tuple[bool, int]:
     """Check one process's reply for ``t`` field by field and put each run's actions on its
-    backlog (``runs[k]`` and ``backlog[k]`` for run ``k``; ``mine``: the runs the process
-    plays). A run over ``max_actions`` or stopped in its process gets its ``error``. True when
-    a run was stopped; a malformed reply is a ``PolicyError``."""
+    backlog (``runs[k]``, ``backlog[k]`` and ``held[k]``, the number of actions its backlog
+    holds, for run ``k``; ``mine``: the runs the process plays). A run over ``max_actions`` or
+    stopped in its process gets its ``error``, and none of its actions at ``t`` is kept.
+    Returns whether a run was stopped and how many actions were kept; a malformed reply is a
+    ``PolicyError``."""
     writes, actions, stopped = reply.get("writes"), reply.get("actions"), reply.get("stopped")
     if type(writes) is not list or type(actions) is not list or type(stopped) is not list:
         raise PolicyError(label, t, "its process sent a reply without 'writes', 'actions' and 'stopped' lists")
     seen: set[int] = set()
     any_stopped = False
+    kept = len(writes)
     for k in writes:  # one accepted WRITE of the step each (wire.ONE_WRITE): most runs, most steps
         if type(k) is not int or k not in mine or k in seen:
             _run_entry([k, ()], mine, seen, label, t)  # raises, naming what is wrong
         seen.add(k)
         backlog[k].append((t, None))
+        held[k] += 1
     for entry in actions:
         k, taken = _run_entry(entry, mine, seen, label, t)
         if len(taken) > max_actions:
@@ -66,13 +71,15 @@ def take(
             any_stopped = True
             continue
         backlog[k].append((t, taken))
+        held[k] += len(taken)
+        kept += len(taken)
     for entry in stopped:
         k, text = _run_entry(entry, mine, set(), label, t)
         if not isinstance(text, str):
             raise PolicyError(label, t, "its process sent a malformed stop")
         runs[k].error = PolicyLimitError(label, t, text)
         any_stopped = True
-    return any_stopped
+    return any_stopped, kept
 
 
 def judge_on_store(run: PlayedRun, backlog: Backlog, steps: Sequence[Step], record: bool) -> None:

@@ -364,14 +364,15 @@ def _write(path: str, text: str) -> None:
 
 
 # --------------------------------------------------------------------------------- entering it
-def enter(plan: Plan, keep: Sequence[int]) -> None:
+def enter(plan: Plan, keep: Sequence[int], parent: int | None = None) -> None:
     """Move this process's work into a new sandbox: returns in the sandbox's first process (PID 1
     of its namespace), where the policy is then built and served; the process that called it,
     and the one between, wait outside and never return (they exit as the policy's process does).
 
     ``keep``: the file descriptors the policy's process keeps (its pipe to the evaluator);
-    every other one is closed there. Called first thing in a fresh child process (it must be
-    single-threaded for ``unshare``).
+    every other one is closed there. ``parent``: the evaluator's process id, as
+    ``child_processes.end_with_parent`` takes it (this process ends with the evaluator).
+    Called first thing in a fresh child process (it must be single-threaded for ``unshare``).
     """
     global _libc
     _libc = ctypes.CDLL(None, use_errno=True)
@@ -400,7 +401,7 @@ def enter(plan: Plan, keep: Sequence[int]) -> None:
         os.close(fd)
     from ..child_processes import end_with_parent
 
-    end_with_parent()  # (a thread: started only now that the forks are done)
+    end_with_parent(parent)  # (a thread: started only now that the forks are done)
     _relay((out_r, 1), (err_r, 2))
     _, status = os.waitpid(child, 0)
     _exit_as(status)

@@ -33,6 +33,7 @@ import numpy as np
 from scipy import stats
 
 from ..grid import QUERY_COLUMNS
+from .markdown import markdown_text as md
 from .pairing import SAME_EPISODES, by_episode, by_index, check_hashed, not_same
 from .report import bootstrap_ci, present
 
@@ -188,7 +189,7 @@ def comparison_markdown(
     with its interval, P(B>A) and the flag); ``wide`` adds each side's IQM, pooled recall and
     rejected-action rate with their exact intervals."""
     lines = [
-        f"# {label_b} vs {label_a} on {metric}",
+        f"# {md(label_b)} vs {md(label_a)} on {md(metric)}",
         "",
         "Lift = mean of B − A over paired episodes (the same episode content in both) [paired bootstrap 95% CI]; "
         "P(B>A) as in rliable; flag: the lift's interval lies below 0."
@@ -204,7 +205,7 @@ def comparison_markdown(
     for c in comparisons:
         mode, steps, budget, track, policy = c.condition
         ci = "" if math.isnan(c.lift_low) else f" [{c.lift_low:+.3f}, {c.lift_high:+.3f}]"
-        cells = [str(mode), str(steps), str(budget), str(track), str(policy), str(c.episodes), f"{c.mean_a:.3f}",
+        cells = [md(mode), str(steps), str(budget), md(track), md(policy), str(c.episodes), f"{c.mean_a:.3f}",
                  f"{c.mean_b:.3f}", f"{c.lift:+.3f}{ci}", f"{c.p_improvement:.2f}"]
         if wide:
             cells += [f"{c.iqm_a:.3f}", f"{c.iqm_b:.3f}", _interval(c.recall_a), _interval(c.recall_b),
@@ -215,7 +216,7 @@ def comparison_markdown(
     if partial:
         lines += ["", "Episodes that only one run played are left out (n counts the episodes both played):", ""]
         lines += [
-            f"- {_named(c.condition)}: {c.only_a} of A's {c.episodes + c.only_a} episodes and {c.only_b} of B's "
+            f"- {md(_named(c.condition))}: {c.only_a} of A's {c.episodes + c.only_a} episodes and {c.only_b} of B's "
             f"{c.episodes + c.only_b}"
             for c in partial
         ]
@@ -278,10 +279,10 @@ def ablation_markdown(
                 raise not_same((label_a, label_b), f"seed {s}, {_where(key)}", a_cell, b_cell, ABLATION_EPISODES)
             only_a, only_b = len(a_cell) - len(shared[s, key]), len(b_cell) - len(shared[s, key])
             if only_a or only_b:
-                left_out.append(f"- seed {s}, {_where(key)}: {only_a} of A's {len(a_cell)} episodes and {only_b} of "
+                left_out.append(f"- seed {s}, {md(_where(key))}: {only_a} of A's {len(a_cell)} episodes and {only_b} of "
                                 f"B's {len(b_cell)}")
     lines = [
-        f"# Ablation: {label_b} (B) vs {label_a} (A), {seeds} seeds",
+        f"# Ablation: {md(label_b)} (B) vs {md(label_a)} (A), {seeds} seeds",
         "",
         "Per seed, the mean over the episodes both variants played on it; then mean ± std across seeds. p: paired "
         "t-test over seeds (two-sided); * marks p < 0.05.",
@@ -303,10 +304,10 @@ def ablation_markdown(
                 p = math.nan
             mark = "*" if p < 0.05 else ""
             mode, steps, budget, track = key[:4]
-            policy = key[4] if by_agent else f"{next(iter(agents_a))} → {next(iter(agents_b))}"
+            policy = md(key[4]) if by_agent else f"{md(next(iter(agents_a)))} → {md(next(iter(agents_b)))}"
             p_text = "n/a" if math.isnan(p) else f"{p:.3g}{mark}"
             lines.append(
-                f"| {mode} | {steps} | {budget} | {track} | {policy} | {a.mean():.3f} ± {_std(a):.3f} | "
+                f"| {md(mode)} | {steps} | {budget} | {md(track)} | {policy} | {a.mean():.3f} ± {_std(a):.3f} | "
                 f"{b.mean():.3f} ± {_std(b):.3f} | {b.mean() - a.mean():+.3f} | {p_text} |"
             )
     if left_out:

@@ -30,6 +30,7 @@ from ...core.file_names import name_part
 from ...core.policy import ORACLE
 from ...core.tracks import TRACKS
 from .intervals import bootstrap_cis
+from .markdown import shown
 
 
 # The legend goes under the panels, in as many columns of this width (inches) as fit: beside
@@ -103,7 +104,7 @@ def _figure(rows: Sequence[dict[str, Any]], metric: str, label: str, title: str,
         ax.set_xticks(all_budgets, [_bytes_label(b) for b in all_budgets], rotation=45 if len(all_budgets) > 6 else 0)
         ax.minorticks_off()
         ax.set_xlabel("budget (bytes; 1KB = 1,024 B)")
-        ax.set_title(f"{track} track")
+        ax.set_title(_plain(f"{track} track"))
         ax.grid(True, alpha=0.3)
     axes[0][0].set_ylabel(label)
     handles: dict[str, Any] = {}
@@ -182,9 +183,10 @@ def policy_style(policy: str) -> tuple[tuple[float, ...], str, float, bool]:
 
 
 def _plain(text: str) -> str:
-    """``text`` drawn as it is: regime names and agent labels come from files, and matplotlib
-    would read a '$' in them as the start of a formula."""
-    text = text.replace("\x00", "").replace("$", r"\$")
+    """``text`` drawn as it is, on one line: regime names and agent labels come from files, and
+    matplotlib would read a '$' in them as the start of a formula and break the title at a line
+    break (which ``shown`` writes as ``\\n``, like every other character that does not show)."""
+    text = shown(text).replace("$", r"\$")
     return text if len(text) <= 120 else text[:117] + "..."
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ...core.policy import ORACLE
 from ..grid import EPISODE_HASH, ERROR_COLUMN, INT_COLUMNS, QUERY_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
+from .markdown import markdown_text
 
 LEADERBOARD_METRICS = (
     ("recall", "Recall"),
@@ -121,12 +122,13 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         if has_query_accuracy(r for prows in by_policy.values() for r in prows):
             lines += _query_group(mode, steps, track, at, by_policy)
             continue
-        lines += ["", f"## {mode}, T={steps}, {track} track", "", header + " | Episodes |", "|---" * 6 + "|"]
+        heading = f"## {markdown_text(mode)}, T={steps}, {markdown_text(track)} track"
+        lines += ["", heading, "", header + " | Episodes |", "|---" * 6 + "|"]
         ranked = sorted(by_policy.items(), key=lambda kv: (-float(np.mean([r["f1"] for r in kv[1]])), kv[0]))
         samples = [_column_values(prows, key) for _, prows in ranked for key, _ in LEADERBOARD_METRICS]
         intervals, values = iter(bootstrap_cis(samples)), iter(samples)
         for policy, prows in ranked:
-            name = f"{policy} (oracle)" if prows[0]["policy_track"] == ORACLE else policy
+            name = markdown_text(policy) + (" (oracle)" if prows[0]["policy_track"] == ORACLE else "")
             cells = [_cell_text(key, next(values), next(intervals)) for key, _ in LEADERBOARD_METRICS]
             if any(r.get(ERROR_COLUMN) for r in prows):
                 name += " †"
@@ -139,7 +141,7 @@ def _query_group(mode: Any, steps: Any, track: str, at: str, by_policy: dict[str
     the hindsight bound on it above the table."""
     every = [r for prows in by_policy.values() for r in prows]
     upper, feasible = per_episode(every, "query_bound"), per_episode(every, "query_feasible")
-    lines = ["", f"## {mode}, T={steps}, {track} track", ""]
+    lines = ["", f"## {markdown_text(mode)}, T={steps}, {markdown_text(track)} track", ""]
     if upper:
         lines += [
             f"Hindsight bound on query accuracy: {mean_cell(upper, 3)} (a schedule found with hindsight reaches "
@@ -160,7 +162,7 @@ def _query_group(mode: Any, steps: Any, track: str, at: str, by_policy: dict[str
     intervals = iter(bootstrap_cis(samples))
     values = iter(samples)
     for policy, prows in ranked:
-        name = f"{policy} (oracle)" if prows[0]["policy_track"] == ORACLE else policy
+        name = markdown_text(policy) + (" (oracle)" if prows[0]["policy_track"] == ORACLE else "")
         cells = [_cell_text(key, next(values), next(intervals)) for key in keys]
         if any(r.get(ERROR_COLUMN) for r in prows):
             name += " †"
@@ -210,9 +212,9 @@ def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     for policy, prows in sorted(by_policy.items()):
         first = prows[0]
         lines.append(
-            f"- `{policy}`: {len(prows)} of {sum(r['policy'] == policy for r in rows)} runs; first: "
-            f"{first['mode']}, episode {first['episode_index']}, {budget_label(first['budget_bytes'])}, "
-            f"{first['track']} track: {first[ERROR_COLUMN]}"
+            f"- `{markdown_text(policy)}`: {len(prows)} of {sum(r['policy'] == policy for r in rows)} runs; first: "
+            f"{markdown_text(first['mode'])}, episode {first['episode_index']}, {budget_label(first['budget_bytes'])}, "
+            f"{markdown_text(first['track'])} track: {markdown_text(first[ERROR_COLUMN])}"
         )
     return lines
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable
@@ -27,8 +28,8 @@ from ..run_folder import RESULTS
 Condition = tuple[Any, int]  # (mode, steps)
 
 
-def _warm_up() -> None:
-    end_with_parent()
+def _warm_up(parent: int) -> None:
+    end_with_parent(parent)
     import matplotlib.figure  # noqa: F401  (imported while the grid runs, not after it)
     from scipy import stats  # noqa: F401
 
@@ -58,7 +59,7 @@ class RunWriter:
         # forks unsafely, Windows cannot) the platform's default.
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
         # One worker: on two cores a second one competes with the grid (measured no faster).
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up)
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_warm_up, initargs=(os.getpid(),))
         # Start the worker now, before the grid starts threads of its own (a fork copies only the
         # forking thread: a lock another thread held would stay held in the child).
         self._pool.submit(int)

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .markdown import markdown_text as md
 from .pairing import Episode, by_episode, by_index, difference
 from .report import present as value_present
 
@@ -253,7 +254,7 @@ def _bound_named(metric: str) -> str:
 def seed_table_markdown(results: Sequence[GroupResult], metric: str = "f1") -> str:
     """The results as a Markdown table (one row per learned agent and reference)."""
     lines = [
-        f"{metric} on held-out episodes; IQM over seeds x episodes [stratified bootstrap 95% CI]; lift = "
+        f"{md(metric)} on held-out episodes; IQM over seeds x episodes [stratified bootstrap 95% CI]; lift = "
         f"mean of agent - reference [two-level bootstrap 95% CI]; P(improve) = rliable's probability of "
         f"improvement; gap = optimality gap against the hindsight bound{_bound_named(metric)}.",
         "",
@@ -264,7 +265,7 @@ def seed_table_markdown(results: Sequence[GroupResult], metric: str = "f1") -> s
     for r in results:
         regime, steps, budget, track = r.condition
         head = (
-            f"| {regime} | {steps} | {budget} | {track} | {r.agent} | {len(r.seeds)} | {r.episodes} | "
+            f"| {md(regime)} | {steps} | {budget} | {md(track)} | {md(r.agent)} | {len(r.seeds)} | {r.episodes} | "
             f"{', '.join(f'{m:.3f}' for m in r.seed_means)} | {r.iqm:.3f} [{r.iqm_low:.3f}, {r.iqm_high:.3f}] | "
             f"{r.gap:.3f} [{r.gap_low:.3f}, {r.gap_high:.3f}]"
         )
@@ -272,7 +273,7 @@ def seed_table_markdown(results: Sequence[GroupResult], metric: str = "f1") -> s
             lines.append(head + " | - | - | - |")
         for lift in r.lifts:
             lines.append(
-                f"{head} | {lift.reference} | {lift.lift:+.3f} [{lift.low:+.3f}, {lift.high:+.3f}] | "
+                f"{head} | {md(lift.reference)} | {lift.lift:+.3f} [{lift.low:+.3f}, {lift.high:+.3f}] | "
                 f"{lift.p_improvement:.2f} [{lift.p_low:.2f}, {lift.p_high:.2f}] |"
             )
     return "\n".join(lines) + "\n"

@@ -14,18 +14,19 @@ from scipy import stats
 
 from ...core.policy import ORACLE
 from ...core.tracks import PRIVILEGED, UNPRIVILEGED
+from .markdown import markdown_text as md
 from .report import budget_label, grouped, mean_cell, per_episode, present, present_values
 
 
 def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diagnostics_budget: int = 10240) -> str:
     """The paper's Tables 2-3 layout (mean F1 vs budget, per regime) and Table 4 (diagnostics)."""
-    lines = [f"# Paper tables ({track} track; means over episodes)"]
+    lines = [f"# Paper tables ({md(track)} track; means over episodes)"]
     chosen = [r for r in rows if r["track"] == track]
     if not chosen:
-        return lines[0] + f"\n\nNo results on the {track} track.\n"
+        return lines[0] + f"\n\nNo results on the {md(track)} track.\n"
     budgets = sorted({r["budget_bytes"] for r in chosen})
     for (mode, steps), group in grouped(chosen, ("mode", "steps")).items():
-        lines += ["", f"## Mean F1 vs memory budget: {mode}, T={steps}", ""]
+        lines += ["", f"## Mean F1 vs memory budget: {md(mode)}, T={steps}", ""]
         lines.append("| Policy | " + " | ".join(str(b) for b in budgets) + " |")
         lines.append("|---" * (len(budgets) + 1) + "|")
         for policy, prows in grouped(group, ("policy",)).items():
@@ -33,11 +34,11 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
             for b in budgets:
                 values = [r["f1"] for r in prows if r["budget_bytes"] == b]
                 cells.append(f"{np.mean(values):.3f}" if values else "")
-            lines.append(f"| `{policy[0]}` | " + " | ".join(cells) + " |")
+            lines.append(f"| `{md(policy[0])}` | " + " | ".join(cells) + " |")
     diag = ("utilization", "write_density", "expire_rate", "avg_staleness", "drift_coverage")
     at = [r for r in chosen if r["budget_bytes"] == diagnostics_budget]
     for (mode, steps), group in grouped(at, ("mode", "steps")).items():
-        lines += ["", f"## Memory diagnostics at {diagnostics_budget} bytes: {mode}, T={steps}", ""]
+        lines += ["", f"## Memory diagnostics at {diagnostics_budget} bytes: {md(mode)}, T={steps}", ""]
         lines.append("| Policy | " + " | ".join(diag) + " |")
         lines.append("|---" * (len(diag) + 1) + "|")
         for policy, prows in grouped(group, ("policy",)).items():
@@ -47,7 +48,7 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
                 else f"{np.mean([r[d] for r in prows]):.3f}"
                 for d in diag
             ]
-            lines.append(f"| {policy[0]} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(policy[0])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +91,7 @@ def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_b
     ]
     if not rows:
         return lines[0] + "\n\nNo results.\n"
-    extra = " | ".join(f"`{name}`" for name in highlight)
+    extra = " | ".join(f"`{md(name)}`" for name in highlight)
     lines += [
         "",
         "| Regime | T | Budget | Bound | Best unprivileged | Best privileged | "
@@ -118,9 +119,9 @@ def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_b
                 shown.append(mean_f1(prows))
             cells.append(f"{mean_f1(prows):.3f}" if prows else "")
         at = budget_label(budget)
-        best_cells = [f"{b[1]:.3f} (`{b[0]}`)" if b else "" for b in best.values()]
+        best_cells = [f"{b[1]:.3f} (`{md(b[0])}`)" if b else "" for b in best.values()]
         gap = f"{bound - max(shown):+.3f}" if shown else ""
-        lines.append(f"| {mode} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
+        lines.append(f"| {md(mode)} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
     return "\n".join(lines) + "\n"
 
 
@@ -150,7 +151,7 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
     lines = [
         "# Query-tier headroom (mean query accuracy over episodes)",
         "",
-        f"Written by `wpb report {run} --headroom` from its results.csv. Bound = the hindsight bound on query "
+        f"Written by `wpb report {md(run)} --headroom` from its results.csv. Bound = the hindsight bound on query "
         "accuracy (no policy answers more), beside what a schedule found with hindsight reaches (feasible). "
         "Best privileged: of the privileged- and oracle-track policies (they may read the hidden state, never "
         "the future); best unprivileged: of the policies that read the stream alone. Policies are ranked by "
@@ -160,17 +161,17 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
     present_learned = sorted(learned & {r["policy"] for r in rows})
     if present_learned:
         lines[-1] += (" Learned agents are never best, being measured against the best: "
-                      + ", ".join(f"`{name}`" for name in present_learned) + " (`--highlight` shows them).")
+                      + ", ".join(f"`{md(name)}`" for name in present_learned) + " (`--highlight` shows them).")
     if not rows:
         return lines[0] + "\n\nNo results.\n"
-    extra = [f"`{name}`" for name in highlight]
+    extra = [f"`{md(name)}`" for name in highlight]
     header = ["Budget", "Bound", "Feasible", "Best privileged", "Best unprivileged", *QUERY_GATES, *extra, "Episodes"]
 
     def best(scored: list[tuple[str, float]]) -> tuple[str, float] | None:
         return max(scored, key=lambda item: (item[1], item[0])) if scored else None
 
     for (mode, steps), condition in grouped(rows, ("mode", "steps")).items():
-        lines += ["", f"## {mode}, T={steps}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        lines += ["", f"## {md(mode)}, T={steps}", "", "| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         for (budget,), group in grouped(condition, ("budget_bytes",)).items():
             bound_rows = [r for r in group if r["track"] == UNPRIVILEGED] or group
             upper, feasible = per_episode(bound_rows, "query_bound"), per_episode(bound_rows, "query_feasible")
@@ -192,7 +193,7 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
                 budget_label(budget),
                 f"{bound:.3f}" if upper else "",
                 f"{np.mean(feasible):.3f}" if feasible else "",
-                *(f"{b[1]:.3f} (`{b[0]}`)" if b else "" for b in (privileged, unprivileged)),
+                *(f"{b[1]:.3f} (`{md(b[0])}`)" if b else "" for b in (privileged, unprivileged)),
                 *gates,
             ]
             for name in highlight:
@@ -250,7 +251,7 @@ def f1_by_budget_table(rows: Sequence[dict[str, Any]]) -> str:
         episodes = len({r["episode_index"] for r in group})
         lines += [
             "",
-            f"## {mode}, T={steps}, {episodes} episodes",
+            f"## {md(mode)}, T={steps}, {episodes} episodes",
             "",
             "| Policy | Track | " + " | ".join(budget_label(b) for b in budgets) + " |",
             "|---|---" + "|---" * len(budgets) + "|",
@@ -265,7 +266,7 @@ def f1_by_budget_table(rows: Sequence[dict[str, Any]]) -> str:
             mean = float(np.mean([np.mean(c) for c in cells if c]))
             entries.append((-mean, policy, track, [mean_cell(c, 3) if c else "" for c in cells]))
         for _, policy, track, cells in sorted(entries):
-            lines.append(f"| {policy} | {track} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(policy)} | {md(track)} | " + " | ".join(cells) + " |")
         lines.append("| **hindsight bound** | | " + " | ".join(bound) + " |")
     return "\n".join(lines) + "\n"
 
@@ -330,11 +331,11 @@ def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[
             if rhos:
                 entries.append((-float(np.nanmean(rhos)), synthetic, cells))
         if not entries:
-            lines += ["", f"## {real}, T={steps}", "", f"No synthetic regime was evaluated at T={steps}."]
+            lines += ["", f"## {md(real)}, T={steps}", "", f"No synthetic regime was evaluated at T={steps}."]
             continue
         lines += [
             "",
-            f"## {real}, T={steps}",
+            f"## {md(real)}, T={steps}",
             "",
             "| Synthetic regime | mean rho | "
             + " | ".join(f"{budget_label(b)}: rho / tau / abs dF1" for b in budgets)
@@ -342,5 +343,5 @@ def transfer_table(target_rows: Sequence[dict[str, Any]], source_rows: Sequence[
             "|---|---" + "|---" * len(budgets) + "|",
         ]
         for neg_mean, synthetic, cells in sorted(entries):
-            lines.append(f"| {synthetic} | {-neg_mean:+.2f} | " + " | ".join(cells) + " |")
+            lines.append(f"| {md(synthetic)} | {-neg_mean:+.2f} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
