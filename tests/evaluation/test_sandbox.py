@@ -34,6 +34,7 @@ from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.episodes.jsonl import write_jsonl
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 from wpb_gym.evaluation.isolated import sandbox as sandboxing
+from wpb_gym.evaluation.isolated.processes import fork_server_started
 from wpb_gym.evaluation.isolated.sandbox import Sandbox
 from wpb_gym.evaluation.referee import PolicyError, RunLimits
 from wpb_gym.evaluation.runner import run_episode
@@ -479,7 +480,7 @@ def test_an_isolated_grid_on_worker_processes_after_the_fork_server_started_here
     # Trying the sandbox (or any isolated run) starts a fork server in this process, which a
     # forked worker can neither use nor replace: the grid's workers are spawned instead.
     run_episode(make_agent("last_kb"), EPISODE, 2048, isolate=True)
-    assert sandboxing.fork_server_started()
+    assert fork_server_started()
     refs = generated_refs(["default"], [20], 4, seed=0)
     specs = [PolicySpec(n, partial(make_agent, n), "unprivileged") for n in ("last_kb", "fifo_store_all")]
     on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=4, isolate=True)

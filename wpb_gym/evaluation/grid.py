@@ -39,7 +39,8 @@ from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
-from .isolated.sandbox import AUTO, Sandbox, fork_server_started, resolve_sandbox
+from .isolated.processes import fork_server_started
+from .isolated.sandbox import AUTO, Sandbox, resolve_sandbox
 from .playing import PlayedRun, Seat, end_episode, play, score
 from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits

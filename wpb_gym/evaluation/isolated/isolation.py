@@ -30,7 +30,6 @@ follows the rules gets exactly the results it gets in process (``wpb_gym.evaluat
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 import pickle
 import select
@@ -53,30 +52,13 @@ from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
 from ..referee import DEFAULT_LIMITS, MAX_REASON_CHARS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
 from .policy_process import serve
-from .sandbox import AUTO, Sandbox, fork_server_started, modules_of, resolve_sandbox
+from .processes import CONTEXT, start_fork_server
+from .sandbox import AUTO, Sandbox, modules_of, resolve_sandbox
 from .sandbox import plan as sandbox_plan
 
 __all__ = ["IsolatedPolicies", "PickledPolicy", "run_isolated"]
 
 
-def _start_method() -> Any:
-    """``forkserver`` where there is one (POSIX), else ``spawn``.
-
-    Either way a policy's process starts from a fresh interpreter, not a copy of this one:
-    the fork server is itself a fresh interpreter, which imports this package (and, like
-    ``spawn``, the main script) once; each policy's process is then a cheap fork of it instead
-    of a new interpreter importing numpy, scipy and the package again (0.7 s each here).
-    """
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    # Only read when the fork server starts: a server already running (started by other
-    # code) keeps its own list, which costs time, not correctness.
-    context.set_forkserver_preload(["__main__", "wpb_gym.evaluation.isolated.policy_process"])
-    return context
-
-
-_CONTEXT = _start_method()
 _MAX_REPLY_BYTES = 1 << 28  # a reply larger than this is refused, not read into memory
 # What one action can take on the wire, beyond its reason and a MERGE's delta (the widest form,
 # [2,false,null,<a 64-bit target>,null,false], is 46 characters), and the reply's own fields
@@ -97,35 +79,6 @@ _START_SECONDS = 120.0  # to start a process and build the policy once (imports,
 _TRANSFER_SECONDS = 10.0  # a message, once it has begun to cross the pipe, crosses within this
 _NEVER = float("inf")
 
-# What of this process's environment the fork server (and so every policy's process) is given,
-# when a sandbox starts it: the locale, paths, Python's own settings and thread counts; not the
-# rest, where a machine keeps its keys and tokens (a policy's process is a fork of the server's
-# memory, and emptying its environment there would not wipe what the memory once held).
-_SERVER_ENVIRONMENT = ("PATH", "HOME", "LANG", "TZ", "TMPDIR", "CUDA_VISIBLE_DEVICES")
-_SERVER_PREFIXES = ("LC_", "PYTHON")
-_SERVER_SUFFIXES = ("_NUM_THREADS",)
-
-
-def _start_fork_server() -> None:
-    """Start the fork server, if none runs yet, with only ``_SERVER_ENVIRONMENT`` (and the
-    variables of those prefixes and suffixes) of this process's environment."""
-    from multiprocessing import forkserver
-
-    if _CONTEXT.get_start_method() != "forkserver" or fork_server_started():
-        return  # none to start (spawned processes get what they are given), or it runs already
-    saved = dict(os.environ)
-    kept = {
-        k: v
-        for k, v in saved.items()
-        if k in _SERVER_ENVIRONMENT or k.startswith(_SERVER_PREFIXES) or k.endswith(_SERVER_SUFFIXES)
-    }
-    os.environ.clear()
-    os.environ.update(kept)
-    try:
-        forkserver.ensure_running()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 # (policy index, track, budget): one run of a plan
@@ -204,12 +157,12 @@ class PolicyWorker:
         # sandbox, if any): unpickling imports the policy's module, which is the policy's code.
         data = pickle.dumps(factory, protocol=pickle.HIGHEST_PROTOCOL)
         where = sandbox_plan(sandbox, factory) if sandbox is not None else None
-        self.conn, child = _CONTEXT.Pipe(duplex=True)
-        self.process = _CONTEXT.Process(
+        self.conn, child = CONTEXT.Pipe(duplex=True)
+        self.process = CONTEXT.Process(
             target=serve, args=(child, data, limits, where, os.getpid()), name=f"wpb-policy-{label}", daemon=True
         )
         if sandbox is not None:
-            _start_fork_server()
+            start_fork_server()
         # multiprocessing hands a child this process's command line (sys.argv): the policy's
         # process never gets it (a seed given on it would be the episodes).
         argv, sys.argv = sys.argv, sys.argv[:1]

@@ -75,6 +75,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .processes import CONTEXT, start_fork_server
+
 __all__ = [
     "AUTO",
     "IN_PROCESS",
@@ -83,7 +85,6 @@ __all__ = [
     "Plan",
     "Sandbox",
     "enter",
-    "fork_server_started",
     "isolation_level",
     "modules_of",
     "plan",
@@ -263,19 +264,28 @@ def _model_paths(factory: Any) -> list[str]:
 
 
 def _python_paths() -> list[str]:
-    import wpb_gym
-
     paths = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, *site.getsitepackages()]
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user_site:
         paths.append(user_site)
-    paths.append(os.path.dirname(wpb_gym.__file__))
-    try:
-        import agents  # the agents of the registry (installed with wpb_gym, imported by its CLI)
+    return paths + _distribution_packages()
 
-        paths.append(os.path.dirname(agents.__file__))
-    except ImportError:
-        pass
+
+def _distribution_packages() -> list[str]:
+    """Where the top-level packages installed with this one are (its distribution's: ``wpb_gym``
+    and the agents a policy's module may import), found without importing any of them."""
+    from importlib.metadata import packages_distributions
+    from importlib.util import find_spec
+
+    ours = __name__.split(".")[0]
+    tops = packages_distributions()
+    distributions = set(tops.get(ours, ())) or {ours}
+    paths = [str(Path(__file__).resolve().parents[2])]  # this package, installed or not
+    for top, owners in sorted(tops.items()):
+        if top != ours and distributions & set(owners):
+            spec = find_spec(top)
+            if spec is not None:
+                paths += list(spec.submodule_search_locations or ([spec.origin] if spec.origin else []))
     return paths
 
 
@@ -723,14 +733,6 @@ def _forget_invocation() -> None:
 
 
 # ------------------------------------------------------------------------------- availability
-def fork_server_started() -> bool:
-    """Whether this process has started ``multiprocessing``'s fork server (a process forked
-    from it cannot use that server, nor start its own)."""
-    from multiprocessing import forkserver
-
-    return forkserver._forkserver._forkserver_pid is not None
-
-
 _PROBLEM: list[str | None] = []  # once per process: [reason or None]
 
 
@@ -747,11 +749,9 @@ def _try() -> str | None:
         return f"the sandbox needs Linux namespaces; this is {sys.platform}"
     if platform.machine() not in _SYSCALLS:
         return f"the sandbox knows the system calls of {', '.join(_SYSCALLS)}, not {platform.machine()}"
-    from .isolation import _CONTEXT, _start_fork_server
-
-    _start_fork_server()
-    conn, child = _CONTEXT.Pipe(duplex=True)
-    process = _CONTEXT.Process(target=_probe, args=(child, plan(Sandbox(), None)), name="wpb-sandbox-probe", daemon=True)
+    start_fork_server()
+    conn, child = CONTEXT.Pipe(duplex=True)
+    process = CONTEXT.Process(target=_probe, args=(child, plan(Sandbox(), None)), name="wpb-sandbox-probe", daemon=True)
     process.start()
     child.close()
     try:
