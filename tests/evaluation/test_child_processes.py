@@ -88,8 +88,9 @@ def _marked(mark: str) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("delay", [0.3, 1.0, 2.0])
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+# Each moment of start-up once, and each signal at a moment where the other is not tried.
+@pytest.mark.parametrize(("sig", "delay"), [(signal.SIGKILL, 0.3), (signal.SIGTERM, 1.0), (signal.SIGKILL, 2.0)],
+                         ids=["SIGKILL-0.3", "SIGTERM-1.0", "SIGKILL-2.0"])
 def test_14_workers_killed_while_they_start_end_with_the_parent(tmp_path, sig, delay):
     """Killed while its spawned workers were still starting (wpb eval --isolate --jobs 6), the
     parent left workers, and the resource tracker they hold, running under init: each read its
