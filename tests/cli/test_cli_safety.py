@@ -738,3 +738,24 @@ def test_a_dataset_id_without_a_whole_version_is_a_named_error(tmp_path, capsys,
     line = refused(capsys, "dataset", "--agent", "no_mem", "--dataset-id", dataset_id, "--out", tmp_path / "t")
     assert "--dataset-id: expected NAMESPACE/NAME-vVERSION" in line and repr(dataset_id) in line, line
     assert not (tmp_path / "t").exists()
+
+
+def test_a_report_while_an_eval_writes_the_folder_is_refused_naming_it(tmp_path, capsys):
+    # wpb report writes its tables into the run folder: not while wpb eval is rewriting it.
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", *TINY, "--regimes", "burst_drift", "--out", out)[0] == 0
+    first, go = _held_run(tmp_path, *TINY, "--regimes", "burst_drift", "--out", out, "--force")
+    try:
+        before = snapshot(out)
+        line = refused(capsys, "report", out, "--f1-by-budget")
+        assert f"RUN {out}: another wpb eval or report (pid {first.pid})" in line, line
+        assert snapshot(out) == before
+    finally:
+        go.touch()
+        assert first.wait(timeout=120) == 0, first.communicate()
+    assert wpb(capsys, "report", out, "--f1-by-budget")[0] == 0
+    assert (out / "f1_by_budget.md").is_file()
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]  # no lock file left behind
+    missing = tmp_path / "missing"
+    refused(capsys, "report", missing)
+    assert not missing.exists()  # a report of nothing makes no folder

@@ -40,13 +40,26 @@ def _learned_in(run: Path) -> set[str]:
 
 
 def _cmd_report(args: Settings) -> int:
-    from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
+    from ..evaluation.run_folder import claim
 
     run = Path(args.run)
     for name, table in (("highlight", "headroom"), ("track", "paper_tables"), ("diagnostics_budget", "paper_tables")):
         if not args[table] and args.origin_of(name) != "default":
             raise InputError(f"{args.origin_of(name)}: applies to --{table.replace('_', '-')} only")
-    rows = read_run(run)
+    if not run.is_dir():
+        read_run(run)  # its error says what is missing; claim would make the folder
+    # The tables are written into the run folder: not while a wpb eval (or another report)
+    # writes it, and from the results as they are while it is held.
+    with claim(run, "RUN"):
+        text = _report_text(args, run, read_run(run))
+    print(text, end="")
+    return 0
+
+
+def _report_text(args: Settings, run: Path, rows: list[dict[str, Any]]) -> str:
+    """Write the table ``wpb report`` was asked for into ``run``; its text."""
+    from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
+
     if args.headroom:
         check_policies(args.highlight or (), rows, run, "--highlight")
         text = headroom_table(rows, highlight=args.highlight or (), run=str(run), learned=_learned_in(run))
@@ -68,8 +81,7 @@ def _cmd_report(args: Settings) -> int:
             )
         text = paper_tables(rows, track=args.track, diagnostics_budget=_diagnostics_budget(args, chosen, run))
         write_atomic(run / "paper_tables.md", text)
-    print(text, end="")
-    return 0
+    return text
 
 
 def _diagnostics_budget(args: Settings, rows: Sequence[dict[str, Any]], run: Path) -> int:

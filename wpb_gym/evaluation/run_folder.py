@@ -97,13 +97,14 @@ if hasattr(os, "register_at_fork"):
 
 
 @contextlib.contextmanager
-def claim(out: Path) -> Iterator[None]:
+def claim(out: Path, where: str = "--out") -> Iterator[None]:
     """Hold the run folder ``out`` (made if missing) while the block runs: an ``InputError``
-    naming the folder and the process of the run that holds it, if another does."""
+    naming the folder (as ``where`` gave it: ``--out`` for ``wpb eval``, ``RUN`` for ``wpb
+    report``) and the process that holds it, if another does."""
     out.mkdir(parents=True, exist_ok=True)
     if fcntl is None:
-        print(f"note: this platform has no fcntl: {out} is not locked against another wpb eval writing it at "
-              "the same time", file=sys.stderr)
+        print(f"note: this platform has no fcntl: {out} is not locked against another wpb eval or report "
+              "writing it at the same time", file=sys.stderr)
         yield
         return
     path = out / LOCK_FILE
@@ -119,8 +120,8 @@ def claim(out: Path) -> Iterator[None]:
             os.close(fd)
             who = f"pid {holder}" if holder.isdigit() else "just starting"
             raise InputError(
-                f"--out {out}: another wpb eval ({who}) is writing this run folder; wait for it to end, or give "
-                "another --out"
+                f"{where} {out}: another wpb eval or report ({who}) is writing this run folder; wait for it to "
+                f"end{', or give another --out' if where == '--out' else ''}"
             ) from None
         except BaseException:
             os.close(fd)
