@@ -1,5 +1,6 @@
 """Shared test settings: property tests are derandomised so every run checks the same cases;
-``core_makes_every_episode`` for tests of the episodes the vector env's core makes."""
+``core_makes_every_episode`` for tests of the episodes the vector env's core makes;
+``tiny_sb3_model``, a small trained MaskablePPO file with its env arguments beside it."""
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -22,3 +23,28 @@ def core_makes_every_episode(monkeypatch):
 
     monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
     monkeypatch.setattr(core, "drawn_compilable", lambda recipe: False)  # the batched start's test
+
+
+# The env arguments ``tiny_sb3_model`` was trained with (written beside it, as wpb train does).
+TINY_SB3_ENV = {"slots": 4, "track": "privileged"}
+
+
+@pytest.fixture(scope="session")
+def tiny_sb3_model(tmp_path_factory):
+    """A MaskablePPO trained 128 steps on 40-step episodes, saved once for the whole run."""
+    import json
+
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    from agents.sb3.agent import env_kwargs_path
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    torch.set_num_threads(1)  # 2 cores: one thread trains several times faster
+    env = WritePolicyBenchEnv(length=40, **TINY_SB3_ENV)
+    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(128)
+    path = tmp_path_factory.mktemp("model") / "tiny.zip"
+    model.save(path)
+    env_kwargs_path(path).write_text(json.dumps(TINY_SB3_ENV), encoding="utf-8")
+    return path

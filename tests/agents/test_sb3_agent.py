@@ -12,22 +12,12 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
 
-ENV_KWARGS = {"slots": 4, "track": "privileged"}
+ENV_KWARGS = {"slots": 4, "track": "privileged"}  # tiny_sb3_model's (tests/conftest.py)
 
 
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    import torch
-    from sb3_contrib import MaskablePPO
-
-    torch.set_num_threads(1)  # 2 cores: one thread trains several times faster
-    env = WritePolicyBenchEnv(length=40, **ENV_KWARGS)
-    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(128)
-    path = tmp_path_factory.mktemp("model") / "tiny.zip"
-    model.save(path)
-    env_kwargs_path(path).write_text(json.dumps(ENV_KWARGS), encoding="utf-8")
-    return path
+@pytest.fixture
+def model_path(tiny_sb3_model):
+    return tiny_sb3_model
 
 
 def test_the_model_as_agent_makes_the_models_decisions(model_path):

@@ -625,7 +625,10 @@ def _interrupt_after(monkeypatch, episodes: int) -> list[int]:
     return calls
 
 
-def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, capsys, monkeypatch):
+def _interrupted_run_with_a_model(tmp_path, monkeypatch) -> tuple[Path, list[str], list[int]]:
+    """A run of fifo_store_all and an epsilon_greedy learner file, interrupted after 2 of its 3
+    episodes: the model file, the eval's arguments (without --out), and the episodes the next
+    run of the grid plays (recorded from then on)."""
     from agents.learners.bandits import EpsilonGreedyAgent
 
     model = tmp_path / "learner.json"
@@ -635,9 +638,16 @@ def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, ca
     _interrupt_after(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
-    EpsilonGreedyAgent(seed=1, epsilon=0.5).save(model)  # replaced between the interrupt and --resume
-    calls = []
+    calls: list[int] = []
     monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
+    return model, argv, calls
+
+
+def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, capsys, monkeypatch):
+    from agents.learners.bandits import EpsilonGreedyAgent
+
+    model, argv, calls = _interrupted_run_with_a_model(tmp_path, monkeypatch)
+    EpsilonGreedyAgent(seed=1, epsilon=0.5).save(model)  # replaced between the interrupt and --resume
     code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
     assert code == 0 and "starting afresh" in err and "epsilon_greedy:learner" in err and "model" in err, err
     assert calls == [0, 1, 2]
@@ -648,18 +658,8 @@ def test_resume_after_a_model_file_was_replaced_recomputes_its_rows(tmp_path, ca
 
 
 def test_resume_with_the_same_model_files_reuses_the_checkpoints(tmp_path, capsys, monkeypatch):
-    from agents.learners.bandits import EpsilonGreedyAgent
-
-    model = tmp_path / "learner.json"
-    EpsilonGreedyAgent(seed=0).save(model)
-    argv = ["eval", *TINY, "--agents", f"fifo_store_all,epsilon_greedy:{model}", "--episodes-per-condition", "3"]
-    real = grid_module.run_task
-    _interrupt_after(monkeypatch, 2)
-    with pytest.raises(KeyboardInterrupt):
-        main(overriding_tiny([str(a) for a in argv]) + ["--out", str(tmp_path / "run")])
+    model, argv, calls = _interrupted_run_with_a_model(tmp_path, monkeypatch)
     model.write_bytes(model.read_bytes())  # touched, not changed
-    calls = []
-    monkeypatch.setattr(grid_module, "run_task", lambda task: calls.append(task.ref.index) or real(task))
     code, err = wpb(capsys, *argv, "--out", tmp_path / "run", "--resume")
     assert code == 0 and "resuming: 2 of 3" in err and calls == [2], err
 

@@ -360,29 +360,10 @@ def test_a_model_file_whose_unpickling_runs_code_runs_it_only_inside_the_sandbox
     assert not marker.exists()  # ... and what it wrote stayed in the sandbox
 
 
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    import torch
-    from sb3_contrib import MaskablePPO
-
-    from agents.sb3.agent import env_kwargs_path
-    from wpb_gym.envs.env import WritePolicyBenchEnv
-
-    torch.set_num_threads(1)
-    kwargs = {"slots": 4, "track": "privileged"}
-    env = WritePolicyBenchEnv(length=40, **kwargs)
-    model = MaskablePPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0, device="cpu")
-    model.learn(64)
-    path = tmp_path_factory.mktemp("model") / "tiny.zip"
-    model.save(path)
-    env_kwargs_path(path).write_text(json.dumps(kwargs), encoding="utf-8")
-    return path
-
-
-def test_a_real_model_loads_and_scores_alike_in_the_sandbox(sandboxed, model_path):
+def test_a_real_model_loads_and_scores_alike_in_the_sandbox(sandboxed, tiny_sb3_model):
     # Its file and the .env.json beside it are all of the machine's files it may read.
     refs = generated_refs(["default"], [20], 2, seed=0)
-    specs = [PolicySpec("sb3", partial(make_agent, "sb3", path=str(model_path)), "privileged")]
+    specs = [PolicySpec("sb3", partial(make_agent, "sb3", path=str(tiny_sb3_model)), "privileged")]
     in_process = run_grid(refs, specs, (2048,), ("privileged",))
     sandboxed_rows = run_grid(refs, specs, (2048,), ("privileged",), isolate=True, sandbox=Sandbox())
     assert in_process == sandboxed_rows and all(row["error"] == "" for row in sandboxed_rows)
