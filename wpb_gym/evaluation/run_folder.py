@@ -265,17 +265,3 @@ def episodes_digest(episodes: Iterable[Any]) -> str:
     return digest.hexdigest()
 
 
-# Hex digits of an episode's hash: 64 bits, so two different episodes of a benchmark never
-# share one, and short enough to read in a table or an error message.
-EPISODE_HASH_DIGITS = 16
-
-
-def episode_hash(episode: Any) -> str:
-    """What the episode is, as a short stable name: the first 16 hex digits of the sha256 of its
-    canonical JSON (its steps and labels, as ``episodes_digest`` reads them). The same episode
-    has the same hash in every process, generated or read back from a file; a change to one step
-    or label gives another. Every result row carries it (``episode_hash``), so that paired
-    statistics match two runs' rows by the episode they played, not by its place in the run."""
-    from ..episodes.jsonl import dumps_episode
-
-    return hashlib.sha256(dumps_episode(episode).encode("utf-8")).hexdigest()[:EPISODE_HASH_DIGITS]
