@@ -15,7 +15,8 @@ from wpb_gym.core.checks import InputError
 from wpb_gym.core.setting_values import parse_int
 from wpb_gym.core.version import __version__
 
-NOT_RECORDED = {"jobs", "backend", "address"}  # where the tasks run never changes results
+# Where the tasks run never changes results, nor where the seed file lies (its seed is recorded).
+NOT_RECORDED = {"jobs", "backend", "address", "seed_file"}
 
 
 def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
