@@ -136,6 +136,15 @@ class ModelAgent(Agent):
     def _start_policy(self) -> None:  # noqa: B027 - an optional hook: no-op by default
         """Called at every episode start, after the private env's reset."""
 
+    def decide(self, observation: Any, mask: np.ndarray) -> int:
+        """The model's env action for an observation of its env and that env's action mask, as
+        ``select`` asks it (``wpb export`` compares a model and its export with it)."""
+        return self._act(observation, mask)
+
+    def restart(self) -> None:
+        """Forget what the model carries from one decision to the next, as at an episode start."""
+        self._start_policy()
+
     def start_episode(self, context: EpisodeContext) -> None:
         if context.stream is None:
             raise ValueError(f"{type(self).__name__} needs the episode's stream at start_episode (needs_stream = True)")

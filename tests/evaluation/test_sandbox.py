@@ -495,6 +495,18 @@ def test_a_real_model_loads_and_scores_alike_in_the_sandbox(sandboxed, tiny_sb3_
     assert in_process == sandboxed_rows and all(row["error"] == "" for row in sandboxed_rows)
 
 
+def test_an_exported_policy_loads_in_the_sandbox_and_scores_as_its_model(sandboxed, tiny_sb3_model, tmp_path):
+    from agents.exported.export import export_sb3
+
+    export_sb3(tiny_sb3_model, tmp_path / "exported", samples=100, episodes=1)
+    refs = generated_refs(["default"], [20], 2, seed=0)
+    track = ("privileged",)
+    model = [PolicySpec("m", partial(make_agent, "sb3", path=str(tiny_sb3_model)), "privileged")]
+    exported = [PolicySpec("m", partial(make_agent, "policy", path=str(tmp_path / "exported")), "privileged")]
+    sandboxed_rows = run_grid(refs, exported, (2048,), track, isolate=True, sandbox=Sandbox())
+    assert sandboxed_rows == run_grid(refs, model, (2048,), track) and all(r["error"] == "" for r in sandboxed_rows)
+
+
 # ------------------------------------------------------------------- what the command says
 def _eval(tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
     from wpb_gym.cli import main as wpb

@@ -175,6 +175,11 @@ EVAL_SETTINGS = (
         "stop an agent that takes longer over one timestep, in seconds (0: no limit)",
         default=DEFAULT_LIMITS.max_seconds_per_step,
     ),
+    switch(
+        "data_only_models",
+        "refuse trained models given as pickles (sb3:MODEL.zip, rllib:CHECKPOINT: loading one runs the code it "
+        "holds); accept exported ones only (policy:DIR, wpb export) (for leaderboards)",
+    ),
     # The sandbox of --isolate (wpb_gym.evaluation.isolated.sandbox): each agent's process's limits.
     Setting(
         "sandbox_memory",
@@ -205,8 +210,10 @@ EVAL_SETTINGS = (
     ),
 )
 # Where the tasks run never changes results: not recorded, not hashed. Nor does where the seed
-# file lies: its seed is (as a fingerprint: ``seed_record``).
-RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in ("jobs", "backend", "address", "seed_file"))
+# file lies (its seed is, as a fingerprint), nor which kinds of model files are accepted (run.json
+# says it beside the isolation).
+NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models")
+RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in NOT_RECORDED)
 GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_file")
 
 EVAL = CommandSettings(

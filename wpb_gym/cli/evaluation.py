@@ -55,7 +55,7 @@ def agent_item(item: Any) -> tuple[str, str | None, dict[str, Any]]:
     head, colon, path = name.partition(":")
     if colon:  # NAME:PATH, an agent read from a file or folder: a trained model or learner
         if not path:
-            what = "an RLlib checkpoint folder" if head == "rllib" else "a file"
+            what = {"rllib": "an RLlib checkpoint folder", "policy": "an exported policy folder"}.get(head, "a file")
             raise InputError(f"agent {item!r}: {head}:PATH needs the path of {what}")
         params["path"] = path
         name, label = head, label or f"{head}:{Path(path).stem}"
@@ -138,6 +138,26 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
     return specs
 
 
+def refuse_pickled_models(names: Sequence[Any], where: str) -> None:
+    """Refuse, before any is loaded, an agent whose model is read from a pickle (an SB3 zip, an
+    RLlib checkpoint), whose loading runs the code it holds: ``--data-only-models``."""
+    from agents.base import PICKLED_KINDS  # the CLI joins the packages
+    from agents.registry import agent_entry
+
+    for item in names:
+        name, _, params = agent_item(item)
+        try:
+            kind = agent_entry(name).kind
+        except KeyError:
+            continue  # policy_specs names it, with the closest name
+        if kind in PICKLED_KINDS:
+            path = params.get("path", "PATH")
+            raise InputError(
+                f"{where}: agent {item!r} is a model read from a pickle ({kind}:), whose loading runs the code it "
+                f"holds; export it to the data-only format (wpb export {kind} {path} --out DIR) and give policy:DIR"
+            )
+
+
 def _is_text(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -203,6 +223,8 @@ def _run_eval(config: Settings) -> int:
         )
     if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
+    if config["data_only_models"]:
+        refuse_pickled_models(config["agents"], config.origin_of("data_only_models"))
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     recorded = {k: config[k] for k in RECORDED}
@@ -238,6 +260,7 @@ def _run_eval(config: Settings) -> int:
 
     run = run_metadata(recorded, notes, __version__)
     run["isolation"] = isolation_level(config["isolate"], sandbox)  # what the agents could reach
+    run["data_only_models"] = bool(config["data_only_models"])  # whether a model file could run code here
     partial = checkpoint_folder(out, run["config_hash"])
     names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
@@ -446,6 +469,8 @@ def _cmd_ablate(settings: Settings) -> int:
         walls = AUTO  # the sandbox where the platform allows one, with the config's limits
         if config["isolate"] and problem() is None:
             walls = sandbox_of(config)
+        if config["data_only_models"]:
+            refuse_pickled_models(config["agents"], f"{path}: data_only_models")
         configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config), walls), walls))
     runs = []
     for config, policies, walls in configs:
