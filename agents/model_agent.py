@@ -1,5 +1,5 @@
 """The common part of agents that are trained models deciding from the env's observation
-(``sb3:MODEL.zip``, ``rllib:CHECKPOINT``).
+(``sb3:MODEL.zip``, ``rllib:CHECKPOINT``, and ``policy:DIR``, either exported by ``wpb export``).
 
 A model reads ``WritePolicyBenchEnv``'s observation, which the offline evaluator does not
 produce, so such an agent keeps a private copy of the env in step with the evaluator: it is
