@@ -6,8 +6,9 @@ applied as they are yielded. On top of that every agent has
 * ``name`` / ``description`` (class attributes, shown by the registry and in tables),
 * ``track``: ``"unprivileged"``, ``"privileged"`` (reads ``priority``) or ``"oracle"``
   (reads hidden labels; an upper bound),
-* ``kind``: ``"scripted"``, ``"learner"``, ``"oracle"``, or ``"sb3"`` / ``"rllib"`` (a trained
-  model read from a file, deciding from the env's observation: its track is the model's),
+* ``kind``: ``"scripted"``, ``"learner"``, ``"oracle"``, or ``"sb3"`` / ``"rllib"`` / ``"policy"``
+  (a trained model read from a file, deciding from the env's observation: its track is the
+  model's; ``"policy"`` is one exported to the data-only format),
 * ``start_episode(context)`` / ``end_episode(outcome)`` hooks (no-ops here),
 * ``params()``: the constructor parameters, for the registry and result tables,
 * SB3's predictor protocol, ``predict(obs, state, episode_start, deterministic,
@@ -32,8 +33,11 @@ from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
-AGENT_KINDS = ("scripted", "learner", "oracle", "sb3", "rllib")
-MODEL_KINDS = ("sb3", "rllib")  # a saved model: its track is the one it was trained on
+AGENT_KINDS = ("scripted", "learner", "oracle", "sb3", "rllib", "policy")
+MODEL_KINDS = ("sb3", "rllib", "policy")  # a saved model: its track is the one it was trained on
+# Models read from pickles (an SB3 zip, an RLlib checkpoint): loading one runs the code it names.
+# An exported policy ("policy", wpb export) is data only.
+PICKLED_KINDS = ("sb3", "rllib")
 
 
 class Agent(ABC):

@@ -1,5 +1,5 @@
 """The common part of agents that are trained models deciding from the env's observation
-(``sb3:MODEL.zip``, ``rllib:CHECKPOINT``).
+(``sb3:MODEL.zip``, ``rllib:CHECKPOINT``, and ``policy:DIR``, either exported by ``wpb export``).
 
 A model reads ``WritePolicyBenchEnv``'s observation, which the offline evaluator does not
 produce, so such an agent keeps a private copy of the env in step with the evaluator: it is
@@ -135,6 +135,15 @@ class ModelAgent(Agent):
 
     def _start_policy(self) -> None:  # noqa: B027 - an optional hook: no-op by default
         """Called at every episode start, after the private env's reset."""
+
+    def decide(self, observation: Any, mask: np.ndarray) -> int:
+        """The model's env action for an observation of its env and that env's action mask, as
+        ``select`` asks it (``wpb export`` compares a model and its export with it)."""
+        return self._act(observation, mask)
+
+    def restart(self) -> None:
+        """Forget what the model carries from one decision to the next, as at an episode start."""
+        self._start_policy()
 
     def start_episode(self, context: EpisodeContext) -> None:
         if context.stream is None:

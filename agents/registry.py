@@ -25,6 +25,7 @@ AGENT_MODULES = (
     "agents.learners.value_keeper",
     "agents.sb3.agent",
     "agents.rllib.agent",
+    "agents.exported.agent",
 )
 
 

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents.base import MODEL_KINDS, Agent
+from agents.base import AGENT_KINDS, MODEL_KINDS, Agent
 from agents.env_adapter import EnvDriver, run_agent_in_env
 from agents.registry import agent_entry, list_agents, make_agent, registry_table
 from wpb_gym.cli import main as wpb_main
@@ -201,6 +201,8 @@ def test_registry_names_aliases_and_parameters():
         "epsilon_greedy",
         "bandit_ucb",
         "sb3",
+        "rllib",
+        "policy",
     ):
         assert required in names
     for alias, name in {
@@ -219,7 +221,7 @@ def test_registry_names_aliases_and_parameters():
     }.items():
         assert agent_entry(alias).name == name
         assert make_agent(alias).name == name
-    assert {e.kind for e in list_agents()} <= {"scripted", "learner", "oracle", "sb3", "rllib"}
+    assert {e.kind for e in list_agents()} <= set(AGENT_KINDS)
     assert {e.name for e in list_agents() if e.track == "oracle"} >= {"utility_greedy", "oracle_optimal"}
     assert all(e.kind == "oracle" for e in list_agents() if e.track == "oracle")
     assert agent_entry("uniform_sample").defaults["N"] == 10

@@ -406,3 +406,29 @@ def test_bad_query_tier_training_arguments_are_named_before_ray_starts(tmp_path)
         masked_ppo_config({**QUERY_ENV_KWARGS, "dense_reward": True}, query_tier=True)
     with pytest.raises(ValueError, match="query_tier must be True or False"):
         masked_ppo_config(QUERY_ENV_KWARGS, query_tier="yes")
+
+
+def test_an_exported_rllib_policy_decides_exactly_as_its_checkpoint(run, tmp_path, capsys):
+    from agents.exported.agent import ExportedPolicyAgent
+
+    checkpoint = run[1]["checkpoint"]
+    out = tmp_path / "exported"
+    capsys.readouterr()
+    assert wpb_main(["export", "rllib", checkpoint, "--out", str(out), "--samples", "0", "--episodes", "0"]) == 0
+    original, copy = RLlibAgent(checkpoint), ExportedPolicyAgent(out)
+    assert copy.env_kwargs == {**copy.env_kwargs, **original.env_kwargs} and copy.track == original.track
+    manifest = json.loads((out / "policy.json").read_text(encoding="utf-8"))
+    assert manifest["rllib"] == {"module": "MaskedPPOTorchRLModule",
+                                 "model_config": {"vf_share_layers": False, "fcnet_hiddens": [32, 32]}}
+    env = make_rllib_env(original.env_kwargs).unwrapped
+    space, rng = env.observation_space, np.random.default_rng(0)
+    space.seed(0)
+    for _ in range(2000):
+        observation, mask = space.sample(), rng.random(env.n_actions) < 0.5
+        mask[0] = True
+        assert copy.decide(observation, mask) == original.decide(observation, mask)
+    for index in range(3):
+        episode = generate_episode(make_config("default", length=60), seed=4, index=index)
+        runs = [run_episode(agent, episode, 4096, original.track) for agent in (original, copy)]
+        assert runs[0].actions == runs[1].actions and runs[0].metrics.as_row() == runs[1].metrics.as_row()
+

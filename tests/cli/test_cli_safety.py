@@ -524,6 +524,47 @@ def test_the_same_episode_given_twice_to_the_grid_is_refused():
         grid_module.given_refs([episode, other, episode], "<mine>")
 
 
+def _train_argv(tmp_path: Path, training: Path, held_out: Path) -> list:
+    return ["train", "--algo", "epsilon_greedy", "--timesteps", "10", "--env-kwargs", f"episodes={training}",
+            "--eval-episodes", held_out, "--out", tmp_path / "trained", "--quiet"]
+
+
+def test_the_same_episode_given_twice_for_training_is_refused_naming_both_places_and_the_hash(tmp_path, capsys):
+    from wpb_gym.episodes.identity import episode_hash
+
+    training = write_episodes(tmp_path / "train.jsonl", ["default"] * 3, indices={2: 0})
+    held_out = write_episodes(tmp_path / "held.jsonl", ["default"] * 2, indices={0: 5, 1: 6})
+    digest = episode_hash(generate_episode(make_config("default", length=20), 0, 0))
+    line = refused(capsys, *_train_argv(tmp_path, training, held_out))
+    assert f"--env-kwargs episodes: {training}:1 and {training}:3 hold the same episode" in line, line
+    assert f"(episode_hash {digest}): it would be drawn twice as often" in line, line
+    assert not (tmp_path / "trained").exists()
+
+
+def test_the_same_episode_given_twice_as_held_out_episodes_is_refused(tmp_path, capsys):
+    training = write_episodes(tmp_path / "train.jsonl", ["default"] * 2)
+    held_out = write_episodes(tmp_path / "held.jsonl", ["default"] * 2, indices={0: 5, 1: 5})
+    line = refused(capsys, *_train_argv(tmp_path, training, held_out))
+    assert f"--eval-episodes: {held_out}:1 and {held_out}:2 hold the same episode" in line, line
+    assert "weigh twice in choosing the best model" in line and not (tmp_path / "trained").exists()
+
+
+def test_an_episode_both_in_training_and_held_out_is_refused(tmp_path, capsys):
+    training = write_episodes(tmp_path / "train.jsonl", ["default"] * 2)
+    held_out = write_episodes(tmp_path / "held.jsonl", ["default"] * 2, indices={0: 5, 1: 1})
+    line = refused(capsys, *_train_argv(tmp_path, training, held_out))
+    assert f"{training}:2 and {held_out}:2 hold the same episode" in line, line
+    assert "chosen on an episode it trained on" in line and not (tmp_path / "trained").exists()
+
+
+def test_distinct_training_and_held_out_episodes_train(tmp_path, capsys):
+    training = write_episodes(tmp_path / "train.jsonl", ["default"] * 2)
+    held_out = write_episodes(tmp_path / "held.jsonl", ["default"] * 2, indices={0: 5, 1: 6})
+    code, err = wpb(capsys, *_train_argv(tmp_path, training, held_out))
+    assert code == 0, err
+    assert (tmp_path / "trained" / "learner.json").is_file()
+
+
 # ---------------------------------------------------------------------------- two runs, one folder
 
 # A `wpb eval` in another process that stops inside its first episode until `go` exists.

@@ -98,7 +98,7 @@ def test_episodes_from_files_take_their_regime_from_the_data():
 
 
 def test_every_row_carries_its_episodes_content_hash():
-    from wpb_gym.evaluation.run_folder import episode_hash
+    from wpb_gym.episodes.identity import episode_hash
 
     refs = generated_refs(["default"], [40], 2, seed=1) + generated_refs(["default"], [40], 2, seed=777)
     refs = [grid_module.EpisodeRef(r.mode, r.steps, i, r.seed) for i, r in enumerate(refs)]
@@ -118,13 +118,13 @@ def test_the_episode_hash_is_stable_across_processes_and_names_the_content(tmp_p
 
     from wpb_gym.episodes.jsonl import write_jsonl
     from wpb_gym.episodes.sources import read_episodes
-    from wpb_gym.evaluation.run_folder import episode_hash
+    from wpb_gym.episodes.identity import episode_hash
 
     episode = generated_refs(["breaking"], [80], 1, seed=3)[0].load()
     digest = episode_hash(episode)
     code = (
         "from wpb_gym.evaluation.grid import generated_refs\n"
-        "from wpb_gym.evaluation.run_folder import episode_hash\n"
+        "from wpb_gym.episodes.identity import episode_hash\n"
         "print(episode_hash(generated_refs(['breaking'], [80], 1, seed=3)[0].load()))"
     )
     for hash_seed in ("1", "2"):  # another process, and another order of its sets and dicts

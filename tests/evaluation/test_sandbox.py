@@ -18,6 +18,7 @@ import ctypes
 import json
 import os
 import pickle
+import re
 import socket
 import sys
 import time
@@ -129,6 +130,131 @@ def test_a_policy_walking_proc_finds_no_evaluator_process_nor_its_command_line(s
     # Without the sandbox the same policy finds the evaluator's command line (the attack, as it was).
     unsandboxed = _report(run_episode(ProcWalker(), EPISODE, 2048, isolate=True, sandbox=None))
     assert unsandboxed["secret"] and unsandboxed["processes"] > 1 and len(unsandboxed["ancestors"]) > 1
+
+
+# ------------------------------------------------------------------- the held-out seed
+_DIGITS = re.compile(rb"[0-9]{15,40}")
+
+
+class SeedHunter:
+    """Look everywhere a process can for the evaluator's seed: every process's command line and
+    environment under ``/proc``, its own environment, the seed file whose path it was told
+    (``wpb eval --seed-file`` is on the command line), and every readable byte of its own
+    memory. It knows only what results publish of a seed, its fingerprint, and tests every run
+    of digits it finds against it (a canary of its own proves the memory scan finds digits).
+    It raises at its first step with what it found, which the evaluator's error carries out."""
+
+    track = "unprivileged"
+    name = "hunter"
+
+    def __init__(self, seed_file: str, fingerprint: str) -> None:
+        self.seed_file, self.fingerprint = seed_file, fingerprint
+        self.canary = "".join(str(d) for d in (4, 0, 9, 6, 1, 7, 3, 5, 5, 8, 2, 1, 9, 0, 4, 7, 7, 3, 6))
+
+    def matches(self, data: bytes) -> bool:
+        from wpb_gym.cli.eval_settings import seed_fingerprint
+
+        for run in set(_DIGITS.findall(data)):
+            for width in range(15, min(len(run), 20) + 1):
+                for start in range(len(run) - width + 1):
+                    if seed_fingerprint(int(run[start:start + width])) == self.fingerprint:
+                        return True
+        return False
+
+    def select(self, step: Any, view: Any):
+        found = {"proc": [], "environment": False, "file": "ok", "memory": False}
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            for name in ("cmdline", "environ"):
+                try:
+                    if self.matches(Path(f"/proc/{pid}/{name}").read_bytes().replace(b"\0", b" ")):
+                        found["proc"].append(f"{pid}/{name}")
+                except OSError:
+                    pass
+        found["environment"] = self.matches(" ".join(f"{k}={v}" for k, v in os.environ.items()).encode())
+        try:
+            found["file"] = "read: seed found" if self.matches(Path(self.seed_file).read_bytes()) else "read"
+        except OSError as error:
+            found["file"] = type(error).__name__
+        canary_seen, scanned = False, 0
+        for chunk in _own_memory():
+            scanned += len(chunk)
+            canary_seen |= self.canary.encode() in chunk
+            found["memory"] |= self.matches(chunk)
+        found.update(canary=canary_seen, scanned_mb=scanned >> 20)
+        raise RuntimeError("FOUND " + json.dumps(found))
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("length", ctypes.c_size_t)]
+
+
+def _own_memory():
+    """Every readable mapping of this process, in pieces of 16 MB, read with
+    ``process_vm_readv`` (a page that cannot be read fails the call, it does not kill the
+    process; ``/proc/self/mem`` is closed to a process that is not dumpable)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.process_vm_readv.restype = ctypes.c_ssize_t
+    buffer = ctypes.create_string_buffer(1 << 24)
+    with open("/proc/self/maps") as maps:
+        regions = [line.split() for line in maps]
+    for fields in regions:
+        if "r" not in fields[1] or fields[-1] in ("[vvar]", "[vsyscall]", "[vvar_vclock]"):
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        for at in range(start, end, 1 << 24):
+            size = min(1 << 24, end - at)
+            local, remote = _Iovec(ctypes.addressof(buffer), size), _Iovec(at, size)
+            got = libc.process_vm_readv(os.getpid(), ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            if got <= 0:
+                break
+            yield buffer.raw[:got]
+
+
+def _hunt(monkeypatch, capsys, tmp_path: Path, seed_argv: list[str], fingerprint: str, *extra: str) -> dict:
+    """What a SeedHunter found, run by ``wpb eval --isolate`` with ``seed_argv``."""
+    from wpb_gym.cli import evaluation as cli_evaluation
+    from wpb_gym.cli import main as wpb
+
+    seed_file = next((arg for arg, before in zip(seed_argv[1:], seed_argv) if before == "--seed-file"), "/nowhere")
+    hunter = PolicySpec("hunter", partial(SeedHunter, seed_file, fingerprint), "unprivileged")
+    monkeypatch.setattr(cli_evaluation, "policy_specs", lambda *args, **kwargs: [hunter])
+    argv = ["eval", "--agents", "last_kb", "--isolate", "--lengths", "12", "--episodes-per-condition", "1"]
+    argv += ["--budgets", "2KB", "--max-seconds-per-step", "0", *seed_argv, *extra]
+    capsys.readouterr()
+    assert wpb([*argv, "--out", str(tmp_path / "run"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    match = re.search(r"FOUND (\{.*?\})", err)
+    assert match, err
+    return json.loads(match.group(1))
+
+
+HELD_OUT = 8231675309123456789
+
+
+def test_a_sandboxed_policy_finds_no_trace_of_a_seed_read_from_a_file(sandboxed, tmp_path, monkeypatch, capsys):
+    from wpb_gym.cli.eval_settings import seed_fingerprint
+
+    seed_file = tmp_path / "held_out_seed"
+    seed_file.write_text(f"{HELD_OUT}\n", encoding="utf-8")
+    found = _hunt(monkeypatch, capsys, tmp_path, ["--seed-file", str(seed_file)], seed_fingerprint(HELD_OUT))
+    assert found["canary"] and found["scanned_mb"] > 50  # the scan reads memory, and finds digits there
+    assert found == {**found, "proc": [], "environment": False, "memory": False}
+    assert found["file"] in ("FileNotFoundError", "PermissionError")
+    # Without the sandbox the same policy reads the file (the attack is real).
+    monkeypatch.setattr(sandboxing, "problem", lambda: "user namespaces are switched off")
+    unsandboxed = _hunt(monkeypatch, capsys, tmp_path / "weaker", ["--seed-file", str(seed_file)],
+                        seed_fingerprint(HELD_OUT), "--accept-weaker-isolation")
+    assert unsandboxed["file"] == "read: seed found"
+
+
+def test_a_sandboxed_policy_finds_no_trace_of_a_seed_the_evaluator_drew(sandboxed, tmp_path, monkeypatch, capsys):
+    import secrets
+
+    from wpb_gym.cli.eval_settings import seed_fingerprint
+
+    monkeypatch.setattr(secrets, "randbits", lambda bits: HELD_OUT)  # in the evaluator's process only
+    found = _hunt(monkeypatch, capsys, tmp_path, ["--seed", "draw"], seed_fingerprint(HELD_OUT))
+    assert found["canary"] and found == {**found, "proc": [], "environment": False, "memory": False}
 
 
 # ------------------------------------------------------------------- the evaluator's files
@@ -367,6 +493,18 @@ def test_a_real_model_loads_and_scores_alike_in_the_sandbox(sandboxed, tiny_sb3_
     in_process = run_grid(refs, specs, (2048,), ("privileged",))
     sandboxed_rows = run_grid(refs, specs, (2048,), ("privileged",), isolate=True, sandbox=Sandbox())
     assert in_process == sandboxed_rows and all(row["error"] == "" for row in sandboxed_rows)
+
+
+def test_an_exported_policy_loads_in_the_sandbox_and_scores_as_its_model(sandboxed, tiny_sb3_model, tmp_path):
+    from agents.exported.export import export_sb3
+
+    export_sb3(tiny_sb3_model, tmp_path / "exported", samples=100, episodes=1)
+    refs = generated_refs(["default"], [20], 2, seed=0)
+    track = ("privileged",)
+    model = [PolicySpec("m", partial(make_agent, "sb3", path=str(tiny_sb3_model)), "privileged")]
+    exported = [PolicySpec("m", partial(make_agent, "policy", path=str(tmp_path / "exported")), "privileged")]
+    sandboxed_rows = run_grid(refs, exported, (2048,), track, isolate=True, sandbox=Sandbox())
+    assert sandboxed_rows == run_grid(refs, model, (2048,), track) and all(r["error"] == "" for r in sandboxed_rows)
 
 
 # ------------------------------------------------------------------- what the command says

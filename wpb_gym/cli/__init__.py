@@ -15,10 +15,11 @@ Commands (``wpb COMMAND --help`` describes each):
 * ``wpb ablate`` — two eval configs over N seeds, with paired t-tests.
 * ``wpb train`` — train an SB3 agent or a bandit learner.
 * ``wpb dataset`` — record an agent's trajectories as a Minari dataset (offline RL, imitation).
+* ``wpb export`` — a trained SB3 or RLlib model to the data-only policy format (``policy:DIR``).
 * ``wpb sweep`` — training trials (algorithm x regime x seed x hyperparameters) on Ray Tune.
 
 One module per command group (``episode_sets``, ``training``, ``evaluation``, ``results``,
-``ingest``, ``datasets``, ``sweep``). Each command declares its settings in one table; ``settings`` merges the defaults,
+``ingest``, ``datasets``, ``sweep``, ``models``). Each command declares its settings in one table; ``settings`` merges the defaults,
 the command's ``--config`` file and its flags into one read-only object, and ``inputs`` holds
 the checks a value goes through wherever it comes from. This is the one package that joins
 ``wpb_gym`` and ``agents``."""
@@ -34,7 +35,7 @@ from ..core.messages import one_line
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError
 from ..episodes.jsonl import EpisodeFormatError
-from . import datasets, episode_sets, evaluation, ingest, results, sweep, training
+from . import datasets, episode_sets, evaluation, ingest, models, results, sweep, training
 from .inputs import OneLineParser
 
 __all__ = ["build_parser", "main"]
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="wpb", description="WritePolicyBench-Gym command line")
     parser.add_argument("--version", action="version", version=f"wpb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (episode_sets, training, evaluation, results, ingest, datasets, sweep):
+    for group in (episode_sets, training, evaluation, results, ingest, datasets, sweep, models):
         group.add_commands(sub)
     return parser
 

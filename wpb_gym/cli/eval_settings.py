@@ -9,6 +9,7 @@ from ..core.checks import InputError
 from ..core.setting_values import (
     MAX_LENGTH,
     budget_text,
+    input_error,
     parse_budget,
     parse_budgets,
     parse_choice,
@@ -29,6 +30,49 @@ from .settings import CommandSettings, Setting, Settings, switch
 DEFAULT_BUDGETS = (1024, 10240, 102400, 1048576)
 _SANDBOX = Sandbox()  # its defaults are the settings'
 
+
+
+DRAW = "draw"  # --seed draw: wpb eval draws the seed itself
+# Bits of a drawn seed: too many to try them all against the episodes a policy is shown, or
+# against the episode hashes of published results.
+DRAWN_SEED_BITS = 63
+# Digits of a seed read from a file (a seed of 128 bits has 39).
+_MOST_SEED_DIGITS = 40
+
+
+def parse_seed(value: Any, where: str) -> int | str:
+    """A seed (an integer >= 0) or ``draw``."""
+    if isinstance(value, str) and value.strip().lower() == DRAW:
+        return DRAW
+    if isinstance(value, str) and not value.strip().lstrip("+-").isdigit():
+        raise input_error(where, f"expected an integer >= 0 or {DRAW}, got {value!r}")
+    return parse_int(value, where, 0)
+
+
+def read_seed_file(path: str, where: str) -> int:
+    """The seed held in the file ``path``: one integer >= 0, alone but for white space. Errors
+    never quote what the file holds: it is a secret."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(_MOST_SEED_DIGITS + 64)
+    except OSError as error:
+        raise InputError(f"{where} {path}: cannot read: {error.strerror or error}") from None
+    text = data.decode("ascii", "replace").strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= _MOST_SEED_DIGITS):
+        raise InputError(
+            f"{where} {path}: expected one integer >= 0 of at most {_MOST_SEED_DIGITS} digits alone in the file "
+            f"(what it holds is not shown: it is the secret seed)"
+        )
+    return int(text)
+
+
+def seed_fingerprint(seed: int) -> str:
+    """What results record of a seed read from a file: its sha256, which tells runs on the same
+    seed apart from others without giving the seed away (a seed of a small range can be found
+    by trying each one against it, as against the episode hashes: draw the file's from a large one)."""
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(f"wpb-eval-seed:{seed}".encode("ascii")).hexdigest()[:16]
 
 
 def check_agents(value: Any, where: str) -> list[Any]:
@@ -79,7 +123,20 @@ EVAL_SETTINGS = (
         "generated episodes per regime and length",
         default=10,
     ),
-    Setting("seed", partial(parse_int, minimum=0), "seed of the generated episodes", default=0),
+    Setting(
+        "seed",
+        parse_seed,
+        "seed of the generated episodes, or draw: a fresh one drawn by wpb eval, recorded in run.json and "
+        "results.csv only (--resume continues with the seed the interrupted run drew)",
+        default=0,
+    ),
+    Setting(
+        "seed_file",
+        parse_path,
+        "read the seed of the generated episodes from this file (one integer) before any agent's process "
+        "starts, so that it is on no command line; the sandbox hides the file, and run.json and results.csv "
+        "record a fingerprint of the seed, not the seed",
+    ),
     BUDGETS,
     TRACKS_SETTING,
     Setting(
@@ -118,6 +175,11 @@ EVAL_SETTINGS = (
         "stop an agent that takes longer over one timestep, in seconds (0: no limit)",
         default=DEFAULT_LIMITS.max_seconds_per_step,
     ),
+    switch(
+        "data_only_models",
+        "refuse trained models given as pickles (sb3:MODEL.zip, rllib:CHECKPOINT: loading one runs the code it "
+        "holds); accept exported ones only (policy:DIR, wpb export) (for leaderboards)",
+    ),
     # The sandbox of --isolate (wpb_gym.evaluation.isolated.sandbox): each agent's process's limits.
     Setting(
         "sandbox_memory",
@@ -147,9 +209,12 @@ EVAL_SETTINGS = (
         default_text=budget_text(_SANDBOX.file_bytes),
     ),
 )
-# Where the tasks run never changes results: not recorded, not hashed.
-RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in ("jobs", "backend", "address"))
-GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed")
+# Where the tasks run never changes results: not recorded, not hashed. Nor does where the seed
+# file lies (its seed is, as a fingerprint), nor which kinds of model files are accepted (run.json
+# says it beside the isolation).
+NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models")
+RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in NOT_RECORDED)
+GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_file")
 
 EVAL = CommandSettings(
     "wpb eval",

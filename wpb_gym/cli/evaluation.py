@@ -19,7 +19,19 @@ from ..core.policy import POLICY_TRACKS
 from ..core.version import __version__
 from ..evaluation.isolated.sandbox import AUTO, isolation_level
 from ..evaluation.run_folder import check_folder_path
-from .eval_settings import ABLATE, EVAL, GENERATED_ONLY, RECORDED, eval_config_file, run_limits, sandbox_of
+from .eval_settings import (
+    ABLATE,
+    DRAW,
+    DRAWN_SEED_BITS,
+    EVAL,
+    GENERATED_ONLY,
+    RECORDED,
+    eval_config_file,
+    read_seed_file,
+    run_limits,
+    sandbox_of,
+    seed_fingerprint,
+)
 from .inputs import read_placed_episode_source
 from .settings import Settings
 
@@ -43,7 +55,7 @@ def agent_item(item: Any) -> tuple[str, str | None, dict[str, Any]]:
     head, colon, path = name.partition(":")
     if colon:  # NAME:PATH, an agent read from a file or folder: a trained model or learner
         if not path:
-            what = "an RLlib checkpoint folder" if head == "rllib" else "a file"
+            what = {"rllib": "an RLlib checkpoint folder", "policy": "an exported policy folder"}.get(head, "a file")
             raise InputError(f"agent {item!r}: {head}:PATH needs the path of {what}")
         params["path"] = path
         name, label = head, label or f"{head}:{Path(path).stem}"
@@ -126,6 +138,26 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
     return specs
 
 
+def refuse_pickled_models(names: Sequence[Any], where: str) -> None:
+    """Refuse, before any is loaded, an agent whose model is read from a pickle (an SB3 zip, an
+    RLlib checkpoint), whose loading runs the code it holds: ``--data-only-models``."""
+    from agents.base import PICKLED_KINDS  # the CLI joins the packages
+    from agents.registry import agent_entry
+
+    for item in names:
+        name, _, params = agent_item(item)
+        try:
+            kind = agent_entry(name).kind
+        except KeyError:
+            continue  # policy_specs names it, with the closest name
+        if kind in PICKLED_KINDS:
+            path = params.get("path", "PATH")
+            raise InputError(
+                f"{where}: agent {item!r} is a model read from a pickle ({kind}:), whose loading runs the code it "
+                f"holds; export it to the data-only format (wpb export {kind} {path} --out DIR) and give policy:DIR"
+            )
+
+
 def _is_text(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -178,6 +210,8 @@ def _run_eval(config: Settings) -> int:
     check_folder_path(out)
     check_no_earlier_run(out, config.force)
     limits = run_limits(config)
+    # Read before any agent's process starts; from then on it lives in this process's memory only.
+    seed_of_file = _seed_of_file(config)
     if config["backend"] == "ray" and config["isolate"]:
         raise InputError(f"{config.origin_of('isolate')}: isolated evaluation runs with --backend processes, not ray")
     if config["address"] is not None and config["backend"] != "ray":
@@ -189,6 +223,8 @@ def _run_eval(config: Settings) -> int:
         )
     if config["backend"] == "ray" and importlib.util.find_spec("ray") is None:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
+    if config["data_only_models"]:
+        refuse_pickled_models(config["agents"], config.origin_of("data_only_models"))
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     recorded = {k: config[k] for k in RECORDED}
@@ -212,9 +248,9 @@ def _run_eval(config: Settings) -> int:
         # are: an edited file never mixes its new rows with checkpointed old ones.
         recorded["episodes_sha256"] = episodes_digest(episodes)
     else:
-        refs = _generated_refs(config, config["seed"])
         # Generated episodes are the package's: a run resumed under another version must not mix them.
         recorded["generated_by"] = f"wpb_gym {__version__}"
+        refs = _generated_refs(config, _generation_seed(config, recorded, out, seed_of_file))
     notes = skipped(policies, config["tracks"])
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
@@ -224,6 +260,7 @@ def _run_eval(config: Settings) -> int:
 
     run = run_metadata(recorded, notes, __version__)
     run["isolation"] = isolation_level(config["isolate"], sandbox)  # what the agents could reach
+    run["data_only_models"] = bool(config["data_only_models"])  # whether a model file could run code here
     partial = checkpoint_folder(out, run["config_hash"])
     names = {_ref_name(ref) for ref in refs}
     done: dict[str, list[dict[str, Any]]] = {}
@@ -350,6 +387,42 @@ def _check_models_unchanged(names: Sequence[Any], before: dict[str, dict[str, st
             )
 
 
+def _seed_of_file(config: Settings) -> int | None:
+    """The seed of ``--seed-file``, if given (None otherwise); it and ``--seed`` are one setting."""
+    if config["seed_file"] is None:
+        return None
+    where = config.origin_of("seed_file")
+    if config.origin_of("seed") != "default":
+        raise InputError(f"{where} and {config.origin_of('seed')}: both give the seed; give one of them")
+    if config["episodes"] is not None:
+        return None  # refused with the other settings of generated episodes
+    return read_seed_file(config["seed_file"], where)
+
+
+def _generation_seed(config: Settings, recorded: dict[str, Any], out: Path, of_file: int | None) -> int:
+    """The seed of the generated episodes, with what the results record of it set in ``recorded``:
+    a seed of ``--seed-file`` as its fingerprint (the file's seed may serve many runs, whose
+    results are published), a drawn one as it is (it serves this run alone), with where it
+    came from (``seed_from``)."""
+    import secrets
+
+    from ..evaluation.run_folder import drawn_seed
+
+    if of_file is not None:
+        recorded.update(seed=seed_fingerprint(of_file), seed_from="file")
+        return of_file
+    if config["seed"] != DRAW:
+        return int(config["seed"])
+    recorded["seed_from"] = "drawn"
+    seed = drawn_seed(out, recorded) if config.resume else None
+    if seed is not None:
+        print("note: continuing with the seed the interrupted run drew (recorded in its checkpoints)", file=sys.stderr)
+    else:
+        seed = secrets.randbits(DRAWN_SEED_BITS)
+    recorded["seed"] = seed
+    return seed
+
+
 def _sandbox(config: Settings, out: Path) -> Any:
     """The agents' sandbox of ``wpb eval --isolate``, hiding the run folder and the episode files;
     None (a process each, unsandboxed) only where the platform has none and
@@ -358,7 +431,7 @@ def _sandbox(config: Settings, out: Path) -> Any:
 
     why = problem()
     if why is None:
-        hidden = [str(out)] + ([str(config["episodes"])] if config["episodes"] is not None else [])
+        hidden = [str(out)] + [str(config[name]) for name in ("episodes", "seed_file") if config[name] is not None]
         walls = sandbox_of(config, tuple(hidden))
         try:
             plan(walls, None)  # what every agent's sandbox shows: --out may not lie inside it
@@ -388,13 +461,16 @@ def _cmd_ablate(settings: Settings) -> int:
         config = eval_config_file(path)
         if config["episodes"] is not None:
             raise InputError(f"{path} reads episodes from files; ablations vary the seed of generated ones")
-        if config.origin_of("seed") != "default":
-            raise InputError(f"{path}: seed: an ablation runs seeds 0..--seeds-1 itself; leave 'seed:' out")
+        for name in ("seed", "seed_file"):
+            if config.origin_of(name) != "default":
+                raise InputError(f"{path}: {name}: an ablation runs seeds 0..--seeds-1 itself; leave '{name}:' out")
         # Both variants are checked before any work.
         _generated_refs(config, 0)
         walls = AUTO  # the sandbox where the platform allows one, with the config's limits
         if config["isolate"] and problem() is None:
             walls = sandbox_of(config)
+        if config["data_only_models"]:
+            refuse_pickled_models(config["agents"], f"{path}: data_only_models")
         configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config), walls), walls))
     runs = []
     for config, policies, walls in configs:

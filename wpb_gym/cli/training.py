@@ -11,7 +11,7 @@ from ..core.checks import InputError
 from ..core.messages import one_line
 from ..core.setting_values import parse_choice, parse_int, parse_path
 from ..evaluation.run_folder import check_folder_path
-from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_episode_source
+from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_placed_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
 
 
@@ -97,6 +97,39 @@ def _check_env(env_kwargs: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}: {one_line(str(error))}") from None
 
 
+def _check_distinct_episodes(training: str | None, origin: str, held_out: str | None) -> None:
+    """Read the training and held-out episode files, refusing an episode given twice in either,
+    or in both, naming both places: a repeat is drawn twice as often, or weighs twice in
+    choosing the best model, and one in both sets has the best model chosen on what it trained on."""
+    from ..episodes.identity import refuse_repeated_episodes
+
+    sources = [(training, origin, "it would be drawn twice as often as the others in training"),
+               (held_out, "--eval-episodes", "it would weigh twice in choosing the best model")]
+    read = {}
+    for path, where, harm in sources:
+        if path is None:
+            continue
+        placed = read_placed_episode_source(path)
+        try:
+            refuse_repeated_episodes([episode for _, episode in placed], where, [place for place, _ in placed], harm)
+        except ValueError as error:
+            raise InputError(str(error)) from None
+        read[where] = placed
+    if len(read) == 2 and not _nested(Path(training), Path(held_out)):  # (nested: training names it)
+        both = read[origin] + read["--eval-episodes"]
+        try:
+            refuse_repeated_episodes([episode for _, episode in both], f"{origin} and --eval-episodes",
+                                     [place for place, _ in both],
+                                     "the best model would be chosen on an episode it trained on")
+        except ValueError as error:
+            raise InputError(str(error)) from None
+
+
+def _nested(a: Path, b: Path) -> bool:
+    a, b = a.resolve(), b.resolve()
+    return a == b or a in b.parents or b in a.parents
+
+
 def _cmd_train(settings: Settings) -> int:
     from agents.learners.training import LEARNER_ALGOS, train_learner_run
     from agents.sb3.train import train  # the CLI joins the packages
@@ -108,9 +141,9 @@ def _cmd_train(settings: Settings) -> int:
         raise InputError(f"--out {out}: the folder is not empty; continue its run with --resume, or choose another")
     # Episode files are read here first, so that their errors name them (and come before any
     # worker process of --vec-env subproc starts).
-    for source in {config["env"].get("episodes"), env_kwargs.get("episodes"), settings.eval_episodes} - {None}:
-        if isinstance(source, str):
-            read_episode_source(source)
+    training = config["env"].get("episodes", env_kwargs.get("episodes"))
+    origin = "--env-kwargs episodes" if "episodes" in env_kwargs else f"{where}: env: episodes"
+    _check_distinct_episodes(training if isinstance(training, str) else None, origin, settings.eval_episodes)
     try:
         if settings.algo == "value_keeper":
             from agents.learners.value_training import train_value_keeper_run

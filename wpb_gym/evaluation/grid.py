@@ -34,6 +34,7 @@ from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
 from ..episodes.generators.queries import QUERY_REGIMES
 from ..episodes.generators.regimes import make_config
+from ..episodes.identity import episode_hash, refuse_repeated_episodes
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.oracle import episode_oracle
@@ -44,12 +45,11 @@ from .isolated.sandbox import AUTO, Sandbox, resolve_sandbox
 from .playing import PlayedRun, Seat, end_episode, play, score
 from .ray_backend import BACKENDS, ray_map
 from .referee import DEFAULT_LIMITS, RunLimits
-from .run_folder import episode_hash
 
 if TYPE_CHECKING:
     from ..scoring.query_bound import QueryBound
 
-# What the episode is: the hash of its content (run_folder.episode_hash). episode_index is only
+# What the episode is: the hash of its content (episodes.identity.episode_hash). episode_index is only
 # its place among the run's episodes of a regime and length; the hash is what paired statistics
 # match two runs' rows on. Results written before the column existed read it as "".
 EPISODE_HASH = "episode_hash"
@@ -155,18 +155,7 @@ def given_refs(
     ``places`` (where each episode was read, ``FILE:LINE``; by default its position): it would
     count twice in every mean and interval, and pair with itself in a comparison.
     """
-    first: dict[str, int] = {}
-    for position, episode in enumerate(episodes):
-        earlier = first.setdefault(episode_hash(episode), position)
-        if earlier != position:
-            if places is None:
-                where = f"{origin}: episodes {earlier} and {position}"
-            else:
-                where = f"{origin}: {places[earlier]} and {places[position]}"
-            raise ValueError(
-                f"{where} hold the same episode (episode_hash {episode_hash(episode)}): it would count twice in "
-                "the statistics; keep one of them"
-            )
+    refuse_repeated_episodes(episodes, origin, places)
     refs = []
     counters: dict[tuple[str, int], int] = {}
     for position, episode in enumerate(episodes):

@@ -217,6 +217,26 @@ def checkpoint_differences(folder: Path, recorded: dict[str, Any]) -> str:
     return "; ".join(what) or "other settings or other episode contents"
 
 
+def drawn_seed(out: Path, recorded: dict[str, Any]) -> int | None:
+    """The seed an interrupted run of the settings ``recorded`` drew (``wpb eval --seed draw
+    --resume``): that of the newest checkpoint folder in ``out`` whose settings are ``recorded``
+    but for the seed; None if there is none."""
+    new = json.loads(json.dumps({k: v for k, v in recorded.items() if k != "seed"}, sort_keys=True, default=str))
+    found = []
+    for folder in out.glob(f"{CHECKPOINT_PREFIX}*"):
+        try:
+            old = json.loads((folder / CHECKPOINT_SETTINGS).read_text(encoding="utf-8"))
+            when = folder.stat().st_mtime
+        except (OSError, ValueError):
+            continue
+        if not isinstance(old, dict):
+            continue
+        seed = old.pop("seed", None)
+        if old == new and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+            found.append((when, seed))
+    return max(found)[1] if found else None
+
+
 def read_checkpoints(folder: Path, columns: tuple[str, ...]) -> dict[str, list[dict[str, Any]]]:
     """Checkpointed rows by file stem. A checkpoint that was cut short or does not hold rows
     with exactly ``columns`` is left out: its episode runs again."""
@@ -265,17 +285,3 @@ def episodes_digest(episodes: Iterable[Any]) -> str:
     return digest.hexdigest()
 
 
-# Hex digits of an episode's hash: 64 bits, so two different episodes of a benchmark never
-# share one, and short enough to read in a table or an error message.
-EPISODE_HASH_DIGITS = 16
-
-
-def episode_hash(episode: Any) -> str:
-    """What the episode is, as a short stable name: the first 16 hex digits of the sha256 of its
-    canonical JSON (its steps and labels, as ``episodes_digest`` reads them). The same episode
-    has the same hash in every process, generated or read back from a file; a change to one step
-    or label gives another. Every result row carries it (``episode_hash``), so that paired
-    statistics match two runs' rows by the episode they played, not by its place in the run."""
-    from ..episodes.jsonl import dumps_episode
-
-    return hashlib.sha256(dumps_episode(episode).encode("utf-8")).hexdigest()[:EPISODE_HASH_DIGITS]

@@ -2,11 +2,11 @@
 
 A paired statistic (a paired lift, a bootstrap that draws the same episodes for both sides, a
 t-test over seeds) compares two results *of the same episode*. Every row of a run names its
-episode by ``episode_hash``, the hash of the episode's content (``run_folder.episode_hash``):
-the same for the same episode in every process, whether generated or read from a file. Rows
-are paired on it, within a condition, and never on ``episode_index`` alone: episode 3 of a run
-on ``--seed 0`` and episode 3 of a run on ``--seed 777`` are different episodes, and a lift
-between them means nothing.
+episode by ``episode_hash``, the hash of the episode's content
+(``wpb_gym.episodes.identity.episode_hash``): the same for the same episode in every process,
+whether generated or read from a file. Rows are paired on it, within a condition, and never on
+``episode_index`` alone: episode 3 of a run on ``--seed 0`` and episode 3 of a run on ``--seed
+777`` are different episodes, and a lift between them means nothing.
 
 An episode that a condition holds twice (a file that holds it twice) is paired occurrence by
 occurrence, in the order of ``episode_index``.
