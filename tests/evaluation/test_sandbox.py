@@ -584,6 +584,30 @@ def test_a_sandbox_shows_a_models_files_and_covers_what_is_hidden_inside_what_it
         Sandbox(memory_bytes=0)
 
 
+def test_a_symlink_beside_a_model_file_shows_the_policy_no_file_outside_its_folder(tmp_path):
+    # A submission's folder holding model.zip and model.leak -> a file elsewhere on the machine:
+    # the model's code (it unpickles in the sandbox) could read that file as /its/own/path.
+    (tmp_path / "operator").mkdir()
+    secret = tmp_path / "operator" / "secret.txt"
+    secret.write_text("OPERATOR SECRET", encoding="utf-8")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for name in ("model.zip", "model.env.json", "other.txt", "*.zip"):
+        (sub / name).write_text("", encoding="utf-8")
+    (sub / "model.leak").symlink_to(secret)
+    (sub / "model.alias.json").symlink_to(sub / "model.env.json")  # a link within the folder stays
+    def shown(model: str) -> set[str]:
+        return {source for _, source in sandboxing.plan(Sandbox(), partial(make_agent, "sb3", path=model)).binds}
+
+    bound = shown(str(sub / "model.zip"))
+    assert str(secret) not in bound and str(sub / "model.leak") not in bound
+    assert {str(sub / "model.zip"), str(sub / "model.env.json")} <= bound
+    # A stem is a name, not a glob pattern: a model named '*.zip' shows no other file beside it.
+    starred = shown(str(sub / "*.zip"))
+    assert str(sub / "*.zip") in starred
+    assert str(sub / "other.txt") not in starred and str(sub / "model.zip") not in starred
+
+
 def test_the_documented_limits_are_the_sandboxs_defaults():
     text = (Path(__file__).resolve().parents[2] / "docs" / "evaluation-integrity.md").read_text(encoding="utf-8")
     walls = Sandbox()

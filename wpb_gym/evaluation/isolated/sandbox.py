@@ -249,7 +249,10 @@ def _module_paths(names: Sequence[str]) -> list[str]:
 
 def _model_paths(factory: Any) -> list[str]:
     """The file or folder a registry factory's ``path`` parameter names (``sb3:MODEL.zip``), and
-    the files beside a file that share its stem (an SB3 model's ``MODEL.env.json``)."""
+    the files beside a file that share its stem (an SB3 model's ``MODEL.env.json``). A file
+    beside it that is a symbolic link out of its folder is not shown: it came with the model,
+    not from whoever named the model, and would show the policy any file of the machine."""
+    import glob
     from functools import partial
 
     keywords = factory.keywords if isinstance(factory, partial) else {}
@@ -260,7 +263,12 @@ def _model_paths(factory: Any) -> list[str]:
     if path.is_dir():
         return [str(path)]
     stem = path.name.split(".")[0]
-    return [str(path)] + [str(p) for p in path.parent.glob(f"{stem}.*") if p.is_file() and p != path]
+    folder = os.path.realpath(path.parent)
+    beside = [
+        p for p in path.parent.glob(f"{glob.escape(stem)}.*")  # the stem is a name, not a pattern
+        if p.is_file() and p != path and os.path.dirname(os.path.realpath(p)) == folder
+    ]
+    return [str(path)] + [str(p) for p in beside]
 
 
 def _python_paths() -> list[str]:
