@@ -88,11 +88,13 @@ def env_kwargs_path(model_path: str | Path) -> Path:
 def model_files(model_path: str | Path) -> list[Path]:
     """What a saved model is read from, of what exists: the model (a file, an RLlib checkpoint
     folder, or ``<path>.zip``, which SB3 reads for a path without the suffix) and
-    ``<model>.env.json`` beside it. ``wpb eval`` keys its checkpoints by their content."""
+    ``<model>.env.json`` beside it. ``wpb eval`` keys its checkpoints by their content. Only
+    files and folders count: a named pipe or a device in their place (a link to ``/dev/zero``)
+    would never end being read."""
     path = Path(model_path)
     if not path.exists() and path.with_suffix(".zip").is_file():
         path = path.with_suffix(".zip")
-    return [p for p in (path, env_kwargs_path(model_path)) if p.exists()]
+    return [p for p in (path, env_kwargs_path(model_path)) if p.is_file() or p.is_dir()]
 
 
 def read_env_kwargs(model_path: str | Path, env_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -719,6 +719,30 @@ def test_a_model_folder_is_keyed_by_every_file_it_holds(tmp_path):
     assert run_folder.input_digest(folder) != before
 
 
+@pytest.mark.parametrize("kind", ["named pipe", "link to /dev/zero"])
+def test_a_pipe_or_device_beside_a_policy_folder_cannot_hang_wpb_eval(tmp_path, kind):
+    # A submission holding pol/ and pol.env.json (which an exported policy never reads) as a
+    # named pipe or a link to /dev/zero: the policy loads in its sandbox, then the evaluator
+    # keyed its checkpoints by the content of that file, blocking (or reading zeros) for ever.
+    import threading
+
+    from wpb_gym.cli.evaluation import agent_files
+
+    (tmp_path / "pol").mkdir()
+    (tmp_path / "pol" / "policy.json").write_text("{}", encoding="utf-8")
+    beside = tmp_path / "pol.env.json"
+    if kind == "named pipe":
+        os.mkfifo(beside)
+    else:
+        beside.symlink_to("/dev/zero")
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(agent_files([f"policy:{tmp_path / 'pol'}"])), daemon=True)
+    reader.start()
+    reader.join(20.0)
+    assert found, f"wpb eval's digest of the agent's files still reads the {kind} after 20 s"
+    assert list(found[0]["policy:pol"]) == [str(tmp_path / "pol")]  # the folder, not the pipe or device
+
+
 def test_a_model_file_replaced_while_the_run_ran_is_refused_and_publishes_nothing(tmp_path, capsys, monkeypatch):
     from agents.learners.bandits import EpsilonGreedyAgent
 

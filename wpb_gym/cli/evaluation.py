@@ -367,7 +367,8 @@ def agent_files(names: Sequence[Any]) -> dict[str, dict[str, str]]:
             continue
         entry = agent_entry(name)
         files = model_files(path) if entry.kind in MODEL_KINDS else [Path(path)]
-        digests = {str(file): input_digest(file) for file in files if file.exists()}
+        # Files and folders only: a named pipe or a device (a link to /dev/zero) is never done being read.
+        digests = {str(file): input_digest(file) for file in files if file.is_file() or file.is_dir()}
         if digests:
             found[label or default_label(entry.name, params)] = digests
     return found
