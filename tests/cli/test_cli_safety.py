@@ -719,6 +719,22 @@ def test_a_model_folder_is_keyed_by_every_file_it_holds(tmp_path):
     assert run_folder.input_digest(folder) != before
 
 
+@pytest.mark.parametrize("exists", [False, True])
+def test_an_out_folder_inside_the_model_folder_is_refused_before_any_work(tmp_path, capsys, exists):
+    # Was: a raw ValueError traceback with --isolate (the sandbox cannot cover what is not there
+    # yet), or, once it existed, the whole grid run and then refused as a model that changed.
+    model = tmp_path / "pol"
+    model.mkdir()
+    (model / "policy.json").write_text("{}", encoding="utf-8")
+    if exists:
+        (model / "run").mkdir()
+    code, err = wpb(capsys, "eval", "--agents", f"policy:{model}", "--isolate", "--lengths", "12",
+                    "--episodes-per-condition", "1", "--budgets", "1KB", "--out", model / "run")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "lies inside" in err and str(model) in err, err
+    assert sorted(p.name for p in model.iterdir()) == ["policy.json", *(["run"] if exists else [])]
+    assert not exists or not any((model / "run").iterdir())
+
+
 @pytest.mark.parametrize("kind", ["named pipe", "link to /dev/zero"])
 def test_a_pipe_or_device_beside_a_policy_folder_cannot_hang_wpb_eval(tmp_path, kind):
     # A submission holding pol/ and pol.env.json (which an exported policy never reads) as a

@@ -158,6 +158,24 @@ def refuse_pickled_models(names: Sequence[Any], where: str) -> None:
             )
 
 
+def refuse_out_inside_models(names: Sequence[Any], out: Path) -> None:
+    """Refuse, before any work, a run folder inside the folder an agent reads its model from (an
+    exported policy, an RLlib checkpoint): the run's files would change what the agent reads, and
+    the run would be refused at its end as one whose model changed while it ran."""
+    where = os.path.realpath(out)
+    for item in names:
+        _, _, params = agent_item(item)
+        path = params.get("path")
+        if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+            continue
+        folder = os.path.realpath(path)
+        if where == folder or where.startswith(folder.rstrip("/") + "/"):
+            raise InputError(
+                f"--out {out}: lies inside {path}, the folder agent {item!r} reads its model from: the run's files "
+                "would change the model it reads; give an --out outside it"
+            )
+
+
 def _is_text(text: str) -> bool:
     try:
         text.encode("utf-8")
@@ -225,6 +243,7 @@ def _run_eval(config: Settings) -> int:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
     if config["data_only_models"]:
         refuse_pickled_models(config["agents"], config.origin_of("data_only_models"))
+    refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     recorded = {k: config[k] for k in RECORDED}
