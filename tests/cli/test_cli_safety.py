@@ -557,6 +557,34 @@ def test_an_episode_both_in_training_and_held_out_is_refused(tmp_path, capsys):
     assert "chosen on an episode it trained on" in line and not (tmp_path / "trained").exists()
 
 
+def _relabelled(path: Path, source: Path, line: int, episode_id: int) -> Path:
+    """``source``'s episode on ``line`` (from 1) with only its ``labels.episode_id`` changed, appended to ``path``."""
+    data = json.loads(source.read_text().splitlines()[line - 1])
+    data["labels"]["episode_id"] = episode_id
+    with path.open("a") as handle:
+        handle.write(json.dumps(data) + "\n")
+    return path
+
+
+def test_the_same_episode_relabelled_is_refused_as_given_twice_to_eval(tmp_path, capsys):
+    # Was: another episode_id gave another episode_hash, so one stream counted twice.
+    episodes = write_episodes(tmp_path / "a.jsonl", ["default"] * 2)
+    _relabelled(episodes, episodes, 1, 99)
+    out = tmp_path / "run"
+    line = refused(capsys, "eval", *FROM_FILES, "--episodes", episodes, "--out", out)
+    assert f"{episodes}:1 and {episodes}:3 hold the same steps under other labels" in line, line
+    assert "count twice" in line and not out.exists()
+
+
+def test_the_same_episode_relabelled_in_training_and_held_out_is_refused(tmp_path, capsys):
+    # Was: the best model chosen on an episode it trained on, its episode_id alone changed.
+    training = write_episodes(tmp_path / "train.jsonl", ["default"] * 2)
+    held_out = _relabelled(tmp_path / "held.jsonl", training, 2, 77)
+    line = refused(capsys, *_train_argv(tmp_path, training, held_out))
+    assert f"{training}:2 and {held_out}:1 hold the same steps under other labels" in line, line
+    assert "chosen on an episode it trained on" in line and not (tmp_path / "trained").exists()
+
+
 def test_distinct_training_and_held_out_episodes_train(tmp_path, capsys):
     training = write_episodes(tmp_path / "train.jsonl", ["default"] * 2)
     held_out = write_episodes(tmp_path / "held.jsonl", ["default"] * 2, indices={0: 5, 1: 6})

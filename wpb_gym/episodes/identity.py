@@ -1,9 +1,10 @@
 """What an episode is: the hash of its content, and the refusal of one episode given twice.
 
 Two episodes with the same steps and labels are the same episode wherever they were read
-from. Given twice to an evaluation it counts twice in every mean and interval and pairs with
-itself in a comparison; given twice to training it is drawn twice as often as the others
-and, among the held-out episodes, weighs twice in the choice of the best model. Every reader
+from; two with the same steps under other labels (an ``episode_id`` changed) are the same
+stream just the same. Given twice to an evaluation it counts twice in every mean and interval
+and pairs with itself in a comparison; given twice to training it is drawn twice as often as
+the others and, among the held-out episodes, weighs twice in the choice of the best model. Every reader
 of episode files (``wpb eval --episodes``, ``wpb train --env-kwargs episodes=``, ``wpb train
 --eval-episodes``) refuses it with ``refuse_repeated_episodes``, naming both places.
 """
@@ -11,6 +12,7 @@ of episode files (``wpb eval --episodes``, ``wpb train --env-kwargs episodes=``,
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,18 +38,33 @@ def refuse_repeated_episodes(
     places: Sequence[str] | None = None,
     harm: str = "it would count twice in the statistics",
 ) -> None:
-    """A ``ValueError`` if two of ``episodes`` are the same episode (by ``episode_hash``), naming
-    both ``places`` (where each was read, ``FILE:LINE``; by default their positions in
-    ``origin``), the hash and ``harm``, what keeping both would do."""
+    """A ``ValueError`` if two of ``episodes`` are the same episode (by ``episode_hash``), or the
+    same steps under other labels (an ``episode_id`` or any other label changed: the same
+    stream, counted or drawn twice), naming both ``places`` (where each was read, ``FILE:LINE``;
+    by default their positions in ``origin``), the hash(es) and ``harm``, what keeping both
+    would do."""
     first: dict[str, int] = {}
+    first_steps: dict[str, tuple[int, str]] = {}
     for position, episode in enumerate(episodes):
-        digest = episode_hash(episode)
+        content = episode.to_dict()  # (episode_hash's canonical JSON, made once for both digests)
+        digest = _digest(content)[:EPISODE_HASH_DIGITS]
         earlier = first.setdefault(digest, position)
-        if earlier != position:
-            if places is None:
-                where = f"{origin}: episodes {earlier} and {position}"
-            else:
-                where = f"{origin}: {places[earlier]} and {places[position]}"
-            raise ValueError(
-                f"{where} hold the same episode (episode_hash {digest}): {harm}; keep one of them"
-            )
+        steps_earlier, other = first_steps.setdefault(_digest(content["steps"]), (position, digest))
+        if earlier == position and steps_earlier == position:
+            continue
+        if earlier == position:
+            earlier = steps_earlier
+        if places is None:
+            where = f"{origin}: episodes {earlier} and {position}"
+        else:
+            where = f"{origin}: {places[earlier]} and {places[position]}"
+        if other == digest:
+            raise ValueError(f"{where} hold the same episode (episode_hash {digest}): {harm}; keep one of them")
+        raise ValueError(
+            f"{where} hold the same steps under other labels (episode_hash {other} and {digest}): {harm}; "
+            "keep one of them"
+        )
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, allow_nan=False).encode("utf-8")).hexdigest()
