@@ -420,6 +420,47 @@ def _deep_spec(levels: int) -> str:
     return json.dumps(ops("a", extra="@")).replace('"@"', deep)
 
 
+def test_a_yaml_spec_of_aliases_of_aliases_is_one_line_at_once_not_hours_of_walking(tmp_path, capsys):
+    """Ten aliases of ten aliases..., nine levels (644 bytes), hold a billion values written out:
+    the nesting check walked each (108 s here; a tenth level, hours). A self-holding alias too."""
+    import time
+
+    laughs = ['l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    laughs += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, 10)]
+    bomb = 'openapi: "3.0.0"\ninfo: {title: t, version: "1"}\nx-laughs:\n' + "".join(f"  {x}\n" for x in laughs)
+    bomb += 'paths:\n  /a:\n    get: {responses: {"200": {description: ok}}}\n'
+    loop = 'openapi: "3.0.0"\ninfo: {title: t, version: "1"}\nx-loop: &loop [*loop]\npaths: {}\n'
+    for content, named in ((bomb, r"its aliases expand to more than 100,000 values"), (loop, "levels deep")):
+        repo = Repo(tmp_path / f"r{len(content)}")
+        repo.commit({"s.yaml": content})
+        out = tmp_path / "o.jsonl"
+        started = time.monotonic()
+        with one_line_error(capsys, rf"wpb ingest openapi: error: s\.yaml at commit \w+: .*{named}"):
+            assert 2 == main(["ingest", "openapi", "--repo", str(repo.root), "--spec", "s.yaml", "--out", str(out),
+                              "--quiet"])
+        assert time.monotonic() - started < 30 and not out.exists()
+
+
+def test_a_spec_of_refs_to_ten_refs_to_ten_refs_is_read_at_once(tmp_path, capsys):
+    """Schemas whose allOf holds ten $refs to the next, eight deep (3 KB of JSON), expanded each
+    ref at each place: 10^8 merges, more than 120 s and 1.6 GB before it was stopped. The same
+    schema merged again adds nothing; the param it declares is found."""
+    import time
+
+    schemas = {f"s{i}": {"allOf": [{"$ref": f"#/components/schemas/s{i + 1}"}] * 10} for i in range(8)}
+    schemas["s8"] = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    operation = {"operationId": "PostA", "responses": {"200": {"description": "ok"}},
+                 "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/s0"}}}}}
+    repo = Repo(tmp_path / "r")
+    repo.commit({"s.json": json.dumps(spec({"/a": {"post": operation}}, components={"schemas": schemas}))})
+    out = tmp_path / "o.jsonl"
+    started = time.monotonic()
+    assert 0 == main(["ingest", "openapi", "--repo", str(repo.root), "--spec", "s.json", "--out", str(out), "--quiet"])
+    assert time.monotonic() - started < 30
+    (event,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (event["params"], event["required"]) == (["a"], ["a"])
+
+
 @pytest.mark.parametrize(
     ("name", "content", "named"),
     [

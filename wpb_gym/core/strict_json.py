@@ -114,20 +114,43 @@ def json_nesting_within(text: str | bytes, limit: int) -> bool:
 
 def nesting_within(value: Any, limit: int) -> bool:
     """Whether ``value``'s dicts and lists nest at most ``limit`` levels (``value`` is level
-    1), walked without recursion (for values a YAML loader built)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
+    1), walked without recursion (for values a YAML loader built). A value a YAML alias repeats
+    is walked once (aliases repeat one object: walked at each place, ten aliases of ten
+    aliases... take exponential time), and one that holds itself nests without end."""
+    return tree_shape(value)[0] <= limit
+
+
+def tree_shape(value: Any) -> tuple[float, int]:
+    """How deeply ``value``'s dicts and lists nest (``inf`` for one that holds itself) and how
+    many values (keys, items, the value itself) it holds written out, each alias in full: in
+    time linear in its distinct objects, without recursion."""
+    depths: dict[int, float] = {}
+    sizes: dict[int, int] = {}
+    todo: list[tuple[Any, bool]] = [(value, False)]
+    while todo:
+        node, finished = todo.pop()
+        key = id(node)
+        if not isinstance(node, (dict, list)):
             continue
-        if depth > limit:
-            return False
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return True
+        if finished:
+            children = list(node.values()) if isinstance(node, dict) else node
+            parts = [c for c in children if isinstance(c, (dict, list))]
+            depths[key] = 1 + max((depths[id(c)] for c in parts), default=0)
+            sizes[key] = 1 + len(children) - len(parts) + sum(sizes[id(c)] for c in parts) + (
+                len(node) if isinstance(node, dict) else 0
+            )
+            continue
+        if key in depths:
+            continue  # walked already, elsewhere
+        if key in sizes:  # met again while still walking it: it holds itself
+            return math.inf, sys.maxsize
+        sizes[key] = 0  # (walking it)
+        todo.append((node, True))
+        children = node.values() if isinstance(node, dict) else node
+        todo.extend((c, False) for c in children if isinstance(c, (dict, list)))
+    if not isinstance(value, (dict, list)):
+        return 0, 1
+    return depths[id(value)], sizes[id(value)]
 
 
 def _short(literal: str) -> str:

@@ -31,7 +31,7 @@ from urllib.parse import unquote, urlsplit
 
 import yaml
 
-from ...core.strict_json import json_nesting_within, nesting_within
+from ...core.strict_json import json_nesting_within, tree_shape
 from .change_events import endpoint_key
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
@@ -43,6 +43,12 @@ NESTED_DEPTH = 3
 # needs, and well within the interpreter's recursion limit, so a hostile or broken file is
 # named instead of ending the command in a RecursionError.
 MAX_SPEC_NESTING = 200
+# How many values a YAML spec may hold written out, per byte of its text (and at least
+# MIN_SPEC_VALUES): text without aliases holds fewer values than bytes, and a few anchored
+# schemas repeated take a few times more; ten aliases of ten aliases of ten..., a few hundred
+# bytes, hold billions, which every later walk over the document would visit.
+MAX_SPEC_VALUES_PER_BYTE = 8
+MIN_SPEC_VALUES = 100_000
 
 # The C loader parses multi-megabyte specs several times faster; fall back when libyaml is absent.
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -92,8 +98,13 @@ def load_document(data: bytes, path: str, commit: str | None = None) -> dict[str
                 raise too_deep
         else:
             document = yaml.load(data, Loader=_YAML_LOADER)
-            if not nesting_within(document, MAX_SPEC_NESTING):
+            depth, size = tree_shape(document)  # (an alias is walked once)
+            if depth > MAX_SPEC_NESTING:
                 raise too_deep
+            most = max(MIN_SPEC_VALUES, MAX_SPEC_VALUES_PER_BYTE * len(data))
+            if size > most:
+                raise SpecError(path, commit, f"its aliases expand to more than {most:,} values "
+                                f"({MAX_SPEC_VALUES_PER_BYTE} per byte of the file): not an API description")
     except RecursionError:
         raise too_deep from None
     except json.JSONDecodeError as exc:
@@ -209,19 +220,23 @@ class _ObjectView:
 def _object_view(doc: _Document, schemas: Iterable[Any], where: str) -> _ObjectView:
     """Flatten ``schemas`` (alternatives of one value) into one view of their properties."""
     view = _ObjectView()
+    merged: dict[int, bool] = {}
     for schema in schemas:
-        _merge_into(view, doc, schema, where, active=frozenset(), count_required=True, depth=1)
+        _merge_into(view, doc, schema, where, active=frozenset(), count_required=True, depth=1, merged=merged)
     view.required &= view.properties.keys()
     return view
 
 
 def _merge_into(
     view: _ObjectView, doc: _Document, node: Any, where: str, active: frozenset[str], count_required: bool,
-    depth: int,
+    depth: int, merged: dict[int, bool],
 ) -> None:
     # ``active`` holds the refs being expanded on this branch, so a schema that includes itself
     # (through allOf, a branch or array items) is cut off instead of recursing forever; a chain
-    # of distinct refs is bounded by ``depth``.
+    # of distinct refs is bounded by ``depth``. ``merged`` holds the schemas (by object: a $ref's
+    # target, a YAML alias) already merged into ``view``, and whether with their requirements:
+    # merging one again changes nothing, and ten refs to a schema of ten refs to... would take
+    # exponential time.
     if depth > MAX_SPEC_NESTING:
         raise doc.error(where, f"a schema nests more than {MAX_SPEC_NESTING} schemas deep through $ref, items, "
                                "allOf, anyOf or oneOf (the most a spec may nest)")
@@ -230,10 +245,14 @@ def _merge_into(
         ref = node["$ref"]
         if ref in active:
             return
-        _merge_into(view, doc, doc.target(ref, where), where, active | {ref}, count_required, depth)
+        _merge_into(view, doc, doc.target(ref, where), where, active | {ref}, count_required, depth, merged)
         return
     if not isinstance(node, dict):
         return
+    before = merged.get(id(node))
+    if before is True or (before is False and not count_required):
+        return
+    merged[id(node)] = count_required
     properties = node.get("properties")
     if isinstance(properties, dict):
         for name, schema in properties.items():
@@ -244,12 +263,12 @@ def _merge_into(
     if count_required and isinstance(node.get("required"), list):
         view.required.update(str(name) for name in node["required"])
     if "items" in node:  # arrays are looked through: an array of objects offers the objects' properties
-        _merge_into(view, doc, node["items"], where, active, count_required, depth)
+        _merge_into(view, doc, node["items"], where, active, count_required, depth, merged)
     for branch in _list(node.get("allOf")):
-        _merge_into(view, doc, branch, where, active, count_required, depth)
+        _merge_into(view, doc, branch, where, active, count_required, depth, merged)
     for keyword in ("anyOf", "oneOf"):
         for branch in _list(node.get(keyword)):
-            _merge_into(view, doc, branch, where, active, False, depth)
+            _merge_into(view, doc, branch, where, active, False, depth, merged)
 
 
 def _nested_names(
