@@ -31,6 +31,11 @@ WEIGHTS = "weights.safetensors"
 LIBRARIES = ("sb3", "rllib")
 _MAX_MANIFEST_BYTES = 1 << 20
 _MAX_DEPTH = 32
+# The most layers a list of layer widths, or an LSTM, may have: far beyond any policy trained
+# here (two or three), and few enough that building them costs nothing. The size check bounds
+# the numbers a description may ask for, not the layers: 100,000 LSTM layers of one unit hold
+# few numbers and took minutes to build (20,000 fully connected layers of one unit, 7 s and 650 MB).
+MAX_LAYERS = 64
 # The safetensors dtypes a policy's tensors may have, as torch names them.
 DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
           "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
@@ -67,10 +72,12 @@ class Fields:
             raise self._wrong(key, what, value)
         return value
 
-    def integer(self, key: str, minimum: int = 0) -> int:
-        what = f"an integer >= {minimum}"
+    def integer(self, key: str, minimum: int = 0, maximum: int | None = None) -> int:
+        what = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
         value = self.get(key, what)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._wrong(key, what, value)
+        if maximum is not None and value > maximum:
             raise self._wrong(key, what, value)
         return value
 
@@ -87,10 +94,13 @@ class Fields:
         return Fields(value, f"{self.where}: {key}")
 
     def widths(self, key: str, value: Any = None) -> list[int]:
-        """A list of layer widths (integers >= 1), possibly empty."""
+        """A list of layer widths (integers >= 1), possibly empty, of at most ``MAX_LAYERS``."""
         value = self.get(key, "a list of layer widths") if value is None else value
         if not isinstance(value, list) or any(isinstance(w, bool) or not isinstance(w, int) or w < 1 for w in value):
             raise self._wrong(key, "a list of layer widths (integers >= 1)", value)
+        if len(value) > MAX_LAYERS:
+            raise PolicyFileError(f"{self.where}: {key}: {len(value):,} layers, more than the {MAX_LAYERS} a policy "
+                                  "may have: refused before building it")
         return list(value)
 
     def plain(self, key: str) -> dict[str, Any]:

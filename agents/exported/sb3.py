@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .folder import Fields, PolicyFileError, WeightsHeader, check_size, mlp_numbers
+from .folder import MAX_LAYERS, Fields, PolicyFileError, WeightsHeader, check_size, mlp_numbers
 
 # The policy classes the format rebuilds: name -> (module, family). A family says which
 # constructor arguments the class takes.
@@ -156,7 +156,8 @@ class Architecture:
             kwargs = lstm.plain("kwargs")
             if not all(isinstance(v, (bool, int, float)) for v in kwargs.values()):
                 raise PolicyFileError(f"{lstm.where}: kwargs: expected numbers and true/false, got {kwargs!r}")
-            fields["lstm"] = {"hidden_size": lstm.integer("hidden_size", 1), "layers": lstm.integer("layers", 1),
+            fields["lstm"] = {"hidden_size": lstm.integer("hidden_size", 1),
+                              "layers": lstm.integer("layers", 1, MAX_LAYERS),
                               "shared": lstm.boolean("shared"), "critic_lstm": lstm.boolean("critic_lstm"),
                               "kwargs": kwargs}
         return cls(**fields)

@@ -164,6 +164,15 @@ class _Payload:
 FIRST_LAYER = "mlp_extractor.policy_net.0.weight"
 
 
+def _deepen(folder: Path, sb3: dict, padding: int) -> None:
+    """An architecture of many one-unit layers (few numbers, many modules), in ``policy.json``,
+    and weights padded with ``padding`` numbers more, so that the size check lets it be built."""
+    import torch
+
+    _rewrite_weights(folder, lambda t: t.update(pad=torch.zeros(padding)))
+    _edit(folder, lambda j: j["sb3"].update(sb3))
+
+
 BAD_FILES = {
     "no policy.json": (lambda f, m: (f / MANIFEST).unlink(), r"policy\.json: cannot read"),
     "policy.json is not JSON": (lambda f, m: (f / MANIFEST).write_text("{policy", encoding="utf-8"),
@@ -211,6 +220,9 @@ BAD_FILES = {
                                   r"unpickled"),
     "weights that are torch.save's zip": (lambda f, m: _rewrite_weights(f, lambda t: _torch_saved(t)),
                                           r"weights\.safetensors: a zip archive \(torch\.save and SB3 write those"),
+    "twenty thousand fully connected layers of one unit": (
+        lambda f, m: _deepen(f, {"net_arch": {"pi": [1] * 20000, "vf": [1] * 20000}}, 50_000),
+        r"sb3: net_arch: pi: 20,000 layers, more than the 64 a policy may have: refused before building it"),
     "weights of another export": (
         lambda f, m: _edit(f, lambda j: j["weights"].update(sha256="0" * 64)),
         r"weights\.safetensors: its sha256 is not the 0000000000000000\.\.\. that .*policy\.json records"),
@@ -249,6 +261,20 @@ def test_a_malformed_policy_file_is_refused_in_one_named_line_and_runs_nothing(m
     assert len(lines) == 1 and "Traceback" not in err and lines[0].startswith("wpb eval: error: agent"), err
     assert re.search(expected, lines[0]) and str(folder) in lines[0], err
     assert not marker.exists() and not (tmp_path / "run").exists()
+
+
+def test_a_policy_of_a_hundred_thousand_lstm_layers_is_refused_before_building_them(models, tmp_path):
+    # 956 bytes of policy.json and 3 MB of weights (enough numbers for the size check): building
+    # the LSTM took more than 5 minutes in process, 2 minutes (the start limit) in the sandbox.
+    import time
+
+    folder = _copy(models["RecurrentPPO"][1], tmp_path)
+    _deepen(folder, {"lstm": {"hidden_size": 1, "layers": 100_000, "shared": False, "critic_lstm": False,
+                              "kwargs": {}}}, 1_000_000)
+    started = time.monotonic()
+    with pytest.raises(PolicyFileError, match=r"sb3: lstm: layers: expected an integer >= 1 and <= 64, got int 100000"):
+        load_policy(folder)
+    assert time.monotonic() - started < 10
 
 
 def test_a_malformed_policy_file_is_refused_in_one_line_under_isolate_too(models, tmp_path, capsys):
