@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .folder import Fields, PolicyFileError, WeightsHeader, check_size, mlp_numbers
+from .sb3 import ACTIVATIONS as SB3_ACTIVATIONS
 
 MODULE = "MaskedPPOTorchRLModule"
 # The model_config keys the format keeps, by the kind of value each takes.
@@ -24,6 +25,10 @@ WIDTHS = ("fcnet_hiddens", "head_fcnet_hiddens")
 NAMES = ("fcnet_activation", "head_fcnet_activation")
 SWITCHES = ("vf_share_layers", "fcnet_use_layernorm", "head_fcnet_use_layernorm", "free_log_std")
 NUMBERS = ("log_std_clip_param",)
+# The activations NAMES may give: RLlib's own names, and torch.nn's activation classes as the SB3
+# format names them. RLlib looks any other name up with getattr(torch.nn, name) and calls it for
+# every layer: "Transformer" built a 44-million-parameter model per layer, outside the size check.
+ACTIVATIONS = ("linear", "relu", "tanh", "elu", "swish", "silu", *SB3_ACTIVATIONS)
 # Keys that only shape the initial weights, which the exported weights replace.
 _INITIALIZERS = ("_kernel_initializer", "_bias_initializer", "_kernel_initializer_kwargs", "_bias_initializer_kwargs")
 
@@ -45,6 +50,9 @@ def describe(module: Any) -> dict[str, Any]:
     defaults = {f.name: f.default for f in dataclasses.fields(DefaultModelConfig)}
     kept = {}
     for key, value in config.items():
+        if key in NAMES and value not in ACTIVATIONS:
+            raise ValueError(f"its model_config sets {key}={value!r}; the data-only format knows the activations "
+                             f"{', '.join(ACTIVATIONS)}")
         if key in (*WIDTHS, *NAMES, *SWITCHES, *NUMBERS):
             kept[key] = list(value) if key in WIDTHS else value
         elif key.endswith(_INITIALIZERS):
@@ -108,7 +116,7 @@ def _model_config(fields: Fields) -> dict[str, Any]:
         if key in WIDTHS:
             config[key] = fields.widths(key)
         elif key in NAMES:
-            config[key] = fields.text(key)
+            config[key] = fields.text(key, ACTIVATIONS)
         elif key in SWITCHES:
             config[key] = fields.boolean(key)
         else:

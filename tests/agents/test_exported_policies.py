@@ -377,3 +377,32 @@ def test_data_only_models_refuses_every_pickled_model_and_accepts_an_exported_on
                      "--out", str(tmp_path / "run")]) == 0
     run = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
     assert run["data_only_models"] is True
+
+
+def test_an_rllib_policy_naming_any_torch_module_as_its_activation_is_refused(tmp_path):
+    # RLlib looks an activation up with getattr(torch.nn, name) and builds one per layer:
+    # "Transformer" built a 44-million-parameter nn.Transformer() for each, outside the size check.
+    import hashlib
+    import struct
+
+    pytest.importorskip("ray.rllib")
+    from agents.exported import spaces
+    from agents.rllib.env import make_rllib_env
+
+    env = make_rllib_env({})
+    header = json.dumps({"pad": {"dtype": "F32", "shape": [16], "data_offsets": [0, 64]}}).encode()
+    header += b" " * (-len(header) % 8)
+    weights = struct.pack("<Q", len(header)) + header + b"\0" * 64
+    folder = tmp_path / "policy"
+    folder.mkdir()
+    (folder / WEIGHTS).write_bytes(weights)
+    (folder / MANIFEST).write_text(json.dumps({
+        "format": "wpb-policy", "format_version": 1, "library": "rllib", "algorithm": "PPO",
+        "rllib": {"module": "MaskedPPOTorchRLModule",
+                  "model_config": {"fcnet_hiddens": [1, 1], "fcnet_activation": "Transformer"}},
+        "observation_space": spaces.describe(env.observation_space), "action_space": spaces.describe(env.action_space),
+        "env_kwargs": {}, "weights": {"file": WEIGHTS, "sha256": hashlib.sha256(weights).hexdigest()},
+    }), encoding="utf-8")
+    with pytest.raises(PolicyFileError, match=r"model_config: fcnet_activation: expected one of linear, relu, .*"
+                                              r"got str 'Transformer'"):
+        load_policy(folder)
