@@ -344,7 +344,9 @@ def test_missing_rllib_is_named_with_the_extra_to_install(monkeypatch, tmp_path,
     monkeypatch.setitem(sys.modules, "ray.rllib", None)  # as if RLlib were not installed
     with pytest.raises(ImportError, match=r"pip install -e '\.\[rllib\]'"):
         require_rllib()
-    assert wpb_main(["eval", "--agents", f"rllib:{tmp_path}", "--out", str(tmp_path / "e")]) == 2
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    assert wpb_main(["eval", "--agents", f"rllib:{checkpoint}", "--out", str(tmp_path / "e")]) == 2
     err = capsys.readouterr().err
     assert INSTALL_HINT in err and len(err.strip().splitlines()) == 1, err
 

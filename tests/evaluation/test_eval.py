@@ -393,12 +393,14 @@ def test_command_line_options_override_the_config(tmp_path):
 # ---------------------------------------------------------------------------- golden results
 def golden_file(tmp_path: Path) -> Path:
     """Two hand-made 4-step episodes of regime "g". Every WRITE costs 81 bytes on the
-    unprivileged track: len('{"api": "a", "v": 0}') = 20, len('{"mode": "g"}') = 13, + 48."""
+    unprivileged track: len('{"api": "a", "v": 0}') = 20, len('{"mode": "g"}') = 13, + 48. The
+    episodes differ only in the priority hint, which the unprivileged track does not see: the
+    same steps twice would be one episode counted twice."""
     from wpb_gym.episodes.jsonl import write_jsonl
 
     episodes = []
     for e in range(2):
-        steps = [Step(t, {"api": "a", "v": t}, {"mode": "g", "priority": 0.5}) for t in range(4)]
+        steps = [Step(t, {"api": "a", "v": t}, {"mode": "g", "priority": 0.5 / (e + 1)}) for t in range(4)]
         labels = {
             "critical_steps": [1, 3],
             "utility_by_step": {0: 1.0, 1: 2.0, 2: 1.0, 3: 2.0},
