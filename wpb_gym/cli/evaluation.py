@@ -134,12 +134,14 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
         from dataclasses import replace
 
         from ..evaluation.grid import isolated_info
+        from ..evaluation.isolated.output import line_prefix
         from ..evaluation.referee import PolicyError
 
         try:
             infos = isolated_info(specs, limits, sandbox)
         except PolicyError as error:
             last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
+            last = last.removeprefix(line_prefix(error.policy).decode())  # (the agent is named here)
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
         specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
     return specs
