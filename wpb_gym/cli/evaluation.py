@@ -252,6 +252,7 @@ def _run_eval(config: Settings) -> int:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
     if config["data_only_models"]:
         refuse_pickled_models(config["agents"], config.origin_of("data_only_models"))
+        _refuse_public_seed(config)
     refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
@@ -414,6 +415,26 @@ def _check_models_unchanged(names: Sequence[Any], before: dict[str, dict[str, st
                 f"agent {label!r}: {', '.join(changed)} changed while the run ran: its rows would mix two models; "
                 "nothing was written: run again once the model stays put"
             )
+
+
+def _refuse_public_seed(config: Settings) -> None:
+    """A leaderboard run (``--data-only-models``) on generated episodes of a seed anyone can know:
+    refused when the seed is the default (0, every run's), noted when it was chosen. Whoever
+    knows the seed generates the episodes and their labels, and can train on them."""
+    if config["episodes"] is not None or config["seed_file"] is not None or config["seed"] == DRAW:
+        return
+    where = config.origin_of("data_only_models")
+    if config.origin_of("seed") == "default":
+        raise InputError(
+            f"{where}: a leaderboard run needs episodes its submitters cannot know, and the default seed "
+            f"({config['seed']}) is public (anyone can generate its episodes and their labels): give --seed-file PATH, "
+            f"--seed {DRAW} or --episodes PATH (or an explicit --seed N to run on a public seed anyway)"
+        )
+    print(
+        f"note: the seed of {config.origin_of('seed')} ({config['seed']}) is public: anyone who knows it can generate "
+        f"the episodes and their labels; a leaderboard run takes --seed-file PATH or --seed {DRAW}",
+        file=sys.stderr,
+    )
 
 
 def _seed_of_file(config: Settings) -> int | None:
