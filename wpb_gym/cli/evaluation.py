@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..core.atomic_files import write_atomic
 from ..core.checks import InputError
+from ..core.csv_cells import FORMULA_RULE, formula_start
 from ..core.file_names import name_part
 from ..core.messages import did_you_mean, one_line
 from ..core.policy import POLICY_TRACKS
@@ -117,6 +118,12 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
                 f"agent {item!r}: its label {str(label)!r} holds a lone surrogate, which is not a character and "
                 "cannot be written to results.csv (UTF-8); give it a 'label' of text"
             )
+        formula = formula_start(str(label))
+        if formula is not None:  # results.csv holds labels as they are: refused, never quoted
+            raise InputError(
+                f"agent {item!r}: its label {str(label)!r} starts with {formula}; expected {FORMULA_RULE} "
+                "(results.csv would run it when opened in a spreadsheet): give it another 'label'"
+            )
         own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
@@ -127,12 +134,14 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
         from dataclasses import replace
 
         from ..evaluation.grid import isolated_info
+        from ..evaluation.isolated.output import line_prefix
         from ..evaluation.referee import PolicyError
 
         try:
             infos = isolated_info(specs, limits, sandbox)
         except PolicyError as error:
             last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
+            last = last.removeprefix(line_prefix(error.policy).decode())  # (the agent is named here)
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
         specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
     return specs
@@ -243,6 +252,7 @@ def _run_eval(config: Settings) -> int:
         raise InputError("--backend ray needs Ray: pip install 'writepolicybench-gym[scale]'")
     if config["data_only_models"]:
         refuse_pickled_models(config["agents"], config.origin_of("data_only_models"))
+        _refuse_public_seed(config)
     refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
@@ -405,6 +415,26 @@ def _check_models_unchanged(names: Sequence[Any], before: dict[str, dict[str, st
                 f"agent {label!r}: {', '.join(changed)} changed while the run ran: its rows would mix two models; "
                 "nothing was written: run again once the model stays put"
             )
+
+
+def _refuse_public_seed(config: Settings) -> None:
+    """A leaderboard run (``--data-only-models``) on generated episodes of a seed anyone can know:
+    refused when the seed is the default (0, every run's), noted when it was chosen. Whoever
+    knows the seed generates the episodes and their labels, and can train on them."""
+    if config["episodes"] is not None or config["seed_file"] is not None or config["seed"] == DRAW:
+        return
+    where = config.origin_of("data_only_models")
+    if config.origin_of("seed") == "default":
+        raise InputError(
+            f"{where}: a leaderboard run needs episodes its submitters cannot know, and the default seed "
+            f"({config['seed']}) is public (anyone can generate its episodes and their labels): give --seed-file PATH, "
+            f"--seed {DRAW} or --episodes PATH (or an explicit --seed N to run on a public seed anyway)"
+        )
+    print(
+        f"note: the seed of {config.origin_of('seed')} ({config['seed']}) is public: anyone who knows it can generate "
+        f"the episodes and their labels; a leaderboard run takes --seed-file PATH or --seed {DRAW}",
+        file=sys.stderr,
+    )
 
 
 def _seed_of_file(config: Settings) -> int | None:

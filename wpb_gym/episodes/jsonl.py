@@ -14,7 +14,9 @@ integers 0..T-1 in order, ``observation`` any JSON value, ``metadata`` an object
 object with one canonical integer key per timestep and a number in [0, MAX_UTILITY] each),
 and optionally ``breaking_changes`` (distinct timesteps), ``total_drift_events`` (an integer
 at least the number of critical steps: drift coverage is a fraction) and ``deprecated_apis``
-(a non-negative integer); other labels are kept as they are.
+(a non-negative integer); other labels are kept as they are. The episode's names
+(``labels.mode``, ``labels.episode_id``, the first step's ``metadata.mode``), where they are text,
+hold no lone surrogate and do not start as a spreadsheet formula (``core.csv_cells``).
 
 Files ending in ``.gz`` are gzip-compressed. Writing is deterministic (sorted keys,
 ``json.dumps`` defaults, gzip without timestamp) and atomic (a temporary file renamed into
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator
 
 from ..core.atomic_files import atomic_output
+from ..core.csv_cells import FORMULA_RULE, formula_start
 from ..core.queries import QueryFormatError, parse_queries
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import MAX_UTILITY, Episode, Step, frozen_instances
@@ -117,13 +120,22 @@ def episode_from_dict(data: Any, *, path: str | os.PathLike[str] = "<episode>", 
     labels = dict(labels)
     # The names of an episode: its regime and id go into results.csv, the reports and the
     # pictures' file names, all UTF-8. A JSON escape can spell a lone surrogate (\ud800), which
-    # is no character: refused here, before any work, not when the results are written.
+    # is no character; and a name starting with "=" would run as a formula in a spreadsheet
+    # opening results.csv, which must keep it as it is (core.csv_cells). Both are refused here,
+    # before any work, not when the results are written. (Other types are written as their
+    # str(): a number, or a list or object's "[" or "{".)
     names = [(f"labels.{key}", labels.get(key)) for key in ("mode", "episode_id")]
     names.append(("steps[0].metadata.mode", steps[0].metadata.get("mode")))
     for field, name in names:
-        if isinstance(name, str) and not _is_text(name):
+        if not isinstance(name, str):
+            continue
+        if not _is_text(name):
             raise fail(field, f"{_shown(name)} holds a lone surrogate (a \\uD800-\\uDFFF escape without its pair), "
                               "which is not a character: UTF-8 cannot write it")
+        formula = formula_start(name)
+        if formula is not None:
+            raise fail(field, f"expected {FORMULA_RULE} (it is written to results.csv as it is); "
+                              f"got {_shown(name)}, which starts with {formula}")
 
     for key in ("critical_steps", "breaking_changes"):
         if key not in labels:

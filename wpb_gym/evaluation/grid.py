@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.csv_cells import FORMULA_RULE, formula_start
 from ..core.policy import POLICY_TRACKS
 from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
@@ -100,6 +101,7 @@ class PolicySpec:
     def __post_init__(self) -> None:
         if self.track not in POLICY_TRACKS:
             raise ValueError(f"policy {self.label!r}: track must be one of {POLICY_TRACKS}, got {self.track!r}")
+        _refuse_formula(f"policy {self.label!r}: its label", str(self.label))
 
     def runs_on(self, track: str) -> bool:
         if self.only_own_track:
@@ -164,11 +166,22 @@ def given_refs(
             raise ValueError(
                 f"{origin}: episode {position} names no regime (labels['mode'] or the steps' metadata['mode'])"
             )
+        # Read from a file, both were checked there; an episode made in Python is checked here.
+        _refuse_formula(f"{origin}: episode {position}: its regime (labels['mode'])", str(mode))
+        if isinstance(episode.episode_id, str):
+            _refuse_formula(f"{origin}: episode {position}: its labels['episode_id']", episode.episode_id)
         key = (str(mode), len(episode))
         index = counters.get(key, 0)
         counters[key] = index + 1
         refs.append(EpisodeRef(str(mode), len(episode), index, None, episode))
     return refs
+
+
+def _refuse_formula(what: str, text: str) -> None:
+    """A ``ValueError`` if ``text``, which results.csv holds as it is, would run as a spreadsheet formula."""
+    formula = formula_start(text)
+    if formula is not None:
+        raise ValueError(f"{what}: expected {FORMULA_RULE}; got {text!r}, which starts with {formula}")
 
 
 @dataclass(frozen=True)

@@ -449,7 +449,7 @@ def period_summary(cuts: Iterable[PeriodCut]) -> list[dict[str, Any]]:
                 "period": cut.period.describe(),
                 "change events": cut.change_events,
                 "episodes": len(eps),
-                "dropped (< min critical)": cut.too_few_critical,
+                "dropped (below min critical)": cut.too_few_critical,
                 "tail events left out": cut.tail_events,
                 "critical/ep": f"{np.mean([len(e.critical_steps) for e in eps]):.1f}" if eps else "-",
                 "first..last day": f"{eps[0].labels['first_date'][:10]}..{eps[-1].labels['last_date'][:10]}"

@@ -51,6 +51,7 @@ from ...scoring.queries import has_queries
 from ..playing import EpisodeRun, PlayedRun, Seat, outcome_metrics, score
 from ..referee import DEFAULT_LIMITS, MAX_REASON_CHARS, PolicyError, PolicyLimitError, RunLimits
 from .judging import Backlog, judge_on_ledger, judge_on_store, take
+from .output import quoted
 from .policy_process import serve
 from .processes import CONTEXT, start_fork_server
 from .sandbox import AUTO, Sandbox, modules_of, resolve_sandbox
@@ -159,7 +160,7 @@ class PolicyWorker:
         where = sandbox_plan(sandbox, factory) if sandbox is not None else None
         self.conn, child = CONTEXT.Pipe(duplex=True)
         self.process = CONTEXT.Process(
-            target=serve, args=(child, data, limits, where, os.getpid()), name=f"wpb-policy-{label}", daemon=True
+            target=serve, args=(child, data, limits, where, os.getpid(), label), name=f"wpb-policy-{label}", daemon=True
         )
         if sandbox is not None:
             start_fork_server()
@@ -225,7 +226,8 @@ class PolicyWorker:
         if not isinstance(reply, dict):
             raise PolicyError(self.label, t, "its process sent a reply that is not a JSON object")
         if "error" in reply:
-            raise PolicyError(self.label, t, f"raised in its process:\n{reply['error']}")
+            # The policy's own text (an exception's message is the policy's to choose): quoted as such.
+            raise PolicyError(self.label, t, f"raised in its process:\n{quoted(self.label, str(reply['error']))}")
         return reply
 
     def stop(self) -> None:

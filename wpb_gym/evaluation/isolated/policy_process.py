@@ -209,15 +209,19 @@ def _size(n: int) -> str:
     return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
 
 
-def serve(conn: Any, factory: bytes, limits: RunLimits, plan: Plan | None = None, parent: int | None = None) -> None:
+def serve(
+    conn: Any, factory: bytes, limits: RunLimits, plan: Plan | None = None, parent: int | None = None,
+    label: str = "?",
+) -> None:
     """The policy process's main loop (the target of its ``multiprocessing`` process; ``parent``:
-    the evaluator's process id, read there before this process was started).
+    the evaluator's process id, read there before this process was started; ``label``: the
+    policy's, which marks the lines it prints).
 
     With a sandbox ``plan``, this process first moves into a new sandbox
     (``wpb_gym.evaluation.isolated.sandbox``); the rest, from unpickling the factory on, runs
     there, in the sandbox's first process."""
     if plan is not None:
-        enter(plan, [conn.fileno()], parent)  # returns inside (the process outside waits, then exits)
+        enter(plan, [conn.fileno()], parent, label)  # returns inside (the process outside waits, then exits)
     else:
         from ..child_processes import end_with_parent
 

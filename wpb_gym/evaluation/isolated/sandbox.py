@@ -26,7 +26,8 @@ namespaces), each policy's process enters namespaces of its own before the polic
   (``Sandbox``; ``wpb eval --sandbox-memory`` etc.);
 * **nothing of the evaluator's invocation**: the evaluator's command line never reaches it, its
   environment is emptied (but for a few variables that only set thread counts), ``/proc/1``
-  shows neither, and what it prints goes through a relay that stops after ``_MAX_OUTPUT`` bytes.
+  shows neither, and what it prints goes through a relay that stops after ``_MAX_OUTPUT`` bytes
+  and shows it line by line, marked as the policy's, with no control character (``output``).
 
 The policy's factory is unpickled and called only once all of this is in place, so the code a
 model file carries (an SB3 zip or an RLlib checkpoint unpickles) runs only inside.
@@ -75,6 +76,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...core.messages import shown
+from .output import PolicyLines
 from .processes import CONTEXT, start_fork_server
 
 __all__ = [
@@ -352,6 +355,7 @@ _SYSCALLS = {"x86_64": {"pivot_root": 155, "capset": 126}, "aarch64": {"pivot_ro
 _KEPT_FLAGS = ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
                (os.ST_NOATIME, _MS_NOATIME), (os.ST_NODIRATIME, _MS_NODIRATIME), (os.ST_RELATIME, _MS_RELATIME))
 _MAX_OUTPUT = 1 << 20  # bytes of a policy's output relayed to the evaluator's; the rest is dropped
+_LINE_WAIT = 0.05  # seconds the relay waits for the rest of a line before showing what it has
 
 _libc: Any = None
 
@@ -382,7 +386,7 @@ def _write(path: str, text: str) -> None:
 
 
 # --------------------------------------------------------------------------------- entering it
-def enter(plan: Plan, keep: Sequence[int], parent: int | None = None) -> None:
+def enter(plan: Plan, keep: Sequence[int], parent: int | None = None, name: str = "?") -> None:
     """Move this process's work into a new sandbox: returns in the sandbox's first process (PID 1
     of its namespace), where the policy is then built and served; the process that called it,
     and the one between, wait outside and never return (they exit as the policy's process does).
@@ -390,6 +394,7 @@ def enter(plan: Plan, keep: Sequence[int], parent: int | None = None) -> None:
     ``keep``: the file descriptors the policy's process keeps (its pipe to the evaluator);
     every other one is closed there. ``parent``: the evaluator's process id, as
     ``child_processes.end_with_parent`` takes it (this process ends with the evaluator).
+    ``name``: the policy's label, which starts every line of its output the evaluator shows.
     Called first thing in a fresh child process (it must be single-threaded for ``unshare``).
     """
     global _libc
@@ -420,7 +425,7 @@ def enter(plan: Plan, keep: Sequence[int], parent: int | None = None) -> None:
     from ..child_processes import end_with_parent
 
     end_with_parent(parent)  # (a thread: started only now that the forks are done)
-    _relay((out_r, 1), (err_r, 2))
+    _relay(name, (out_r, 1), (err_r, 2))
     _, status = os.waitpid(child, 0)
     _exit_as(status)
 
@@ -532,30 +537,54 @@ def _refuse(conn_fd: int | None, error: BaseException) -> None:
     os._exit(70)
 
 
-def _relay(*pairs: tuple[int, int]) -> None:
-    """Copy the policy's output to this process's (the evaluator's) until it ends, up to
-    ``_MAX_OUTPUT`` bytes."""
+def _relay(name: str, *pairs: tuple[int, int]) -> None:
+    """Show the policy's output on this process's (the evaluator's) until it ends, up to
+    ``_MAX_OUTPUT`` bytes of it: line by line, each line with its control characters escaped
+    and marked as the policy's (``output.PolicyLines``)."""
     open_ = dict(pairs)
+    lines = {fd: PolicyLines(name) for fd in open_}
     budget = _MAX_OUTPUT
     while open_:
-        for fd in select.select(list(open_), [], [])[0]:
+        # An unfinished line is shown once the policy has paused: this process is killed with the
+        # policy's, and would take it along unshown.
+        pending = budget > 0 and any(lines[fd].pending for fd in open_)
+        ready = select.select(list(open_), [], [], _LINE_WAIT if pending else None)[0]
+        if not ready:
+            for fd in open_:
+                budget = budget if _show(open_[fd], lines[fd].end()) else 0
+        for fd in ready:
             try:
                 data = os.read(fd, 65536)
             except OSError:
                 data = b""
             if not data:
+                if budget > 0:
+                    _show(open_[fd], lines[fd].end())
                 os.close(fd)
                 del open_[fd]
                 continue
-            if budget > 0:
+            if budget > 0:  # past it, what the policy prints is read and dropped
                 piece = data[:budget]
                 budget -= len(piece)
+                text = lines[fd].feed(piece)
                 if budget <= 0:
-                    piece += b"\n[wpb: the rest of this policy's output is dropped]\n"
-                try:
-                    os.write(open_[fd], piece)
-                except OSError:
-                    budget = 0
+                    for other in open_.keys() - {fd}:  # what the other stream has begun is shown too
+                        _show(open_[other], lines[other].end())
+                    text += lines[fd].end() + (
+                        f"wpb: policy {shown(name)} printed more than {_MAX_OUTPUT:,} bytes: the rest of its output is "
+                        "dropped\n"
+                    ).encode()
+                budget = budget if _show(open_[fd], text) else 0
+
+
+def _show(fd: int, text: bytes) -> bool:
+    """Write all of ``text`` to ``fd``; False if it cannot be (the evaluator's end is closed)."""
+    try:
+        while text:
+            text = text[os.write(fd, text) :]
+    except OSError:
+        return False
+    return True
 
 
 def _build(plan: Plan, parent_alive: Callable[[], bool]) -> None:

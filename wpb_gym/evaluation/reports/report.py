@@ -24,7 +24,7 @@ import numpy as np
 from ...core.policy import ORACLE
 from ..grid import EPISODE_HASH, ERROR_COLUMN, INT_COLUMNS, QUERY_COLUMNS, ROW_COLUMNS
 from .intervals import bootstrap_ci, bootstrap_cis
-from .markdown import markdown_text
+from .markdown import markdown_code, markdown_text
 
 LEADERBOARD_METRICS = (
     ("recall", "Recall"),
@@ -212,7 +212,7 @@ def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
     for policy, prows in sorted(by_policy.items()):
         first = prows[0]
         lines.append(
-            f"- `{markdown_text(policy)}`: {len(prows)} of {sum(r['policy'] == policy for r in rows)} runs; first: "
+            f"- {markdown_code(policy)}: {len(prows)} of {sum(r['policy'] == policy for r in rows)} runs; first: "
             f"{markdown_text(first['mode'])}, episode {first['episode_index']}, {budget_label(first['budget_bytes'])}, "
             f"{markdown_text(first['track'])} track: {markdown_text(first[ERROR_COLUMN])}"
         )

@@ -14,6 +14,7 @@ from scipy import stats
 
 from ...core.policy import ORACLE
 from ...core.tracks import PRIVILEGED, UNPRIVILEGED
+from .markdown import markdown_code as code
 from .markdown import markdown_text as md
 from .report import budget_label, grouped, mean_cell, per_episode, present, present_values
 
@@ -34,7 +35,7 @@ def paper_tables(rows: Sequence[dict[str, Any]], track: str = "privileged", diag
             for b in budgets:
                 values = [r["f1"] for r in prows if r["budget_bytes"] == b]
                 cells.append(f"{np.mean(values):.3f}" if values else "")
-            lines.append(f"| `{md(policy[0])}` | " + " | ".join(cells) + " |")
+            lines.append(f"| {code(policy[0])} | " + " | ".join(cells) + " |")
     diag = ("utilization", "write_density", "expire_rate", "avg_staleness", "drift_coverage")
     at = [r for r in chosen if r["budget_bytes"] == diagnostics_budget]
     for (mode, steps), group in grouped(at, ("mode", "steps")).items():
@@ -91,7 +92,7 @@ def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_b
     ]
     if not rows:
         return lines[0] + "\n\nNo results.\n"
-    extra = " | ".join(f"`{md(name)}`" for name in highlight)
+    extra = " | ".join(code(name) for name in highlight)
     lines += [
         "",
         "| Regime | T | Budget | Bound | Best unprivileged | Best privileged | "
@@ -119,7 +120,7 @@ def _f1_headroom(rows: Sequence[dict[str, Any]], highlight: Sequence[str], gap_b
                 shown.append(mean_f1(prows))
             cells.append(f"{mean_f1(prows):.3f}" if prows else "")
         at = budget_label(budget)
-        best_cells = [f"{b[1]:.3f} (`{md(b[0])}`)" if b else "" for b in best.values()]
+        best_cells = [f"{b[1]:.3f} ({code(b[0])})" if b else "" for b in best.values()]
         gap = f"{bound - max(shown):+.3f}" if shown else ""
         lines.append(f"| {md(mode)} | {steps} | {at} | {bound:.3f} | " + " | ".join(best_cells + cells) + f" | {gap} |")
     return "\n".join(lines) + "\n"
@@ -151,7 +152,7 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
     lines = [
         "# Query-tier headroom (mean query accuracy over episodes)",
         "",
-        f"Written by `wpb report {md(run)} --headroom` from its results.csv. Bound = the hindsight bound on query "
+        f"Written by {code(f'wpb report {run} --headroom')} from its results.csv. Bound = the hindsight bound on query "
         "accuracy (no policy answers more), beside what a schedule found with hindsight reaches (feasible). "
         "Best privileged: of the privileged- and oracle-track policies (they may read the hidden state, never "
         "the future); best unprivileged: of the policies that read the stream alone. Policies are ranked by "
@@ -161,10 +162,10 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
     present_learned = sorted(learned & {r["policy"] for r in rows})
     if present_learned:
         lines[-1] += (" Learned agents are never best, being measured against the best: "
-                      + ", ".join(f"`{md(name)}`" for name in present_learned) + " (`--highlight` shows them).")
+                      + ", ".join(code(name) for name in present_learned) + " (`--highlight` shows them).")
     if not rows:
         return lines[0] + "\n\nNo results.\n"
-    extra = [f"`{md(name)}`" for name in highlight]
+    extra = [code(name) for name in highlight]
     header = ["Budget", "Bound", "Feasible", "Best privileged", "Best unprivileged", *QUERY_GATES, *extra, "Episodes"]
 
     def best(scored: list[tuple[str, float]]) -> tuple[str, float] | None:
@@ -193,7 +194,7 @@ def query_headroom_table(rows: Sequence[dict[str, Any]], highlight: Sequence[str
                 budget_label(budget),
                 f"{bound:.3f}" if upper else "",
                 f"{np.mean(feasible):.3f}" if feasible else "",
-                *(f"{b[1]:.3f} (`{md(b[0])}`)" if b else "" for b in (privileged, unprivileged)),
+                *(f"{b[1]:.3f} ({code(b[0])})" if b else "" for b in (privileged, unprivileged)),
                 *gates,
             ]
             for name in highlight:
