@@ -98,8 +98,9 @@ learned: $(STAMP)
 	$(WPB) seeds $(foreach r,$(LEARNED_REGIMES),runs/learned/$(r)/eval) $(foreach s,$(REAL_SOURCES),runs/learned/real_$(s)/eval) \
 	  $(LEARNED_GROUPS) --out runs/learned/table.md
 
+# The suite's tests are independent: one process per core (pytest-xdist) halves it on 2 cores.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 clean:
 	rm -rf $(VENV) runs
