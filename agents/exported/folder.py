@@ -277,11 +277,8 @@ def tensor_table(state: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], s
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 # ------------------------------------------------------------------------------ writing
