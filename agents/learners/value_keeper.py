@@ -6,15 +6,17 @@ from the hidden traffic (popularity, integrations, each family's bursts and thei
 network learns that value from what any policy may read: the stream's statistics of the
 endpoint and its family (``wpb_gym.envs.observation.query_features``: decayed query shares,
 traffic, whether and when it broke, the queries its family's earlier breaking changes drew at
-each lag, their reverts and changes), the snapshot's size and the episode's progress. It is
-trained by regression on the teacher's values (log1p) at the states the teacher visits on the
-training episodes (``wpb train --algo value_keeper``), as a learned cache policy is trained on
-the choices of an oracle; at play time the keepers' engine (``agents.scripted.keep_latest``)
-admits and evicts by the network's values per byte.
+each lag, their reverts and changes), the snapshot's size, the episode's progress, and what
+the words of its contract say of its clients and of its latest breaking change's burst
+(``agents.learners.word_estimates``: ridge regressions fitted on the hidden state of the
+training episodes). It is trained by regression on the teacher's values (log1p) at the states
+the teacher visits on the training episodes (``wpb train --algo value_keeper``), as a learned
+cache policy is trained on the choices of an oracle; at play time the keepers' engine
+(``agents.scripted.keep_latest``) admits and evicts by the network's values per byte.
 
-The trained network is a plain JSON file (``learner.json``: layer weights as lists, with the
-feature names it reads), loaded without pickle: ``value_keeper:RUN/learner.json`` in ``wpb
-eval``.
+The trained model is a plain JSON file (``learner.json``: layer weights and word weights as
+lists, with the feature names it reads), loaded without pickle: ``value_keeper:RUN/learner.json``
+in ``wpb eval``.
 """
 
 from __future__ import annotations
@@ -33,17 +35,31 @@ from wpb_gym.core.types import Step
 from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
 
 from ..scripted.keep_latest import KeepLatest
+from .word_estimates import ContentTracker, WordEstimates
 
 STATE_FORMAT = "wpb-value-keeper"
-STATE_VERSION = 1
-INPUTS: tuple[str, ...] = (*ENDPOINT_FEATURES, "log_size", "progress")
+STATE_VERSION = 2
+INPUTS: tuple[str, ...] = (*ENDPOINT_FEATURES, "log_size", "progress", "integrations_from_words",
+                           "burst_from_words")
 
 
-def inputs(tracker: QueryStreamTracker, api: str, size: int, t: int, length: int) -> np.ndarray:
+def inputs(tracker: QueryStreamTracker, api: str, size: int, t: int, length: int,
+           words: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
     """The network's input for endpoint ``api`` whose latest snapshot costs ``size`` bytes, at step
-    ``t`` of ``length``."""
-    return np.concatenate([tracker.features(api), [math.log(max(size, 1)) / 10, t / max(length, 1)]]).astype(
-        np.float32)
+    ``t`` of ``length``; ``words``: the word estimates of its integrations and of its latest
+    breaking change's burst (standard normal units; ``word_inputs``)."""
+    return np.concatenate([tracker.features(api), [math.log(max(size, 1)) / 10, t / max(length, 1)],
+                           words]).astype(np.float32)
+
+
+def word_inputs(estimates: WordEstimates | None, content: ContentTracker, api: str) -> tuple[float, float]:
+    """What ``estimates`` make of the endpoint's words, scaled into [-1, 1] (4 standard
+    deviations); the burst's is 0 before its first breaking change."""
+    if estimates is None:
+        return 0.0, 0.0
+    integrations = estimates.integrations(content.first.get(api, []))
+    burst = estimates.burst(content.last_break[api]) if api in content.last_break else 0.0
+    return float(np.clip(integrations / 4, -1, 1)), float(np.clip(burst / 4, -1, 1))
 
 
 class ValueNetwork:
@@ -104,18 +120,23 @@ class ValueKeeper(KeepLatest):
 
     def __init__(self, *, path: str | None = None) -> None:
         self.path = path
-        self.network: ValueNetwork | None = load_network(path) if path is not None else None
+        self.network: ValueNetwork | None = None
+        self.words: WordEstimates | None = None
+        if path is not None:
+            self.network, self.words = load_network(path)
         super().__init__(size_aware=True, prior=0.0, tuned=False)
 
     def start_episode(self, context: EpisodeContext | None) -> None:
         super().start_episode(context)
         self._length = context.length if context is not None else 1
         self._tracker = QueryStreamTracker()
+        self._content = ContentTracker()
         self._sizes: dict[str, int] = {}
         self._values: dict[Any, float] = {}
 
     def observe(self, step: Step) -> bool:
         self._tracker.step(step.observation, step.metadata)
+        self._content.step(step.observation)
         obs = step.observation
         if isinstance(obs, dict) and isinstance(obs.get("api"), str):
             self._sizes[obs["api"]] = estimate_bytes(step)
@@ -125,23 +146,26 @@ class ValueKeeper(KeepLatest):
         if self.network is None:
             self._values = {}
             return
-        x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length) for api in apis])
+        x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length,
+                             word_inputs(self.words, self._content, api)) for api in apis])
         self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
 
     def value(self, api: Any) -> float:
         return self._values.get(api, 0.0)
 
 
-def save_network(path: str | os.PathLike[str], network: ValueNetwork, info: dict[str, Any]) -> Path:
+def save_network(path: str | os.PathLike[str], network: ValueNetwork, info: dict[str, Any],
+                 words: WordEstimates | None = None) -> Path:
     path = Path(path)
     state = {"format": STATE_FORMAT, "version": STATE_VERSION, "inputs": list(INPUTS),
-             "layers": network.state(), "info": info}
+             "layers": network.state(), "words": None if words is None else words.state(), "info": info}
     path.write_text(json.dumps(state) + "\n", encoding="utf-8")
     return path
 
 
-def load_network(path: str | os.PathLike[str]) -> ValueNetwork:
-    """The network ``wpb train --algo value_keeper`` saved at ``path`` (errors name the file)."""
+def load_network(path: str | os.PathLike[str]) -> tuple[ValueNetwork, WordEstimates | None]:
+    """The network and word estimates ``wpb train --algo value_keeper`` saved at ``path`` (errors
+    name the file)."""
     path = Path(path)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -153,11 +177,13 @@ def load_network(path: str | os.PathLike[str]) -> ValueNetwork:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError(f"value_keeper: {path}: not a value network file (format {STATE_FORMAT!r} expected)")
     if state.get("version") != STATE_VERSION:
-        raise ValueError(f"value_keeper: {path}: version {state.get('version')!r}; this code reads {STATE_VERSION}")
+        raise ValueError(f"value_keeper: {path}: version {state.get('version')!r}; this code reads {STATE_VERSION} "
+                         f"(train it again with wpb train --algo value_keeper)")
     if state.get("inputs") != list(INPUTS):
         raise ValueError(f"value_keeper: {path}: trained on inputs {state.get('inputs')!r}, this code gives "
                          f"{list(INPUTS)}")
     try:
-        return ValueNetwork.from_state(state.get("layers"))
+        words = state.get("words")
+        return ValueNetwork.from_state(state.get("layers")), None if words is None else WordEstimates.from_state(words)
     except ValueError as exc:
         raise ValueError(f"value_keeper: {path}: {exc}") from None

@@ -1,14 +1,16 @@
 """``wpb train --algo value_keeper``: distil ``causal_privileged``'s values into ``value_keeper``'s network.
 
-The teacher plays the training episodes (``episode_seed = --seed`` of the ``regime`` in
-``--env-kwargs``, or the ``episodes=`` files, at ``budget_bytes``); at every endpoint snapshot
-it decides on, the network's input for that endpoint (and, with probability ``held_share``, for
-each endpoint memory holds) is recorded with the teacher's value of it. A ReLU network
-(``hidden`` units per layer, two layers) is fitted to ``log1p`` of the values by mean squared
-error (Adam, ``epochs`` passes, seeded). The run folder gets ``learner.json`` (the network) and
-``config.json`` (settings, samples, the fit's loss, the validation accuracy on the held-out
-seed's first ``validation_episodes`` episodes or on ``--eval-episodes``, versions).
-``timesteps`` counts the teacher's decisions to record (the episodes it takes).
+First the word estimates (``agents.learners.word_estimates``) are fitted on the hidden state
+of the first ``word_episodes`` training episodes. Then the teacher plays the training episodes
+(``episode_seed = --seed`` of the ``regime`` in ``--env-kwargs``, or the ``episodes=`` files,
+at ``budget_bytes``); at every endpoint snapshot it decides on, the network's input for that
+endpoint (and, with probability ``held_share``, for each endpoint memory holds) is recorded
+with the teacher's value of it. A ReLU network (``hidden`` units per layer, two layers) is
+fitted to ``log1p`` of the values by mean squared error (Adam, ``epochs`` passes, seeded). The
+run folder gets ``learner.json`` (the network and the word estimates) and ``config.json``
+(settings, samples, the fit's loss, the validation accuracy on the held-out seed's first
+``validation_episodes`` episodes or on ``--eval-episodes``, versions). ``timesteps`` counts
+the teacher's decisions to record (the episodes it takes).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from wpb_gym.scoring.queries import has_queries
 from ..held_out import HELD_OUT_SEED_OFFSET
 from ..scripted.causal_privileged import CausalPrivileged
 from ..versions import package_versions
-from .value_keeper import INPUTS, ValueKeeper, ValueNetwork, inputs, save_network
+from .value_keeper import INPUTS, ValueKeeper, ValueNetwork, inputs, save_network, word_inputs
+from .word_estimates import ContentTracker, WordEstimates, fit_word_estimates
 
 DEFAULTS: dict[str, Any] = {
     "timesteps": 80_000,  # the teacher's decisions to record: about 11 episodes of queries_medium
@@ -43,6 +46,7 @@ DEFAULTS: dict[str, Any] = {
     "batch_size": 1024,
     "learning_rate": 0.001,
     "validation_episodes": 4,
+    "word_episodes": 4,
 }
 DEFAULT_ENV = {"regime": "queries_medium", "budget_bytes": 10240}
 
@@ -62,10 +66,10 @@ def training_episodes(env_kwargs: Mapping[str, Any], seed: int) -> Any:
         yield episode
 
 
-def teacher_samples(episode: Episode, budget: int, held_share: float,
-                    rng: np.random.Generator) -> tuple[list[np.ndarray], list[float], int]:
-    """The network's inputs and ``causal_privileged``'s values at the states it visits playing
-    ``episode``, and the number of its decisions."""
+def teacher_samples(episode: Episode, budget: int, held_share: float, rng: np.random.Generator,
+                    words: WordEstimates | None = None) -> tuple[list[np.ndarray], list[float], int]:
+    """The network's inputs (with ``words``' estimates) and ``causal_privileged``'s values at the
+    states it visits playing ``episode``, and the number of its decisions."""
     if not has_queries(episode):
         raise ValueError(f"episode {episode.episode_id!r} ({episode.regime}) has no queries: value_keeper "
                          f"trains on the query tier")
@@ -75,12 +79,14 @@ def teacher_samples(episode: Episode, budget: int, held_share: float,
     store = ByteMemoryStore(budget)
     view = store.view()
     tracker = QueryStreamTracker()
+    content = ContentTracker()
     sizes: dict[str, int] = {}
     x: list[np.ndarray] = []
     y: list[float] = []
     decisions = 0
     for step in policy_episode(episode, "privileged").steps:
         tracker.step(step.observation, step.metadata)
+        content.step(step.observation)
         if not teacher.observe(step):
             store.skip(step.t)
             continue
@@ -90,7 +96,7 @@ def teacher_samples(episode: Episode, budget: int, held_share: float,
         held = [item.api for item in store.iter_items() if item.api != api]
         teacher.prepare([api, *held], step.t)
         for name in [api, *(a for a in held if rng.random() < held_share)]:
-            x.append(inputs(tracker, name, sizes.get(name, 1), step.t, length))
+            x.append(inputs(tracker, name, sizes.get(name, 1), step.t, length, word_inputs(words, content, name)))
             y.append(teacher.value(name))
         actions = teacher.plan(step, view)
         for action in actions:
@@ -147,6 +153,10 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     budget = int(env_config["budget_bytes"])
     if env_config.get("episodes") is not None and eval_episodes is None:
         raise ValueError("training on episode files (episodes=...) needs held-out episodes (--eval-episodes PATH)")
+    # The word estimates first, from the hidden state of the first training episodes: the
+    # network then learns what their estimates are worth.
+    episodes_in_order = training_episodes(env_config, seed)
+    words = fit_word_estimates(next(episodes_in_order) for _ in range(config["word_episodes"]))
     rng = np.random.default_rng(seed)
     xs: list[np.ndarray] = []
     ys: list[float] = []
@@ -157,7 +167,7 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
 
         bar = tqdm(total=config["timesteps"], desc="value_keeper: the teacher's decisions", unit="step")
     for episode in training_episodes(env_config, seed):
-        x, y, n = teacher_samples(episode, budget, config["held_share"], rng)
+        x, y, n = teacher_samples(episode, budget, config["held_share"], rng, words)
         xs += x
         ys += y
         decisions += n
@@ -174,7 +184,7 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     info = {"budget_bytes": budget, "regime": env_config.get("regime"), "seed": seed}
-    save_network(out / "learner.json", network, info)
+    save_network(out / "learner.json", network, info, words)
     keeper = ValueKeeper(path=str(out / "learner.json"))
     accuracies = [run_episode(keeper, e, budget, record_actions=False).queries.accuracy for e in validation]
     saved = {

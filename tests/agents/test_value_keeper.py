@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from agents.learners.value_keeper import INPUTS, ValueKeeper, ValueNetwork, load_network, save_network
+from agents.learners.value_keeper import INPUTS, ValueKeeper, ValueNetwork, load_network, save_network, word_inputs
 from agents.learners.value_training import fit_network, teacher_samples, train_value_keeper_run
+from agents.learners.word_estimates import ContentTracker, WordEstimates, fit_word_estimates
 from agents.registry import make_agent
 from wpb_gym.core.types import Episode
 from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
@@ -28,14 +29,16 @@ def _network(seed: int = 0) -> ValueNetwork:
 def test_teacher_samples_are_causal_privilegeds_values_and_the_fit_beats_a_constant():
     x, y, decisions = [], [], 0
     rng = np.random.default_rng(0)
-    for index in range(3):
-        xs, ys, n = teacher_samples(generate_query_episode(CONFIG, 0, index), 2048, 0.2, rng)
+    episodes = [generate_query_episode(CONFIG, 0, index) for index in range(3)]
+    words = fit_word_estimates(episodes)
+    for episode in episodes:
+        xs, ys, n = teacher_samples(episode, 2048, 0.2, rng, words)
         x += xs
         y += ys
         decisions += n
     assert decisions > 0 and len(x) >= decisions and min(y) >= 0
     target = np.log1p(np.asarray(y))
-    network, loss = fit_network(np.stack(x), np.asarray(y), hidden=32, epochs=20, batch_size=256,
+    network, loss = fit_network(np.stack(x), np.asarray(y), hidden=32, epochs=80, batch_size=256,
                                 learning_rate=0.003, seed=0)
     assert loss < 0.5 * target.var()  # the statistics explain most of the teacher's values
     predicted = np.log1p(network.values(np.stack(x)))
@@ -48,6 +51,10 @@ def test_the_keeper_reads_only_the_stream():
                                                   "utility_by_step": {t: 0 for t in range(len(episode))}})
     keeper = ValueKeeper()
     keeper.network = _network()
+    words = sorted({w for step in episode.steps if "params" in step.observation
+                    for name in step.observation["params"] for w in name.split("_")})
+    rng = np.random.default_rng(1)
+    keeper.words = WordEstimates(tuple(words), rng.normal(size=len(words)), 0.0, rng.normal(size=len(words)), 0.0)
     runs = [run_episode(keeper, e, 2048) for e in (episode, blind)]
     assert [(a.t, a.action.action, a.action.target_t) for a in runs[0].actions] == \
         [(a.t, a.action.action, a.action.target_t) for a in runs[1].actions]
@@ -56,12 +63,16 @@ def test_the_keeper_reads_only_the_stream():
 
 def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(tmp_path):
     network = _network(3)
-    path = save_network(tmp_path / "learner.json", network, {"seed": 3})
+    words = WordEstimates(("card", "token"), np.array([0.5, -1.0]), 0.1, np.array([2.0, 0.0]), -0.2)
+    path = save_network(tmp_path / "learner.json", network, {"seed": 3}, words)
     x = np.random.default_rng(0).random((5, len(INPUTS)))
-    assert np.allclose(load_network(path).values(x), network.values(x))
+    loaded, loaded_words = load_network(path)
+    assert np.allclose(loaded.values(x), network.values(x)) and loaded_words.state() == words.state()
     state = json.loads(path.read_text())
     for change, message in [({"format": "other"}, "not a value network file"),
                             ({"version": 9}, "version 9"),
+                            ({"version": 1}, "version 1; this code reads 2 \\(train it again"),
+                            ({"words": {"vocabulary": ["card"]}}, "bad.json: 'words': expected an object"),
                             ({"inputs": ["x"]}, "trained on inputs"),
                             ({"layers": [{"weight": [[1.0]], "bias": [0.0]}]}, "layer 0: expected weights")]:
         bad = tmp_path / "bad.json"
@@ -86,6 +97,14 @@ def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
     keeper = make_agent("value_keeper", path=str(tmp_path / "run" / "learner.json"))
     episode = generate_query_episode(CONFIG, 777, 0)
     assert run_episode(keeper, episode, 2048).queries.correct > 0
+    # The tier's contracts carry words: the saved model holds their estimates, and the keeper
+    # feeds them to its network (two of its inputs move with them).
+    assert keeper.words is not None and len(keeper.words.vocabulary) > 20
+    assert np.abs(keeper.words.burst_weights).max() > 0.1 and np.abs(keeper.words.integration_weights).max() > 0.1
+    content = ContentTracker()
+    for step in episode.steps:
+        content.step(step.observation)
+    assert len({word_inputs(keeper.words, content, api) for api in content.first}) > 5
     assert run_episode(keeper, episode, 2048, isolate=True).queries == run_episode(keeper, episode, 2048).queries
     code = main(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_medium", "--timesteps", "0",
                  "--out", str(tmp_path / "x")])

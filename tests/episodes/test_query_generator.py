@@ -170,6 +170,7 @@ def test_traffic_is_metadata_both_tracks_see():
         ("summary_max_bytes", 10**9, "summary_max_bytes: expected at most 1,000,000"),
         ("integration_content", 1.2, "integration_content: expected a probability in \\[0, 1\\]"),
         ("integration_content", -0.1, "integration_content: expected a probability in \\[0, 1\\]"),
+        ("burst_content", 1.5, "burst_content: expected a probability in \\[0, 1\\]"),
     ],
 )
 def test_a_bad_knob_is_refused_naming_it(option, value, message):
@@ -207,7 +208,7 @@ def test_integration_content_makes_integrations_follow_the_words_of_the_first_co
 
     from wpb_gym.episodes.generators.query_process import content_score
 
-    config = small(integration_content=1.0)
+    config = small(integration_content=1.0, burst_content=0.0)
     episode = generate_query_episode(config, 3, 0)
     hidden = episode.labels["hidden"]
     assert hidden["process"]["integration_content"] == 1.0 and hidden["config"]["integration_content"] == 1.0
@@ -219,12 +220,49 @@ def test_integration_content_makes_integrations_follow_the_words_of_the_first_co
     for api, integrations in zip(hidden["endpoints"], hidden["integrations"], strict=True):
         expected = np.exp(-spread * spread / 2 + spread * content_score(first[api]))
         assert integrations == pytest.approx(expected, rel=1e-5, abs=1e-6)  # labels keep 6 decimals
-    plain = generate_query_episode(small(), 3, 0)
+    plain = generate_query_episode(small(integration_content=0.0, burst_content=0.0), 3, 0)
     assert "integration_content" not in plain.labels["hidden"]["process"]
     assert "integration_content" not in plain.labels["hidden"]["config"]
-    assert dumps_episode(plain) == dumps_episode(generate_query_episode(small(integration_content=0.0), 3, 0))
+    assert dumps_episode(plain) == dumps_episode(generate_query_episode(
+        QueryTierConfig(**{**SMALL, "burst_spread": small().burst_spread,
+                           "migration_boost_max": small().migration_boost_max}), 3, 0))
     # Only the integrations (and the traffic they draw) move: the contracts shown are the same.
     assert [o for o in observations if "api" in o] == [o for o in plain.columns()[0] if "api" in o]
+
+
+def test_burst_content_makes_each_burst_follow_the_words_its_breaking_change_touched():
+    # rho = 1: each burst is its family's boost times the log-normal at the content score (by
+    # BURST_WORD_WEIGHTS) of the parameter removed or made required, or of the whole contract
+    # when the endpoint was deprecated or removed; rho = 0 leaves the episode as it was.
+    import numpy as np
+
+    from wpb_gym.episodes.generators.query_process import BURST_WORD_WEIGHTS, content_score, touched
+
+    config = small(burst_content=1.0, migrating_share=1.0, length=16 + 6 * 10)
+    episode = generate_query_episode(config, 5, 0)
+    hidden = episode.labels["hidden"]
+    assert hidden["process"]["burst_content"] == 1.0
+    observations, _ = episode.columns()
+    before, scores = {}, {}
+    for t, obs in enumerate(observations):
+        if "api" in obs:
+            change = touched(before.get(obs["api"]), obs)
+            if change is not None and change[0] in ("has_param", "required"):
+                scores[t] = content_score([change[1]], BURST_WORD_WEIGHTS)
+            else:
+                scores[t] = content_score(obs["params"], BURST_WORD_WEIGHTS)
+            before[obs["api"]] = obs
+    boosts = [f[1] for f in hidden["burst_families"]]
+    spread = config.burst_spread
+    assert len(hidden["migration_boosts"]) >= 3
+    for t, i, size, _start in hidden["migration_boosts"]:
+        boost = boosts[hidden["endpoint_families"][i]]
+        assert size == pytest.approx(boost * np.exp(-spread * spread / 2 + spread * scores[t]), rel=1e-5, abs=1e-6)
+    plain = generate_query_episode(small(integration_content=0.0, burst_content=0.0), 3, 0)
+    assert "burst_content" not in plain.labels["hidden"]["process"]
+    assert dumps_episode(plain) == dumps_episode(generate_query_episode(
+        QueryTierConfig(**{**SMALL, "burst_spread": small().burst_spread,
+                           "migration_boost_max": small().migration_boost_max}), 3, 0))
 
 
 def test_content_scores_are_standard_normal_over_random_parameter_names():

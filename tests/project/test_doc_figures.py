@@ -410,7 +410,7 @@ def test_the_query_tiers_table_is_the_tiers_settings():
 
     rows = table("query-tier.md", "| tier | endpoints | families | steps |")
     assert [row[0].strip("`") for row in rows] == list(QUERY_REGIMES)
-    for tier, endpoints, families, steps, checkpoints, queries, delay, jump, _state in rows:
+    for tier, endpoints, families, steps, checkpoints, queries, delay, boost, spread, jump, words, _state in rows:
         c = query_config(tier.strip("`"))
         rng = np.random.default_rng(0)
         stream = QueryStream(c, rng, np.random.default_rng(1), horizon=c.length)
@@ -419,6 +419,8 @@ def test_the_query_tiers_table_is_the_tiers_settings():
         assert int(checkpoints) == sum(stream.is_checkpoint(t) for t in range(c.length))
         assert int(queries) == c.queries_per_checkpoint and delay == f"0-{c.max_burst_delay}"
         assert float(jump) == c.popularity_jump_prob
+        assert float(boost.replace(",", "")) == c.migration_boost_max and float(spread) == c.burst_spread
+        assert float(words) == c.integration_content == c.burst_content
     easy = query_config("queries_easy")
     says("query-tier.md", f"(`queries_easy` has {easy.length:,} steps and {easy.endpoints} endpoints;")
     lengths = sorted({query_config(t).length for t in QUERY_REGIMES})

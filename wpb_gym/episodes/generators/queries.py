@@ -142,6 +142,7 @@ class QueryTierConfig:
     popularity_jump_prob: float = 0.1
     traffic_scale: float = 1.0
     integration_content: float = 0.0
+    burst_content: float = 0.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
 
@@ -157,7 +158,7 @@ class QueryTierConfig:
                 raise ValueError(f"QueryTierConfig.{f.name}: expected an integer below 2**31 in size, got {value}")
         for name in ("breaking_prob", "volatile_share", "volatile_revert_prob", "stable_revert_prob",
                      "migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob",
-                     "summary_prob", "integration_content"):
+                     "summary_prob", "integration_content", "burst_content"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"QueryTierConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
         for name in ("endpoints", "families", "checkpoint_interval", "queries_per_checkpoint", "min_params",
@@ -227,12 +228,17 @@ _CEILINGS: dict[str, float] = {
 MAX_QUERIES = 1 << 24
 MAX_PARAM_CELLS = 1 << 24
 
+# The medium and hard tiers' traffic follows the words of the contracts (fixed weights a policy
+# can learn from training episodes, not read from one stream), with bursts large and uneven
+# enough that knowing which change sets off which burst is worth 0.15 and more at every budget.
+_WORDS: dict[str, Any] = {"integration_content": 0.95, "burst_content": 0.95, "burst_spread": 2.25,
+                          "migration_boost_max": 100_000.0}
 _TIERS: dict[str, dict[str, Any]] = {
     "queries_easy": {"length": 512 + 40 * 50, "endpoints": 512, "families": 16, "checkpoint_interval": 50,
                      "burst_spread": 1.0, "migration_boost_max": 1000.0, "max_burst_delay": 1,
                      "popularity_jump_prob": 0.01, "popularity_spread": 1.0, "migrating_share": 0.5},
-    "queries_medium": {},
-    "queries_hard": {"endpoints": 3072, "families": 96, "popularity_jump_prob": 0.12},
+    "queries_medium": {**_WORDS},
+    "queries_hard": {**_WORDS, "endpoints": 3072, "families": 96, "popularity_jump_prob": 0.12},
 }
 QUERY_REGIMES: tuple[str, ...] = tuple(_TIERS)
 

@@ -21,7 +21,11 @@ Each query draws its endpoint with probability proportional to its *weight*,
   family's boost uniform in ``migration_boost_min`` .. ``migration_boost_max`` and ``e``
   log-normal (mean 1, spread ``burst_spread``), which starts the family's delay later (a
   multiple of ``checkpoint_interval``, up to ``max_burst_delay`` of them) and then halves
-  every ``migration_half_life`` steps.
+  every ``migration_half_life`` steps. With ``burst_content`` (rho, 0 by default) what the
+  change touched says part of ``e``: its standard normal is ``rho * content + sqrt(1 - rho**2)
+  * noise``, ``content`` the ``content_score`` (by ``BURST_WORD_WEIGHTS``) of the parameter removed or made required (of
+  the whole contract when the endpoint is deprecated or removed). Removing a parameter that
+  carries a token or an amount sends more clients to migrate than removing a label.
 
 A query asks, with probability ``recent_fact_prob``, about what its endpoint's latest change
 touched (a parameter, the deprecation, the removal); otherwise the version (with probability
@@ -49,12 +53,17 @@ PARAM_WORDS: tuple[str, ...] = tuple((
 ).split())
 WORD_WEIGHTS: dict[str, float] = dict(zip(
     PARAM_WORDS, np.random.default_rng(20261129).standard_normal(len(PARAM_WORDS)).tolist(), strict=True))
+# Each word's fixed weight in the burst a breaking change touching it sets off, when
+# ``burst_content`` > 0: drawn apart from ``WORD_WEIGHTS``, since how many clients read a
+# parameter is another matter than how many integrate the endpoint.
+BURST_WORD_WEIGHTS: dict[str, float] = dict(zip(
+    PARAM_WORDS, np.random.default_rng(20261130).standard_normal(len(PARAM_WORDS)).tolist(), strict=True))
 
 
 # Knobs added after the tiers' first release, and the default that leaves every episode as it
 # was: written into an episode's labels only when set, so that episodes (and frozen sets) made
 # without them stay byte for byte what they were.
-LATER_KNOBS: dict[str, float] = {"integration_content": 0.0}
+LATER_KNOBS: dict[str, float] = {"integration_content": 0.0, "burst_content": 0.0}
 
 
 def at_later_default(name: str, value: Any) -> bool:
@@ -62,10 +71,11 @@ def at_later_default(name: str, value: Any) -> bool:
     return name in LATER_KNOBS and value == LATER_KNOBS[name]
 
 
-def content_score(params: Sequence[str]) -> float:
-    """The weights of the words of ``params`` (names ``word_word``; other words weigh 0) summed
-    and scaled to unit variance over the known words: standard normal for random names."""
-    weights = [WORD_WEIGHTS[w] for name in params for w in str(name).split("_") if w in WORD_WEIGHTS]
+def content_score(params: Sequence[str], weights_of: Mapping[str, float] = WORD_WEIGHTS) -> float:
+    """The weights (``weights_of``) of the words of ``params`` (names ``word_word``; other words
+    weigh 0) summed and scaled to unit variance over the known words: standard normal for
+    random names."""
+    weights = [weights_of[w] for name in params for w in str(name).split("_") if w in weights_of]
     return float(sum(weights) / np.sqrt(len(weights))) if weights else 0.0
 
 
@@ -85,6 +95,7 @@ class ProcessKnobs(Protocol):
     popularity_jump_prob: float
     traffic_scale: float
     integration_content: float
+    burst_content: float
     recent_fact_prob: float
     version_fact_prob: float
 
@@ -165,14 +176,21 @@ class QueryProcess:
             self.last_touched[i] = change
         self.snapshots[i] = snapshot
         if breaking:
-            self._burst(t, i)
+            self._burst(t, i, change, snapshot)
         return int(self.rng.poisson(self.c.traffic_scale * self.integrations[i]))
 
-    def _burst(self, t: int, i: int) -> None:
+    def _burst(self, t: int, i: int, change: tuple[str, str | None] | None, snapshot: Mapping[str, Any]) -> None:
         family = self.family_of[i]
         spread = self.c.burst_spread
+        rho = self.c.burst_content
         # Drawn at every breaking change, so that the draws do not depend on which families migrate.
-        size = float(self.family_boost[family] * np.exp(self.rng.normal(-spread * spread / 2, spread)))
+        if rho > 0:
+            touched_param = change is not None and change[0] in ("has_param", "required") and change[1] is not None
+            z = content_score([change[1]] if touched_param else snapshot.get("params") or (), BURST_WORD_WEIGHTS)
+            draw = rho * z + np.sqrt(1.0 - rho * rho) * self.rng.standard_normal()
+            size = float(self.family_boost[family] * np.exp(-spread * spread / 2 + spread * draw))
+        else:  # the draws of the streams made before the knob, number for number
+            size = float(self.family_boost[family] * np.exp(self.rng.normal(-spread * spread / 2, spread)))
         if size > 0:
             start = t + int(self.family_delay[family])
             self.scheduled.append((start, i, size))

@@ -55,6 +55,7 @@ class RealQueryConfig:
     popularity_jump_prob: float = 0.05
     traffic_scale: float = 3.0
     integration_content: float = 0.0
+    burst_content: float = 0.0
     recent_fact_prob: float = 0.5
     version_fact_prob: float = 0.4
 
@@ -66,7 +67,7 @@ class RealQueryConfig:
             if value < 0:
                 raise ValueError(f"RealQueryConfig.{f.name}: expected >= 0, got {value!r}")
         for name in ("migrating_share", "popularity_jump_prob", "recent_fact_prob", "version_fact_prob",
-                     "integration_content"):
+                     "integration_content", "burst_content"):
             if getattr(self, name) > 1:
                 raise ValueError(f"RealQueryConfig.{name}: expected a probability in [0, 1], got {getattr(self, name)}")
         for name in ("checkpoint_interval", "queries_per_checkpoint", "migration_half_life"):

@@ -1,0 +1,211 @@
+"""What an endpoint's words say of its hidden traffic: linear estimates learned from the hidden
+state of training episodes, for ``value_keeper``.
+
+Two of the query tier's hidden factors may follow the words of parameter names (``card_token``:
+``card``, ``token``) through weights fixed across episodes that no single stream reveals
+(``integration_content`` and ``burst_content`` of ``wpb_gym.episodes.generators.query_process``):
+how many clients integrate an endpoint, and how large the migration a breaking change sets off
+is. ``WordEstimates`` holds one ridge regression for each, on a bag of words (each word's count
+divided by the square root of the words counted), fitted on the training episodes' labels: the
+standard normal behind each endpoint's integrations, and behind each breaking change's burst
+(its size over its family's boost). At play time only the stream is read: the parameters an
+endpoint first showed, and what its latest breaking change touched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.contracts import contract_of, is_breaking
+from wpb_gym.core.types import Episode
+from wpb_gym.episodes.generators.query_process import touched
+
+MAX_VOCABULARY = 2000
+RIDGE = 1.0
+
+
+def words_of(params: Iterable[Any]) -> list[str]:
+    """The words of parameter names: ``card_token`` -> ``card``, ``token``."""
+    return [w for name in params for w in str(name).lower().split("_") if w]
+
+
+def touched_words(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """The words of what a change touched: the parameter removed, added or made (not) required,
+    or the whole contract when the endpoint itself was deprecated or removed."""
+    change = touched(before, after)
+    if change is not None and change[0] in ("has_param", "required") and change[1] is not None:
+        return words_of([change[1]])
+    return words_of(after.get("params") or ())
+
+
+@dataclass(frozen=True, eq=False)
+class WordEstimates:
+    """Two linear models over ``vocabulary``: standard normal units of an endpoint's
+    integrations (from its first contract's words) and of a breaking change's burst (from the
+    words it touched). Unknown words weigh 0; no words estimate the intercept."""
+
+    vocabulary: tuple[str, ...]
+    integration_weights: np.ndarray
+    integration_bias: float
+    burst_weights: np.ndarray
+    burst_bias: float
+
+    def __post_init__(self) -> None:
+        n = len(self.vocabulary)
+        for name in ("integration_weights", "burst_weights"):
+            value = getattr(self, name)
+            if value.shape != (n,) or not np.isfinite(value).all():
+                raise ValueError(f"{name}: expected {n} finite numbers (one per word), got shape {value.shape}")
+        for name in ("integration_bias", "burst_bias"):
+            if not math.isfinite(getattr(self, name)):
+                raise ValueError(f"{name}: expected a finite number, got {getattr(self, name)!r}")
+        object.__setattr__(self, "_index", {w: i for i, w in enumerate(self.vocabulary)})
+
+    def _score(self, words: Sequence[str], weights: np.ndarray, bias: float) -> float:
+        index = self._index  # type: ignore[attr-defined]
+        known = [index[w] for w in words if w in index]
+        if not words:
+            return bias
+        return bias + float(weights[known].sum()) / math.sqrt(len(words)) if known else bias
+
+    def integrations(self, words: Sequence[str]) -> float:
+        return self._score(words, self.integration_weights, self.integration_bias)
+
+    def burst(self, words: Sequence[str]) -> float:
+        return self._score(words, self.burst_weights, self.burst_bias)
+
+    def state(self) -> dict[str, Any]:
+        return {"vocabulary": list(self.vocabulary),
+                "integration_weights": self.integration_weights.tolist(), "integration_bias": self.integration_bias,
+                "burst_weights": self.burst_weights.tolist(), "burst_bias": self.burst_bias}
+
+    @classmethod
+    def from_state(cls, state: Any) -> WordEstimates:
+        keys = {"vocabulary", "integration_weights", "integration_bias", "burst_weights", "burst_bias"}
+        if not isinstance(state, dict) or set(state) != keys:
+            raise ValueError(f"'words': expected an object with {sorted(keys)}")
+        vocabulary = state["vocabulary"]
+        if not isinstance(vocabulary, list) or not all(isinstance(w, str) for w in vocabulary):
+            raise ValueError("'words.vocabulary': expected a list of words")
+        if len(set(vocabulary)) != len(vocabulary):
+            raise ValueError("'words.vocabulary': a word is listed twice")
+        try:
+            arrays = {k: np.asarray(state[k], dtype=np.float64) for k in ("integration_weights", "burst_weights")}
+            biases = {k: float(state[k]) for k in ("integration_bias", "burst_bias")}
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"'words': weights must be numbers ({exc})") from None
+        if any(isinstance(state[k], bool) for k in ("integration_bias", "burst_bias")):
+            raise ValueError("'words': biases must be numbers")
+        try:
+            return cls(tuple(vocabulary), arrays["integration_weights"], biases["integration_bias"],
+                       arrays["burst_weights"], biases["burst_bias"])
+        except ValueError as exc:
+            raise ValueError(f"'words': {exc}") from None
+
+
+class ContentTracker:
+    """The words a policy may read of each endpoint as the stream goes: those of the contract it
+    first showed, and those its latest breaking change touched (empty before any)."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, list[str]] = {}
+        self.last_break: dict[str, list[str]] = {}
+        self._snapshots: dict[str, Mapping[str, Any]] = {}
+
+    def step(self, observation: Any) -> None:
+        if not isinstance(observation, dict) or not isinstance(observation.get("api"), str):
+            return
+        api = observation["api"]
+        before = self._snapshots.get(api)
+        if before is None:
+            self.first[api] = words_of(observation.get("params") or ())
+        else:
+            old, new = contract_of(before), contract_of(observation)
+            if old is not None and new is not None and is_breaking(old, new):
+                self.last_break[api] = touched_words(before, observation)
+        self._snapshots[api] = observation
+
+
+@dataclass
+class _Examples:
+    words: list[list[str]]
+    targets: list[float]
+
+
+def examples(episode: Episode) -> tuple[_Examples, _Examples]:
+    """The regression examples one training episode gives from its hidden state: each endpoint's
+    first words with its integrations' standard normal, and each burst's touched words with its
+    draw's standard normal. Episodes without that hidden state give none."""
+    hidden = episode.labels.get("hidden") if isinstance(episode.labels, dict) else None
+    integrations, bursts = _Examples([], []), _Examples([], [])
+    if not isinstance(hidden, dict) or not isinstance(hidden.get("process"), dict):
+        return integrations, bursts
+    process = hidden["process"]
+    index = {api: i for i, api in enumerate(hidden.get("endpoints") or ())}
+    tracker = ContentTracker()
+    touched_at: dict[int, list[str]] = {}
+    for step in episode.steps:
+        obs = step.observation
+        if isinstance(obs, dict) and isinstance(obs.get("api"), str):
+            before = tracker._snapshots.get(obs["api"])
+            if before is not None:
+                touched_at[step.t] = touched_words(before, obs)
+        tracker.step(obs)
+    spread = float(process.get("integration_spread", 0.0))
+    values = hidden.get("integrations")
+    if spread > 0 and isinstance(values, list):
+        for api, words in tracker.first.items():
+            i = index.get(api)
+            if i is not None and i < len(values) and values[i] > 0:
+                integrations.words.append(words)
+                integrations.targets.append((math.log(values[i]) + spread * spread / 2) / spread)
+    spread = float(process.get("burst_spread", 0.0))
+    families, boosts = hidden.get("endpoint_families"), hidden.get("burst_families")
+    if spread > 0 and isinstance(families, list) and isinstance(boosts, list):
+        for t, i, size, _start in hidden.get("migration_boosts") or ():
+            boost = boosts[families[i]][1]
+            if size > 0 and boost > 0 and t in touched_at:
+                bursts.words.append(touched_at[t])
+                bursts.targets.append((math.log(size / boost) + spread * spread / 2) / spread)
+    return integrations, bursts
+
+
+def fit_word_estimates(episodes: Iterable[Episode], *, ridge: float = RIDGE,
+                       max_vocabulary: int = MAX_VOCABULARY) -> WordEstimates:
+    """Ridge regressions of the hidden factors on the bag of words, over ``episodes``."""
+    integrations, bursts = _Examples([], []), _Examples([], [])
+    for episode in episodes:
+        a, b = examples(episode)
+        integrations.words += a.words
+        integrations.targets += a.targets
+        bursts.words += b.words
+        bursts.targets += b.targets
+    counts = Counter(w for words in integrations.words + bursts.words for w in words)
+    vocabulary = tuple(sorted(w for w, _ in counts.most_common(max_vocabulary)))
+    column = {w: i for i, w in enumerate(vocabulary)}
+    w_int, b_int = _ridge(integrations, column, ridge)
+    w_burst, b_burst = _ridge(bursts, column, ridge)
+    return WordEstimates(vocabulary, w_int, b_int, w_burst, b_burst)
+
+
+def _ridge(data: _Examples, column: Mapping[str, int], ridge: float) -> tuple[np.ndarray, float]:
+    n = len(column)
+    if not data.targets:
+        return np.zeros(n), 0.0
+    x = np.zeros((len(data.targets), n))
+    for row, words in enumerate(data.words):
+        for w in words:
+            if w in column:
+                x[row, column[w]] += 1.0 / math.sqrt(len(words))
+    y = np.asarray(data.targets)
+    # The intercept is not shrunk: centre, solve, and put it back.
+    x_mean, y_mean = x.mean(axis=0), float(y.mean())
+    xc = x - x_mean
+    weights = np.linalg.solve(xc.T @ xc + ridge * np.eye(n), xc.T @ (y - y_mean))
+    return weights, y_mean - float(x_mean @ weights)
