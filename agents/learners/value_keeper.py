@@ -41,6 +41,7 @@ STATE_FORMAT = "wpb-value-keeper"
 STATE_VERSION = 2
 INPUTS: tuple[str, ...] = (*ENDPOINT_FEATURES, "log_size", "progress", "integrations_from_words",
                            "burst_from_words")
+_PROGRESS = INPUTS.index("progress")
 
 
 def inputs(tracker: QueryStreamTracker, api: str, size: int, t: int, length: int,
@@ -59,7 +60,7 @@ def word_inputs(estimates: WordEstimates | None, content: ContentTracker, api: s
         return 0.0, 0.0
     integrations = estimates.integrations(content.first.get(api, []))
     burst = estimates.burst(content.last_break[api]) if api in content.last_break else 0.0
-    return float(np.clip(integrations / 4, -1, 1)), float(np.clip(burst / 4, -1, 1))
+    return max(-1.0, min(1.0, integrations / 4)), max(-1.0, min(1.0, burst / 4))
 
 
 class ValueNetwork:
@@ -133,6 +134,9 @@ class ValueKeeper(KeepLatest):
         self._content = ContentTracker()
         self._sizes: dict[str, int] = {}
         self._values: dict[Any, float] = {}
+        # api -> (the tracker's features the row was made from, the row without its progress):
+        # everything in a row but the progress moves only when the tracker's features do.
+        self._rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def observe(self, step: Step) -> bool:
         self._tracker.step(step.observation, step.metadata)
@@ -146,12 +150,42 @@ class ValueKeeper(KeepLatest):
         if self.network is None:
             self._values = {}
             return
-        x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length,
-                             word_inputs(self.words, self._content, api)) for api in apis])
+        x = np.stack([self._row(api) for api in apis])
+        x[:, _PROGRESS] = np.float32(t / max(self._length, 1))
         self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
 
     def value(self, api: Any) -> float:
         return self._values.get(api, 0.0)
+
+    def _row(self, api: str) -> np.ndarray:
+        """``inputs(...)`` for ``api`` at progress 0, made again only when its features moved (its
+        size and words change only at its own show, which moves them)."""
+        features = self._tracker.features(api)
+        kept = self._rows.get(api)
+        if kept is not None and kept[0] is features:
+            return kept[1]
+        row = inputs(self._tracker, api, self._sizes.get(api, 1), 0, self._length,
+                     word_inputs(self.words, self._content, api))
+        self._rows[api] = (features, row)
+        return row
+
+
+class ReferenceValueKeeper(ValueKeeper):
+    """``value_keeper`` stated plainly: every input row made afresh (``inputs``, from a tracker
+    without its cache) at every decision. The tests and ``benchmarks/value_keeper.py`` check
+    ``ValueKeeper``'s kept rows against it."""
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        super().start_episode(context)
+        self._tracker = QueryStreamTracker(cache=False)
+
+    def prepare(self, apis: list[Any], t: int) -> None:
+        if self.network is None:
+            self._values = {}
+            return
+        x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length,
+                             word_inputs(self.words, self._content, api)) for api in apis])
+        self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
 
 
 def save_network(path: str | os.PathLike[str], network: ValueNetwork, info: dict[str, Any],

@@ -7,7 +7,15 @@ import json
 import numpy as np
 import pytest
 
-from agents.learners.value_keeper import INPUTS, ValueKeeper, ValueNetwork, load_network, save_network, word_inputs
+from agents.learners.value_keeper import (
+    INPUTS,
+    ReferenceValueKeeper,
+    ValueKeeper,
+    ValueNetwork,
+    load_network,
+    save_network,
+    word_inputs,
+)
 from agents.learners.value_training import fit_network, teacher_samples, train_value_keeper_run
 from agents.learners.word_estimates import ContentTracker, WordEstimates, fit_word_estimates
 from agents.registry import make_agent
@@ -132,3 +140,17 @@ def test_training_on_episode_files_plays_them_whatever_their_regime(tmp_path):
                                    eval_episodes=held_out, seed=0,
                                    settings={"timesteps": 300, "epochs": 2, "validation_episodes": 1}, progress=False)
     assert saved["episodes"] >= 1 and 0 <= saved["validation_query_accuracy"] <= 1
+
+
+@pytest.mark.parametrize("budget", [1024, 4096])
+def test_kept_input_rows_decide_as_rows_made_afresh(budget):
+    episode = generate_query_episode(CONFIG, 3, 0)
+    words = fit_word_estimates([generate_query_episode(CONFIG, 0, 0)])
+    actions = []
+    for cls in (ValueKeeper, ReferenceValueKeeper):
+        keeper = cls()
+        keeper.network, keeper.words = _network(0), words
+        run = run_episode(keeper, episode, budget)
+        actions.append([(a.t, a.action.action, a.action.target_t, a.action.reason) for a in run.actions])
+    assert actions[0] == actions[1]
+    assert any(reason == "evicted" for *_, reason in actions[0])  # the values were compared, not just kept

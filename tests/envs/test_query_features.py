@@ -74,3 +74,23 @@ def test_family_lags_count_the_queries_after_breaking_changes_of_the_family():
                                              ("POST /v1/charges/{charge}/refunds", "refunds")])
 def test_an_endpoints_family(api, family):
     assert endpoint_family(api) == family
+
+
+@pytest.mark.parametrize("history", [None, 3])
+def test_kept_features_are_those_computed_afresh_at_every_step(history):
+    # Medium streams break and revert, so every invalidation (checkpoints, shows in a family)
+    # is exercised; asking at every step makes a stale row show up at once.
+    episode = generate_query_episode(query_config("queries_medium", **SMALL), 2, 0)
+    kept, fresh = QueryStreamTracker(history), QueryStreamTracker(history, cache=False)
+    seen: list[str] = []
+    for obs, meta in zip(*episode.columns(), strict=True):
+        kept.step(obs, meta)
+        fresh.step(obs, meta)
+        if "api" in obs and obs["api"] not in seen:
+            seen.append(obs["api"])
+        for api in seen:
+            assert np.array_equal(kept.features(api), fresh.features(api)), (obs, api)
+    assert kept.features(seen[0]) is kept.features(seen[0])
+    with pytest.raises(ValueError, match="read-only"):
+        kept.features(seen[0])[0] = 1.0
+    assert fresh.features(seen[0]) is not fresh.features(seen[0])

@@ -8,9 +8,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import psutil
 import pytest
+
+from wpb_gym.evaluation.grid import blas_threads, start_worker
 
 # A grid long enough to be killed in the middle: two workers (and, isolated, their policies' own
 # processes) are running when the parent dies.
@@ -120,3 +123,17 @@ def test_14_workers_killed_while_they_start_end_with_the_parent(tmp_path, sig, d
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [pool["num_threads"] for pool in threadpool_info()]
+
+
+def test_grid_workers_keep_their_blas_pools_to_their_share_of_the_cores():
+    assert blas_threads(1) == max(1, len(os.sched_getaffinity(0)))
+    assert blas_threads(10**6) == 1
+    with ProcessPoolExecutor(1, initializer=start_worker, initargs=(os.getpid(), 1)) as pool:
+        threads = pool.submit(_blas_threads).result(timeout=60)
+    assert threads and set(threads) == {1}  # NumPy's BLAS at least, one thread

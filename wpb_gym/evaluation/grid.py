@@ -28,6 +28,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..core.csv_cells import FORMULA_RULE, formula_start
 from ..core.policy import POLICY_TRACKS
@@ -459,7 +460,8 @@ def run_grid(
             # Workers end with this process, even when it is killed (SIGKILL leaves no chance to
             # shut the pool down); their policy processes end with them.
             with ProcessPoolExecutor(
-                max_workers=workers, initializer=end_with_parent, initargs=(os.getpid(),), mp_context=context
+                max_workers=workers, initializer=start_worker, initargs=(os.getpid(), blas_threads(workers)),
+                mp_context=context
             ) as pool:
                 if isolate:
                     results = chain.from_iterable(pool.map(run_isolated_tasks, batches))
@@ -470,6 +472,21 @@ def run_grid(
         close_isolated_pools()
     rows.sort(key=row_key)
     return rows
+
+
+def blas_threads(workers: int) -> int:
+    """The BLAS threads each of ``workers`` processes gets: its share of the usable cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // max(workers, 1))
+
+
+def start_worker(parent: int, threads: int) -> None:
+    """A grid worker's start: it ends with its parent, and its BLAS and OpenMP pools keep to
+    ``threads``. Left at one thread per core each, N workers on N cores contend: ``value_keeper``
+    (a NumPy network valuing ~200 held endpoints per decision) played 3.5x slower with two
+    workers on two cores (``benchmarks/value_keeper.py``, two at once)."""
+    end_with_parent(parent)
+    threadpool_limits(threads)
 
 
 def isolated_workers(jobs: int, policies: int) -> int:

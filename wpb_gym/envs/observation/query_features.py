@@ -64,12 +64,19 @@ class QueryStreamTracker:
     it, so that the tracker does not grow with the steps (a revert restores the contract
     just before its breaking change, so a few are enough to see it). With a bound, the
     earlier contracts are kept as hashes (only the latest is compared in full), since an
-    endless stream's contracts themselves grow as changes add parameters."""
+    endless stream's contracts themselves grow as changes add parameters.
 
-    def __init__(self, history: int | None = None) -> None:
+    ``features(api)`` is computed once and kept, read-only, until it can move: every
+    endpoint's at a checkpoint, the shown endpoint's family's at a show. (A policy valuing the
+    endpoints it holds at every step asks for the same rows thousands of times between
+    checkpoints.) ``cache=False`` computes them afresh at every call: the plain reference the
+    tests and ``benchmarks/value_keeper.py`` compare the cache with."""
+
+    def __init__(self, history: int | None = None, *, cache: bool = True) -> None:
         if history is not None and (isinstance(history, bool) or not isinstance(history, int) or history < 2):
             raise ValueError(f"history: expected None or an int >= 2 (contracts per endpoint), got {history!r}")
         self.history = history
+        self.cache = cache
         self._earlier: dict[str, deque[int]] = {}  # with a bound: hashes of the earlier contracts
         self.checkpoint = 0
         self._asked = [defaultdict(float) for _ in DECAYS]
@@ -101,9 +108,9 @@ class QueryStreamTracker:
             traffic = metadata.get("traffic", 0)
             traffic = float(traffic) if isinstance(traffic, (int, float)) and not isinstance(traffic, bool) else 0.0
             self._on_show(observation["api"], observation, max(traffic, 0.0))
-        self._cache.clear()
 
     def _on_checkpoint(self, asked: list[str]) -> None:
+        self._cache.clear()  # the decayed shares, lags and rates of every endpoint move
         counts: dict[str, int] = defaultdict(int)
         for api in asked:
             counts[api] += 1
@@ -134,6 +141,8 @@ class QueryStreamTracker:
     def _on_show(self, api: str, observation: Mapping[str, Any], traffic: float) -> None:
         family = endpoint_family(api)
         self._family_size[family].add(api)
+        for member in self._family_size[family]:  # a show moves only its own family's features
+            self._cache.pop(member, None)
         self._traffic_last[api] = traffic
         self._traffic_sum[api] += traffic
         self._shows[api] += 1
@@ -188,5 +197,7 @@ class QueryStreamTracker:
         row.append(min(1.0, 10.0 * self._family_changes.get(family, 0) / size / max(self.checkpoint, 1)))
         row.append(min(1.0, 10.0 * self._own_burst.get(api, 0.0)))
         features = np.asarray(row, dtype=np.float32)
-        self._cache[api] = features
+        features.setflags(write=False)  # shared by every caller until the endpoint's features move
+        if self.cache:
+            self._cache[api] = features
         return features
