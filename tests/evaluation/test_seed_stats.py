@@ -43,7 +43,7 @@ def test_lifts_recover_a_known_offset_and_the_best_privileged_baseline():
     assert detector.low < 0.02 < detector.high and detector.low > 0 and detector.p_improvement > 0.9
     # best@privileged: among the policies that declare the privileged track (breaking_detector's
     # privileged-track rows do not count), the best mean.
-    assert best.reference == "priority_greedy (privileged)" and best.lift == pytest.approx(0.12, abs=0.01)
+    assert best.reference == "priority_greedy (best privileged)" and best.lift == pytest.approx(0.12, abs=0.01)
     # The optimality gap against the bound of 1.0 is 1 - the mean score.
     scores = np.array([[r["f1"] for r in rows_for(0.02) if r["policy"] == f"ppo_s{s}"] for s in range(3)])
     assert result.gap == pytest.approx(float(np.mean(1.0 - scores)))
@@ -82,7 +82,12 @@ def test_the_markdown_table_has_one_row_per_reference():
     results = seed_table(rows_for(0.02), PPO, ["breaking_detector", "best@privileged"])
     lines = seed_table_markdown(results).splitlines()
     assert sum(line.startswith("| breaking |") for line in lines) == 2
-    assert "priority_greedy (privileged)" in lines[-1]
+    assert "priority_greedy (best privileged)" in lines[-1]
+
+
+def test_a_best_reference_that_names_a_reference_given_is_one_comparison():
+    (result,) = seed_table(rows_for(0.02), PPO, ["priority_greedy@privileged", "breaking_detector", "best@privileged"])
+    assert [lift.reference for lift in result.lifts] == ["priority_greedy (best privileged)", "breaking_detector"]
 
 
 def test_wpb_seeds_reads_a_run_and_refuses_unknown_labels(tmp_path, capsys):

@@ -185,11 +185,7 @@ def seed_table(
                 scores = np.array([[float(cell[e][metric]) for e in episodes] for cell in cells])
                 bounds = np.array([float(cells[0][e][bound_column]) for e in episodes])
                 lifts = []
-                for spec in references:
-                    found = _reference(spec, track, policies, learned, declared, metric)
-                    if found is None:
-                        continue
-                    label, cell = found
+                for label, cell in _references(references, track, policies, learned, declared, metric):
                     if set(cell) != set(episodes):
                         raise ValueError(
                             f"{condition}, {track} track: {label} was not evaluated on the same episodes as {name}: "
@@ -198,6 +194,28 @@ def seed_table(
                     lifts.append(_lift(scores, np.array([float(cell[e][metric]) for e in episodes]), label, rng, reps))
                 results.append(_result(condition + (track,), name, labels, scores, bounds, lifts, rng, reps))
     return results
+
+
+def _references(
+    specs: Sequence[str],
+    track: str,
+    policies: Mapping[tuple[str, str], Mapping[Episode, Mapping[str, Any]]],
+    learned: set[str],
+    declared: Mapping[str, str],
+    metric: str,
+) -> list[tuple[str, Mapping[Episode, Mapping[str, Any]]]]:
+    """Each reference found once, in the order given: a ``best@TRACK`` that names a policy also
+    given by name is that one comparison, labelled as the best (two would differ only by their
+    bootstrap draws)."""
+    found: dict[int, tuple[str, Mapping[Episode, Mapping[str, Any]]]] = {}
+    for spec in specs:
+        reference = _reference(spec, track, policies, learned, declared, metric)
+        if reference is None:
+            continue
+        label, cell = reference
+        if id(cell) not in found or spec.partition("@")[0] == BEST:  # a key kept keeps its place
+            found[id(cell)] = (label, cell)
+    return list(found.values())
 
 
 def _reference(
@@ -219,6 +237,8 @@ def _reference(
         if not means:
             return None
         label = max(sorted(means), key=means.__getitem__)
+        cell = policies[label, on]
+        return f"{label} (best {on})", cell
     cell = policies.get((label, on))
     if cell is None:
         return None
