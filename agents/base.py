@@ -33,7 +33,8 @@ from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
 
-AGENT_KINDS = ("scripted", "learner", "oracle", "sb3", "rllib", "policy")
+AGENT_KINDS = ("scripted", "learner", "oracle", "sb3", "rllib", "policy", "external")
+EXTERNAL_KINDS = ("external",)  # another program (exec:PATH): evaluated isolated, always
 MODEL_KINDS = ("sb3", "rllib", "policy")  # a saved model: its track is the one it was trained on
 # Models read from pickles (an SB3 zip, an RLlib checkpoint): loading one runs the code it names.
 # An exported policy ("policy", wpb export) is data only.

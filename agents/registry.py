@@ -26,6 +26,7 @@ AGENT_MODULES = (
     "agents.sb3.agent",
     "agents.rllib.agent",
     "agents.exported.agent",
+    "agents.external.exec_agent",
 )
 
 

@@ -8,6 +8,9 @@ by ``wpb_gym.evaluation.runner.run_episode``, by ``agents.env_adapter.run_agent_
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -23,7 +26,14 @@ from wpb_gym.evaluation.runner import run_episode
 
 REGIMES = ("default", "burst_redundancy")
 BUDGETS = (1024, 10240)
-ENTRIES = [e for e in list_agents() if e.kind not in MODEL_KINDS]
+# The external agent runs the JavaScript example (where Node.js is installed): another program,
+# spoken to over its pipes, held to the same checks as every agent.
+EXTERNAL = {"path": str(Path(__file__).resolve().parents[2] / "agents" / "external" / "examples" / "last_kb.js")}
+ENTRIES = [e for e in list_agents() if e.kind not in MODEL_KINDS and (e.kind != "external" or shutil.which("node"))]
+
+
+def make(entry):
+    return make_agent(entry.name, **(EXTERNAL if entry.kind == "external" else {}))
 
 
 def run_track(entry) -> str:
@@ -43,8 +53,8 @@ def test_every_agent_gets_the_same_metrics_offline_and_in_the_env(entry):
         for budget in BUDGETS:
             env = WritePolicyBenchEnv(episodes=eps, budget_bytes=budget, track=track, episode_order="cycle")
             for i, episode in enumerate(eps):
-                offline = run_episode(make_agent(entry.name), episode, budget, track)
-                in_env = run_agent_in_env(make_agent(entry.name), env, options={"episode_index": i})
+                offline = run_episode(make(entry), episode, budget, track)
+                in_env = run_agent_in_env(make(entry), env, options={"episode_index": i})
                 assert env.episode is episode
                 assert in_env.metrics == offline.metrics.as_row(), (entry.name, regime, budget, i)
                 assert env.store.timesteps() == offline.store.timesteps()
@@ -62,7 +72,7 @@ def test_every_agent_is_an_sb3_predictor(entry):
 
     track = run_track(entry)
     eps = episodes("default", n=2, length=60)
-    expected = sorted(run_episode(make_agent(entry.name), ep, 10240, track).metrics.f1 for ep in eps)
+    expected = sorted(run_episode(make(entry), ep, 10240, track).metrics.f1 for ep in eps)
 
     def make_env():
         # No cost per EXPIRE: the return is then exactly the F1.
@@ -72,11 +82,11 @@ def test_every_agent_is_an_sb3_predictor(entry):
 
     env = make_env()
     returns, _ = evaluate_policy(
-        make_agent(entry.name).attach(env), env, n_eval_episodes=2, return_episode_rewards=True
+        make(entry).attach(env), env, n_eval_episodes=2, return_episode_rewards=True
     )
     assert sorted(returns) == pytest.approx(expected, abs=2e-6)  # Monitor rounds returns to 6 decimals
     vec = DummyVecEnv([make_env, make_env])
-    agent = make_agent(entry.name).attach(vec)
+    agent = make(entry).attach(vec)
     returns, _ = maskable_evaluate(agent, vec, n_eval_episodes=2, return_episode_rewards=True, use_masking=False)
     assert all(any(r == pytest.approx(e, abs=2e-6) for e in expected) for r in returns)
 

@@ -108,7 +108,8 @@ EVAL_SETTINGS = (
         "agents",
         check_agents,
         "agent names or aliases, or NAME:PATH for one read from a file (sb3:MODEL.zip, "
-        "epsilon_greedy:learner.json; LABEL=NAME:PATH names it); in a config also {name: ..., label: ..., "
+        "epsilon_greedy:learner.json; exec:PROGRAM for another program, run isolated; LABEL=NAME:PATH names it); "
+        "in a config also {name: ..., label: ..., "
         "<parameter>: <value>} for an agent with other parameters",
         required=True,
     ),

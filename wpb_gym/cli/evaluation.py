@@ -63,6 +63,22 @@ def agent_item(item: Any) -> tuple[str, str | None, dict[str, Any]]:
     return name, label, params
 
 
+def external_agents(names: Sequence[Any]) -> list[str]:
+    """The agents among ``names`` that are other programs (``exec:PATH``), as given."""
+    from agents.base import EXTERNAL_KINDS  # the CLI joins the packages
+    from agents.registry import agent_entry
+
+    found = []
+    for item in names:
+        name, _, params = agent_item(item)
+        try:
+            if agent_entry(name).kind in EXTERNAL_KINDS:
+                found.append(item if isinstance(item, str) else f"{name}:{params.get('path')}")
+        except KeyError:
+            continue  # policy_specs names an unknown agent
+    return found
+
+
 def default_label(name: str, params: dict[str, Any]) -> str:
     """An agent's label in tables when none is given: its name, with its parameters if any."""
     return name + (f"({', '.join(f'{k}={v!r}' for k, v in params.items())})" if params else "")
@@ -204,6 +220,12 @@ def _ref_name(ref: Any) -> str:
 
 
 def _cmd_eval(config: Settings) -> int:
+    external = external_agents(config["agents"])
+    if external and not config["isolate"]:
+        runs = "runs another program" if len(external) == 1 else "run other programs"
+        print(f"note: {', '.join(external)} {runs}: every agent of this run is evaluated isolated (--isolate), "
+              "each in a sandboxed process of its own", file=sys.stderr)
+        config = config.with_value("isolate", True, f"--agents {external[0]} (another program runs isolated)")
     try:
         return _run_eval(config)
     finally:

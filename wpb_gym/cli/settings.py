@@ -123,6 +123,12 @@ class Settings(Mapping[str, Any]):
     def origin_of(self, name: str) -> str:
         return self._sources[name]
 
+    def with_value(self, name: str, value: Any, origin: str) -> Settings:
+        """These settings with ``name`` set to ``value``, said to come from ``origin``."""
+        if name not in self._values:
+            raise KeyError(f"{self._command} has no setting {name!r}")
+        return Settings(self._command, {**self._values, name: value}, {**self._sources, name: origin})
+
     def __repr__(self) -> str:
         return f"Settings({self._command!r}, {self._values!r})"
 

@@ -73,6 +73,12 @@ class EpisodeOutcome:
     rewards: tuple[float, ...] | None = None
 
 
+class PolicyFailure(RuntimeError):
+    """A policy's own failure, said whole by its message (an external agent that ended or
+    answered out of protocol): reported without a traceback, which would only show the
+    evaluator's code."""
+
+
 def policy_name(policy: Any) -> str:
     return str(getattr(policy, "name", None) or type(policy).__name__)
 

@@ -38,7 +38,7 @@ from time import perf_counter
 from typing import Any
 
 from ...core.accounting import observation_json
-from ...core.policy import EpisodeContext, EpisodeOutcome, check_can_run, policy_name, policy_track
+from ...core.policy import EpisodeContext, EpisodeOutcome, PolicyFailure, check_can_run, policy_name, policy_track
 from ...core.store import ByteMemoryStore
 from ...core.types import Episode, Step
 from ..playing import PlayedRun, Seat, StepCopies, stepper
@@ -240,6 +240,8 @@ def serve(
             return
         try:
             reply = handlers[kind](*arguments)
+        except PolicyFailure as error:  # said whole by its message
+            reply = {"error": f"{type(error).__name__}: {error}"}
         except BaseException as error:  # noqa: BLE001 - everything the policy raises goes back as text
             reply = {"error": "".join(traceback.format_exception(error)).rstrip()}
         try:
