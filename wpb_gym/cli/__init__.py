@@ -17,9 +17,10 @@ Commands (``wpb COMMAND --help`` describes each):
 * ``wpb dataset`` — record an agent's trajectories as a Minari dataset (offline RL, imitation).
 * ``wpb export`` — a trained SB3 or RLlib model to the data-only policy format (``policy:DIR``).
 * ``wpb sweep`` — training trials (algorithm x regime x seed x hyperparameters) on Ray Tune.
+* ``wpb stress`` — adversarial drift: each agent's worst generator setting, frozen as a stress set.
 
 One module per command group (``episode_sets``, ``training``, ``evaluation``, ``results``,
-``ingest``, ``datasets``, ``sweep``, ``models``). Each command declares its settings in one table; ``settings`` merges the defaults,
+``ingest``, ``datasets``, ``sweep``, ``models``, ``stress``). Each command declares its settings in one table; ``settings`` merges the defaults,
 the command's ``--config`` file and its flags into one read-only object, and ``inputs`` holds
 the checks a value goes through wherever it comes from. This is the one package that joins
 ``wpb_gym`` and ``agents``."""
@@ -35,7 +36,7 @@ from ..core.messages import one_line
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError
 from ..episodes.jsonl import EpisodeFormatError
-from . import datasets, episode_sets, evaluation, ingest, models, results, sweep, training
+from . import datasets, episode_sets, evaluation, ingest, models, results, stress, sweep, training
 from .inputs import OneLineParser
 
 __all__ = ["build_parser", "main"]
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="wpb", description="WritePolicyBench-Gym command line")
     parser.add_argument("--version", action="version", version=f"wpb {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (episode_sets, training, evaluation, results, ingest, datasets, sweep, models):
+    for group in (episode_sets, training, evaluation, results, stress, ingest, datasets, sweep, models):
         group.add_commands(sub)
     return parser
 
