@@ -3,7 +3,8 @@
 ``ExecAgent(path=...)`` starts the executable at ``path`` (with ``args``) the first time an
 episode begins, says hello, and then, for every episode, tells it the episode, asks it for
 the actions of each step and tells it the episode's metrics (``agents.external.protocol``). One
-process serves every episode the agent plays; it is started again after an error.
+program serves every episode this object plays (``wpb eval`` makes one object per run); it is
+started again after an error.
 
 The program is started with an environment holding only ``PATH`` and the thread-count
 variables (``OMP_NUM_THREADS``...), in its own folder, and ends with this process (on Linux
@@ -28,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wpb_gym.core.policy import POLICY_TRACKS, EpisodeContext, EpisodeOutcome, PolicyFailure
+from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome, PolicyFailure
 from wpb_gym.core.store import StoreView
+from wpb_gym.core.tracks import TRACKS
 from wpb_gym.core.types import MemoryAction, Step
 
 from ..base import BaselineAgent
@@ -40,6 +42,7 @@ MAX_LINE = 64 << 20  # bytes of one answer: more is an error, not a reason to gr
 _KEPT_ENVIRONMENT = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PR_SET_PDEATHSIG = 1
+_EXIT_GRACE = 0.2  # seconds a program has to exit once its input closes (a run ends; others wait)
 
 
 class ProgramError(PolicyFailure):
@@ -61,11 +64,13 @@ class ExecAgent(BaselineAgent):
             raise ValueError(f"exec: path must name an executable file, got {path!r}")
         if isinstance(args, str) or not all(isinstance(a, str) for a in args):
             raise ValueError(f"exec: args must be a list of strings, got {args!r}")
-        if track not in POLICY_TRACKS:
-            raise ValueError(f"exec: track must be one of {', '.join(POLICY_TRACKS)}, got {track!r}")
+        if track not in TRACKS:  # an oracle reads labels, which the protocol never sends
+            raise ValueError(f"exec: track must be one of {', '.join(TRACKS)}, got {track!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 86400:
             raise ValueError(f"exec: timeout must be a number of seconds in (0, 86400], got {timeout!r}")
         executable = Path(path)
+        if executable.is_dir():
+            raise IsADirectoryError(f"exec: {path}: is a folder; expected an executable file")
         if not executable.is_file():
             raise FileNotFoundError(f"exec: {path}: no such file")
         if not os.access(executable, os.X_OK):
@@ -87,6 +92,7 @@ class ExecAgent(BaselineAgent):
     def select(self, step: Step, store: StoreView) -> list[MemoryAction]:
         if self._process is None:  # played without start_episode (e.g. stepped by hand)
             self._start()
+        self._nothing_unasked(f"step {step.t}")
         self._send(protocol.step_message(step, store))
         return self._checked(lambda: protocol.actions(self._answer(f"step {step.t}"), step))
 
@@ -95,7 +101,7 @@ class ExecAgent(BaselineAgent):
             self._send(protocol.end_message(outcome))
 
     def close(self) -> None:
-        """End the program: its input closes (it should exit), then it is killed after a second."""
+        """End the program: its input closes (it should exit at once), then it is killed."""
         process, self._process = self._process, None
         self._buffer.clear()
         if process is None:
@@ -106,7 +112,7 @@ class ExecAgent(BaselineAgent):
         except OSError:
             pass
         try:
-            process.wait(timeout=1.0)
+            process.wait(timeout=_EXIT_GRACE)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
@@ -132,7 +138,10 @@ class ExecAgent(BaselineAgent):
                 cwd=os.path.dirname(executable), preexec_fn=_die_with_parent if sys.platform == "linux" else None,
             )
         except OSError as exc:
-            raise ProgramError(f"exec: {self.path}: cannot start it ({exc.strerror or exc})") from None
+            hint = ""
+            if isinstance(exc, FileNotFoundError) and Path(executable).exists():  # the #! interpreter is missing
+                hint = "; its #! line names an interpreter that is not there (in the sandbox: only the system's paths)"
+            raise ProgramError(f"exec: {self.path}: cannot start it ({exc.strerror or exc}{hint})") from None
         self._send(protocol.hello())
         self._checked(lambda: protocol.check_hello(self._answer("hello")))
 
@@ -164,11 +173,27 @@ class ExecAgent(BaselineAgent):
             self._buffer += chunk
             if len(self._buffer) > MAX_LINE:
                 self.close()
-                raise ProtocolError(f"exec: {self.path}: an answer longer than {MAX_LINE >> 20} MiB to {what}")
+                raise ProtocolError(f"an answer longer than {MAX_LINE >> 20} MiB to {what}")
         end = self._buffer.index(b"\n")
         answer = bytes(self._buffer[:end])
         del self._buffer[: end + 1]
         return answer
+
+    def _nothing_unasked(self, what: str) -> None:
+        """Refuse a line the program wrote that nothing asked for (an answer to ``episode`` or
+        ``end``): read as the next step's answer, it would shift every decision by one."""
+        process = self._process
+        assert process is not None and process.stdout is not None
+        if not self._buffer and select.select([process.stdout.fileno()], [], [], 0)[0]:
+            chunk = os.read(process.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise self._ended(f"the message of {what}")
+            self._buffer += chunk
+        if self._buffer:
+            shown = bytes(self._buffer[:80]).decode("utf-8", errors="replace")
+            self.close()
+            raise ProtocolError(f"exec: {self.path}: wrote {shown!r} before {what} was sent; only hello and step "
+                                "messages are answered")
 
     def _checked(self, parse: Any) -> Any:
         try:
@@ -191,7 +216,11 @@ class ExecAgent(BaselineAgent):
         return ProgramError(f"exec: {self.path}: ended ({shown}) before reading or answering {what}")
 
 
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
 def _die_with_parent() -> None:
-    """In the child before it runs the program: the kernel kills it when its parent ends."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    """In the child before it runs the program: the kernel kills it when the thread that started
+    it ends (the evaluator's policy process starts programs from its main thread). The function
+    is looked up in the parent: between fork and exec the child only calls it."""
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -30,6 +30,7 @@ held) and ``reason`` (a short string, kept in the run's action log):
   into it when ``"merge": true`` and otherwise EXPIRE of it then WRITE; ``DELETE`` is EXPIRE of
   ``target``; ``NONE`` is SKIP.
 
+Only ``hello`` and ``step`` are answered; a line written after another message is an error.
 ``{"actions": []}`` skips. As for every policy, EXPIREs come first and at most one WRITE or
 MERGE comes last; the store judges each action (a refused one is refused, not an error). A
 reply that is not such an object is an error naming what was wrong. The agent keeps what it
@@ -105,7 +106,10 @@ def actions(reply: bytes, step: Step) -> list[MemoryAction]:
         raise ProtocolError(f"step {step.t}: the reply must be {{\"actions\": [...]}}, got {_shown(reply)}")
     out: list[MemoryAction] = []
     for k, raw in enumerate(value["actions"]):
-        out += _action(raw, step, f"step {step.t}: actions[{k}]")
+        where = f"step {step.t}: actions[{k}]"
+        if out and out[-1].action in ("WRITE", "MERGE"):
+            raise ProtocolError(f"{where}: follows a {out[-1].action}, which ends the step's actions (EXPIREs first)")
+        out += _action(raw, step, where)
     return out
 
 

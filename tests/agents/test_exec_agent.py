@@ -155,13 +155,23 @@ def test_the_memory_system_example_asks_its_model_through_the_hook():
                       timeout=60)
     run = run_episode(agent, episode, 4096)
     agent.close()
-    done = [(a.t, a.action.action, a.action.target_t) for a in run.actions]
-    by_t: dict[int, list[str]] = {}
-    for t, action, _ in done:
-        by_t.setdefault(t, []).append(action)
-    # The fake model's UPDATEs of a held endpoint arrive as EXPIRE of its memory, then WRITE.
-    updates = [t for t, actions in by_t.items() if actions[-2:] == ["EXPIRE", "WRITE"]]
-    assert updates and run.metrics.as_row()["write_actions"] > len(updates)
+    api_at = {step.t: step.observation.get("api") for step in episode.steps if isinstance(step.observation, dict)}
+    by_t: dict[int, list] = {}
+    for a in run.actions:
+        by_t.setdefault(a.t, []).append(a.action)
+    # The fake model's answers, as the protocol maps them: an UPDATE is an EXPIRE of a memory of
+    # the same endpoint (without the "make room" reason of an eviction), then a WRITE; a DELETE,
+    # of a deprecated endpoint's memory, an EXPIRE alone; an ADD, a WRITE.
+    updates = deletes = 0
+    for t, actions in by_t.items():
+        own = [a for a in actions if a.action == "EXPIRE" and a.reason is None]
+        assert all(api_at[a.target_t] == api_at[t] for a in own)
+        if own and actions[-1].action == "WRITE":
+            updates += 1
+        elif own:
+            assert len(actions) == 1 and episode.steps[t].observation["deprecated"]
+            deletes += 1
+    assert updates > 0 and deletes > 0 and run.metrics.as_row()["write_actions"] > updates
     assert run.queries is not None and 0 < run.queries.accuracy <= 1
 
 
@@ -190,9 +200,20 @@ def test_a_failing_program_is_a_named_error(tmp_path, body, error, match):
     assert str(raised.value).startswith(f"exec: {tmp_path / 'agent.py'}: ")
 
 
+def test_a_line_nothing_asked_for_is_refused_not_read_as_the_next_answer(tmp_path):
+    # It also answers the episode message: read as step 0's answer, it would shift every decision.
+    chatty = RECORDER.replace('elif message["type"] == "step":', 'elif message["type"] in ("step", "episode"):')
+    agent = ExecAgent(path=str(program(tmp_path, chatty)))
+    episode = generate_episode(make_config("breaking", length=90), seed=0, index=0)
+    with pytest.raises(ProtocolError, match=r"wrote '.*WRITE.*' before step \d+ was sent; only hello and step"):
+        run_episode(agent, episode, 2048)
+
+
 def test_bad_agent_settings_are_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="exec: nowhere/agent: no such file"):
         ExecAgent(path="nowhere/agent")
+    with pytest.raises(IsADirectoryError, match="is a folder; expected an executable file"):
+        ExecAgent(path=str(tmp_path))
     script = tmp_path / "plain.py"
     script.write_text("print()\n")
     with pytest.raises(PermissionError, match=r"not executable \(chmod \+x it"):
@@ -201,7 +222,7 @@ def test_bad_agent_settings_are_named(tmp_path):
     with pytest.raises(ValueError, match="args must be a list of strings"):
         ExecAgent(path=str(runnable), args="--fast")
     with pytest.raises(ValueError, match="track must be one of"):
-        ExecAgent(path=str(runnable), track="oracle_plus")
+        ExecAgent(path=str(runnable), track="oracle")  # labels are never sent
     with pytest.raises(ValueError, match="timeout must be a number of seconds"):
         ExecAgent(path=str(runnable), timeout=0)
 
@@ -229,8 +250,10 @@ def test_wpb_eval_runs_an_exec_agent_isolated_and_it_ties_the_baseline_it_mirror
     for row in rows:
         by_cell.setdefault((row["episode_hash"], row["budget_bytes"], row["track"]), {})[row["policy"]] = (
             row["f1"], row["bytes_used"], row["write_actions"], row["expire_actions"], row["error"])
-    assert len(by_cell) == 8 and all(set(cell) == {"last_kb", "exec:last_kb"} for cell in by_cell.values())
-    assert all(len(set(cell.values())) == 1 for cell in by_cell.values())
+    # The program plays the track it declares only: its runs share one sandbox per batch.
+    assert {key[2] for key, cell in by_cell.items() if "exec:last_kb" in cell} == {"unprivileged"}
+    both = [cell for cell in by_cell.values() if len(cell) == 2]
+    assert len(both) == 4 and all(len(set(cell.values())) == 1 for cell in both)
 
 
 @pytest.mark.skipif(problem() is not None, reason="needs the sandbox of isolated evaluation (Linux namespaces)")
@@ -257,3 +280,50 @@ def test_the_agent_the_protocol_page_writes_is_fifo_store_all(tmp_path):
         exec_agent.close()
         assert [(a.t, a.action.action) for a in got.actions] == [(a.t, a.action.action) for a in want.actions]
         assert got.metrics.as_row()["write_actions"] > 0
+
+
+def test_commands_that_play_agents_in_their_own_process_refuse_other_programs(tmp_path, capsys):
+    agent = f"exec:{EXAMPLES / 'last_kb.js'}"
+    code, _, err = wpb(capsys, "dataset", "--agent", agent, "--dataset-id", "wpb/x-v0", "--episodes", 1)
+    assert code == 2 and "another program is only ever run isolated" in err and "Traceback" not in err
+    config = tmp_path / "a.yaml"
+    config.write_text(f"agents: [{agent}]\nregimes: [breaking]\nlengths: [100]\nbudgets: [1024]\n"
+                      "episodes_per_condition: 1\n")
+    code, _, err = wpb(capsys, "ablate", config, config, "--seeds", 2)
+    assert code == 2 and "isolate: true" in err and "Traceback" not in err
+
+
+def test_a_run_is_keyed_on_the_program_and_the_files_its_sandbox_shows(tmp_path):
+    from wpb_gym.cli.evaluation import agent_files
+
+    agent = program(tmp_path, RECORDER, name="keeper.py")
+    weights = tmp_path / "keeper.weights.json"
+    weights.write_text("[1]")
+    (tmp_path / "other.json").write_text("[]")
+    before = agent_files([f"exec:{agent}"])
+    assert set(before["exec:keeper"]) == {str(agent), str(weights)}
+    weights.write_text("[2]")
+    assert agent_files([f"exec:{agent}"]) != before
+
+
+@pytest.mark.parametrize("reply", [
+    b'{"actions": [{"op": "WRITE"}, {"op": "EXPIRE", "target": 1}]}',
+    b'{"actions": [{"op": "UPDATE", "target": 1}, {"op": "DELETE", "target": 2}]}',
+    b'{"actions": [{"op": "ADD"}, {"op": "NONE"}]}',
+])
+def test_nothing_follows_the_write_that_ends_a_step(reply):
+    with pytest.raises(ProtocolError, match=r"actions\[1\]: follows a (WRITE|MERGE), which ends the step's actions"):
+        protocol.actions(reply, _step(5))
+
+
+@needs_node
+@pytest.mark.skipif(problem() is not None, reason="needs the sandbox of isolated evaluation (Linux namespaces)")
+def test_the_protocol_pages_table_is_what_its_config_writes(tmp_path, capsys):
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "exec_examples"
+    code, _, err = wpb(capsys, "eval", "--config", root / "configs" / "eval" / "exec_examples.yaml", "--out", out,
+                       "--quiet")
+    assert code == 0, err
+    board = (out / "leaderboard.md").read_text()
+    table = board[board.index("| Policy |"):].split("\n\n")[0].strip()
+    assert table in (root / "docs" / "agent-protocol.md").read_text()

@@ -35,7 +35,7 @@ ALL = list(commands(build_parser()))
 
 def test_every_command_declares_one_settings_table():
     names = [" ".join(words) for words, _ in ALL]
-    assert len(names) == 17, names
+    assert len(names) == 18, names
     for words, parser in ALL:
         table = parser.get_default("settings")
         assert isinstance(table, CommandSettings), words

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from agents.registry import make_agent
 from wpb_gym.cli import main
 from wpb_gym.episodes.frozen import open_frozen_set
-from wpb_gym.episodes.generators.paper import REGIMES, generate_episode
-from wpb_gym.evaluation.stress import KNOBS, SET_SEED_OFFSET, StressSettings, run_stress, search_space
+from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, generate_episodes
+from wpb_gym.evaluation.stress import KNOBS, SET_SEED_OFFSET, StressSettings, run_stress, score, search_space
 
 pytest.importorskip("optuna")
 
@@ -84,8 +84,11 @@ def test_the_run_holds_a_frozen_stress_set_per_policy_and_the_standard_set(stres
         trials = list(csv.DictReader(f))
     assert len(trials) == 3 * SMALL.trials
     for label, worst in summary["worst"].items():
-        mine = [float(t["shortfall"]) for t in trials if t["policy"] == label]
-        assert worst["search_value"] == max(mine)
+        mine = sorted((float(t["shortfall"]) for t in trials if t["policy"] == label), reverse=True)
+        candidates = summary["candidates"][label]
+        # The three worst trials, scored again; the chosen one is the worst on validation.
+        assert [c["search_value"] for c in candidates] == mine[:3]
+        assert worst["validation_value"] == max(c["validation_value"] for c in candidates)
 
 
 def test_the_search_finds_where_a_policy_falls_further(stress_run):
@@ -131,6 +134,8 @@ def test_wpb_stress_writes_the_report_and_refuses_bad_input(tmp_path, capsys):
     assert code == 0, err
     assert "stress sets of 2 policies (reverts, T=120, 10KB)" in printed
     report = (out / "report.md").read_text()
+    assert (f"Written by `wpb stress --agents last_kb,fifo_store_all --regime reverts --length 120 --budget 10KB "
+            f"--track unprivileged --trials 3 --search-episodes 1 --set-episodes 2 --seed 0 --out {out}`") in report
     assert "| last_kb |" in report and "stress: fifo_store_all" in report and "*hindsight F1 bound*" in report
     assert "revert_window=" in report  # the regime's own knobs were searched
 
@@ -154,14 +159,27 @@ def test_wpb_stress_writes_the_report_and_refuses_bad_input(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_a_failing_policy_leaves_no_run(tmp_path):
-    def broken():
-        raise RuntimeError("no")
+def test_a_policy_failing_while_the_sets_are_played_leaves_no_run(tmp_path):
+    calls = []
+
+    def fails_on_the_sets():  # plays the search and the validation, then breaks
+        calls.append(1)
+        if len(calls) > SMALL.trials * SMALL.search_episodes + 3 * SMALL.search_episodes:
+            raise RuntimeError("no")
+        return make_agent("last_kb")
 
     out = tmp_path / "run"
-    with pytest.raises(RuntimeError):
-        run_stress([("last_kb", partial(make_agent, "last_kb")), ("broken", broken)], SMALL, out, command="test")
+    with pytest.raises(RuntimeError, match="no"):
+        run_stress([("flaky", fails_on_the_sets)], SMALL, out, command="test")
     assert not out.exists() and not list(tmp_path.glob(".run.*"))
+
+
+def test_the_shortfall_is_the_bound_minus_the_f1():
+    episodes = list(generate_episodes(SMALL.config(), 0, 3))
+    nothing = score(partial(make_agent, "no_mem"), episodes, SMALL)  # keeps nothing: F1 0
+    assert nothing.f1 == 0 and nothing.shortfall == nothing.bound > 0
+    best = score(partial(make_agent, "breaking_detector"), episodes, SMALL)
+    assert 0 <= best.shortfall < nothing.shortfall and best.bound == nothing.bound
 
 
 def test_without_optuna_wpb_stress_says_what_to_install(tmp_path, capsys, monkeypatch):
@@ -181,6 +199,6 @@ def test_the_stress_pages_tables_are_what_its_command_writes(regime, tmp_path, c
                        "--regime", regime, "--trials", 30, "--out", out, "--quiet")
     assert code == 0, err
     report = (out / "report.md").read_text()
-    for table in (report[report.index("| Policy | shortfall"):report.index("## Every policy")].strip(),
+    for table in (report[report.index("| Policy | search |"):report.index("## Every policy")].strip(),
                   report[report.index("| Policy | standard"):].strip()):
         assert table in page

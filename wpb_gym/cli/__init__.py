@@ -33,6 +33,7 @@ from typing import Sequence
 
 from ..core.checks import InputError
 from ..core.messages import one_line
+from ..core.policy import PolicyFailure
 from ..core.version import __version__
 from ..episodes.frozen import FrozenSetError
 from ..episodes.jsonl import EpisodeFormatError
@@ -64,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = str(error)
     except OSError as error:  # a path given to wpb that cannot be read or written
         message = f"{error.filename}: {error.strerror}" if error.filename and error.strerror else str(error)
+    except PolicyFailure as error:  # a policy failed, said whole by its message: the run, not the input, failed
+        print(f"{args.prog}: {type(error).__name__}: {one_line(str(error))}", file=sys.stderr)
+        return 1
     message = one_line(message)
     if len(message) > _LONGEST_MESSAGE:  # a huge value quoted in full would bury the message
         message = message[: _LONGEST_MESSAGE - 40] + f" ... ({len(message):,} characters in all)"

@@ -111,11 +111,15 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
     never runs in this one)."""
     from functools import partial
 
-    from agents.base import MODEL_KINDS  # the CLI joins the packages
+    from agents.base import EXTERNAL_KINDS, MODEL_KINDS  # the CLI joins the packages
     from agents.registry import agent_entry, make_agent
 
     from ..evaluation.grid import PolicySpec
 
+    external = external_agents(names)
+    if external and not isolate:
+        raise InputError(f"agent {external[0]!r}: another program is only ever run isolated, in the sandbox "
+                         "(wpb eval runs it so; in an eval config, isolate: true)")
     specs = []
     for item in names:
         name, label, params = agent_item(item)
@@ -140,7 +144,10 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
                 f"agent {item!r}: its label {str(label)!r} starts with {formula}; expected {FORMULA_RULE} "
                 "(results.csv would run it when opened in a spreadsheet): give it another 'label'"
             )
-        own_track = entry.kind in MODEL_KINDS  # a model plays the track it was trained on only
+        # A model plays the track it was trained on only; another program too, since one sandbox
+        # serves all of an agent's runs in a batch, and its files would carry a privileged run's
+        # hints into an unprivileged one.
+        own_track = entry.kind in MODEL_KINDS or entry.kind in EXTERNAL_KINDS
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
     repeated = sorted({label for label in labels if labels.count(label) > 1})
@@ -404,9 +411,11 @@ def agent_files(names: Sequence[Any]) -> dict[str, dict[str, str]]:
     """The content of the files each agent reads, by label, then path: ``run_folder.input_digest``
     of its ``path`` (a learner's state, a trained model file or checkpoint folder) and, for a
     trained model, of the env arguments saved beside it (``<model>.env.json``)."""
-    from agents.base import MODEL_KINDS  # the CLI joins the packages
+    from agents.base import EXTERNAL_KINDS, MODEL_KINDS  # the CLI joins the packages
     from agents.model_agent import model_files
     from agents.registry import agent_entry
+
+    from ..evaluation.isolated.sandbox import files_shown_with
 
     from ..evaluation.run_folder import input_digest
 
@@ -417,7 +426,12 @@ def agent_files(names: Sequence[Any]) -> dict[str, dict[str, str]]:
         if not isinstance(path, (str, os.PathLike)):
             continue
         entry = agent_entry(name)
-        files = model_files(path) if entry.kind in MODEL_KINDS else [Path(path)]
+        if entry.kind in MODEL_KINDS:
+            files = model_files(path)
+        elif entry.kind in EXTERNAL_KINDS:  # what its sandbox shows it: the program and its stem's files
+            files = files_shown_with(path) if Path(path).exists() else [Path(path)]
+        else:
+            files = [Path(path)]
         # Files and folders only: a named pipe or a device (a link to /dev/zero) is never done being read.
         digests = {str(file): input_digest(file) for file in files if file.is_file() or file.is_dir()}
         if digests:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,7 @@ def _cmd_stress(settings: Settings) -> int:
     refused = [spec.label for spec in specs if not spec.runs_on(settings.track)]
     if refused:
         raise InputError(f"--track {settings.track}: {', '.join(refused)} cannot play it (each declares another track)")
-    command = "wpb stress " + shlex.join(sys.argv[2:]) if len(sys.argv) > 2 else "wpb stress"
+    command = _command(settings)
     total = len(specs) * settings.trials
     with tqdm(total=total, unit="trial", disable=settings.quiet, desc="search") as bar:
         run_stress([(spec.label, spec.factory) for spec in specs], stress, out, command=command,
@@ -57,6 +56,17 @@ def _cmd_stress(settings: Settings) -> int:
     print(f"stress sets of {len(specs)} policies ({settings.regime}, T={settings.length}, "
           f"{budget_text(settings.budget)}) -> {out}/ (report.md, stress.json, search.csv, sets/)")
     return 0
+
+
+def _command(settings: Settings) -> str:
+    """The command that makes this run again, every setting spelt out (for the report)."""
+    agents = [a if isinstance(a, str) else None for a in settings.agents]
+    shown = ",".join(agents) if None not in agents else "(the config's)"
+    words = ["wpb", "stress", "--agents", shown, "--regime", settings.regime, "--length", str(settings.length),
+             "--budget", budget_text(settings.budget), "--track", settings.track, "--trials", str(settings.trials),
+             "--search-episodes", str(settings.search_episodes), "--set-episodes", str(settings.set_episodes),
+             "--seed", str(settings.seed), "--out", str(settings.out)]
+    return shlex.join(words)
 
 
 STRESS = CommandSettings(

@@ -48,8 +48,10 @@ def ask(command, text, known):
         except ValueError:
             continue
         event = answer.get("event") if isinstance(answer, dict) else None
-        if event in ("ADD", "NONE") or (event in ("UPDATE", "DELETE") and answer.get("id") in known):
-            return event, answer.get("id")
+        target = answer.get("id") if isinstance(answer, dict) else None
+        named = type(target) is int and target in known  # a memory the question listed, not 47.0 or [47]
+        if event in ("ADD", "NONE") or (event in ("UPDATE", "DELETE") and named):
+            return event, target
     return "NONE", None  # no usable answer: change nothing
 
 

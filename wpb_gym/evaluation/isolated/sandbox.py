@@ -251,27 +251,35 @@ def _module_paths(names: Sequence[str]) -> list[str]:
 
 
 def _model_paths(factory: Any) -> list[str]:
-    """The file or folder a registry factory's ``path`` parameter names (``sb3:MODEL.zip``), and
-    the files beside a file that share its stem (an SB3 model's ``MODEL.env.json``). A file
-    beside it that is a symbolic link out of its folder is not shown: it came with the model,
-    not from whoever named the model, and would show the policy any file of the machine."""
-    import glob
+    """The file or folder a registry factory's ``path`` parameter names (``sb3:MODEL.zip``), with
+    the files beside a file that share its stem (``files_shown_with``)."""
     from functools import partial
 
     keywords = factory.keywords if isinstance(factory, partial) else {}
     path = keywords.get("path")
     if not isinstance(path, (str, os.PathLike)) or not os.path.exists(path):
         return []
+    return [str(p) for p in files_shown_with(path)]
+
+
+def files_shown_with(path: str | os.PathLike[str]) -> list[Path]:
+    """What a policy's sandbox shows of the model file or folder at ``path``: the folder, or the
+    file and the files beside it that share its stem (an SB3 model's ``MODEL.env.json``, an
+    external agent's ``agent.weights.json``). A file beside it that is a symbolic link out of
+    its folder is not shown: it came with the model, not from whoever named the model, and
+    would show the policy any file of the machine."""
+    import glob
+
     path = Path(path).absolute()
     if path.is_dir():
-        return [str(path)]
+        return [path]
     stem = path.name.split(".")[0]
     folder = os.path.realpath(path.parent)
     beside = [
-        p for p in path.parent.glob(f"{glob.escape(stem)}.*")  # the stem is a name, not a pattern
+        p for p in sorted(path.parent.glob(f"{glob.escape(stem)}.*"))  # the stem is a name, not a pattern
         if p.is_file() and p != path and os.path.dirname(os.path.realpath(p)) == folder
     ]
-    return [str(path)] + [str(p) for p in beside]
+    return [path, *beside]
 
 
 def _python_paths() -> list[str]:
