@@ -263,7 +263,7 @@ def test_wpb_eval_names_an_exec_agent_that_fails_without_a_traceback(tmp_path, c
     code, _, err = wpb(capsys, "eval", "--agents", f"exec:{crash}", "--regimes", "breaking", "--lengths", 100,
                        "--budgets", "1KB", "--episodes-per-condition", 1, "--out", tmp_path / "run", "--quiet")
     assert code == 1 and "ProgramError: exec: " in err and "ended (exit status 3)" in err
-    assert "Traceback" not in err and not (tmp_path / "run" / "results.csv").exists()
+    assert "Traceback" not in err and not (tmp_path / "run").exists()  # made for the run, removed with it
     code, _, err = wpb(capsys, "eval", "--agents", "exec:nowhere.js", "--regimes", "breaking", "--lengths", 100,
                        "--out", tmp_path / "run2", "--quiet")
     assert code == 2 and "agent 'exec:nowhere': FileNotFoundError" in err and "no such file" in err and "Traceback" not in err

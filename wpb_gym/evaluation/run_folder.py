@@ -100,8 +100,19 @@ if hasattr(os, "register_at_fork"):
 def claim(out: Path, where: str = "--out") -> Iterator[None]:
     """Hold the run folder ``out`` (made if missing) while the block runs: an ``InputError``
     naming the folder (as ``where`` gave it: ``--out`` for ``wpb eval``, ``RUN`` for ``wpb
-    report``) and the process that holds it, if another does."""
+    report``) and the process that holds it, if another does. A folder made here and still
+    empty at the end (the run failed before writing anything) is removed again."""
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        yield from _held(out, where)
+    finally:
+        if made:
+            with contextlib.suppress(OSError):  # not empty: it holds what the run wrote (checkpoints)
+                out.rmdir()
+
+
+def _held(out: Path, where: str) -> Iterator[None]:
     if fcntl is None:
         print(f"note: this platform has no fcntl: {out} is not locked against another wpb eval or report "
               "writing it at the same time", file=sys.stderr)
