@@ -741,3 +741,30 @@ def test_an_isolated_grid_on_worker_processes_after_the_fork_server_started_here
     specs = [PolicySpec(n, partial(make_agent, n), "unprivileged") for n in ("last_kb", "fifo_store_all")]
     on_workers = run_grid(refs, specs, (1024,), ("unprivileged",), jobs=4, isolate=True)
     assert on_workers == run_grid(refs, specs, (1024,), ("unprivileged",))
+
+
+class LinkReader(Hostile):
+    """Read a file through a linked folder and one bound beneath it."""
+
+    folder = ""
+
+    def attack(self) -> dict[str, Any]:
+        linked = Path(self.folder) / "linked"
+        return {"top": (linked / "top.txt").read_text(), "deep": (linked / "sub" / "deep.txt").read_text()}
+
+
+def test_a_path_shown_through_a_linked_folder_and_one_beneath_it_are_both_read(sandboxed, tmp_path):
+    # A .venv linked in from elsewhere is such a folder: its site-packages lie beneath the link.
+    real = tmp_path / "real"
+    (real / "sub").mkdir(parents=True)
+    (real / "top.txt").write_text("top")
+    (real / "sub" / "deep.txt").write_text("deep")
+    (tmp_path / "linked").symlink_to(real)
+    walls = Sandbox(read_only=(str(tmp_path / "linked"), str(tmp_path / "linked" / "sub")))
+    made = sandboxing.plan(walls, None)
+    assert (str(tmp_path / "linked"), str(real)) in made.links
+    assert all(not target.startswith(str(tmp_path / "linked")) for target, _ in made.binds)
+    policy = LinkReader()
+    policy.folder = str(tmp_path)
+    run = run_episode(policy, EPISODE, 4096, isolate=True, sandbox=walls)
+    assert _report(run) == {"top": "top", "deep": "deep"}

@@ -322,11 +322,15 @@ def plan(sandbox: Sandbox, factory: Any) -> Plan:
     links: dict[str, str] = {}
     for path in wanted:
         path = os.path.abspath(path)
-        if os.path.islink(path):  # e.g. /lib -> usr/lib: made as a link; what it names is bound
-            links[path] = os.readlink(path)
-            path = os.path.realpath(path)
+        # A link on the way (e.g. /lib -> usr/lib, or a .venv linked in from elsewhere) is made
+        # as a link, and what lies past it is bound where it really is: a bind through a link
+        # the new root also holds would be made through that link before the root is switched.
+        for ancestor in (*reversed(Path(path).parents), Path(path)):
+            if os.path.islink(ancestor):
+                links[str(ancestor)] = os.readlink(ancestor)
+        path = os.path.realpath(path)
         if os.path.exists(path):
-            binds[path] = os.path.realpath(path)
+            binds[path] = path
     if "/" in binds:
         raise ValueError("a sandbox that shows the whole file system is none: '/' is among its read-only paths")
     # A path inside another one is there already (its source, resolved, inside the other's).
