@@ -326,7 +326,8 @@ def plan(sandbox: Sandbox, factory: Any) -> Plan:
         # as a link, and what lies past it is bound where it really is: a bind through a link
         # the new root also holds would be made through that link before the root is switched.
         for ancestor in (*reversed(Path(path).parents), Path(path)):
-            if os.path.islink(ancestor):
+            # (A link beneath another comes along with what that one names: .venv/lib64 -> lib.)
+            if os.path.islink(ancestor) and os.path.realpath(ancestor.parent) == str(ancestor.parent):
                 links[str(ancestor)] = os.readlink(ancestor)
         path = os.path.realpath(path)
         if os.path.exists(path):
