@@ -141,6 +141,8 @@ class ExecAgent(BaselineAgent):
             hint = ""
             if isinstance(exc, FileNotFoundError) and Path(executable).exists():  # the #! interpreter is missing
                 hint = "; its #! line names an interpreter that is not there (in the sandbox: only the system's paths)"
+            elif exc.errno == 8:  # ENOEXEC: a script without a #! line
+                hint = "; a script needs a #! line naming its interpreter"
             raise ProgramError(f"exec: {self.path}: cannot start it ({exc.strerror or exc}{hint})") from None
         self._send(protocol.hello())
         self._checked(lambda: protocol.check_hello(self._answer("hello")))
@@ -163,7 +165,8 @@ class ExecAgent(BaselineAgent):
             left = deadline - time.monotonic()
             if left <= 0:
                 self.close()
-                raise ProgramError(f"exec: {self.path}: no answer to {what} within {self.timeout:g} s")
+                raise ProgramError(f"exec: {self.path}: no answer to {what} within {self.timeout:g} s (does it "
+                                   "flush its output after each line?)")
             ready, _, _ = select.select([fd], [], [], left)
             if not ready:
                 continue

@@ -327,3 +327,20 @@ def test_the_protocol_pages_table_is_what_its_config_writes(tmp_path, capsys):
     board = (out / "leaderboard.md").read_text()
     table = board[board.index("| Policy |"):].split("\n\n")[0].strip()
     assert table in (root / "docs" / "agent-protocol.md").read_text()
+
+
+def test_a_run_where_no_agent_plays_a_track_asked_for_is_refused(tmp_path, capsys):
+    code, _, err = wpb(capsys, "eval", "--agents", f"exec:{EXAMPLES / 'last_kb.js'}", "--regimes", "breaking",
+                       "--lengths", 100, "--tracks", "privileged", "--out", tmp_path / "run", "--quiet")
+    assert code == 2 and "--tracks: no agent plays privileged" in err and "track: privileged}" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_script_without_its_interpreter_line_is_named(tmp_path):
+    script = tmp_path / "agent.py"
+    script.write_text("print('hi')\n")
+    script.chmod(0o755)
+    agent = ExecAgent(path=str(script))
+    episode = generate_episode(make_config("breaking", length=90), seed=0, index=0)
+    with pytest.raises(ProgramError, match="a script needs a #! line naming its interpreter"):
+        run_episode(agent, episode, 2048)

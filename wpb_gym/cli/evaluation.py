@@ -310,6 +310,10 @@ def _run_eval(config: Settings) -> int:
         recorded["generated_by"] = f"wpb_gym {__version__}"
         refs = _generated_refs(config, _generation_seed(config, recorded, out, seed_of_file))
     notes = skipped(policies, config["tracks"])
+    if not any(spec.runs_on(track) for spec in policies for track in config["tracks"]):
+        raise InputError(f"{config.origin_of('tracks')}: no agent plays {', '.join(config['tracks'])} ("
+                         + "; ".join(notes) + "); an exec agent declares its track in a config: "
+                         "{name: exec, path: PATH, track: privileged}")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
 
