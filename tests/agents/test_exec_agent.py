@@ -250,7 +250,7 @@ def test_wpb_eval_runs_an_exec_agent_isolated_and_it_ties_the_baseline_it_mirror
     for row in rows:
         by_cell.setdefault((row["episode_hash"], row["budget_bytes"], row["track"]), {})[row["policy"]] = (
             row["f1"], row["bytes_used"], row["write_actions"], row["expire_actions"], row["error"])
-    # The program plays the track it declares only: its runs share one sandbox per batch.
+    # The program plays the track it declares (unprivileged) only.
     assert {key[2] for key, cell in by_cell.items() if "exec:last_kb" in cell} == {"unprivileged"}
     both = [cell for cell in by_cell.values() if len(cell) == 2]
     assert len(both) == 4 and all(len(set(cell.values())) == 1 for cell in both)
@@ -330,9 +330,11 @@ def test_the_protocol_pages_table_is_what_its_config_writes(tmp_path, capsys):
 
 
 def test_a_run_where_no_agent_plays_a_track_asked_for_is_refused(tmp_path, capsys):
-    code, _, err = wpb(capsys, "eval", "--agents", f"exec:{EXAMPLES / 'last_kb.js'}", "--regimes", "breaking",
-                       "--lengths", 100, "--tracks", "privileged", "--out", tmp_path / "run", "--quiet")
-    assert code == 2 and "--tracks: no agent plays privileged" in err and "track: privileged}" in err
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"agents: [{{name: exec, path: {EXAMPLES / 'last_kb.js'}, track: privileged}}]\n"
+                      "regimes: [breaking]\nlengths: [100]\ntracks: [unprivileged]\n")
+    code, _, err = wpb(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert code == 2 and "no agent plays unprivileged" in err and "an agent plays the track it declares" in err
     assert not (tmp_path / "run").exists()
 
 
@@ -344,3 +346,26 @@ def test_a_script_without_its_interpreter_line_is_named(tmp_path):
     episode = generate_episode(make_config("breaking", length=90), seed=0, index=0)
     with pytest.raises(ProgramError, match="a script needs a #! line naming its interpreter"):
         run_episode(agent, episode, 2048)
+
+
+@pytest.mark.skipif(problem() is not None, reason="needs the sandbox of isolated evaluation (Linux namespaces)")
+def test_an_exec_agent_declared_privileged_plays_the_privileged_track(tmp_path, capsys):
+    # It writes a step only when it is shown the step's priority hint.
+    agent = program(tmp_path, """
+for line in sys.stdin:
+    message = json.loads(line)
+    if message["type"] == "hello":
+        print(json.dumps({"protocol": "wpb-agent/1"}), flush=True)
+    elif message["type"] == "step":
+        hinted = "priority" in message["metadata"]
+        print(json.dumps({"actions": [{"op": "WRITE"}] if hinted else []}), flush=True)
+""")
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"agents: [{{name: exec, path: {agent}, track: privileged, label: hinted}}]\n"
+                      "regimes: [breaking]\nlengths: [100]\nbudgets: [1024]\nepisodes_per_condition: 1\n")
+    code, _, err = wpb(capsys, "eval", "--config", config, "--out", tmp_path / "run", "--quiet")
+    assert code == 0, err
+    with (tmp_path / "run" / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["policy"], r["track"]) for r in rows] == [("hinted", "privileged")]
+    assert int(rows[0]["write_actions"]) > 0  # it was shown the hints

@@ -533,3 +533,20 @@ class LongReason(Attacker):
 
     def select(self, step: Step, store: Any) -> Any:
         yield MemoryAction.write(step, reason="r" * (2**20 if self.tamper else 10))
+
+
+# -------------------------------------------------------------------- 10. hints across tracks
+_HINTS_SEEN: list[float] = []  # the process's memory: what its privileged runs were shown
+
+
+class HintCarrier(Attacker):
+    """An unprivileged policy also played on the privileged track: there it keeps the priority
+    hints it is shown; on the unprivileged track it WRITEs every step if it holds any (it could
+    rank steps by them) and nothing otherwise. Only its own memory can carry them over."""
+
+    def select(self, step: Step, store: Any):
+        priority = step.metadata.get("priority")
+        if priority is not None:
+            _HINTS_SEEN.append(priority)
+        elif _HINTS_SEEN:
+            yield MemoryAction.write(step)

@@ -406,3 +406,15 @@ def test_stopped_runs_are_marked_in_the_leaderboard():
     text = leaderboard(rows)
     assert "| endless † |" in text and "| write-all |" in text
     assert "## † Runs with errors" in text and "`endless`: 2 of 2 runs" in text
+
+
+def test_10_a_privileged_runs_hints_do_not_reach_the_same_policys_unprivileged_runs():
+    """One process served every run of a policy in a batch: an unprivileged policy played on both
+    tracks kept the privileged runs' priority hints in its memory and used them in its
+    unprivileged runs. Isolated, each track is a process of its own."""
+    refs = generated_refs(["default"], [60], 2, seed=0)
+    rows = run_grid(refs, [PolicySpec("carrier", adv.HintCarrier, "unprivileged")], (1024, 10240), TRACKS,
+                    isolate=True)
+    unprivileged = [r for r in rows if r["track"] == "unprivileged"]
+    assert len(unprivileged) == 4 and all(r["write_actions"] == 0 for r in unprivileged)
+    assert all(r["error"] == "" for r in rows)

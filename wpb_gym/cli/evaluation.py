@@ -144,9 +144,8 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
                 f"agent {item!r}: its label {str(label)!r} starts with {formula}; expected {FORMULA_RULE} "
                 "(results.csv would run it when opened in a spreadsheet): give it another 'label'"
             )
-        # A model plays the track it was trained on only; another program too, since one sandbox
-        # serves all of an agent's runs in a batch, and its files would carry a privileged run's
-        # hints into an unprivileged one.
+        # A model plays the track it was trained on only, and another program the one it declares
+        # (its ``track``): the track of each is its process's word, not the registry's.
         own_track = entry.kind in MODEL_KINDS or entry.kind in EXTERNAL_KINDS
         specs.append(PolicySpec(str(label), factory, track or "unprivileged", only_own_track=own_track))
     labels = [spec.label for spec in specs]
@@ -312,8 +311,8 @@ def _run_eval(config: Settings) -> int:
     notes = skipped(policies, config["tracks"])
     if not any(spec.runs_on(track) for spec in policies for track in config["tracks"]):
         raise InputError(f"{config.origin_of('tracks')}: no agent plays {', '.join(config['tracks'])} ("
-                         + "; ".join(notes) + "); an exec agent declares its track in a config: "
-                         "{name: exec, path: PATH, track: privileged}")
+                         + "; ".join(notes) + "): an agent plays the track it declares, and an unprivileged one "
+                         "the privileged track too")
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
 

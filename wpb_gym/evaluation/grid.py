@@ -438,7 +438,9 @@ def run_grid(
     tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
-    workers = isolated_workers(jobs, len(policies)) if isolate else jobs
+    # Isolated, a process per policy and track it plays.
+    processes = sum(spec.runs_on(track) for spec in policies for track in tracks)
+    workers = isolated_workers(jobs, processes) if isolate else jobs
     try:
         if backend == "ray":
             rows = _collect(ray_map(run_task, tasks, jobs=jobs, address=address), refs, progress, on_episode_done)
@@ -490,9 +492,10 @@ def start_worker(parent: int, threads: int) -> None:
 
 
 def isolated_workers(jobs: int, policies: int) -> int:
-    """Worker processes of an isolated grid of ``jobs`` jobs: each drives a process per policy,
-    and those processes are what keeps the cores busy (a worker waits while its policies think,
-    and they wait for it), so ``jobs`` counts policy processes, not workers. More workers than
+    """Worker processes of an isolated grid of ``jobs`` jobs: each drives a process per policy
+    and track (``policies`` of them), and those processes are what keeps the cores busy (a
+    worker waits while its policies think, and they wait for it), so ``jobs`` counts policy
+    processes, not workers. More workers than
     that only make the processes take turns on the cores: on the paper's grid (7 policies,
     2 cores) one worker took 5.7-6.1 s and two 6.6-8.2 s (``benchmarks/eval_grid.py --isolate``)."""
     return max(1, jobs // max(1, policies))

@@ -237,7 +237,10 @@ class PolicyWorker:
 
 
 class IsolatedPolicies:
-    """One process per policy (``(label, factory)`` pairs), reused episode after episode.
+    """One process per policy (``(label, factory)`` pairs) and track it plays, reused episode
+    after episode. A policy played on two tracks gets a process for each: runs that share a
+    process share the policy's memory, and an unprivileged policy's privileged runs would
+    otherwise hand their hints to its unprivileged ones.
 
     ``play(episode, plan)`` runs the plan's ``(policy index, track, budget)`` runs over
     ``episode``; ``play_many`` several episodes at once (in lockstep: one message per policy
@@ -261,7 +264,9 @@ class IsolatedPolicies:
             if track is not None and track not in POLICY_TRACKS:
                 raise ValueError(f"policy {label!r}: track {track!r}; expected one of {POLICY_TRACKS}")
         self.limits, self.sandbox = limits, sandbox
-        self._workers: list[PolicyWorker | None] = [None] * len(self.policies)
+        # (policy, track) -> its process; (policy, None): one asked what it declares, which has
+        # played no run yet and is taken for the first track the policy plays.
+        self._workers: dict[tuple[int, str | None], PolicyWorker] = {}
 
     def __enter__(self) -> IsolatedPolicies:
         return self
@@ -270,22 +275,27 @@ class IsolatedPolicies:
         self.close()
 
     def close(self) -> None:
-        for i, worker in enumerate(self._workers):
-            if worker is not None:
-                worker.stop()
-                self._workers[i] = None
+        while self._workers:
+            self._workers.popitem()[1].stop()
 
     def info(self, index: int) -> dict[str, Any]:
         """What policy ``index`` declares (``name``, ``track``, ``needs_stream``), from its process."""
-        return self._start([index])[0].info
+        for (i, _), worker in self._workers.items():
+            if i == index:
+                return worker.info
+        return self._start([(index, None)])[0].info
 
-    def _start(self, indices: Sequence[int]) -> list[PolicyWorker]:
+    def _start(self, slots: Sequence[tuple[int, str | None]]) -> list[PolicyWorker]:
         fresh = []
-        for i in indices:
-            if self._workers[i] is None:
+        for slot in slots:
+            if slot not in self._workers:
+                i = slot[0]
+                if slot[1] is not None and (i, None) in self._workers:  # asked, never played: any track's
+                    self._workers[slot] = self._workers.pop((i, None))
+                    continue
                 label, factory = self.policies[i]
-                self._workers[i] = PolicyWorker(label, factory, self.limits, self.sandbox)
-                fresh.append(self._workers[i])
+                self._workers[slot] = PolicyWorker(label, factory, self.limits, self.sandbox)
+                fresh.append(self._workers[slot])
         probe = pickle.dumps(("probe",))
         for worker in fresh:  # started together: they import in parallel
             worker.send(probe)
@@ -296,7 +306,7 @@ class IsolatedPolicies:
                 self._discard(worker)
                 reason = "it did not start in time" if isinstance(error, _NoAnswer) else str(error)
                 raise PolicyError(worker.label, None, f"its process could not build the policy: {reason}") from None
-            expected = self.tracks[self._workers.index(worker)]
+            expected = self.tracks[self._slot(worker)[0]]
             if worker.info["track"] != expected and (expected is not None or worker.info["track"] == ORACLE):
                 self._discard(worker)
                 raise PolicyError(
@@ -305,11 +315,14 @@ class IsolatedPolicies:
                     f"its process declares the {worker.info['track']} track, the evaluator knows it as "
                     f"{expected or 'not an oracle'}",
                 )
-        return [self._workers[i] for i in indices]  # type: ignore[misc]
+        return [self._workers[slot] for slot in slots]
+
+    def _slot(self, worker: PolicyWorker) -> tuple[int, str | None]:
+        return next(slot for slot, held in self._workers.items() if held is worker)
 
     def _discard(self, worker: PolicyWorker) -> None:
         worker.stop()
-        self._workers[self._workers.index(worker)] = None
+        del self._workers[self._slot(worker)]
 
     def _timeout(self, runs: int) -> float | None:
         seconds = self.limits.max_seconds_per_step
@@ -332,20 +345,20 @@ class IsolatedPolicies:
         """
         runs: list[PlayedRun] = []
         canonical: dict[tuple[int, str], Sequence[Step]] = {}
-        begins: dict[int, list[dict[str, Any]]] = {}  # policy -> what it is told of each episode
-        owned: dict[int, list[int]] = {}  # policy -> its runs
+        begins: dict[tuple[int, str], list[Any]] = {}  # (policy, track) -> what it is told of each episode
+        owned: dict[tuple[int, str], list[int]] = {}  # (policy, track) -> its runs
         for e, (episode, plan) in enumerate(items):
             for track in {track for _, track, _ in plan}:
                 canonical[e, track] = policy_episode(episode, track).steps
-            mine: dict[int, list[tuple[int, str, int]]] = {}
+            mine: dict[tuple[int, str], list[tuple[int, str, int]]] = {}
             for i, track, budget in plan:
                 k = len(runs)
                 label = self.policies[i][0]
                 runs.append(PlayedRun(Seat(None, budget, track, (e, i), label), label, ByteMemoryStore(budget)))
-                mine.setdefault(i, []).append((k, track, budget))
-                owned.setdefault(i, []).append(k)
-            for i in mine:
-                begins.setdefault(i, []).append((e, episode, mine[i]))
+                mine.setdefault((i, track), []).append((k, track, budget))
+                owned.setdefault((i, track), []).append(k)
+            for slot in mine:
+                begins.setdefault(slot, []).append((e, episode, mine[slot]))
         workers = dict(zip(owned, self._start(list(owned)), strict=True))
         # Reasons cross when something shows them: an action log, or the stored items.
         self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions or stores)
@@ -374,7 +387,7 @@ class IsolatedPolicies:
             widest[t] = max((entry[2] for by_track in steps.values() for entry in by_track.values()), default=0)
             return pickle.dumps(("step", t, steps), protocol=pickle.HIGHEST_PROTOCOL)
 
-        def reply_bytes(i: int, t: int) -> int:
+        def reply_bytes(i: tuple[int, str], t: int) -> int:
             # The most a reply for t can hold within the limits, bounded before it is read: each
             # of the process's runs at most max_actions actions, each with its reason (up to
             # 12 bytes a character, escaped) and, for a MERGE, a delta no longer than the step's
@@ -403,10 +416,11 @@ class IsolatedPolicies:
         reasons = record_actions or stores  # (as _begin tells the processes)
         built: dict[int, bytes] = {}  # each timestep's message, until every process has had it
         widest: dict[int, int] = {}  # each timestep's largest WRITE cost, as long as its message is kept
-        at: dict[int, int] = {}  # policy -> the timestep its process is deciding
-        deadline: dict[int, float] = {}  # policy -> when its process is stopped if still silent
+        # Below, ``i`` is a process: a (policy, track) pair.
+        at: dict[tuple[int, str], int] = {}  # process -> the timestep it is deciding
+        deadline: dict[tuple[int, str], float] = {}  # process -> when it is stopped if still silent
 
-        def send(i: int, t: int) -> None:
+        def send(i: tuple[int, str], t: int) -> None:
             if t not in built:  # in order: a first sight goes in the first message that shows it
                 built[t] = message(t)
             at[i] = t
@@ -422,7 +436,7 @@ class IsolatedPolicies:
             by_fd[workers[i].conn.fileno()] = i
             poller.register(workers[i].conn.fileno(), select.POLLIN)
 
-        def done(i: int) -> None:
+        def done(i: tuple[int, str]) -> None:
             fd = workers[i].conn.fileno()
             poller.unregister(fd)
             del at[i], deadline[i], by_fd[fd]
@@ -461,7 +475,10 @@ class IsolatedPolicies:
                 holding += kept
                 if holding > _MAX_HELD_ACTIONS or on_store:
                     over = holding > _MAX_HELD_ACTIONS
-                    for k in ks:  # its runs that hold many are judged now, and then as their actions come
+                    # Over the bound, any process's runs that hold many (a policy's other track is
+                    # another process, whose runs may hold most); else this one's, judged on their
+                    # stores, as their actions come.
+                    for k in range(len(runs)) if over else ks:
                         if held[k] and (k in on_store or (over and held[k] > _RUN_HELD_ACTIONS)):
                             judge_on_store(runs[k], backlog[k], steps_of[k], record_actions)
                             backlog[k].clear()
@@ -512,7 +529,7 @@ class IsolatedPolicies:
                 if worker.info["needs_stream"]:
                     streams = {track: [(s.observation, s.metadata) for s in canonical[e, track]] for track in tracks}
                 whole = None
-                if self.tracks[self._workers.index(worker)] == ORACLE:  # an upper bound: it reads the labels
+                if self.tracks[self._slot(worker)[0]] == ORACLE:  # an upper bound: it reads the labels
                     whole = {"steps": [s.to_dict() for s in episode.steps], "labels": episode.labels}
                 messages.append(
                     {
@@ -534,12 +551,12 @@ class IsolatedPolicies:
     def end(self, runs: Sequence[PlayedRun], results: Sequence[EpisodeRun]) -> None:
         """Report each run's metrics to its policy's ``end_episode`` (in the policy's process);
         ``runs`` in the order ``play`` / ``play_many`` returned them (flattened)."""
-        by_policy: dict[int, dict[str, dict[str, float]]] = {}
+        by_process: dict[tuple[int, str], dict[str, dict[str, float]]] = {}
         for k, (run, result) in enumerate(zip(runs, results, strict=True)):
-            by_policy.setdefault(run.seat.group[1], {})[str(k)] = outcome_metrics(result)
+            by_process.setdefault((run.seat.group[1], run.seat.track), {})[str(k)] = outcome_metrics(result)
         deadlines = {}
-        for i, metrics in by_policy.items():  # sent to all, then answered: they run at once
-            worker = self._workers[i]
+        for slot, metrics in by_process.items():  # sent to all, then answered: they run at once
+            worker = self._workers.get(slot)
             if worker is None:
                 continue  # stopped during the episode: its runs are not called again
             timeout = self._timeout(len(metrics))
