@@ -42,6 +42,7 @@ the stream's tier (its ``mode``) and the budget on training seeds, where there a
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any, ClassVar
@@ -133,9 +134,9 @@ class KeepLatest(BaselineAgent):
     def prepare(self, apis: list[Any], t: int) -> None:
         """Called before ``value`` is asked of these endpoints at step ``t`` (to value them at once)."""
 
+    @abstractmethod
     def value(self, api: Any) -> float:
         """What holding the endpoint's latest state is worth, in queries per checkpoint."""
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- the engine
     def _admit(self, step: Step, store: StoreView, api: Any) -> list[MemoryAction]:

@@ -38,13 +38,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from ..core.atomic_files import default_mode
+from ..core.atomic_files import atomic_folder, default_mode
 from ..core.strict_json import JSONLineError, StrictDecoder
 from ..core.types import Episode
 from ..core.version import __version__
@@ -274,9 +272,7 @@ def write_frozen_set(
         raise FileExistsError(f"{out} already exists (pass force=True / --force to replace it)")
     if out.exists() and not _is_replaceable(out):
         raise FileExistsError(f"{out} exists and is not a frozen set or an empty folder; refusing to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+    with atomic_folder(out) as tmp:
         files = write_files(tmp)
         manifest = {
             **manifest_fields,
@@ -289,19 +285,6 @@ def write_frozen_set(
         text = json.dumps(manifest, indent=2, sort_keys=True, allow_nan=False)  # what the reader accepts
         (tmp / MANIFEST_NAME).write_text(text + "\n", encoding="utf-8")
         os.chmod(tmp / MANIFEST_NAME, default_mode())
-        os.chmod(tmp, default_mode(directory=True))
-        # Move an old set aside, put the new one in place, then delete the old: at every
-        # moment one complete set exists under some name.
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def open_frozen_set(root: str | os.PathLike[str], *, verify: bool = True) -> FrozenSet:

@@ -24,9 +24,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.atomic_files import atomic_folder
 from ..core.file_names import name_part
 from ..core.tracks import TRACKS
 from ..core.types import Episode
@@ -260,17 +258,16 @@ def run_stress(policies: Sequence[tuple[str, Callable[[], Any]]], settings: Stre
         raise FileExistsError(f"{out} already exists" + (" and holds no stress run; refusing to replace it"
                                                           if force else " (pass --force to replace a stress run)"))
     labels = [label for label, _ in policies]
-    folders = {label: name_part(label) for label in labels}
+    folders = {label: name_part(label) for label in labels}  # each set's folder under sets/
     if len(set(folders.values())) != len(folders) or "standard" in folders.values():
         raise ValueError(f"policy labels {labels}: each needs a set folder of its own (and none named 'standard')")
     searches = [search_worst(label, factory, settings, progress) for label, factory in policies]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    try:
+    folders = {"standard": "standard", **folders}
+    with atomic_folder(out) as tmp:
         set_seed = settings.seed + SET_SEED_OFFSET
         sets: dict[str, list[Episode]] = {}
         for name, knobs in [("standard", {}), *((s.label, s.worst[0]) for s in searches)]:
-            folder = tmp / "sets" / ("standard" if name == "standard" else folders[name])
+            folder = tmp / "sets" / folders[name]
             freeze_set(folder, [settings.regime], [settings.length], settings.set_episodes, set_seed, overrides=knobs)
             sets[name] = [episode for _, episode in open_frozen_set(folder).iter_episodes()]
         table = cross_table(policies, searches, sets, settings)
@@ -284,7 +281,7 @@ def run_stress(policies: Sequence[tuple[str, Callable[[], Any]]], settings: Stre
         summary = {
             "settings": settings.__dict__,
             "set_seed": set_seed,
-            "sets": {name: f"sets/{'standard' if name == 'standard' else folders[name]}" for name in sets},
+            "sets": {name: f"sets/{folders[name]}" for name in sets},
             "worst": {label: {"knobs": knobs, "search_value": value, "validation_value": validated}
                       for label, (knobs, value, validated) in table.worst.items()},
             "candidates": {s.label: [{"knobs": k, "search_value": v, "validation_value": w} for k, v, w in s.validated]
@@ -294,15 +291,5 @@ def run_stress(policies: Sequence[tuple[str, Callable[[], Any]]], settings: Stre
             "command": command,
         }
         (tmp / STRESS_JSON).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-            os.replace(out, old / out.name)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return table
 
