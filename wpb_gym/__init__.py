@@ -9,6 +9,7 @@ imports ``agents``.
 
 from .core.accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
 from .core.budget import BudgetExceededError, BudgetView, ByteBudget
+from .core.kind_budgets import KINDS, KindBudgets, KindShares, content_kind
 from .core.policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
 from .core.readonly import ReadOnlyDict, ReadOnlyList, thaw
 from .core.store import ByteMemoryStore, Decision, Reason, StoreView
@@ -25,6 +26,7 @@ from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .evaluation.playing import EpisodeRun
 from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
 from .evaluation.runner import run_episode
+from .scoring.kind_bounds import KindBound, kind_f1_bound, kind_oracle_utility, kind_oracle_write_set
 from .scoring.metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
 from .scoring.oracle import (
     EpisodeOracle,
@@ -42,6 +44,7 @@ register_envs()
 __all__ = [
     "ACTION_TYPES",
     "ENV_IDS",
+    "KINDS",
     "METRIC_NAMES",
     "ORACLE",
     "POLICY_TRACKS",
@@ -68,6 +71,9 @@ __all__ = [
     "FrozenSetError",
     "GeneratedEpisodes",
     "GeneratorConfig",
+    "KindBound",
+    "KindBudgets",
+    "KindShares",
     "MalformedActionError",
     "MemoryAction",
     "MemoryItem",
@@ -87,6 +93,7 @@ __all__ = [
     "__version__",
     "canonical_delta",
     "compute_metrics",
+    "content_kind",
     "episode_costs",
     "episode_oracle",
     "estimate_bytes",
@@ -95,6 +102,9 @@ __all__ = [
     "generate_episodes",
     "hindsight_f1_bound",
     "iter_jsonl",
+    "kind_f1_bound",
+    "kind_oracle_utility",
+    "kind_oracle_write_set",
     "load_jsonl",
     "make_config",
     "merge_cost",

@@ -10,13 +10,15 @@ message      fields                                           the agent answers
 ===========  ===============================================  ===============================
 ``hello``    ``protocol`` (``"wpb-agent/1"``)                 ``{"protocol": "wpb-agent/1"}``
 ``episode``  ``episode_id``, ``length`` (T), ``budget_bytes``,  nothing
-             ``track``
+             ``track``, ``kind_budgets`` (null, or the
+             bytes of each content kind with a limit)
 ``step``     ``t``, ``observation``, ``metadata`` (as the     ``{"actions": [ACTION, ...]}``
              track shows them), ``bytes`` (what a WRITE of
              the step costs), ``memory``: ``bytes_used``,
              ``budget_bytes``, ``items``: ``[t, bytes, api]``
              for each item held, oldest first (``api`` is
-             null for a step without one)
+             null for a step without one), ``kind_used``
+             (null, or the bytes each limited kind holds)
 ``end``      ``metrics``: the episode's metric row            nothing
 ===========  ===============================================  ===============================
 
@@ -77,15 +79,18 @@ def episode_message(context: EpisodeContext) -> dict[str, Any]:
     if not (episode_id is None or isinstance(episode_id, (str, int))):
         episode_id = str(episode_id)
     return {"type": "episode", "episode_id": episode_id, "length": context.length,
-            "budget_bytes": context.budget_bytes, "track": context.track}
+            "budget_bytes": context.budget_bytes, "track": context.track,
+            "kind_budgets": context.kind_budgets}
 
 
 def step_message(step: Step, store: StoreView) -> dict[str, Any]:
     items = sorted((item.t, item.byte_cost, item.api) for item in store.iter_items())
+    limits = store.kind_budgets
     return {"type": "step", "t": step.t, "observation": step.observation, "metadata": step.metadata,
             "bytes": estimate_bytes(step),
             "memory": {"bytes_used": store.bytes_used, "budget_bytes": store.max_bytes,
-                       "items": [list(item) for item in items]}}
+                       "items": [list(item) for item in items],
+                       "kind_used": {kind: store.kind_used(kind) for kind, _ in limits} if limits else None}}
 
 
 def end_message(outcome: EpisodeOutcome) -> dict[str, Any]:

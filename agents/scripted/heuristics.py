@@ -7,11 +7,13 @@ recurrent agent could keep it in its state).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.contracts import Contract, contract_of, is_breaking  # noqa: F401  (Contract: the agents' name)
+from wpb_gym.core.kind_budgets import content_kind
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
@@ -36,7 +38,9 @@ class BreakingDetector(BaselineAgent):
       again has been reverted: it is expired.
     * When a chosen step does not fit, the largest stored items are expired while they are
       larger than the step and until it fits (each retained step counts once in F1, so
-      small items are worth keeping); if that cannot make room, the step is skipped.
+      small items are worth keeping); if that cannot make room, the step is skipped. With
+      hierarchical budgets (``StoreView.kind_budgets``) it must fit its content kind's limit
+      too, and while it does not, only items of its own kind are expired.
     """
 
     name = "breaking_detector"
@@ -89,15 +93,27 @@ class BreakingDetector(BaselineAgent):
         cost = estimate_bytes(step)
         if cost > store.max_bytes:
             return []
+        # With hierarchical budgets the step must fit its kind's limit too, and only items of
+        # its own kind make room there.
+        limits = store.kind_budgets
+        kind = content_kind(step.observation) if limits else None
+        limit = limits.limit(kind) if limits and kind is not None else None
+        if limit is not None and cost > limit:
+            return []
         room = store.remaining()
+        kind_room = math.inf if limit is None else limit - store.kind_used(kind)  # type: ignore[arg-type]
         plan: list[int] = []
-        if cost > room:
+        if cost > room or cost > kind_room:
             for item in sorted(store.iter_items(), key=lambda item: -item.byte_cost):
-                if cost <= room or item.byte_cost <= cost:
+                if (cost <= room and cost <= kind_room) or item.byte_cost <= cost:
                     break
+                same = limit is not None and content_kind(item.step.observation) == kind
+                if cost > kind_room and not same:
+                    continue
                 plan.append(item.t)
                 room += item.byte_cost
-        if cost > room:
+                kind_room += item.byte_cost if same else 0
+        if cost > room or cost > kind_room:
             return []
         return [
             *(MemoryAction.expire(t, reason="make room (largest first)") for t in plan),

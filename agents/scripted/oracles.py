@@ -12,10 +12,12 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from wpb_gym.core.kind_budgets import KindBudgets
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
+from wpb_gym.scoring.kind_bounds import kind_oracle_write_set, step_kinds
 from wpb_gym.scoring.oracle import oracle_write_set
 
 from ..base import BaselineAgent
@@ -73,13 +75,19 @@ class UtilityGreedy(_OracleAgent):
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
         order = sorted(range(len(costs)), key=lambda t: (-float(utilities[t]), int(costs[t]), t))
         left = int(context.budget_bytes)
+        # With hierarchical budgets, a step must fit its kind's limit too.
+        limits = dict(context.kind_budgets or {})
+        kinds = step_kinds(context.episode) if limits else None  # type: ignore[arg-type]
         chosen = []
         for t in order:
             if utilities[t] <= 0:
                 break
-            if costs[t] <= left:
+            kind = kinds[t] if kinds is not None else None
+            if costs[t] <= left and (kind not in limits or costs[t] <= limits[kind]):
                 chosen.append(t)
                 left -= int(costs[t])
+                if kind in limits:
+                    limits[kind] -= int(costs[t])
         return chosen
 
 
@@ -87,7 +95,8 @@ class OracleOptimal(_OracleAgent):
     """``oracle_optimal`` (oracle track): WRITE exactly ``oracle_write_set(costs, utilities, budget)``.
 
     The exact WRITE-only knapsack optimum U*(B) on the run track's WRITE costs: its retained
-    utility equals the ``oracle_utility`` the metrics' regret is measured against.
+    utility equals the ``oracle_utility`` the metrics' regret is measured against. With
+    hierarchical budgets, the optimum within each kind's limit too (``kind_oracle_write_set``).
     """
 
     name = "oracle_optimal"
@@ -95,4 +104,7 @@ class OracleOptimal(_OracleAgent):
     description = "Oracle: writes an exact WRITE-only knapsack optimum of hidden utility (an upper bound)."
 
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
+        if context.kind_budgets:
+            return kind_oracle_write_set(costs, step_kinds(context.episode), utilities,  # type: ignore[arg-type]
+                                         int(context.budget_bytes), KindBudgets.of(context.kind_budgets))
         return oracle_write_set(costs, utilities, int(context.budget_bytes))

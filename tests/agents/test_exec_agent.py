@@ -71,14 +71,28 @@ def test_a_step_message_is_the_step_its_cost_and_memory_by_t():
         "type": "step", "t": 2, "observation": {"api": "api.v1.a", "params": ["x"], "version": 1},
         "metadata": {"kind": "endpoint"}, "bytes": estimate_bytes(_step(2)),
         "memory": {"bytes_used": estimate_bytes(first) + estimate_bytes(second), "budget_bytes": 4096,
-                   "items": [[0, estimate_bytes(first), "api.v1.a"], [1, estimate_bytes(second), "api.v1.b"]]},
+                   "items": [[0, estimate_bytes(first), "api.v1.a"], [1, estimate_bytes(second), "api.v1.b"]],
+                   "kind_used": None},
     }
     assert protocol.line(message).endswith(b"\n") and protocol.line(message).count(b"\n") == 1
     context = EpisodeContext(length=9, budget_bytes=4096, track="unprivileged", episode_id="e")
     assert protocol.episode_message(context) == {"type": "episode", "episode_id": "e", "length": 9,
-                                                 "budget_bytes": 4096, "track": "unprivileged"}
+                                                 "budget_bytes": 4096, "track": "unprivileged",
+                                                 "kind_budgets": None}
     assert protocol.end_message(EpisodeOutcome({"f1": 0.5, "recall": float("nan")})) == {
         "type": "end", "metrics": {"f1": 0.5, "recall": None}}
+
+
+def test_with_kind_budgets_the_messages_say_each_kinds_limit_and_use():
+    store = ByteMemoryStore(4096, {"endpoint": 1000, "doc": 500})
+    first = _step(0)
+    store.apply(MemoryAction.write(first), 0)
+    from wpb_gym.core.accounting import estimate_bytes
+
+    memory = protocol.step_message(_step(1), store.view())["memory"]
+    assert memory["kind_used"] == {"endpoint": estimate_bytes(first), "doc": 0}
+    context = EpisodeContext(length=9, budget_bytes=4096, track="unprivileged", kind_budgets={"endpoint": 1000})
+    assert protocol.episode_message(context)["kind_budgets"] == {"endpoint": 1000}
 
 
 @pytest.mark.parametrize("reply, expected", [

@@ -278,11 +278,11 @@ def test_many_steps_at_the_limit_do_not_overflow_the_unit_count():
 
 
 def test_unit_methods_hand_over_before_their_units_overflow():
-    from wpb_gym.scoring.oracle import _MAX_UNITS, _utility_unit_scale
+    from wpb_gym.scoring.oracle import _MAX_UNITS, utility_unit_scale
 
-    assert _utility_unit_scale(np.array([1.0, 0.5])) == 2
-    assert _utility_unit_scale(np.array([MAX_UTILITY, 0.5])) == 2  # 2e12 units: counted exactly
-    assert _utility_unit_scale(np.array([MAX_UTILITY, 0.0001])) is None  # 1e16 units: too many
+    assert utility_unit_scale(np.array([1.0, 0.5])) == 2
+    assert utility_unit_scale(np.array([MAX_UTILITY, 0.5])) == 2  # 2e12 units: counted exactly
+    assert utility_unit_scale(np.array([MAX_UTILITY, 0.0001])) is None  # 1e16 units: too many
     assert _MAX_UNITS < 2**53 < np.iinfo(np.int64).max
     with pytest.raises(ValueError, match="at most"):
         oracle_curve([10, 10], [MAX_UTILITY, 0.0001], [30], method="utility")

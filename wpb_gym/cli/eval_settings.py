@@ -6,6 +6,7 @@ from functools import partial
 from typing import Any
 
 from ..core.checks import InputError
+from ..core.kind_budgets import KindShares
 from ..core.setting_values import (
     MAX_LENGTH,
     budget_text,
@@ -141,6 +142,14 @@ EVAL_SETTINGS = (
     BUDGETS,
     TRACKS_SETTING,
     Setting(
+        "kind_budgets",
+        lambda value, where: KindShares.parse(value, where).text(),
+        "hierarchical budgets: a limit per content kind beside the total, as a share of each budget or in "
+        "bytes, e.g. endpoint=60%%,doc=30%%,guide=1KB (kinds: endpoint, doc, guide, other; a kind left out is "
+        "limited by the total only); the bounds respect them too",
+        metavar="KIND=SHARE,...",
+    ),
+    Setting(
         "jobs",
         partial(parse_int, minimum=1),
         "worker processes; with --isolate, the agents' processes (each worker runs one per agent, so there "
@@ -213,10 +222,24 @@ EVAL_SETTINGS = (
 )
 # Where the tasks run never changes results: not recorded, not hashed. Nor does where the seed
 # file lies (its seed is, as a fingerprint), nor which kinds of model files are accepted (run.json
-# says it beside the isolation).
-NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models")
+# says it beside the isolation). Kind budgets change results: they are recorded when given
+# (``recorded_settings``), so that a run without them keeps the key it always had.
+NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets")
 RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in NOT_RECORDED)
 GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_file")
+
+
+def recorded_settings(config: Settings) -> dict[str, Any]:
+    """What a run records of its settings (and hashes, for --resume)."""
+    recorded = {k: config[k] for k in RECORDED}
+    if config["kind_budgets"] is not None:
+        recorded["kind_budgets"] = config["kind_budgets"]
+    return recorded
+
+
+def kind_shares(config: Settings) -> KindShares | None:
+    """The run's hierarchical budgets, None without."""
+    return None if config["kind_budgets"] is None else KindShares.parse(config["kind_budgets"])
 
 EVAL = CommandSettings(
     "wpb eval",

@@ -26,9 +26,10 @@ from .eval_settings import (
     DRAWN_SEED_BITS,
     EVAL,
     GENERATED_ONLY,
-    RECORDED,
     eval_config_file,
+    kind_shares,
     read_seed_file,
+    recorded_settings,
     run_limits,
     sandbox_of,
     seed_fingerprint,
@@ -284,7 +285,7 @@ def _run_eval(config: Settings) -> int:
     refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
-    recorded = {k: config[k] for k in RECORDED}
+    recorded = recorded_settings(config)
     # The checkpoint key covers the models the agents read too: a model replaced between an
     # interrupt and --resume never mixes its rows with the old one's.
     models = agent_files(config["agents"])
@@ -378,6 +379,7 @@ def _run_eval(config: Settings) -> int:
                     backend=config["backend"],
                     address=config["address"],
                     sandbox=sandbox,
+                    kinds=kind_shares(config),
                 )
             except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
                 print(f"wpb eval: {error}", file=sys.stderr)
@@ -570,7 +572,7 @@ def _cmd_ablate(settings: Settings) -> int:
             per_seed.append(
                 run_grid(
                     refs, policies, config["budgets"], config["tracks"], jobs=jobs, isolate=config["isolate"],
-                    limits=run_limits(config), sandbox=walls,
+                    limits=run_limits(config), sandbox=walls, kinds=kind_shares(config),
                 )
             )
         runs.append(per_seed)

@@ -57,6 +57,7 @@ class EpisodeContext:
     episode_id: Any = None
     episode: Episode | None = None
     stream: Episode | None = None
+    kind_budgets: dict[str, int] | None = None  # hierarchical budgets: bytes per content kind that has a limit
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,9 @@ Rules (spec §3.2, made precise where it is silent):
   (compared as canonical JSON text); cost ``len(json(delta)) + 16``.
 * EXPIRE removes the item at ``target_t < current_t`` and credits its exact cost.
 * SKIP always succeeds. Anything over budget is rejected.
+* With kind budgets (``wpb_gym.core.kind_budgets``), a WRITE or MERGE that would take its
+  content kind past that kind's limit is rejected too (``OVER_KIND_BUDGET``; the total is
+  judged first); a MERGE delta counts against its base item's kind.
 
 One item per timestep, so an item is addressed by its timestep. Items enter in increasing
 ``t`` (only the current step can be stored and time never goes back), which keeps "oldest",
@@ -30,6 +33,7 @@ from typing import Any, Iterator, NamedTuple
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import ByteBudget
+from .kind_budgets import KindBudgets, content_kind
 from .store_view import StoreView
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
@@ -39,6 +43,7 @@ class Reason(str, Enum):
 
     ACCEPTED = "accepted"
     OVER_BUDGET = "over_budget"
+    OVER_KIND_BUDGET = "over_kind_budget"  # past its content kind's own limit (hierarchical budgets)
     NOT_CURRENT_STEP = "not_current_step"  # WRITE/MERGE of a step other than the current one
     TIMESTEP_OCCUPIED = "timestep_occupied"  # an item already holds the current timestep
     TARGET_MISSING = "target_missing"  # no item at target_t
@@ -120,10 +125,15 @@ def _same_json(supplied: Any, canonical: dict[str, Any]) -> bool:
 class ByteMemoryStore:
     """Append-only memory under a ``ByteBudget``; see the module docstring for the rules."""
 
-    def __init__(self, budget: ByteBudget | int) -> None:
+    def __init__(self, budget: ByteBudget | int, kind_budgets: KindBudgets | dict[str, int] | None = None) -> None:
         self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
         if self.budget.used:
             raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
+        self.kind_budgets = KindBudgets.of(kind_budgets)
+        # With kind budgets: each kind's limit (None: the total only), bytes used and items.
+        self._kind_limits: dict[str, int] | None = self.kind_budgets.as_dict() if self.kind_budgets else None
+        self._kind_used: dict[str, int] = {}
+        self._item_kinds: dict[int, str] = {}
         # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
         # these: a policy can reach an item's fields (object.__setattr__), not the records.
         self._items: dict[int, MemoryItem] = {}
@@ -177,7 +187,13 @@ class ByteMemoryStore:
         cost = merge_cost(delta)
         if not self.budget.can_afford(cost):
             return Decision(False, Reason.OVER_BUDGET, cost)
+        if self._kind_limits is not None and not self._kind_affords(self._item_kinds[action.target_t], cost):
+            return Decision(False, Reason.OVER_KIND_BUDGET, cost)
         return Decision(True, Reason.ACCEPTED, cost, delta)
+
+    def _kind_affords(self, kind: str, cost: int) -> bool:
+        limit = self._kind_limits.get(kind)  # type: ignore[union-attr]
+        return limit is None or self._kind_used.get(kind, 0) + cost <= limit
 
     def _check_clock(self, current_t: int) -> None:
         if self._clock is not None and current_t < self._clock:
@@ -201,6 +217,8 @@ class ByteMemoryStore:
         cost = estimate_bytes(step)
         if not self.budget.can_afford(cost):
             return Decision(False, Reason.OVER_BUDGET, cost)
+        if self._kind_limits is not None and not self._kind_affords(content_kind(step.observation), cost):
+            return Decision(False, Reason.OVER_KIND_BUDGET, cost)
         return _accepted(cost)
 
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
@@ -277,6 +295,8 @@ class ByteMemoryStore:
             if MERGE_KEY in private:
                 self._bases_by_api.setdefault(identity_key(private[MERGE_KEY]), []).append(current_t)
         self._costs[current_t] = cost
+        if self._kind_limits is not None:
+            self._add_kind(current_t, content_kind(obs), cost)
         metadata = self._reason_metadata.get(reason) if reason is None or type(reason) is str else None
         self._items[current_t] = frozen_instance(
             MemoryItem,
@@ -309,6 +329,8 @@ class ByteMemoryStore:
         self.budget.consume(decision.byte_delta)
         parent_t = action.target_t
         self._costs[current_t] = decision.byte_delta
+        if self._kind_limits is not None:
+            self._add_kind(current_t, self._item_kinds[parent_t], decision.byte_delta)
         self._merges[current_t] = (parent_t, identity_key(self._base_observations[parent_t][MERGE_KEY]))
         self._items[current_t] = MemoryItem(
             action.step if shown is None else shown,
@@ -322,8 +344,15 @@ class ByteMemoryStore:
         )
         self._order.append(current_t)
 
+    def _add_kind(self, t: int, kind: str, cost: int) -> None:
+        self._item_kinds[t] = kind
+        self._kind_used[kind] = self._kind_used.get(kind, 0) + cost
+
     def _remove(self, target_t: int) -> None:
         cost = self._costs.pop(target_t)
+        if self._kind_limits is not None:
+            kind = self._item_kinds.pop(target_t)
+            self._kind_used[kind] -= cost
         self._merges.pop(target_t, None)
         # Kept with the timestep it left at: what memory held at an earlier moment can be read
         # back (``held_at``), as the query tier's checkpoints read it.
@@ -346,6 +375,16 @@ class ByteMemoryStore:
 
     def remaining(self) -> int:
         return self.budget.remaining()
+
+    def kind_used(self, kind: str) -> int:
+        """Bytes the items of content ``kind`` use (0 without kind budgets: they are not counted)."""
+        return self._kind_used.get(kind, 0)
+
+    def kind_remaining(self, kind: str) -> int:
+        """Bytes a WRITE of ``kind`` may still take: the least of the total's and the kind's room."""
+        limit = self._kind_limits.get(kind) if self._kind_limits is not None else None
+        room = self.budget.remaining()
+        return room if limit is None else min(room, limit - self._kind_used.get(kind, 0))
 
     @property
     def clock(self) -> int | None:

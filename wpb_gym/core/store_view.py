@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .budget import BudgetView
+from .kind_budgets import KindBudgets
 from .readonly import ReadOnlyDict, ReadOnlyList
 from .types import MemoryAction, MemoryItem
 
@@ -76,6 +77,18 @@ class StoreView:
 
     def remaining(self) -> int:
         return self._charged.remaining()
+
+    @property
+    def kind_budgets(self) -> KindBudgets | None:
+        """The store's limits per content kind (hierarchical budgets), None without them."""
+        return self._store.kind_budgets
+
+    def kind_used(self, kind: str) -> int:
+        return self._store.kind_used(kind)
+
+    def kind_remaining(self, kind: str) -> int:
+        """What a WRITE of content ``kind`` may still take: the least of the total's and the kind's room."""
+        return self._store.kind_remaining(kind)
 
     @property
     def clock(self) -> int | None:

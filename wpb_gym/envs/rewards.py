@@ -27,7 +27,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.checks import finite
+from ..core.kind_budgets import KindBudgets
 from ..core.types import Episode
+from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
 from ..scoring.oracle import oracle_curve, oracle_utility
 
 REWARD_METRICS: tuple[str, ...] = ("f1", "utility", "neg_regret")
@@ -131,13 +133,20 @@ class RewardFunction:
         """A new reward function of the same settings, with no episode."""
         return type(self)(self.weights, self.dense, self.expire_cost)
 
-    def start(self, episode: Episode, costs: np.ndarray, budget: int) -> None:
-        self.start_labels(len(episode), episode.critical_steps, episode.utilities, costs, budget)
+    def start(self, episode: Episode, costs: np.ndarray, budget: int, kinds: KindBudgets | None = None) -> None:
+        """Start ``episode``; ``kinds``: hierarchical budgets, which U*(B) then respects
+        (``"neg_regret"``'s prefix oracle has no such form: it is refused with them)."""
+        if kinds and "neg_regret" in self.weights:
+            raise ValueError("reward 'neg_regret' is measured against the prefix oracle U*(B, t), which "
+                             "hierarchical budgets (kind_budgets=) do not have; use 'f1' or 'utility'")
+        self.start_labels(len(episode), episode.critical_steps, episode.utilities, costs, budget,
+                          (step_kinds(episode), kinds) if kinds else None)
 
     def start_labels(self, T: int, critical_steps: Iterable[int], utilities: np.ndarray, costs: np.ndarray,
-                     budget: int) -> None:
+                     budget: int, kinds: tuple[list[str], KindBudgets] | None = None) -> None:
         """``start`` on an episode given by what it is scored on: its length, critical steps and
-        per-step utilities."""
+        per-step utilities (and with hierarchical budgets, each step's content kind and the limits)."""
+        self._kinds = kinds
         self._utility_array = utilities
         self._costs = costs
         self._budget = budget
@@ -160,7 +169,11 @@ class RewardFunction:
             self._compute_oracle(prefix="neg_regret" in self.weights)
 
     def _compute_oracle(self, prefix: bool) -> None:
-        if prefix:
+        if self._kinds is not None:
+            of_steps, limits = self._kinds
+            self._oracle_value = kind_oracle_utility(self._costs, of_steps, self._utility_array, self._budget,
+                                                     limits).utility
+        elif prefix:
             curve = oracle_curve(self._costs, self._utility_array, [self._budget])
             self._oracle_value = curve.at(self._budget)
             self._oracle_prefix = curve.prefix[0]

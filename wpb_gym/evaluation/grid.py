@@ -31,6 +31,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..core.csv_cells import FORMULA_RULE, formula_start
+from ..core.kind_budgets import KindBudgets, KindShares
 from ..core.policy import POLICY_TRACKS
 from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
@@ -39,6 +40,7 @@ from ..episodes.generators.regimes import make_config
 from ..episodes.identity import episode_hash, refuse_repeated_episodes
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
+from ..scoring.kind_bounds import kind_episode_oracle
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
@@ -81,13 +83,16 @@ QUERY_BOUND_TIME_LIMIT = 0.0
 # Empty, or why the run's policy was stopped (a limit) or its memory view diverged. Results
 # written before the column existed read as "".
 ERROR_COLUMN = "error"
+# Hierarchical budgets: the limit of each content kind that has one at this budget, in bytes
+# (``endpoint=6144,doc=3072``), "" for none. Results written before the column existed read "".
+KIND_BUDGETS_COLUMN = "kind_budgets"
 # Columns holding counts (the other metric columns hold floats).
 INT_COLUMNS = frozenset(
     {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
     | set(CONFUSION_NAMES)
     | {"actions", "rejected_actions"}
 )
-ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + QUERY_COLUMNS + (ERROR_COLUMN,)
+ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + QUERY_COLUMNS + (ERROR_COLUMN, KIND_BUDGETS_COLUMN)
 
 
 @dataclass(frozen=True)
@@ -194,13 +199,18 @@ class GridTask:
     limits: RunLimits = DEFAULT_LIMITS
     isolate: bool = False
     sandbox: Sandbox | None = None  # isolated: the policies' sandbox (resolved), or none
+    kinds: KindShares | None = None  # hierarchical budgets: each content kind's limit, per budget
+
+    def seat_kinds(self, budget: int) -> KindBudgets | None:
+        return self.kinds.resolve(budget) if self.kinds is not None else None
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
     """Every policy × budget × track on one episode: one row each (in this process)."""
     episode = task.ref.load()
     plan = _plan(task)
-    seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label) for i, track, budget in plan]
+    seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label, task.seat_kinds(budget))
+             for i, track, budget in plan]
     runs = play(episode, seats, limits=task.limits)
     results, rows = _score(task, episode, plan, runs)
     for run, result in zip(runs, results, strict=True):
@@ -214,7 +224,8 @@ def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
     pool = _isolated_pool(tasks[0].policies, tasks[0].limits, tasks[0].sandbox)
     episodes = [task.ref.load() for task in tasks]
     plans = [_plan(task) for task in tasks]
-    played = pool.play_many(list(zip(episodes, plans, strict=True)), stores=False)  # rows need only metrics
+    played = pool.play_many(list(zip(episodes, plans, strict=True)), stores=False,  # rows need only metrics
+                            kinds=tasks[0].kinds)
     out, all_runs, all_results = [], [], []
     for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
         results, rows = _score(task, episode, plan, runs)
@@ -229,9 +240,10 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     """The results of an episode's runs and their rows (the exact oracle once per track, the
     query bound once per budget and distinct byte costs, the episode's hash once: about 0.2 s
     for an episode of 7,000 steps, whose play takes far longer)."""
-    oracles = {track: episode_oracle(episode, task.budgets, track) for track in task.tracks}
+    oracles = {track: episode_oracle(episode, task.budgets, track) if task.kinds is None
+               else kind_episode_oracle(episode, task.budgets, track, task.kinds) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
-    bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}))
+    bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.kinds)
     digest = episode_hash(episode)
     rows = [
         _row(task, episode, digest, task.policies[i], run, result, oracles, bounds)
@@ -240,8 +252,13 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     return results, rows
 
 
-def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]]) -> dict[tuple[str, int], QueryBound]:
+def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]], kinds: KindShares | None = None
+                 ) -> dict[tuple[str, int], QueryBound]:
     """The hindsight query bound of ``episode`` at every ``(track, budget)`` (none without queries).
+
+    With hierarchical budgets (``kinds``) the bound is solved at the least of the total and the
+    limit of the episode's one content kind (the query tier's steps are all endpoints); an
+    episode of several kinds is solved at the total, which bounds it from above.
 
     The bound depends on the track only through its byte costs: a track whose costs equal an
     earlier one's shares its bounds (the query tier's steps have no priority hint, so both
@@ -260,9 +277,20 @@ def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]]) -> dic
             by_budget = {}
             solved.append((costs, by_budget))
         if budget not in by_budget:
-            by_budget[budget] = query_bound(episode, budget, track, time_limit=QUERY_BOUND_TIME_LIMIT)
+            by_budget[budget] = query_bound(episode, _one_kind_budget(episode, budget, kinds), track,
+                                            time_limit=QUERY_BOUND_TIME_LIMIT)
         bounds[track, budget] = by_budget[budget]
     return bounds
+
+
+def _one_kind_budget(episode: Episode, budget: int, kinds: KindShares | None) -> int:
+    if kinds is None:
+        return budget
+    from ..scoring.kind_bounds import step_kinds
+
+    present = set(step_kinds(episode))
+    limit = kinds.resolve(budget).limit(present.pop()) if len(present) == 1 else None
+    return budget if limit is None else min(budget, limit)
 
 
 def _plan(task: GridTask) -> list[tuple[int, str, int]]:
@@ -313,6 +341,7 @@ def _row(
     if run.diverged_at is not None:
         problems.append(f"memory view diverged from the evaluator's at t={run.diverged_at}")
     row["error"] = "; ".join(problems)
+    row[KIND_BUDGETS_COLUMN] = run.seat.kinds.text() if run.seat.kinds else ""
     return row
 
 
@@ -406,6 +435,7 @@ def run_grid(
     backend: str = "processes",
     address: str | None = None,
     sandbox: Sandbox | None | str = AUTO,
+    kinds: KindShares | None = None,
 ) -> list[dict[str, Any]]:
     """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``,
     either ``isolate``, any ``sandbox`` and either ``backend``).
@@ -416,7 +446,8 @@ def run_grid(
     by default wherever the platform allows one: ``sandbox=None`` for none, a ``Sandbox`` to
     require one (with its limits); ``limits`` bounds each policy per timestep.
     ``backend="ray"`` runs the tasks as Ray tasks (``ray_backend``: a local Ray of ``jobs`` CPUs,
-    or the cluster at ``address``).
+    or the cluster at ``address``). ``kinds``: hierarchical budgets, each content kind's limit
+    resolved at every budget (``wpb_gym.core.kind_budgets``); the bounds respect them too.
     """
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
@@ -435,7 +466,8 @@ def run_grid(
     if address is not None and backend != "ray":
         raise ValueError("address names a Ray cluster: it needs backend='ray'")
     walls = resolve_sandbox(sandbox) if isolate else None
-    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls) for ref in refs]
+    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls, kinds)
+             for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
     # Isolated, a process per policy and track it plays.

@@ -32,12 +32,14 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 from ..core.accounting import estimate_bytes, json_len, observation_json
+from ..core.kind_budgets import KindBudgets
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
 from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
+from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
 from ..scoring.oracle import oracle_utility as _oracle_utility
 from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
@@ -72,7 +74,8 @@ class EpisodeRun:
 
 @dataclass(frozen=True)
 class Seat:
-    """One run of ``play``: ``policy`` (a fresh instance) at ``budget`` bytes on ``track``.
+    """One run of ``play``: ``policy`` (a fresh instance) at ``budget`` bytes on ``track``
+    (and, with hierarchical budgets, ``kinds``: the limit of each content kind that has one).
 
     Seats with the same ``group`` are runs of the same policy: on one track they are shown the
     same read-only copies of the steps (one copy per policy, not one per budget). ``label``
@@ -84,6 +87,11 @@ class Seat:
     track: str = UNPRIVILEGED
     group: Hashable = None
     label: str | None = None
+    kinds: KindBudgets | None = None
+
+    def store(self) -> ByteMemoryStore:
+        """A fresh memory for this seat."""
+        return ByteMemoryStore(self.budget, self.kinds)
 
     def __post_init__(self) -> None:
         # The track decides what the policy is shown: read once, as the text it holds.
@@ -193,6 +201,7 @@ def contexts(
                 episode_id=thaw(episode.episode_id),
                 episode=oracle,
                 stream=stream,
+                kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
             )
         )
     return out
@@ -209,7 +218,7 @@ def play(
     """
     declared = {id(seat): check_can_run(seat.policy, seat.track) for seat in seats}
     canonical = {track: policy_episode(episode, track).steps for track in {seat.track for seat in seats}}
-    runs = [PlayedRun(seat, seat.label or policy_name(seat.policy), ByteMemoryStore(seat.budget)) for seat in seats]
+    runs = [PlayedRun(seat, seat.label or policy_name(seat.policy), seat.store()) for seat in seats]
     by_group: dict[Hashable, list[PlayedRun]] = {}
     for run in runs:
         by_group.setdefault(run.seat.group, []).append(run)
@@ -352,13 +361,19 @@ def _close(iterator: Any) -> None:
 
 
 def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None) -> EpisodeRun:
-    """The metrics of a played run (``oracle_utility``: U*(B) on its track, computed if not given)
+    """The metrics of a played run (``oracle_utility``: U*(B) on its track, within the seat's
+    kind budgets if it has them, computed if not given)
     and, when the episode has queries, its query score. ``run.store`` must be a
     ``ByteMemoryStore`` for an episode with queries: they are answered from what memory held
     at each checkpoint."""
     seat = run.seat
     if oracle_utility is None:
-        oracle_utility = _oracle_utility(track_costs(episode, seat.track), episode.utilities, seat.budget)
+        costs = track_costs(episode, seat.track)
+        if seat.kinds:
+            oracle_utility = kind_oracle_utility(costs, step_kinds(episode), episode.utilities, seat.budget,
+                                                 seat.kinds).utility
+        else:
+            oracle_utility = _oracle_utility(costs, episode.utilities, seat.budget)
     metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)
     queries = score_queries(episode, run.store) if has_queries(episode) else None
     return EpisodeRun(

@@ -68,7 +68,9 @@ class F1Bound:
     relevant: int
 
 
-def _as_arrays(costs: Sequence[int], utilities: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def as_arrays(costs: Sequence[int], utilities: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Costs (int64) and utilities (float64) as arrays, checked: equal lengths, costs >= 0,
+    utilities finite, >= 0 and at most ``MAX_UTILITY``."""
     w = np.asarray(costs, dtype=np.int64).reshape(-1)
     u = np.asarray(utilities, dtype=np.float64).reshape(-1)
     if w.shape != u.shape:
@@ -86,7 +88,8 @@ def _as_arrays(costs: Sequence[int], utilities: Sequence[float]) -> tuple[np.nda
     return w, u
 
 
-def _check_budgets(budgets: Iterable[int]) -> tuple[int, ...]:
+def check_budgets(budgets: Iterable[int]) -> tuple[int, ...]:
+    """``budgets`` as a non-empty tuple of non-negative ints, or a ``ValueError``."""
     out = tuple(int(b) for b in budgets)
     if not out or any(b < 0 for b in out):
         raise ValueError(f"budgets must be a non-empty list of non-negative ints, got {out}")
@@ -99,7 +102,7 @@ def _effective_budgets(budgets: tuple[int, ...], w: np.ndarray) -> tuple[int, ..
     return tuple(min(b, total) for b in budgets)
 
 
-def _utility_unit_scale(u: np.ndarray) -> int | None:
+def utility_unit_scale(u: np.ndarray) -> int | None:
     """Smallest integer s such that every u*s is an integer, if one with a small denominator exists
     and the units of all of ``u`` stay below ``_MAX_UNITS`` (None otherwise)."""
     scale = 1
@@ -126,7 +129,7 @@ def _unit_denominator(value: float) -> int | None:
     return frac.denominator if float(frac) == value else None
 
 
-def _lp_bound(w: np.ndarray, u: np.ndarray, budget: int) -> float:
+def lp_bound(w: np.ndarray, u: np.ndarray, budget: int) -> float:
     """Fractional-knapsack optimum: an upper bound on U*(budget)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         density = np.where(w > 0, u / np.maximum(w, 1), np.inf)
@@ -152,11 +155,11 @@ class _Solver:
         useful = (u > 0) & (w <= max_budget)
         self.items = np.flatnonzero(useful)
         self.keep_decisions = keep_decisions
-        scale = _utility_unit_scale(u[useful]) if self.items.size else 1
+        scale = utility_unit_scale(u[useful]) if self.items.size else 1
         cap_w = int(min(max_budget, int(w[useful].sum()))) if self.items.size else 0
         if scale is not None and self.items.size:
             units = np.rint(u * scale).astype(np.int64)
-            bound = _lp_bound(w[useful], u[useful], max_budget) * scale
+            bound = lp_bound(w[useful], u[useful], max_budget) * scale
             cap_u = int(min(int(units[useful].sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
         else:
             units, cap_u = None, None
@@ -273,8 +276,8 @@ def oracle_curve(
     costs: Sequence[int], utilities: Sequence[float], budgets: Iterable[int], method: str = "auto"
 ) -> OracleCurve:
     """U*(B) and the prefix curve U*(B, t) for every budget, in one pass over the steps."""
-    w, u = _as_arrays(costs, utilities)
-    budgets = _check_budgets(budgets)
+    w, u = as_arrays(costs, utilities)
+    budgets = check_budgets(budgets)
     effective = _effective_budgets(budgets, w)
     solver = _Solver(w, u, max(effective), keep_decisions=False, method=method)
     prefix, _ = solver.run(effective, w.size)
@@ -298,7 +301,7 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     if not useful.any():
         return 0.0
     w, u = w[useful], u[useful]
-    scale = _utility_unit_scale(u)
+    scale = utility_unit_scale(u)
     if scale is None:
         return None
     units = np.rint(u * scale).astype(np.int64)
@@ -311,7 +314,7 @@ def _grouped_optimum(w: np.ndarray, u: np.ndarray, budget: int) -> float | None:
     enumerated = _enumerated_optimum(w, units, classes, counts, budget)
     if enumerated is not None:
         return enumerated / scale
-    bound = _lp_bound(w, u, budget) * scale
+    bound = lp_bound(w, u, budget) * scale
     cap = int(min(int(units.sum()), math.floor(bound * (1 + 1e-9) + 1e-6)))
     size = cap + 1
     # The largest class is not convolved: it is added last by a binary search per cell.
@@ -379,8 +382,8 @@ def oracle_utility(costs: Sequence[int], utilities: Sequence[float], budget: int
     For a single budget and no prefix curve this first tries the grouped method (a DP over
     utility classes: fast when utilities take few values, as in every generated regime).
     """
-    w, u = _as_arrays(costs, utilities)
-    (budget,) = _check_budgets([budget])
+    w, u = as_arrays(costs, utilities)
+    (budget,) = check_budgets([budget])
     grouped = _grouped_optimum(w, u, budget)
     if grouped is not None:
         return grouped
@@ -395,8 +398,8 @@ def oracle_write_set(
     Its utility equals U*(budget) up to float rounding (summing 0.7 and 0.1 in floats gives
     0.7999999999999999, the utility-indexed DP 0.8).
     """
-    w, u = _as_arrays(costs, utilities)
-    (budget,) = _effective_budgets(_check_budgets([budget]), w)
+    w, u = as_arrays(costs, utilities)
+    (budget,) = _effective_budgets(check_budgets([budget]), w)
     solver = _Solver(w, u, budget, keep_decisions=True, method=method)
     prefix, decisions = solver.run((budget,), w.size)
     final_units = int(round(prefix[0, -1] * solver.scale)) if (solver.by_utility and w.size) else 0
@@ -424,20 +427,27 @@ def hindsight_f1_bound(costs: Sequence[int], critical_steps: Iterable[int], budg
 
 @dataclass(frozen=True)
 class EpisodeOracle:
-    """Everything the oracle says about one episode on one track."""
+    """Everything the oracle says about one episode on one track.
+
+    With hierarchical budgets (``kind_bounds.kind_episode_oracle``), ``f1_bounds`` and
+    ``utility`` are those within each budget's kind limits too, while ``curve`` stays the total
+    budget's alone (an upper bound on them)."""
 
     track: str
     costs: np.ndarray
     curve: OracleCurve
     f1_bounds: dict[int, F1Bound]
+    kind_utilities: dict[int, float] | None = None
 
     def utility(self, budget: int) -> float:
+        if self.kind_utilities is not None:
+            return self.kind_utilities[budget]
         return self.curve.at(budget)
 
 
 def episode_oracle(episode: Episode, budgets: Iterable[int], track: str) -> EpisodeOracle:
     """U*(B), U*(B, t) and the F1 bound of ``episode`` with the WRITE costs of ``track``."""
-    budgets = _check_budgets(budgets)
+    budgets = check_budgets(budgets)
     costs = track_costs(episode, track)
     curve = oracle_curve(costs, episode.utilities, budgets)
     bounds = {b: hindsight_f1_bound(costs, episode.critical_steps, b) for b in budgets}

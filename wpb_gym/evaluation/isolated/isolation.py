@@ -42,9 +42,9 @@ from time import monotonic, sleep
 from typing import Any
 
 from ...core.accounting import estimate_bytes
+from ...core.kind_budgets import KindShares
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
-from ...core.store import ByteMemoryStore
 from ...core.tracks import plain_track, policy_episode
 from ...core.types import Episode, Step
 from ...scoring.queries import has_queries
@@ -333,7 +333,8 @@ class IsolatedPolicies:
         return self.play_many([(episode, plan)], record_actions=record_actions)[0]
 
     def play_many(
-        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False, stores: bool = True
+        self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False, stores: bool = True,
+        kinds: KindShares | None = None,
     ) -> list[list[PlayedRun]]:
         """``play`` for several episodes at once: their runs advance in lockstep.
 
@@ -341,7 +342,8 @@ class IsolatedPolicies:
         not merge, on an episode without queries, is then judged on a ``Ledger``
         (``wpb_gym.evaluation.isolated.judging``), which becomes its ``store``; otherwise every
         run's ``store`` is its final ``ByteMemoryStore`` (the query score reads what it held at
-        each checkpoint).
+        each checkpoint). ``kinds``: hierarchical budgets, resolved at each run's budget (its
+        policy's process keeps its replica of memory under the same limits).
         """
         runs: list[PlayedRun] = []
         canonical: dict[tuple[int, str], Sequence[Step]] = {}
@@ -354,14 +356,16 @@ class IsolatedPolicies:
             for i, track, budget in plan:
                 k = len(runs)
                 label = self.policies[i][0]
-                runs.append(PlayedRun(Seat(None, budget, track, (e, i), label), label, ByteMemoryStore(budget)))
+                seat = Seat(None, budget, track, (e, i), label, kinds.resolve(budget) if kinds else None)
+                runs.append(PlayedRun(seat, label, seat.store()))
                 mine.setdefault((i, track), []).append((k, track, budget))
                 owned.setdefault((i, track), []).append(k)
             for slot in mine:
                 begins.setdefault(slot, []).append((e, episode, mine[slot]))
         workers = dict(zip(owned, self._start(list(owned)), strict=True))
         # Reasons cross when something shows them: an action log, or the stored items.
-        self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions or stores)
+        self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions or stores,
+                    kinds)
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
 
@@ -497,7 +501,7 @@ class IsolatedPolicies:
                 widest.pop(oldest, None)
                 oldest += 1
         costs = {}
-        if not (stores or record_actions):
+        if not (stores or record_actions or kinds):  # the ledger judges the total budget only
             # Queries are answered from what memory held at each checkpoint, which only the store keeps.
             costs = {
                 key: [estimate_bytes(step) for step in steps]
@@ -517,7 +521,8 @@ class IsolatedPolicies:
             nested[run.seat.group[0]].append(run)
         return nested
 
-    def _begin(self, entries: dict[PolicyWorker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record):
+    def _begin(self, entries: dict[PolicyWorker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record,
+               kinds: KindShares | None = None):
         """Tell each process its runs of the batch: sent to all of them, then answered (each
         builds its policies and calls ``start_episode`` while the others do)."""
         deadlines = {}
@@ -541,6 +546,7 @@ class IsolatedPolicies:
                         "episode_id": thaw(episode.episode_id),
                         "runs": runs,
                         "reasons": record,  # only an action log or stored items show them
+                        "kinds": kinds.text() if kinds else None,
                     }
                 )
             timeout = self._timeout(sum(len(m["runs"]) for m in messages))

@@ -39,7 +39,7 @@ from typing import Any
 
 from ...core.accounting import observation_json
 from ...core.policy import EpisodeContext, EpisodeOutcome, PolicyFailure, check_can_run, policy_name, policy_track
-from ...core.store import ByteMemoryStore
+from ...core.kind_budgets import KindShares
 from ...core.types import Episode, Step
 from ..playing import PlayedRun, Seat, StepCopies, stepper
 from ..referee import PolicyLimitError, RunLimits
@@ -111,10 +111,12 @@ class PolicyServer:
             episode = None
             if whole is not None:
                 episode = Episode(steps=[Step(**s) for s in whole["steps"]], labels=whole["labels"])
+            shares = KindShares.parse(message["kinds"]) if message["kinds"] is not None else None
             for index, track, budget in message["runs"]:
                 policy = self.factory()
                 check_can_run(policy, track)
-                played = PlayedRun(Seat(policy, budget, track), self.name, ByteMemoryStore(budget))
+                seat = Seat(policy, budget, track, kinds=shares.resolve(budget) if shares else None)
+                played = PlayedRun(seat, self.name, seat.store())
                 player = stepper(played, 0, self.untimed, False, message["reasons"])
                 next(player)
                 self.runs.append(_Run(index, policy, played, (e, track), player.send))
@@ -125,6 +127,7 @@ class PolicyServer:
                     episode_id=message["episode_id"],
                     episode=episode,
                     stream=self.copies[e, track].stream() if streams else None,
+                    kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
                 )
                 start = getattr(policy, "start_episode", None)
                 if start is not None:

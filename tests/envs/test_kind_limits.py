@@ -1,0 +1,99 @@
+"""``kind_budgets=`` in the environment: the mask is the store's verdict, the observation says
+each kind's room, the rewards' oracle respects the limits, and what cannot model them says so."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.core.kind_budgets import KINDS, KindShares, content_kind
+from wpb_gym.envs.kind_limits import KIND_FEATURES
+from wpb_gym.scoring.kind_bounds import kind_oracle_utility, step_kinds
+
+KINDS_TEXT = "endpoint=40%,doc=25%,guide=10%"
+
+
+def _checked_actions(env):
+    base = env.unwrapped
+    slots = base._encoder.slots  # the shown items: the actions a mask bit stands for
+    return [1, *(2 + k for k in range(len(slots)))]
+
+
+@pytest.mark.parametrize("mode", ["box", "dict"])
+def test_the_mask_is_the_stores_verdict_and_observations_stay_in_their_space(mode):
+    env = gym.make("WritePolicyBench-v0", regime="mixed_sizes", budget_bytes=8192, kind_budgets=KINDS_TEXT,
+                   observation_mode=mode, slots=4)
+    rng = np.random.default_rng(0)
+    refused_by_kind = 0
+    for seed in range(3):
+        obs, info = env.reset(seed=seed)
+        base = env.unwrapped
+        while True:
+            assert env.observation_space.contains(obs)
+            mask = info["action_mask"]
+            for a in _checked_actions(env):
+                decision = base.store.check(base.decode_action(a), base.t)
+                assert bool(mask[a]) == decision.accepted, (a, decision)
+                refused_by_kind += decision.reason.value == "over_kind_budget"
+            # Mostly WRITE when allowed: memory fills and the limits bind.
+            allowed = np.flatnonzero(mask)
+            a = 1 if mask[1] and rng.random() < 0.8 else int(rng.choice(allowed))
+            obs, _, terminated, _, info = env.step(a)
+            assert info["accepted"]
+            limits = base.store.kind_budgets.as_dict()
+            for kind, limit in limits.items():
+                assert base.store.kind_used(kind) <= limit
+            if terminated:
+                break
+    assert refused_by_kind > 0  # the limits were met, not only the total
+
+
+def test_the_kind_features_are_each_kinds_room_and_whether_the_step_fits_its_own():
+    env = gym.make("WritePolicyBench-v0", regime="mixed_sizes", budget_bytes=8192, kind_budgets=KINDS_TEXT)
+    obs, info = env.reset(seed=1)
+    base = env.unwrapped
+    assert env.observation_space.shape == (base.layout.size + len(KIND_FEATURES),)
+    for _ in range(60):
+        store, t = base.store, base.t
+        features = obs[-len(KIND_FEATURES):]
+        for i, kind in enumerate(KINDS):
+            assert features[i] == pytest.approx(min(1.0, store.kind_remaining(kind) / 8192))
+        step = base.episode.steps[t]
+        own = store.kind_remaining(content_kind(step.observation))
+        assert features[-1] == float(base.step_details(t)[1] <= own)
+        obs, _, terminated, _, info = env.step(1 if info["action_mask"][1] else 0)
+        if terminated:
+            break
+
+
+def test_the_utility_reward_sums_to_the_share_of_the_kind_limited_optimum():
+    env = gym.make("WritePolicyBench-v0", regime="contract_mix", budget_bytes=10240, kind_budgets=KINDS_TEXT,
+                   reward="utility", expire_cost=0.0)
+    obs, info = env.reset(seed=2)
+    base = env.unwrapped
+    total = 0.0
+    while True:
+        obs, reward, terminated, _, info = env.step(1 if info["action_mask"][1] else 0)
+        total += reward
+        if terminated:
+            break
+    limits = KindShares.parse(KINDS_TEXT).resolve(10240)
+    optimum = kind_oracle_utility(base._table.cost_array(), step_kinds(base.episode), base.episode.utilities, 10240,
+                                  limits)
+    assert optimum.exact and base.oracle_utility() == pytest.approx(optimum.utility)
+    assert info["metrics"]["oracle_utility"] == pytest.approx(optimum.utility)
+    assert total == pytest.approx(info["metrics"]["policy_utility"] / optimum.utility)
+
+
+def test_what_cannot_model_kind_budgets_refuses_them_by_name():
+    with pytest.raises(ValueError, match="neg_regret"):
+        gym.make("WritePolicyBench-v0", kind_budgets="doc=10%", reward="neg_regret")
+    with pytest.raises(ValueError, match="vectorization_mode"):
+        gym.make_vec("WritePolicyBench-v0", num_envs=2, kind_budgets="doc=10%")
+    with pytest.raises(ValueError, match="kind_budgets: unknown kind 'docs'"):
+        gym.make("WritePolicyBench-v0", kind_budgets="docs=10%")
+    envs = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync", kind_budgets="doc=10%")
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (2, gym.make("WritePolicyBench-v0").observation_space.shape[0] + len(KIND_FEATURES))
