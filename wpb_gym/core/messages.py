@@ -11,8 +11,11 @@ from typing import Any
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``known``, or nothing."""
-    close = difflib.get_close_matches(name, list(known), n=1)
+    """`` (did you mean 'x'?)`` for the closest of ``known``, or nothing: the shortest that begins
+    with ``name`` (``budget``: ``budget_bytes``, not ``kind_budgets``), else difflib's closest."""
+    known = list(known)
+    starting = sorted((k for k in known if k.startswith(name) and k != name), key=len) if name else []
+    close = starting[:1] or difflib.get_close_matches(name, known, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
