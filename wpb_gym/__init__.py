@@ -16,6 +16,7 @@ from .core.store import ByteMemoryStore, Decision, Reason, StoreView
 from .core.tracks import PRIVILEGED, TRACKS, UNPRIVILEGED, policy_episode, policy_step, track_costs
 from .core.types import ACTION_TYPES, ActionType, Episode, MemoryAction, MemoryItem, Step
 from .core.version import __version__
+from .core.write_time import WriteTime
 from .envs.env import WritePolicyBenchEnv
 from .envs.registration import ENV_IDS, register_envs
 from .envs.vector import WritePolicyBenchVectorEnv
@@ -26,7 +27,7 @@ from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .evaluation.playing import EpisodeRun
 from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
 from .evaluation.runner import run_episode
-from .scoring.kind_bounds import KindBound, kind_f1_bound, kind_oracle_utility, kind_oracle_write_set
+from .scoring.kind_bounds import LimitedBound, kind_f1_bound, kind_oracle_utility, kind_oracle_write_set
 from .scoring.metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
 from .scoring.oracle import (
     EpisodeOracle,
@@ -38,6 +39,7 @@ from .scoring.oracle import (
     oracle_utility,
     oracle_write_set,
 )
+from .scoring.time_bounds import time_f1_bound, time_oracle_utility, time_oracle_write_set
 
 register_envs()
 
@@ -71,9 +73,9 @@ __all__ = [
     "FrozenSetError",
     "GeneratedEpisodes",
     "GeneratorConfig",
-    "KindBound",
     "KindBudgets",
     "KindShares",
+    "LimitedBound",
     "MalformedActionError",
     "MemoryAction",
     "MemoryItem",
@@ -90,6 +92,7 @@ __all__ = [
     "StoreView",
     "WritePolicyBenchEnv",
     "WritePolicyBenchVectorEnv",
+    "WriteTime",
     "__version__",
     "canonical_delta",
     "compute_metrics",
@@ -119,6 +122,9 @@ __all__ = [
     "run_episode",
     "score_episode",
     "thaw",
+    "time_f1_bound",
+    "time_oracle_utility",
+    "time_oracle_write_set",
     "track_costs",
     "write_jsonl",
 ]

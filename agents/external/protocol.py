@@ -11,14 +11,17 @@ message      fields                                           the agent answers
 ``hello``    ``protocol`` (``"wpb-agent/1"``)                 ``{"protocol": "wpb-agent/1"}``
 ``episode``  ``episode_id``, ``length`` (T), ``budget_bytes``,  nothing
              ``track``, ``kind_budgets`` (null, or the
-             bytes of each content kind with a limit)
+             bytes of each content kind with a limit),
+             ``write_time`` (null, or ``total``,
+             ``per_write``, ``per_kb`` in ticks)
 ``step``     ``t``, ``observation``, ``metadata`` (as the     ``{"actions": [ACTION, ...]}``
              track shows them), ``bytes`` (what a WRITE of
              the step costs), ``memory``: ``bytes_used``,
              ``budget_bytes``, ``items``: ``[t, bytes, api]``
              for each item held, oldest first (``api`` is
              null for a step without one), ``kind_used``
-             (null, or the bytes each limited kind holds)
+             (null, or the bytes each limited kind holds),
+             ``time_left`` (null, or the ticks left)
 ``end``      ``metrics``: the episode's metric row            nothing
 ===========  ===============================================  ===============================
 
@@ -80,7 +83,7 @@ def episode_message(context: EpisodeContext) -> dict[str, Any]:
         episode_id = str(episode_id)
     return {"type": "episode", "episode_id": episode_id, "length": context.length,
             "budget_bytes": context.budget_bytes, "track": context.track,
-            "kind_budgets": context.kind_budgets}
+            "kind_budgets": context.kind_budgets, "write_time": context.write_time}
 
 
 def step_message(step: Step, store: StoreView) -> dict[str, Any]:
@@ -90,7 +93,8 @@ def step_message(step: Step, store: StoreView) -> dict[str, Any]:
             "bytes": estimate_bytes(step),
             "memory": {"bytes_used": store.bytes_used, "budget_bytes": store.max_bytes,
                        "items": [list(item) for item in items],
-                       "kind_used": {kind: store.kind_used(kind) for kind, _ in limits} if limits else None}}
+                       "kind_used": {kind: store.kind_used(kind) for kind, _ in limits} if limits else None,
+                       "time_left": store.time_remaining()}}
 
 
 def end_message(outcome: EpisodeOutcome) -> dict[str, Any]:

@@ -17,8 +17,10 @@ from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
+from wpb_gym.core.write_time import WriteTime
 from wpb_gym.scoring.kind_bounds import kind_oracle_write_set, step_kinds
 from wpb_gym.scoring.oracle import oracle_write_set
+from wpb_gym.scoring.time_bounds import time_oracle_write_set
 
 from ..base import BaselineAgent
 
@@ -75,17 +77,22 @@ class UtilityGreedy(_OracleAgent):
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
         order = sorted(range(len(costs)), key=lambda t: (-float(utilities[t]), int(costs[t]), t))
         left = int(context.budget_bytes)
-        # With hierarchical budgets, a step must fit its kind's limit too.
+        # With hierarchical budgets a step must fit its kind's limit too; with write time, the
+        # time left.
         limits = dict(context.kind_budgets or {})
         kinds = step_kinds(context.episode) if limits else None  # type: ignore[arg-type]
+        write_time = WriteTime(**context.write_time) if context.write_time else None
+        ticks_left = write_time.total if write_time else 0
         chosen = []
         for t in order:
             if utilities[t] <= 0:
                 break
             kind = kinds[t] if kinds is not None else None
-            if costs[t] <= left and (kind not in limits or costs[t] <= limits[kind]):
+            ticks = write_time.ticks(int(costs[t])) if write_time else 0
+            if costs[t] <= left and (kind not in limits or costs[t] <= limits[kind]) and ticks <= ticks_left:
                 chosen.append(t)
                 left -= int(costs[t])
+                ticks_left -= ticks
                 if kind in limits:
                     limits[kind] -= int(costs[t])
         return chosen
@@ -96,7 +103,8 @@ class OracleOptimal(_OracleAgent):
 
     The exact WRITE-only knapsack optimum U*(B) on the run track's WRITE costs: its retained
     utility equals the ``oracle_utility`` the metrics' regret is measured against. With
-    hierarchical budgets, the optimum within each kind's limit too (``kind_oracle_write_set``).
+    hierarchical budgets, the optimum within each kind's limit too (``kind_oracle_write_set``);
+    with a write-time budget, within it (``time_oracle_write_set``).
     """
 
     name = "oracle_optimal"
@@ -104,6 +112,8 @@ class OracleOptimal(_OracleAgent):
     description = "Oracle: writes an exact WRITE-only knapsack optimum of hidden utility (an upper bound)."
 
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
+        if context.write_time:
+            return time_oracle_write_set(costs, utilities, int(context.budget_bytes), WriteTime(**context.write_time))
         if context.kind_budgets:
             return kind_oracle_write_set(costs, step_kinds(context.episode), utilities,  # type: ignore[arg-type]
                                          int(context.budget_bytes), KindBudgets.of(context.kind_budgets))

@@ -72,13 +72,13 @@ def test_a_step_message_is_the_step_its_cost_and_memory_by_t():
         "metadata": {"kind": "endpoint"}, "bytes": estimate_bytes(_step(2)),
         "memory": {"bytes_used": estimate_bytes(first) + estimate_bytes(second), "budget_bytes": 4096,
                    "items": [[0, estimate_bytes(first), "api.v1.a"], [1, estimate_bytes(second), "api.v1.b"]],
-                   "kind_used": None},
+                   "kind_used": None, "time_left": None},
     }
     assert protocol.line(message).endswith(b"\n") and protocol.line(message).count(b"\n") == 1
     context = EpisodeContext(length=9, budget_bytes=4096, track="unprivileged", episode_id="e")
     assert protocol.episode_message(context) == {"type": "episode", "episode_id": "e", "length": 9,
                                                  "budget_bytes": 4096, "track": "unprivileged",
-                                                 "kind_budgets": None}
+                                                 "kind_budgets": None, "write_time": None}
     assert protocol.end_message(EpisodeOutcome({"f1": 0.5, "recall": float("nan")})) == {
         "type": "end", "metrics": {"f1": 0.5, "recall": None}}
 

@@ -9,7 +9,7 @@ import pytest
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.kind_budgets import KINDS, KindShares, content_kind
-from wpb_gym.envs.kind_limits import KIND_FEATURES
+from wpb_gym.envs.store_limits import KIND_FEATURES
 from wpb_gym.scoring.kind_bounds import kind_oracle_utility, step_kinds
 
 KINDS_TEXT = "endpoint=40%,doc=25%,guide=10%"

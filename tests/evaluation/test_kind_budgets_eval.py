@@ -11,6 +11,7 @@ import pytest
 from agents.registry import agent_entry, make_agent
 from wpb_gym.cli import main
 from wpb_gym.core.kind_budgets import KindShares
+from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
 from wpb_gym.evaluation.reports.report import leaderboard, read_results
 
@@ -30,7 +31,7 @@ def refs():
 
 @pytest.fixture(scope="module")
 def kind_rows(refs):
-    return run_grid(refs, _specs(), BUDGETS, ("privileged",), kinds=SHARES)
+    return run_grid(refs, _specs(), BUDGETS, ("privileged",), store_limits=StoreLimits(SHARES))
 
 
 def test_the_oracle_policies_plan_within_the_limits_and_meet_the_bound(kind_rows):
@@ -64,7 +65,7 @@ def test_the_limits_lower_the_bound_and_the_scores(kind_rows, refs):
 
 def test_isolated_play_gives_the_same_rows(refs, kind_rows):
     names = ("breaking_detector", "oracle_optimal", "last_kb")
-    isolated = run_grid(refs[:2], _specs(names), BUDGETS, ("privileged",), isolate=True, kinds=SHARES)
+    isolated = run_grid(refs[:2], _specs(names), BUDGETS, ("privileged",), isolate=True, store_limits=StoreLimits(SHARES))
     expected = [r for r in kind_rows if r["policy"] in names and (r["mode"], r["episode_index"]) in
                 {(ref.mode, ref.index) for ref in refs[:2]}]
     assert sorted(isolated, key=str) == sorted(expected, key=str)

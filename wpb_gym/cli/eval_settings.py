@@ -7,6 +7,8 @@ from typing import Any
 
 from ..core.checks import InputError
 from ..core.kind_budgets import KindShares
+from ..core.store_limits import StoreLimits
+from ..core.write_time import WriteTime
 from ..core.setting_values import (
     MAX_LENGTH,
     budget_text,
@@ -150,6 +152,14 @@ EVAL_SETTINGS = (
         metavar="KIND=SHARE,...",
     ),
     Setting(
+        "write_time",
+        lambda value, where: WriteTime.parse(value, where).text(),
+        "write time: a per-episode budget of ticks every WRITE or MERGE spends (per_write ticks each, plus "
+        "per_kb per KB it stores, rounded up), e.g. total=40,per_write=1,per_kb=1; the bounds respect it too "
+        "(not with --kind-budgets)",
+        metavar="total=TICKS,...",
+    ),
+    Setting(
         "jobs",
         partial(parse_int, minimum=1),
         "worker processes; with --isolate, the agents' processes (each worker runs one per agent, so there "
@@ -222,9 +232,9 @@ EVAL_SETTINGS = (
 )
 # Where the tasks run never changes results: not recorded, not hashed. Nor does where the seed
 # file lies (its seed is, as a fingerprint), nor which kinds of model files are accepted (run.json
-# says it beside the isolation). Kind budgets change results: they are recorded when given
+# says it beside the isolation). Kind budgets and write time change results: they are recorded when given
 # (``recorded_settings``), so that a run without them keeps the key it always had.
-NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets")
+NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets", "write_time")
 RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in NOT_RECORDED)
 GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_file")
 
@@ -232,14 +242,19 @@ GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_
 def recorded_settings(config: Settings) -> dict[str, Any]:
     """What a run records of its settings (and hashes, for --resume)."""
     recorded = {k: config[k] for k in RECORDED}
-    if config["kind_budgets"] is not None:
-        recorded["kind_budgets"] = config["kind_budgets"]
+    for name in ("kind_budgets", "write_time"):
+        if config[name] is not None:
+            recorded[name] = config[name]
     return recorded
 
 
-def kind_shares(config: Settings) -> KindShares | None:
-    """The run's hierarchical budgets, None without."""
-    return None if config["kind_budgets"] is None else KindShares.parse(config["kind_budgets"])
+def store_limits(config: Settings) -> StoreLimits:
+    """The run's limits beside its budgets: kind budgets or write time (or neither)."""
+    if config["kind_budgets"] is not None and config["write_time"] is not None:
+        raise InputError(f"{config.origin_of('kind_budgets')} and {config.origin_of('write_time')}: one at a "
+                         "time; together they have no exact bound here")
+    return StoreLimits(None if config["kind_budgets"] is None else KindShares.parse(config["kind_budgets"]),
+                       None if config["write_time"] is None else WriteTime.parse(config["write_time"]))
 
 EVAL = CommandSettings(
     "wpb eval",

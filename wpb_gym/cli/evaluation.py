@@ -27,12 +27,12 @@ from .eval_settings import (
     EVAL,
     GENERATED_ONLY,
     eval_config_file,
-    kind_shares,
     read_seed_file,
     recorded_settings,
     run_limits,
     sandbox_of,
     seed_fingerprint,
+    store_limits,
 )
 from .inputs import read_placed_episode_source
 from .settings import Settings
@@ -266,6 +266,7 @@ def _run_eval(config: Settings) -> int:
     check_folder_path(out)
     check_no_earlier_run(out, config.force)
     limits = run_limits(config)
+    beside_budget = store_limits(config)  # kind budgets or write time
     # Read before any agent's process starts; from then on it lives in this process's memory only.
     seed_of_file = _seed_of_file(config)
     if config["backend"] == "ray" and config["isolate"]:
@@ -379,7 +380,7 @@ def _run_eval(config: Settings) -> int:
                     backend=config["backend"],
                     address=config["address"],
                     sandbox=sandbox,
-                    kinds=kind_shares(config),
+                    store_limits=beside_budget,
                 )
             except PolicyError as error:  # an agent failed: the checkpoints stay for --resume
                 print(f"wpb eval: {error}", file=sys.stderr)
@@ -562,6 +563,7 @@ def _cmd_ablate(settings: Settings) -> int:
             walls = sandbox_of(config)
         if config["data_only_models"]:
             refuse_pickled_models(config["agents"], f"{path}: data_only_models")
+        store_limits(config)  # one at a time: refused here, before any work
         configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config), walls), walls))
     runs = []
     for config, policies, walls in configs:
@@ -572,7 +574,7 @@ def _cmd_ablate(settings: Settings) -> int:
             per_seed.append(
                 run_grid(
                     refs, policies, config["budgets"], config["tracks"], jobs=jobs, isolate=config["isolate"],
-                    limits=run_limits(config), sandbox=walls, kinds=kind_shares(config),
+                    limits=run_limits(config), sandbox=walls, store_limits=store_limits(config),
                 )
             )
         runs.append(per_seed)

@@ -209,23 +209,25 @@ def read_run(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def check_same_kind_budgets(runs: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
-    """Refuse runs that played one (regime, length, budget) under different hierarchical budgets
-    (``wpb eval --kind-budgets``): their rows are different conditions, and pairing or pooling
-    them would compare unlike with unlike."""
-    seen: dict[tuple[Any, Any, Any], tuple[str, Any]] = {}
-    for where, rows in runs:
-        for row in rows:
-            condition = (row["mode"], row["steps"], row["budget_bytes"])
-            kinds = row.get("kind_budgets") or ""
-            first = seen.setdefault(condition, (kinds, where))
-            if first[0] != kinds:
-                mode, steps, budget = condition
-                raise InputError(
-                    f"{first[1]} played {mode}, T={steps} at {budget} bytes with kind budgets "
-                    f"{first[0] or 'none'}, {where} with {kinds or 'none'}: those are different conditions "
-                    "(wpb eval --kind-budgets); give runs of the same kind budgets"
-                )
+def check_same_limits(runs: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+    """Refuse runs that played one (regime, length, budget) under different limits beside the
+    budget (``wpb eval --kind-budgets``, ``--write-time``): their rows are different conditions,
+    and pairing or pooling them would compare unlike with unlike."""
+    for column, what, option in (("kind_budgets", "kind budgets", "--kind-budgets"),
+                                 ("write_time", "write time", "--write-time")):
+        seen: dict[tuple[Any, Any, Any], tuple[str, Any]] = {}
+        for where, rows in runs:
+            for row in rows:
+                condition = (row["mode"], row["steps"], row["budget_bytes"])
+                value = row.get(column) or ""
+                first = seen.setdefault(condition, (value, where))
+                if first[0] != value:
+                    mode, steps, budget = condition
+                    raise InputError(
+                        f"{first[1]} played {mode}, T={steps} at {budget} bytes with {what} "
+                        f"{first[0] or 'none'}, {where} with {value or 'none'}: those are different conditions "
+                        f"(wpb eval {option}); give runs of the same {what}"
+                    )
 
 
 def check_policies(names: Iterable[str], rows: Sequence[dict[str, Any]], where: Any, option: str) -> None:

@@ -17,7 +17,7 @@ from ..core.tracks import TRACKS
 from ..episodes.generators.queries import QUERY_REGIMES
 from ..evaluation.run_folder import check_folder_path
 from ..scoring.metrics import METRIC_NAMES
-from .inputs import check_policies, check_same_kind_budgets, read_run
+from .inputs import check_policies, check_same_limits, read_run
 from .settings import CommandSettings, Setting, Settings, switch
 
 DEFAULT_BASELINE_STORE = "runs/baseline"
@@ -69,7 +69,7 @@ def _report_text(args: Settings, run: Path, rows: list[dict[str, Any]]) -> str:
         write_atomic(run / "f1_by_budget.md", text)
     elif args.transfer:
         runs = [(path, read_run(Path(path))) for path in args.transfer]
-        check_same_kind_budgets([(run, rows), *runs])
+        check_same_limits([(run, rows), *runs])
         sources = [r for _, source_rows in runs for r in source_rows]
         text = transfer_table(rows, sources)
         write_atomic(run / "transfer.md", text)
@@ -151,7 +151,7 @@ def _cmd_compare(args: Settings) -> int:
             raise InputError("compare takes two run folders: RUN_A RUN_B (B is compared with A)")
         run_a, run_b = (Path(r) for r in args.runs)
     rows_a, rows_b = read_run(run_a), read_run(run_b)
-    check_same_kind_budgets([(run_a, rows_a), (run_b, rows_b)])
+    check_same_limits([(run_a, rows_a), (run_b, rows_b)])
     _check_metric(args, rows_a, run_a)
     _check_metric(args, rows_b, run_b)
     check_policies(args.agents or (), rows_a + rows_b, f"{run_a} or {run_b}", "--agents")
@@ -198,7 +198,7 @@ def _cmd_seeds(args: Settings) -> int:
     from ..evaluation.reports.seed_stats import seed_table, seed_table_markdown
 
     runs = [(run, read_run(Path(run))) for run in args.runs]
-    check_same_kind_budgets(runs)
+    check_same_limits(runs)
     rows = [row for _, run_rows in runs for row in run_rows]
     where = ", ".join(map(str, args.runs))
     _check_metric(args, rows, where)

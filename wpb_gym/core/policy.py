@@ -58,6 +58,7 @@ class EpisodeContext:
     episode: Episode | None = None
     stream: Episode | None = None
     kind_budgets: dict[str, int] | None = None  # hierarchical budgets: bytes per content kind that has a limit
+    write_time: dict[str, int] | None = None  # the write-time budget: total, per_write, per_kb (ticks)
 
 
 @dataclass(frozen=True)

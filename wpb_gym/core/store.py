@@ -17,6 +17,9 @@ Rules (spec §3.2, made precise where it is silent):
 * With kind budgets (``wpb_gym.core.kind_budgets``), a WRITE or MERGE that would take its
   content kind past that kind's limit is rejected too (``OVER_KIND_BUDGET``; the total is
   judged first); a MERGE delta counts against its base item's kind.
+* With a write-time budget (``wpb_gym.core.write_time``), a WRITE or MERGE whose ticks exceed
+  the time left is rejected (``OUT_OF_WRITE_TIME``, judged after the bytes); an accepted one
+  spends its ticks for good (EXPIRE gives none back).
 
 One item per timestep, so an item is addressed by its timestep. Items enter in increasing
 ``t`` (only the current step can be stored and time never goes back), which keeps "oldest",
@@ -34,6 +37,7 @@ from typing import Any, Iterator, NamedTuple
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import ByteBudget
 from .kind_budgets import KindBudgets, content_kind
+from .write_time import WriteTime
 from .store_view import StoreView
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 
@@ -44,6 +48,7 @@ class Reason(str, Enum):
     ACCEPTED = "accepted"
     OVER_BUDGET = "over_budget"
     OVER_KIND_BUDGET = "over_kind_budget"  # past its content kind's own limit (hierarchical budgets)
+    OUT_OF_WRITE_TIME = "out_of_write_time"  # the episode's write time would run out
     NOT_CURRENT_STEP = "not_current_step"  # WRITE/MERGE of a step other than the current one
     TIMESTEP_OCCUPIED = "timestep_occupied"  # an item already holds the current timestep
     TARGET_MISSING = "target_missing"  # no item at target_t
@@ -125,7 +130,8 @@ def _same_json(supplied: Any, canonical: dict[str, Any]) -> bool:
 class ByteMemoryStore:
     """Append-only memory under a ``ByteBudget``; see the module docstring for the rules."""
 
-    def __init__(self, budget: ByteBudget | int, kind_budgets: KindBudgets | dict[str, int] | None = None) -> None:
+    def __init__(self, budget: ByteBudget | int, kind_budgets: KindBudgets | dict[str, int] | None = None,
+                 write_time: WriteTime | None = None) -> None:
         self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
         if self.budget.used:
             raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
@@ -134,6 +140,10 @@ class ByteMemoryStore:
         self._kind_limits: dict[str, int] | None = self.kind_budgets.as_dict() if self.kind_budgets else None
         self._kind_used: dict[str, int] = {}
         self._item_kinds: dict[int, str] = {}
+        if write_time is not None and not isinstance(write_time, WriteTime):
+            raise TypeError(f"write_time: expected a WriteTime, got {type(write_time).__name__}")
+        self.write_time = write_time
+        self.time_used = 0  # ticks the accepted writes took (counted only with a write-time budget)
         # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
         # these: a policy can reach an item's fields (object.__setattr__), not the records.
         self._items: dict[int, MemoryItem] = {}
@@ -189,7 +199,12 @@ class ByteMemoryStore:
             return Decision(False, Reason.OVER_BUDGET, cost)
         if self._kind_limits is not None and not self._kind_affords(self._item_kinds[action.target_t], cost):
             return Decision(False, Reason.OVER_KIND_BUDGET, cost)
+        if self.write_time is not None and not self._time_affords(cost):
+            return Decision(False, Reason.OUT_OF_WRITE_TIME, cost)
         return Decision(True, Reason.ACCEPTED, cost, delta)
+
+    def _time_affords(self, cost: int) -> bool:
+        return self.time_used + self.write_time.ticks(cost) <= self.write_time.total  # type: ignore[union-attr]
 
     def _kind_affords(self, kind: str, cost: int) -> bool:
         limit = self._kind_limits.get(kind)  # type: ignore[union-attr]
@@ -219,6 +234,8 @@ class ByteMemoryStore:
             return Decision(False, Reason.OVER_BUDGET, cost)
         if self._kind_limits is not None and not self._kind_affords(content_kind(step.observation), cost):
             return Decision(False, Reason.OVER_KIND_BUDGET, cost)
+        if self.write_time is not None and not self._time_affords(cost):
+            return Decision(False, Reason.OUT_OF_WRITE_TIME, cost)
         return _accepted(cost)
 
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
@@ -297,6 +314,8 @@ class ByteMemoryStore:
         self._costs[current_t] = cost
         if self._kind_limits is not None:
             self._add_kind(current_t, content_kind(obs), cost)
+        if self.write_time is not None:
+            self.time_used += self.write_time.ticks(cost)
         metadata = self._reason_metadata.get(reason) if reason is None or type(reason) is str else None
         self._items[current_t] = frozen_instance(
             MemoryItem,
@@ -331,6 +350,8 @@ class ByteMemoryStore:
         self._costs[current_t] = decision.byte_delta
         if self._kind_limits is not None:
             self._add_kind(current_t, self._item_kinds[parent_t], decision.byte_delta)
+        if self.write_time is not None:
+            self.time_used += self.write_time.ticks(decision.byte_delta)
         self._merges[current_t] = (parent_t, identity_key(self._base_observations[parent_t][MERGE_KEY]))
         self._items[current_t] = MemoryItem(
             action.step if shown is None else shown,
@@ -375,6 +396,10 @@ class ByteMemoryStore:
 
     def remaining(self) -> int:
         return self.budget.remaining()
+
+    def time_remaining(self) -> int | None:
+        """Ticks of write time left this episode (None without a write-time budget)."""
+        return None if self.write_time is None else self.write_time.total - self.time_used
 
     def kind_used(self, kind: str) -> int:
         """Bytes the items of content ``kind`` use (0 without kind budgets: they are not counted)."""

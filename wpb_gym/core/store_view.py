@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from .budget import BudgetView
 from .kind_budgets import KindBudgets
+from .write_time import WriteTime
 from .readonly import ReadOnlyDict, ReadOnlyList
 from .types import MemoryAction, MemoryItem
 
@@ -85,6 +86,15 @@ class StoreView:
 
     def kind_used(self, kind: str) -> int:
         return self._store.kind_used(kind)
+
+    @property
+    def write_time(self) -> WriteTime | None:
+        """The episode's write-time budget (``wpb_gym.core.write_time``), None without one."""
+        return self._store.write_time
+
+    def time_remaining(self) -> int | None:
+        """Ticks of write time left (None without a write-time budget)."""
+        return self._store.time_remaining()
 
     def kind_remaining(self, kind: str) -> int:
         """What a WRITE of content ``kind`` may still take: the least of the total's and the kind's room."""

@@ -13,6 +13,8 @@ from gymnasium import spaces
 
 from ..core.checks import only_defaults, require_finite
 from ..core.kind_budgets import KindShares
+from ..core.store_limits import StoreLimits
+from ..core.write_time import WriteTime
 from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore, Reason
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
@@ -21,7 +23,7 @@ from ..episodes.sources import EpisodeRecipe
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter
 from .episode_sampler import EpisodeSampler
-from .kind_limits import KIND_FEATURES, KindLimits
+from .store_limits import EnvLimits
 from .observation.encoder import ObservationEncoder
 from .observation.features import ObservationLayout, check_encoder_arguments, feature_tables
 from .observation.stream_table import KIND_ENDPOINT
@@ -81,11 +83,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     Everything is computed from what a policy may see (the step's observation and visible
     metadata, and memory); labels never enter. Fractions are clipped to [0, 1].
 
-    With hierarchical budgets (``kind_budgets=``) five features follow, under ``"kinds"`` in
+    With hierarchical budgets (``kind_budgets=``) five features follow, under ``"limits"`` in
     ``dict`` mode: ``kind_room_endpoint``, ``kind_room_doc``, ``kind_room_guide`` and
     ``kind_room_other`` (what a WRITE of that content kind may still take, over the budget) and
     ``fits_kind`` (1 if the current step fits its own kind's room); the mask then also leaves
-    out a WRITE or MERGE past its kind's limit (``docs/kind-budgets.md``).
+    out a WRITE or MERGE past its kind's limit (``docs/kind-budgets.md``). With a write-time
+    budget (``write_time=``) two follow: ``time_left`` (the share of the episode's write time
+    left) and ``fits_time`` (1 if a WRITE of the current step fits in it); the mask leaves out
+    the writes that do not (``docs/write-time.md``).
 
     The step features from ``family_seen`` on compare with the stream the agent was shown, not
     with memory: a policy that skipped the previous version of an endpoint can still see how
@@ -161,6 +166,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         reward_fn=None,           # a RewardFunction, instead of reward=, dense_reward= and expire_cost=
         viewer=None,              # a MemoryViewer, instead of render_mode=
         kind_budgets=None,        # hierarchical budgets, e.g. "endpoint=60%,doc=30%,guide=1KB"
+        write_time=None,          # write time, e.g. "total=40,per_write=1,per_kb=1" (ticks)
         **generator_options,      # any GeneratorConfig field, e.g. drift_prob=0.2
     )
     ```
@@ -189,9 +195,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Version History
 
-    * v0, package 0.10.0: opt-in hierarchical budgets (``kind_budgets=``): a byte limit per content
-      kind beside the total, in the store's rules, the mask, the observation (``KIND_FEATURES``
-      appended) and the utility reward's oracle. Without it nothing changes.
+    * v0, package 0.10.0: opt-in hierarchical budgets (``kind_budgets=``: a byte limit per content
+      kind beside the total) and write time (``write_time=``: a per-episode budget of ticks every
+      WRITE or MERGE spends), one at a time, in the store's rules, the mask, the observation
+      (features appended) and the utility reward's oracle. Without them nothing changes.
     * v0, package 0.7.0: the native vector env steps on a compiled core (numba); ``choose_episode``.
     * v0, package 0.5.0: the contract regimes open with an unscored warm-up showing every endpoint's
       starting state (``warmup``), so every change can be classified from the stream, and a
@@ -237,11 +244,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         reward_fn: RewardFunction | None = None,
         viewer: MemoryViewer | None = None,
         kind_budgets: str | Mapping[str, Any] | None = None,
+        write_time: str | Mapping[str, Any] | None = None,
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
-        # Hierarchical budgets: a limit per content kind, resolved at each episode's budget.
-        self.kind_limits = None if kind_budgets is None else KindLimits(KindShares.parse(kind_budgets, "kind_budgets"))
+        # Limits beside the budget: per content kind (resolved at each episode's budget) or write time.
+        limits = StoreLimits(None if kind_budgets is None else KindShares.parse(kind_budgets, "kind_budgets"),
+                             None if write_time is None else WriteTime.parse(write_time, "write_time"))
+        self.limits = EnvLimits(limits) if limits else None
         self.budget_bytes = budget_argument(budget_bytes, "budget_bytes")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
         # A part passed in replaces the arguments it is built from, and each env works on its
@@ -288,9 +298,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                           {"reward": "f1", "dense_reward": True, "expire_cost": 0.03})
             reward_fn = reward_fn.fresh()
         self.reward_fn = reward_fn
-        if self.kind_limits is not None and "neg_regret" in reward_fn.weights:
+        if self.limits is not None and "neg_regret" in reward_fn.weights:
             raise ValueError("reward: 'neg_regret' is measured against the prefix oracle U*(B, t), which "
-                             "hierarchical budgets (kind_budgets=) do not have; use 'f1' or 'utility'")
+                             "kind_budgets= and write_time= do not have; use 'f1' or 'utility'")
 
         self.privileged = self.track == PRIVILEGED
         self.layout = encoder.layout
@@ -299,12 +309,12 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.n_actions = self.layout.n_actions
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = self.layout.space(observation_mode)
-        if self.kind_limits is not None:
+        if self.limits is not None:
             if isinstance(self.observation_space, spaces.Box):
-                self.observation_space = KindLimits.box_space(self.observation_space)
+                self.observation_space = self.limits.box_space(self.observation_space)
             else:
-                self.observation_space = spaces.Dict({**self.observation_space.spaces, "kinds": spaces.Box(
-                    0.0, 1.0, (len(KIND_FEATURES),), np.float32)})
+                self.observation_space = spaces.Dict({**self.observation_space.spaces,
+                                                      "limits": self.limits.features_space()})
         self.reset_count = 0  # resets so far: tells adapters that a new episode began
         self._episode: Episode | None = None
         self.episode_index: int | None = None
@@ -364,39 +374,40 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def _start(self, episode: Episode, budget: int) -> None:
         self._episode = episode
-        self._store = ByteMemoryStore(budget) if self.kind_limits is None else self.kind_limits.store(budget)
+        self._store = ByteMemoryStore(budget) if self.limits is None else self.limits.store(budget)
         self._table = self._encoder.start(episode, self.track, self._store)
         self._T = len(episode)
         self._t = 0
         self._done = False
         self._expires_this_step = 0
         self._reverted_expired = False
-        self.reward_fn.start(episode, self._table.cost_array(), budget, self._store.kind_budgets)
+        self.reward_fn.start(episode, self._table.cost_array(), budget, self._store.kind_budgets,
+                             self._store.write_time)
         self.viewer.start()
         self._recording = self.viewer.records
         self._update_view()
 
     def _update_view(self, slots: list[int] | None = None) -> None:
         self._encoder.update(self._t, self._expires_this_step, self._reverted_expired, slots)
-        if self.kind_limits is not None:
-            self._limit_kinds()
+        if self.limits is not None:
+            self._limit_mask()
 
-    def _limit_kinds(self) -> None:
-        # The encoder's mask knows the total budget only; the store judges the kinds' limits.
+    def _limit_mask(self) -> None:
+        # The encoder's mask knows the byte budget only; the store judges the other limits.
         step = self._table.step(self._t) if self._t < self._T else None
         encoder = self._encoder
-        encoder.mask = self.kind_limits.mask(encoder.mask, self._store, step, encoder.slots, self._t, self.K)
+        encoder.mask = self.limits.mask(encoder.mask, self._store, step, encoder.slots, self._t, self.K)
 
     def _observation(self) -> Any:
         obs = self._encoder.observation()
-        if self.kind_limits is None:
+        if self.limits is None:
             return obs
         t = self._t
         step = self._table.step(t) if t < self._T else None
-        kinds = self.kind_limits.features(self._store, step, self._table.costs[t] if step is not None else 0)
+        extra = self.limits.features(self._store, step, self._table.costs[t] if step is not None else 0)
         if isinstance(obs, dict):
-            return {**obs, "kinds": kinds}
-        return np.concatenate([obs, kinds])
+            return {**obs, "limits": extra}
+        return np.concatenate([obs, extra])
 
     # ------------------------------------------------------------------ stepping
     def step(self, action: Any):
@@ -469,8 +480,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                 self.viewer.time_advanced(store.bytes_used)
         terminated = self._t >= self._T
         encoder.update(self._t, self._expires_this_step, self._reverted_expired)
-        if self.kind_limits is not None:
-            self._limit_kinds()
+        if self.limits is not None:
+            self._limit_mask()
         metrics = None
         if terminated:
             self._done = True

@@ -28,9 +28,11 @@ import numpy as np
 
 from ..core.checks import finite
 from ..core.kind_budgets import KindBudgets
+from ..core.write_time import WriteTime
 from ..core.types import Episode
 from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
 from ..scoring.oracle import oracle_curve, oracle_utility
+from ..scoring.time_bounds import time_oracle_utility
 
 REWARD_METRICS: tuple[str, ...] = ("f1", "utility", "neg_regret")
 
@@ -133,20 +135,24 @@ class RewardFunction:
         """A new reward function of the same settings, with no episode."""
         return type(self)(self.weights, self.dense, self.expire_cost)
 
-    def start(self, episode: Episode, costs: np.ndarray, budget: int, kinds: KindBudgets | None = None) -> None:
-        """Start ``episode``; ``kinds``: hierarchical budgets, which U*(B) then respects
-        (``"neg_regret"``'s prefix oracle has no such form: it is refused with them)."""
-        if kinds and "neg_regret" in self.weights:
+    def start(self, episode: Episode, costs: np.ndarray, budget: int, kinds: KindBudgets | None = None,
+              write_time: WriteTime | None = None) -> None:
+        """Start ``episode``; ``kinds`` (hierarchical budgets) or ``write_time``: limits U*(B)
+        then respects (``"neg_regret"``'s prefix oracle has no such form: it is refused with them)."""
+        if (kinds or write_time) and "neg_regret" in self.weights:
             raise ValueError("reward 'neg_regret' is measured against the prefix oracle U*(B, t), which "
-                             "hierarchical budgets (kind_budgets=) do not have; use 'f1' or 'utility'")
+                             "kind_budgets= and write_time= do not have; use 'f1' or 'utility'")
         self.start_labels(len(episode), episode.critical_steps, episode.utilities, costs, budget,
-                          (step_kinds(episode), kinds) if kinds else None)
+                          (step_kinds(episode), kinds) if kinds else None, write_time)
 
     def start_labels(self, T: int, critical_steps: Iterable[int], utilities: np.ndarray, costs: np.ndarray,
-                     budget: int, kinds: tuple[list[str], KindBudgets] | None = None) -> None:
+                     budget: int, kinds: tuple[list[str], KindBudgets] | None = None,
+                     write_time: WriteTime | None = None) -> None:
         """``start`` on an episode given by what it is scored on: its length, critical steps and
-        per-step utilities (and with hierarchical budgets, each step's content kind and the limits)."""
+        per-step utilities (and with hierarchical budgets, each step's content kind and the
+        limits; with write time, its budget)."""
         self._kinds = kinds
+        self._write_time = write_time
         self._utility_array = utilities
         self._costs = costs
         self._budget = budget
@@ -173,6 +179,9 @@ class RewardFunction:
             of_steps, limits = self._kinds
             self._oracle_value = kind_oracle_utility(self._costs, of_steps, self._utility_array, self._budget,
                                                      limits).utility
+        elif self._write_time is not None:
+            self._oracle_value = time_oracle_utility(self._costs, self._utility_array, self._budget,
+                                                     self._write_time).utility
         elif prefix:
             curve = oracle_curve(self._costs, self._utility_array, [self._budget])
             self._oracle_value = curve.at(self._budget)

@@ -77,11 +77,12 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             modes = ", ".join(repr(m.value) for m in AutoresetMode)
             raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}") from None
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        if env_kwargs.get("kind_budgets") is not None:
-            raise ValueError(
-                "kind_budgets: the native vector env's compiled core knows the total budget only; for "
-                "hierarchical budgets use gym.make_vec(..., vectorization_mode=\"sync\") (or \"async\")"
-            )
+        for name in ("kind_budgets", "write_time"):
+            if env_kwargs.get(name) is not None:
+                raise ValueError(
+                    f"{name}: the native vector env's compiled core knows the byte budget only; for limits "
+                    "beside it use gym.make_vec(..., vectorization_mode=\"sync\") (or \"async\")"
+                )
         first = WritePolicyBenchEnv(**env_kwargs)
         shared = {k: v for k, v in env_kwargs.items() if k in _ENV_ARGUMENTS and k not in _SAMPLER_ARGUMENTS}
         shared["episode_sampler"] = first.sampler

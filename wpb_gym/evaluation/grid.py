@@ -31,7 +31,8 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from ..core.csv_cells import FORMULA_RULE, formula_start
-from ..core.kind_budgets import KindBudgets, KindShares
+from ..core.kind_budgets import KindShares
+from ..core.store_limits import StoreLimits
 from ..core.policy import POLICY_TRACKS
 from ..core.tracks import TRACKS, UNPRIVILEGED, track_costs
 from ..core.types import Episode
@@ -41,6 +42,7 @@ from ..episodes.identity import episode_hash, refuse_repeated_episodes
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
 from ..scoring.kind_bounds import kind_episode_oracle
+from ..scoring.time_bounds import time_episode_oracle
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
@@ -86,13 +88,16 @@ ERROR_COLUMN = "error"
 # Hierarchical budgets: the limit of each content kind that has one at this budget, in bytes
 # (``endpoint=6144,doc=3072``), "" for none. Results written before the column existed read "".
 KIND_BUDGETS_COLUMN = "kind_budgets"
+# The write-time budget (``total=40,per_write=1,per_kb=0``), "" for none; likewise read as "".
+WRITE_TIME_COLUMN = "write_time"
+LIMIT_COLUMNS = (KIND_BUDGETS_COLUMN, WRITE_TIME_COLUMN)
 # Columns holding counts (the other metric columns hold floats).
 INT_COLUMNS = frozenset(
     {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
     | set(CONFUSION_NAMES)
     | {"actions", "rejected_actions"}
 )
-ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + QUERY_COLUMNS + (ERROR_COLUMN, KIND_BUDGETS_COLUMN)
+ROW_COLUMNS = KEY_COLUMNS + METRIC_COLUMNS + QUERY_COLUMNS + (ERROR_COLUMN, *LIMIT_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -199,18 +204,19 @@ class GridTask:
     limits: RunLimits = DEFAULT_LIMITS
     isolate: bool = False
     sandbox: Sandbox | None = None  # isolated: the policies' sandbox (resolved), or none
-    kinds: KindShares | None = None  # hierarchical budgets: each content kind's limit, per budget
+    store_limits: StoreLimits = StoreLimits()  # kind budgets or write time, beside each budget
 
-    def seat_kinds(self, budget: int) -> KindBudgets | None:
-        return self.kinds.resolve(budget) if self.kinds is not None else None
+    def seat(self, i: int, track: str, budget: int) -> Seat:
+        spec = self.policies[i]
+        limits = self.store_limits
+        return Seat(spec.factory(), budget, track, i, spec.label, limits.kinds_at(budget), limits.write_time)
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
     """Every policy × budget × track on one episode: one row each (in this process)."""
     episode = task.ref.load()
     plan = _plan(task)
-    seats = [Seat(task.policies[i].factory(), budget, track, i, task.policies[i].label, task.seat_kinds(budget))
-             for i, track, budget in plan]
+    seats = [task.seat(i, track, budget) for i, track, budget in plan]
     runs = play(episode, seats, limits=task.limits)
     results, rows = _score(task, episode, plan, runs)
     for run, result in zip(runs, results, strict=True):
@@ -225,7 +231,7 @@ def run_isolated_tasks(tasks: Sequence[GridTask]) -> list[list[dict[str, Any]]]:
     episodes = [task.ref.load() for task in tasks]
     plans = [_plan(task) for task in tasks]
     played = pool.play_many(list(zip(episodes, plans, strict=True)), stores=False,  # rows need only metrics
-                            kinds=tasks[0].kinds)
+                            limits=tasks[0].store_limits)
     out, all_runs, all_results = [], [], []
     for task, episode, plan, runs in zip(tasks, episodes, plans, played, strict=True):
         results, rows = _score(task, episode, plan, runs)
@@ -240,16 +246,23 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     """The results of an episode's runs and their rows (the exact oracle once per track, the
     query bound once per budget and distinct byte costs, the episode's hash once: about 0.2 s
     for an episode of 7,000 steps, whose play takes far longer)."""
-    oracles = {track: episode_oracle(episode, task.budgets, track) if task.kinds is None
-               else kind_episode_oracle(episode, task.budgets, track, task.kinds) for track in task.tracks}
+    oracles = {track: _oracle(episode, task.budgets, track, task.store_limits) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
-    bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.kinds)
+    bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.store_limits.kinds)
     digest = episode_hash(episode)
     rows = [
         _row(task, episode, digest, task.policies[i], run, result, oracles, bounds)
         for (i, _, _), run, result in zip(plan, runs, results, strict=True)
     ]
     return results, rows
+
+
+def _oracle(episode: Episode, budgets: Sequence[int], track: str, limits: StoreLimits) -> Any:
+    if limits.kinds is not None:
+        return kind_episode_oracle(episode, budgets, track, limits.kinds)
+    if limits.write_time is not None:
+        return time_episode_oracle(episode, budgets, track, limits.write_time)
+    return episode_oracle(episode, budgets, track)
 
 
 def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]], kinds: KindShares | None = None
@@ -342,6 +355,7 @@ def _row(
         problems.append(f"memory view diverged from the evaluator's at t={run.diverged_at}")
     row["error"] = "; ".join(problems)
     row[KIND_BUDGETS_COLUMN] = run.seat.kinds.text() if run.seat.kinds else ""
+    row[WRITE_TIME_COLUMN] = run.seat.write_time.text() if run.seat.write_time else ""
     return row
 
 
@@ -435,7 +449,7 @@ def run_grid(
     backend: str = "processes",
     address: str | None = None,
     sandbox: Sandbox | None | str = AUTO,
-    kinds: KindShares | None = None,
+    store_limits: StoreLimits | None = None,
 ) -> list[dict[str, Any]]:
     """All rows of the grid, sorted by condition, policy and episode (identical for any ``jobs``,
     either ``isolate``, any ``sandbox`` and either ``backend``).
@@ -446,8 +460,9 @@ def run_grid(
     by default wherever the platform allows one: ``sandbox=None`` for none, a ``Sandbox`` to
     require one (with its limits); ``limits`` bounds each policy per timestep.
     ``backend="ray"`` runs the tasks as Ray tasks (``ray_backend``: a local Ray of ``jobs`` CPUs,
-    or the cluster at ``address``). ``kinds``: hierarchical budgets, each content kind's limit
-    resolved at every budget (``wpb_gym.core.kind_budgets``); the bounds respect them too.
+    or the cluster at ``address``). ``store_limits``: kind budgets (each content kind's limit resolved
+    at every budget) or a write-time budget (``wpb_gym.core.store_limits``); the bounds respect
+    them too.
     """
     labels = [p.label for p in policies]
     if len(set(labels)) != len(labels):
@@ -466,8 +481,8 @@ def run_grid(
     if address is not None and backend != "ray":
         raise ValueError("address names a Ray cluster: it needs backend='ray'")
     walls = resolve_sandbox(sandbox) if isolate else None
-    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls, kinds)
-             for ref in refs]
+    tasks = [GridTask(ref, tuple(policies), tuple(budgets), tuple(tracks), limits, isolate, walls,
+                      store_limits or StoreLimits()) for ref in refs]
     # Isolated: episodes go in batches, each batch's runs in lockstep (fewer messages).
     batches = [tasks[i : i + ISOLATED_BATCH] for i in range(0, len(tasks), ISOLATED_BATCH)]
     # Isolated, a process per policy and track it plays.

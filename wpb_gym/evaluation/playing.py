@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 
 from ..core.accounting import estimate_bytes, json_len, observation_json
 from ..core.kind_budgets import KindBudgets
+from ..core.write_time import WriteTime
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
@@ -40,6 +41,7 @@ from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
+from ..scoring.time_bounds import time_oracle_utility
 from ..scoring.oracle import oracle_utility as _oracle_utility
 from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
@@ -75,7 +77,8 @@ class EpisodeRun:
 @dataclass(frozen=True)
 class Seat:
     """One run of ``play``: ``policy`` (a fresh instance) at ``budget`` bytes on ``track``
-    (and, with hierarchical budgets, ``kinds``: the limit of each content kind that has one).
+    (and, with hierarchical budgets, ``kinds``: the limit of each content kind that has one; with
+    a write-time budget, ``write_time``).
 
     Seats with the same ``group`` are runs of the same policy: on one track they are shown the
     same read-only copies of the steps (one copy per policy, not one per budget). ``label``
@@ -88,10 +91,11 @@ class Seat:
     group: Hashable = None
     label: str | None = None
     kinds: KindBudgets | None = None
+    write_time: WriteTime | None = None
 
     def store(self) -> ByteMemoryStore:
         """A fresh memory for this seat."""
-        return ByteMemoryStore(self.budget, self.kinds)
+        return ByteMemoryStore(self.budget, self.kinds, self.write_time)
 
     def __post_init__(self) -> None:
         # The track decides what the policy is shown: read once, as the text it holds.
@@ -202,6 +206,7 @@ def contexts(
                 episode=oracle,
                 stream=stream,
                 kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
+                write_time=seat.write_time.as_dict() if seat.write_time else None,
             )
         )
     return out
@@ -362,7 +367,7 @@ def _close(iterator: Any) -> None:
 
 def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None) -> EpisodeRun:
     """The metrics of a played run (``oracle_utility``: U*(B) on its track, within the seat's
-    kind budgets if it has them, computed if not given)
+    kind budgets or write time if it has them, computed if not given)
     and, when the episode has queries, its query score. ``run.store`` must be a
     ``ByteMemoryStore`` for an episode with queries: they are answered from what memory held
     at each checkpoint."""
@@ -372,6 +377,8 @@ def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None)
         if seat.kinds:
             oracle_utility = kind_oracle_utility(costs, step_kinds(episode), episode.utilities, seat.budget,
                                                  seat.kinds).utility
+        elif seat.write_time:
+            oracle_utility = time_oracle_utility(costs, episode.utilities, seat.budget, seat.write_time).utility
         else:
             oracle_utility = _oracle_utility(costs, episode.utilities, seat.budget)
     metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)

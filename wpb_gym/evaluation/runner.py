@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.kind_budgets import KindBudgets
 from ..core.tracks import UNPRIVILEGED
+from ..core.write_time import WriteTime
 from ..core.types import Episode
 from .isolated.isolation import run_isolated
 from .isolated.sandbox import AUTO, Sandbox
@@ -25,6 +27,8 @@ def run_episode(
     limits: RunLimits = DEFAULT_LIMITS,
     isolate: bool = False,
     sandbox: Sandbox | None | str = AUTO,
+    kind_budgets: KindBudgets | dict[str, int] | None = None,
+    write_time: WriteTime | None = None,
 ) -> EpisodeRun:
     """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
 
@@ -35,8 +39,13 @@ def run_episode(
     object is pickled there, and what it learns in that process does not come back. There the
     process is sandboxed (``wpb_gym.evaluation.isolated.sandbox``): by default wherever the
     platform allows; ``sandbox=None`` for a process without one, a ``Sandbox`` for other limits.
+    ``kind_budgets`` (bytes per content kind, ``wpb_gym.core.kind_budgets``) or ``write_time``
+    (``wpb_gym.core.write_time``) limit the memory beside its budget; the metrics' bounds
+    respect them.
     """
-    seat = Seat(policy, budget_bytes, track)
+    if kind_budgets and write_time:
+        raise ValueError("kind_budgets and write_time are one at a time: together they have no exact bound here")
+    seat = Seat(policy, budget_bytes, track, kinds=KindBudgets.of(kind_budgets), write_time=write_time)
     if isolate:
         return run_isolated(
             episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions, sandbox=sandbox

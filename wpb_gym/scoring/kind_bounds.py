@@ -15,7 +15,7 @@ convolution of the groups' curves gives the least bytes for ``v`` units in all, 
 largest ``v`` whose bytes fit the total. Exact whenever the utilities are multiples of a
 common unit (every generated and every shipped episode). Otherwise no unit indexes the DP and
 the answer is an upper bound, the least of U*(B) without the kind limits and the sum of each
-group's own U* at its limit; ``KindBound.exact`` says which.
+group's own U* at its limit; ``LimitedBound.exact`` says which.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ def step_kinds(episode: Episode) -> list[str]:
 
 
 @dataclass(frozen=True)
-class KindBound:
-    """U* under kind budgets, and whether it is the optimum (else an upper bound on it)."""
+class LimitedBound:
+    """U* under limits beside the budget (kind budgets, write time), and whether it is the optimum
+    (else an upper bound on it)."""
 
     utility: float
     exact: bool
@@ -107,7 +108,7 @@ def kind_f1_bound(costs: Sequence[int], kinds: Sequence[str], critical_steps: It
 
 
 def kind_oracle_utility(costs: Sequence[int], kinds: Sequence[str], utilities: Sequence[float], budget: int,
-                        limits: KindBudgets | None) -> KindBound:
+                        limits: KindBudgets | None) -> LimitedBound:
     """U* of a WRITE-only set within ``budget`` and each kind's limit (see the module docstring)."""
     w, u = as_arrays(costs, utilities)
     solution = _solve(w, u, kinds, budget, limits)
@@ -115,8 +116,8 @@ def kind_oracle_utility(costs: Sequence[int], kinds: Sequence[str], utilities: S
         groups = _groups(kinds, budget, limits or KindBudgets(()))
         whole = oracle_utility(w, u, budget)
         parts = sum(oracle_utility(w[steps], u[steps], limit) for steps, limit in groups.values())
-        return KindBound(min(whole, parts), False)
-    return KindBound(solution.best / solution.scale, True)
+        return LimitedBound(min(whole, parts), False)
+    return LimitedBound(solution.best / solution.scale, True)
 
 
 def kind_oracle_write_set(costs: Sequence[int], kinds: Sequence[str], utilities: Sequence[float], budget: int,

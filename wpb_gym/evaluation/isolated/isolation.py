@@ -43,6 +43,7 @@ from typing import Any
 
 from ...core.accounting import estimate_bytes
 from ...core.kind_budgets import KindShares
+from ...core.store_limits import StoreLimits
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
 from ...core.tracks import plain_track, policy_episode
@@ -328,13 +329,14 @@ class IsolatedPolicies:
         seconds = self.limits.max_seconds_per_step
         return None if seconds is None else seconds * max(1, runs) + _GRACE_SECONDS
 
-    def play(self, episode: Episode, plan: Plan, *, record_actions: bool = False) -> list[PlayedRun]:
+    def play(self, episode: Episode, plan: Plan, *, record_actions: bool = False,
+             limits: StoreLimits | None = None) -> list[PlayedRun]:
         """Every ``(policy index, track, budget)`` of ``plan`` over ``episode``."""
-        return self.play_many([(episode, plan)], record_actions=record_actions)[0]
+        return self.play_many([(episode, plan)], record_actions=record_actions, limits=limits)[0]
 
     def play_many(
         self, items: Sequence[tuple[Episode, Plan]], *, record_actions: bool = False, stores: bool = True,
-        kinds: KindShares | None = None,
+        limits: StoreLimits | None = None,
     ) -> list[list[PlayedRun]]:
         """``play`` for several episodes at once: their runs advance in lockstep.
 
@@ -342,8 +344,8 @@ class IsolatedPolicies:
         not merge, on an episode without queries, is then judged on a ``Ledger``
         (``wpb_gym.evaluation.isolated.judging``), which becomes its ``store``; otherwise every
         run's ``store`` is its final ``ByteMemoryStore`` (the query score reads what it held at
-        each checkpoint). ``kinds``: hierarchical budgets, resolved at each run's budget (its
-        policy's process keeps its replica of memory under the same limits).
+        each checkpoint). ``limits``: kind budgets (resolved at each run's budget) or write time;
+        the policy's process keeps its replica of memory under the same limits.
         """
         runs: list[PlayedRun] = []
         canonical: dict[tuple[int, str], Sequence[Step]] = {}
@@ -356,7 +358,8 @@ class IsolatedPolicies:
             for i, track, budget in plan:
                 k = len(runs)
                 label = self.policies[i][0]
-                seat = Seat(None, budget, track, (e, i), label, kinds.resolve(budget) if kinds else None)
+                seat = Seat(None, budget, track, (e, i), label, limits.kinds_at(budget) if limits else None,
+                            limits.write_time if limits else None)
                 runs.append(PlayedRun(seat, label, seat.store()))
                 mine.setdefault((i, track), []).append((k, track, budget))
                 owned.setdefault((i, track), []).append(k)
@@ -365,7 +368,7 @@ class IsolatedPolicies:
         workers = dict(zip(owned, self._start(list(owned)), strict=True))
         # Reasons cross when something shows them: an action log, or the stored items.
         self._begin({workers[i]: entries for i, entries in begins.items()}, canonical, record_actions or stores,
-                    kinds)
+                    limits)
         live = dict(owned)
         lengths = [len(episode) for episode, _ in items]
 
@@ -501,7 +504,7 @@ class IsolatedPolicies:
                 widest.pop(oldest, None)
                 oldest += 1
         costs = {}
-        if not (stores or record_actions or kinds):  # the ledger judges the total budget only
+        if not (stores or record_actions or limits):  # the ledger judges the total budget only
             # Queries are answered from what memory held at each checkpoint, which only the store keeps.
             costs = {
                 key: [estimate_bytes(step) for step in steps]
@@ -522,7 +525,7 @@ class IsolatedPolicies:
         return nested
 
     def _begin(self, entries: dict[PolicyWorker, list[tuple[int, Episode, list[tuple[int, str, int]]]]], canonical, record,
-               kinds: KindShares | None = None):
+               limits: StoreLimits | None = None):
         """Tell each process its runs of the batch: sent to all of them, then answered (each
         builds its policies and calls ``start_episode`` while the others do)."""
         deadlines = {}
@@ -546,7 +549,7 @@ class IsolatedPolicies:
                         "episode_id": thaw(episode.episode_id),
                         "runs": runs,
                         "reasons": record,  # only an action log or stored items show them
-                        "kinds": kinds.text() if kinds else None,
+                        "limits": limits.text() if limits else None,
                     }
                 )
             timeout = self._timeout(sum(len(m["runs"]) for m in messages))
@@ -610,7 +613,10 @@ def run_isolated(
     sandboxed by default where the platform allows (``sandbox``: see ``resolve_sandbox``)."""
     policy = (seat.label or policy_name(seat.policy), PickledPolicy(seat.policy), policy_track(seat.policy))
     with IsolatedPolicies([policy], limits, resolve_sandbox(sandbox)) as pool:
-        (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions)
+        # The seat's limits as the policy's process resolves them: kind limits in bytes already.
+        kinds = KindShares(tuple(seat.kinds)) if seat.kinds else None
+        limits = StoreLimits(kinds, seat.write_time) if kinds or seat.write_time else None
+        (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions, limits=limits)
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])
     return result

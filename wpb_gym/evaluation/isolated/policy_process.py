@@ -39,7 +39,7 @@ from typing import Any
 
 from ...core.accounting import observation_json
 from ...core.policy import EpisodeContext, EpisodeOutcome, PolicyFailure, check_can_run, policy_name, policy_track
-from ...core.kind_budgets import KindShares
+from ...core.store_limits import StoreLimits
 from ...core.types import Episode, Step
 from ..playing import PlayedRun, Seat, StepCopies, stepper
 from ..referee import PolicyLimitError, RunLimits
@@ -111,11 +111,11 @@ class PolicyServer:
             episode = None
             if whole is not None:
                 episode = Episode(steps=[Step(**s) for s in whole["steps"]], labels=whole["labels"])
-            shares = KindShares.parse(message["kinds"]) if message["kinds"] is not None else None
+            limits = StoreLimits.from_text(message["limits"]) if message["limits"] is not None else StoreLimits()
             for index, track, budget in message["runs"]:
                 policy = self.factory()
                 check_can_run(policy, track)
-                seat = Seat(policy, budget, track, kinds=shares.resolve(budget) if shares else None)
+                seat = Seat(policy, budget, track, kinds=limits.kinds_at(budget), write_time=limits.write_time)
                 played = PlayedRun(seat, self.name, seat.store())
                 player = stepper(played, 0, self.untimed, False, message["reasons"])
                 next(player)
@@ -128,6 +128,7 @@ class PolicyServer:
                     episode=episode,
                     stream=self.copies[e, track].stream() if streams else None,
                     kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
+                    write_time=seat.write_time.as_dict() if seat.write_time else None,
                 )
                 start = getattr(policy, "start_episode", None)
                 if start is not None:

@@ -22,7 +22,16 @@ from typing import Any
 import numpy as np
 
 from ...core.policy import ORACLE
-from ..grid import EPISODE_HASH, ERROR_COLUMN, INT_COLUMNS, KIND_BUDGETS_COLUMN, QUERY_COLUMNS, ROW_COLUMNS
+from ..grid import (
+    EPISODE_HASH,
+    ERROR_COLUMN,
+    INT_COLUMNS,
+    KIND_BUDGETS_COLUMN,
+    LIMIT_COLUMNS,
+    QUERY_COLUMNS,
+    ROW_COLUMNS,
+    WRITE_TIME_COLUMN,
+)
 from .intervals import bootstrap_ci, bootstrap_cis
 from .markdown import markdown_code, markdown_text
 
@@ -116,6 +125,11 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         shown = "; ".join(f"`{k}`" if k else "none" for k in kinds)
         lines[3:3] = [f"Hierarchical budgets at {at} (bytes per content kind): {shown}. The hindsight bounds "
                       "respect them too.", ""]
+    times = sorted({r.get(WRITE_TIME_COLUMN) or "" for r in rows if r["budget_bytes"] == budget})
+    if times != [""]:
+        shown = "; ".join(f"`{k}`" if k else "none" for k in times)
+        lines[3:3] = [f"Write time (ticks per episode and per write): {shown}. The hindsight bounds respect it "
+                      "too.", ""]
     groups: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
         if r["budget_bytes"] == budget:
@@ -256,10 +270,11 @@ def run_metadata(config: dict[str, Any], notes: Iterable[str], version: str) -> 
 # ---------------------------------------------------------------------------- reading results back
 _INT_COLUMNS = INT_COLUMNS
 _TEXT_COLUMNS = {"mode", "track", "policy", "policy_track", "episode_id", EPISODE_HASH, ERROR_COLUMN,
-                 KIND_BUDGETS_COLUMN}
+                 *LIMIT_COLUMNS}
 # Absent from results written by earlier versions (the query columns then read as NaN, the
 # episode hash as "": nothing then says which episodes such a run played).
-_OPTIONAL_COLUMNS = {EPISODE_HASH: "", ERROR_COLUMN: "", KIND_BUDGETS_COLUMN: "", **dict.fromkeys(QUERY_COLUMNS, "")}
+_OPTIONAL_COLUMNS = {EPISODE_HASH: "", ERROR_COLUMN: "", **dict.fromkeys(LIMIT_COLUMNS, ""),
+                     **dict.fromkeys(QUERY_COLUMNS, "")}
 
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -363,7 +378,7 @@ SUMMARY_METRICS = tuple(
     c
     for c in ROW_COLUMNS
     if c not in CONDITION
-    and c not in ("policy_track", "episode_id", "episode_index", EPISODE_HASH, ERROR_COLUMN, KIND_BUDGETS_COLUMN)
+    and c not in ("policy_track", "episode_id", "episode_index", EPISODE_HASH, ERROR_COLUMN, *LIMIT_COLUMNS)
     and c not in QUERY_COLUMNS
 )
 

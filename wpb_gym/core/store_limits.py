@@ -1,0 +1,45 @@
+"""What a run's store enforces beside its byte budget, as a grid states it once for every budget:
+limits per content kind (``kind_budgets``) or a write-time budget (``write_time``), one at a
+time (together they have no exact bound here)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from .kind_budgets import KindBudgets, KindShares
+from .store import ByteMemoryStore
+from .write_time import WriteTime
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """Kind limits (as shares, resolved at each budget) or a write-time budget; empty: neither."""
+
+    kinds: KindShares | None = None
+    write_time: WriteTime | None = None
+
+    def __post_init__(self) -> None:
+        if self.kinds is not None and self.write_time is not None:
+            raise ValueError("kind budgets and write time are one at a time: together they have no exact bound here")
+
+    def __bool__(self) -> bool:
+        return self.kinds is not None or self.write_time is not None
+
+    def kinds_at(self, budget: int) -> KindBudgets | None:
+        return self.kinds.resolve(budget) if self.kinds is not None else None
+
+    def store(self, budget: int) -> ByteMemoryStore:
+        return ByteMemoryStore(budget, self.kinds_at(budget), self.write_time)
+
+    def text(self) -> str:
+        """The limits as one line of JSON (``from_text`` reads it back): what crosses to a policy's process."""
+        return json.dumps({"kinds": self.kinds.text() if self.kinds else None,
+                           "write_time": self.write_time.text() if self.write_time else None})
+
+    @classmethod
+    def from_text(cls, text: str) -> StoreLimits:
+        data: dict[str, Any] = json.loads(text)
+        return cls(KindShares.parse(data["kinds"]) if data["kinds"] else None,
+                   WriteTime.parse(data["write_time"]) if data["write_time"] else None)
