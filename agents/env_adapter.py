@@ -123,7 +123,8 @@ class EnvDriver:
         episode = base.episode
         stream = policy_episode(episode, base.track)
         call_hook(
-            self.agent, "start_episode", episode_context(self.agent, episode, stream, base.store.max_bytes, base.track)
+            self.agent, "start_episode",
+            episode_context(self.agent, episode, stream, base.store.max_bytes, base.track, base.store),
         )
 
     def _finish_timestep(self) -> None:
@@ -280,7 +281,8 @@ class QueryEnvDriver:
             context = EpisodeContext(length=0, budget_bytes=budget, track=base.track, episode_id=None)
         else:
             episode = base.episode
-            context = episode_context(self.agent, episode, policy_episode(episode, base.track), budget, base.track)
+            context = episode_context(self.agent, episode, policy_episode(episode, base.track), budget, base.track,
+                                      base.store)
         call_hook(self.agent, "start_episode", context)
 
     def _translate(self, action: MemoryAction, t: int) -> int | None:

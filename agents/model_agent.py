@@ -159,9 +159,28 @@ class ModelAgent(Agent):
         # private env gets a plain copy of them.
         steps = [Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps]
         stream = Episode(steps=steps, labels={})
-        self._env = WritePolicyBenchEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes)
-        self._obs, _ = self._env.reset(seed=0, options={"episode_index": 0})
+        # Limits beside the budget are the evaluator's: the private memory keeps them, so that it
+        # stays the evaluator's. A model trained without them is shown the observation it knows
+        # (the features they append are left out); one trained with them needs them.
+        kwargs = dict(self.env_kwargs)
+        trained_with = [name for name in ("kind_budgets", "write_time") if kwargs.pop(name, None) is not None]
+        given = {"kind_budgets": context.kind_budgets, "write_time": context.write_time}
+        if trained_with and not any(given.values()):
+            raise ValueError(f"{self.path} was trained with {trained_with[0]}=; evaluate it with limits beside the "
+                             f"budget (wpb eval --{trained_with[0].replace('_', '-')})")
+        self._env = WritePolicyBenchEnv(**kwargs, episodes=[stream], budget_bytes=context.budget_bytes,
+                                        **{k: v for k, v in given.items() if v is not None})
+        self._strip = 0 if trained_with or self._env.limits is None else len(self._env.limits.names)
+        self._obs = self._shown(self._env.reset(seed=0, options={"episode_index": 0})[0])
         self._start_policy()
+
+    def _shown(self, observation: Any) -> Any:
+        """The private env's observation as the model was trained to read it."""
+        if not self._strip:
+            return observation
+        if isinstance(observation, dict):
+            return {k: v for k, v in observation.items() if k != "limits"}
+        return observation[: -self._strip]
 
     def select(self, step: Step, store: StoreView) -> Iterable[MemoryAction]:
         env = self._env
@@ -182,6 +201,6 @@ class ModelAgent(Agent):
                 elif chosen.action == "MERGE":
                     chosen = MemoryAction.merge(step, chosen.target_t)
                 yield chosen
-            self._obs, _, _, _, _ = env.step(a)
+            self._obs = self._shown(env.step(a)[0])
             if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
                 return

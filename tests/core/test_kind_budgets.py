@@ -91,8 +91,9 @@ def test_a_store_without_kind_budgets_counts_no_kinds():
 
 @pytest.mark.parametrize("limits, message", [
     ({"docs": 1}, "unknown kind 'docs'"),
-    ({"doc": -1}, "non-negative int"),
-    ({"doc": 1.5}, "non-negative int"),
+    ({"doc": -1}, "an int of bytes from 0 to"),
+    ({"doc": 1.5}, "an int of bytes from 0 to"),
+    ({"doc": 2**41}, "an int of bytes from 0 to 1099511627776"),
 ])
 def test_bad_kind_budgets_are_named(limits, message):
     with pytest.raises(ValueError, match=message):

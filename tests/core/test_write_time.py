@@ -81,8 +81,10 @@ def test_the_text_form_reads_back_and_limits_are_one_at_a_time():
     assert StoreLimits.from_text(limits.text()) == limits
     with pytest.raises(ValueError, match="one at a time"):
         StoreLimits(KindShares.parse("doc=10%"), time)
-    with pytest.raises(ValueError, match="non-negative int"):
+    with pytest.raises(ValueError, match="per_kb must be an int of ticks from 0 to 1000000"):
         WriteTime(total=3, per_kb=-1)
+    with pytest.raises(ValueError, match="total must be an int of ticks from 0 to 1000000000"):
+        WriteTime(total=10**10)
 
 
 @settings(max_examples=150, deadline=None)

@@ -73,7 +73,8 @@ def test_isolated_play_gives_the_same_rows(refs, kind_rows):
 
 def test_the_leaderboard_says_the_kind_budgets(kind_rows):
     text = leaderboard(kind_rows, 10240)
-    assert f"Hierarchical budgets at 10KB (bytes per content kind): `{SHARES.resolve(10240).text()}`" in text
+    assert f"Limits beside the budget, kind budgets (bytes per content kind): 10KB: `{SHARES.resolve(10240).text()}`." \
+        in text
 
 
 def _run(*argv):

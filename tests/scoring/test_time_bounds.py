@@ -74,3 +74,11 @@ def test_with_ample_time_the_bounds_are_the_byte_budgets_and_scarce_time_lowers_
         assert scarce.utility(budget) <= ample.utility(budget)
     assert scarce.utility(10240) < ample.utility(10240)
     assert scarce.f1_bounds[10240].kept < ample.f1_bounds[10240].kept
+
+
+def test_write_time_that_cannot_bind_leaves_the_byte_bound_and_its_rows_stop_where_the_steps_do():
+    # A billion ticks: the programme keeps only as many rows as the useful steps' ticks add up to.
+    episode = GeneratedEpisodes(make_config("breaking", length=80), 0).episode(0)
+    costs = time_episode_oracle(episode, [1024], "unprivileged", WriteTime(10**9)).costs
+    bound = time_oracle_utility(costs, episode.utilities, 1024, WriteTime(10**9, per_write=7, per_kb=3))
+    assert bound.exact and bound.utility == oracle_utility(costs, episode.utilities, 1024)

@@ -209,22 +209,25 @@ def read_run(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def check_same_limits(runs: Sequence[tuple[Any, Sequence[dict[str, Any]]]]) -> None:
+def check_same_limits(runs: Sequence[tuple[Any, Sequence[dict[str, Any]]]], across_regimes: bool = False) -> None:
     """Refuse runs that played one (regime, length, budget) under different limits beside the
     budget (``wpb eval --kind-budgets``, ``--write-time``): their rows are different conditions,
-    and pairing or pooling them would compare unlike with unlike."""
+    and pairing or pooling them would compare unlike with unlike. ``across_regimes``: one budget
+    under different limits in any regime and length (a transfer table ranks policies across
+    regimes)."""
     for column, what, option in (("kind_budgets", "kind budgets", "--kind-budgets"),
                                  ("write_time", "write time", "--write-time")):
         seen: dict[tuple[Any, Any, Any], tuple[str, Any]] = {}
         for where, rows in runs:
             for row in rows:
-                condition = (row["mode"], row["steps"], row["budget_bytes"])
+                condition = ((None, None) if across_regimes else (row["mode"], row["steps"])) + (row["budget_bytes"],)
                 value = row.get(column) or ""
                 first = seen.setdefault(condition, (value, where))
                 if first[0] != value:
                     mode, steps, budget = condition
+                    played = f"{mode}, T={steps}" if mode is not None else "a regime"
                     raise InputError(
-                        f"{first[1]} played {mode}, T={steps} at {budget} bytes with {what} "
+                        f"{first[1]} played {played} at {budget} bytes with {what} "
                         f"{first[0] or 'none'}, {where} with {value or 'none'}: those are different conditions "
                         f"(wpb eval {option}); give runs of the same {what}"
                     )

@@ -58,20 +58,22 @@ def _cmd_report(args: Settings) -> int:
 
 def _report_text(args: Settings, run: Path, rows: list[dict[str, Any]]) -> str:
     """Write the table ``wpb report`` was asked for into ``run``; its text."""
+    from ..evaluation.reports.report import with_limits_note
     from ..evaluation.reports.tables import f1_by_budget_table, headroom_table, paper_tables, transfer_table
 
     if args.headroom:
         check_policies(args.highlight or (), rows, run, "--highlight")
         text = headroom_table(rows, highlight=args.highlight or (), run=str(run), learned=_learned_in(run))
+        text = with_limits_note(text, rows)
         write_atomic(run / "headroom.md", text)
     elif args.f1_by_budget:
-        text = f1_by_budget_table(rows)
+        text = with_limits_note(f1_by_budget_table(rows), rows)
         write_atomic(run / "f1_by_budget.md", text)
     elif args.transfer:
         runs = [(path, read_run(Path(path))) for path in args.transfer]
-        check_same_limits([(run, rows), *runs])
+        check_same_limits([(run, rows), *runs], across_regimes=True)
         sources = [r for _, source_rows in runs for r in source_rows]
-        text = transfer_table(rows, sources)
+        text = with_limits_note(transfer_table(rows, sources), rows)
         write_atomic(run / "transfer.md", text)
     else:
         chosen = [r for r in rows if r["track"] == args.track]
@@ -82,6 +84,7 @@ def _report_text(args: Settings, run: Path, rows: list[dict[str, Any]]) -> str:
                 f"--tracks {args.track} and agents of that track (e.g. priority_threshold), or pass --track {held}"
             )
         text = paper_tables(rows, track=args.track, diagnostics_budget=_diagnostics_budget(args, chosen, run))
+        text = with_limits_note(text, rows)
         write_atomic(run / "paper_tables.md", text)
     return text
 

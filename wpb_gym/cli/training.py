@@ -35,6 +35,11 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
+    # Limits beside the budget are an evaluation's (wpb eval --kind-budgets / --write-time): a model
+    # trained without them is evaluated under them, its private memory keeping them.
+    for name in ("kind_budgets", "write_time"):
+        reserved[name] = (f"for evaluation only: wpb eval --{name.replace('_', '-')} evaluates any trained model "
+                          f"under it (to train under it, use gym.make(..., {name}=...) in Python)")
     given = dict(settings.env_kwargs or ())
     # A query tier's knobs are its generator options (QueryTierConfig's), not the paper generator's.
     env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=given.get("regime") in QUERY_REGIMES)

@@ -25,7 +25,8 @@ from fractions import Fraction
 from typing import Any
 
 from .accounting import MERGE_KEY
-from .setting_values import input_error, parse_budget
+from .checks import InputError
+from .setting_values import MAX_BUDGET, input_error, parse_budget
 
 KINDS = ("endpoint", "doc", "guide", "other")
 
@@ -55,8 +56,9 @@ class KindBudgets:
                 raise ValueError(f"kind budgets: unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
             if kind in seen:
                 raise ValueError(f"kind budgets: {kind!r} is given twice")
-            if type(limit) is not int or limit < 0:
-                raise ValueError(f"kind budgets: {kind}'s limit must be a non-negative int of bytes, got {limit!r}")
+            if type(limit) is not int or not 0 <= limit <= MAX_BUDGET:
+                raise ValueError(f"kind budgets: {kind}'s limit must be an int of bytes from 0 to {MAX_BUDGET}, "
+                                 f"got {limit!r}")
             seen.add(kind)
         # One order whatever order they were given in: equal budgets compare and hash equal.
         object.__setattr__(self, "limits", tuple(sorted(self.limits, key=lambda pair: KINDS.index(pair[0]))))
@@ -90,7 +92,9 @@ class KindBudgets:
         return ",".join(f"{kind}={limit}" for kind, limit in self.limits)
 
 
-_SHARE = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+# At most six decimals: every share has an exact decimal text, the same in every process.
+_SHARE = re.compile(r"([0-9]{1,3}(?:\.[0-9]{1,6})?)\s*%")
+_LONGEST_AMOUNT = 40  # characters of one amount: a longer one is not a size anyone means
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,10 @@ class KindShares:
 
         Raises ``InputError`` naming ``where`` for an unknown kind, a repeated one, a share
         outside 0-100% or a malformed size."""
+        if isinstance(value, KindShares):
+            return value
+        if isinstance(value, KindBudgets):
+            return cls(tuple(value.limits))
         if isinstance(value, Mapping):
             pairs = [(str(k), v) for k, v in value.items()]
         elif isinstance(value, str):
@@ -124,14 +132,28 @@ class KindShares:
                 raise input_error(where, f"unknown kind {name!r}; expected one of {', '.join(KINDS)}")
             if any(name == seen for seen, _ in parts):
                 raise input_error(where, f"kind {name!r} is given twice")
+            here = f"{where}: {name}" if where else name
+            if isinstance(amount, str) and len(amount) > _LONGEST_AMOUNT:
+                raise input_error(here, f"expected a share such as 30% or bytes such as 3KB, got {len(amount)} "
+                                        "characters")
             share = _SHARE.fullmatch(amount) if isinstance(amount, str) else None
             if share is not None:
                 fraction = Fraction(share.group(1)) / 100
                 if fraction > 1:
                     raise input_error(where, f"{name}: a share is at most 100% of the total, got {amount!r}")
                 parts.append((name, fraction))
-            else:
-                parts.append((name, parse_budget(amount, f"{where}: {name}" if where else name)))
+                continue
+            if isinstance(amount, str) and "%" in amount:
+                raise input_error(here, f"expected a share from 0% to 100% with at most 6 decimals, such as 30% "
+                                        f"or 12.5%, got {amount!r}")
+            if isinstance(amount, str) and not amount.isascii():
+                raise input_error(here, f"expected a share such as 30% or bytes such as 3KB in ASCII digits, "
+                                        f"got {amount!r}")
+            try:
+                parts.append((name, parse_budget(amount, here)))
+            except InputError as error:
+                raise input_error(here, f"expected a share such as 30% or bytes such as 3KB; "
+                                        f"{str(error).removeprefix(here + ': ')}") from None
         return cls(tuple(sorted(parts, key=lambda pair: KINDS.index(pair[0]))))
 
     def resolve(self, total: int) -> KindBudgets:

@@ -114,8 +114,12 @@ def check_can_run(policy: Any, track: str) -> str:
     return needs
 
 
-def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes: int, track: str) -> EpisodeContext:
-    """The context ``policy`` may see for ``episode`` (``stream``: its steps on ``track``)."""
+def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes: int, track: str,
+                    store: Any = None) -> EpisodeContext:
+    """The context ``policy`` may see for ``episode`` (``stream``: its steps on ``track``;
+    ``store``: the memory it plays on, whose limits beside the budget it is told)."""
+    kinds = getattr(store, "kind_budgets", None)
+    write_time = getattr(store, "write_time", None)
     return EpisodeContext(
         length=len(episode),
         budget_bytes=budget_bytes,
@@ -123,6 +127,8 @@ def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes
         episode_id=episode.episode_id,
         episode=episode if policy_track(policy) == ORACLE else None,
         stream=Episode(steps=stream.steps, labels={}) if getattr(policy, "needs_stream", False) else None,
+        kind_budgets=kinds.as_dict() if kinds else None,
+        write_time=write_time.as_dict() if write_time else None,
     )
 
 

@@ -17,6 +17,9 @@ from typing import Any
 from .setting_values import input_error, parse_int
 
 _FIELDS = ("total", "per_write", "per_kb")
+# The most ticks each field may hold: far beyond any episode's needs, and within int64 however
+# large a step (a write's ticks reach MAX_PER * (1 + MAX_BUDGET / 1024), about 1e15).
+_MOST = {"total": 10**9, "per_write": 10**6, "per_kb": 10**6}
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,8 @@ class WriteTime:
     def __post_init__(self) -> None:
         for name in _FIELDS:
             value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"write time: {name} must be a non-negative int of ticks, got {value!r}")
+            if type(value) is not int or not 0 <= value <= _MOST[name]:
+                raise ValueError(f"write time: {name} must be an int of ticks from 0 to {_MOST[name]}, got {value!r}")
 
     def ticks(self, n_bytes: int) -> int:
         """The ticks a write storing ``n_bytes`` takes."""
@@ -62,7 +65,7 @@ class WriteTime:
                 raise input_error(where, f"unknown field {name!r}; expected {', '.join(_FIELDS)}")
             if name in fields:
                 raise input_error(where, f"{name!r} is given twice")
-            fields[name] = parse_int(amount, f"{where}: {name}" if where else name, 0)
+            fields[name] = parse_int(amount, f"{where}: {name}" if where else name, 0, _MOST[name])
         if "total" not in fields:
             raise input_error(where, "expected total=TICKS (the episode's write time), e.g. total=40")
         return cls(**fields)

@@ -90,7 +90,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     out a WRITE or MERGE past its kind's limit (``docs/kind-budgets.md``). With a write-time
     budget (``write_time=``) two follow: ``time_left`` (the share of the episode's write time
     left) and ``fits_time`` (1 if a WRITE of the current step fits in it); the mask leaves out
-    the writes that do not (``docs/write-time.md``).
+    the writes that do not (``docs/write-time.md``). Under either, the features ``fits``,
+    ``fits_if_larger_expired`` and ``merge_ok`` (step and slots) still speak of the byte budget
+    alone: the mask and the appended features say what the limits allow.
 
     The step features from ``family_seen`` on compare with the stream the agent was shown, not
     with memory: a policy that skipped the previous version of an endpoint can still see how
@@ -381,8 +383,11 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self._done = False
         self._expires_this_step = 0
         self._reverted_expired = False
-        self.reward_fn.start(episode, self._table.cost_array(), budget, self._store.kind_budgets,
-                             self._store.write_time)
+        if self.limits is None:
+            self.reward_fn.start(episode, self._table.cost_array(), budget)
+        else:
+            self.reward_fn.start(episode, self._table.cost_array(), budget, kinds=self._store.kind_budgets,
+                                 write_time=self._store.write_time)
         self.viewer.start()
         self._recording = self.viewer.records
         self._update_view()

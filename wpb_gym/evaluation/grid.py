@@ -270,8 +270,8 @@ def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]], kinds:
     """The hindsight query bound of ``episode`` at every ``(track, budget)`` (none without queries).
 
     With hierarchical budgets (``kinds``) the bound is solved at the least of the total and the
-    limit of the episode's one content kind (the query tier's steps are all endpoints); an
-    episode of several kinds is solved at the total, which bounds it from above.
+    endpoint limit: the reader answers from endpoint snapshots only, so no policy holds more of
+    them than that limit, and nothing else it holds answers a query.
 
     The bound depends on the track only through its byte costs: a track whose costs equal an
     earlier one's shares its bounds (the query tier's steps have no priority hint, so both
@@ -290,19 +290,14 @@ def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]], kinds:
             by_budget = {}
             solved.append((costs, by_budget))
         if budget not in by_budget:
-            by_budget[budget] = query_bound(episode, _one_kind_budget(episode, budget, kinds), track,
+            by_budget[budget] = query_bound(episode, _endpoint_room(budget, kinds), track,
                                             time_limit=QUERY_BOUND_TIME_LIMIT)
         bounds[track, budget] = by_budget[budget]
     return bounds
 
 
-def _one_kind_budget(episode: Episode, budget: int, kinds: KindShares | None) -> int:
-    if kinds is None:
-        return budget
-    from ..scoring.kind_bounds import step_kinds
-
-    present = set(step_kinds(episode))
-    limit = kinds.resolve(budget).limit(present.pop()) if len(present) == 1 else None
+def _endpoint_room(budget: int, kinds: KindShares | None) -> int:
+    limit = kinds.resolve(budget).limit("endpoint") if kinds is not None else None
     return budget if limit is None else min(budget, limit)
 
 

@@ -94,9 +94,9 @@ def time_oracle_write_set(costs: Sequence[int], utilities: Sequence[float], budg
         while int(ticks[chosen].sum()) > write_time.total:
             chosen.pop(0)
         return tuple(sorted(chosen))
-    _, best, (items, units, decisions) = solved
+    _, best, (items, units, decisions, total) = solved
     chosen = []
-    tau, v = write_time.total, best
+    tau, v = total, best
     for t, row in zip(reversed(items), reversed(decisions), strict=True):
         if v == 0:
             break
@@ -116,7 +116,7 @@ def _solve(w: np.ndarray, u: np.ndarray, budget: int, write_time: WriteTime, kee
     ticks = step_ticks(w, write_time)
     useful = (u > 0) & (w <= budget) & (ticks <= write_time.total)
     if not useful.any():
-        return 1, 0, ([], np.zeros(0, dtype=np.int64), [])
+        return 1, 0, ([], np.zeros(0, dtype=np.int64), [], 0)
     scale = utility_unit_scale(u[useful])
     if scale is None:
         return None
@@ -124,10 +124,12 @@ def _solve(w: np.ndarray, u: np.ndarray, budget: int, write_time: WriteTime, kee
     items = np.flatnonzero(useful)
     cap = int(min(int(units[items].sum()), math.floor(lp_bound(w[items], units[items].astype(np.float64), budget)
                                                         * (1 + 1e-9) + 1e-6)))
-    cells = (write_time.total + 1) * (cap + 1)
+    # Ticks past what every useful step together takes change nothing: the rows stop there.
+    total = min(write_time.total, int(ticks[items].sum()))
+    cells = (total + 1) * (cap + 1)
     if cells * items.size > _MAX_CELLS or (keep_decisions and cells * items.size > _MAX_CELLS // 16):
         return None
-    need = np.full((write_time.total + 1, cap + 1), _INFEASIBLE, dtype=np.int64)
+    need = np.full((total + 1, cap + 1), _INFEASIBLE, dtype=np.int64)
     need[:, 0] = 0
     decisions = []
     for t in items.tolist():
@@ -144,8 +146,8 @@ def _solve(w: np.ndarray, u: np.ndarray, budget: int, write_time: WriteTime, kee
         np.minimum(target, candidate, out=target)
         if keep_decisions:
             decisions.append(need < old)
-    fits = np.flatnonzero(need[write_time.total] <= budget)
-    return scale, int(fits.max()), (items, units, decisions)
+    fits = np.flatnonzero(need[total] <= budget)
+    return scale, int(fits.max()), (items, units, decisions, total)
 
 
 def time_episode_oracle(episode: Episode, budgets: Iterable[int], track: str, write_time: WriteTime) -> EpisodeOracle:

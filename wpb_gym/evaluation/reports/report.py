@@ -120,16 +120,7 @@ def leaderboard(rows: Sequence[dict[str, Any]], budget: int = 10240) -> str:
         "",
         COLUMN_NOTE,
     ]
-    kinds = sorted({r.get(KIND_BUDGETS_COLUMN) or "" for r in rows if r["budget_bytes"] == budget})
-    if kinds != [""]:
-        shown = "; ".join(f"`{k}`" if k else "none" for k in kinds)
-        lines[3:3] = [f"Hierarchical budgets at {at} (bytes per content kind): {shown}. The hindsight bounds "
-                      "respect them too.", ""]
-    times = sorted({r.get(WRITE_TIME_COLUMN) or "" for r in rows if r["budget_bytes"] == budget})
-    if times != [""]:
-        shown = "; ".join(f"`{k}`" if k else "none" for k in times)
-        lines[3:3] = [f"Write time (ticks per episode and per write): {shown}. The hindsight bounds respect it "
-                      "too.", ""]
+    lines[3:3] = limits_lines([r for r in rows if r["budget_bytes"] == budget])
     groups: dict[tuple, dict[str, list[dict[str, Any]]]] = {}
     for r in rows:
         if r["budget_bytes"] == budget:
@@ -236,6 +227,32 @@ def _error_notes(rows: Sequence[dict[str, Any]]) -> list[str]:
             f"{markdown_text(first['track'])} track: {markdown_text(first[ERROR_COLUMN])}"
         )
     return lines
+
+
+def limits_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """A paragraph naming the limits beside the budget the rows ran under (none: no lines)."""
+    parts = []
+    for column, what in ((KIND_BUDGETS_COLUMN, "kind budgets (bytes per content kind)"),
+                         (WRITE_TIME_COLUMN, "write time (ticks per episode and per write)")):
+        by_budget: dict[int, set[str]] = {}
+        for r in rows:
+            by_budget.setdefault(r["budget_bytes"], set()).add(r.get(column) or "")
+        if any(values != {""} for values in by_budget.values()):
+            shown = "; ".join(f"{budget_label(b)}: " + ", ".join(f"`{v}`" if v else "none" for v in sorted(values))
+                              for b, values in sorted(by_budget.items()))
+            parts.append(f"Limits beside the budget, {what}: {shown}.")
+    if not parts:
+        return []
+    return [" ".join(parts) + " The hindsight bounds respect them.", ""]
+
+
+def with_limits_note(text: str, rows: Sequence[dict[str, Any]]) -> str:
+    """``text`` (a Markdown table page) with ``limits_lines`` after its title."""
+    note = limits_lines(rows)
+    if not note:
+        return text
+    title, _, rest = text.partition("\n")
+    return "\n".join([title, "", *note]) + ("\n" + rest.lstrip("\n") if rest else "\n")
 
 
 def config_hash(config: dict[str, Any]) -> str:

@@ -1,0 +1,112 @@
+"""Limits beside the budget reach every way an agent plays: trained models' private memories,
+agents driven through the env, the query bound, and the report pages."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+from agents.env_adapter import run_agent_in_env
+from agents.model_agent import ModelAgent
+from agents.registry import make_agent
+from wpb_gym.cli import main
+from wpb_gym.core.kind_budgets import KindBudgets, KindShares
+from wpb_gym.core.write_time import WriteTime
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.evaluation.grid import generated_refs, query_bounds
+from wpb_gym.evaluation.playing import Seat, play
+from wpb_gym.scoring.query_bound import query_bound
+
+
+class GreedyModel(ModelAgent):
+    """Stands in for a trained model read from a file: WRITE whenever its private env allows."""
+
+    name = "greedy_model"
+
+    def _act(self, observation, mask):
+        self.seen_shape = np.shape(observation)
+        return 1 if mask[1] else 0
+
+
+@pytest.mark.parametrize("kinds, write_time", [
+    (KindBudgets.of({"endpoint": 2048, "doc": 1024}), None),
+    (None, WriteTime(10, 1, 1)),
+])
+def test_a_trained_models_private_memory_keeps_the_evaluators_limits(kinds, write_time):
+    episode = generated_refs(["contract_mix"], [200], 1, seed=0)[0].load()
+    agent = GreedyModel("unused-path", env_kwargs={})
+    (run,) = play(episode, [Seat(agent, 10240, "unprivileged", kinds=kinds, write_time=write_time)])
+    assert run.error is None and run.diverged_at is None
+    assert run.store.timesteps() == agent._env.store.timesteps()
+    assert sum(run.store.rejected_counts.values()) == 0
+    # Trained without limits: it is shown the observation it knows, without their features.
+    assert agent.seen_shape == WritePolicyBenchEnv().observation_space.shape
+
+
+def test_a_model_trained_with_limits_needs_them():
+    episode = generated_refs(["breaking"], [80], 1, seed=0)[0].load()
+    agent = GreedyModel("model.zip", env_kwargs={"write_time": "total=5"})
+    with pytest.raises(ValueError, match="was trained with write_time=; evaluate it with limits"):
+        play(episode, [Seat(agent, 10240, "unprivileged")])
+
+
+@pytest.mark.parametrize("limits", [{"kind_budgets": "endpoint=40%,doc=25%,guide=10%"},
+                                    {"write_time": "total=20,per_write=1,per_kb=1"}])
+def test_agents_driven_through_the_env_are_told_its_limits(limits):
+    env = WritePolicyBenchEnv(regime="contract_mix", budget_bytes=10240, track="privileged", **limits)
+    metrics = run_agent_in_env(make_agent("oracle_optimal"), env, seed=0).metrics
+    assert metrics["policy_utility"] == pytest.approx(metrics["oracle_utility"])
+
+
+def test_the_query_bound_is_solved_in_the_endpoint_room():
+    episode = generated_refs(["queries_easy"], [2000], 1, seed=0)[0].load()
+    shares = KindShares.parse("endpoint=10%")
+    limited = query_bounds(episode, [("unprivileged", 10240)], shares)[("unprivileged", 10240)]
+    assert limited == query_bound(episode, 1024, "unprivileged", time_limit=0.0)
+    assert limited.upper < query_bounds(episode, [("unprivileged", 10240)])[("unprivileged", 10240)].upper
+
+
+def _run(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(argv))
+        except SystemExit as exit_:
+            code = exit_.code
+    return code, out.getvalue(), err.getvalue()
+
+
+TINY = ["--lengths", "80", "--episodes-per-condition", "2", "--budgets", "2KB", "--tracks", "unprivileged",
+        "--quiet", "--agents", "breaking_detector,last_kb"]
+
+
+def test_transfer_refuses_runs_of_other_limits_and_report_pages_name_them(tmp_path):
+    assert _run("eval", *TINY, "--regimes", "breaking", "--kind-budgets", "endpoint=30%",
+                "--out", str(tmp_path / "a"))[0] == 0
+    assert _run("eval", *TINY, "--regimes", "reverts", "--out", str(tmp_path / "b"))[0] == 0
+    code, _, err = _run("report", str(tmp_path / "a"), "--transfer", str(tmp_path / "b"))
+    assert code == 2 and "different conditions" in err and "Traceback" not in err
+    assert _run("report", str(tmp_path / "a"), "--f1-by-budget")[0] == 0
+    page = (tmp_path / "a" / "f1_by_budget.md").read_text()
+    assert "Limits beside the budget, kind budgets (bytes per content kind): 2KB: `endpoint=614`." in page
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--write-time", "total=5,per_write=100000000000000000000"], "--write-time: per_write"),
+    (["--write-time", "total=5,per_kb=36028797018963968"], "--write-time: per_kb"),
+    (["--kind-budgets", "endpoint=12.49999999999999999999999999999%"], "at most 6 decimals"),
+    (["--kind-budgets", "endpoint=５０%"], "at most 6 decimals"),
+    (["--kind-budgets", "endpoint=" + "1" * 5000], "expected a share such as 30% or bytes such as 3KB"),
+])
+def test_extreme_limits_exit_2_naming_the_option(tmp_path, argv, named):
+    code, _, err = _run("eval", *TINY, "--regimes", "breaking", *argv, "--out", str(tmp_path / "x"))
+    assert code == 2 and named in err and "Traceback" not in err
+
+
+def test_wpb_train_refuses_limits_naming_wpb_eval(tmp_path):
+    code, _, err = _run("train", "--algo", "maskable_ppo", "--env-kwargs", "kind_budgets=endpoint=50%",
+                        "--out", str(tmp_path / "t"))
+    assert code == 2 and "for evaluation only: wpb eval --kind-budgets" in err
