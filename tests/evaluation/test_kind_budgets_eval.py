@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from functools import partial
 
 import pytest
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.cli import main
 from wpb_gym.core.kind_budgets import KindShares
 from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
@@ -77,29 +74,20 @@ def test_the_leaderboard_says_the_kind_budgets(kind_rows):
         in text
 
 
-def _run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
-
 
 TINY = ["--regimes", "mixed_sizes", "--lengths", "80", "--episodes-per-condition", "2", "--budgets", "2KB",
         "--tracks", "unprivileged", "--quiet", "--agents", "breaking_detector,last_kb"]
 
 
-def test_wpb_eval_records_the_kind_budgets_and_compare_refuses_unlike_runs(tmp_path):
-    code, _, err = _run("eval", *TINY, "--kind-budgets", "endpoint=50%,doc=1KB", "--out", str(tmp_path / "k"))
+def test_wpb_eval_records_the_kind_budgets_and_compare_refuses_unlike_runs(wpb_run, tmp_path):
+    code, _, err = wpb_run("eval", *TINY, "--kind-budgets", "endpoint=50%,doc=1KB", "--out", str(tmp_path / "k"))
     assert code == 0, err
     rows = read_results(tmp_path / "k" / "results.csv")
     assert {row["kind_budgets"] for row in rows} == {"endpoint=1024,doc=1024"}
     assert '"kind_budgets": "endpoint=50%,doc=1024"' in (tmp_path / "k" / "run.json").read_text()
-    code, _, err = _run("eval", *TINY, "--out", str(tmp_path / "plain"))
+    code, _, err = wpb_run("eval", *TINY, "--out", str(tmp_path / "plain"))
     assert code == 0, err
-    code, _, err = _run("compare", str(tmp_path / "plain"), str(tmp_path / "k"), "--metric", "f1")
+    code, _, err = wpb_run("compare", str(tmp_path / "plain"), str(tmp_path / "k"), "--metric", "f1")
     assert code == 2
     assert "kind budgets none" in err and "endpoint=1024,doc=1024" in err and "Traceback" not in err
 
@@ -109,7 +97,7 @@ def test_wpb_eval_records_the_kind_budgets_and_compare_refuses_unlike_runs(tmp_p
     ("doc=150%", "at most 100%"),
     ("doc", "KIND=SHARE"),
 ])
-def test_bad_kind_budgets_exit_2_naming_the_option(tmp_path, value, named):
-    code, _, err = _run("eval", *TINY, "--kind-budgets", value, "--out", str(tmp_path / "bad"))
+def test_bad_kind_budgets_exit_2_naming_the_option(wpb_run, tmp_path, value, named):
+    code, _, err = wpb_run("eval", *TINY, "--kind-budgets", value, "--out", str(tmp_path / "bad"))
     assert code == 2 and named in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()

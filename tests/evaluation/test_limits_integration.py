@@ -3,8 +3,6 @@ agents driven through the env, the query bound, and the report pages."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 
 import numpy as np
 import pytest
@@ -12,7 +10,6 @@ import pytest
 from agents.env_adapter import run_agent_in_env
 from agents.model_agent import ModelAgent
 from agents.registry import make_agent
-from wpb_gym.cli import main
 from wpb_gym.core.kind_budgets import KindBudgets, KindShares
 from wpb_gym.core.write_time import WriteTime
 from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -69,27 +66,18 @@ def test_the_query_bound_is_solved_in_the_endpoint_room():
     assert limited.upper < query_bounds(episode, [("unprivileged", 10240)])[("unprivileged", 10240)].upper
 
 
-def _run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
-
 
 TINY = ["--lengths", "80", "--episodes-per-condition", "2", "--budgets", "2KB", "--tracks", "unprivileged",
         "--quiet", "--agents", "breaking_detector,last_kb"]
 
 
-def test_transfer_refuses_runs_of_other_limits_and_report_pages_name_them(tmp_path):
-    assert _run("eval", *TINY, "--regimes", "breaking", "--kind-budgets", "endpoint=30%",
+def test_transfer_refuses_runs_of_other_limits_and_report_pages_name_them(wpb_run, tmp_path):
+    assert wpb_run("eval", *TINY, "--regimes", "breaking", "--kind-budgets", "endpoint=30%",
                 "--out", str(tmp_path / "a"))[0] == 0
-    assert _run("eval", *TINY, "--regimes", "reverts", "--out", str(tmp_path / "b"))[0] == 0
-    code, _, err = _run("report", str(tmp_path / "a"), "--transfer", str(tmp_path / "b"))
+    assert wpb_run("eval", *TINY, "--regimes", "reverts", "--out", str(tmp_path / "b"))[0] == 0
+    code, _, err = wpb_run("report", str(tmp_path / "a"), "--transfer", str(tmp_path / "b"))
     assert code == 2 and "different conditions" in err and "Traceback" not in err
-    assert _run("report", str(tmp_path / "a"), "--f1-by-budget")[0] == 0
+    assert wpb_run("report", str(tmp_path / "a"), "--f1-by-budget")[0] == 0
     page = (tmp_path / "a" / "f1_by_budget.md").read_text()
     assert "Limits beside the budget, kind budgets (bytes per content kind): 2KB: `endpoint=614`." in page
 
@@ -101,12 +89,12 @@ def test_transfer_refuses_runs_of_other_limits_and_report_pages_name_them(tmp_pa
     (["--kind-budgets", "endpoint=５０%"], "at most 6 decimals"),
     (["--kind-budgets", "endpoint=" + "1" * 5000], "expected a share such as 30% or bytes such as 3KB"),
 ])
-def test_extreme_limits_exit_2_naming_the_option(tmp_path, argv, named):
-    code, _, err = _run("eval", *TINY, "--regimes", "breaking", *argv, "--out", str(tmp_path / "x"))
+def test_extreme_limits_exit_2_naming_the_option(wpb_run, tmp_path, argv, named):
+    code, _, err = wpb_run("eval", *TINY, "--regimes", "breaking", *argv, "--out", str(tmp_path / "x"))
     assert code == 2 and named in err and "Traceback" not in err
 
 
-def test_wpb_train_refuses_limits_naming_wpb_eval(tmp_path):
-    code, _, err = _run("train", "--algo", "maskable_ppo", "--env-kwargs", "kind_budgets=endpoint=50%",
+def test_wpb_train_refuses_limits_naming_wpb_eval(wpb_run, tmp_path):
+    code, _, err = wpb_run("train", "--algo", "maskable_ppo", "--env-kwargs", "kind_budgets=endpoint=50%",
                         "--out", str(tmp_path / "t"))
     assert code == 2 and "for evaluation only: wpb eval --kind-budgets" in err

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from functools import partial
 
 import pytest
 
 from agents.registry import agent_entry, make_agent
-from wpb_gym.cli import main
 from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.core.write_time import WriteTime
 from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
@@ -71,27 +68,18 @@ def test_the_leaderboard_says_the_write_time(rows):
             in leaderboard(rows, 10240))
 
 
-def _run(*argv):
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(list(argv))
-        except SystemExit as exit_:
-            code = exit_.code
-    return code, out.getvalue(), err.getvalue()
-
 
 TINY = ["--regimes", "breaking", "--lengths", "80", "--episodes-per-condition", "2", "--budgets", "2KB",
         "--tracks", "unprivileged", "--quiet", "--agents", "breaking_detector,last_kb"]
 
 
-def test_wpb_eval_records_the_write_time_and_seeds_refuse_unlike_runs(tmp_path):
-    code, _, err = _run("eval", *TINY, "--write-time", "total=6,per_kb=1", "--out", str(tmp_path / "w"))
+def test_wpb_eval_records_the_write_time_and_seeds_refuse_unlike_runs(wpb_run, tmp_path):
+    code, _, err = wpb_run("eval", *TINY, "--write-time", "total=6,per_kb=1", "--out", str(tmp_path / "w"))
     assert code == 0, err
     assert {r["write_time"] for r in read_results(tmp_path / "w" / "results.csv")} == {"total=6,per_write=1,per_kb=1"}
     assert '"write_time": "total=6,per_write=1,per_kb=1"' in (tmp_path / "w" / "run.json").read_text()
-    assert _run("eval", *TINY, "--out", str(tmp_path / "plain"))[0] == 0
-    code, _, err = _run("seeds", str(tmp_path / "plain"), str(tmp_path / "w"), "--learned",
+    assert wpb_run("eval", *TINY, "--out", str(tmp_path / "plain"))[0] == 0
+    code, _, err = wpb_run("seeds", str(tmp_path / "plain"), str(tmp_path / "w"), "--learned",
                         "x=breaking_detector,last_kb,breaking_detector")
     assert code == 2 and "write time none" in err and "Traceback" not in err
 
@@ -101,8 +89,8 @@ def test_wpb_eval_records_the_write_time_and_seeds_refuse_unlike_runs(tmp_path):
     (["--write-time", "total=4,speed=1"], "unknown field 'speed'"),
     (["--write-time", "total=4", "--kind-budgets", "doc=10%"], "one at a time"),
 ])
-def test_bad_write_time_exits_2_naming_the_option(tmp_path, extra, named):
-    code, _, err = _run("eval", *TINY, *extra, "--out", str(tmp_path / "bad"))
+def test_bad_write_time_exits_2_naming_the_option(wpb_run, tmp_path, extra, named):
+    code, _, err = wpb_run("eval", *TINY, *extra, "--out", str(tmp_path / "bad"))
     assert code == 2 and named in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()
 

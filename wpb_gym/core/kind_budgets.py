@@ -26,7 +26,7 @@ from typing import Any
 
 from .accounting import MERGE_KEY
 from .checks import InputError
-from .setting_values import MAX_BUDGET, input_error, parse_budget
+from .setting_values import MAX_BUDGET, input_error, parse_budget, parse_pairs
 
 KINDS = ("endpoint", "doc", "guide", "other")
 
@@ -113,17 +113,7 @@ class KindShares:
             return value
         if isinstance(value, KindBudgets):
             return cls(tuple(value.limits))
-        if isinstance(value, Mapping):
-            pairs = [(str(k), v) for k, v in value.items()]
-        elif isinstance(value, str):
-            pairs = []
-            for item in value.split(","):
-                name, sep, amount = item.partition("=")
-                if not sep or not name.strip() or not amount.strip():
-                    raise input_error(where, f"expected KIND=SHARE items such as endpoint=60%,doc=3KB, got {item!r}")
-                pairs.append((name.strip(), amount.strip()))
-        else:
-            raise input_error(where, f"expected text such as endpoint=60%,doc=3KB, got {type(value).__name__}")
+        pairs = parse_pairs(value, where, "endpoint=60%,doc=3KB (KIND=SHARE)")
         if not pairs:
             raise input_error(where, "expected at least one KIND=SHARE")
         parts: list[tuple[str, Fraction | int]] = []

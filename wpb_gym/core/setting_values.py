@@ -9,7 +9,7 @@ so that a value is checked the same way whether it comes from a flag, a config f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -82,6 +82,22 @@ def parse_budgets(value: Any, where: str = "") -> list[int]:
     """A non-empty list of distinct budgets: a list, one value, or comma-separated text."""
     budgets = [parse_budget(item, where) for item in _items(value, where)]
     return unique(budgets, where)
+
+
+def parse_pairs(value: Any, where: str, example: str) -> list[tuple[str, Any]]:
+    """``NAME=VALUE`` items: comma-separated text (values as text, stripped) or a mapping, in
+    order; ``example`` shows the form in errors."""
+    if isinstance(value, Mapping):
+        return [(str(k), v) for k, v in value.items()]
+    if not isinstance(value, str):
+        raise input_error(where, f"expected text such as {example}, got {type(value).__name__}")
+    pairs = []
+    for item in value.split(","):
+        name, sep, amount = item.partition("=")
+        if not sep or not name.strip() or not amount.strip():
+            raise input_error(where, f"expected NAME=VALUE items such as {example}, got {item!r}")
+        pairs.append((name.strip(), amount.strip()))
+    return pairs
 
 
 def _items(value: Any, where: str) -> list[Any]:

@@ -10,11 +10,10 @@ no ticks back, and a refused action takes none. SKIP and EXPIRE take no time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .setting_values import input_error, parse_int
+from .setting_values import input_error, parse_int, parse_pairs
 
 _FIELDS = ("total", "per_write", "per_kb")
 # The most ticks each field may hold: far beyond any episode's needs, and within int64 however
@@ -47,18 +46,7 @@ class WriteTime:
         ``InputError`` naming ``where`` for a missing total, an unknown field or a bad number."""
         if isinstance(value, WriteTime):
             return value
-        if isinstance(value, Mapping):
-            pairs = [(str(k), v) for k, v in value.items()]
-        elif isinstance(value, str):
-            pairs = []
-            for item in value.split(","):
-                name, sep, amount = item.partition("=")
-                if not sep or not name.strip() or not amount.strip():
-                    raise input_error(where, f"expected FIELD=TICKS items such as total=40,per_write=1,per_kb=0, "
-                                             f"got {item!r}")
-                pairs.append((name.strip(), amount.strip()))
-        else:
-            raise input_error(where, f"expected text such as total=40,per_write=1, got {type(value).__name__}")
+        pairs = parse_pairs(value, where, "total=40,per_write=1,per_kb=0 (FIELD=TICKS)")
         fields: dict[str, int] = {}
         for name, amount in pairs:
             if name not in _FIELDS:
