@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop,rllib,stress]'
+	$(PY) -m pip install --quiet -e '.[train,dev,offline,scale,interop,rllib,stress,multiagent]'
 	$(PY) -m pip install --quiet --no-deps pufferlib-core==3.0.23
 	touch $(STAMP)
 
