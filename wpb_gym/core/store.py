@@ -37,9 +37,9 @@ from typing import Any, Iterator, NamedTuple
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import ByteBudget
 from .kind_budgets import KindBudgets, content_kind
-from .write_time import WriteTime
 from .store_view import StoreView
 from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
+from .write_time import WriteTime
 
 
 class Reason(str, Enum):
