@@ -3,10 +3,14 @@ co-player, and is compared on held-out episodes with every scripted policy in th
 against the same co-player.
 
 ``python -m agents.sb3.shared_memory_train --mode competitive --co-player any_breaking
---seeds 0,1,2 --timesteps 600000 --out runs/shared_memory`` trains one model per seed (training episodes: the
-generated set of that seed; held-out episodes: seed 2718, never used in training or model
+--seeds 0,1,2 --out runs/shared_memory --jobs 2`` trains one model per seed (training episodes:
+the generated set of that seed; held-out episodes: seed 2718, never used in training or model
 selection: the last model is the one evaluated) and writes ``table.md``: each policy's mean F1
 in the learner's seat, and the learned policy's IQM over seeds with its bootstrap interval.
+
+The recipe (``RECIPE``) was chosen on validation episodes (seed 1000003) after a first recipe
+(learning rate 3e-4, 64 units, entropy 0.01, 600,000 steps) had been evaluated on the held-out
+episodes: IQM 0.409 there against 0.621 for ``own_breaking``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from wpb_gym.envs.shared_memory import MODES, SharedMemoryEnv, SingleAgentView
 from ..scripted.shared_memory import POLICIES, play
 
 HELD_OUT_SEED = 2718
+RECIPE = {"n_steps": 4096, "batch_size": 512, "gamma": 1.0, "gae_lambda": 0.95, "ent_coef": 0.0,
+          "learning_rate": 1e-3, "policy_kwargs": {"net_arch": [128, 128]}}
 
 
 def make_view(mode: str, co_player: str, regime: str, budget: int, seed: int) -> SingleAgentView:
@@ -32,17 +38,18 @@ def make_view(mode: str, co_player: str, regime: str, budget: int, seed: int) ->
     return SingleAgentView(env, "agent_0", {"agent_1": POLICIES[co_player]})
 
 
-def train(mode: str, co_player: str, regime: str, budget: int, seed: int, timesteps: int, out: Path):
-    """A MaskablePPO model for agent_0, saved to ``out/seed{seed}.zip``."""
+def train(mode: str, co_player: str, regime: str, budget: int, seed: int, timesteps: int, out: Path) -> Path:
+    """A MaskablePPO model for agent_0, saved to ``out/seed{seed}.zip`` (its path)."""
     import torch
     from sb3_contrib import MaskablePPO
 
     torch.set_num_threads(1)  # PPO's small networks: more threads only contend on few cores
-    model = MaskablePPO("MlpPolicy", make_view(mode, co_player, regime, budget, seed), seed=seed, n_steps=2048,
-                        batch_size=256, gamma=1.0, gae_lambda=0.95, ent_coef=0.01, learning_rate=3e-4, verbose=0)
+    model = MaskablePPO("MlpPolicy", make_view(mode, co_player, regime, budget, seed), seed=seed, verbose=0,
+                        **RECIPE)
     model.learn(total_timesteps=timesteps)
-    model.save(out / f"seed{seed}.zip")
-    return model
+    path = out / f"seed{seed}.zip"
+    model.save(path)
+    return path
 
 
 def learned_policy(model):
@@ -71,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--regime", default="contract_mix")
     parser.add_argument("--budget", type=int, default=10240, help="bytes")
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--timesteps", type=int, default=600_000)
+    parser.add_argument("--timesteps", type=int, default=1_200_000)
+    parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once, one process each")
     parser.add_argument("--episodes", type=int, default=30, help="held-out episodes")
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
@@ -79,15 +87,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         seeds = [int(s) for s in args.seeds.split(",")]
     except ValueError:
         parser.error(f"--seeds: expected integers separated by commas, got {args.seeds!r}")
-    if args.timesteps < 1 or args.episodes < 1:
-        parser.error("--timesteps and --episodes: expected at least 1")
+    if args.timesteps < 1 or args.episodes < 1 or args.jobs < 1:
+        parser.error("--timesteps, --episodes and --jobs: expected at least 1")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    from concurrent.futures import ProcessPoolExecutor
+
+    from sb3_contrib import MaskablePPO
+
+    settings = (args.mode, args.co_player, args.regime, args.budget)
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        paths = list(pool.map(train, *zip(*[(*settings, seed, args.timesteps, out) for seed in seeds])))
     per_seed = {}
-    for seed in seeds:
-        model = train(args.mode, args.co_player, args.regime, args.budget, seed, args.timesteps, out)
-        per_seed[seed] = held_out_scores(args.mode, args.co_player, args.regime, args.budget, learned_policy(model),
-                                         args.episodes)
+    for seed, path in zip(seeds, paths, strict=True):
+        per_seed[seed] = held_out_scores(*settings, learned_policy(MaskablePPO.load(path)), args.episodes)
     scripted = {name: held_out_scores(args.mode, args.co_player, args.regime, args.budget, POLICIES[name],
                                       args.episodes) for name in POLICIES}
     pooled = [x for scores in per_seed.values() for x in scores]
