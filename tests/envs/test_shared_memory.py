@@ -244,3 +244,13 @@ def test_dense_rewards_add_up_to_the_final_f1(mode):
         for agent in shared.possible_agents:
             assert totals[agent] == pytest.approx(infos[agent]["f1"])
         assert (paid_before_end > 0) == shared.dense_reward
+
+
+def test_without_pettingzoo_the_error_names_the_extra(monkeypatch):
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pettingzoo", None)  # as if it were not installed
+    monkeypatch.delitem(sys.modules, "wpb_gym.envs.shared_memory")
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'writepolicybench-gym\[multiagent\]'"):
+        importlib.import_module("wpb_gym.envs.shared_memory")

@@ -97,7 +97,13 @@ from typing import Any, Callable
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+
+try:
+    from pettingzoo import ParallelEnv
+except ModuleNotFoundError:  # the optional extra: say which
+    raise ModuleNotFoundError(
+        "SharedMemoryEnv needs PettingZoo: pip install 'writepolicybench-gym[multiagent]'", name="pettingzoo"
+    ) from None
 
 from ..core.accounting import estimate_bytes
 from ..core.checks import require_int
