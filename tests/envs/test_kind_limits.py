@@ -4,8 +4,8 @@ each kind's room, the rewards' oracle respects the limits, and what cannot model
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import pytest
+from limits_checks import play_checking_the_mask
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.kind_budgets import KINDS, KindShares, content_kind
@@ -15,38 +15,17 @@ from wpb_gym.scoring.kind_bounds import kind_oracle_utility, step_kinds
 KINDS_TEXT = "endpoint=40%,doc=25%,guide=10%"
 
 
-def _checked_actions(env):
-    base = env.unwrapped
-    slots = base._encoder.slots  # the shown items: the actions a mask bit stands for
-    return [1, *(2 + k for k in range(len(slots)))]
-
-
 @pytest.mark.parametrize("mode", ["box", "dict"])
 def test_the_mask_is_the_stores_verdict_and_observations_stay_in_their_space(mode):
     env = gym.make("WritePolicyBench-v0", regime="mixed_sizes", budget_bytes=8192, kind_budgets=KINDS_TEXT,
                    observation_mode=mode, slots=4)
-    rng = np.random.default_rng(0)
-    refused_by_kind = 0
-    for seed in range(3):
-        obs, info = env.reset(seed=seed)
-        base = env.unwrapped
-        while True:
-            assert env.observation_space.contains(obs)
-            mask = info["action_mask"]
-            for a in _checked_actions(env):
-                decision = base.store.check(base.decode_action(a), base.t)
-                assert bool(mask[a]) == decision.accepted, (a, decision)
-                refused_by_kind += decision.reason.value == "over_kind_budget"
-            # Mostly WRITE when allowed: memory fills and the limits bind.
-            allowed = np.flatnonzero(mask)
-            a = 1 if mask[1] and rng.random() < 0.8 else int(rng.choice(allowed))
-            obs, _, terminated, _, info = env.step(a)
-            assert info["accepted"]
-            limits = base.store.kind_budgets.as_dict()
-            for kind, limit in limits.items():
-                assert base.store.kind_used(kind) <= limit
-            if terminated:
-                break
+
+    def within_limits(obs, base, done):
+        for kind, limit in base.store.kind_budgets.as_dict().items():
+            assert base.store.kind_used(kind) <= limit
+
+    # Mostly WRITE when allowed: memory fills and the limits bind.
+    refused_by_kind = play_checking_the_mask(env, range(3), "over_kind_budget", 0.8, within_limits)
     assert refused_by_kind > 0  # the limits were met, not only the total
 
 

@@ -10,9 +10,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 from agents.scripted.shared_memory import POLICIES, play
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.envs.shared_memory import (
-    EXPIRE_REVERTED,
     EXPIRE_OLDEST,
-    FEATURES,
     N_ACTIONS,
     SKIP,
     WRITE,

@@ -4,8 +4,8 @@ time left, and the utility reward's oracle respects the write time."""
 from __future__ import annotations
 
 import gymnasium as gym
-import numpy as np
 import pytest
+from limits_checks import play_checking_the_mask
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.write_time import WriteTime
@@ -19,30 +19,18 @@ TIME = "total=12,per_write=1,per_kb=1"
 def test_the_mask_is_the_stores_verdict_and_the_time_left_is_observed(mode):
     env = gym.make("WritePolicyBench-v0", regime="breaking", budget_bytes=10240, write_time=TIME,
                    observation_mode=mode, slots=4)
-    rng = np.random.default_rng(0)
-    refused = 0
-    for seed in range(2):
-        obs, info = env.reset(seed=seed)
-        base = env.unwrapped
-        while True:
-            assert env.observation_space.contains(obs)
-            extra = obs["limits"] if mode == "dict" else obs[-len(TIME_FEATURES):]
-            store = base.store
-            assert extra[0] == pytest.approx(store.time_remaining() / 12)
-            mask = info["action_mask"]
-            for a in [1, *(2 + k for k in range(len(base._encoder.slots)))]:
-                decision = store.check(base.decode_action(a), base.t)
-                assert bool(mask[a]) == decision.accepted
-                refused += decision.reason.value == "out_of_write_time"
-            cost = base.step_details(base.t)[1]  # the current step (the episode is not over)
-            assert extra[1] == float(WriteTime.parse(TIME).ticks(cost) <= store.time_remaining())
-            a = 1 if mask[1] and rng.random() < 0.7 else int(rng.choice(np.flatnonzero(mask)))
-            obs, _, terminated, _, info = env.step(a)
-            assert info["accepted"]
-            assert base.store.time_used <= 12
-            if terminated:
-                break
-    assert refused > 0
+
+    def time_observed(obs, base, done):
+        extra = obs["limits"] if mode == "dict" else obs[-len(TIME_FEATURES):]
+        store = base.store
+        assert store.time_used <= 12
+        if done:
+            return
+        assert extra[0] == pytest.approx(store.time_remaining() / 12)
+        cost = base.step_details(base.t)[1]  # the current step
+        assert extra[1] == float(WriteTime.parse(TIME).ticks(cost) <= store.time_remaining())
+
+    assert play_checking_the_mask(env, range(2), "out_of_write_time", 0.7, time_observed) > 0
 
 
 def test_the_utility_reward_sums_to_the_share_of_the_time_limited_optimum():

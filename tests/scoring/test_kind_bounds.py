@@ -9,15 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wpb_gym.core.kind_budgets import KINDS, KindBudgets, KindShares
+from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.episodes.generators.paper import make_config
 from wpb_gym.episodes.sources import GeneratedEpisodes
 from wpb_gym.scoring.kind_bounds import (
-    kind_episode_oracle,
     kind_f1_bound,
     kind_oracle_utility,
     kind_oracle_write_set,
     step_kinds,
 )
+from wpb_gym.scoring.limited_bounds import episode_oracle_within
 from wpb_gym.scoring.oracle import episode_oracle, hindsight_f1_bound, oracle_utility
 
 
@@ -92,7 +93,7 @@ def test_without_limits_the_bounds_are_the_total_budgets():
 def test_an_episode_oracle_with_kind_budgets_respects_each_budgets_limits():
     episode = GeneratedEpisodes(make_config("mixed_sizes", length=200), 3).episode(0)
     shares = KindShares.parse("endpoint=30%,doc=20%")
-    oracle = kind_episode_oracle(episode, [1024, 10240], "unprivileged", shares)
+    oracle = episode_oracle_within(episode, [1024, 10240], "unprivileged", StoreLimits(shares))
     kinds = step_kinds(episode)
     assert set(kinds) == {"endpoint", "doc", "guide"}
     for budget in (1024, 10240):

@@ -8,13 +8,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.core.write_time import WriteTime
 from wpb_gym.episodes.generators.paper import make_config
 from wpb_gym.episodes.sources import GeneratedEpisodes
+from wpb_gym.scoring.limited_bounds import episode_oracle_within
 from wpb_gym.scoring.oracle import hindsight_f1_bound, oracle_utility
 from wpb_gym.scoring.time_bounds import (
     step_ticks,
-    time_episode_oracle,
     time_f1_bound,
     time_oracle_utility,
     time_oracle_write_set,
@@ -66,8 +67,9 @@ def test_without_a_common_unit_the_answer_bounds_from_above_and_the_set_fits(cos
 
 def test_with_ample_time_the_bounds_are_the_byte_budgets_and_scarce_time_lowers_them():
     episode = GeneratedEpisodes(make_config("contract_mix", length=200), 3).episode(0)
-    ample = time_episode_oracle(episode, [1024, 10240], "unprivileged", WriteTime(total=10_000))
-    scarce = time_episode_oracle(episode, [1024, 10240], "unprivileged", WriteTime(total=8, per_kb=1))
+    ample = episode_oracle_within(episode, [1024, 10240], "unprivileged", StoreLimits(write_time=WriteTime(10_000)))
+    scarce = episode_oracle_within(episode, [1024, 10240], "unprivileged",
+                                   StoreLimits(write_time=WriteTime(total=8, per_kb=1)))
     for budget in (1024, 10240):
         assert ample.utility(budget) == oracle_utility(ample.costs, episode.utilities, budget)
         assert ample.f1_bounds[budget] == hindsight_f1_bound(ample.costs, episode.critical_steps, budget)
@@ -79,6 +81,6 @@ def test_with_ample_time_the_bounds_are_the_byte_budgets_and_scarce_time_lowers_
 def test_write_time_that_cannot_bind_leaves_the_byte_bound_and_its_rows_stop_where_the_steps_do():
     # A billion ticks: the programme keeps only as many rows as the useful steps' ticks add up to.
     episode = GeneratedEpisodes(make_config("breaking", length=80), 0).episode(0)
-    costs = time_episode_oracle(episode, [1024], "unprivileged", WriteTime(10**9)).costs
+    costs = episode_oracle_within(episode, [1024], "unprivileged", StoreLimits(write_time=WriteTime(10**9))).costs
     bound = time_oracle_utility(costs, episode.utilities, 1024, WriteTime(10**9, per_write=7, per_kb=3))
     assert bound.exact and bound.utility == oracle_utility(costs, episode.utilities, 1024)

@@ -30,9 +30,9 @@ from ..core.checks import finite
 from ..core.kind_budgets import KindBudgets
 from ..core.write_time import WriteTime
 from ..core.types import Episode
-from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
+from ..scoring.kind_bounds import step_kinds
+from ..scoring.limited_bounds import utility_within
 from ..scoring.oracle import oracle_curve, oracle_utility
-from ..scoring.time_bounds import time_oracle_utility
 
 REWARD_METRICS: tuple[str, ...] = ("f1", "utility", "neg_regret")
 
@@ -175,13 +175,10 @@ class RewardFunction:
             self._compute_oracle(prefix="neg_regret" in self.weights)
 
     def _compute_oracle(self, prefix: bool) -> None:
-        if self._kinds is not None:
-            of_steps, limits = self._kinds
-            self._oracle_value = kind_oracle_utility(self._costs, of_steps, self._utility_array, self._budget,
-                                                     limits).utility
-        elif self._write_time is not None:
-            self._oracle_value = time_oracle_utility(self._costs, self._utility_array, self._budget,
-                                                     self._write_time).utility
+        if self._kinds is not None or self._write_time is not None:
+            of_steps, limits = self._kinds or (None, None)
+            self._oracle_value = utility_within(self._costs, self._utility_array, self._budget, limits,
+                                                self._write_time, of_steps)
         elif prefix:
             curve = oracle_curve(self._costs, self._utility_array, [self._budget])
             self._oracle_value = curve.at(self._budget)

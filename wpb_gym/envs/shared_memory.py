@@ -111,7 +111,7 @@ from ..core.contracts import Contract, contract_of, is_breaking
 from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore
 from ..core.tracks import UNPRIVILEGED, check_track, policy_episode
-from ..core.types import Episode, MemoryAction
+from ..core.types import Episode
 from ..scoring.oracle import hindsight_f1_bound
 from .episode_sampler import EpisodeSampler
 from .observation.stream_table import KIND_GUIDE, KIND_NAMES, kind_and_family

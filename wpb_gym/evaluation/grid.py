@@ -41,8 +41,7 @@ from ..episodes.generators.regimes import make_config
 from ..episodes.identity import episode_hash, refuse_repeated_episodes
 from ..episodes.sources import GeneratedEpisodes
 from ..scoring.metrics import CONFUSION_NAMES, METRIC_NAMES
-from ..scoring.kind_bounds import kind_episode_oracle
-from ..scoring.time_bounds import time_episode_oracle
+from ..scoring.limited_bounds import episode_oracle_within
 from ..scoring.oracle import episode_oracle
 from ..scoring.queries import has_queries
 from .child_processes import end_with_parent
@@ -246,7 +245,8 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     """The results of an episode's runs and their rows (the exact oracle once per track, the
     query bound once per budget and distinct byte costs, the episode's hash once: about 0.2 s
     for an episode of 7,000 steps, whose play takes far longer)."""
-    oracles = {track: _oracle(episode, task.budgets, track, task.store_limits) for track in task.tracks}
+    oracles = {track: episode_oracle(episode, task.budgets, track) if not task.store_limits
+               else episode_oracle_within(episode, task.budgets, track, task.store_limits) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
     bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.store_limits.kinds)
     digest = episode_hash(episode)
@@ -255,14 +255,6 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
         for (i, _, _), run, result in zip(plan, runs, results, strict=True)
     ]
     return results, rows
-
-
-def _oracle(episode: Episode, budgets: Sequence[int], track: str, limits: StoreLimits) -> Any:
-    if limits.kinds is not None:
-        return kind_episode_oracle(episode, budgets, track, limits.kinds)
-    if limits.write_time is not None:
-        return time_episode_oracle(episode, budgets, track, limits.write_time)
-    return episode_oracle(episode, budgets, track)
 
 
 def query_bounds(episode: Episode, conditions: Sequence[tuple[str, int]], kinds: KindShares | None = None

@@ -40,9 +40,8 @@ from ..core.store import ByteMemoryStore, Decision
 from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
-from ..scoring.kind_bounds import kind_oracle_utility, step_kinds
-from ..scoring.time_bounds import time_oracle_utility
-from ..scoring.oracle import oracle_utility as _oracle_utility
+from ..scoring.kind_bounds import step_kinds
+from ..scoring.limited_bounds import utility_within
 from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
 from .referee import DEFAULT_LIMITS, NOT_JSON, PolicyLimitError, RunLimits, apply, as_action, normalise
@@ -373,14 +372,8 @@ def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None)
     at each checkpoint."""
     seat = run.seat
     if oracle_utility is None:
-        costs = track_costs(episode, seat.track)
-        if seat.kinds:
-            oracle_utility = kind_oracle_utility(costs, step_kinds(episode), episode.utilities, seat.budget,
-                                                 seat.kinds).utility
-        elif seat.write_time:
-            oracle_utility = time_oracle_utility(costs, episode.utilities, seat.budget, seat.write_time).utility
-        else:
-            oracle_utility = _oracle_utility(costs, episode.utilities, seat.budget)
+        oracle_utility = utility_within(track_costs(episode, seat.track), episode.utilities, seat.budget,
+                                        seat.kinds, seat.write_time, step_kinds(episode) if seat.kinds else None)
     metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)
     queries = score_queries(episode, run.store) if has_queries(episode) else None
     return EpisodeRun(

@@ -26,14 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kind_budgets import KindBudgets, KindShares, content_kind
+from ..core.kind_budgets import KindBudgets, content_kind
 from ..core.types import Episode
 from .oracle import (
-    EpisodeOracle,
     F1Bound,
     as_arrays,
-    check_budgets,
-    episode_oracle,
     lp_bound,
     oracle_utility,
     oracle_write_set,
@@ -42,20 +39,6 @@ from .oracle import (
 
 _UNLIMITED = "(no limit)"
 _INFEASIBLE = 1 << 60  # bytes of a utility no set reaches: far above any budget, far below int64's limit
-
-
-def kind_episode_oracle(episode: Episode, budgets: Iterable[int], track: str, kinds: KindShares) -> EpisodeOracle:
-    """``oracle.episode_oracle`` within the limits ``kinds`` resolves at each budget: the F1
-    bound and U* under them (``curve`` stays the total budget's alone)."""
-    plain = episode_oracle(episode, budgets, track)
-    budgets = check_budgets(budgets)
-    of_steps = step_kinds(episode)
-    limits = {b: kinds.resolve(b) for b in budgets}
-    bounds = {b: kind_f1_bound(plain.costs, of_steps, episode.critical_steps, b, limits[b]) for b in budgets}
-    utilities = {b: kind_oracle_utility(plain.costs, of_steps, episode.utilities, b, limits[b]).utility
-                 for b in budgets}
-    return EpisodeOracle(track=track, costs=plain.costs, curve=plain.curve, f1_bounds=bounds,
-                         kind_utilities=utilities)
 
 
 def step_kinds(episode: Episode) -> list[str]:

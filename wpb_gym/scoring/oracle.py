@@ -429,9 +429,9 @@ def hindsight_f1_bound(costs: Sequence[int], critical_steps: Iterable[int], budg
 class EpisodeOracle:
     """Everything the oracle says about one episode on one track.
 
-    With hierarchical budgets (``kind_bounds.kind_episode_oracle``), ``f1_bounds`` and
-    ``utility`` are those within each budget's kind limits too, while ``curve`` stays the total
-    budget's alone (an upper bound on them)."""
+    Within limits beside the budget (``limited_bounds.episode_oracle_within``: kind budgets or
+    write time), ``f1_bounds`` and ``utility`` are those within the limits too, while ``curve``
+    stays the byte budget's alone (an upper bound on them)."""
 
     track: str
     costs: np.ndarray

@@ -25,15 +25,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..core.types import Episode
 from ..core.write_time import WriteTime
 from .kind_bounds import LimitedBound
 from .oracle import (
-    EpisodeOracle,
     F1Bound,
     as_arrays,
-    check_budgets,
-    episode_oracle,
     lp_bound,
     oracle_utility,
     oracle_write_set,
@@ -149,13 +145,3 @@ def _solve(w: np.ndarray, u: np.ndarray, budget: int, write_time: WriteTime, kee
     fits = np.flatnonzero(need[total] <= budget)
     return scale, int(fits.max()), (items, units, decisions, total)
 
-
-def time_episode_oracle(episode: Episode, budgets: Iterable[int], track: str, write_time: WriteTime) -> EpisodeOracle:
-    """``oracle.episode_oracle`` within the write time: the F1 bound and U* under it (``curve``
-    stays the byte budget's alone)."""
-    plain = episode_oracle(episode, budgets, track)
-    budgets = check_budgets(budgets)
-    bounds = {b: time_f1_bound(plain.costs, episode.critical_steps, b, write_time) for b in budgets}
-    utilities = {b: time_oracle_utility(plain.costs, episode.utilities, b, write_time).utility for b in budgets}
-    return EpisodeOracle(track=track, costs=plain.costs, curve=plain.curve, f1_bounds=bounds,
-                         kind_utilities=utilities)
