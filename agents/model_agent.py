@@ -26,6 +26,7 @@ import numpy as np
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.readonly import thaw
 from wpb_gym.core.store import StoreView
+from wpb_gym.core.store_limits import LIMIT_NAMES
 from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.episodes.generators.paper import GeneratorConfig
@@ -163,8 +164,12 @@ class ModelAgent(Agent):
         # stays the evaluator's. A model trained without them is shown the observation it knows
         # (the features they append are left out); one trained with them needs them.
         kwargs = dict(self.env_kwargs)
-        trained_with = [name for name in ("kind_budgets", "write_time") if kwargs.pop(name, None) is not None]
+        trained_with = [name for name in LIMIT_NAMES if kwargs.pop(name, None) is not None]
         given = {"kind_budgets": context.kind_budgets, "write_time": context.write_time}
+        # Compression adds an action: only a model trained with it may take it. For one trained
+        # without, a memory that refuses compressed writes judges its (plain) actions alike.
+        if "compression" in trained_with:
+            given["compression"] = context.compression
         if trained_with and not any(given.values()):
             raise ValueError(f"{self.path} was trained with {trained_with[0]}=; evaluate it with limits beside the "
                              f"budget (wpb eval --{trained_with[0].replace('_', '-')})")

@@ -9,6 +9,7 @@ imports ``agents``.
 
 from .core.accounting import canonical_delta, episode_costs, estimate_bytes, merge_cost
 from .core.budget import BudgetExceededError, BudgetView, ByteBudget
+from .core.compression import Compression, compressed_cost, compressed_step
 from .core.kind_budgets import KINDS, KindBudgets, KindShares, content_kind
 from .core.policy import ORACLE, POLICY_TRACKS, EpisodeContext, EpisodeOutcome, Policy
 from .core.readonly import ReadOnlyDict, ReadOnlyList, thaw
@@ -39,6 +40,12 @@ from .scoring.oracle import (
     oracle_utility,
     oracle_write_set,
 )
+from .scoring.compression_bounds import (
+    compressed_costs,
+    compression_f1_bound,
+    compression_oracle_utility,
+    compression_oracle_write_set,
+)
 from .scoring.time_bounds import time_f1_bound, time_oracle_utility, time_oracle_write_set
 
 register_envs()
@@ -59,6 +66,7 @@ __all__ = [
     "BudgetView",
     "ByteBudget",
     "ByteMemoryStore",
+    "Compression",
     "Decision",
     "Episode",
     "EpisodeContext",
@@ -95,6 +103,12 @@ __all__ = [
     "WriteTime",
     "__version__",
     "canonical_delta",
+    "compressed_cost",
+    "compressed_costs",
+    "compressed_step",
+    "compression_f1_bound",
+    "compression_oracle_utility",
+    "compression_oracle_write_set",
     "compute_metrics",
     "content_kind",
     "episode_costs",

@@ -13,22 +13,29 @@ message      fields                                           the agent answers
              ``track``, ``kind_budgets`` (null, or the
              bytes of each content kind with a limit),
              ``write_time`` (null, or ``total``,
-             ``per_write``, ``per_kb`` in ticks)
+             ``per_write``, ``per_kb`` in ticks),
+             ``compression`` (null, or ``credit``: what
+             a compressed critical step is worth)
 ``step``     ``t``, ``observation``, ``metadata`` (as the     ``{"actions": [ACTION, ...]}``
              track shows them), ``bytes`` (what a WRITE of
-             the step costs), ``memory``: ``bytes_used``,
+             the step costs), ``compressed_bytes`` (null,
+             or what a compressed WRITE of it costs),
+             ``memory``: ``bytes_used``,
              ``budget_bytes``, ``items``: ``[t, bytes, api]``
              for each item held, oldest first (``api`` is
              null for a step without one), ``kind_used``
              (null, or the bytes each limited kind holds),
-             ``time_left`` (null, or the ticks left)
+             ``time_left`` (null, or the ticks left),
+             ``compressed`` (null, or the ``t`` of each
+             item held compressed)
 ``end``      ``metrics``: the episode's metric row            nothing
 ===========  ===============================================  ===============================
 
 An ACTION is an object with ``op`` and, as the op needs them, ``target`` (the ``t`` of an item
 held) and ``reason`` (a short string, kept in the run's action log):
 
-* the benchmark's own: ``WRITE`` (the current step), ``MERGE`` (the current step into the
+* the benchmark's own: ``WRITE`` (the current step; with ``"codec": "summary/1"`` compressed,
+  where the run allows compression), ``MERGE`` (the current step into the
   item at ``target``, of the same endpoint; ``delta`` may be given and must then equal the
   canonical delta), ``EXPIRE`` (``target``), ``SKIP``;
 * a memory system's, as Mem0 names them: ``ADD`` is WRITE; ``UPDATE`` with ``target`` is MERGE
@@ -50,6 +57,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.compression import CODEC, compressed_cost
 from wpb_gym.core.policy import EpisodeContext, EpisodeOutcome, PolicyFailure
 from wpb_gym.core.store import StoreView
 from wpb_gym.core.types import MemoryAction, Step
@@ -57,7 +65,7 @@ from wpb_gym.core.types import MemoryAction, Step
 PROTOCOL = "wpb-agent/1"
 MAX_REASON = 200  # characters of a reason kept; a longer one is an error
 OPS = ("WRITE", "MERGE", "EXPIRE", "SKIP", "ADD", "UPDATE", "DELETE", "NONE")
-_FIELDS = {"op", "target", "reason", "delta", "merge"}
+_FIELDS = {"op", "target", "reason", "delta", "merge", "codec"}
 
 
 class ProtocolError(PolicyFailure):
@@ -83,18 +91,22 @@ def episode_message(context: EpisodeContext) -> dict[str, Any]:
         episode_id = str(episode_id)
     return {"type": "episode", "episode_id": episode_id, "length": context.length,
             "budget_bytes": context.budget_bytes, "track": context.track,
-            "kind_budgets": context.kind_budgets, "write_time": context.write_time}
+            "kind_budgets": context.kind_budgets, "write_time": context.write_time,
+            "compression": context.compression}
 
 
 def step_message(step: Step, store: StoreView) -> dict[str, Any]:
     items = sorted((item.t, item.byte_cost, item.api) for item in store.iter_items())
     limits = store.kind_budgets
+    compressing = store.compression is not None
     return {"type": "step", "t": step.t, "observation": step.observation, "metadata": step.metadata,
-            "bytes": estimate_bytes(step),
+            "bytes": estimate_bytes(step), "compressed_bytes": compressed_cost(step) if compressing else None,
             "memory": {"bytes_used": store.bytes_used, "budget_bytes": store.max_bytes,
                        "items": [list(item) for item in items],
                        "kind_used": {kind: store.kind_used(kind) for kind, _ in limits} if limits else None,
-                       "time_left": store.time_remaining()}}
+                       "time_left": store.time_remaining(),
+                       "compressed": sorted(item.t for item in store.iter_items() if item.codec is not None)
+                       if compressing else None}}
 
 
 def end_message(outcome: EpisodeOutcome) -> dict[str, Any]:
@@ -147,7 +159,11 @@ def _action(raw: Any, step: Step, where: str) -> list[MemoryAction]:
     delta = raw.get("delta")
     if delta is not None and not isinstance(delta, dict):
         raise ProtocolError(f"{where}: \"delta\" must be an object")
+    if "codec" in raw and (op not in ("WRITE", "ADD") or raw["codec"] != CODEC):
+        raise ProtocolError(f"{where}: \"codec\" is \"{CODEC}\", and only on WRITE or ADD")
     if op in ("WRITE", "ADD"):
+        if "codec" in raw:
+            return [MemoryAction.write_compressed(step, reason=reason)]
         return [MemoryAction.write(step, reason=reason)]
     if op in ("SKIP", "NONE"):
         return [MemoryAction.skip(reason=reason)]

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.compression import compressed_cost
 from wpb_gym.core.contracts import Contract, contract_of, is_breaking  # noqa: F401  (Contract: the agents' name)
 from wpb_gym.core.kind_budgets import content_kind
 from wpb_gym.core.policy import EpisodeContext
@@ -41,6 +42,9 @@ class BreakingDetector(BaselineAgent):
       small items are worth keeping); if that cannot make room, the step is skipped. With
       hierarchical budgets (``StoreView.kind_budgets``) it must fit its content kind's limit
       too, and while it does not, only items of its own kind are expired.
+    * Where the run allows compressed writes (``StoreView.compression``), a chosen step that
+      cannot be made to fit is written compressed if that fits the room left (nothing is
+      expired for it: a compressed item is worth less than the plain ones it would replace).
     """
 
     name = "breaking_detector"
@@ -49,6 +53,7 @@ class BreakingDetector(BaselineAgent):
     track = "unprivileged"
     kind = "scripted"
     _param_names = ()
+    compress_always = False  # compress every chosen step the codec can (breaking_compressor)
 
     def __init__(self) -> None:
         self.start_episode(None)
@@ -88,18 +93,30 @@ class BreakingDetector(BaselineAgent):
                 self._changes[family] = changes
         return iter(actions)
 
+    def _write(self, step: Step, store: StoreView, reason: str) -> list[MemoryAction]:
+        small = compressed_cost(step) if store.compression is not None else None
+        if small is not None and self.compress_always:
+            plan = self._make_room(small, step, store)
+            return [] if plan is None else [*plan, MemoryAction.write_compressed(step, reason=f"{reason}, compressed")]
+        plan = self._make_room(estimate_bytes(step), step, store)
+        if plan is not None:
+            return [*plan, MemoryAction.write(step, reason=reason)]
+        if small is not None and store.check(MemoryAction.write_compressed(step), step.t).accepted:
+            return [MemoryAction.write_compressed(step, reason=f"{reason}, compressed to fit")]
+        return []
+
     @staticmethod
-    def _write(step: Step, store: StoreView, reason: str) -> list[MemoryAction]:
-        cost = estimate_bytes(step)
+    def _make_room(cost: int, step: Step, store: StoreView) -> list[MemoryAction] | None:
+        """The EXPIREs that make a WRITE of ``cost`` bytes of ``step`` fit, or None if none can."""
         if cost > store.max_bytes:
-            return []
+            return None
         # With hierarchical budgets the step must fit its kind's limit too, and only items of
         # its own kind make room there.
         limits = store.kind_budgets
         kind = content_kind(step.observation) if limits else None
         limit = limits.limit(kind) if limits and kind is not None else None
         if limit is not None and cost > limit:
-            return []
+            return None
         room = store.remaining()
         kind_room = math.inf if limit is None else limit - store.kind_used(kind)  # type: ignore[arg-type]
         plan: list[int] = []
@@ -114,8 +131,83 @@ class BreakingDetector(BaselineAgent):
                 room += item.byte_cost
                 kind_room += item.byte_cost if same else 0
         if cost > room or cost > kind_room:
-            return []
-        return [
-            *(MemoryAction.expire(t, reason="make room (largest first)") for t in plan),
-            MemoryAction.write(step, reason=reason),
-        ]
+            return None
+        return [MemoryAction.expire(t, reason="make room (largest first)") for t in plan]
+
+
+class BreakingCompressor(BreakingDetector):
+    """``breaking_compressor``: ``breaking_detector`` that writes every chosen step compressed
+    where the run allows compressed writes (``StoreView.compression``) and the codec can
+    compress it, and plainly otherwise: the other end of the trade between bytes and credit.
+    Without compression it is ``breaking_detector``."""
+
+    name = "breaking_compressor"
+    description = "breaking_detector writing every chosen step compressed where the run allows it."
+    compress_always = True
+
+
+class BreakingRationer(BreakingDetector):
+    """``breaking_rationer``: ``breaking_detector`` that rations the room between plain and
+    compressed writes where the run allows compressed writes (``StoreView.compression``).
+
+    It counts the steps it has chosen so far and expects the rest of the episode to bring them
+    at the same rate, the count seen weighed against ``prior`` chosen steps per 100 steps
+    (``prior_weight`` steps' worth of evidence). For the chosen step it then plans the
+    remaining room as if each expected step cost what this one does: the numbers of plain and
+    of compressed writes that give the best F1 with what memory holds. It writes this step
+    plainly if that plan writes any step plainly, compressed if it writes only compressed
+    ones, and otherwise falls back on ``breaking_detector``'s rule (which may make room).
+    Without compression it is ``breaking_detector``.
+    """
+
+    name = "breaking_rationer"
+    description = "breaking_detector that plans plain and compressed writes for the chosen steps still to come."
+    _param_names = ("prior", "prior_weight")
+
+    def __init__(self, prior: float = 12.0, prior_weight: float = 200.0) -> None:
+        self.prior = float(prior)
+        self.prior_weight = float(prior_weight)
+        super().__init__()
+
+    def start_episode(self, context: EpisodeContext | None) -> None:
+        super().start_episode(context)
+        self._length = context.length if context is not None else None
+        self._chosen = 0
+
+    def _write(self, step: Step, store: StoreView, reason: str) -> list[MemoryAction]:
+        self._chosen += 1
+        compression = store.compression
+        small = compressed_cost(step) if compression is not None else None
+        if small is None or self._length is None:
+            return super()._write(step, store, reason)
+        seen = step.t + 1
+        rate = (self._chosen + self.prior * self.prior_weight / 100) / (seen + self.prior_weight)
+        coming = max(0, round(rate * (self._length - seen)))  # chosen steps still expected after this one
+        plain_held = len(store) - len(store.compressed_timesteps())
+        plain, packed = _best_mix(store.remaining(), estimate_bytes(step), small, 1 + coming, plain_held,
+                                  len(store.compressed_timesteps()), compression.credit,  # type: ignore[union-attr]
+                                  self._chosen + coming)
+        if plain:
+            return super()._write(step, store, reason)
+        if packed and store.check(MemoryAction.write_compressed(step), step.t).accepted:
+            return [MemoryAction.write_compressed(step, reason=f"{reason}, compressed to ration the room")]
+        return super()._write(step, store, reason)
+
+
+def _best_mix(room: int, plain_cost: int, small_cost: int, n: int, plain_held: int, packed_held: int,
+              credit: float, relevant: int) -> tuple[int, int]:
+    """The (plain, compressed) writes of ``n`` steps of these costs within ``room`` that give the
+    best F1 with the items held (every item counted as a kept critical step, ``relevant`` of
+    them expected in all); ties go to fewer plain writes."""
+    best, choice = -1.0, (0, 0)
+    for plain in range(n + 1):
+        left = room - plain * plain_cost
+        if left < 0:
+            break
+        for packed in {0, min(n - plain, left // small_cost)}:
+            kept = plain_held + packed_held + plain + packed
+            hits = plain_held + plain + credit * (packed_held + packed)
+            f1 = 2 * hits / (kept + relevant) if kept + relevant else 0.0
+            if f1 > best + 1e-12:
+                best, choice = f1, (plain, packed)
+    return choice

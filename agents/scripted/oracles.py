@@ -18,6 +18,7 @@ from wpb_gym.core.store import StoreView
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction, Step
 from wpb_gym.core.write_time import WriteTime
+from wpb_gym.scoring.compression_bounds import compressed_costs, compression_oracle_write_set
 from wpb_gym.scoring.kind_bounds import kind_oracle_write_set, step_kinds
 from wpb_gym.scoring.oracle import oracle_write_set
 from wpb_gym.scoring.time_bounds import time_oracle_write_set
@@ -33,6 +34,7 @@ class _OracleAgent(BaselineAgent):
 
     def __init__(self) -> None:
         self._write_set: frozenset[int] | None = None
+        self._compressed_set: frozenset[int] = frozenset()
 
     def start_episode(self, context: EpisodeContext) -> None:
         if context.episode is None:
@@ -41,11 +43,23 @@ class _OracleAgent(BaselineAgent):
                 "(EpisodeContext.episode), which the runner gives oracle-track policies only"
             )
         costs = track_costs(context.episode, context.track)
-        self._write_set = frozenset(int(t) for t in self._choose(costs, context.episode.utilities, context))
+        self._compressed_set = frozenset()
+        if context.compression is not None:
+            plain, compressed = self._choose_compressed(costs, context.episode.utilities, context)
+            self._compressed_set = frozenset(int(t) for t in compressed)
+        else:
+            plain = self._choose(costs, context.episode.utilities, context)
+        self._write_set = frozenset(int(t) for t in plain) | self._compressed_set
 
     @abstractmethod
     def _choose(self, costs: np.ndarray, utilities: np.ndarray, context: EpisodeContext) -> Iterable[int]:
         """The timesteps to WRITE in this episode."""
+
+    def _choose_compressed(self, costs: np.ndarray, utilities: np.ndarray,
+                           context: EpisodeContext) -> tuple[Iterable[int], Iterable[int]]:
+        """With compressed writes allowed: (the steps to WRITE plainly, those to WRITE
+        compressed). By default the plain choice, none compressed."""
+        return self._choose(costs, utilities, context), ()
 
     @property
     def write_set(self) -> tuple[int, ...]:
@@ -55,7 +69,9 @@ class _OracleAgent(BaselineAgent):
     def select(self, step: Step, store: StoreView) -> Iterator[MemoryAction]:
         if self._write_set is None:
             raise RuntimeError(f"{self.name}: start_episode(context) must be called before select()")
-        if step.t in self._write_set:
+        if step.t in self._compressed_set:
+            yield MemoryAction.write_compressed(step, reason="chosen in hindsight, compressed")
+        elif step.t in self._write_set:
             yield MemoryAction.write(step, reason="chosen in hindsight")
 
 
@@ -104,7 +120,9 @@ class OracleOptimal(_OracleAgent):
     The exact WRITE-only knapsack optimum U*(B) on the run track's WRITE costs: its retained
     utility equals the ``oracle_utility`` the metrics' regret is measured against. With
     hierarchical budgets, the optimum within each kind's limit too (``kind_oracle_write_set``);
-    with a write-time budget, within it (``time_oracle_write_set``).
+    with a write-time budget, within it (``time_oracle_write_set``); with compressed writes
+    allowed, the optimum choosing for each step plain, compressed or neither
+    (``compression_oracle_write_set``).
     """
 
     name = "oracle_optimal"
@@ -118,3 +136,9 @@ class OracleOptimal(_OracleAgent):
             return kind_oracle_write_set(costs, step_kinds(context.episode), utilities,  # type: ignore[arg-type]
                                          int(context.budget_bytes), KindBudgets.of(context.kind_budgets))
         return oracle_write_set(costs, utilities, int(context.budget_bytes))
+
+    def _choose_compressed(self, costs: np.ndarray, utilities: np.ndarray,
+                           context: EpisodeContext) -> tuple[Iterable[int], Iterable[int]]:
+        compressed = compressed_costs(context.episode, context.track)  # type: ignore[arg-type]
+        return compression_oracle_write_set(costs, compressed, utilities, int(context.budget_bytes),
+                                            float(context.compression["credit"]))  # type: ignore[index]

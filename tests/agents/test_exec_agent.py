@@ -69,16 +69,16 @@ def test_a_step_message_is_the_step_its_cost_and_memory_by_t():
     message = protocol.step_message(_step(2), store.view())
     assert message == {
         "type": "step", "t": 2, "observation": {"api": "api.v1.a", "params": ["x"], "version": 1},
-        "metadata": {"kind": "endpoint"}, "bytes": estimate_bytes(_step(2)),
+        "metadata": {"kind": "endpoint"}, "bytes": estimate_bytes(_step(2)), "compressed_bytes": None,
         "memory": {"bytes_used": estimate_bytes(first) + estimate_bytes(second), "budget_bytes": 4096,
                    "items": [[0, estimate_bytes(first), "api.v1.a"], [1, estimate_bytes(second), "api.v1.b"]],
-                   "kind_used": None, "time_left": None},
+                   "kind_used": None, "time_left": None, "compressed": None},
     }
     assert protocol.line(message).endswith(b"\n") and protocol.line(message).count(b"\n") == 1
     context = EpisodeContext(length=9, budget_bytes=4096, track="unprivileged", episode_id="e")
     assert protocol.episode_message(context) == {"type": "episode", "episode_id": "e", "length": 9,
                                                  "budget_bytes": 4096, "track": "unprivileged",
-                                                 "kind_budgets": None, "write_time": None}
+                                                 "kind_budgets": None, "write_time": None, "compression": None}
     assert protocol.end_message(EpisodeOutcome({"f1": 0.5, "recall": float("nan")})) == {
         "type": "end", "metrics": {"f1": 0.5, "recall": None}}
 

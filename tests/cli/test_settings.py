@@ -17,8 +17,8 @@ from wpb_gym.core.version import __version__
 
 # Where the tasks run never changes results, nor where the seed file lies (its seed is recorded),
 # nor which model files are accepted (run.json says so apart).
-# kind_budgets and write_time are recorded only when given, so that runs without it keep their checkpoint key.
-NOT_RECORDED = {"jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets", "write_time"}
+# kind_budgets, write_time and compression are recorded only when given, so that runs without it keep their checkpoint key.
+NOT_RECORDED = {"jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets", "write_time", "compression"}
 
 
 def commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):

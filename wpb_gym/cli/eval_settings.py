@@ -6,8 +6,9 @@ from functools import partial
 from typing import Any
 
 from ..core.checks import InputError
+from ..core.compression import Compression
 from ..core.kind_budgets import KindShares
-from ..core.store_limits import StoreLimits
+from ..core.store_limits import LIMIT_NAMES, StoreLimits
 from ..core.write_time import WriteTime
 from ..core.setting_values import (
     MAX_LENGTH,
@@ -24,6 +25,7 @@ from ..core.setting_values import (
     parse_text,
 )
 from ..core.tracks import TRACKS
+from ..episodes.generators.queries import QUERY_REGIMES
 from ..episodes.generators.regimes import ALL_REGIMES
 from ..evaluation.isolated.sandbox import Sandbox
 from ..evaluation.ray_backend import BACKENDS
@@ -160,6 +162,15 @@ EVAL_SETTINGS = (
         metavar="total=TICKS,...",
     ),
     Setting(
+        "compression",
+        lambda value, where: Compression.parse(value, where).text(),
+        "compressed writes: an agent may WRITE a step as its summary (the summary/1 codec: scalar fields "
+        "only), which costs fewer bytes and counts CREDIT of a kept critical step (and CREDIT times its "
+        "utility), e.g. credit=0.75; the bounds respect it too (not with --kind-budgets or --write-time, "
+        "nor on the query tier)",
+        metavar="credit=CREDIT",
+    ),
+    Setting(
         "jobs",
         partial(parse_int, minimum=1),
         "worker processes; with --isolate, the agents' processes (each worker runs one per agent, so there "
@@ -234,7 +245,7 @@ EVAL_SETTINGS = (
 # file lies (its seed is, as a fingerprint), nor which kinds of model files are accepted (run.json
 # says it beside the isolation). Kind budgets and write time change results: they are recorded when given
 # (``recorded_settings``), so that a run without them keeps the key it always had.
-NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models", "kind_budgets", "write_time")
+NOT_RECORDED = ("jobs", "backend", "address", "seed_file", "data_only_models", *LIMIT_NAMES)
 RECORDED = tuple(s.name for s in EVAL_SETTINGS if s.name not in NOT_RECORDED)
 GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_file")
 
@@ -242,19 +253,26 @@ GENERATED_ONLY = ("regimes", "lengths", "episodes_per_condition", "seed", "seed_
 def recorded_settings(config: Settings) -> dict[str, Any]:
     """What a run records of its settings (and hashes, for --resume)."""
     recorded = {k: config[k] for k in RECORDED}
-    for name in ("kind_budgets", "write_time"):
+    for name in LIMIT_NAMES:
         if config[name] is not None:
             recorded[name] = config[name]
     return recorded
 
 
 def store_limits(config: Settings) -> StoreLimits:
-    """The run's limits beside its budgets: kind budgets or write time (or neither)."""
-    if config["kind_budgets"] is not None and config["write_time"] is not None:
-        raise InputError(f"{config.origin_of('kind_budgets')} and {config.origin_of('write_time')}: one at a "
-                         "time; together they have no exact bound here")
+    """The run's limits beside its budgets: kind budgets, write time or compression (or none)."""
+    given = [name for name in LIMIT_NAMES if config[name] is not None]
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(config.origin_of(name) for name in given)}: one at a time; together "
+                         "they have no exact bound here")
+    if config["compression"] is not None and config["episodes"] is None:
+        queried = [regime for regime in config["regimes"] if regime in QUERY_REGIMES]
+        if queried:
+            raise InputError(f"{config.origin_of('compression')}: the query tier ({', '.join(queried)}) has no "
+                             "bound with compressed writes; run compression on the other regimes")
     return StoreLimits(None if config["kind_budgets"] is None else KindShares.parse(config["kind_budgets"]),
-                       None if config["write_time"] is None else WriteTime.parse(config["write_time"]))
+                       None if config["write_time"] is None else WriteTime.parse(config["write_time"]),
+                       None if config["compression"] is None else Compression.parse(config["compression"]))
 
 EVAL = CommandSettings(
     "wpb eval",

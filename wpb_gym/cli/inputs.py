@@ -211,12 +211,13 @@ def read_run(path: Path) -> list[dict[str, Any]]:
 
 def check_same_limits(runs: Sequence[tuple[Any, Sequence[dict[str, Any]]]], across_regimes: bool = False) -> None:
     """Refuse runs that played one (regime, length, budget) under different limits beside the
-    budget (``wpb eval --kind-budgets``, ``--write-time``): their rows are different conditions,
+    budget (``wpb eval --kind-budgets``, ``--write-time``, ``--compression``): their rows are different conditions,
     and pairing or pooling them would compare unlike with unlike. ``across_regimes``: one budget
     under different limits in any regime and length (a transfer table ranks policies across
     regimes)."""
     for column, what, option in (("kind_budgets", "kind budgets", "--kind-budgets"),
-                                 ("write_time", "write time", "--write-time")):
+                                 ("write_time", "write time", "--write-time"),
+                                 ("compression", "compression", "--compression")):
         seen: dict[tuple[Any, Any, Any], tuple[str, Any]] = {}
         for where, rows in runs:
             for row in rows:

@@ -10,6 +10,7 @@ from typing import Any
 from ..core.checks import InputError
 from ..core.messages import one_line
 from ..core.setting_values import parse_choice, parse_int, parse_path
+from ..core.store_limits import LIMIT_NAMES
 from ..evaluation.run_folder import check_folder_path
 from .inputs import check_env_kwargs, check_regime, parse_env_kwarg, read_placed_episode_source
 from .settings import CommandSettings, Setting, Settings, switch
@@ -37,7 +38,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
     # Limits beside the budget are an evaluation's (wpb eval --kind-budgets / --write-time): a model
     # trained without them is evaluated under them, its private memory keeping them.
-    for name in ("kind_budgets", "write_time"):
+    for name in LIMIT_NAMES:
         reserved[name] = (f"for evaluation only: wpb eval --{name.replace('_', '-')} evaluates any trained model "
                           f"under it (to train under it, use gym.make(..., {name}=...) in Python)")
     given = dict(settings.env_kwargs or ())

@@ -59,6 +59,7 @@ class EpisodeContext:
     stream: Episode | None = None
     kind_budgets: dict[str, int] | None = None  # hierarchical budgets: bytes per content kind that has a limit
     write_time: dict[str, int] | None = None  # the write-time budget: total, per_write, per_kb (ticks)
+    compression: dict[str, float] | None = None  # compressed WRITEs allowed: {"credit": what one is worth}
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes
     ``store``: the memory it plays on, whose limits beside the budget it is told)."""
     kinds = getattr(store, "kind_budgets", None)
     write_time = getattr(store, "write_time", None)
+    compression = getattr(store, "compression", None)
     return EpisodeContext(
         length=len(episode),
         budget_bytes=budget_bytes,
@@ -129,6 +131,7 @@ def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes
         stream=Episode(steps=stream.steps, labels={}) if getattr(policy, "needs_stream", False) else None,
         kind_budgets=kinds.as_dict() if kinds else None,
         write_time=write_time.as_dict() if write_time else None,
+        compression={"credit": compression.credit} if compression else None,
     )
 
 

@@ -20,6 +20,10 @@ Rules (spec §3.2, made precise where it is silent):
 * With a write-time budget (``wpb_gym.core.write_time``), a WRITE or MERGE whose ticks exceed
   the time left is rejected (``OUT_OF_WRITE_TIME``, judged after the bytes); an accepted one
   spends its ticks for good (EXPIRE gives none back).
+* A compressed WRITE (``MemoryAction.codec``, ``wpb_gym.core.compression``) is rejected
+  unless the store allows compression (``COMPRESSION_OFF``) and the codec can compress the
+  step (``NOT_COMPRESSIBLE``, ``NOTHING_TO_COMPRESS``); then it is a WRITE of the step's
+  summary, priced by the WRITE formula on it, and the item holds that summary.
 
 One item per timestep, so an item is addressed by its timestep. Items enter in increasing
 ``t`` (only the current step can be stored and time never goes back), which keeps "oldest",
@@ -36,9 +40,10 @@ from typing import Any, Iterator, NamedTuple
 
 from .accounting import MERGE_KEY, canonical_delta, estimate_bytes, identity_key, merge_cost
 from .budget import ByteBudget
+from .compression import Compression, compressed_step, refusal
 from .kind_budgets import KindBudgets, content_kind
 from .store_view import StoreView
-from .types import FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
+from .types import COMPRESSION_CODEC, FrozenMapping, MemoryAction, MemoryItem, Step, frozen_instance
 from .write_time import WriteTime
 
 
@@ -57,6 +62,9 @@ class Reason(str, Enum):
     EMPTY_DELTA = "empty_delta"  # MERGE that changes nothing
     DELTA_MISMATCH = "delta_mismatch"  # supplied delta differs from the canonical one
     TARGET_NOT_OLDER = "target_not_older"  # EXPIRE of an item written at the current timestep
+    COMPRESSION_OFF = "compression_off"  # a compressed WRITE where the run does not allow compression
+    NOT_COMPRESSIBLE = "not_compressible"  # a compressed WRITE of an observation that is not an object
+    NOTHING_TO_COMPRESS = "nothing_to_compress"  # a compressed WRITE whose summary would drop nothing
 
 
 class Decision(NamedTuple):
@@ -131,7 +139,7 @@ class ByteMemoryStore:
     """Append-only memory under a ``ByteBudget``; see the module docstring for the rules."""
 
     def __init__(self, budget: ByteBudget | int, kind_budgets: KindBudgets | dict[str, int] | None = None,
-                 write_time: WriteTime | None = None) -> None:
+                 write_time: WriteTime | None = None, compression: Compression | None = None) -> None:
         self.budget = budget if isinstance(budget, ByteBudget) else ByteBudget(budget)
         if self.budget.used:
             raise ValueError("ByteMemoryStore needs a fresh ByteBudget (used == 0)")
@@ -144,6 +152,10 @@ class ByteMemoryStore:
             raise TypeError(f"write_time: expected a WriteTime, got {type(write_time).__name__}")
         self.write_time = write_time
         self.time_used = 0  # ticks the accepted writes took (counted only with a write-time budget)
+        if compression is not None and not isinstance(compression, Compression):
+            raise TypeError(f"compression: expected a Compression, got {type(compression).__name__}")
+        self.compression = compression
+        self._compressed: set[int] = set()  # timesteps whose item is a compressed WRITE
         # What policies are shown (``get``, ``items``...). Nothing the store judges is read from
         # these: a policy can reach an item's fields (object.__setattr__), not the records.
         self._items: dict[int, MemoryItem] = {}
@@ -177,6 +189,8 @@ class ByteMemoryStore:
         if kind == "EXPIRE":
             return self._check_expire(action.target_t, current_t)
         if kind == "WRITE":
+            if action.codec is not None:
+                return self._check_compressed(action.step, current_t)[0]
             return self._check_write(action.step, current_t)
         step = action.step
         if step.t != current_t:
@@ -238,6 +252,17 @@ class ByteMemoryStore:
             return Decision(False, Reason.OUT_OF_WRITE_TIME, cost)
         return _accepted(cost)
 
+    def _check_compressed(self, step: Step, current_t: int) -> tuple[Decision, Step | None]:
+        """The decision on a compressed WRITE of ``step``, and the summary it would store."""
+        if step.t != current_t:
+            return Decision(False, Reason.NOT_CURRENT_STEP), None
+        if self.compression is None:
+            return Decision(False, Reason.COMPRESSION_OFF), None
+        summary = compressed_step(step)
+        if summary is None:
+            return Decision(False, Reason(refusal(step))), None
+        return self._check_write(summary, current_t), summary
+
     def would_accept(self, action: MemoryAction, current_t: int) -> bool:
         return self.check(action, current_t).accepted
 
@@ -255,7 +280,10 @@ class ByteMemoryStore:
         if not self._record(kind, decision, current_t):
             return decision
         if kind == "WRITE":
-            self._store_write(action.step, current_t, decision.byte_delta, action.reason, shown)
+            if action.codec is not None:
+                self._store_compressed(action.step, current_t, decision.byte_delta, action.reason, shown)
+            else:
+                self._store_write(action.step, current_t, decision.byte_delta, action.reason, shown)
         elif kind == "MERGE":
             self._store_merge(action, current_t, decision, shown)
         elif kind == "EXPIRE":
@@ -279,6 +307,15 @@ class ByteMemoryStore:
             self._store_write(step, current_t, decision.byte_delta, reason, shown)
         return decision
 
+    def write_compressed(self, step: Step, current_t: int, reason: str | None = None, *,
+                         shown: Step | None = None) -> Decision:
+        """``execute(MemoryAction.write_compressed(step, reason), current_t, shown=shown)``."""
+        self._check_clock(current_t)
+        decision, _ = self._check_compressed(step, current_t)
+        if self._record("WRITE", decision, current_t):
+            self._store_compressed(step, current_t, decision.byte_delta, reason, shown)
+        return decision
+
     def expire(self, target_t: int, current_t: int) -> Decision:
         """``execute(MemoryAction.expire(target_t), current_t)``."""
         self._check_clock(current_t)
@@ -295,7 +332,17 @@ class ByteMemoryStore:
         self.rejected_counts[kind] += 1
         return False
 
-    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None, shown: Step | None) -> None:
+    def _store_compressed(self, step: Step, current_t: int, cost: int, reason: str | None,
+                          shown: Step | None) -> None:
+        # The summary of the policy's copy is what the item presents; the summary of the
+        # canonical copy is what later rules (MERGE deltas) are judged on.
+        summary = compressed_step(step)
+        self._store_write(summary, current_t, cost, reason, None if shown is None else compressed_step(shown),
+                          COMPRESSION_CODEC)
+        self._compressed.add(current_t)
+
+    def _store_write(self, step: Step, current_t: int, cost: int, reason: str | None, shown: Step | None,
+                     codec: str | None = None) -> None:
         self.budget.consume(cost)
         obs = step.observation
         if shown is None:
@@ -328,6 +375,7 @@ class ByteMemoryStore:
                 "merge_parent_t": None,
                 "delta": None,
                 "api": shown_api,
+                "codec": codec,
             },
         )
         self._order.append(current_t)
@@ -375,6 +423,7 @@ class ByteMemoryStore:
             kind = self._item_kinds.pop(target_t)
             self._kind_used[kind] -= cost
         self._merges.pop(target_t, None)
+        self._compressed.discard(target_t)
         # Kept with the timestep it left at: what memory held at an earlier moment can be read
         # back (``held_at``), as the query tier's checkpoints read it.
         self._expired.append((self._items.pop(target_t), self._clock))
@@ -483,6 +532,10 @@ class ByteMemoryStore:
         while stack and stack[-1] not in self._items:
             stack.pop()
         return self._items[stack[-1]] if stack else None
+
+    def compressed_timesteps(self) -> tuple[int, ...]:
+        """The timesteps whose item is a compressed WRITE, sorted."""
+        return tuple(sorted(self._compressed))
 
     def retained_timesteps(self) -> tuple[int, ...]:
         """The retained set W (spec §4.1), sorted.

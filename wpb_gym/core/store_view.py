@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .budget import BudgetView
+from .compression import Compression
 from .kind_budgets import KindBudgets
-from .write_time import WriteTime
 from .readonly import ReadOnlyDict, ReadOnlyList
 from .types import MemoryAction, MemoryItem
+from .write_time import WriteTime
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import ByteMemoryStore, Decision
@@ -95,6 +96,15 @@ class StoreView:
     def time_remaining(self) -> int | None:
         """Ticks of write time left (None without a write-time budget)."""
         return self._store.time_remaining()
+
+    @property
+    def compression(self) -> Compression | None:
+        """Whether compressed WRITEs are allowed, and their credit (``wpb_gym.core.compression``)."""
+        return self._store.compression
+
+    def compressed_timesteps(self) -> tuple[int, ...]:
+        """The timesteps whose item is a compressed WRITE."""
+        return self._store.compressed_timesteps()
 
     def kind_remaining(self, kind: str) -> int:
         """What a WRITE of content ``kind`` may still take: the least of the total's and the kind's room."""

@@ -20,6 +20,9 @@ ACTION_TYPES: tuple[str, ...] = ("SKIP", "WRITE", "MERGE", "EXPIRE")
 
 ItemKind = Literal["WRITE", "MERGE"]
 
+# The one codec a compressed WRITE may name (``wpb_gym.core.compression`` defines it).
+COMPRESSION_CODEC = "summary/1"
+
 # The largest utility a step may have: the loader refuses more, and so does the oracle.
 # Sums of utilities that are multiples of a binary unit such as 0.5 stay exact in float64 up
 # to 2**53 (9.0e15), so with every step at this bound episodes of 9,000 steps are still
@@ -212,6 +215,7 @@ class MemoryItem:
     merge_parent_t: int | None = None
     delta: dict[str, Any] | None = None
     api: Any = None  # the step's observation["api"] when stored (MERGE's endpoint identity), or None
+    codec: str | None = None  # the codec a compressed WRITE item went through (``step`` is then its summary)
 
     @property
     def t(self) -> int:
@@ -223,7 +227,9 @@ class MemoryAction:
     """A memory operation requested by a policy (spec §3.3).
 
     ``step`` is required for WRITE and MERGE, ``target_t`` for MERGE and EXPIRE; ``delta``
-    is optional for MERGE (when given it must equal the canonical delta). Malformed actions
+    is optional for MERGE (when given it must equal the canonical delta); ``codec`` asks a
+    WRITE to store the step compressed (``wpb_gym.core.compression``; only ``"summary/1"``,
+    and only where the run allows compression). Malformed actions
     (unknown type, missing required field) raise ``ValueError`` here; actions that are
     well formed but not allowed in the current memory state are *rejected* by the store.
     """
@@ -233,6 +239,7 @@ class MemoryAction:
     target_t: int | None = None
     delta: dict[str, Any] | None = None
     reason: str | None = None
+    codec: str | None = None
 
     def __post_init__(self) -> None:
         if self.action not in ACTION_TYPES:
@@ -243,6 +250,11 @@ class MemoryAction:
             raise ValueError(f"MemoryAction({self.action}) needs target_t=")
         if self.delta is not None and self.action != "MERGE":
             raise ValueError(f"MemoryAction({self.action}) takes no delta (only MERGE does)")
+        if self.codec is not None:
+            if self.action != "WRITE":
+                raise ValueError(f"MemoryAction({self.action}) takes no codec (only WRITE does)")
+            if self.codec != COMPRESSION_CODEC:
+                raise ValueError(f"MemoryAction: codec must be {COMPRESSION_CODEC!r}, got {self.codec!r}")
 
     # The constructors below build well-formed actions by construction, so they skip the
     # validation of ``__init__`` (see frozen_instance): policies call them at every step.
@@ -255,6 +267,13 @@ class MemoryAction:
         if step is None:
             raise ValueError("MemoryAction(WRITE) needs step=")
         return _action(cls, "WRITE", step, None, None, reason)
+
+    @classmethod
+    def write_compressed(cls, step: Step, reason: str | None = None) -> MemoryAction:
+        """WRITE ``step`` through the ``summary/1`` codec (``wpb_gym.core.compression``)."""
+        if step is None:
+            raise ValueError("MemoryAction(WRITE) needs step=")
+        return _action(cls, "WRITE", step, None, None, reason, COMPRESSION_CODEC)
 
     @classmethod
     def merge(
@@ -271,9 +290,10 @@ class MemoryAction:
         return _action(cls, "EXPIRE", None, target_t, None, reason)
 
 
-def _action(cls: type, action: str, step: Any, target_t: Any, delta: Any, reason: Any) -> Any:
+def _action(cls: type, action: str, step: Any, target_t: Any, delta: Any, reason: Any, codec: Any = None) -> Any:
     if cls is not MemoryAction:  # a subclass may validate more: let it
-        return cls(action, step=step, target_t=target_t, delta=delta, reason=reason)
+        return cls(action, step=step, target_t=target_t, delta=delta, reason=reason, codec=codec)
     return frozen_instance(
-        MemoryAction, {"action": action, "step": step, "target_t": target_t, "delta": delta, "reason": reason}
+        MemoryAction,
+        {"action": action, "step": step, "target_t": target_t, "delta": delta, "reason": reason, "codec": codec},
     )

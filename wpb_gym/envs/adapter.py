@@ -47,7 +47,8 @@ class MemoryActionAdapter:
         return tuple(slots) + (None,) * (self.K - len(slots))
 
     def action_masks(self) -> np.ndarray:
-        """The valid actions now (bool, length 2 + 2K): exactly those the store would accept."""
+        """The valid actions now (bool, length 2 + 2K, and one more with compression): exactly
+        those the store would accept."""
         if self._episode is None:
             self._require_episode("action_masks()")
         return self._encoder.mask_array()
@@ -59,6 +60,8 @@ class MemoryActionAdapter:
             return _SKIP
         if a == 1:
             return MemoryAction("WRITE", step=self._table.step(self._t))
+        if a == self._compressed_write:
+            return MemoryAction.write_compressed(self._table.step(self._t))
         slots = self._encoder.slots
         k = (a - 2) % self.K
         if k >= len(slots):
@@ -72,6 +75,8 @@ class MemoryActionAdapter:
         if action.action == "SKIP":
             return 0
         if action.action == "WRITE":
+            if action.codec is not None:
+                return self._compressed_write if self._compressed_write < self.n_actions else None
             return 1
         try:
             k = self._encoder.slots.index(action.target_t)

@@ -12,14 +12,16 @@ import numpy as np
 from gymnasium import spaces
 
 from ..core.checks import only_defaults, require_finite
+from ..core.compression import Compression
 from ..core.kind_budgets import KindShares
-from ..core.store_limits import StoreLimits
-from ..core.write_time import WriteTime
 from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore, Reason
+from ..core.store_limits import StoreLimits
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
+from ..core.write_time import WriteTime
 from ..episodes.sources import EpisodeRecipe
+from ..scoring.compression_bounds import compressed_costs
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter
 from .episode_sampler import EpisodeSampler
@@ -247,13 +249,15 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         viewer: MemoryViewer | None = None,
         kind_budgets: str | Mapping[str, Any] | None = None,
         write_time: str | Mapping[str, Any] | None = None,
+        compression: str | Mapping[str, Any] | None = None,
         **generator_options: Any,
     ) -> None:
         self.track = check_track(track)
-        # Limits beside the budget: per content kind (resolved at each episode's budget) or write time.
+        # Limits beside the budget: per content kind (resolved at each episode's budget), write
+        # time or compression.
         limits = StoreLimits(None if kind_budgets is None else KindShares.parse(kind_budgets, "kind_budgets"),
-                             None if write_time is None else WriteTime.parse(write_time, "write_time"))
-        self.limits = EnvLimits(limits) if limits else None
+                             None if write_time is None else WriteTime.parse(write_time, "write_time"),
+                             None if compression is None else Compression.parse(compression, "compression"))
         self.budget_bytes = budget_argument(budget_bytes, "budget_bytes")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
         # A part passed in replaces the arguments it is built from, and each env works on its
@@ -276,6 +280,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                 raise ValueError(f"observation_encoder: its layout is for the other track than track={track!r}")
             encoder = observation_encoder.fresh()
         self._encoder = encoder
+        self.limits = EnvLimits(limits, encoder.K) if limits else None
         self.K, self.slot_order, self.observation_mode = encoder.K, encoder.slot_order, encoder.observation_mode
         self.max_expires_per_step = encoder.cap
         if viewer is None:
@@ -302,13 +307,15 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.reward_fn = reward_fn
         if self.limits is not None and "neg_regret" in reward_fn.weights:
             raise ValueError("reward: 'neg_regret' is measured against the prefix oracle U*(B, t), which "
-                             "kind_budgets= and write_time= do not have; use 'f1' or 'utility'")
+                             "kind_budgets=, write_time= and compression= do not have; use 'f1' or 'utility'")
 
         self.privileged = self.track == PRIVILEGED
         self.layout = encoder.layout
         self.step_features = self.layout.step_features
         self.slot_features = self.layout.slot_features
-        self.n_actions = self.layout.n_actions
+        self.n_actions = self.layout.n_actions + (self.limits.extra_actions if self.limits is not None else 0)
+        # With compression, its action follows the layout's; without, no action has this index.
+        self._compressed_write = self.layout.n_actions
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = self.layout.space(observation_mode)
         if self.limits is not None:
@@ -316,6 +323,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                 self.observation_space = self.limits.box_space(self.observation_space)
             else:
                 self.observation_space = spaces.Dict({**self.observation_space.spaces,
+                                                      "action_mask": spaces.MultiBinary(self.n_actions),
                                                       "limits": self.limits.features_space()})
         self.reset_count = 0  # resets so far: tells adapters that a new episode began
         self._episode: Episode | None = None
@@ -387,7 +395,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             self.reward_fn.start(episode, self._table.cost_array(), budget)
         else:
             self.reward_fn.start(episode, self._table.cost_array(), budget, kinds=self._store.kind_budgets,
-                                 write_time=self._store.write_time)
+                                 write_time=self._store.write_time, compression=self._store.compression,
+                                 compressed=compressed_costs(episode, self.track)
+                                 if self._store.compression is not None else None)
         self.viewer.start()
         self._recording = self.viewer.records
         self._update_view()
@@ -409,7 +419,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             return obs
         t = self._t
         step = self._table.step(t) if t < self._T else None
-        extra = self.limits.features(self._store, step, self._table.costs[t] if step is not None else 0)
+        extra = self.limits.features(self._store, step, self._table.costs[t] if step is not None else 0,
+                                     self._encoder.slots)
         if isinstance(obs, dict):
             return {**obs, "limits": extra}
         return np.concatenate([obs, extra])
@@ -451,6 +462,11 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             decision = store.write(self._table.step(t), t)
             if decision.accepted:
                 self._stored(t, None, decision.byte_delta)
+        elif a == self._compressed_write:
+            reason = _ACCEPTED
+            decision = store.write_compressed(self._table.step(t), t)
+            if decision.accepted:
+                self._stored(t, None, decision.byte_delta, compressed=True)
         elif a < 2 + self.K:
             reason = _ACCEPTED
             target = encoder.slots[a - 2]
@@ -494,17 +510,19 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         reward = self.reward_fn.reward(None if expired else t, penalty, metrics)
         return reward, terminated, accepted, reason, metrics
 
-    def _stored(self, t: int, merge_target: int | None, cost: int) -> None:
-        """After the store accepted WRITE (``merge_target`` None) or MERGE of step ``t``."""
+    def _stored(self, t: int, merge_target: int | None, cost: int, compressed: bool = False) -> None:
+        """After the store accepted WRITE (``merge_target`` None; ``compressed``: through the
+        codec) or MERGE of step ``t``."""
         self._encoder.stored(t, merge_target, cost)
-        self.reward_fn.kept(t)  # a WRITE is retained, and a MERGE joins a present base
+        # A WRITE is retained, and a MERGE joins a present base.
+        self.reward_fn.kept(t, self._store.compression.credit if compressed else 1.0)
         if self._recording:
             self.viewer.stored(t, merge_target is not None)
 
     def _rejection_reason(self, a: int) -> str:
         if a == 0:  # pragma: no cover - SKIP is always valid
             return Reason.ACCEPTED.value
-        if a >= 2:
+        if 2 <= a < self._compressed_write:
             k = (a - 2) % self.K
             if k >= len(self._encoder.slots):
                 return EMPTY_SLOT

@@ -27,9 +27,10 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..core.checks import finite
+from ..core.compression import Compression
 from ..core.kind_budgets import KindBudgets
-from ..core.write_time import WriteTime
 from ..core.types import Episode
+from ..core.write_time import WriteTime
 from ..scoring.kind_bounds import step_kinds
 from ..scoring.limited_bounds import utility_within
 from ..scoring.oracle import oracle_curve, oracle_utility
@@ -136,23 +137,29 @@ class RewardFunction:
         return type(self)(self.weights, self.dense, self.expire_cost)
 
     def start(self, episode: Episode, costs: np.ndarray, budget: int, kinds: KindBudgets | None = None,
-              write_time: WriteTime | None = None) -> None:
-        """Start ``episode``; ``kinds`` (hierarchical budgets) or ``write_time``: limits U*(B)
-        then respects (``"neg_regret"``'s prefix oracle has no such form: it is refused with them)."""
-        if (kinds or write_time) and "neg_regret" in self.weights:
+              write_time: WriteTime | None = None, compression: Compression | None = None,
+              compressed: np.ndarray | None = None) -> None:
+        """Start ``episode``; ``kinds`` (hierarchical budgets), ``write_time`` or ``compression``
+        (with each step's compressed cost, ``compressed``): limits U*(B) then respects
+        (``"neg_regret"``'s prefix oracle has no such form: it is refused with them)."""
+        if (kinds or write_time or compression) and "neg_regret" in self.weights:
             raise ValueError("reward 'neg_regret' is measured against the prefix oracle U*(B, t), which "
-                             "kind_budgets= and write_time= do not have; use 'f1' or 'utility'")
+                             "kind_budgets=, write_time= and compression= do not have; use 'f1' or 'utility'")
         self.start_labels(len(episode), episode.critical_steps, episode.utilities, costs, budget,
-                          (step_kinds(episode), kinds) if kinds else None, write_time)
+                          (step_kinds(episode), kinds) if kinds else None, write_time,
+                          (compression, compressed) if compression is not None else None)
 
     def start_labels(self, T: int, critical_steps: Iterable[int], utilities: np.ndarray, costs: np.ndarray,
                      budget: int, kinds: tuple[list[str], KindBudgets] | None = None,
-                     write_time: WriteTime | None = None) -> None:
+                     write_time: WriteTime | None = None,
+                     compression: tuple[Compression, np.ndarray] | None = None) -> None:
         """``start`` on an episode given by what it is scored on: its length, critical steps and
         per-step utilities (and with hierarchical budgets, each step's content kind and the
-        limits; with write time, its budget)."""
+        limits; with write time, its budget; with compression, the setting and each step's
+        compressed cost)."""
         self._kinds = kinds
         self._write_time = write_time
+        self._compression = compression
         self._utility_array = utilities
         self._costs = costs
         self._budget = budget
@@ -166,6 +173,7 @@ class RewardFunction:
         self._kept = 0
         self._kept_critical = 0
         self._kept_utility = 0.0
+        self._worth: dict[int, float] = {}  # retained steps that count less than one (compressed)
         self._potential = 0.0
         self._paid = 0.0
         self._penalties = 0.0
@@ -175,10 +183,11 @@ class RewardFunction:
             self._compute_oracle(prefix="neg_regret" in self.weights)
 
     def _compute_oracle(self, prefix: bool) -> None:
-        if self._kinds is not None or self._write_time is not None:
+        if self._kinds is not None or self._write_time is not None or self._compression is not None:
             of_steps, limits = self._kinds or (None, None)
+            compression, compressed = self._compression or (None, None)
             self._oracle_value = utility_within(self._costs, self._utility_array, self._budget, limits,
-                                                self._write_time, of_steps)
+                                                self._write_time, of_steps, compression, compressed)
         elif prefix:
             curve = oracle_curve(self._costs, self._utility_array, [self._budget])
             self._oracle_value = curve.at(self._budget)
@@ -197,18 +206,22 @@ class RewardFunction:
             self._compute_oracle(prefix=False)
         return self._oracle_value
 
-    def kept(self, t: int) -> None:
-        """Step ``t`` joined the retained set."""
+    def kept(self, t: int, worth: float = 1.0) -> None:
+        """Step ``t`` joined the retained set (``worth``: what it counts for, below 1 for a
+        compressed item)."""
         self._kept += 1
-        self._kept_critical += self._critical[t]
-        self._kept_utility += self._utilities[t]
+        if worth != 1.0:
+            self._worth[t] = worth
+        self._kept_critical += self._critical[t] * worth
+        self._kept_utility += self._utilities[t] * worth
 
     def dropped(self, timesteps: Iterable[int]) -> None:
         """These steps left the retained set."""
         for t in timesteps:
+            worth = self._worth.pop(t, 1.0)
             self._kept -= 1
-            self._kept_critical -= self._critical[t]
-            self._kept_utility -= self._utilities[t]
+            self._kept_critical -= self._critical[t] * worth
+            self._kept_utility -= self._utilities[t] * worth
 
     def reward(self, decided: int | None, penalty: float, metrics: Mapping[str, float] | None) -> float:
         """The reward of the action just taken: ``decided``, the step it decided (None for an

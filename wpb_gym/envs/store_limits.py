@@ -1,5 +1,5 @@
-"""Limits beside the byte budget in the environment (``kind_budgets=`` or ``write_time=``): the
-mask and the observation's extra features.
+"""Limits beside the byte budget in the environment (``kind_budgets=``, ``write_time=`` or
+``compression=``): the mask and the observation's extra features.
 
 The store refuses a WRITE or MERGE past its content kind's limit (``wpb_gym.core.kind_budgets``)
 or past the episode's write time (``wpb_gym.core.write_time``); ``EnvLimits.mask`` clears those
@@ -7,7 +7,12 @@ actions from the encoder's mask by asking the store itself, so the mask stays th
 verdict. The observation gains ``KIND_FEATURES`` (each kind's room over the budget, 1 with no
 limit and an empty memory, and whether the current step fits its own kind's room) or
 ``TIME_FEATURES`` (the share of the write time left, and whether a WRITE of the current step
-fits in it).
+fits in it). With compression the env has one more action, the last: a compressed WRITE of the
+current step (``wpb_gym.core.compression``); its mask bit, and the MERGE bits (a MERGE into a
+compressed item is priced against its summary), are the store's verdict, and the observation
+gains ``COMPRESSION_FEATURES`` (the compressed step's bytes over its plain bytes, 0 when it
+cannot be compressed, whether its compressed WRITE fits, and for each slot whether its item
+is compressed).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
+from ..core.compression import compressed_cost
 from ..core.kind_budgets import KINDS, content_kind
 from ..core.store import ByteMemoryStore
 from ..core.store_limits import StoreLimits
@@ -22,16 +28,30 @@ from ..core.types import MemoryAction, Step
 
 KIND_FEATURES = (*(f"kind_room_{kind}" for kind in KINDS), "fits_kind")
 TIME_FEATURES = ("time_left", "fits_time")
+COMPRESSION_FEATURES = ("compressed_share", "fits_compressed")
+
+
+def compression_features(k: int) -> tuple[str, ...]:
+    """The compression features with ``k`` slots: the step's two, then one per slot."""
+    return (*COMPRESSION_FEATURES, *(f"slot_{slot}_compressed" for slot in range(k)))
 
 
 class EnvLimits:
     """The env's limits: a store under them at each episode's budget, the mask and the features."""
 
-    def __init__(self, limits: StoreLimits) -> None:
+    def __init__(self, limits: StoreLimits, k: int) -> None:
         if not limits:
-            raise ValueError("EnvLimits needs kind budgets or a write time")
+            raise ValueError("EnvLimits needs kind budgets, a write time or compression")
         self.limits = limits
-        self.names = KIND_FEATURES if limits.kinds is not None else TIME_FEATURES
+        self.compressing = limits.compression is not None
+        if limits.kinds is not None:
+            self.names = KIND_FEATURES
+        elif limits.write_time is not None:
+            self.names = TIME_FEATURES
+        else:
+            self.names = compression_features(k)
+        # Compression adds one action, the last: a compressed WRITE of the current step.
+        self.extra_actions = 1 if self.compressing else 0
 
     def store(self, budget: int) -> ByteMemoryStore:
         return self.limits.store(budget)
@@ -43,8 +63,16 @@ class EnvLimits:
     def features_space(self) -> spaces.Box:
         return spaces.Box(0.0, 1.0, (len(self.names),), np.float32)
 
-    def features(self, store: ByteMemoryStore, step: Step | None, cost: int) -> np.ndarray:
-        """The features of the state (``step``: the current one, None once the episode is over)."""
+    def features(self, store: ByteMemoryStore, step: Step | None, cost: int, slots: list[int]) -> np.ndarray:
+        """The features of the state (``step``: the current one, None once the episode is over;
+        ``slots``: the timesteps of the items the slots show)."""
+        if self.compressing:
+            small = compressed_cost(step) if step is not None else None
+            share = small / cost if small is not None and cost else 0.0
+            fits = small is not None and store.check(MemoryAction.write_compressed(step), step.t).accepted
+            k = len(self.names) - len(COMPRESSION_FEATURES)
+            held = [float(store.get(t).codec is not None) for t in slots[:k]]
+            return np.asarray([share, float(fits), *held, *[0.0] * (k - len(held))], dtype=np.float32)
         if self.limits.kinds is not None:
             budget = max(store.max_bytes, 1)
             values = [min(1.0, max(0.0, store.kind_remaining(kind) / budget)) for kind in KINDS]
@@ -56,15 +84,23 @@ class EnvLimits:
             fits = step is not None and write_time.ticks(cost) <= left  # type: ignore[union-attr, operator]
         return np.asarray([*values, float(fits)], dtype=np.float32)
 
-    @staticmethod
-    def mask(mask: bytes, store: ByteMemoryStore, step: Step | None, slots: list[int], t: int, k: int) -> bytes:
-        """``mask`` without the WRITE and MERGE actions the store refuses."""
-        if step is None:
-            return mask
+    def mask(self, mask: bytes, store: ByteMemoryStore, step: Step | None, slots: list[int], t: int,
+             k: int) -> bytes:
+        """``mask`` without the WRITE and MERGE actions the store refuses (with compression: the
+        MERGE bits and the compressed WRITE's, appended, as the store judges them)."""
         out = bytearray(mask)
+        if self.compressing:
+            out.append(0)
+        if step is None:
+            return bytes(out)
         if out[1] and not store.check(MemoryAction.write(step), t).accepted:
             out[1] = 0
         for slot in range(k):
-            if out[2 + slot] and not store.check(MemoryAction("MERGE", step=step, target_t=slots[slot]), t).accepted:
+            if self.compressing:  # the encoder prices a MERGE against the step an item was written from
+                merge = slot < len(slots) and store.check(MemoryAction.merge(step, slots[slot]), t).accepted
+                out[2 + slot] = int(merge)
+            elif out[2 + slot] and not store.check(MemoryAction.merge(step, slots[slot]), t).accepted:
                 out[2 + slot] = 0
+        if self.compressing:
+            out[-1] = int(store.check(MemoryAction.write_compressed(step), t).accepted)
         return bytes(out)

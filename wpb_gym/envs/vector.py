@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ..core.checks import require_finite, require_int
+from ..core.store_limits import LIMIT_NAMES
 from .env import WritePolicyBenchEnv
 from .fast.layout import REASONS
 
@@ -77,7 +78,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             modes = ", ".join(repr(m.value) for m in AutoresetMode)
             raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}") from None
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        for name in ("kind_budgets", "write_time"):
+        for name in LIMIT_NAMES:
             if env_kwargs.get(name) is not None:
                 raise ValueError(
                     f"{name}: the native vector env's compiled core knows the byte budget only; for limits "

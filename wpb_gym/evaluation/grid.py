@@ -89,7 +89,9 @@ ERROR_COLUMN = "error"
 KIND_BUDGETS_COLUMN = "kind_budgets"
 # The write-time budget (``total=40,per_write=1,per_kb=0``), "" for none; likewise read as "".
 WRITE_TIME_COLUMN = "write_time"
-LIMIT_COLUMNS = (KIND_BUDGETS_COLUMN, WRITE_TIME_COLUMN)
+# Compressed writes allowed (``credit=0.5``: what a compressed critical step is worth), "" if not.
+COMPRESSION_COLUMN = "compression"
+LIMIT_COLUMNS = (KIND_BUDGETS_COLUMN, WRITE_TIME_COLUMN, COMPRESSION_COLUMN)
 # Columns holding counts (the other metric columns hold floats).
 INT_COLUMNS = frozenset(
     {"steps", "budget_bytes", "episode_index", "bytes_used", "write_actions", "expire_actions", "merge_actions"}
@@ -203,12 +205,13 @@ class GridTask:
     limits: RunLimits = DEFAULT_LIMITS
     isolate: bool = False
     sandbox: Sandbox | None = None  # isolated: the policies' sandbox (resolved), or none
-    store_limits: StoreLimits = StoreLimits()  # kind budgets or write time, beside each budget
+    store_limits: StoreLimits = StoreLimits()  # kind budgets, write time or compression, beside each budget
 
     def seat(self, i: int, track: str, budget: int) -> Seat:
         spec = self.policies[i]
         limits = self.store_limits
-        return Seat(spec.factory(), budget, track, i, spec.label, limits.kinds_at(budget), limits.write_time)
+        return Seat(spec.factory(), budget, track, i, spec.label, limits.kinds_at(budget), limits.write_time,
+                    limits.compression)
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
@@ -248,6 +251,9 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     oracles = {track: episode_oracle(episode, task.budgets, track) if not task.store_limits
                else episode_oracle_within(episode, task.budgets, track, task.store_limits) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
+    if task.store_limits.compression is not None and has_queries(episode):
+        raise ValueError(f"episode {episode.episode_id!r} has queries, and the query tier has no bound with "
+                         "compressed writes: run compression on episodes without queries")
     bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.store_limits.kinds)
     digest = episode_hash(episode)
     rows = [
@@ -343,6 +349,7 @@ def _row(
     row["error"] = "; ".join(problems)
     row[KIND_BUDGETS_COLUMN] = run.seat.kinds.text() if run.seat.kinds else ""
     row[WRITE_TIME_COLUMN] = run.seat.write_time.text() if run.seat.write_time else ""
+    row[COMPRESSION_COLUMN] = run.seat.compression.text() if run.seat.compression else ""
     return row
 
 

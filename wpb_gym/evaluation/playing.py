@@ -32,16 +32,18 @@ from time import perf_counter
 from typing import Any, NamedTuple
 
 from ..core.accounting import estimate_bytes, json_len, observation_json
+from ..core.compression import Compression
 from ..core.kind_budgets import KindBudgets
-from ..core.write_time import WriteTime
 from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
 from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
-from ..scoring.metrics import EpisodeMetrics, compute_metrics
+from ..core.write_time import WriteTime
+from ..scoring.compression_bounds import compressed_costs
 from ..scoring.kind_bounds import step_kinds
 from ..scoring.limited_bounds import utility_within
+from ..scoring.metrics import EpisodeMetrics, compute_metrics
 from ..scoring.queries import QueryScore, has_queries, score_queries
 from .isolated.wire import encode_action
 from .referee import DEFAULT_LIMITS, NOT_JSON, PolicyLimitError, RunLimits, apply, as_action, normalise
@@ -77,7 +79,7 @@ class EpisodeRun:
 class Seat:
     """One run of ``play``: ``policy`` (a fresh instance) at ``budget`` bytes on ``track``
     (and, with hierarchical budgets, ``kinds``: the limit of each content kind that has one; with
-    a write-time budget, ``write_time``).
+    a write-time budget, ``write_time``; with compressed writes allowed, ``compression``).
 
     Seats with the same ``group`` are runs of the same policy: on one track they are shown the
     same read-only copies of the steps (one copy per policy, not one per budget). ``label``
@@ -91,10 +93,17 @@ class Seat:
     label: str | None = None
     kinds: KindBudgets | None = None
     write_time: WriteTime | None = None
+    compression: Compression | None = None
 
     def store(self) -> ByteMemoryStore:
         """A fresh memory for this seat."""
-        return ByteMemoryStore(self.budget, self.kinds, self.write_time)
+        return ByteMemoryStore(self.budget, self.kinds, self.write_time, self.compression)
+
+    def limit_fields(self) -> dict[str, Any]:
+        """What a policy's ``EpisodeContext`` says of the limits beside the budget."""
+        return {"kind_budgets": self.kinds.as_dict() if self.kinds else None,
+                "write_time": self.write_time.as_dict() if self.write_time else None,
+                "compression": {"credit": self.compression.credit} if self.compression else None}
 
     def __post_init__(self) -> None:
         # The track decides what the policy is shown: read once, as the text it holds.
@@ -204,8 +213,7 @@ def contexts(
                 episode_id=thaw(episode.episode_id),
                 episode=oracle,
                 stream=stream,
-                kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
-                write_time=seat.write_time.as_dict() if seat.write_time else None,
+                **seat.limit_fields(),
             )
         )
     return out
@@ -303,7 +311,7 @@ def stepper(
                     if type(action) is MemoryAction and not record:
                         kind, reason = action.action, action.reason
                         if type(kind) is str and (reason is None or type(reason) is str):
-                            if kind == "WRITE" and action.step is shown_t:
+                            if kind == "WRITE" and action.step is shown_t and action.codec is None:
                                 decision = write(canonical, t, reason, shown=shown_t)
                                 if sink is not None:
                                     said = reason if reasons else None
@@ -373,7 +381,9 @@ def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None)
     seat = run.seat
     if oracle_utility is None:
         oracle_utility = utility_within(track_costs(episode, seat.track), episode.utilities, seat.budget,
-                                        seat.kinds, seat.write_time, step_kinds(episode) if seat.kinds else None)
+                                        seat.kinds, seat.write_time, step_kinds(episode) if seat.kinds else None,
+                                        seat.compression,
+                                        compressed_costs(episode, seat.track) if seat.compression else None)
     metrics = compute_metrics(episode, run.store, oracle_utility=oracle_utility)
     queries = score_queries(episode, run.store) if has_queries(episode) else None
     return EpisodeRun(

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.checks import finite
 from ..core.store import ByteMemoryStore, Decision
-from ..core.types import ACTION_TYPES, MemoryAction, Step, frozen_instance
+from ..core.types import ACTION_TYPES, COMPRESSION_CODEC, MemoryAction, Step, frozen_instance
 
 __all__ = [
     "ACTION_KINDS",
@@ -38,7 +38,8 @@ __all__ = [
 ]
 
 # (action, target_t, delta, reason): an action in exact built-in types, the step left implicit
-# (a WRITE or MERGE always stores the current step).
+# (a WRITE or MERGE always stores the current step). A WRITE has no delta: its third field is
+# its codec instead (None, or COMPRESSION_CODEC for a compressed WRITE).
 PlainAction = tuple[str, int | None, Any, str | None]
 
 ACTION_KINDS = {kind: kind for kind in ACTION_TYPES}  # maps an equal str to the interned constant
@@ -178,7 +179,13 @@ def normalise(action: Any, shown: Step, t: int, policy: str) -> PlainAction:
                 "can be stored",
             )
         if kind == "WRITE":
-            return ("WRITE", None, None, reason)
+            codec = getattr(action, "codec", None)
+            if codec is not None:
+                if not isinstance(codec, str) or str.__str__(codec) != COMPRESSION_CODEC:
+                    raise MalformedActionError(policy, t, f"asked for codec {codec!r}; the only codec is "
+                                                          f"{COMPRESSION_CODEC!r}")
+                codec = COMPRESSION_CODEC
+            return ("WRITE", None, codec, reason)
         delta = action.delta
         return ("MERGE", target, None if delta is None else _plain_json(delta), reason)
     except PolicyError:
@@ -195,10 +202,11 @@ def apply(store: ByteMemoryStore, plain: PlainAction, t: int, canonical: Step, s
     if kind == "EXPIRE":
         return store.expire(target, t)
     if kind == "WRITE":
+        if delta is not None:  # the codec of a compressed WRITE
+            return store.write_compressed(canonical, t, reason, shown=shown or canonical)
         return store.write(canonical, t, reason, shown=shown or canonical)
-    merge = frozen_instance(
-        MemoryAction, {"action": "MERGE", "step": canonical, "target_t": target, "delta": delta, "reason": reason}
-    )
+    merge = frozen_instance(MemoryAction, {"action": "MERGE", "step": canonical, "target_t": target, "delta": delta,
+                                           "reason": reason, "codec": None})
     return store.execute(merge, t, shown=shown or canonical)
 
 
@@ -206,6 +214,7 @@ def as_action(plain: PlainAction, canonical: Step) -> MemoryAction:
     """The ``MemoryAction`` a normalised action stands for (for action logs)."""
     kind, target, delta, reason = plain
     step = canonical if kind in ("WRITE", "MERGE") else None
-    return frozen_instance(
-        MemoryAction, {"action": kind, "step": step, "target_t": target, "delta": delta, "reason": reason}
-    )
+    codec = delta if kind == "WRITE" else None
+    return frozen_instance(MemoryAction, {"action": kind, "step": step, "target_t": target,
+                                          "delta": None if kind == "WRITE" else delta, "reason": reason,
+                                          "codec": codec})

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.compression import Compression
 from ..core.kind_budgets import KindBudgets
 from ..core.tracks import UNPRIVILEGED
-from ..core.write_time import WriteTime
 from ..core.types import Episode
+from ..core.write_time import WriteTime
 from .isolated.isolation import run_isolated
 from .isolated.sandbox import AUTO, Sandbox
 from .playing import EpisodeRun, Seat, end_episode, play, score
@@ -29,6 +30,7 @@ def run_episode(
     sandbox: Sandbox | None | str = AUTO,
     kind_budgets: KindBudgets | dict[str, int] | None = None,
     write_time: WriteTime | None = None,
+    compression: Compression | None = None,
 ) -> EpisodeRun:
     """Run ``policy`` over ``episode`` with a ``budget_bytes`` memory on ``track``.
 
@@ -40,12 +42,14 @@ def run_episode(
     process is sandboxed (``wpb_gym.evaluation.isolated.sandbox``): by default wherever the
     platform allows; ``sandbox=None`` for a process without one, a ``Sandbox`` for other limits.
     ``kind_budgets`` (bytes per content kind, ``wpb_gym.core.kind_budgets``) or ``write_time``
-    (``wpb_gym.core.write_time``) limit the memory beside its budget; the metrics' bounds
-    respect them.
+    (``wpb_gym.core.write_time``) limit the memory beside its budget, and ``compression``
+    (``wpb_gym.core.compression``) allows compressed WRITEs; the metrics' bounds respect them.
     """
-    if kind_budgets and write_time:
-        raise ValueError("kind_budgets and write_time are one at a time: together they have no exact bound here")
-    seat = Seat(policy, budget_bytes, track, kinds=KindBudgets.of(kind_budgets), write_time=write_time)
+    if sum(bool(x) for x in (kind_budgets, write_time, compression)) > 1:
+        raise ValueError("kind_budgets, write_time and compression are one at a time: together they have no "
+                         "exact bound here")
+    seat = Seat(policy, budget_bytes, track, kinds=KindBudgets.of(kind_budgets), write_time=write_time,
+                compression=None if compression is None else Compression.parse(compression, "compression"))
     if isolate:
         return run_isolated(
             episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions, sandbox=sandbox

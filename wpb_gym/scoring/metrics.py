@@ -22,6 +22,10 @@ write_density       |W| / T
 tp, fp, fn, tn      confusion counts over the T timesteps (positive = in W, relevant = in R)
 ==================  ==========================================  =========================
 
+With compression (``wpb_gym.core.compression``), a compressed item of a critical step counts
+``credit`` of one in precision, recall, F1 and drift coverage, and ``credit·u_t`` in the
+policy's utility; the confusion counts still count items.
+
 The zero conventions match the paper's ε-smoothed formulas (which give 0 in these cases)
 and keep per-episode means finite. bytes_used counts every stored item, orphaned MERGE
 deltas included: they still occupy memory.
@@ -114,43 +118,61 @@ def compute_metrics(episode: Episode, store: ByteMemoryStore, *, oracle_utility:
     if stored and (stored[0] < 0 or stored[-1] >= T):
         raise ValueError(f"memory holds timesteps outside the episode (0..{T - 1}): {stored[0]}..{stored[-1]}")
     counts = store.accepted_counts
+    # (The isolated judge's ledger, which stands for a store, judges plain WRITEs only.)
+    compression = getattr(store, "compression", None)
+    compressed = store.compressed_timesteps() if compression is not None else ()
     return metrics_of_memory(episode, store.retained_timesteps(), bytes_used=store.bytes_used,
                              budget=store.max_bytes, writes=counts["WRITE"], expires=counts["EXPIRE"],
-                             merges=counts["MERGE"], oracle_utility=oracle_utility)
+                             merges=counts["MERGE"], oracle_utility=oracle_utility, compressed=compressed,
+                             credit=compression.credit if compressed else 1.0)
 
 
 def metrics_of_memory(episode: Episode, retained: tuple[int, ...], *, bytes_used: int, budget: int, writes: int,
-                      expires: int, merges: int, oracle_utility: float) -> EpisodeMetrics:
+                      expires: int, merges: int, oracle_utility: float, compressed: Sequence[int] = (),
+                      credit: float = 1.0) -> EpisodeMetrics:
     """The metrics of a final memory given by its retained set (sorted), bytes used, budget and
     accepted WRITE, EXPIRE and MERGE counts: ``compute_metrics`` without a store (the vector
-    env's compiled core keeps its memory in arrays)."""
+    env's compiled core keeps its memory in arrays). ``compressed``: the steps held compressed,
+    each worth ``credit``."""
     return metrics_of_labels(len(episode), episode.critical_steps, episode.utilities, episode.total_drift_events,
                              retained, bytes_used=bytes_used, budget=budget, writes=writes, expires=expires,
-                             merges=merges, oracle_utility=oracle_utility)
+                             merges=merges, oracle_utility=oracle_utility, compressed=compressed, credit=credit)
 
 
 def metrics_of_labels(T: int, critical_steps: Sequence[int], u: np.ndarray, total_drift: int,
                       retained: tuple[int, ...], *, bytes_used: int, budget: int, writes: int, expires: int,
-                      merges: int, oracle_utility: float) -> EpisodeMetrics:
+                      merges: int, oracle_utility: float, compressed: Sequence[int] = (),
+                      credit: float = 1.0) -> EpisodeMetrics:
     """``metrics_of_memory`` of an episode given by what it is scored on: its length, critical
     steps, per-step utilities and number of drift events."""
     relevant = set(critical_steps)
     tp = sum(1 for t in retained if t in relevant)
-    row = metric_row(T, len(relevant), total_drift, len(retained), tp, math.fsum(float(u[t]) for t in retained),
+    if compressed:
+        held_compressed = set(compressed)
+        worth = [credit if t in held_compressed else 1.0 for t in retained]
+        credited = math.fsum(w for t, w in zip(retained, worth) if t in relevant)
+        utility = math.fsum(w * float(u[t]) for t, w in zip(retained, worth))
+    else:
+        credited = None
+        utility = math.fsum(float(u[t]) for t in retained)
+    row = metric_row(T, len(relevant), total_drift, len(retained), tp, utility,
                      math.fsum(T - 1 - t for t in retained), bytes_used=bytes_used, budget=budget, writes=writes,
-                     expires=expires, merges=merges, oracle_utility=oracle_utility)
+                     expires=expires, merges=merges, oracle_utility=oracle_utility, credited_tp=credited)
     return EpisodeMetrics(**row, retained=retained)
 
 
 def metric_row(T: int, relevant: int, total_drift: int, retained: int, tp: int, policy_utility: float,
                staleness: float, *, bytes_used: int, budget: int, writes: int, expires: int, merges: int,
-               oracle_utility: float) -> dict[str, float | int]:
+               oracle_utility: float, credited_tp: float | None = None) -> dict[str, float | int]:
     """``EpisodeMetrics.as_row`` from counts: ``relevant`` critical steps, ``retained`` steps of
-    which ``tp`` are critical, their utility and their staleness summed (``T - 1 - t``)."""
+    which ``tp`` are critical, their utility and their staleness summed (``T - 1 - t``).
+    ``credited_tp``: the critical steps kept, each compressed one counted at its credit (the
+    scores read it; ``tp`` stays a count of items); None: ``tp``."""
     fp = retained - tp
     fn = relevant - tp
-    precision = tp / retained if retained else 0.0
-    recall = tp / relevant if relevant else 0.0
+    hits = tp if credited_tp is None else credited_tp
+    precision = hits / retained if retained else 0.0
+    recall = hits / relevant if relevant else 0.0
     return {
         "recall": recall,
         "precision": precision,
@@ -159,7 +181,7 @@ def metric_row(T: int, relevant: int, total_drift: int, retained: int, tp: int, 
         "regret_write_only": _regret(float(oracle_utility), policy_utility),
         "oracle_utility": float(oracle_utility),
         "policy_utility": policy_utility,
-        "drift_coverage": tp / total_drift if total_drift else 0.0,
+        "drift_coverage": hits / total_drift if total_drift else 0.0,
         "avg_staleness": staleness / retained if retained else 0.0,
         "expire_rate": expires / writes if writes else 0.0,
         "utilization": bytes_used / budget if budget else 0.0,

@@ -359,7 +359,7 @@ class IsolatedPolicies:
                 k = len(runs)
                 label = self.policies[i][0]
                 seat = Seat(None, budget, track, (e, i), label, limits.kinds_at(budget) if limits else None,
-                            limits.write_time if limits else None)
+                            limits.write_time if limits else None, limits.compression if limits else None)
                 runs.append(PlayedRun(seat, label, seat.store()))
                 mine.setdefault((i, track), []).append((k, track, budget))
                 owned.setdefault((i, track), []).append(k)
@@ -615,7 +615,7 @@ def run_isolated(
     with IsolatedPolicies([policy], limits, resolve_sandbox(sandbox)) as pool:
         # The seat's limits as the policy's process resolves them: kind limits in bytes already.
         kinds = KindShares(tuple(seat.kinds)) if seat.kinds else None
-        limits = StoreLimits(kinds, seat.write_time) if kinds or seat.write_time else None
+        limits = StoreLimits(kinds, seat.write_time, seat.compression) or None
         (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions, limits=limits)
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])

@@ -99,7 +99,7 @@ def judge_on_store(run: PlayedRun, backlog: Backlog, steps: Sequence[Step], reco
             if decoded is None:
                 raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
             plain, accepted = decoded
-            if plain[0] == "WRITE" and not record:
+            if plain[0] == "WRITE" and plain[2] is None and not record:
                 decision = write(step, t, plain[3], shown=step)
             else:
                 decision = apply(store, plain, t, step, step)
@@ -136,7 +136,8 @@ def judge_on_ledger(
 
     ``backlog``: as ``take`` keeps it; ``costs[t]``: the WRITE cost of step ``t``
     on the run's track. Returns the ledger and the first timestep at which the policy's replica
-    decided otherwise (None if never), or None when the run merges (the store judges it then).
+    decided otherwise (None if never), or None when the run merges or compresses (the store
+    judges it then).
     A malformed action is a ``PolicyError``, as in the store's judge.
     """
     held: dict[int, int] = {}
@@ -164,8 +165,8 @@ def judge_on_ledger(
                 decoded = decode_action(raw)
                 if decoded is None:
                     raise PolicyError(label, t, f"its process sent a malformed action: {raw!r:.200}")
-                (kind, target, _, _), claimed = decoded
-                if kind == "MERGE":
+                (kind, target, extra, _), claimed = decoded
+                if kind == "MERGE" or extra is not None:  # a MERGE, or a compressed WRITE
                     return None
             if kind == "WRITE":
                 cost = costs[t]

@@ -115,7 +115,8 @@ class PolicyServer:
             for index, track, budget in message["runs"]:
                 policy = self.factory()
                 check_can_run(policy, track)
-                seat = Seat(policy, budget, track, kinds=limits.kinds_at(budget), write_time=limits.write_time)
+                seat = Seat(policy, budget, track, kinds=limits.kinds_at(budget), write_time=limits.write_time,
+                            compression=limits.compression)
                 played = PlayedRun(seat, self.name, seat.store())
                 player = stepper(played, 0, self.untimed, False, message["reasons"])
                 next(player)
@@ -127,8 +128,7 @@ class PolicyServer:
                     episode_id=message["episode_id"],
                     episode=episode,
                     stream=self.copies[e, track].stream() if streams else None,
-                    kind_budgets=seat.kinds.as_dict() if seat.kinds else None,
-                    write_time=seat.write_time.as_dict() if seat.write_time else None,
+                    **seat.limit_fields(),
                 )
                 start = getattr(policy, "start_episode", None)
                 if start is not None:

@@ -12,6 +12,7 @@ code       action                                      accepted  otherwise
 1          WRITE of the current step                   ``-1``    ``[1,false,"fits"]``
 2          MERGE of the current step into ``target``   —         ``[2,true,null,7,{"v":2},true]``
 3          EXPIRE of ``target``                        ``7``     ``[3,false,null,7]``
+4          compressed WRITE of the current step        —         ``[4,true]``
 =========  ==========================================  ========  ==========================
 
 So ``[7,-1]`` says "EXPIRE 7, then WRITE the step", both accepted: the shape most actions of a
@@ -29,11 +30,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...core.types import COMPRESSION_CODEC
 from ..referee import MAX_REASON_CHARS, NOT_JSON, PlainAction
 
 __all__ = ["ONE_WRITE", "SKIPPED", "WROTE", "decode_action", "encode_action"]
 
 CODES = {"SKIP": 0, "WRITE": 1, "MERGE": 2, "EXPIRE": 3}
+COMPRESSED_WRITE = 4
 KINDS = ("SKIP", "WRITE", "MERGE", "EXPIRE")
 WROTE = -1  # an accepted WRITE of the current step, without reason
 SKIPPED = -2  # a SKIP (never refused; its reason stays in the policy's process)
@@ -45,6 +48,8 @@ def encode_action(plain: PlainAction, accepted: bool) -> int | list[Any]:
     """The wire form of a normalised action and the replica's verdict on it."""
     kind, target, delta, reason = plain
     code = CODES[kind]
+    if code == 1 and delta is not None:  # a WRITE's third field is its codec
+        return [COMPRESSED_WRITE, accepted] if reason is None else [COMPRESSED_WRITE, accepted, reason]
     if accepted and (reason is None or code == 0):
         if code == 1:
             return WROTE
@@ -78,6 +83,8 @@ def decode_action(raw: Any) -> tuple[PlainAction, bool] | None:
         return None
     if code in (0, 1) and len(rest) <= 1:
         return (KINDS[code], None, None, None if code == 0 else reason), accepted
+    if code == COMPRESSED_WRITE and len(rest) <= 1:
+        return ("WRITE", None, COMPRESSION_CODEC, reason), accepted
     if code == 3 and len(rest) == 2 and type(rest[1]) is int:
         return ("EXPIRE", rest[1], None, reason), accepted
     if code == 2 and len(rest) == 4 and type(rest[1]) is int and type(rest[3]) is bool:

@@ -146,6 +146,8 @@ SHIPPED_AGENTS = (
     "keep_latest_family",
     "keep_latest_migration",
     "causal_privileged",
+    # compression's
+    "breaking_compressor",
 )
 
 

@@ -26,6 +26,7 @@ from ..grid import (
     EPISODE_HASH,
     ERROR_COLUMN,
     INT_COLUMNS,
+    COMPRESSION_COLUMN,
     KIND_BUDGETS_COLUMN,
     LIMIT_COLUMNS,
     QUERY_COLUMNS,
@@ -233,7 +234,8 @@ def limits_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
     """A paragraph naming the limits beside the budget the rows ran under (none: no lines)."""
     parts = []
     for column, what in ((KIND_BUDGETS_COLUMN, "kind budgets (bytes per content kind)"),
-                         (WRITE_TIME_COLUMN, "write time (ticks per episode and per write)")):
+                         (WRITE_TIME_COLUMN, "write time (ticks per episode and per write)"),
+                         (COMPRESSION_COLUMN, "compressed writes (what a compressed critical step is worth)")):
         by_budget: dict[int, set[str]] = {}
         for r in rows:
             by_budget.setdefault(r["budget_bytes"], set()).add(r.get(column) or "")
