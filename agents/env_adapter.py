@@ -143,7 +143,7 @@ class EnvDriver:
             return None
         kind = action.action
         if kind == "WRITE":
-            a = WRITE
+            a = WRITE if action.codec is None else base.encode_action(action)
         else:
             a = base.encode_action(action)
             if a is None:

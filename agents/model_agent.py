@@ -165,14 +165,16 @@ class ModelAgent(Agent):
         # (the features they append are left out); one trained with them needs them.
         kwargs = dict(self.env_kwargs)
         trained_with = [name for name in LIMIT_NAMES if kwargs.pop(name, None) is not None]
-        given = {"kind_budgets": context.kind_budgets, "write_time": context.write_time}
+        evaluated_with = {"kind_budgets": context.kind_budgets, "write_time": context.write_time,
+                          "compression": context.compression}
+        missing = [name for name in trained_with if evaluated_with[name] is None]
+        if missing:  # its observation (and with compression, its actions) need that limit
+            raise ValueError(f"{self.path} was trained with {missing[0]}=; evaluate it under that limit too "
+                             f"(wpb eval --{missing[0].replace('_', '-')})")
         # Compression adds an action: only a model trained with it may take it. For one trained
         # without, a memory that refuses compressed writes judges its (plain) actions alike.
-        if "compression" in trained_with:
-            given["compression"] = context.compression
-        if trained_with and not any(given.values()):
-            raise ValueError(f"{self.path} was trained with {trained_with[0]}=; evaluate it with limits beside the "
-                             f"budget (wpb eval --{trained_with[0].replace('_', '-')})")
+        given = {name: value for name, value in evaluated_with.items()
+                 if name != "compression" or name in trained_with}
         self._env = WritePolicyBenchEnv(**kwargs, episodes=[stream], budget_bytes=context.budget_bytes,
                                         **{k: v for k, v in given.items() if v is not None})
         self._strip = 0 if trained_with or self._env.limits is None else len(self._env.limits.names)
@@ -199,13 +201,15 @@ class ModelAgent(Agent):
             a = self._act(self._obs, mask)
             if not mask[a]:
                 a = 0  # the env treats an invalid action as SKIP
+            kind = "SKIP"
             if a != 0:
                 chosen = env.decode_action(a)
-                if chosen.action == "WRITE":
-                    chosen = MemoryAction.write(step)  # the step as the evaluator showed it
-                elif chosen.action == "MERGE":
+                kind = chosen.action
+                if kind == "WRITE":  # the step as the evaluator showed it
+                    chosen = MemoryAction.write(step) if chosen.codec is None else MemoryAction.write_compressed(step)
+                elif kind == "MERGE":
                     chosen = MemoryAction.merge(step, chosen.target_t)
                 yield chosen
             self._obs = self._shown(env.step(a)[0])
-            if a < 2 + env.K:  # SKIP, WRITE or MERGE: the timestep is over
+            if kind != "EXPIRE":  # SKIP, WRITE or MERGE: the timestep is over
                 return

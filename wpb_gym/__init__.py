@@ -28,6 +28,12 @@ from .episodes.sources import EpisodeList, GeneratedEpisodes, read_episodes
 from .evaluation.playing import EpisodeRun
 from .evaluation.referee import MalformedActionError, NotAnActionError, PolicyError, PolicyLimitError, RunLimits
 from .evaluation.runner import run_episode
+from .scoring.compression_bounds import (
+    compressed_costs,
+    compression_f1_bound,
+    compression_oracle_utility,
+    compression_oracle_write_set,
+)
 from .scoring.kind_bounds import LimitedBound, kind_f1_bound, kind_oracle_utility, kind_oracle_write_set
 from .scoring.metrics import METRIC_NAMES, EpisodeMetrics, compute_metrics, score_episode
 from .scoring.oracle import (
@@ -39,12 +45,6 @@ from .scoring.oracle import (
     oracle_curve,
     oracle_utility,
     oracle_write_set,
-)
-from .scoring.compression_bounds import (
-    compressed_costs,
-    compression_f1_bound,
-    compression_oracle_utility,
-    compression_oracle_write_set,
 )
 from .scoring.time_bounds import time_f1_bound, time_oracle_utility, time_oracle_write_set
 

@@ -204,7 +204,7 @@ def _best_mix(room: int, plain_cost: int, small_cost: int, n: int, plain_held: i
         left = room - plain * plain_cost
         if left < 0:
             break
-        for packed in {0, min(n - plain, left // small_cost)}:
+        for packed in (0, min(n - plain, left // small_cost)):  # F1 is monotone in it: an end is best
             kept = plain_held + packed_held + plain + packed
             hits = plain_held + plain + credit * (packed_held + packed)
             f1 = 2 * hits / (kept + relevant) if kept + relevant else 0.0

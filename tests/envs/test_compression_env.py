@@ -11,6 +11,7 @@ from limits_checks import play_checking_the_mask
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.compression import Compression, compressed_cost
+from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction
 from wpb_gym.envs.store_limits import COMPRESSION_FEATURES
 from wpb_gym.scoring.compression_bounds import compressed_costs, compression_oracle_utility
@@ -97,7 +98,7 @@ def test_dense_rewards_sum_to_the_credited_score(reward):
         if reward == "f1":
             assert total == pytest.approx(metrics["f1"])
         else:
-            costs = base._table.cost_array()
+            costs = track_costs(base.episode, "unprivileged")
             optimum = compression_oracle_utility(costs, compressed_costs(base.episode, "unprivileged"),
                                                  base.episode.utilities, 2048, 0.75)
             assert optimum.exact and metrics["oracle_utility"] == pytest.approx(optimum.utility)

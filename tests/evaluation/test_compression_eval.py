@@ -3,18 +3,17 @@ and the exec protocol."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
+from limits_grid import assert_isolated_rows_match, by_run, specs
 
 from agents.external.protocol import ProtocolError, actions, episode_message, step_message
-from agents.registry import agent_entry, make_agent
+from agents.registry import make_agent
 from wpb_gym.core.compression import CODEC, Compression
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.store import ByteMemoryStore
 from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.core.types import MemoryAction, Step
-from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.grid import generated_refs, run_grid
 from wpb_gym.evaluation.isolated.wire import decode_action, encode_action
 from wpb_gym.evaluation.referee import MalformedActionError, normalise
 from wpb_gym.evaluation.reports.report import leaderboard, read_results
@@ -24,10 +23,6 @@ BUDGETS = (1024, 4096)
 AGENTS = ("breaking_detector", "breaking_compressor", "oracle_optimal", "last_kb")
 
 
-def _specs(names=AGENTS):
-    return [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in names]
-
-
 @pytest.fixture(scope="module")
 def refs():
     return generated_refs(["breaking", "contract_mix"], [120], 2, seed=7)
@@ -35,10 +30,10 @@ def refs():
 
 @pytest.fixture(scope="module")
 def rows(refs):
-    return run_grid(refs, _specs(), BUDGETS, ("privileged",), store_limits=StoreLimits(compression=COMPRESSION))
+    return run_grid(refs, specs(AGENTS), BUDGETS, ("privileged",), store_limits=StoreLimits(compression=COMPRESSION))
 
 
-def test_the_oracle_reaches_the_bound_and_no_one_passes_it(rows):
+def test_the_oracle_reaches_the_bound_and_no_write_only_policy_passes_it(rows):
     for row in rows:
         assert row["compression"] == COMPRESSION.text() and row["write_time"] == ""
         if row["policy"] == "oracle_optimal":
@@ -48,8 +43,7 @@ def test_the_oracle_reaches_the_bound_and_no_one_passes_it(rows):
 
 
 def test_compression_raises_the_bound_and_the_compressor_compresses(rows, refs):
-    plain = {(r["mode"], r["episode_index"], r["budget_bytes"], r["policy"]): r
-             for r in run_grid(refs, _specs(("breaking_detector", "breaking_compressor")), BUDGETS, ("privileged",))}
+    plain = by_run(run_grid(refs, specs(("breaking_detector", "breaking_compressor")), BUDGETS, ("privileged",)))
     higher = 0
     for row in rows:
         other = plain.get((row["mode"], row["episode_index"], row["budget_bytes"], row["policy"]))
@@ -62,12 +56,8 @@ def test_compression_raises_the_bound_and_the_compressor_compresses(rows, refs):
 
 
 def test_isolated_play_gives_the_same_rows(refs, rows):
-    names = ("breaking_detector", "breaking_compressor", "oracle_optimal")
-    isolated = run_grid(refs[:2], _specs(names), BUDGETS, ("privileged",), isolate=True,
-                        store_limits=StoreLimits(compression=COMPRESSION))
-    keys = {(ref.mode, ref.index) for ref in refs[:2]}
-    expected = [r for r in rows if r["policy"] in names and (r["mode"], r["episode_index"]) in keys]
-    assert sorted(isolated, key=str) == sorted(expected, key=str)
+    assert_isolated_rows_match(refs, rows, ("breaking_detector", "breaking_compressor", "oracle_optimal"),
+                               BUDGETS, StoreLimits(compression=COMPRESSION))
 
 
 def test_the_leaderboard_says_the_compression(rows):

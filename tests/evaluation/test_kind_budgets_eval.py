@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
+from limits_grid import assert_isolated_rows_match, specs
 
-from agents.registry import agent_entry, make_agent
 from wpb_gym.core.kind_budgets import KindShares
 from wpb_gym.core.store_limits import StoreLimits
-from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.grid import generated_refs, run_grid
 from wpb_gym.evaluation.reports.report import leaderboard, read_results
 
 SHARES = KindShares.parse("endpoint=40%,doc=25%,guide=10%")
 BUDGETS = (2048, 10240)
 AGENTS = ("breaking_detector", "oracle_optimal", "utility_greedy", "last_kb", "change_detector")
-
-
-def _specs(names=AGENTS):
-    return [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in names]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +22,7 @@ def refs():
 
 @pytest.fixture(scope="module")
 def kind_rows(refs):
-    return run_grid(refs, _specs(), BUDGETS, ("privileged",), store_limits=StoreLimits(SHARES))
+    return run_grid(refs, specs(AGENTS), BUDGETS, ("privileged",), store_limits=StoreLimits(SHARES))
 
 
 def test_the_oracle_policies_plan_within_the_limits_and_meet_the_bound(kind_rows):
@@ -49,7 +43,7 @@ def test_breaking_detector_makes_room_in_its_own_kind_and_is_never_refused(kind_
 
 
 def test_the_limits_lower_the_bound_and_the_scores(kind_rows, refs):
-    plain = run_grid(refs, _specs(("breaking_detector",)), BUDGETS, ("privileged",))
+    plain = run_grid(refs, specs(("breaking_detector",)), BUDGETS, ("privileged",))
     limited = {(r["mode"], r["episode_index"], r["budget_bytes"]): r for r in kind_rows
                if r["policy"] == "breaking_detector"}
     for row in plain:
@@ -61,11 +55,8 @@ def test_the_limits_lower_the_bound_and_the_scores(kind_rows, refs):
 
 
 def test_isolated_play_gives_the_same_rows(refs, kind_rows):
-    names = ("breaking_detector", "oracle_optimal", "last_kb")
-    isolated = run_grid(refs[:2], _specs(names), BUDGETS, ("privileged",), isolate=True, store_limits=StoreLimits(SHARES))
-    expected = [r for r in kind_rows if r["policy"] in names and (r["mode"], r["episode_index"]) in
-                {(ref.mode, ref.index) for ref in refs[:2]}]
-    assert sorted(isolated, key=str) == sorted(expected, key=str)
+    assert_isolated_rows_match(refs, kind_rows, ("breaking_detector", "oracle_optimal", "last_kb"), BUDGETS,
+                               StoreLimits(SHARES))
 
 
 def test_the_leaderboard_says_the_kind_budgets(kind_rows):

@@ -10,6 +10,7 @@ import pytest
 from agents.env_adapter import run_agent_in_env
 from agents.model_agent import ModelAgent
 from agents.registry import make_agent
+from wpb_gym.core.compression import Compression
 from wpb_gym.core.kind_budgets import KindBudgets, KindShares
 from wpb_gym.core.write_time import WriteTime
 from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -28,14 +29,27 @@ class GreedyModel(ModelAgent):
         return 1 if mask[1] else 0
 
 
-@pytest.mark.parametrize("kinds, write_time", [
-    (KindBudgets.of({"endpoint": 2048, "doc": 1024}), None),
-    (None, WriteTime(10, 1, 1)),
+class CompressingModel(ModelAgent):
+    """Stands in for a model trained with compression: the compressed WRITE whenever allowed,
+    else an EXPIRE of the first slot's item (which does not end the timestep), else SKIP."""
+
+    name = "compressing_model"
+
+    def _act(self, observation, mask):
+        k = self._env.K
+        return len(mask) - 1 if mask[-1] else (2 + k if mask[2 + k] else 0)
+
+
+@pytest.mark.parametrize("kinds, write_time, compression", [
+    (KindBudgets.of({"endpoint": 2048, "doc": 1024}), None, None),
+    (None, WriteTime(10, 1, 1), None),
+    (None, None, Compression(0.5)),
 ])
-def test_a_trained_models_private_memory_keeps_the_evaluators_limits(kinds, write_time):
+def test_a_trained_models_private_memory_keeps_the_evaluators_limits(kinds, write_time, compression):
     episode = generated_refs(["contract_mix"], [200], 1, seed=0)[0].load()
     agent = GreedyModel("unused-path", env_kwargs={})
-    (run,) = play(episode, [Seat(agent, 10240, "unprivileged", kinds=kinds, write_time=write_time)])
+    seat = Seat(agent, 10240, "unprivileged", kinds=kinds, write_time=write_time, compression=compression)
+    (run,) = play(episode, [seat])
     assert run.error is None and run.diverged_at is None
     assert run.store.timesteps() == agent._env.store.timesteps()
     assert sum(run.store.rejected_counts.values()) == 0
@@ -46,16 +60,41 @@ def test_a_trained_models_private_memory_keeps_the_evaluators_limits(kinds, writ
 def test_a_model_trained_with_limits_needs_them():
     episode = generated_refs(["breaking"], [80], 1, seed=0)[0].load()
     agent = GreedyModel("model.zip", env_kwargs={"write_time": "total=5"})
-    with pytest.raises(ValueError, match="was trained with write_time=; evaluate it with limits"):
+    with pytest.raises(ValueError, match="was trained with write_time=; evaluate it under that limit too"):
         play(episode, [Seat(agent, 10240, "unprivileged")])
+    agent = GreedyModel("model.zip", env_kwargs={"compression": "credit=0.5"})
+    with pytest.raises(ValueError, match="was trained with compression=; .* --compression"):
+        play(episode, [Seat(agent, 10240, "unprivileged", write_time=WriteTime(5))])
+
+
+def test_a_model_trained_with_compression_compresses_and_keeps_step():
+    episode = generated_refs(["contract_mix"], [120], 1, seed=0)[0].load()
+    agent = CompressingModel("model.zip", env_kwargs={"compression": "credit=0.5", "slots": 2})
+    (run,) = play(episode, [Seat(agent, 2048, "unprivileged", compression=Compression(0.5))], record_actions=True)
+    assert run.error is None and run.diverged_at is None
+    assert run.store.compressed_timesteps() and run.store.timesteps() == agent._env.store.timesteps()
+    assert {logged.action.action for logged in run.actions} >= {"WRITE", "EXPIRE"}
+    assert sum(run.store.rejected_counts.values()) == 0
 
 
 @pytest.mark.parametrize("limits", [{"kind_budgets": "endpoint=40%,doc=25%,guide=10%"},
-                                    {"write_time": "total=20,per_write=1,per_kb=1"}])
+                                    {"write_time": "total=20,per_write=1,per_kb=1"},
+                                    {"compression": "credit=0.75"}])
 def test_agents_driven_through_the_env_are_told_its_limits(limits):
-    env = WritePolicyBenchEnv(regime="contract_mix", budget_bytes=10240, track="privileged", **limits)
+    env = WritePolicyBenchEnv(regime="contract_mix", budget_bytes=1024, track="privileged", **limits)
     metrics = run_agent_in_env(make_agent("oracle_optimal"), env, seed=0).metrics
     assert metrics["policy_utility"] == pytest.approx(metrics["oracle_utility"])
+
+
+@pytest.mark.parametrize("name", ["breaking_compressor", "breaking_rationer"])
+def test_compressing_agents_driven_through_the_env_score_as_in_the_evaluator(name):
+    from wpb_gym import run_episode
+
+    env = WritePolicyBenchEnv(regime="contract_mix", budget_bytes=1024, compression="credit=0.75")
+    in_env = run_agent_in_env(make_agent(name), env, seed=3).metrics
+    evaluated = run_episode(make_agent(name), env.episode, 1024, compression=Compression(0.75)).metrics.as_row()
+    assert in_env["f1"] == pytest.approx(evaluated["f1"]) and in_env["bytes_used"] == evaluated["bytes_used"]
+    assert env.store.compressed_timesteps()
 
 
 def test_the_query_bound_is_solved_in_the_endpoint_room():

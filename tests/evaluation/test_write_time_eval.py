@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pytest
+from limits_grid import assert_isolated_rows_match, by_run, specs
 
-from agents.registry import agent_entry, make_agent
+from agents.registry import make_agent
 from wpb_gym.core.store_limits import StoreLimits
 from wpb_gym.core.write_time import WriteTime
-from wpb_gym.evaluation.grid import PolicySpec, generated_refs, run_grid
+from wpb_gym.evaluation.grid import generated_refs, run_grid
 from wpb_gym.evaluation.reports.report import leaderboard, read_results
 
 TIME = WriteTime(total=10, per_write=1, per_kb=1)
 BUDGETS = (2048, 10240)
 AGENTS = ("breaking_detector", "oracle_optimal", "utility_greedy", "last_kb")
-
-
-def _specs(names=AGENTS):
-    return [PolicySpec(n, partial(make_agent, n), agent_entry(n).track) for n in names]
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +23,7 @@ def refs():
 
 @pytest.fixture(scope="module")
 def rows(refs):
-    return run_grid(refs, _specs(), BUDGETS, ("privileged",), store_limits=StoreLimits(write_time=TIME))
+    return run_grid(refs, specs(AGENTS), BUDGETS, ("privileged",), store_limits=StoreLimits(write_time=TIME))
 
 
 def test_the_oracle_policies_plan_within_the_write_time_and_meet_the_bound(rows):
@@ -42,8 +37,7 @@ def test_the_oracle_policies_plan_within_the_write_time_and_meet_the_bound(rows)
 
 
 def test_scarce_write_time_lowers_the_bound_and_refuses_what_does_not_fit(rows, refs):
-    plain = {(r["mode"], r["episode_index"], r["budget_bytes"], r["policy"]): r
-             for r in run_grid(refs, _specs(("breaking_detector", "last_kb")), BUDGETS, ("privileged",))}
+    plain = by_run(run_grid(refs, specs(("breaking_detector", "last_kb")), BUDGETS, ("privileged",)))
     lower = 0
     for row in rows:
         other = plain.get((row["mode"], row["episode_index"], row["budget_bytes"], row["policy"]))
@@ -55,12 +49,8 @@ def test_scarce_write_time_lowers_the_bound_and_refuses_what_does_not_fit(rows, 
 
 
 def test_isolated_play_gives_the_same_rows(refs, rows):
-    names = ("breaking_detector", "oracle_optimal", "last_kb")
-    isolated = run_grid(refs[:2], _specs(names), BUDGETS, ("privileged",), isolate=True,
-                        store_limits=StoreLimits(write_time=TIME))
-    keys = {(ref.mode, ref.index) for ref in refs[:2]}
-    expected = [r for r in rows if r["policy"] in names and (r["mode"], r["episode_index"]) in keys]
-    assert sorted(isolated, key=str) == sorted(expected, key=str)
+    assert_isolated_rows_match(refs, rows, ("breaking_detector", "oracle_optimal", "last_kb"), BUDGETS,
+                               StoreLimits(write_time=TIME))
 
 
 def test_the_leaderboard_says_the_write_time(rows):

@@ -247,6 +247,7 @@ def _run_eval(config: Settings) -> int:
     from ..evaluation.referee import PolicyError
     from ..evaluation.reports.report import run_metadata
     from ..evaluation.reports.run_writer import RunWriter
+    from ..scoring.queries import has_queries
     from ..evaluation.run_folder import (
         check_no_earlier_run,
         checkpoint_differences,
@@ -299,6 +300,11 @@ def _run_eval(config: Settings) -> int:
             raise InputError(f"{given}: apply to generated episodes, not to the episodes read from files")
         placed = read_placed_episode_source(config["episodes"])
         episodes = [episode for _, episode in placed]
+        if beside_budget.compression is not None:
+            queried = next((place for place, episode in placed if has_queries(episode)), None)
+            if queried is not None:
+                raise InputError(f"{config.origin_of('compression')}: {queried} is an episode with queries, and "
+                                 "the query tier has no bound with compressed writes")
         try:
             refs = given_refs(episodes, str(config["episodes"]), [place for place, _ in placed])
         except ValueError as error:

@@ -36,8 +36,9 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
-    # Limits beside the budget are an evaluation's (wpb eval --kind-budgets / --write-time): a model
-    # trained without them is evaluated under them, its private memory keeping them.
+    # Limits beside the budget are an evaluation's (wpb eval --kind-budgets / --write-time /
+    # --compression): a model trained without them is evaluated under them, its private memory
+    # keeping them.
     for name in LIMIT_NAMES:
         reserved[name] = (f"for evaluation only: wpb eval --{name.replace('_', '-')} evaluates any trained model "
                           f"under it (to train under it, use gym.make(..., {name}=...) in Python)")

@@ -26,15 +26,15 @@ bound has no form for compressed writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from .accounting import json_text, write_cost
-from .setting_values import input_error, parse_float, parse_pairs
+from .accounting import estimate_bytes
+from .setting_values import input_error, parse_fields, parse_float
 from .types import COMPRESSION_CODEC, Step, frozen_instance
 
 CODEC = COMPRESSION_CODEC
 SUMMARY_TEXT_LIMIT = 64
-_FIELDS = ("credit",)
 
 
 def summary_observation(observation: Any) -> dict[str, Any] | None:
@@ -72,13 +72,10 @@ def refusal(step: Step) -> str | None:
 
 
 def compressed_cost(step: Step) -> int | None:
-    """Bytes charged for a compressed WRITE of ``step``, or None when it cannot be compressed."""
-    cached = step.__dict__.get("_compressed_cost")
-    if cached is None:
-        summary = compressed_step(step)
-        cached = -1 if summary is None else write_cost(json_text(summary.observation), summary.metadata)
-        step.__dict__["_compressed_cost"] = cached
-    return None if cached < 0 else cached
+    """Bytes charged for a compressed WRITE of ``step`` (the WRITE cost of its summary), or None
+    when it cannot be compressed."""
+    summary = compressed_step(step)
+    return None if summary is None else estimate_bytes(summary)
 
 
 @dataclass(frozen=True)
@@ -99,14 +96,8 @@ class Compression:
         unknown field or a credit outside [0, 1]."""
         if isinstance(value, Compression):
             return value
-        pairs = parse_pairs(value, where, "credit=0.75 (what a compressed critical step is worth, 0 to 1)")
-        fields: dict[str, float] = {}
-        for name, amount in pairs:
-            if name not in _FIELDS:
-                raise input_error(where, f"unknown field {name!r}; expected {', '.join(_FIELDS)}")
-            if name in fields:
-                raise input_error(where, f"{name!r} is given twice")
-            fields[name] = parse_float(amount, f"{where}: {name}" if where else name, 0.0, 1.0)
+        fields = parse_fields(value, where, "credit=0.75 (what a compressed critical step is worth, 0 to 1)",
+                              {"credit": partial(parse_float, minimum=0.0, maximum=1.0)})
         if "credit" not in fields:
             raise input_error(where, "expected credit=CREDIT (what a compressed critical step is worth, 0 to 1)")
         return cls(**fields)

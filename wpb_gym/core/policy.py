@@ -119,9 +119,6 @@ def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes
                     store: Any = None) -> EpisodeContext:
     """The context ``policy`` may see for ``episode`` (``stream``: its steps on ``track``;
     ``store``: the memory it plays on, whose limits beside the budget it is told)."""
-    kinds = getattr(store, "kind_budgets", None)
-    write_time = getattr(store, "write_time", None)
-    compression = getattr(store, "compression", None)
     return EpisodeContext(
         length=len(episode),
         budget_bytes=budget_bytes,
@@ -129,10 +126,17 @@ def episode_context(policy: Any, episode: Episode, stream: Episode, budget_bytes
         episode_id=episode.episode_id,
         episode=episode if policy_track(policy) == ORACLE else None,
         stream=Episode(steps=stream.steps, labels={}) if getattr(policy, "needs_stream", False) else None,
-        kind_budgets=kinds.as_dict() if kinds else None,
-        write_time=write_time.as_dict() if write_time else None,
-        compression={"credit": compression.credit} if compression else None,
+        **limit_context(getattr(store, "kind_budgets", None), getattr(store, "write_time", None),
+                        getattr(store, "compression", None)),
     )
+
+
+def limit_context(kinds: Any, write_time: Any, compression: Any) -> dict[str, Any]:
+    """What an ``EpisodeContext`` says of the limits beside the budget (``kind_budgets``,
+    ``write_time``, ``compression``), as plain values, from the store's settings (None: none)."""
+    return {"kind_budgets": kinds.as_dict() if kinds else None,
+            "write_time": write_time.as_dict() if write_time else None,
+            "compression": {"credit": compression.credit} if compression else None}
 
 
 def call_hook(policy: Any, hook: str, argument: Any) -> None:

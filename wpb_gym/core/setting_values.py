@@ -9,7 +9,7 @@ so that a value is checked the same way whether it comes from a flag, a config f
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -98,6 +98,20 @@ def parse_pairs(value: Any, where: str, example: str) -> list[tuple[str, Any]]:
             raise input_error(where, f"expected NAME=VALUE items such as {example}, got {item!r}")
         pairs.append((name.strip(), amount.strip()))
     return pairs
+
+
+def parse_fields(value: Any, where: str, example: str, parsers: Mapping[str, Callable[[Any, str], Any]]
+                 ) -> dict[str, Any]:
+    """``NAME=VALUE`` items (``parse_pairs``) of the fields ``parsers`` names, each value read by its
+    parser (given the value and where it is); an unknown or repeated field is an ``InputError``."""
+    fields: dict[str, Any] = {}
+    for name, amount in parse_pairs(value, where, example):
+        if name not in parsers:
+            raise input_error(where, f"unknown field {name!r}; expected {', '.join(parsers)}")
+        if name in fields:
+            raise input_error(where, f"{name!r} is given twice")
+        fields[name] = parsers[name](amount, f"{where}: {name}" if where else name)
+    return fields
 
 
 def _items(value: Any, where: str) -> list[Any]:

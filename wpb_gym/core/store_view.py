@@ -99,8 +99,12 @@ class StoreView:
 
     @property
     def compression(self) -> Compression | None:
-        """Whether compressed WRITEs are allowed, and their credit (``wpb_gym.core.compression``)."""
-        return self._store.compression
+        """Whether compressed WRITEs are allowed, and their credit (``wpb_gym.core.compression``).
+
+        A copy: the store's own setting is what the run is scored with, and a policy holding
+        it could change it (``object.__setattr__`` gets past a frozen dataclass)."""
+        compression = self._store.compression
+        return None if compression is None else Compression(compression.credit)
 
     def compressed_timesteps(self) -> tuple[int, ...]:
         """The timesteps whose item is a compressed WRITE."""

@@ -11,9 +11,10 @@ no ticks back, and a refused action takes none. SKIP and EXPIRE take no time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from .setting_values import input_error, parse_int, parse_pairs
+from .setting_values import input_error, parse_fields, parse_int
 
 _FIELDS = ("total", "per_write", "per_kb")
 # The most ticks each field may hold: far beyond any episode's needs, and within int64 however
@@ -46,14 +47,8 @@ class WriteTime:
         ``InputError`` naming ``where`` for a missing total, an unknown field or a bad number."""
         if isinstance(value, WriteTime):
             return value
-        pairs = parse_pairs(value, where, "total=40,per_write=1,per_kb=0 (FIELD=TICKS)")
-        fields: dict[str, int] = {}
-        for name, amount in pairs:
-            if name not in _FIELDS:
-                raise input_error(where, f"unknown field {name!r}; expected {', '.join(_FIELDS)}")
-            if name in fields:
-                raise input_error(where, f"{name!r} is given twice")
-            fields[name] = parse_int(amount, f"{where}: {name}" if where else name, 0, _MOST[name])
+        parsers = {name: partial(parse_int, minimum=0, maximum=_MOST[name]) for name in _FIELDS}
+        fields = parse_fields(value, where, "total=40,per_write=1,per_kb=0 (FIELD=TICKS)", parsers)
         if "total" not in fields:
             raise input_error(where, "expected total=TICKS (the episode's write time), e.g. total=40")
         return cls(**fields)

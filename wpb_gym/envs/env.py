@@ -21,7 +21,7 @@ from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
 from ..core.types import Episode, MemoryAction
 from ..core.write_time import WriteTime
 from ..episodes.sources import EpisodeRecipe
-from ..scoring.compression_bounds import compressed_costs
+from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter
 from .episode_sampler import EpisodeSampler
@@ -383,6 +383,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return episode, budget
 
     def _start(self, episode: Episode, budget: int) -> None:
+        if self.limits is not None and self.limits.compressing:
+            refuse_queries(episode)
         self._episode = episode
         self._store = ByteMemoryStore(budget) if self.limits is None else self.limits.store(budget)
         self._table = self._encoder.start(episode, self.track, self._store)

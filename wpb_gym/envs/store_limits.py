@@ -52,6 +52,7 @@ class EnvLimits:
             self.names = compression_features(k)
         # Compression adds one action, the last: a compressed WRITE of the current step.
         self.extra_actions = 1 if self.compressing else 0
+        self.compressed_fits = False  # the mask's verdict on it in the current state
 
     def store(self, budget: int) -> ByteMemoryStore:
         return self.limits.store(budget)
@@ -69,7 +70,7 @@ class EnvLimits:
         if self.compressing:
             small = compressed_cost(step) if step is not None else None
             share = small / cost if small is not None and cost else 0.0
-            fits = small is not None and store.check(MemoryAction.write_compressed(step), step.t).accepted
+            fits = step is not None and self.compressed_fits  # as the mask judged it, for this state
             k = len(self.names) - len(COMPRESSION_FEATURES)
             held = [float(store.get(t).codec is not None) for t in slots[:k]]
             return np.asarray([share, float(fits), *held, *[0.0] * (k - len(held))], dtype=np.float32)
@@ -86,21 +87,19 @@ class EnvLimits:
 
     def mask(self, mask: bytes, store: ByteMemoryStore, step: Step | None, slots: list[int], t: int,
              k: int) -> bytes:
-        """``mask`` without the WRITE and MERGE actions the store refuses (with compression: the
-        MERGE bits and the compressed WRITE's, appended, as the store judges them)."""
+        """``mask`` with the WRITE and MERGE bits the store's verdict (the encoder judges the byte
+        budget alone, and prices a MERGE against the step an item was written from, not the
+        summary a compressed item holds); with compression, the compressed WRITE's bit appended."""
         out = bytearray(mask)
+        self.compressed_fits = False
         if self.compressing:
             out.append(0)
         if step is None:
             return bytes(out)
-        if out[1] and not store.check(MemoryAction.write(step), t).accepted:
-            out[1] = 0
+        out[1] = store.check(MemoryAction.write(step), t).accepted
         for slot in range(k):
-            if self.compressing:  # the encoder prices a MERGE against the step an item was written from
-                merge = slot < len(slots) and store.check(MemoryAction.merge(step, slots[slot]), t).accepted
-                out[2 + slot] = int(merge)
-            elif out[2 + slot] and not store.check(MemoryAction.merge(step, slots[slot]), t).accepted:
-                out[2 + slot] = 0
+            out[2 + slot] = slot < len(slots) and store.check(MemoryAction.merge(step, slots[slot]), t).accepted
         if self.compressing:
-            out[-1] = int(store.check(MemoryAction.write_compressed(step), t).accepted)
+            self.compressed_fits = store.check(MemoryAction.write_compressed(step), t).accepted
+            out[-1] = self.compressed_fits
         return bytes(out)

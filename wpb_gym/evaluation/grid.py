@@ -210,8 +210,7 @@ class GridTask:
     def seat(self, i: int, track: str, budget: int) -> Seat:
         spec = self.policies[i]
         limits = self.store_limits
-        return Seat(spec.factory(), budget, track, i, spec.label, limits.kinds_at(budget), limits.write_time,
-                    limits.compression)
+        return Seat.within(spec.factory(), budget, track, i, spec.label, self.store_limits)
 
 
 def run_task(task: GridTask) -> list[dict[str, Any]]:
@@ -251,9 +250,6 @@ def _score(task: GridTask, episode: Episode, plan: list[tuple[int, str, int]], r
     oracles = {track: episode_oracle(episode, task.budgets, track) if not task.store_limits
                else episode_oracle_within(episode, task.budgets, track, task.store_limits) for track in task.tracks}
     results = [score(run, episode, oracles[run.seat.track].utility(run.seat.budget)) for run in runs]
-    if task.store_limits.compression is not None and has_queries(episode):
-        raise ValueError(f"episode {episode.episode_id!r} has queries, and the query tier has no bound with "
-                         "compressed writes: run compression on episodes without queries")
     bounds = query_bounds(episode, sorted({(track, budget) for _, track, budget in plan}), task.store_limits.kinds)
     digest = episode_hash(episode)
     rows = [

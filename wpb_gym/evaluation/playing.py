@@ -33,14 +33,15 @@ from typing import Any, NamedTuple
 
 from ..core.accounting import estimate_bytes, json_len, observation_json
 from ..core.compression import Compression
-from ..core.kind_budgets import KindBudgets
-from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, policy_name
+from ..core.kind_budgets import KindBudgets, KindShares
+from ..core.policy import ORACLE, EpisodeContext, EpisodeOutcome, check_can_run, limit_context, policy_name
 from ..core.readonly import freeze, thaw
 from ..core.store import ByteMemoryStore, Decision
+from ..core.store_limits import StoreLimits
 from ..core.tracks import UNPRIVILEGED, plain_track, policy_episode, track_costs
 from ..core.types import Episode, MemoryAction, Step, frozen_instance
 from ..core.write_time import WriteTime
-from ..scoring.compression_bounds import compressed_costs
+from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.kind_bounds import step_kinds
 from ..scoring.limited_bounds import utility_within
 from ..scoring.metrics import EpisodeMetrics, compute_metrics
@@ -101,9 +102,21 @@ class Seat:
 
     def limit_fields(self) -> dict[str, Any]:
         """What a policy's ``EpisodeContext`` says of the limits beside the budget."""
-        return {"kind_budgets": self.kinds.as_dict() if self.kinds else None,
-                "write_time": self.write_time.as_dict() if self.write_time else None,
-                "compression": {"credit": self.compression.credit} if self.compression else None}
+        return limit_context(self.kinds, self.write_time, self.compression)
+
+    @classmethod
+    def within(cls, policy: Any, budget: int, track: str, group: Hashable, label: str | None,
+               limits: StoreLimits | None) -> Seat:
+        """A seat under a run's ``limits`` (kind shares resolved at ``budget``; None: none)."""
+        if not limits:
+            return cls(policy, budget, track, group, label)
+        return cls(policy, budget, track, group, label, limits.kinds_at(budget), limits.write_time,
+                   limits.compression)
+
+    def limits(self) -> StoreLimits | None:
+        """The seat's limits as a run states them (kind limits in bytes), None without any."""
+        kinds = KindShares(tuple(self.kinds)) if self.kinds else None
+        return StoreLimits(kinds, self.write_time, self.compression) or None
 
     def __post_init__(self) -> None:
         # The track decides what the policy is shown: read once, as the text it holds.
@@ -379,6 +392,8 @@ def score(run: PlayedRun, episode: Episode, oracle_utility: float | None = None)
     ``ByteMemoryStore`` for an episode with queries: they are answered from what memory held
     at each checkpoint."""
     seat = run.seat
+    if seat.compression is not None:
+        refuse_queries(episode)
     if oracle_utility is None:
         oracle_utility = utility_within(track_costs(episode, seat.track), episode.utilities, seat.budget,
                                         seat.kinds, seat.write_time, step_kinds(episode) if seat.kinds else None,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.compression import Compression
-from ..core.kind_budgets import KindBudgets
+from ..core.kind_budgets import KindBudgets, KindShares
+from ..core.store_limits import StoreLimits
 from ..core.tracks import UNPRIVILEGED
 from ..core.types import Episode
 from ..core.write_time import WriteTime
@@ -45,11 +46,10 @@ def run_episode(
     (``wpb_gym.core.write_time``) limit the memory beside its budget, and ``compression``
     (``wpb_gym.core.compression``) allows compressed WRITEs; the metrics' bounds respect them.
     """
-    if sum(bool(x) for x in (kind_budgets, write_time, compression)) > 1:
-        raise ValueError("kind_budgets, write_time and compression are one at a time: together they have no "
-                         "exact bound here")
-    seat = Seat(policy, budget_bytes, track, kinds=KindBudgets.of(kind_budgets), write_time=write_time,
-                compression=None if compression is None else Compression.parse(compression, "compression"))
+    kinds = KindBudgets.of(kind_budgets)
+    beside = StoreLimits(KindShares(kinds.limits) if kinds else None, write_time,
+                         None if compression is None else Compression.parse(compression, "compression"))
+    seat = Seat.within(policy, budget_bytes, track, None, None, beside)
     if isolate:
         return run_isolated(
             episode, seat, oracle_utility=oracle_utility, limits=limits, record_actions=record_actions, sandbox=sandbox

@@ -55,6 +55,7 @@ from ..core.compression import compressed_cost
 from ..core.tracks import policy_episode
 from ..core.types import Episode
 from .kind_bounds import LimitedBound
+from .queries import has_queries
 from .oracle import (
     F1Bound,
     as_arrays,
@@ -73,6 +74,14 @@ _INFEASIBLE = 1 << 60  # bytes of a utility no choice reaches: far above any bud
 _MAX_CELLS = 400_000_000
 # Most units the writes may hold in all, as the plain oracle's (exact in int64 and float64).
 _MAX_UNITS = 2**50
+
+
+def refuse_queries(episode: Episode) -> None:
+    """Refuse compressed writes on an episode with queries: the query tier's hindsight bound
+    (``query_bound``) has no form for them, so its scores would have no bound to stand against."""
+    if has_queries(episode):
+        raise ValueError(f"episode {episode.episode_id!r} has queries, and the query tier has no bound with "
+                         "compressed writes: run compression on episodes without queries")
 
 
 def compressed_costs(episode: Episode, track: str) -> np.ndarray:

@@ -42,7 +42,6 @@ from time import monotonic, sleep
 from typing import Any
 
 from ...core.accounting import estimate_bytes
-from ...core.kind_budgets import KindShares
 from ...core.store_limits import StoreLimits
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
@@ -358,8 +357,7 @@ class IsolatedPolicies:
             for i, track, budget in plan:
                 k = len(runs)
                 label = self.policies[i][0]
-                seat = Seat(None, budget, track, (e, i), label, limits.kinds_at(budget) if limits else None,
-                            limits.write_time if limits else None, limits.compression if limits else None)
+                seat = Seat.within(None, budget, track, (e, i), label, limits)
                 runs.append(PlayedRun(seat, label, seat.store()))
                 mine.setdefault((i, track), []).append((k, track, budget))
                 owned.setdefault((i, track), []).append(k)
@@ -613,10 +611,8 @@ def run_isolated(
     sandboxed by default where the platform allows (``sandbox``: see ``resolve_sandbox``)."""
     policy = (seat.label or policy_name(seat.policy), PickledPolicy(seat.policy), policy_track(seat.policy))
     with IsolatedPolicies([policy], limits, resolve_sandbox(sandbox)) as pool:
-        # The seat's limits as the policy's process resolves them: kind limits in bytes already.
-        kinds = KindShares(tuple(seat.kinds)) if seat.kinds else None
-        limits = StoreLimits(kinds, seat.write_time, seat.compression) or None
-        (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions, limits=limits)
+        (run,) = pool.play(episode, [(0, seat.track, seat.budget)], record_actions=record_actions,
+                           limits=seat.limits())
         result = score(run, episode, oracle_utility)
         pool.end([run], [result])
     return result

@@ -115,8 +115,7 @@ class PolicyServer:
             for index, track, budget in message["runs"]:
                 policy = self.factory()
                 check_can_run(policy, track)
-                seat = Seat(policy, budget, track, kinds=limits.kinds_at(budget), write_time=limits.write_time,
-                            compression=limits.compression)
+                seat = Seat.within(policy, budget, track, None, None, limits)
                 played = PlayedRun(seat, self.name, seat.store())
                 player = stepper(played, 0, self.untimed, False, message["reasons"])
                 next(player)

@@ -48,7 +48,7 @@ def encode_action(plain: PlainAction, accepted: bool) -> int | list[Any]:
     """The wire form of a normalised action and the replica's verdict on it."""
     kind, target, delta, reason = plain
     code = CODES[kind]
-    if code == 1 and delta is not None:  # a WRITE's third field is its codec
+    if code == 1 and delta is not None:  # a WRITE's third field is its codec (referee.PlainAction)
         return [COMPRESSED_WRITE, accepted] if reason is None else [COMPRESSED_WRITE, accepted, reason]
     if accepted and (reason is None or code == 0):
         if code == 1:

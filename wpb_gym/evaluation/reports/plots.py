@@ -148,6 +148,7 @@ SHIPPED_AGENTS = (
     "causal_privileged",
     # compression's
     "breaking_compressor",
+    "breaking_rationer",
 )
 
 

@@ -62,8 +62,9 @@ def headroom_table(
 ) -> str:
     """Per regime and budget: the hindsight F1 bound against the best policy of each track.
 
-    The bound is the mean of ``oracle_f1`` (the best F1 any policy could reach with the
-    budget, from the labels) on the unprivileged track. "Best" is the policy with the
+    The bound is the mean of ``oracle_f1`` (the best F1 any WRITE-only policy could reach
+    with the budget, from the labels; a policy that MERGEs can pass it) on the unprivileged
+    track. "Best" is the policy with the
     highest mean F1 on its own track, among the run's non-oracle policies; ``highlight``
     names policies shown in columns of their own. ``learned`` names the learned agents'
     labels (learners and trained models), which are never "best": the best columns are the
