@@ -57,7 +57,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Action Space
 
-    ``Discrete(2 + 2K)`` where ``K`` is the number of memory slots shown (``slots``):
+    ``Discrete(2 + 2K)`` where ``K`` is the number of memory slots shown (``slots``), and
+    ``Discrete(3 + 2K)`` with compressed writes allowed (``compression=``):
 
     | Action        | Meaning                                                        | Advances time |
     |---------------|----------------------------------------------------------------|---------------|
@@ -65,6 +66,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     | 1             | WRITE the current step                                         | yes           |
     | 2 .. K+1      | MERGE the current step into the item in slot ``a - 2``         | yes           |
     | K+2 .. 2K+1   | EXPIRE the item in slot ``a - K - 2``                          | no            |
+    | 2K+2          | WRITE the current step compressed (only with ``compression=``) | yes           |
 
     EXPIRE frees room before the decision on the current step, as the spec's policies do;
     at most ``max_expires_per_step`` EXPIREs per timestep (unlimited by default).
@@ -79,7 +81,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     then the memory features, then ``K`` rows of slot features. With
     ``observation_mode="dict"``: ``{"step", "memory", "slots", "action_mask"}`` where
     ``slots`` holds the K slot rows flattened row-major (``reshape(K, -1)`` recovers them;
-    flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(2 + 2K)``.
+    flat, as SB3's ``MultiInputPolicy`` expects) and ``action_mask`` is ``MultiBinary(n_actions)``.
     ``n = 39 + 8 + 14 K`` on the unprivileged track and ``40 + 8 + 15 K`` on the privileged
     one (which adds ``priority``): 75 at the default ``K = 2``, 159 at ``K = 8``.
     Everything is computed from what a policy may see (the step's observation and visible
@@ -92,9 +94,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     out a WRITE or MERGE past its kind's limit (``docs/kind-budgets.md``). With a write-time
     budget (``write_time=``) two follow: ``time_left`` (the share of the episode's write time
     left) and ``fits_time`` (1 if a WRITE of the current step fits in it); the mask leaves out
-    the writes that do not (``docs/write-time.md``). Under either, the features ``fits``,
-    ``fits_if_larger_expired`` and ``merge_ok`` (step and slots) still speak of the byte budget
-    alone: the mask and the appended features say what the limits allow.
+    the writes that do not (``docs/write-time.md``). With compression (``compression=``) the
+    env has one more action, the last: a compressed WRITE of the current step
+    (``docs/compression.md``); ``2 + K`` features follow: ``compressed_share`` (the compressed
+    step's bytes over its plain bytes, 0 when the codec refuses it), ``fits_compressed`` and
+    ``slot_k_compressed`` for each slot. Under any of them the mask's WRITE and MERGE bits are
+    the store's verdict, while the features ``fits``, ``fits_if_larger_expired`` and ``merge_ok``
+    (step and slots) still speak of the byte budget alone, and the other slot features of the
+    step an item was written from (not the summary a compressed item holds).
 
     The step features from ``family_seen`` on compare with the stream the agent was shown, not
     with memory: a policy that skipped the previous version of an endpoint can still see how
@@ -171,6 +178,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         viewer=None,              # a MemoryViewer, instead of render_mode=
         kind_budgets=None,        # hierarchical budgets, e.g. "endpoint=60%,doc=30%,guide=1KB"
         write_time=None,          # write time, e.g. "total=40,per_write=1,per_kb=1" (ticks)
+        compression=None,         # compressed WRITEs allowed, e.g. "credit=0.75"
         **generator_options,      # any GeneratorConfig field, e.g. drift_prob=0.2
     )
     ```
@@ -200,8 +208,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ## Version History
 
     * v0, package 0.10.0: opt-in hierarchical budgets (``kind_budgets=``: a byte limit per content
-      kind beside the total) and write time (``write_time=``: a per-episode budget of ticks every
-      WRITE or MERGE spends), one at a time, in the store's rules, the mask, the observation
+      kind beside the total), write time (``write_time=``: a per-episode budget of ticks every
+      WRITE or MERGE spends) and compression (``compression=``: compressed WRITEs worth a credit,
+      one more action), one at a time, in the store's rules, the mask, the observation
       (features appended) and the utility reward's oracle. Without them nothing changes.
     * v0, package 0.7.0: the native vector env steps on a compiled core (numba); ``choose_episode``.
     * v0, package 0.5.0: the contract regimes open with an unscored warm-up showing every endpoint's
