@@ -383,3 +383,65 @@ for line in sys.stdin:
         rows = list(csv.DictReader(f))
     assert [(r["policy"], r["track"]) for r in rows] == [("hinted", "privileged")]
     assert int(rows[0]["write_actions"]) > 0  # it was shown the hints
+
+
+# Writes each step compressed while that fits the room left, else skips: what compressed_bytes
+# and memory.bytes_used say is all it needs.
+COMPRESSOR = """
+for line in sys.stdin:
+    message = json.loads(line)
+    if message["type"] == "hello":
+        print(json.dumps({"protocol": "wpb-agent/1"}), flush=True)
+    elif message["type"] == "step":
+        small, memory = message["compressed_bytes"], message["memory"]
+        fits = small is not None and memory["bytes_used"] + small <= memory["budget_bytes"]
+        print(json.dumps({"actions": [{"op": "WRITE", "codec": "summary/1"}] if fits else []}), flush=True)
+"""
+
+
+class PythonCompressor:
+    """COMPRESSOR as a Python policy."""
+
+    name = "python_compressor"
+
+    def select(self, step, store):
+        from wpb_gym.core.compression import compressed_cost
+
+        small = compressed_cost(step)
+        if small is not None and small <= store.remaining():
+            yield MemoryAction.write_compressed(step)
+
+
+def test_an_exec_agent_writes_compressed_as_a_python_policy_does(tmp_path):
+    from wpb_gym.core.compression import Compression
+
+    episode = generate_episode(make_config("contract_mix", length=120), 2)
+    agent = ExecAgent(path=str(program(tmp_path, COMPRESSOR)))
+    try:
+        ours = run_episode(agent, episode, 2048, compression=Compression(0.75))
+    finally:
+        agent.close()
+    theirs = run_episode(PythonCompressor(), episode, 2048, compression=Compression(0.75))
+    assert ours.store.compressed_timesteps() == theirs.store.compressed_timesteps() == ours.store.timesteps()
+    assert ours.store.timesteps() and ours.metrics.as_row() == theirs.metrics.as_row()
+    # Without compression the same program's writes are refused, and counted so.
+    agent = ExecAgent(path=str(program(tmp_path, COMPRESSOR, name="again.py")))
+    try:
+        plain = run_episode(agent, episode, 2048)
+    finally:
+        agent.close()
+    assert len(plain.store) == 0 and plain.store.rejected_counts["WRITE"] == 0  # compressed_bytes is null: it skips
+
+
+@pytest.mark.skipif(problem() is not None, reason="needs the sandbox of isolated evaluation (Linux namespaces)")
+def test_wpb_eval_runs_an_exec_agent_under_compression(tmp_path, capsys):
+    agent = program(tmp_path, COMPRESSOR)
+    out = tmp_path / "run"
+    code, _, err = wpb(capsys, "eval", "--agents", f"exec:{agent}", "--regimes", "contract_mix", "--lengths", 100,
+                       "--budgets", "1KB", "--episodes-per-condition", 2, "--compression", "credit=0.75",
+                       "--out", out, "--quiet")
+    assert code == 0, err
+    with (out / "results.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["compression"] == "credit=0.75" and r["error"] == "" for r in rows)
+    assert all(int(r["write_actions"]) > 0 and r["rejected_actions"] == "0" for r in rows)
