@@ -184,9 +184,9 @@ class BreakingRationer(BreakingDetector):
         rate = (self._chosen + self.prior * self.prior_weight / 100) / (seen + self.prior_weight)
         coming = max(0, round(rate * (self._length - seen)))  # chosen steps still expected after this one
         plain_held = len(store) - len(store.compressed_timesteps())
-        plain, packed = _best_mix(store.remaining(), estimate_bytes(step), small, 1 + coming, plain_held,
-                                  len(store.compressed_timesteps()), compression.credit,  # type: ignore[union-attr]
-                                  self._chosen + coming)
+        plain, packed = best_mix(store.remaining(), plain_cost=estimate_bytes(step), small_cost=small, n=1 + coming,
+                                 plain_held=plain_held, packed_held=len(store.compressed_timesteps()),
+                                 credit=compression.credit, relevant=self._chosen + coming)  # type: ignore[union-attr]
         if plain:
             return super()._write(step, store, reason)
         if packed and store.check(MemoryAction.write_compressed(step), step.t).accepted:
@@ -194,8 +194,8 @@ class BreakingRationer(BreakingDetector):
         return super()._write(step, store, reason)
 
 
-def _best_mix(room: int, plain_cost: int, small_cost: int, n: int, plain_held: int, packed_held: int,
-              credit: float, relevant: int) -> tuple[int, int]:
+def best_mix(room: int, *, plain_cost: int, small_cost: int, n: int, plain_held: int, packed_held: int,
+             credit: float, relevant: int) -> tuple[int, int]:
     """The (plain, compressed) writes of ``n`` steps of these costs within ``room`` that give the
     best F1 with the items held (every item counted as a kept critical step, ``relevant`` of
     them expected in all); ties go to fewer plain writes."""

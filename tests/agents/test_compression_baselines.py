@@ -7,7 +7,7 @@ import pytest
 
 from agents.registry import make_agent
 from agents.scripted import rationer_tuning
-from agents.scripted.heuristics import _best_mix
+from agents.scripted.heuristics import best_mix
 from wpb_gym.core.compression import Compression
 from wpb_gym.episodes.generators.regimes import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
@@ -16,11 +16,12 @@ from wpb_gym.evaluation.runner import run_episode
 def test_the_rationers_plan_mixes_plain_and_compressed_writes_by_credit():
     # 5 steps of 300 bytes plain, 120 compressed, in 1000 bytes: 3 plain give F1 6/8. At credit
     # 0.75, 2 plain and 3 compressed give 2 * 4.25 / 10 = 0.85; at 0.25 only 0.55.
-    assert _best_mix(1000, 300, 120, 5, 0, 0, 0.75, 5) == (2, 3)
-    assert _best_mix(1000, 300, 120, 5, 0, 0, 0.25, 5) == (3, 0)
+    steps = {"plain_cost": 300, "small_cost": 120, "relevant": 5}
+    assert best_mix(1000, **steps, n=5, plain_held=0, packed_held=0, credit=0.75) == (2, 3)
+    assert best_mix(1000, **steps, n=5, plain_held=0, packed_held=0, credit=0.25) == (3, 0)
     # What memory holds counts: with 3 plain items held and room for one plain step, that.
-    assert _best_mix(300, 300, 120, 1, 3, 0, 0.75, 5) == (1, 0)
-    assert _best_mix(100, 300, 120, 2, 0, 0, 0.75, 5) == (0, 0)  # nothing fits
+    assert best_mix(300, **steps, n=1, plain_held=3, packed_held=0, credit=0.75) == (1, 0)
+    assert best_mix(100, **steps, n=2, plain_held=0, packed_held=0, credit=0.75) == (0, 0)  # nothing fits
 
 
 @pytest.mark.parametrize("name", ["breaking_compressor", "breaking_rationer"])
