@@ -34,3 +34,17 @@ def play_checking_the_mask(env: Any, seeds: range, refusal: str, write_share: fl
         assert env.observation_space.contains(obs)
         check_state(obs, base, True)
     return refused
+
+
+def play_writing_when_allowed(env: Any, seed: int) -> tuple[float, dict[str, Any], np.ndarray]:
+    """One episode of ``env`` writing every step the mask allows: the rewards summed, the last
+    info, and the WRITE cost of each step on the env's track (what a bound is computed from)."""
+    from wpb_gym.core.tracks import track_costs
+
+    obs, info = env.reset(seed=seed)
+    total, done = 0.0, False
+    while not done:
+        obs, reward, done, _, info = env.step(1 if info["action_mask"][1] else 0)
+        total += reward
+    base = env.unwrapped
+    return total, info, track_costs(base.episode, base.track)

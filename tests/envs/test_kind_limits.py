@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from limits_checks import play_checking_the_mask
+from limits_checks import play_checking_the_mask, play_writing_when_allowed
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.kind_budgets import KINDS, KindShares, content_kind
@@ -50,17 +50,10 @@ def test_the_kind_features_are_each_kinds_room_and_whether_the_step_fits_its_own
 def test_the_utility_reward_sums_to_the_share_of_the_kind_limited_optimum():
     env = gym.make("WritePolicyBench-v0", regime="contract_mix", budget_bytes=10240, kind_budgets=KINDS_TEXT,
                    reward="utility", expire_cost=0.0)
-    obs, info = env.reset(seed=2)
+    total, info, costs = play_writing_when_allowed(env, seed=2)
     base = env.unwrapped
-    total = 0.0
-    while True:
-        obs, reward, terminated, _, info = env.step(1 if info["action_mask"][1] else 0)
-        total += reward
-        if terminated:
-            break
     limits = KindShares.parse(KINDS_TEXT).resolve(10240)
-    optimum = kind_oracle_utility(base._table.cost_array(), step_kinds(base.episode), base.episode.utilities, 10240,
-                                  limits)
+    optimum = kind_oracle_utility(costs, step_kinds(base.episode), base.episode.utilities, 10240, limits)
     assert optimum.exact and base.oracle_utility() == pytest.approx(optimum.utility)
     assert info["metrics"]["oracle_utility"] == pytest.approx(optimum.utility)
     assert total == pytest.approx(info["metrics"]["policy_utility"] / optimum.utility)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from limits_checks import play_checking_the_mask
+from limits_checks import play_checking_the_mask, play_writing_when_allowed
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.write_time import WriteTime
@@ -36,15 +36,8 @@ def test_the_mask_is_the_stores_verdict_and_the_time_left_is_observed(mode):
 def test_the_utility_reward_sums_to_the_share_of_the_time_limited_optimum():
     env = gym.make("WritePolicyBench-v0", regime="contract_mix", budget_bytes=10240, write_time=TIME,
                    reward="utility", expire_cost=0.0)
-    obs, info = env.reset(seed=2)
-    base = env.unwrapped
-    total = 0.0
-    while True:
-        obs, reward, terminated, _, info = env.step(1 if info["action_mask"][1] else 0)
-        total += reward
-        if terminated:
-            break
-    optimum = time_oracle_utility(base._table.cost_array(), base.episode.utilities, 10240, WriteTime.parse(TIME))
+    total, info, costs = play_writing_when_allowed(env, seed=2)
+    optimum = time_oracle_utility(costs, env.unwrapped.episode.utilities, 10240, WriteTime.parse(TIME))
     assert optimum.exact and info["metrics"]["oracle_utility"] == pytest.approx(optimum.utility)
     assert total == pytest.approx(info["metrics"]["policy_utility"] / optimum.utility)
 
