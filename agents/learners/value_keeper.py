@@ -9,7 +9,8 @@ traffic, whether and when it broke, the queries its family's earlier breaking ch
 each lag, their reverts and changes), the snapshot's size, the episode's progress, and what
 the words of its contract say of its clients and of its latest breaking change's burst
 (``agents.learners.word_estimates``: ridge regressions fitted on the hidden state of the
-training episodes). It is trained by regression on the teacher's values (log1p) at the states
+training episodes). It is trained by regression on the teacher's values (log1p, by the Gaussian
+negative log-likelihood with a learned variance, of which only the mean is kept) at the states
 the teacher visits on the training episodes (``wpb train --algo value_keeper``), as a learned
 cache policy is trained on the choices of an oracle; at play time the keepers' engine
 (``agents.scripted.keep_latest``) admits and evicts by the network's values per byte.

@@ -6,9 +6,14 @@ of the first ``word_episodes`` training episodes. Then the teacher plays the tra
 at ``budget_bytes``); at every endpoint snapshot it decides on, the network's input for that
 endpoint (and, with probability ``held_share``, for each endpoint memory holds) is recorded
 with the teacher's value of it. A ReLU network (``hidden`` units per layer, two layers) is
-fitted to ``log1p`` of the values by mean squared error (Adam, ``epochs`` passes, seeded). The
-run folder gets ``learner.json`` (the network and the word estimates) and ``config.json``
-(settings, samples, the fit's loss, the validation accuracy on the held-out seed's first
+fitted to ``log1p`` of the values (Adam, ``epochs`` passes, seeded). With ``loss``
+``"gaussian_nll"`` (the default) it has a second output, the log variance of its error, and
+is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse proportion to how
+uncertain its kind of state is, so the many well-predicted states of quiet endpoints are not
+traded for the noisy ones around migration bursts. Only the mean is kept and played. With
+``"mse"`` it is fitted by mean squared error. The run folder gets ``learner.json`` (the network
+and the word estimates) and ``config.json`` (settings, samples, the fit's mean squared error on
+``log1p``, the validation accuracy on the held-out seed's first
 ``validation_episodes`` episodes or on ``--eval-episodes``, versions). ``timesteps`` counts
 the teacher's decisions to record (the episodes it takes).
 """
@@ -45,10 +50,12 @@ DEFAULTS: dict[str, Any] = {
     "epochs": 30,
     "batch_size": 1024,
     "learning_rate": 0.001,
+    "loss": "gaussian_nll",
     "validation_episodes": 4,
     "word_episodes": 4,
 }
 DEFAULT_ENV = {"regime": "queries_medium", "budget_bytes": 10240}
+LOSSES = ("gaussian_nll", "mse")
 
 
 def training_episodes(env_kwargs: Mapping[str, Any], seed: int) -> Any:
@@ -107,34 +114,43 @@ def teacher_samples(episode: Episode, budget: int, held_share: float, rng: np.ra
 
 
 def fit_network(x: np.ndarray, y: np.ndarray, *, hidden: int, epochs: int, batch_size: int, learning_rate: float,
-                seed: int) -> tuple[ValueNetwork, float]:
-    """A two-layer ReLU network fitted to ``log1p(y)``; its last epoch's mean squared error."""
+                seed: int, loss: str = "gaussian_nll") -> tuple[ValueNetwork, float]:
+    """A two-layer ReLU network fitted to ``log1p(y)`` by ``loss`` (``LOSSES``; see the module
+    docstring); its mean squared error on ``log1p(y)`` over all samples once fitted."""
     import torch
 
+    if loss not in LOSSES:
+        raise ValueError(f"value_keeper: loss {loss!r}: expected one of {list(LOSSES)}")
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     inputs_t = torch.as_tensor(x, dtype=torch.float32)
     target = torch.log1p(torch.as_tensor(y, dtype=torch.float32))
+    outputs = 2 if loss == "gaussian_nll" else 1
     net = torch.nn.Sequential(torch.nn.Linear(len(INPUTS), hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
-                              torch.nn.ReLU(), torch.nn.Linear(hidden, 1))
+                              torch.nn.ReLU(), torch.nn.Linear(hidden, outputs))
     optimizer = torch.optim.Adam(net.parameters(), lr=learning_rate)
-    loss_value = float("nan")
     for _ in range(epochs):
         order = torch.randperm(len(target), generator=generator)
-        total, count = 0.0, 0
         for start in range(0, len(target), batch_size):
             index = order[start:start + batch_size]
-            loss = torch.nn.functional.mse_loss(net(inputs_t[index]).squeeze(-1), target[index])
+            out = net(inputs_t[index])
+            if loss == "gaussian_nll":
+                # The log variance is bounded so a few exact samples cannot take all the weight.
+                variance = out[:, 1].clamp(-8.0, 4.0).exp()
+                batch_loss = torch.nn.functional.gaussian_nll_loss(out[:, 0], target[index], variance)
+            else:
+                batch_loss = torch.nn.functional.mse_loss(out[:, 0], target[index])
             optimizer.zero_grad()
-            loss.backward()
+            batch_loss.backward()
             optimizer.step()
-            total += loss.item() * len(index)
-            count += len(index)
-        loss_value = total / max(count, 1)
     linears = [m for m in net if isinstance(m, torch.nn.Linear)]
     layers = [(m.weight.detach().numpy().T.astype(np.float64), m.bias.detach().numpy().astype(np.float64))
               for m in linears]
-    return ValueNetwork(layers), loss_value
+    weight, bias = layers[-1]
+    layers[-1] = (weight[:, :1], bias[:1])  # the mean alone is played
+    network = ValueNetwork(layers)
+    fitted = np.log1p(network.values(x))
+    return network, float(np.mean((fitted - target.numpy()) ** 2))
 
 
 def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | None = None, seed: int = 0,
@@ -145,6 +161,8 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     unknown = sorted(set(config) - set(DEFAULTS))
     if unknown:
         raise ValueError(f"value_keeper: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+    if config["loss"] not in LOSSES:
+        raise ValueError(f"value_keeper: setting loss: {config['loss']!r}; expected one of {list(LOSSES)}")
     given = dict(env_kwargs or {})
     # Episode files are played whatever their regime (real drift's is real_queries:SOURCE); the
     # default regime only chooses generated episodes.
@@ -179,7 +197,8 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     if bar is not None:
         bar.close()
     network, loss = fit_network(np.stack(xs), np.asarray(ys), hidden=config["hidden"], epochs=config["epochs"],
-                                batch_size=config["batch_size"], learning_rate=config["learning_rate"], seed=seed)
+                                batch_size=config["batch_size"], learning_rate=config["learning_rate"], seed=seed,
+                                loss=config["loss"])
     validation = _validation_episodes(env_config, eval_episodes, seed, config["validation_episodes"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

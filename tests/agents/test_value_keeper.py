@@ -34,7 +34,8 @@ def _network(seed: int = 0) -> ValueNetwork:
                                                                                     rng.normal(size=1))])
 
 
-def test_teacher_samples_are_causal_privilegeds_values_and_the_fit_beats_a_constant():
+@pytest.mark.parametrize("loss", ["gaussian_nll", "mse"])
+def test_teacher_samples_are_causal_privilegeds_values_and_the_fit_beats_a_constant(loss):
     x, y, decisions = [], [], 0
     rng = np.random.default_rng(0)
     episodes = [generate_query_episode(CONFIG, 0, index) for index in range(3)]
@@ -46,11 +47,23 @@ def test_teacher_samples_are_causal_privilegeds_values_and_the_fit_beats_a_const
         decisions += n
     assert decisions > 0 and len(x) >= decisions and min(y) >= 0
     target = np.log1p(np.asarray(y))
-    network, loss = fit_network(np.stack(x), np.asarray(y), hidden=32, epochs=80, batch_size=256,
-                                learning_rate=0.003, seed=0)
-    assert loss < 0.5 * target.var()  # the statistics explain most of the teacher's values
+    network, error = fit_network(np.stack(x), np.asarray(y), hidden=32, epochs=80, batch_size=256,
+                                 learning_rate=0.003, seed=0, loss=loss)
+    assert error < 0.5 * target.var()  # the statistics explain most of the teacher's values
+    # The reported error is the played network's: one output (the mean), over every sample.
+    assert network.layers[-1][0].shape == (32, 1)
     predicted = np.log1p(network.values(np.stack(x)))
-    assert np.mean((predicted - target) ** 2) == pytest.approx(loss, rel=0.5)
+    assert np.mean((predicted - target) ** 2) == pytest.approx(error, rel=1e-6)
+
+
+def test_an_unknown_loss_is_named(tmp_path):
+    x = np.zeros((4, len(INPUTS)), dtype=np.float32)
+    with pytest.raises(ValueError, match="loss 'mae': expected one of \\['gaussian_nll', 'mse'\\]"):
+        fit_network(x, np.ones(4), hidden=4, epochs=1, batch_size=4, learning_rate=0.01, seed=0, loss="mae")
+    with pytest.raises(ValueError, match="setting loss: 'mae'"):
+        train_value_keeper_run(tmp_path / "run", env_kwargs={"regime": "queries_medium", **SMALL},
+                               settings={"loss": "mae"}, progress=False)
+    assert not (tmp_path / "run").exists()
 
 
 def test_the_keeper_reads_only_the_stream():
