@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from functools import partial
 
@@ -26,6 +27,11 @@ import torch
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.envs.observation.features import MEMORY_FEATURES
 from wpb_gym.scoring.oracle import episode_oracle
+
+# Measured on compiled code, never on the Python a first run plays while numba compiles in the
+# background (benchmarks/vector_env.py --part compile measures that).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
+
 
 HELD_OUT_SEED = 777
 

@@ -9,8 +9,14 @@ alternating, so that the machine's drifts hit both alike.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+
+# Measured on compiled code, never on the Python a first run plays while numba compiles in the
+# background (benchmarks/vector_env.py --part compile measures that).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
+
 
 CHILD = """
 import sys, time, torch

@@ -19,9 +19,14 @@ first rollout of each run is outside the timing.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
+
+# Measured on compiled code, never on the Python a first run plays while numba compiles in the
+# background (benchmarks/vector_env.py --part compile measures that).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ speed drifts hit both alike. A ratio near 1 means the environment is not the bot
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import torch
@@ -20,6 +21,11 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env
 
 import wpb_gym  # noqa: F401  (registers the ids)
+
+# Measured on compiled code, never on the Python a first run plays while numba compiles in the
+# background (benchmarks/vector_env.py --part compile measures that).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
+
 
 SETTINGS = dict(n_steps=256, batch_size=256, n_epochs=4, policy_kwargs={"net_arch": [64, 64]}, device="cpu", seed=0)
 

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+# Measured on compiled code, never on the Python a first run plays while numba compiles in the
+# background (benchmarks/vector_env.py --part compile measures that).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
+
 
 HERE = Path(__file__).resolve().parents[1]
 

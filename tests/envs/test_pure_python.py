@@ -25,10 +25,11 @@ CASES = {
 }
 
 
-def play(case: str, n: int = 3, steps: int = 120) -> list:
+def play(case: str, n: int = 3, steps: int = 120, cases: dict | None = None) -> list:
     """Every output of ``n`` sub-envs reset with seed 11 and stepped with seeded random valid
-    actions (a few refused ones too), through several episodes."""
-    kwargs, mode = CASES[case]
+    actions (a few refused ones too), through several episodes; ``case`` names the env's
+    arguments and autoreset mode in ``cases`` (``CASES``)."""
+    kwargs, mode = (cases or CASES)[case]
     env = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, **kwargs)
     outputs = [env.reset(seed=11)]
     rng = np.random.default_rng(len(case))

@@ -17,5 +17,7 @@ ones can be made, read and compiled ahead in worker processes (``episode_workers
 on the same seeds and actions and require equal outputs.
 
 numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
-is cached on disk (``compile_cache``, which says on stderr when numba compiles for long).
+is cached on disk (``compile_cache``, which says on stderr when numba compiles for long). On a
+first run, with nothing cached, numba compiles in a background process while the core calls
+the same functions as Python (``first_run``).
 """

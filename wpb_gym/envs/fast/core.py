@@ -57,16 +57,23 @@ say_when_compiling(__name__.rpartition(".")[0])
 
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
-    from . import kernel
+    from . import contract_episodes, drawn_batches, episode_arrays, kernel, numpy_streams, paper_episodes
+    from . import paper_text_episodes
     from .arenas import Arenas
-    from .contract_episodes import compile_contract, contract_compilable
-    from .drawn_batches import end_drawn, in_half_units, start_drawn
-    from .episode_arrays import read_and_compile, scored_labels
+    from .contract_episodes import contract_compilable
+    from .drawn_batches import in_half_units
+    from .episode_arrays import scored_labels
     from .episode_workers import EpisodeWorkers
-    from .numpy_streams import structure_entropy
+    from .first_run import CoreCode
     from .oracle_by_class import _MAX_COMBINATIONS
-    from .paper_episodes import compile_drawn, drawn_compilable, unprivileged_settings
-    from .paper_text_episodes import compile_paper_text, paper_text_compilable
+    from .paper_episodes import drawn_compilable, unprivileged_settings
+    from .paper_text_episodes import paper_text_compilable
+
+# Every call into compiled code goes through CODE: on a first run, the Python twins of these
+# modules until numba has compiled them in the background (``first_run``).
+CODE = CoreCode({"kernel": kernel, "contract_episodes": contract_episodes, "drawn_batches": drawn_batches,
+                 "episode_arrays": episode_arrays, "numpy_streams": numpy_streams, "paper_episodes": paper_episodes,
+                 "paper_text_episodes": paper_text_episodes})
 
 if config.DISABLE_JIT:
     # NUMBA_DISABLE_JIT=1 runs these functions as Python over NumPy scalars, which warn where the
@@ -93,10 +100,10 @@ def _from_draws(recipe: Any) -> Any:
     """The function compiling ``recipe``'s episode from its draws (``paper_episodes``,
     ``contract_episodes``, ``paper_text_episodes``); None for an episode the core makes and reads."""
     if drawn_compilable(recipe):
-        return compile_drawn
+        return CODE.paper_episodes.compile_drawn
     if contract_compilable(recipe):
-        return compile_contract
-    return compile_paper_text if paper_text_compilable(recipe) else None
+        return CODE.contract_episodes.compile_contract
+    return CODE.paper_text_episodes.compile_paper_text if paper_text_compilable(recipe) else None
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:
@@ -109,6 +116,7 @@ class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
     def __init__(self, n: int, env: Any, workers: int = 0) -> None:
+        CODE.start()
         self.n = n
         self.K = env.K
         self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
@@ -202,7 +210,7 @@ class CompiledCore:
         self.unstarted.sort()
         if ready:
             started, budgets = zip(*ready)
-            kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
+            CODE.kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
                                *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
                                self.observations, self.K, self.cap, self.oldest, self.privileged)
         if self.workers is not None:
@@ -220,7 +228,7 @@ class CompiledCore:
         recipe, budget = chosen
         if type(recipe) is not EpisodeRecipe or budget >= _EXACT_INTS or not drawn_compilable(recipe):
             return None
-        return structure_entropy(recipe.config, recipe.seed, recipe.index)
+        return CODE.numpy_streams.structure_entropy(recipe.config, recipe.seed, recipe.index)
 
     def _start_drawn(self, config: Any, members: list[int], entropies: list[np.ndarray]) -> list[int]:
         """Start the drawn episodes of sub-envs ``members`` (of ``config``) in one call (a second
@@ -252,7 +260,7 @@ class CompiledCore:
         starts = np.zeros(len(members) + 1, dtype=np.int64)
         np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
         arenas = self.arenas
-        return start_drawn(np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
+        return CODE.drawn_batches.start_drawn(np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
                            np.array(budgets, dtype=np.int64), *settings, *arenas.buffers, arenas.spans,
                            arenas.capacity, self.scalars, self.fscalars, self.masks, self.observations, self.K,
                            self.cap, self.oldest, self.privileged)
@@ -317,7 +325,7 @@ class CompiledCore:
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
                 reward_fn.start(episode, costs, budget)
             return static, floats, state_size
-        arrays = read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe)
+        arrays = CODE.episode_arrays.read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe)
         if arrays is None:
             return None
         static, floats, state, costs = arrays
@@ -368,7 +376,7 @@ class CompiledCore:
         that ends an episode is filled in by ``close``."""
         if self.workers is not None:  # between resets too: the workers get their next jobs as they finish
             self.workers.pump()
-        kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars,
+        CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars,
                           self.masks, self.observations, rewards, terminated, reasons, self.K, self.cap, self.oldest,
                           self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
                           self.expire_cost)
@@ -380,8 +388,9 @@ class CompiledCore:
         drawn = [i for i in indices if self.halves[i]]
         if drawn:  # scored on their arrays, in one call
             known = [self.known_oracles[i] for i in drawn]
-            counts = end_drawn(np.array(drawn, dtype=np.int64), *self.arenas.buffers, self.arenas.spans, self.scalars,
-                               np.array([oracle is None for oracle in known]), _MAX_COMBINATIONS)
+            counts = CODE.drawn_batches.end_drawn(np.array(drawn, dtype=np.int64), *self.arenas.buffers,
+                                                  self.arenas.spans, self.scalars,
+                                                  np.array([oracle is None for oracle in known]), _MAX_COMBINATIONS)
             for i, oracle, (kept, tp, units, staleness, relevant, best) in zip(drawn, known, counts.tolist()):
                 if oracle is None:
                     oracle = best / 2 if best >= 0 else self._scoring_oracle(i)
@@ -393,7 +402,7 @@ class CompiledCore:
             if i not in metrics:
                 static, _, state = self.arenas.views(i)
                 row = self.scalars[i]
-                metrics[i] = self._scored(i, envs[i], tuple(kernel.retained(static, state, row).tolist()),
+                metrics[i] = self._scored(i, envs[i], tuple(CODE.kernel.retained(static, state, row).tolist()),
                                           _counted(row))
             floats = self.fscalars[i]
             reward = closing_reward(terminal_reward(self.weights, metrics[i]) - floats[F_PENALTIES], floats[F_PAID])
@@ -438,7 +447,7 @@ class CompiledCore:
         taken = int(self.scalars[i, S_LOG])
         if self.synced[i] < taken:
             static, _, state = self.arenas.views(i)
-            log = kernel.st_py(static, LOG)
+            log = CODE.kernel.st_py(static, LOG)
             for a in state[log + self.synced[i]: log + taken].tolist():
                 env.advance(a)
             self.synced[i] = taken

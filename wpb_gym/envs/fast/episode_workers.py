@@ -259,10 +259,7 @@ class EpisodeWorkers:
             worker.busy += 1
 
     def _start(self) -> None:
-        environment = dict(os.environ)
-        if not _in_site_packages(_PACKAGE.parent):  # a checkout: -P leaves its folder off the path
-            environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE.parent),
-                                                                      environment.get("PYTHONPATH")]))
+        environment = child_environment()
         # Stops the workers started so far, should a later one fail; not in a forked child.
         self._owner = os.getpid()
         self._finalizer = weakref.finalize(self, _stop, self._workers, self._owner)
@@ -323,6 +320,15 @@ def _stop(workers: list[_Worker], owner: int) -> None:
             worker.process.wait(timeout=1)
         except subprocess.TimeoutExpired:
             pass
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a ``python -P -m`` child that must import this wpb_gym: a checkout's
+    folder goes on its path (``-P`` leaves the working folder off it)."""
+    environment = dict(os.environ)
+    if not _in_site_packages(_PACKAGE.parent):
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_PACKAGE.parent), environment.get("PYTHONPATH")]))
+    return environment
 
 
 def _in_site_packages(folder: Path) -> bool:
