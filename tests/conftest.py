@@ -2,8 +2,15 @@
 ``core_makes_every_episode`` for tests of the episodes the vector env's core makes;
 ``tiny_sb3_model``, a small trained MaskablePPO file with its env arguments beside it."""
 
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
+
+# The suite tests the compiled core: with numba's cache empty, a first run would otherwise play
+# on the core's Python twins until a background compile ends (tests/envs/test_first_run.py
+# tests that path on its own).
+os.environ.setdefault("WPB_GYM_COMPILE", "here")
 
 settings.register_profile(
     "deterministic",

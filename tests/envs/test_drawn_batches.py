@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_vector_env import play_both
 
-import wpb_gym.envs.fast.core as core
+from wpb_gym.envs.fast import drawn_batches, paper_episodes
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.generators.paper import PAPER_REGIMES
@@ -21,13 +21,13 @@ def batches(monkeypatch) -> dict[str, list[list[int]]]:
     """The sub-envs of each ``start_drawn`` and ``end_drawn`` call, as the core makes them."""
     calls: dict[str, list[list[int]]] = {"start": [], "end": []}
     for name, key in (("start_drawn", "start"), ("end_drawn", "end")):
-        function = getattr(core, name)
+        function = getattr(drawn_batches, name)
 
         def recorded(indices, *args, _function=function, _key=key):
             calls[_key].append(indices.tolist())
             return _function(indices, *args)
 
-        monkeypatch.setattr(core, name, recorded)
+        monkeypatch.setattr(drawn_batches, name, recorded)
     return calls
 
 
@@ -86,7 +86,7 @@ def test_episodes_of_different_configs_started_in_one_reset_are_batched_by_confi
 def test_an_episode_the_batch_cannot_start_is_started_one_by_one(monkeypatch, batches):
     """``start_drawn`` leaves an episode whose arrays would not fit int32 (here: pretended for
     sub-env 1) to the one-by-one path, which plays it as the single env does."""
-    batched, one_by_one = core.start_drawn, core.compile_drawn
+    batched, one_by_one = drawn_batches.start_drawn, paper_episodes.compile_drawn
     compiled = []
 
     def leaves_the_second(indices, *args):
@@ -95,8 +95,8 @@ def test_an_episode_the_batch_cannot_start_is_started_one_by_one(monkeypatch, ba
             outcome[indices.tolist().index(1)] = 0
         return outcome, need
 
-    monkeypatch.setattr(core, "start_drawn", leaves_the_second)
-    monkeypatch.setattr(core, "compile_drawn", lambda *args: compiled.append(args) or one_by_one(*args))
+    monkeypatch.setattr(drawn_batches, "start_drawn", leaves_the_second)
+    monkeypatch.setattr(paper_episodes, "compile_drawn", lambda *args: compiled.append(args) or one_by_one(*args))
     assert play_both(3, 50, seed=6, expire_share=0.0, invalid_share=0.0, length=15) == 9
     assert len(compiled) == 4, "sub-env 1's four episodes (the fourth started by the last step)"
     assert [call for call in batches["start"] if len(call) == 3] == [[0, 1, 2]] * 4

@@ -4,6 +4,7 @@ core plays."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -22,19 +23,29 @@ CASES = {**CASES, "contract_mix": ({"regime": "contract_mix", "length": 60, "api
 
 
 class Compiling:
-    """A background compile that ends, with ``code``, at its ``polls``-th poll."""
+    """A background compile that ends at the ``polls``-th time ``compile_running`` asks, writing
+    the mark first if it ``succeeds``."""
 
-    def __init__(self, polls: int, code: int = 0) -> None:
-        self.polls, self.code, self.asked = polls, code, 0
+    def __init__(self, polls: int, succeeds: bool = True) -> None:
+        self.polls, self.succeeds, self.asked = polls, succeeds, 0
 
-    def poll(self) -> int | None:
+    def __call__(self, lock: Path) -> bool:
         self.asked += 1
-        return self.code if self.asked >= self.polls else None
+        if self.asked < self.polls:
+            return True
+        if self.succeeds:
+            first_run.compiled_mark().write_text("done\n")
+        return False
 
 
 @pytest.fixture
-def fresh_code(monkeypatch):
-    """A core code holder of its own, as a new process has (the session's may be either)."""
+def fresh_code(monkeypatch, tmp_path):
+    """A core code holder of its own, as a new process has (the session's may be either), with
+    numba's cache folder (the mark's and the lock's) empty."""
+    from numba.core import config
+
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "cache"))
+
     def make(choice: str) -> first_run.CoreCode:
         monkeypatch.setenv(first_run.VARIABLE, choice)
         code = first_run.CoreCode(core.CODE.compiled)
@@ -44,38 +55,74 @@ def fresh_code(monkeypatch):
     return make
 
 
+def _never(fd: int) -> None:
+    pytest.fail("a compile was started")
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_python_until_compiled_then_compiled_plays_what_the_compiled_core_plays(case, fresh_code, monkeypatch,
-                                                                               tmp_path):
+def test_python_until_compiled_then_compiled_plays_what_the_compiled_core_plays(case, fresh_code, monkeypatch):
     fresh_code("here")
     compiled = play(case, cases=CASES)
     code = fresh_code("background")
-    monkeypatch.setattr(first_run, "compiled_mark", lambda: tmp_path / "not-there")
-    said, process = [], Compiling(polls=60)
-    code.start(say=said.append, launch=lambda: process)
-    assert code.compiling and code.kernel is not code.compiled["kernel"]
-    assert len(said) == 1 and "background process" in said[0] and "WPB_GYM_COMPILE=here" in said[0]
+    compile_ends = Compiling(polls=60)
+    monkeypatch.setattr(first_run, "compile_running", compile_ends)
+    said, started = [], []
+    code.start(say=said.append, launch=started.append)
+    assert len(started) == 1 and code.compiling and code.kernel is not code.compiled["kernel"]
+    assert len(said) == 1 and "numba is compiling" in said[0] and "WPB_GYM_COMPILE=here" in said[0]
     both = play(case, cases=CASES)
-    assert process.asked == 60  # it ended during the play (the play asks some 140 times)
-    assert not code.compiling and code.kernel is code.compiled["kernel"]
+    assert compile_ends.asked == 60  # it ended during the play (which asks some 140 times)
+    assert not code.compiling and code.kernel is code.compiled["kernel"] and len(said) == 1
     for step, (a, b) in enumerate(zip(both, compiled, strict=True)):
         same(a, b, f"step {step}")
 
 
-def test_a_failed_compile_leaves_it_to_numba_here(fresh_code, monkeypatch, tmp_path):
+def test_a_compile_that_did_not_finish_leaves_it_to_numba_here_and_says_so(fresh_code, monkeypatch):
     code = fresh_code("background")
-    monkeypatch.setattr(first_run, "compiled_mark", lambda: tmp_path / "not-there")
-    code.start(say=lambda text: None, launch=lambda: Compiling(polls=1, code=1))
+    monkeypatch.setattr(first_run, "compile_running", Compiling(polls=1, succeeds=False))
+    said = []
+    code.start(say=said.append, launch=lambda fd: None)
     assert not code.compiling and code.kernel is code.compiled["kernel"]
-    code.start(say=lambda text: None, launch=lambda: pytest.fail("started twice"))  # once per process
+    assert len(said) == 2 and "did not finish" in said[1] and "first-run.log" in said[1]
+    code.start(say=said.append, launch=_never)  # once per process
 
 
-@pytest.mark.parametrize("choice", ["here", "background"])
-def test_nothing_starts_when_told_so_or_when_the_cache_is_complete(choice, fresh_code, monkeypatch, tmp_path):
-    (tmp_path / "mark").write_text("done\n")
-    monkeypatch.setattr(first_run, "compiled_mark", lambda: tmp_path / "mark")
-    code = fresh_code(choice)
-    code.start(say=lambda text: pytest.fail(text), launch=lambda: pytest.fail("started"))
+def test_a_compile_another_process_runs_is_waited_for_by_forked_processes_too(fresh_code):
+    code = fresh_code("background")
+    lock = first_run.compiled_mark().with_name("first-run.lock")
+    lock.parent.mkdir(parents=True)
+    holder = os.open(lock, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(holder, fcntl.LOCK_EX)  # as a running compile does
+    said = []
+    code.start(say=said.append, launch=_never)
+    assert code.compiling and "another process is compiling" in said[0]
+
+    def in_a_fork() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3 if code.compiling else 4)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+    assert in_a_fork() == 3
+    first_run.compiled_mark().write_text("done\n")
+    os.close(holder)  # the compile ended
+    assert in_a_fork() == 4
+    assert not code.compiling and code.kernel is code.compiled["kernel"] and len(said) == 1
+
+
+def test_nothing_starts_when_told_so(fresh_code):
+    code = fresh_code("here")
+    code.start(say=pytest.fail, launch=_never)
+    assert not code.compiling and code.kernel is code.compiled["kernel"]
+
+
+def test_nothing_starts_when_the_cache_has_this_pythons_and_numbas_mark(fresh_code):
+    code = fresh_code("background")
+    mark = first_run.compiled_mark()
+    assert f"py{sys.version_info.major}{sys.version_info.minor}-numba" in mark.name
+    mark.parent.mkdir(parents=True)
+    mark.write_text("done\n")
+    code.start(say=pytest.fail, launch=_never)
     assert not code.compiling and code.kernel is code.compiled["kernel"]
 
 

@@ -303,13 +303,13 @@ def test_the_oracle_of_drawn_episodes_leaves_too_many_combinations_to_the_scorin
 def test_a_reset_whose_episode_fails_to_compile_starts_the_others_and_leaves_it_to_reset(monkeypatch):
     """A failure while the core compiles one sub-env's episode (say, out of memory) is raised once
     the others are started; that sub-env is not left on its old arrays but reset by the next step."""
-    import wpb_gym.envs.fast.core as core
+    from wpb_gym.envs.fast import drawn_batches
 
     vector = WritePolicyBenchVectorEnv(3, length=20)
     vector.reset(seed=0)
     vector.step(np.ones(3, dtype=int))
     calls = []
-    compile_first = core.compile_drawn
+    compile_first = paper_episodes.compile_drawn
 
     def fail_second(*args):
         calls.append(args)
@@ -322,8 +322,8 @@ def test_a_reset_whose_episode_fails_to_compile_starts_the_others_and_leaves_it_
 
     # The step's episodes are started together; when that fails, one by one, so that the
     # failure is the sub-env's whose episode failed.
-    monkeypatch.setattr(core, "start_drawn", fail_batch)
-    monkeypatch.setattr(core, "compile_drawn", fail_second)
+    monkeypatch.setattr(drawn_batches, "start_drawn", fail_batch)
+    monkeypatch.setattr(paper_episodes, "compile_drawn", fail_second)
     with pytest.raises(MemoryError):
         vector.reset(seed=5)
     assert vector.core.compiled.tolist() == [True, False, True] and vector.core.unstarted == [1]
