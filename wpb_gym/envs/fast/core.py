@@ -211,8 +211,8 @@ class CompiledCore:
         if ready:
             started, budgets = zip(*ready)
             CODE.kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
-                               *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
-                               self.observations, self.K, self.cap, self.oldest, self.privileged)
+                                    *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
+                                    self.observations, self.K, self.cap, self.oldest, self.privileged)
         if self.workers is not None:
             for i in indices:
                 self._want_next(i, envs[i])
@@ -261,9 +261,9 @@ class CompiledCore:
         np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
         arenas = self.arenas
         return CODE.drawn_batches.start_drawn(np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
-                           np.array(budgets, dtype=np.int64), *settings, *arenas.buffers, arenas.spans,
-                           arenas.capacity, self.scalars, self.fscalars, self.masks, self.observations, self.K,
-                           self.cap, self.oldest, self.privileged)
+                                              np.array(budgets, dtype=np.int64), *settings, *arenas.buffers,
+                                              arenas.spans, arenas.capacity, self.scalars, self.fscalars, self.masks,
+                                              self.observations, self.K, self.cap, self.oldest, self.privileged)
 
     def _start_one(self, i: int, env: Any, ready: list[tuple[int, int]], error: Exception | None) -> Exception | None:
         """Compile sub-env ``i``'s chosen episode and place it (``ready`` to start), or start it
@@ -376,10 +376,10 @@ class CompiledCore:
         that ends an episode is filled in by ``close``."""
         if self.workers is not None:  # between resets too: the workers get their next jobs as they finish
             self.workers.pump()
-        CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars,
-                          self.masks, self.observations, rewards, terminated, reasons, self.K, self.cap, self.oldest,
-                          self.privileged, self.dense, self.codes, self.weight_values, self.penalties,
-                          self.expire_cost)
+        CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars,
+                               self.fscalars, self.masks, self.observations, rewards, terminated, reasons, self.K,
+                               self.cap, self.oldest, self.privileged, self.dense, self.codes, self.weight_values,
+                               self.penalties, self.expire_cost)
 
     def close(self, indices: list[int], envs: Sequence[Any], rewards: np.ndarray) -> list[tuple[int, dict[str, Any]]]:
         """The final rewards (into ``rewards``) and metrics of the finished episodes of compiled
