@@ -126,6 +126,15 @@ def test_nothing_starts_when_the_cache_has_this_pythons_and_numbas_mark(fresh_co
     assert not code.compiling and code.kernel is code.compiled["kernel"]
 
 
+def test_a_vector_env_that_never_runs_the_core_starts_no_compile(fresh_code):
+    code = fresh_code("background")
+    env = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point", length=20,
+                       render_mode="ansi")
+    env.reset(seed=0)
+    assert not code.compiling and not env.unwrapped.core.compiled.any()
+    env.close()
+
+
 def test_an_unknown_choice_is_named(fresh_code):
     fresh_code("later")
     with pytest.raises(ValueError, match="WPB_GYM_COMPILE='later': expected 'background' .* or 'here'"):

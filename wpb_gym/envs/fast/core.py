@@ -116,7 +116,8 @@ class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
     def __init__(self, n: int, env: Any, workers: int = 0) -> None:
-        CODE.start()
+        if compilable_settings(env):  # else the single envs step every sub-env: nothing to compile
+            CODE.start()
         self.n = n
         self.K = env.K
         self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
