@@ -34,12 +34,19 @@ alternating slices (the VM's speed drifts):
   play, against a single env's reset; and on episodes the core makes (``MADE``: endpoints of up
   to 1,201 names, past its bounds) with and without an episode worker; at full speed and with a
   pause between steps where a trainer's policy would run (``--paces``).
+* ``generators``: what replaying the generators in compiled code gains, per regime
+  (``--generator-regimes``): env-steps/s at N with random valid actions, and MaskablePPO
+  training steps/s at the first ``--train-envs``, with the core replaying each generated episode
+  from its draws (the default) against ``replay_generators=False``, where the Python generator
+  makes every episode and the core reads it, without and with one episode worker; every row
+  as a ratio to CartPole-v1 (its native vector env; its PPO) measured in the same slices.
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
 
-    python benchmarks/vector_env.py [--part env|train|memory|compile|collector|reset|stall|all] [--seconds 4]
+    python benchmarks/vector_env.py [--part env|train|memory|compile|collector|reset|stall|generators|all] [--seconds 4]
         [--rounds 3] [--env-regimes breaking contract_mix] [--train-envs 4 16 64] [--train-regime breaking] [--train-made] [--resets 20] [--paces 0 0.001]
+        [--generator-regimes default contract_mix]
 """
 
 from __future__ import annotations
@@ -206,6 +213,76 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
     print(f"Env steps per second through SB3's VecEnv alone (step and masks, random valid actions), {n_envs} envs")
     for name, value in stepping.items():
         print(f"{name:<32} {value:>9,.0f} {value / stepping['DummyVecEnv']:>14.2f}x of DummyVecEnv")
+
+
+def measure_generators(n: int, seconds: float, rounds: int, regimes: list[str], n_envs: int, steps: int) -> None:
+    """The ``generators`` part (see the module docstring)."""
+    import torch
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    from agents.sb3.masked_policy import as_wpb_train
+    from agents.sb3.native_vec_env import NativeVecEnv
+    from agents.sb3.optimizer import with_fused_adam
+
+    torch.set_num_threads(1)  # as measure_train
+    hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
+             "device": "cpu", "seed": 0}
+    warm_up()
+    sides = {"replayed (default)": (True, 0), "made in Python": (False, 0), "made, 1 episode worker": (False, 1)}
+    print(f"Replaying generators from their draws against making every episode in Python (replay_generators=False):"
+          f" env-steps/s at N = {n} with random valid actions against CartPole-v1's native vector env, and"
+          f" MaskablePPO training steps/s at {n_envs} envs (as `wpb train` runs it: masked directly, fused Adam)"
+          " against CartPole-v1's PPO")
+    print(f"{'regime':<14} {'episodes':<24} {'env steps/s':>12} {'vs CartPole':>12} {'train steps/s':>14}"
+          f" {'vs CartPole PPO':>16}")
+    for regime in regimes:
+        kwargs = {} if regime == "default" else {"regime": regime}
+        envs = {"cartpole": gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")}
+        envs.update({name: gym.make_vec("WritePolicyBench-v0", num_envs=n, replay_generators=replay,
+                                        episode_workers=workers, **kwargs)
+                     for name, (replay, workers) in sides.items()})
+        env_totals = {name: [0, 0.0] for name in envs}
+        for r in range(rounds):
+            for name in (list(envs) if r % 2 == 0 else list(reversed(envs))):
+                done, elapsed = env_rate(envs[name], seconds, name != "cartpole")
+                env_totals[name][0] += done
+                env_totals[name][1] += elapsed
+        for env in envs.values():
+            env.close()
+
+        def model(name: str):
+            if name == "cartpole":
+                return PPO("MlpPolicy", make_vec_env("CartPole-v1", n_envs, seed=0), **hyper)
+            replay, workers = sides[name]
+            vec = NativeVecEnv(n_envs, kwargs, workers, replay_generators=replay)
+            vec.seed(0)
+            return MaskablePPO("MlpPolicy", VecMonitor(vec), **with_fused_adam(MaskablePPO, "MlpPolicy", hyper))
+        train_totals = {name: [0, 0.0] for name in envs}
+        for r in range(rounds):
+            for name in (list(envs) if r % 2 == 0 else list(reversed(envs))):
+                trained = model(name)
+                trained.learn(256 * n_envs)  # the first rollout (resets, first calls) outside the timing
+                vector = getattr(trained.env.unwrapped, "vector", None)
+                if vector is not None and vector.core.workers is not None:
+                    vector.core.workers.settle()  # its process started (once per run)
+                start = time.perf_counter()
+                if vector is None:
+                    trained.learn(steps, reset_num_timesteps=False)
+                else:
+                    with as_wpb_train(trained):
+                        trained.learn(steps, reset_num_timesteps=False)
+                train_totals[name][0] += steps
+                train_totals[name][1] += time.perf_counter() - start
+                trained.env.close()
+        env_rates = {name: done / elapsed for name, (done, elapsed) in env_totals.items()}
+        train_rates = {name: done / elapsed for name, (done, elapsed) in train_totals.items()}
+        for name in ("cartpole", *sides):
+            label = "CartPole-v1 (reference)" if name == "cartpole" else name
+            print(f"{regime:<14} {label:<24} {env_rates[name]:>12,.0f} {env_rates[name] / env_rates['cartpole']:>11.3f}x"
+                  f" {train_rates[name]:>14,.0f} {train_rates[name] / train_rates['cartpole']:>15.2f}x")
 
 
 def _timed_phases(model) -> dict[str, float]:
@@ -609,7 +686,7 @@ def _collector_child() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "collector", "reset", "stall", "all"], default="all")
+    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "collector", "reset", "stall", "generators", "all"], default="all")
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")
@@ -624,6 +701,8 @@ def main() -> None:
                         help="train on episodes the core makes (MADE) instead, also with an episode worker")
     parser.add_argument("--paces", type=float, nargs="+", default=[0.0, 0.001],
                         help="seconds between steps in the stall part (where a policy would run)")
+    parser.add_argument("--generator-regimes", nargs="+", default=["default", "contract_mix"], choices=sorted(REGIMES),
+                        help="the generators part's regimes")
     args = parser.parse_args()
     if args.part in ("env", "all"):
         measure_env(args.num_envs, args.seconds, args.rounds, args.env_regimes)
@@ -640,6 +719,9 @@ def main() -> None:
     if args.part in ("stall", "all"):
         for pace in args.paces:
             measure_stall(args.seconds, args.rounds, pace)
+    if args.part in ("generators", "all"):
+        measure_generators(args.num_envs, args.seconds, args.rounds, args.generator_regimes, args.train_envs[0],
+                           args.train_steps)
 
 
 if __name__ == "__main__":

@@ -22,16 +22,6 @@ settings.register_profile(
 settings.load_profile("deterministic")
 
 
-@pytest.fixture
-def core_makes_every_episode(monkeypatch):
-    """The vector env's core makes and reads every generated episode, as it does those past the
-    bounds of the ones it compiles from their draws (which are slow to make)."""
-    from wpb_gym.envs.fast import core
-
-    monkeypatch.setattr(core, "_from_draws", lambda recipe: None)
-    monkeypatch.setattr(core, "drawn_compilable", lambda recipe: False)  # the batched start's test
-
-
 # The env arguments ``tiny_sb3_model`` was trained with (written beside it, as wpb train does).
 TINY_SB3_ENV = {"slots": 4, "track": "privileged"}
 

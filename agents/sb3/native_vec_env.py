@@ -29,11 +29,13 @@ from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 class NativeVecEnv(VecEnv):
     """``num_envs`` sub-envs of ``WritePolicyBenchEnv(**env_kwargs)`` as one SB3 ``VecEnv``;
-    ``episode_workers``: the vector env's (processes preparing its made episodes ahead)."""
+    ``episode_workers`` and ``replay_generators``: the vector env's (processes preparing its made
+    episodes ahead; whether its core replays generators from their draws)."""
 
-    def __init__(self, num_envs: int, env_kwargs: Mapping[str, Any] | None = None, episode_workers: int = 0) -> None:
+    def __init__(self, num_envs: int, env_kwargs: Mapping[str, Any] | None = None, episode_workers: int = 0,
+                 replay_generators: bool = True) -> None:
         self.vector = WritePolicyBenchVectorEnv(num_envs, autoreset_mode="SameStep", episode_workers=episode_workers,
-                                                **dict(env_kwargs or {}))
+                                                replay_generators=replay_generators, **dict(env_kwargs or {}))
         super().__init__(num_envs, self.vector.single_observation_space, self.vector.single_action_space)
         self.render_mode = self.vector.render_mode
         self._last_info: dict[str, Any] | None = {}

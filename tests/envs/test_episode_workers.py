@@ -27,7 +27,7 @@ from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 
 # The core compiles every generated episode within its bounds from its draws, and makes only
 # those past them (say, endpoints of more than 1,200 names: ``NUMBERED``). The tests have it make
-# ordinary ones of either change model (``core_makes_every_episode``); a few check a setting it
+# ordinary ones of either change model (``replay_generators=False``); a few check a setting it
 # makes itself.
 PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
 CONTRACT_TEXT = {"regime": "contract_mix"}
@@ -36,15 +36,16 @@ NUMBERED = {"regime": "breaking", "min_params": 1, "max_params": NAMES_BEFORE_NU
 SMALL = {"length": 40, "api_pool": 6, "budget_bytes": 1500, "dense_reward": True}
 
 
-pytestmark = pytest.mark.usefixtures("core_makes_every_episode")
-
 
 def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
     return _pair_with(1, n, mode, **kwargs)
 
 
-def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
-    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=workers, **kwargs)
+def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, replay: bool = False, **kwargs):
+    """A vector env with ``workers`` (making every generated episode unless it may ``replay``
+    generators) and its SyncVectorEnv."""
+    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=workers, replay_generators=replay,
+                                       **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
     return vector, sync
 
@@ -64,10 +65,10 @@ def _reset_both(vector, sync, **kwargs) -> None:
     same(vector.reset(**kwargs), sync.reset(**kwargs))
 
 
-def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, **kwargs):
+def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, replay: bool = False, **kwargs):
     """A vector env with episode workers and its SyncVectorEnv, reset with ``seed`` and played
     alike for ``steps`` steps (every reset prepared), and the actions' generator."""
-    vector, sync = _pair_with(workers, n, **made, **SMALL, **kwargs)
+    vector, sync = _pair_with(workers, n, replay=replay, **made, **SMALL, **kwargs)
     _reset_both(vector, sync, seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -90,9 +91,9 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     vector.close()
 
 
-def test_episodes_past_the_compiled_bounds_are_prepared_and_play_as_the_single_envs(monkeypatch):
-    monkeypatch.undo()  # the core's own choice: endpoints of more names than the word pairs give
-    vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
+def test_episodes_past_the_compiled_bounds_are_prepared_and_play_as_the_single_envs():
+    # The core's own choice: endpoints of more names than the word pairs give are made.
+    vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, replay=True, track="privileged")
     assert vector.core.workers.served > 0
     vector.close()
 
@@ -326,8 +327,7 @@ def test_close_stops_the_workers_and_a_pickled_copy_starts_its_own():
     copy.close()
 
 
-def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then(monkeypatch):
-    monkeypatch.undo()  # the core's own choice of what it makes
+def test_workers_start_with_a_vector_env_of_made_episodes_and_only_then():
     made = WritePolicyBenchVectorEnv(2, episode_workers=1, **NUMBERED)
     assert len(made.core.workers.processes) == 1  # loading while the first episodes play
     made.close()
@@ -370,7 +370,38 @@ def test_episode_workers_must_be_a_non_negative_int(value):
 
 def test_make_vec_passes_episode_workers():
     vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
-                          episode_workers=1, length=80, **PAPER_TEXT)
+                          episode_workers=1, replay_generators=False, length=80, **PAPER_TEXT)
     vector.reset(seed=0)
     assert vector.unwrapped.core.workers.count == 1 and len(vector.unwrapped.core.workers.processes) == 1
+    vector.close()
+
+
+@pytest.mark.parametrize("settings", [{"regime": "default"}, {"regime": "breaking"}, PAPER_TEXT, CONTRACT_TEXT])
+@pytest.mark.parametrize("workers", [0, 1])
+def test_without_replaying_generators_every_episode_is_made_and_plays_as_single_envs_do(settings, workers):
+    replayed = WritePolicyBenchVectorEnv(3, **settings, **SMALL)
+    replayed.reset(seed=4)
+    assert replayed.core.drawn.all()  # by default these are played from their draws
+    replayed.close()
+    vector = WritePolicyBenchVectorEnv(3, episode_workers=workers, replay_generators=False, **settings, **SMALL)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**settings, **SMALL) for _ in range(3)])
+    _reset_both(vector, sync, seed=4)
+    rng = np.random.default_rng(4)
+    ended = 0
+    for _ in range(150):
+        ended += int(_step_both(vector, sync, rng)[2].sum())
+        assert vector.core.compiled.all() and not vector.core.drawn.any()  # made, read, compiled
+    assert ended >= 6
+    if workers:
+        assert vector.core.workers.served > 0
+    vector.close()
+
+
+@pytest.mark.parametrize("value", [0, 1, "false", None])
+def test_replay_generators_must_be_a_bool(value):
+    with pytest.raises(ValueError, match=f"replay_generators must be True or False, got {value!r}"):
+        WritePolicyBenchVectorEnv(2, replay_generators=value)
+    vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                          replay_generators=False)
+    assert vector.unwrapped.core.replay is False
     vector.close()

@@ -25,7 +25,7 @@ from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_e
 from wpb_gym.episodes.sources import EpisodeRecipe
 
 
-def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read(core_makes_every_episode):
+def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read():
     """A generated episode the core makes (here every one, as it makes those past the bounds of
     the episodes it compiles from their draws) is not held while it plays: only its recipe and
     the labels it is scored on. Episodes that end unread are scored from those labels; a sub-env
@@ -33,7 +33,7 @@ def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when
     the single env's."""
     kwargs = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "length": 40, "api_pool": 6,
               "budget_bytes": 1500}
-    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    vector = WritePolicyBenchVectorEnv(2, replay_generators=False, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
     _, info = vector.reset(seed=5)
     sync.reset(seed=5)

@@ -56,17 +56,27 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
     it during the reset: the episodes it does not compile from their draws, those of generator
-    settings past its bounds, such as endpoints of more than 1,200 names (the others take a
-    fraction of a single env's reset). A prepared episode is taken only if it is the one chosen, so the
-    outputs are the same with or without workers. They start with the vector env when its
-    episodes are such, on other CPUs, and stop with ``close()``.
+    settings past its bounds, such as endpoints of more than 1,200 names, or every generated
+    one with ``replay_generators=False`` (the others take a fraction of a single env's reset). A
+    prepared episode is taken only if it is the one chosen, so the outputs are the same with or
+    without workers. They start with the vector env when its episodes are such, on other CPUs,
+    and stop with ``close()``.
+
+    ``replay_generators`` (default True): the core plays a generated episode within its bounds
+    by replaying its generator on its random draws in compiled code, without making it. False:
+    every generated episode is made by its Python generator and read as a single env reads it
+    (prepared ahead by ``episode_workers``, if any). The outputs are the same either way; False
+    is for debugging the generators and for measuring what the replay gains
+    (``benchmarks/vector_env.py --part generators``).
     """
 
     metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 episode_workers: int = 0, **env_kwargs: Any) -> None:
+                 episode_workers: int = 0, replay_generators: bool = True, **env_kwargs: Any) -> None:
         self.num_envs = require_int(num_envs, "num_envs", 1)
+        if not isinstance(replay_generators, (bool, np.bool_)):
+            raise ValueError(f"replay_generators must be True or False, got {replay_generators!r}")
         episode_workers = require_int(episode_workers, "episode_workers", 0)
         if episode_workers > self.num_envs:  # a worker prepares one sub-env's next episode at a time
             raise ValueError(f"episode_workers must be at most num_envs ({self.num_envs}), got {episode_workers}")
@@ -104,7 +114,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._no_reasons = np.full(self.num_envs, _ACCEPTED, dtype=object)  # every action accepted
         from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
 
-        self._core = CompiledCore(self.num_envs, first, episode_workers)
+        self._core = CompiledCore(self.num_envs, first, episode_workers, bool(replay_generators))
         self._use_kernel = compilable_settings(first)  # rendering records what the single env does
 
     @property

@@ -115,10 +115,11 @@ def _counted(row: np.ndarray) -> dict[str, int]:
 class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
-    def __init__(self, n: int, env: Any, workers: int = 0) -> None:
+    def __init__(self, n: int, env: Any, workers: int = 0, replay: bool = True) -> None:
         if compilable_settings(env):  # else the single envs step every sub-env: nothing to compile
             CODE.start()
         self.n = n
+        self.replay = replay  # False: every generated episode is made and read (see the vector env)
         self.K = env.K
         self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
         self.oldest = env.slot_order == "oldest"
@@ -168,9 +169,13 @@ class CompiledCore:
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
         source = env.sampler.source
         if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
-                and _from_draws(source.recipe(0)) is None):  # episodes the core would make: start now
+                and self._from_draws(source.recipe(0)) is None):  # episodes the core would make: start now
             self.workers.start()
         self._index()
+
+    def _from_draws(self, recipe: Any) -> Any:
+        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators."""
+        return _from_draws(recipe) if self.replay else None
 
     def _index(self) -> None:
         self.compiled_indices = np.flatnonzero(self.compiled)
@@ -224,7 +229,7 @@ class CompiledCore:
         """The structure entropy of a chosen episode that ``start_drawn`` starts with others (None:
         started on its own): a drawn one off the privileged track, its budget one float64 holds,
         for a reward function that needs nothing of the episode at its start (no U*(B))."""
-        if chosen is None or self.privileged or self.oracle_at_start:
+        if chosen is None or self.privileged or self.oracle_at_start or not self.replay:
             return None
         recipe, budget = chosen
         if type(recipe) is not EpisodeRecipe or budget >= _EXACT_INTS or not drawn_compilable(recipe):
@@ -301,7 +306,7 @@ class CompiledCore:
         reward_fn = self.reward_fns[i]
         recipe = episode if isinstance(episode, EpisodeRecipe) else None
         if recipe is not None:
-            from_draws = _from_draws(episode)
+            from_draws = self._from_draws(episode)
             if from_draws is not None:
                 drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
@@ -351,7 +356,7 @@ class CompiledCore:
         compile from its draws)."""
         if self.compiled[i] and not self.drawn[i]:
             recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
-            if recipe is not None and budget < _EXACT_INTS and _from_draws(recipe) is None:
+            if recipe is not None and budget < _EXACT_INTS and self._from_draws(recipe) is None:
                 self.workers.want(i, recipe, budget)
 
     def close_workers(self) -> None:
