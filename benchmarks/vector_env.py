@@ -14,7 +14,8 @@ alternating slices (the VM's speed drifts):
   fused Adam), at 4, 16 and 64 envs, the first rollout of each run outside the timing; with
   each run's share of time in collecting rollouts, in the env during them (steps and masks) and
   in updating, and the most any env could gain over DummyVecEnv if it cost nothing.
-  With ``--train-made``, on episodes the core makes (``MADE``), also with one episode worker.
+  On episodes the core makes (a contract regime's, or ``MADE`` with ``--train-made``), also
+  with one episode worker, as ``wpb train`` runs it where a CPU is spare.
 * ``memory``: peak resident memory of a process that builds the vector env at N = 256 and
   plays 2,000 vector steps, for T = 200 and T = 10,000 (each in a fresh process); and how many
   objects the garbage collector tracks, and a full collection's time, once numba is loaded.
@@ -30,16 +31,18 @@ alternating slices (the VM's speed drifts):
   alternating slices, the collector on outside the steps for both; in a fresh process, and in
   one with torch imported first (a trainer's process: more objects for each full collection).
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
-* ``stall``: per contract regime, what a sub-env's reset adds to a 64-env step while the sub-envs
-  play, against a single env's reset; and on episodes the core makes (``MADE``: endpoints of up
-  to 1,201 names, past its bounds) with and without an episode worker; at full speed and with a
-  pause between steps where a trainer's policy would run (``--paces``).
-* ``generators``: what replaying the generators in compiled code gains, per regime
-  (``--generator-regimes``): env-steps/s at N with random valid actions, and MaskablePPO
-  training steps/s at the first ``--train-envs``, with the core replaying each generated episode
-  from its draws (the default) against ``replay_generators=False``, where the Python generator
-  makes every episode and the core reads it, without and with one episode worker; every row
-  as a ratio to CartPole-v1 (its native vector env; its PPO) measured in the same slices.
+* ``stall``: per contract regime, on the default regime with sections and guides, and on
+  episodes past the core's bounds (``MADE``: endpoints of up to 1,201 names), all made by their
+  generator, what a sub-env's reset adds to a 64-env step while the sub-envs play, with and
+  without an episode worker, against a single env's reset; at full speed and with a pause
+  between steps where a trainer's policy would run (``--paces``).
+* ``generators``: what replaying the paper regimes' generator in compiled code gains, per
+  regime (``--generator-regimes``): env-steps/s at N with random valid actions, and MaskablePPO
+  training steps/s at the first ``--train-envs``, with the core replaying each episode from its
+  draws (the default; the paper's four regimes only) against ``replay_generators=False``, where
+  the Python generator makes every episode and the core reads it (as it does the contract
+  regimes' always), without and with one episode worker; every row as a ratio to CartPole-v1
+  (its native vector env; its PPO) measured in the same slices.
 
 The env, train and reset parts first play a small vector env through an episode's end and the
 step after it (``warm_up``), so that numba's one-time loading (or compiling) is not timed.
@@ -68,7 +71,7 @@ import wpb_gym  # noqa: F401  (registers the ids)
 # compiles in the background (``--part compile`` measures that first run on its own).
 os.environ.setdefault("WPB_GYM_COMPILE", "here")
 from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, REGIMES
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, REGIMES
 
 # Episodes the core makes and reads (every generated episode within its bounds is compiled from its
 # draws): endpoints of up to 1,201 names, more than the word pairs give. An episode worker prepares them.
@@ -166,7 +169,7 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             "MaskablePPO, NativeVecEnv": (maskable("native"), True),
             "  the same, as SB3 runs it": (maskable("native", hyper), False),
         }
-        if made:  # the core makes these episodes: a worker prepares them ahead
+        if made or regime not in (None, *PAPER_REGIMES):  # episodes the core makes: a worker prepares them
             runs["  the same, 1 episode worker"] = (maskable("native", workers=1), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         prepared = [0, 0]  # resets the worker had ready in the timed runs, resets
@@ -231,7 +234,7 @@ def measure_generators(n: int, seconds: float, rounds: int, regimes: list[str], 
     hyper = {"n_steps": 256, "batch_size": 256, "n_epochs": 4, "policy_kwargs": {"net_arch": [64, 64]},
              "device": "cpu", "seed": 0}
     warm_up()
-    sides = {"replayed (default)": (True, 0), "made in Python": (False, 0), "made, 1 episode worker": (False, 1)}
+    made = {"made in Python": (False, 0), "made, 1 episode worker": (False, 1)}
     print(f"Replaying generators from their draws against making every episode in Python (replay_generators=False):"
           f" env-steps/s at N = {n} with random valid actions against CartPole-v1's native vector env, and"
           f" MaskablePPO training steps/s at {n_envs} envs (as `wpb train` runs it: masked directly, fused Adam)"
@@ -240,6 +243,8 @@ def measure_generators(n: int, seconds: float, rounds: int, regimes: list[str], 
           f" {'vs CartPole PPO':>16}")
     for regime in regimes:
         kwargs = {} if regime == "default" else {"regime": regime}
+        # Only the paper's four regimes are replayed; the others are made either way.
+        sides = {"replayed (default)": (True, 0), **made} if regime in PAPER_REGIMES else made
         envs = {"cartpole": gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")}
         envs.update({name: gym.make_vec("WritePolicyBench-v0", num_envs=n, replay_generators=replay,
                                         episode_workers=workers, **kwargs)
@@ -281,8 +286,10 @@ def measure_generators(n: int, seconds: float, rounds: int, regimes: list[str], 
         train_rates = {name: done / elapsed for name, (done, elapsed) in train_totals.items()}
         for name in ("cartpole", *sides):
             label = "CartPole-v1 (reference)" if name == "cartpole" else name
-            print(f"{regime:<14} {label:<24} {env_rates[name]:>12,.0f} {env_rates[name] / env_rates['cartpole']:>11.3f}x"
-                  f" {train_rates[name]:>14,.0f} {train_rates[name] / train_rates['cartpole']:>15.2f}x")
+            env_ratio = env_rates[name] / env_rates["cartpole"]
+            train_ratio = train_rates[name] / train_rates["cartpole"]
+            print(f"{regime:<14} {label:<24} {env_rates[name]:>12,.0f} {env_ratio:>11.3f}x"
+                  f" {train_rates[name]:>14,.0f} {train_ratio:>15.2f}x")
 
 
 def _timed_phases(model) -> dict[str, float]:
@@ -377,11 +384,11 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
-    """Per contract regime and on the default regime with sections and guides ("default, text";
-    "text worth 0.7": sections scored on labels, not in half units), what a sub-env's reset adds
-    to the batch step it falls in, against a single env's unseeded ``reset()``, in alternating
-    slices; and on episodes the core makes (``MADE``: "made") with and without an episode
-    worker. A ``n``-env vector env plays random valid actions and every step is timed: the
+    """Per contract regime, on the default regime with sections and guides ("default, text") and
+    on episodes past the compiled bounds (``MADE``: "made"), all made by their generator and read,
+    what a sub-env's reset adds to the batch step it falls in, with and without an episode
+    worker, against a single env's unseeded ``reset()``, in alternating slices. A ``n``-env
+    vector env plays random valid actions and every step is timed: the
     stall is the time steps that reset sub-envs take beyond the mean of steps that reset none,
     per reset; "prepared" is the share of resets whose episode a worker had ready. ``pace``:
     seconds slept between steps, where a trainer's policy would run (its time is not counted in
@@ -395,10 +402,9 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
           f" {pace * 1e3:g} ms between steps (ratios: against a single env's reset)")
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
-    settings = [(regime, {"regime": regime}, (0,)) for regime in CONTRACT_REGIMES]
-    text = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
-    settings += [("default, text", text, (0,)), ("text worth 0.7", {**text, "doc_utility": 0.7}, (0,))]
-    settings.append(("made", MADE, (0, 1)))  # made episodes: also with a worker
+    settings = [(regime, {"regime": regime}, (0, 1)) for regime in CONTRACT_REGIMES]
+    settings += [("default, text", {"regime": "default", "doc_prob": 0.3, "migration_guides": True}, (0, 1)),
+                 ("made", MADE, (0, 1))]
     for regime, kwargs, kinds in settings:
         single = WritePolicyBenchEnv(**kwargs)
         single.reset(seed=0)
@@ -686,7 +692,8 @@ def _collector_child() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--part", choices=["env", "train", "memory", "compile", "collector", "reset", "stall", "generators", "all"], default="all")
+    parser.add_argument("--part", default="all", choices=["env", "train", "memory", "compile", "collector", "reset",
+                                                          "stall", "generators", "all"])
     parser.add_argument("--num-envs", type=int, default=256, help="N for the env and memory parts")
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per env slice")
     parser.add_argument("--rounds", type=int, default=3, help="alternating slices per setting")

@@ -18,7 +18,6 @@ from wpb_gym.envs.fast import layout as L
 from wpb_gym.envs.fast import paper_episodes
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
-from wpb_gym.envs.fast.drawn_batches import in_half_units
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
 from wpb_gym.envs.fast.numpy_streams import structure_draws
 from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
@@ -62,12 +61,11 @@ DRAWN_AGAINST_MADE = {
 }
 
 
-def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int,
-                         from_draws=compile_drawn) -> None:
-    """``from_draws`` (this module's ``compile_drawn``, or ``contract_episodes.compile_contract``)
-    makes the arrays and labels of the made episode, and starts the reward function alike."""
+def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int) -> None:
+    """``compile_drawn`` makes the arrays and labels of the made episode, and starts the reward
+    function alike."""
     drawn_fn, made_fn = RewardFunction(reward, dense), RewardFunction(reward, dense)
-    (static, floats, state), labels = from_draws(recipe, track, drawn_fn, budget)
+    (static, floats, state), labels = compile_drawn(recipe, track, drawn_fn, budget)
     episode, (want_static, want_floats, want_state) = _literal(recipe, track, made_fn, budget)
     assert len(static) == len(want_static) and len(state) == len(want_state)
     header = np.arange(L.HEADER_SIZE) != L.H_NONE_VALUE
@@ -90,40 +88,8 @@ def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense:
     assert drawn_fn._critical == made_fn._critical and drawn_fn._utilities == made_fn._utilities
     assert list(drawn_fn._costs) == list(made_fn._costs)
     assert drawn_fn.oracle_utility() == made_fn.oracle_utility()
-    if in_half_units(recipe.config):  # the vector env's close searches U*(B) in half units
-        assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())
-
-
-# Section utilities: halves are scored in half units (U*(B) past 2**16 half units by
-# scoring.oracle), others on the episode's labels; 1e12 is the most GeneratorConfig takes.
-DOC_UTILITIES = [0.0, 1.5, 3.0, 0.7, 1 / 3, 2e6, 1e12]
-
-
-def assert_played_unmade(seed: int, steps: int, **kwargs) -> None:
-    """A 3-env vector env made with ``kwargs`` plays ``steps`` random valid steps from ``seed``
-    without making any episode (each one played from its draws, and scored in half units unless
-    its sections' utility is not a half), and then plays as the single envs do (``play_both``),
-    at least one episode ending in each."""
-    made: list = []
-    generate = sources.generate_episode
-
-    def counted(*args):
-        made.append(args)
-        return generate(*args)
-
-    sources.generate_episode = counted
-    try:
-        vector = WritePolicyBenchVectorEnv(3, **kwargs)
-        _, info = vector.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        for _ in range(steps):
-            actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
-            _, _, _, _, info = vector.step(actions)
-    finally:
-        sources.generate_episode = generate
-    core, halves = vector.core, in_half_units(vector.single_envs[0].sampler.source.recipe(0).config)
-    assert made == [] and core.compiled.all() and core.drawn.all() and list(core.halves) == [halves] * 3
-    assert play_both(3, steps, seed=seed, dense_reward=True, **kwargs) >= 3
+    # The vector env's close searches U*(B) in half units.
+    assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())
 
 
 @st.composite
@@ -172,7 +138,7 @@ def test_episodes_drawn_by_numpy_compile_as_the_episodes_made(track, monkeypatch
     """When NumPy, not ``numpy_streams``, draws the structure (it draws otherwise, or the seed is
     negative), the episode is compiled from NumPy's draws, in steps, to the same arrays."""
     monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams._draws_as_numpy", lambda: False)
-    monkeypatch.setattr("wpb_gym.envs.fast.paper_episodes._unprivileged", None)  # would fail if called
+    monkeypatch.setattr("wpb_gym.envs.fast.paper_episodes.unprivileged_arrays", None)  # would fail if called
     recipe = EpisodeRecipe(make_config("burst_redundancy", length=80, api_pool=5), 21, 4)
     assert_drawn_as_made(recipe, track, {"f1": 1.0}, False, 4_000)
 
@@ -186,7 +152,7 @@ def test_an_episode_whose_arrays_would_pass_int32_is_left_to_the_made_episode(mo
     monkeypatch.setattr(paper_episodes, "_MAX_STATIC", 500)  # read by the Python function, not the compiled one
     too_large = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
     assert too_large[0].size == 0
-    monkeypatch.setattr(paper_episodes, "_unprivileged", lambda *args: too_large)
+    monkeypatch.setattr(paper_episodes, "unprivileged_arrays", lambda *args: too_large)
     assert compile_drawn(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 4_000) is None
 
 

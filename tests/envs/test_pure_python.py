@@ -16,7 +16,8 @@ from test_vector_env import same
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 # The core's start paths: the paper regimes' batched start from their draws; a contract regime's
-# replay, with the oracle's U*(B) at start (privileged, dense); SameStep's reset inside a step.
+# episode made and read, with the oracle's U*(B) at start (privileged, dense); SameStep's reset
+# inside a step.
 CASES = {
     "default": ({"length": 30}, "NextStep"),
     "breaking": ({"regime": "breaking", "length": 30, "api_pool": 6, "track": "privileged",

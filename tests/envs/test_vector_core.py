@@ -209,9 +209,9 @@ _JSON = st.recursive(
 @given(a=_JSON, b=_JSON)
 def test_value_ids_are_equal_exactly_when_python_says_so_and_lengths_are_the_json_texts(a, b):
     from wpb_gym.core.accounting import json_text
-    from wpb_gym.envs.fast.contents import _equality_key, json_length
+    from wpb_gym.envs.fast.contents import equality_key, json_length
 
-    assert (_equality_key(a) == _equality_key(b)) == (a == b)
+    assert (equality_key(a) == equality_key(b)) == (a == b)
     assert json_length(a) == len(json_text(a))
     names = [x for x in (a if isinstance(a, list) else [a]) if isinstance(x, str)]  # lists of strings, often
     assert json_length(names) == len(json_text(names))

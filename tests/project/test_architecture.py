@@ -157,22 +157,6 @@ def test_no_import_cycles():
     assert cycles == []
 
 
-# Private names read across modules that go with the rewrite of the compiled core (envs/fast)
-# and of the episode generators, under way: they leave with it. Nothing else may join them.
-PRIVATE_READS_OF_THE_REWRITE = {
-    "wpb_gym/envs/fast/contract_episodes.py: wpb_gym.episodes.generators.contracts._PAIR_NAMES",
-    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.contracts._PAIR_NAMES",
-    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.envs.fast.numpy_streams._draws_as_numpy",
-    "wpb_gym/envs/fast/contract_replay.py: wpb_gym.episodes.generators.paper._structure_rng",
-    "wpb_gym/envs/fast/core.py: wpb_gym.envs.fast.oracle_by_class._MAX_COMBINATIONS",
-    "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.oracle_by_class._class_optimum",
-    "wpb_gym/envs/fast/drawn_batches.py: wpb_gym.envs.fast.paper_episodes._unprivileged",
-    "wpb_gym/envs/fast/episode_arrays.py: wpb_gym.envs.fast.contents._equality_key",
-    "wpb_gym/envs/fast/paper_text_episodes.py: wpb_gym.episodes.generators.paper._DOC_TOPICS",
-    # The benchmark times the generator against a literal one by swapping its filler text.
-}
-
-
 def our_modules() -> dict[str, Path]:
     """Every module of ``wpb_gym`` and ``agents`` by its name, and every benchmark script by its
     file's name (how the scripts import each other)."""
@@ -231,7 +215,7 @@ def private_reads_everywhere() -> set[str]:
 
 
 def test_no_module_reads_another_modules_private_names():
-    assert private_reads_everywhere() - PRIVATE_READS_OF_THE_REWRITE == set()
+    assert private_reads_everywhere() == set()
 
 
 def test_the_private_name_check_sees_imports_and_reads(tmp_path):

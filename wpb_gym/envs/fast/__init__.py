@@ -4,15 +4,14 @@
 observation described once by ``contents``) and turns it into flat arrays (``layout`` says
 where each thing sits; ``arenas`` holds every sub-env's in three buffers); ``kernel`` steps
 many sub-envs over them in one compiled call (numba), with ``comparisons`` and ``memory`` as
-its parts, compiled without reference counting (``borrowing``). Generated episodes of every
-regime are compiled from their random draws alone: the paper's four by ``paper_episodes`` (the
+its parts, compiled without reference counting (``borrowing``). Generated episodes of the
+paper's four regimes are compiled from their random draws alone, by ``paper_episodes`` (the
 draws themselves, NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by
-``oracle_by_class``; those a step starts or ends, together by ``drawn_batches``), the contract
-regimes by ``contract_replay`` and ``contract_episodes``, the paper model's with documentation
-sections or migration guides by ``paper_text_episodes``; they are made only if their sub-env is
-read. The episodes the core has to make (episodes from files; generated ones past the compiled
-bounds, such as endpoints of more than 1,200 names) are read by ``episode_arrays``; generated
-ones can be made, read and compiled ahead in worker processes (``episode_workers``). The single env
+``oracle_by_class``; those a step starts or ends, together by ``drawn_batches``): they are made
+only if their sub-env is read. Every other episode (the contract regimes', the paper model's
+with documentation sections or migration guides, episodes from files) is made by its Python
+generator or read from its file and read by ``episode_arrays``; generated ones can be made,
+read and compiled ahead in worker processes (``episode_workers``). The single env
 (``envs.env``) stays the literal definition of the dynamics: the differential tests play both
 on the same seeds and actions and require equal outputs.
 

@@ -20,11 +20,11 @@ from typing import Any
 from numba.core import config, event
 
 _HERE = Path(__file__).parent
-# layout.py takes feature positions and kind codes from these, paper_episodes and contract_replay the
-# utilities, contract_replay the word pairs; numba compiles them in as constants.
+# layout.py takes feature positions and kind codes from these, paper_episodes the utilities;
+# numba compiles them in as constants.
 _GENERATORS = _HERE.parent.parent / "episodes" / "generators"
 _CONSTANTS_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
-                   _GENERATORS / "utility_scale.py", _GENERATORS / "contracts.py")
+                   _GENERATORS / "utility_scale.py")
 
 
 def cache_folder() -> Path:
@@ -127,7 +127,7 @@ class CompileNotice(event.Listener):
             self.said = True
             first = self._first
         self._write(f"wpb_gym: numba is compiling the vector env's core ({first} first), as it does the first"
-                    f" time it runs with these sources: tens of seconds, more when a contract regime first plays."
+                    f" time it runs with these sources: tens of seconds."
                     f" It is cached in {self.folder} (NUMBA_CACHE_DIR sets where) and loads in about a second"
                     f" afterwards.")
 

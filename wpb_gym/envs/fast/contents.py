@@ -232,7 +232,7 @@ class ContentMemo:
         fields, and only an observation with an "api" can be merged: the others' lengths are 0."""
         values = self.values
         if not (isinstance(obs, dict) and obs):
-            return (int(isinstance(obs, dict)), values[_equality_key(obs)], (), (), (), ())
+            return (int(isinstance(obs, dict)), values[equality_key(obs)], (), (), (), ())
         self.unique -= 1
         names = tuple(obs)
         layout = self.layouts.get(names)  # observations of one kind share their keys, in one order
@@ -241,10 +241,10 @@ class ContentMemo:
         order, key_ids, key_lengths, is_api = layout
         items = list(obs.values())
         if MERGE_KEY in obs:
-            facts = [(_equality_key(items[i]), json_length(items[i])) for i in order]
+            facts = [(equality_key(items[i]), json_length(items[i])) for i in order]
             lengths = tuple([n + length for n, (_, length) in zip(key_lengths, facts, strict=True)])
         else:
-            facts = [(_equality_key(items[i]), 0) for i in order]
+            facts = [(equality_key(items[i]), 0) for i in order]
             lengths = (0,) * len(order)
         value_ids = tuple([values[key] for key, _ in facts])
         return (1, self.unique, key_ids, value_ids, lengths, is_api)
@@ -333,7 +333,7 @@ def _plain_ascii(text: str) -> bool:
 
 
 def _column_facts(column: tuple[Any, ...], priced: bool) -> tuple[list[Any], list[int], type | None]:
-    """``_equality_key`` and (when ``priced``) ``json_length`` of each value of a column: for a
+    """``equality_key`` and (when ``priced``) ``json_length`` of each value of a column: for a
     column of one type (strings, ints, booleans or lists of strings) in one pass. And that type
     (``list``: of strings only), under which equal keys mean equal JSON texts; None for a
     column of any other values."""
@@ -357,10 +357,10 @@ def _column_facts(column: tuple[Any, ...], priced: bool) -> tuple[list[Any], lis
         if _plain_ascii("".join(chain.from_iterable(column))):
             return keys, [len("".join(v)) + 4 * len(v) if v else 2 for v in column], list
         return keys, list(map(json_length, column)), list
-    return [_equality_key(v) for v in column], [json_length(v) for v in column] if priced else [], None
+    return [equality_key(v) for v in column], [json_length(v) for v in column] if priced else [], None
 
 
-def _equality_key(value: Any) -> tuple[Any, ...]:
+def equality_key(value: Any) -> tuple[Any, ...]:
     """A key equal for two JSON values exactly when Python says they are equal: strings by
     themselves, numbers and booleans by value (1 == 1.0 == True), lists of strings by their
     items, other containers by the JSON text of their normal form."""

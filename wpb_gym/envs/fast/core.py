@@ -3,15 +3,15 @@
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
-compiles it from its random draws when it is a generated one (``paper_episodes``,
-``contract_episodes``, ``paper_text_episodes``: the episode is not made; the paper regimes'
-that a step starts are started together, and those it ends scored together, by
-``drawn_batches``), else reads it as the single env's table would
-(``episode_arrays.describe_episode``) and compiles that, and steps it. The single env starts
-the episode (made then if it was not), and replays the actions the kernel took through its
-own ``advance``, only when it is read (``sync``) or handed to the user (``release``). With
-``workers``, processes (``episode_workers``) make, read and compile ahead the episode each
-sub-env's next autoreset will choose, where the core would make it during the reset.
+compiles it from its random draws when it is one of the paper regimes' (``paper_episodes``:
+the episode is not made; those a step starts are started together, and those it ends scored
+together, by ``drawn_batches``), else has it made by its generator, reads it as the single
+env's table would (``episode_arrays.describe_episode``) and compiles that, and steps it. The
+single env starts the episode (made then if it was not), and replays the actions the kernel
+took through its own ``advance``, only when it is read (``sync``) or handed to the user
+(``release``). With ``workers``, processes (``episode_workers``) make, read and compile ahead
+the episode each sub-env's next autoreset will choose, where the core would make it during the
+reset.
 """
 
 from __future__ import annotations
@@ -57,23 +57,18 @@ say_when_compiling(__name__.rpartition(".")[0])
 
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
-    from . import contract_episodes, drawn_batches, episode_arrays, kernel, numpy_streams, paper_episodes
-    from . import paper_text_episodes
+    from . import drawn_batches, episode_arrays, kernel, numpy_streams, paper_episodes
     from .arenas import Arenas
-    from .contract_episodes import contract_compilable
-    from .drawn_batches import in_half_units
     from .episode_arrays import scored_labels
     from .episode_workers import EpisodeWorkers
     from .first_run import CoreCode
-    from .oracle_by_class import _MAX_COMBINATIONS
+    from .oracle_by_class import MAX_COMBINATIONS
     from .paper_episodes import drawn_compilable, unprivileged_settings
-    from .paper_text_episodes import paper_text_compilable
 
 # Every call into compiled code goes through CODE: on a first run, the Python twins of these
 # modules until numba has compiled them in the background (``first_run``).
-CODE = CoreCode({"kernel": kernel, "contract_episodes": contract_episodes, "drawn_batches": drawn_batches,
-                 "episode_arrays": episode_arrays, "numpy_streams": numpy_streams, "paper_episodes": paper_episodes,
-                 "paper_text_episodes": paper_text_episodes})
+CODE = CoreCode({"kernel": kernel, "drawn_batches": drawn_batches, "episode_arrays": episode_arrays,
+                 "numpy_streams": numpy_streams, "paper_episodes": paper_episodes})
 
 if config.DISABLE_JIT:
     # NUMBA_DISABLE_JIT=1 runs these functions as Python over NumPy scalars, which warn where the
@@ -97,13 +92,9 @@ def compilable_settings(env: Any) -> bool:
 
 
 def _from_draws(recipe: Any) -> Any:
-    """The function compiling ``recipe``'s episode from its draws (``paper_episodes``,
-    ``contract_episodes``, ``paper_text_episodes``); None for an episode the core makes and reads."""
-    if drawn_compilable(recipe):
-        return CODE.paper_episodes.compile_drawn
-    if contract_compilable(recipe):
-        return CODE.contract_episodes.compile_contract
-    return CODE.paper_text_episodes.compile_paper_text if paper_text_compilable(recipe) else None
+    """The function compiling ``recipe``'s episode from its draws (``paper_episodes``: the paper
+    regimes' without sections or guides); None for an episode the core makes and reads."""
+    return CODE.paper_episodes.compile_drawn if drawn_compilable(recipe) else None
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:
@@ -154,16 +145,13 @@ class CompiledCore:
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
-        # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
-        # ``contract_episodes``, ``paper_text_episodes``), without making it; those of them it
-        # scores on their arrays in half units (``drawn_batches.end_drawn``; the others, whose
-        # sections' utility is not a half, on their labels, as made episodes are); and their
-        # U*(B) when their reward function computed it at the start (a dense reward's; None: not yet).
+        # Sub-envs whose episode the core plays from its draws (``paper_episodes``), without
+        # making it, and scores on its arrays in half units (``drawn_batches.end_drawn``); and
+        # their U*(B) when their reward function computed it at the start (a dense reward's;
+        # None: not yet).
         self.drawn = np.zeros(n, dtype=np.bool_)
-        self.halves = np.zeros(n, dtype=np.bool_)
         self.known_oracles: list[float | None] = [None] * n
-        # What a made episode that is not kept, or a drawn one not scored in half units, is
-        # scored on (``scored_labels``).
+        # What a made episode that is not kept is scored on (``scored_labels``).
         self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
         # Processes preparing the next made episode of each sub-env (None: the core makes them).
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
@@ -194,7 +182,7 @@ class CompiledCore:
         batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
-            self.compiled[i] = self.drawn[i] = self.halves[i] = False  # until its new episode is compiled
+            self.compiled[i] = self.drawn[i] = False  # until its new episode is compiled
             self.penalties[i] = env.invalid_action_penalty
             self.synced[i] = 0
             self.oracles[i] = self.known_oracles[i] = None
@@ -256,7 +244,7 @@ class CompiledCore:
         left = []
         for i, started in zip(members, outcome.tolist()):
             if started == 1:
-                self.compiled[i] = self.drawn[i] = self.halves[i] = True  # no sections: halves
+                self.compiled[i] = self.drawn[i] = True
             else:
                 left.append(i)
         return left
@@ -310,13 +298,9 @@ class CompiledCore:
             if from_draws is not None:
                 drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
-                    (static, floats, state), labels = drawn
+                    (static, floats, state), _ = drawn
                     self.drawn[i] = True
-                    if in_half_units(episode.config):
-                        self.halves[i] = True
-                        self.known_oracles[i] = reward_fn.known_oracle
-                    else:  # scored on its labels, as a made episode is
-                        self.labels[i] = scored_labels(labels)
+                    self.known_oracles[i] = reward_fn.known_oracle
                     return static, floats, len(state)
             prepared = self.workers.take(i, episode, budget) if self.workers is not None else None
             if prepared is not None:
@@ -391,12 +375,12 @@ class CompiledCore:
         """The final rewards (into ``rewards``) and metrics of the finished episodes of compiled
         sub-envs ``indices``, as ``(i, metrics)`` in their order."""
         metrics: dict[int, dict[str, Any]] = {}
-        drawn = [i for i in indices if self.halves[i]]
+        drawn = [i for i in indices if self.drawn[i]]
         if drawn:  # scored on their arrays, in one call
             known = [self.known_oracles[i] for i in drawn]
             counts = CODE.drawn_batches.end_drawn(np.array(drawn, dtype=np.int64), *self.arenas.buffers,
                                                   self.arenas.spans, self.scalars,
-                                                  np.array([oracle is None for oracle in known]), _MAX_COMBINATIONS)
+                                                  np.array([oracle is None for oracle in known]), MAX_COMBINATIONS)
             for i, oracle, (kept, tp, units, staleness, relevant, best) in zip(drawn, known, counts.tolist()):
                 if oracle is None:
                     oracle = best / 2 if best >= 0 else self._scoring_oracle(i)
@@ -425,8 +409,8 @@ class CompiledCore:
                               int(self.scalars[i, S_BUDGET]))
 
     def _scored(self, i: int, env: Any, retained: tuple[int, ...], counted: dict[str, int]) -> dict[str, Any]:
-        """The metrics of sub-env ``i``'s finished episode that retains ``retained``: a made one, or
-        a drawn one not scored in half units (on its labels)."""
+        """The metrics of sub-env ``i``'s finished episode that retains ``retained``: a made one (on
+        its labels)."""
         chosen = self.pending[i]
         if chosen is not None and isinstance(chosen[0], EpisodeRecipe):
             labels = self.labels[i]

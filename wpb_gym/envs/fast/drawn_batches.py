@@ -3,15 +3,13 @@
 At T = 200 a vector step of 256 sub-envs ends and starts a few episodes. One by one, each costs
 several compiled calls and the Python between them; here the paper regimes' episodes a step
 starts with the same generator config off the privileged track are made ready, placed
-(``arenas``) and observed in one call (``start_drawn``), and the drawn episodes it ends (the
-contract regimes' too) are counted, U*(B) included, in one call (``end_drawn``). What they
-compute is what the one-by-one path computes: ``paper_episodes._unprivileged`` and
-``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class._class_optimum``.
+(``arenas``) and observed in one call (``start_drawn``), and the drawn episodes it ends are
+counted, U*(B) included, in one call (``end_drawn``). What they
+compute is what the one-by-one path computes: ``paper_episodes.unprivileged_arrays`` and
+``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class.class_optimum``.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -19,21 +17,11 @@ from numba import njit
 from .arenas import episode
 from .kernel import observe, retained, start
 from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
-from .oracle_by_class import _class_optimum
-from .paper_episodes import _unprivileged
+from .oracle_by_class import class_optimum
+from .paper_episodes import unprivileged_arrays
 
 # The counts ``end_drawn`` gives per episode, in this order.
 KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
-
-
-def in_half_units(c: Any) -> bool:
-    """Whether the drawn episodes of generator config ``c`` are scored in half units
-    (``end_drawn``): every utility but a section's is a half, and so is a section's here. Others
-    are scored on their labels, as made episodes are. A section is worth at most 1e12
-    (``GeneratorConfig``) and an episode has at most 1e6 steps (``contract_episodes.MAX_LENGTH``)
-    or utilities of at most 6, so a sum of half units stays within int64, and its half is the
-    exact sum rounded once, as ``math.fsum``'s is."""
-    return c.doc_prob == 0 or float(2 * c.doc_utility).is_integer()
 
 
 @njit(cache=True)
@@ -43,14 +31,14 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
                 scalars, fscalars, masks, observations, K, cap, oldest, privileged):
     """Sub-env ``indices[j]`` starts the episode whose structure is drawn from ``entropy`` between
     ``entropy_starts[j]`` and the next (``numpy_streams.structure_entropy``), with budget
-    ``budgets[j]``: its arrays made (``paper_episodes._unprivileged``), copied into its segments
+    ``budgets[j]``: its arrays made (``paper_episodes.unprivileged_arrays``), copied into its segments
     (``arenas``), started and observed. Returns per episode 1 if it started, 0 if its arrays
     would not fit int32, -1 if they do not fit its segments, with the sizes they need."""
     outcome = np.zeros(indices.shape[0], dtype=np.int64)
     need = np.zeros((indices.shape[0], 3), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
-        static, fl, state_size, _, _, _ = _unprivileged(
+        static, fl, state_size, _, _, _ = unprivileged_arrays(
             entropy[entropy_starts[j]:entropy_starts[j + 1]], api_pool, min_params, max_params, T, bursts,
             burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob,
             deprecate_prob, metadata, entry_bytes)
@@ -75,8 +63,8 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
 def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
-    half units (``in_half_units``: the sum is exact) and their staleness (``T - 1 - t``)
-    summed, its number of critical steps, and U*(B) in half units where ``search[j]`` (-1: not
+    half units (every utility of the paper regimes is a half: the sum is exact) and their
+    staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units where ``search[j]`` (-1: not
     searched, or more than ``max_combinations`` to try)."""
     out = np.empty((indices.shape[0], 6), dtype=np.int64)
     for j in range(indices.shape[0]):
@@ -99,7 +87,7 @@ def end_drawn(indices, statics, floats, states, spans, scalars, search, max_comb
         best = -1
         if search[j]:
             costs = static[static[H_STATIC + COST]:static[H_STATIC + COST] + T].astype(np.int64)
-            best = _class_optimum(utilities, costs, row[S_BUDGET], max_combinations)
+            best = class_optimum(utilities, costs, row[S_BUDGET], max_combinations)
         out[j, KEPT], out[j, KEPT_CRITICAL], out[j, KEPT_HALF_UNITS] = kept.shape[0], tp, units
         out[j, STALENESS], out[j, CRITICAL_STEPS], out[j, ORACLE_HALF_UNITS] = staleness, relevant, best
     return out

@@ -35,7 +35,7 @@ from ...core.tracks import PRIVILEGED
 from ..observation.stream_table import plain_json, step_priorities, visible_metadata_lengths
 from . import contents as C
 from . import layout as L
-from .contents import ContentMemo, _equality_key, first_met
+from .contents import ContentMemo, equality_key, first_met
 
 
 class EpisodeColumns:
@@ -149,7 +149,7 @@ def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
             ranks.append(string_rank[v])
         else:
             kinds.append(L.VERSION_OTHER)
-            ranks.append(others.setdefault((type(v).__name__, _equality_key(v)), len(others)))
+            ranks.append(others.setdefault((type(v).__name__, equality_key(v)), len(others)))
     return kinds, ranks
 
 

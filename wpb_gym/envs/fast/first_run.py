@@ -49,8 +49,7 @@ from .compile_cache import cache_folder
 from .episode_workers import child_environment
 
 # The modules whose functions the core calls (the core's entry points into compiled code).
-ENTRY_MODULES = ("kernel", "contract_episodes", "drawn_batches", "episode_arrays", "numpy_streams",
-                 "paper_episodes", "paper_text_episodes")
+ENTRY_MODULES = ("kernel", "drawn_batches", "episode_arrays", "numpy_streams", "paper_episodes")
 VARIABLE = "WPB_GYM_COMPILE"
 _HERE = Path(__file__).parent
 _PYTHON_PACKAGE = __name__.rpartition(".")[0] + "_as_python"
@@ -203,7 +202,8 @@ class CoreCode:
 def compile_everything(lock_fd: int | None = None) -> None:
     """Play small vector envs until every sub-env has ended an episode and started the next, on
     the paths a first run takes (the default regime on both tracks, with dense rewards on the
-    privileged one; a contract regime), so numba compiles and caches their functions; then
+    privileged one; a contract regime, whose episodes are made and read), so numba compiles and
+    caches their functions; then
     write the mark. ``lock_fd``: the lock file its starter took for it (None: take it here;
     if another compile holds it, there is nothing to do)."""
     import gymnasium as gym

@@ -1,10 +1,8 @@
-"""U*(B) of an episode played from its draws (``paper_episodes``, ``contract_episodes``,
-``paper_text_episodes``) and scored in half units (``drawn_batches.in_half_units``), in compiled
-code: its utilities come in a few classes of halves (0.5, 1, 5, 6; the contract regimes' 2 and a
-section's worth too, and 0, which no optimum takes), so the WRITE-only knapsack is solved by
-trying the counts of each class, as ``scoring.oracle``'s enumerated search does. Tested equal
-to ``scoring.oracle.oracle_utility`` (``tests/envs/test_paper_episodes.py`` and the tests of the
-other two)."""
+"""U*(B) of an episode played from its draws (``paper_episodes``), in compiled code: its
+utilities come in a few classes of halves (0.5, 1, 5, 6, and 0, which no optimum takes), so the
+WRITE-only knapsack is solved by trying the counts of each class, as ``scoring.oracle``'s
+enumerated search does. Tested equal to ``scoring.oracle.oracle_utility``
+(``tests/envs/test_paper_episodes.py``)."""
 
 from __future__ import annotations
 
@@ -13,10 +11,10 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-# The most combinations of class counts ``_class_optimum`` tries before leaving U*(B) to
+# The most combinations of class counts ``class_optimum`` tries before leaving U*(B) to
 # ``scoring.oracle`` (long episodes: hundreds of drifts and repeats).
-_MAX_COMBINATIONS = 50_000
-# The largest utility, in half units, whose classes ``_class_optimum`` counts in an array.
+MAX_COMBINATIONS = 50_000
+# The largest utility, in half units, whose classes ``class_optimum`` counts in an array.
 _MAX_HALF_UNITS = 1 << 16
 
 
@@ -24,12 +22,12 @@ def drawn_oracle(labels: Any, budget: int) -> float | None:
     """U*(B) of a drawn episode's ``DrawnLabels`` (``scoring.oracle.oracle_utility``'s value), None when it has
     too many combinations of class counts to try. Its utilities are halves, so
     the optimum in half units is exact in integers, as the oracle's is."""
-    best = _class_optimum(labels.utilities, labels.costs, budget, _MAX_COMBINATIONS)
+    best = class_optimum(labels.utilities, labels.costs, budget, MAX_COMBINATIONS)
     return None if best < 0 else best / 2
 
 
 @njit(cache=True)
-def _class_optimum(utilities, costs, budget, max_combinations):
+def class_optimum(utilities, costs, budget, max_combinations):
     """The most half units a set of steps within ``budget`` holds (-1: too many combinations, or
     a utility above ``_MAX_HALF_UNITS``).
     ``oracle._enumerated_optimum``'s search: steps of equal units are interchangeable but for

@@ -72,7 +72,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     entropy = structure_entropy(c, recipe.seed, recipe.index)
     if track != PRIVILEGED and entropy is not None:
         # Draws, play and arrays in one compiled call: the metadata is the same text at every step.
-        compiled = _unprivileged(entropy, *unprivileged_settings(c))
+        compiled = unprivileged_arrays(entropy, *unprivileged_settings(c))
         priorities = None
     else:
         n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
@@ -105,7 +105,7 @@ def started(static, floats, state_size, utility, costs, critical, priorities, re
 
 
 def unprivileged_settings(c: Any) -> tuple[Any, ...]:
-    """``_unprivileged``'s arguments after the entropy, for episodes of config ``c``."""
+    """``unprivileged_arrays``'s arguments after the entropy, for episodes of config ``c``."""
     return (c.api_pool, c.min_params, c.max_params, c.length, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
             c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
             _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
@@ -210,7 +210,7 @@ def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redu
 _state_sizes = njit(cache=True)(L.state_sizes)
 
 
-# ``_compile`` and ``_unprivileged`` are inlined into their compiled callers: each function numba
+# ``_compile`` and ``unprivileged_arrays`` are inlined into their compiled callers: each function numba
 # compiles on its own adds about a second to the first run's compilation.
 @njit(cache=True, inline="always")
 def _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers, metadata,
@@ -238,7 +238,7 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
 
 
 @njit(cache=True, inline="always")
-def _unprivileged(entropy, api_pool, min_params, max_params, T, bursts, burst_interval, burst_len, redundancy,
+def unprivileged_arrays(entropy, api_pool, min_params, max_params, T, bursts, burst_interval, burst_len, redundancy,
                   redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
                   entry_bytes):
     """``_compile`` of the episode whose structure is drawn from ``entropy`` (``numpy_streams``):

@@ -250,8 +250,7 @@ def contract_draws(c: GeneratorConfig, rng: np.random.Generator, block_draws: bo
     parameter, revert, doc) as rows, the drawn endpoint and a revert's delay; then the name
     stream (its own, drawn last, so the draws above keep their order) after it drew each
     endpoint's first version and initial deprecated flag, and those two. The generator plays
-    them; the vector env's compiled core reads them as well (``envs.fast.contract_replay``).
-    ``block_draws=False``: the same draws one NumPy call at a time."""
+    them. ``block_draws=False``: the same draws one NumPy call at a time."""
     T = c.length
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
     # One bound per endpoint: an array of bounds draws what a call per bound draws, in order.
