@@ -73,8 +73,9 @@ os.environ.setdefault("WPB_GYM_COMPILE", "here")
 from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, REGIMES
 
-# Episodes the core makes and reads (every generated episode within its bounds is compiled from its
-# draws): endpoints of up to 1,201 names, more than the word pairs give. An episode worker prepares them.
+# Slow episodes the core makes and reads: endpoints of up to 1,201 names, more than the word pairs
+# give (the generator numbers the rest), several times a contract regime's reset. An episode worker
+# prepares them.
 MADE = {"regime": "breaking", "max_params": NAMES_BEFORE_NUMBERING + 1, "api_pool": 4}
 
 SETTINGS = {

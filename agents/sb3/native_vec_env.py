@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -132,20 +131,3 @@ def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = No
         return VecMonitor(env)
     os.makedirs(monitor_dir, exist_ok=True)
     return VecMonitor(env, filename=os.path.join(monitor_dir, "native"))
-
-
-# A container's CPU quota (cgroup v2, as a container sees its own cgroup): "max 100000" or "150000 100000".
-CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
-
-
-def usable_cpus() -> float:
-    """The CPUs this process may use (for episode workers beside training): those it may run on,
-    fewer under a CPU quota (``docker --cpus``), which the affinity does not show."""
-    usable: float = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        quota, period = CPU_MAX.read_text().split()[:2]
-        if quota != "max":
-            usable = min(usable, int(quota) / int(period))
-    except (OSError, ValueError):  # no cgroup v2 file, or one this does not read: the affinity stands
-        pass
-    return usable

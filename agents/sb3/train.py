@@ -208,9 +208,24 @@ def episode_workers(config: Mapping[str, Any]) -> int:
     CPUs than torch's threads take)."""
     if config["episode_workers"] != "auto":
         return int(config["episode_workers"])
-    from .native_vec_env import usable_cpus
-
     return int(config["vec_env"] == "native" and usable_cpus() > int(config["torch_threads"]) and os.name == "posix")
+
+
+# A container's CPU quota (cgroup v2, as a container sees its own cgroup): "max 100000" or "150000 100000".
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def usable_cpus() -> float:
+    """The CPUs this process may use (for episode workers beside training): those it may run on,
+    fewer under a CPU quota (``docker --cpus``), which the affinity does not show."""
+    usable: float = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = CPU_MAX.read_text().split()[:2]
+        if quota != "max":
+            usable = min(usable, int(quota) / int(period))
+    except (OSError, ValueError):  # no cgroup v2 file, or one this does not read: the affinity stands
+        pass
+    return usable
 
 
 def build_vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env: str, *,

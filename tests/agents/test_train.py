@@ -402,7 +402,7 @@ def test_the_episode_workers_flag_overrides_the_recipe(tmp_path, monkeypatch, ca
     assert episode_workers(auto) == 0
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     cpu_max = tmp_path / "cpu.max"
-    monkeypatch.setattr("agents.sb3.native_vec_env.CPU_MAX", cpu_max)
+    monkeypatch.setattr("agents.sb3.train.CPU_MAX", cpu_max)
     for text, workers in (("max 100000\n", 1), ("150000 100000\n", 1), ("100000 100000\n", 0), ("garbled\n", 1)):
         cpu_max.write_text(text)  # a container's quota: --cpus=1 leaves torch's thread the only one
         assert episode_workers(auto) == int(os.name == "posix") * workers, text

@@ -55,18 +55,18 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
-    it during the reset: the episodes it does not compile from their draws, those of generator
-    settings past its bounds, such as endpoints of more than 1,200 names, or every generated
-    one with ``replay_generators=False`` (the others take a fraction of a single env's reset). A
+    it during the reset: every episode it does not compile from its draws (the contract
+    regimes', those with documentation sections or guides, those past its bounds, and every one
+    with ``replay_generators=False``; the others take a fraction of a single env's reset). A
     prepared episode is taken only if it is the one chosen, so the outputs are the same with or
     without workers. They start with the vector env when its episodes are such, on other CPUs,
     and stop with ``close()``.
 
-    ``replay_generators`` (default True): the core plays a generated episode within its bounds
-    by replaying its generator on its random draws in compiled code, without making it. False:
-    every generated episode is made by its Python generator and read as a single env reads it
-    (prepared ahead by ``episode_workers``, if any). The outputs are the same either way; False
-    is for debugging the generators and for measuring what the replay gains
+    ``replay_generators`` (default True): the core plays an episode of the paper's four regimes
+    (without sections or guides) by replaying the paper model's generator on its random draws in
+    compiled code, without making it; every other generated episode is made by its Python
+    generator and read as a single env reads it. False: the paper regimes' too. The outputs are
+    the same either way; False is for debugging and for measuring what the replay gains
     (``benchmarks/vector_env.py --part generators``).
     """
 
