@@ -32,8 +32,7 @@ alternating slices (the VM's speed drifts):
   one with torch imported first (a trainer's process: more objects for each full collection).
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, on the default regime with sections and guides, and on
-  episodes past the core's bounds (``MADE``: endpoints of up to 1,201 names), all made by their
-  generator, what a sub-env's reset adds to a 64-env step while the sub-envs play, with and
+  large episodes (``MADE``: endpoints of up to 1,201 names), all made by their generator, what a sub-env's reset adds to a 64-env step while the sub-envs play, with and
   without an episode worker, against a single env's reset; at full speed and with a pause
   between steps where a trainer's policy would run (``--paces``).
 * ``generators``: what replaying the paper regimes' generator in compiled code gains, per
@@ -386,7 +385,7 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
     """Per contract regime, on the default regime with sections and guides ("default, text") and
-    on episodes past the compiled bounds (``MADE``: "made"), all made by their generator and read,
+    on large episodes (``MADE``: "made"), all made by their generator and read,
     what a sub-env's reset adds to the batch step it falls in, with and without an episode
     worker, against a single env's unseeded ``reset()``, in alternating slices. A ``n``-env
     vector env plays random valid actions and every step is timed: the

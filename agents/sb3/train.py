@@ -69,8 +69,9 @@ DEFAULTS: dict[str, Any] = {
     # "subproc": SB3's DummyVecEnv / SubprocVecEnv over single envs. Same episodes and results.
     "vec_env": "native",
     # Processes preparing the native vector env's next made episodes (those it does not compile
-    # from their draws; no registered regime's): "auto" is one where this process may use more
-    # CPUs than torch's threads take. It starts only if the env's episodes are made.
+    # from their draws: the contract regimes', those with sections or guides): "auto" is one where
+    # this process may use more CPUs than torch's threads take. It starts only if the env's
+    # episodes are made.
     "episode_workers": "auto",
     "timesteps": 200_000,
     "torch_threads": 1,

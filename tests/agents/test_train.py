@@ -16,7 +16,6 @@ from agents.held_out import HELD_OUT_SEED_OFFSET
 from agents.sb3.train import ALGOS, load_config
 from wpb_gym.cli import main as wpb
 from wpb_gym.cli.inputs import parse_env_kwarg
-from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 from wpb_gym.episodes.generators.paper import generate_episode, make_config
 from wpb_gym.evaluation.runner import run_episode
 
@@ -421,9 +420,8 @@ def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, mo
 
     monkeypatch.setattr(EpisodeWorkers, "take", counted)
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
-            # Endpoints of more names than the word pairs give: made by the core, not replayed.
-            "--env-kwargs", "regime=breaking", "min_params=1", f"max_params={NAMES_BEFORE_NUMBERING + 1}",
-            "length=80", "api_pool=4", "--episode-workers", "1",
+            "--env-kwargs", "regime=breaking", "length=80", "api_pool=4",  # made by the core, as contract episodes are
+            "--episode-workers", "1",
             "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 0
     assert any(served), served  # some resets found their episode prepared (the first ones cannot)

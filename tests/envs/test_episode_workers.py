@@ -25,10 +25,9 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 
-# The core compiles the paper's four regimes' episodes within its bounds from their draws and
-# makes every other generated episode: the contract regimes', those with sections or guides,
-# those past its bounds (say, endpoints of more than 1,200 names: ``NUMBERED``). The tests have
-# it make every one (``replay_generators=False``); a few check what it chooses itself.
+# The core compiles the paper's four regimes' episodes from their draws and makes every other
+# generated episode: the contract regimes' (``NUMBERED``: large ones, whose endpoints have more
+# names than the word pairs give), those with sections or guides. The tests play made ones.
 PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
 CONTRACT_TEXT = {"regime": "contract_mix"}
 MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]
@@ -41,11 +40,8 @@ def _pair(n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
     return _pair_with(1, n, mode, **kwargs)
 
 
-def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, replay: bool = False, **kwargs):
-    """A vector env with ``workers`` (making every generated episode unless it may ``replay``
-    generators) and its SyncVectorEnv."""
-    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=workers, replay_generators=replay,
-                                       **kwargs)
+def _pair_with(workers: int, n: int, mode=AutoresetMode.NEXT_STEP, **kwargs):
+    vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, episode_workers=workers, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
     return vector, sync
 
@@ -65,10 +61,10 @@ def _reset_both(vector, sync, **kwargs) -> None:
     same(vector.reset(**kwargs), sync.reset(**kwargs))
 
 
-def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, replay: bool = False, **kwargs):
+def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, **kwargs):
     """A vector env with episode workers and its SyncVectorEnv, reset with ``seed`` and played
     alike for ``steps`` steps (every reset prepared), and the actions' generator."""
-    vector, sync = _pair_with(workers, n, replay=replay, **made, **SMALL, **kwargs)
+    vector, sync = _pair_with(workers, n, **made, **SMALL, **kwargs)
     _reset_both(vector, sync, seed=seed)
     rng = np.random.default_rng(seed)
     for _ in range(steps):
@@ -91,9 +87,8 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     vector.close()
 
 
-def test_episodes_past_the_compiled_bounds_are_prepared_and_play_as_the_single_envs():
-    # The core's own choice: endpoints of more names than the word pairs give are made.
-    vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, replay=True, track="privileged")
+def test_large_contract_episodes_are_prepared_and_play_as_the_single_envs():
+    vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
     assert vector.core.workers.served > 0
     vector.close()
 
@@ -374,7 +369,7 @@ def test_episode_workers_must_be_a_non_negative_int(value):
 
 def test_make_vec_passes_episode_workers():
     vector = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point",
-                          episode_workers=1, replay_generators=False, length=80, **PAPER_TEXT)
+                          episode_workers=1, length=80, **PAPER_TEXT)
     vector.reset(seed=0)
     assert vector.unwrapped.core.workers.count == 1 and len(vector.unwrapped.core.workers.processes) == 1
     vector.close()

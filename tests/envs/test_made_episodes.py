@@ -26,14 +26,14 @@ from wpb_gym.episodes.sources import EpisodeRecipe
 
 
 def test_a_made_episode_is_held_as_its_recipe_while_it_plays_and_made_again_when_read():
-    """A generated episode the core makes (here every one, as it makes those past the bounds of
-    the episodes it compiles from their draws) is not held while it plays: only its recipe and
+    """A generated episode the core makes (one with sections or guides, as every episode but the
+    paper regimes' plain ones) is not held while it plays: only its recipe and
     the labels it is scored on. Episodes that end unread are scored from those labels; a sub-env
     read mid-episode holds the same episode as the single env; every step and final metric is
     the single env's."""
     kwargs = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "length": 40, "api_pool": 6,
               "budget_bytes": 1500}
-    vector = WritePolicyBenchVectorEnv(2, replay_generators=False, **kwargs)
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
     sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
     _, info = vector.reset(seed=5)
     sync.reset(seed=5)

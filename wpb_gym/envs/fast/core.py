@@ -157,11 +157,11 @@ class CompiledCore:
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
         source = env.sampler.source
         if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
-                and self._from_draws(source.recipe(0)) is None):  # episodes the core would make: start now
+                and self._replayer(source.recipe(0)) is None):  # episodes the core would make: start now
             self.workers.start()
         self._index()
 
-    def _from_draws(self, recipe: Any) -> Any:
+    def _replayer(self, recipe: Any) -> Any:
         """``_from_draws(recipe)``; None for every recipe when the core does not replay generators."""
         return _from_draws(recipe) if self.replay else None
 
@@ -294,7 +294,7 @@ class CompiledCore:
         reward_fn = self.reward_fns[i]
         recipe = episode if isinstance(episode, EpisodeRecipe) else None
         if recipe is not None:
-            from_draws = self._from_draws(episode)
+            from_draws = self._replayer(episode)
             if from_draws is not None:
                 drawn = from_draws(episode, env.track, reward_fn, budget)
                 if drawn is not None:
@@ -340,7 +340,7 @@ class CompiledCore:
         compile from its draws)."""
         if self.compiled[i] and not self.drawn[i]:
             recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
-            if recipe is not None and budget < _EXACT_INTS and self._from_draws(recipe) is None:
+            if recipe is not None and budget < _EXACT_INTS and self._replayer(recipe) is None:
                 self.workers.want(i, recipe, budget)
 
     def close_workers(self) -> None:

@@ -42,15 +42,19 @@ _MAX_STATIC = 2**31
 
 def drawn_compilable(recipe: Any) -> bool:
     """Whether ``compile_drawn`` plays this episode: a generated one of the paper's change model
-    without text, whose parameter ids fit."""
+    without text, whose parameter ids fit. Its utilities are then all halves (0.5, 1, 5, 6), which
+    ``drawn_batches.end_drawn`` relies on to score it in half units."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
     return (c is not None and c.change_model == "paper" and c.doc_prob == 0 and not c.migration_guides
             and c.api_pool * (c.max_params + c.length + 1) <= _MAX_PARAMETER_IDS)
 
 
 class DrawnLabels:
-    """What a drawn episode is scored on (``metrics.metrics_of_labels``): its length, critical
-    steps, per-step utilities and number of drift events; and its WRITE costs, for U*(B)."""
+    """A drawn episode's labels as a made episode has them (``metrics.metrics_of_labels``): its
+    length, critical steps, per-step utilities and number of drift events; and its WRITE costs,
+    for U*(B). The core scores drawn episodes on their arrays (``drawn_batches.end_drawn``); the
+    labels are what the tests compare with the made episode's, and what
+    ``benchmarks/episode_preparation.py`` finds U*(B) from."""
 
     __slots__ = ("critical_steps", "utilities", "total_drift_events", "costs")
 
@@ -81,13 +85,13 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
                        c.max_params + c.length + 1)
         utility = played[1]
         priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
-        metadata = metadata_lengths(c.regime, priorities, T)
+        metadata = _metadata_lengths(c.regime, priorities, T)
         compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
-    return started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
+    return _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
 
 
-def started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget):
+def _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget):
     """A drawn episode's ``(static, floats, state)`` and ``DrawnLabels`` from its compiled arrays
     (None for an empty ``static``: too large for int32), ``reward_fn`` started on it and its
     floats completed with its priorities (``priorities``: the privileged track's) and oracle."""
@@ -100,7 +104,7 @@ def started(static, floats, state_size, utility, costs, critical, priorities, re
     if priorities is not None or reward_fn._oracle_prefix is not None or reward_fn.known_oracle is not None:
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-        floats = float_array(utility, clipped, floats[deprecated_section(T)], None, reward_fn)
+        floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
     return (static, floats, np.zeros(state_size, dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
@@ -111,7 +115,7 @@ def unprivileged_settings(c: Any) -> tuple[Any, ...]:
             _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
 
 
-def deprecated_section(T: int) -> slice:
+def _deprecated_section(T: int) -> slice:
     """Where the per-step deprecated flags sit in an episode's floats."""
     start = L.N_FLOATS + 1 + 2 * T
     return slice(start, start + T)
@@ -122,7 +126,7 @@ def _regime_metadata(regime: str) -> np.ndarray:
     return np.array([json_len({"mode": regime})], dtype=np.int64)
 
 
-def metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
+def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
     """The JSON length of each step's visible metadata: ``{"mode": regime}`` (one length for
     all), and its priority on the privileged track (one text per distinct float; by bits, as
     -0.0 prints apart from 0.0)."""
@@ -253,7 +257,7 @@ def unprivileged_arrays(entropy, api_pool, min_params, max_params, T, bursts, bu
 
 
 @njit(cache=True, inline="always")
-def static_sizes(T, n, n_fields, n_masks, mask_bits):
+def _static_sizes(T, n, n_fields, n_masks, mask_bits):
     """Each static section's size (``layout``): T per step, one per content (and an offset
     more), ``n_fields`` per field section, the parameter sets' offsets and members."""
     sizes = np.zeros(L.N_STATIC, dtype=np.int64)
@@ -270,7 +274,7 @@ def static_sizes(T, n, n_fields, n_masks, mask_bits):
 
 
 @njit(cache=True, inline="always")
-def digits(n):
+def _digits(n):
     count = 1
     while n >= 10:
         n //= 10
@@ -286,10 +290,10 @@ def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
     n = endpoint.shape[0]
     lengths = np.empty(n, dtype=np.int64)
     for c in range(n):
-        i_digits = digits(endpoint[c])
-        total = 69 + 2 * digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
+        i_digits = _digits(endpoint[c])
+        total = 69 + 2 * _digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
         for j in range(param_start[c], param_start[c + 1]):
-            total += 6 + i_digits + digits(param_numbers[j])
+            total += 6 + i_digits + _digits(param_numbers[j])
         lengths[c] = total - 2
     return lengths
 
@@ -388,7 +392,7 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
     list_base = api_base + n
     none_value = list_base + n
 
-    sizes = static_sizes(T, n, 4 * n, n_masks, mask_bits)
+    sizes = _static_sizes(T, n, 4 * n, n_masks, mask_bits)
     total = L.HEADER_SIZE + sizes.sum()
     static = np.zeros(total, dtype=np.int32)
     static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS], static[L.H_NONE_VALUE] = T, n_families, n, none_value
@@ -431,10 +435,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
         static[at[L.FIELD_OFFSETS] + c + 1] = 4 * (c + 1)
         # The fields in key order (api, deprecated, params, version): each length is the key's
         # text and ": " plus the value's JSON text.
-        i_digits = digits(endpoint[c])
+        i_digits = _digits(endpoint[c])
         names = 0
         for j in range(param_start[c], param_start[c + 1]):
-            names += 4 + i_digits + digits(param_numbers[j])
+            names += 4 + i_digits + _digits(param_numbers[j])
         f = at[L.FIELD_KEYS] + 4 * c
         v = at[L.FIELD_VALUES] + 4 * c
         g = at[L.FIELD_LENGTHS] + 4 * c
@@ -442,10 +446,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
             static[f + k] = k
         static[v], static[v + 1], static[v + 2], static[v + 3] = (
             api_base + c, 1 if deprecated[c] else 0, list_base + first_set[c], version[c])
-        static[g] = 7 + 17 + digits(version[c]) + i_digits
+        static[g] = 7 + 17 + _digits(version[c]) + i_digits
         static[g + 1] = 14 + (4 if deprecated[c] else 5)
         static[g + 2] = 10 + names + 2 * (param_start[c + 1] - param_start[c])
-        static[g + 3] = 11 + digits(version[c])
+        static[g + 3] = 11 + _digits(version[c])
         static[at[L.FIELD_IS_API] + 4 * c] = 1
     bits = at[L.MASK_BITS]
     for m in range(n_masks):

@@ -116,7 +116,7 @@ _PAIR_NAMES = [f"{a}_{b}" for a in _PARAM_WORDS for b in _PARAM_WORDS]
 NAMES_BEFORE_NUMBERING = len(_PAIR_NAMES) // 2
 
 
-def draw_pairs(rng: np.random.Generator, pairs: int) -> np.ndarray:
+def _draw_pairs(rng: np.random.Generator, pairs: int) -> np.ndarray:
     """The next ``pairs`` word pairs of a name stream, as ``_PAIR_NAMES`` indices."""
     words = rng.integers(0, len(_PARAM_WORDS), size=(pairs, 2))
     return words[:, 0] * len(_PARAM_WORDS) + words[:, 1]
@@ -138,7 +138,7 @@ class _NameDraws:
         self.at = 0
 
     def _draw(self, pairs: int) -> list[int]:
-        return draw_pairs(self.rng, pairs).tolist()
+        return _draw_pairs(self.rng, pairs).tolist()
 
     def reserve(self, pairs: int) -> None:
         """Draw ``pairs`` more pairs now. Only as many as are certain to be used, unless nothing
@@ -244,7 +244,7 @@ def _applicable(e: _Endpoint, breaking: bool, renames: bool) -> list[str]:
     return kinds
 
 
-def contract_draws(c: GeneratorConfig, rng: np.random.Generator, block_draws: bool = True) -> tuple[Any, ...]:
+def _contract_draws(c: GeneratorConfig, rng: np.random.Generator, block_draws: bool = True) -> tuple[Any, ...]:
     """An episode's draws up to its names, in the generator's order: per endpoint its number of
     parameters and of required ones; per step seven uniforms (repeat, drift, class, kind, which
     parameter, revert, doc) as rows, the drawn endpoint and a revert's delay; then the name
@@ -279,7 +279,7 @@ def generate_contract_steps(
     ``block_draws=False`` makes the same draws one NumPy call at a time (the tests' reference).
     """
     T = c.length
-    draws = contract_draws(c, rng, block_draws)
+    draws = _contract_draws(c, rng, block_draws)
     n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng = draws[:6]
     u_repeat, u_drift, u_class, u_kind, u_which, u_revert, u_doc = uniforms
     first_versions, initially_deprecated = draws[6].tolist(), draws[7].tolist()

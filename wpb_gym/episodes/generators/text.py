@@ -6,7 +6,7 @@ import datetime as _dt
 
 import numpy as np
 
-BASE_DATE = _dt.date(2024, 1, 1)
+_BASE_DATE = _dt.date(2024, 1, 1)
 VOCABULARY: tuple[str, ...] = tuple(
     "the request returns object field param value endpoint client server token error status limit page "
     "cursor header body schema version deprecated required optional string integer array list create "
@@ -27,5 +27,5 @@ def filler_text(rng: np.random.Generator, n_bytes: int) -> str:
 
 
 def stream_date(t: int) -> str:
-    """The date shown at step ``t``: one day per step from ``BASE_DATE``."""
-    return (BASE_DATE + _dt.timedelta(days=t)).isoformat()
+    """The date shown at step ``t``: one day per step from ``_BASE_DATE``."""
+    return (_BASE_DATE + _dt.timedelta(days=t)).isoformat()
