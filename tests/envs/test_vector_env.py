@@ -272,3 +272,18 @@ def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, oth
     arrays = [value for key, value in ours.items() if key != "metrics"] + list(ours["metrics"].values())
     for k, first in enumerate(arrays):  # each array is its own, as Gymnasium's
         assert not any(np.shares_memory(first, second) for second in arrays[k + 1:])
+
+
+def test_a_penalty_set_as_a_numpy_float32_costs_the_same_in_the_vector_env_and_single_envs():
+    kwargs = {"length": 5}
+    vector = WritePolicyBenchVectorEnv(1, **kwargs)
+    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs)])
+    same(vector.reset(seed=0), sync.reset(seed=0))
+    for env in (vector, sync):
+        env.set_attr("invalid_action_penalty", np.float32(0.1))
+    assert type(sync.get_attr("invalid_action_penalty")[0]) is float
+    for _ in range(5):
+        refused = np.array([int(np.flatnonzero(~vector.action_masks()[0])[0])])
+        same(vector.step(refused), sync.step(refused))
+    with pytest.raises(ValueError, match="invalid_action_penalty must be a finite number, got 'high'"):
+        sync.envs[0].invalid_action_penalty = "high"

@@ -270,7 +270,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                              None if write_time is None else WriteTime.parse(write_time, "write_time"),
                              None if compression is None else Compression.parse(compression, "compression"))
         self.budget_bytes = budget_argument(budget_bytes, "budget_bytes")
-        self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
+        self.invalid_action_penalty = invalid_action_penalty
         # A part passed in replaces the arguments it is built from, and each env works on its
         # own fresh copy (gym.make_vec hands every sub-env the same objects).
         if observation_encoder is None:
@@ -352,6 +352,16 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     expire_cost = property(lambda self: self.reward_fn.expire_cost)
 
     # ------------------------------------------------------------------ public reading
+    @property
+    def invalid_action_penalty(self) -> float:
+        """What a refused action costs: a finite float, whatever number was given (set it as the
+        constructor takes it, so a NumPy float32 costs the same here and in the vector env)."""
+        return self._invalid_action_penalty
+
+    @invalid_action_penalty.setter
+    def invalid_action_penalty(self, value: float) -> None:
+        self._invalid_action_penalty = require_finite(value, "invalid_action_penalty")
+
     @property
     def episode(self) -> Episode:
         """The current episode (with its hidden labels: for scoring and tooling, not for policies)."""
