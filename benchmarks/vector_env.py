@@ -32,9 +32,10 @@ alternating slices (the VM's speed drifts):
   one with torch imported first (a trainer's process: more objects for each full collection).
 * ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
 * ``stall``: per contract regime, on the default regime with sections and guides, and on
-  large episodes (``MADE``: endpoints of up to 1,201 names), all made by their generator, what a sub-env's reset adds to a 64-env step while the sub-envs play, with and
-  without an episode worker, against a single env's reset; at full speed and with a pause
-  between steps where a trainer's policy would run (``--paces``).
+  large episodes (``MADE``: endpoints of up to 1,201 names), all made by their generator, what
+  a sub-env's reset adds to a 64-env step while the sub-envs play, with and without an episode
+  worker, against a single env's reset; at full speed and with a pause between steps where a
+  trainer's policy would run (``--paces``).
 * ``generators``: what replaying the paper regimes' generator in compiled code gains, per
   regime (``--generator-regimes``): env-steps/s at N with random valid actions, and MaskablePPO
   training steps/s at the first ``--train-envs``, with the core replaying each episode from its
@@ -385,15 +386,14 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
     """Per contract regime, on the default regime with sections and guides ("default, text") and
-    on large episodes (``MADE``: "made"), all made by their generator and read,
-    what a sub-env's reset adds to the batch step it falls in, with and without an episode
-    worker, against a single env's unseeded ``reset()``, in alternating slices. A ``n``-env
-    vector env plays random valid actions and every step is timed: the
-    stall is the time steps that reset sub-envs take beyond the mean of steps that reset none,
-    per reset; "prepared" is the share of resets whose episode a worker had ready. ``pace``:
-    seconds slept between steps, where a trainer's policy would run (its time is not counted in
-    env-steps/s). The one worker makes a made episode in about a single env's reset, slower
-    than the sub-envs end them."""
+    on large episodes (``MADE``: "made"), all made by their generator and read, what a sub-env's
+    reset adds to the batch step it falls in, with and without an episode worker, against a
+    single env's unseeded ``reset()``, in alternating slices. A ``n``-env vector env plays random
+    valid actions and every step is timed: the stall is the time steps that reset sub-envs take
+    beyond the mean of steps that reset none, per reset; "prepared" is the share of resets whose
+    episode a worker had ready. ``pace``: seconds slept between steps, where a trainer's policy
+    would run (its time is not counted in env-steps/s). The one worker makes an episode in about
+    a single env's reset: at full speed the sub-envs end them faster."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
     from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
