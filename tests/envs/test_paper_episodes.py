@@ -85,8 +85,8 @@ def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense:
     assert labels.critical_steps == episode.critical_steps and len(labels) == len(episode)
     assert labels.total_drift_events == episode.total_drift_events
     assert np.array_equal(labels.utilities, episode.utilities)
-    assert drawn_fn._critical == made_fn._critical and drawn_fn._utilities == made_fn._utilities
-    assert list(drawn_fn._costs) == list(made_fn._costs)
+    assert drawn_fn.critical == made_fn.critical and drawn_fn.utilities == made_fn.utilities
+    assert list(drawn_fn.costs) == list(made_fn.costs)
     assert drawn_fn.oracle_utility() == made_fn.oracle_utility()
     # The vector env's close searches U*(B) in half units.
     assert drawn_oracle(labels, budget) in (None, made_fn.oracle_utility())

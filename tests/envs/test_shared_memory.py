@@ -8,6 +8,7 @@ import pytest
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test
 
 from agents.scripted.shared_memory import POLICIES, play
+from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.core.types import Episode, Step
 from wpb_gym.envs.shared_memory import (
     EXPIRE_OLDEST,
@@ -68,9 +69,7 @@ def test_agents_expire_only_their_own_items_and_make_room_from_them():
     a, b = _two_families()
     wide = [f"p{i}" for i in range(40)]
     episode = _episode([_api(a), _api(b), _api(a, 2, wide), _api(b, 2, wide)], critical=[2, 3])
-    probe = SharedMemoryEnv(episodes=[episode])
-    probe.reset(seed=0)
-    small, big = probe._costs[0], probe._costs[3]
+    small, big = estimate_bytes(episode.steps[0]), estimate_bytes(episode.steps[3])  # what a WRITE of each costs
     assert big >= 2 * small
     budget = big + small // 2  # two small items fit; a big one only in an otherwise empty memory
     shared = SharedMemoryEnv(episodes=[episode], budget_bytes=budget, mode="competitive")

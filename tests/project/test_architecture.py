@@ -247,16 +247,17 @@ def test_files_are_written_atomically_in_one_place():
 
 
 # Attributes other objects reach through a public property instead: the vector env's ``core``
-# and ``single_envs``, the env's ``store``. Read as ``obj._name`` they bypass what the
+# and ``single_envs``, the env's ``store``, the reward function's started labels (``critical``,
+# ``utilities``, ``costs``, ``oracle_prefix``). Read as ``obj._name`` they bypass what the
 # property documents (a store read before any reset, sub-envs not brought to their state).
-GUARDED_ATTRIBUTES = ("_core", "_envs", "_store")
+GUARDED_ATTRIBUTES = ("_core", "_envs", "_store", "_critical", "_utilities", "_costs", "_oracle_prefix")
 # An attacker of the evaluation reaches for the store behind a view on purpose: the tests check
 # that it gains nothing.
 GUARDED_READS_ON_PURPOSE = {"tests/evaluation/adversaries.py: store._store"}
 
 
 def guarded_reads(path: Path) -> set[str]:
-    """``obj._core``, ``obj._envs``, ``obj._store`` in ``path`` for any ``obj`` but ``self``."""
+    """``obj._name`` for a guarded ``_name`` in ``path``, for any ``obj`` but ``self``."""
     return {
         f"{ast.unparse(node.value)}.{node.attr}"
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))

@@ -200,6 +200,29 @@ class RewardFunction:
         """U*(B) of the episode if it has been computed (None: not yet)."""
         return self._oracle_value
 
+    @property
+    def critical(self) -> list[bool]:
+        """Per step of the started episode, whether it is critical (F1's labels). The reward
+        function's own list: read it, do not change it."""
+        return self._critical
+
+    @property
+    def utilities(self) -> list[float]:
+        """Per step of the started episode, its utility. The reward function's own list: read it,
+        do not change it."""
+        return self._utilities
+
+    @property
+    def costs(self) -> np.ndarray:
+        """Per step of the started episode, what a WRITE of it costs (U*(B)'s weights)."""
+        return self._costs
+
+    @property
+    def oracle_prefix(self) -> np.ndarray | None:
+        """``neg_regret``'s prefix oracle U*(B, t) per step, if ``start`` computed it (a dense
+        ``neg_regret`` reward's; None otherwise)."""
+        return self._oracle_prefix
+
     def oracle_utility(self) -> float:
         """U*(B) of the episode at its budget (computed once per episode)."""
         if self._oracle_value is None:

@@ -206,7 +206,7 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
         L.API: ep.apis,
         L.CONTENT: content_of,
         L.PREVIOUS: previous,
-        L.CRITICAL: reward_fn._critical,
+        L.CRITICAL: reward_fn.critical,
         L.RETURNS: _returns_to_earlier(ep.families, content_of, previous, np.asarray(contract, dtype=np.int64)),
         L.VERSION_KIND: version_kind,
         L.VERSION_RANK: version_rank,
@@ -242,7 +242,7 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
     if position >= 2**31 or state_position >= 2**31:
         return None
     static = np.concatenate([header.astype(np.int32), *arrays]) if arrays else header.astype(np.int32)
-    floats = float_array(np.asarray(reward_fn._utilities, dtype=np.float64),
+    floats = float_array(np.asarray(reward_fn.utilities, dtype=np.float64),
                          None if ep.priorities is None else np.asarray(ep.priorities, dtype=np.float64),
                          ep.deprecated, ep.removed, reward_fn)
     state = np.zeros(state_position, dtype=np.int32)
@@ -278,7 +278,7 @@ def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated
                 removed: np.ndarray | None, reward_fn: Any) -> np.ndarray:
     """An episode's ``floats`` (``float_sections``) with the reward function's U*(B) and prefix
     oracle (dense ``neg_regret`` only): None for what it has not computed."""
-    prefix = reward_fn._oracle_prefix
+    prefix = reward_fn.oracle_prefix
     known = reward_fn.known_oracle
     return float_sections(utilities, _NONE if priorities is None else priorities, deprecated,
                           _NONE if removed is None else removed, _NONE if prefix is None else prefix,

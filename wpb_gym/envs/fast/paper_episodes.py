@@ -101,7 +101,7 @@ def _started(static, floats, state_size, utility, costs, critical, priorities, r
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
     reward_fn.start_labels(T, critical_steps, utility, costs, budget)
-    if priorities is not None or reward_fn._oracle_prefix is not None or reward_fn.known_oracle is not None:
+    if priorities is not None or reward_fn.oracle_prefix is not None or reward_fn.known_oracle is not None:
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
         floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
