@@ -4,9 +4,9 @@ At T = 200 a vector step of 256 sub-envs ends and starts a few episodes. One by 
 several compiled calls and the Python between them; here the paper regimes' episodes a step
 starts with the same generator config off the privileged track are made ready, placed
 (``arenas``) and observed in one call (``start_drawn``), and the drawn episodes it ends are
-counted, U*(B) included, in one call (``end_drawn``). What they
-compute is what the one-by-one path computes: ``paper_episodes.unprivileged_arrays`` and
-``kernel.start`` / ``observe``; ``kernel.retained`` and ``oracle_by_class.class_optimum``.
+counted, U*(B) included, in one call (``end_drawn``). What they compute is what the one-by-one
+path computes: ``paper_episodes.unprivileged_arrays`` and ``kernel.start`` / ``observe``;
+``kernel.retained`` and ``oracle_by_class.class_optimum``.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ def end_drawn(indices, statics, floats, states, spans, scalars, search, max_comb
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
     half units (every utility of the paper regimes is a half: the sum is exact) and their
-    staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units where ``search[j]`` (-1: not
-    searched, or more than ``max_combinations`` to try)."""
+    staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units
+    where ``search[j]`` (-1: not searched, or more than ``max_combinations`` to try)."""
     out = np.empty((indices.shape[0], 6), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
