@@ -5,10 +5,10 @@ The core compiles the paper regimes' episodes from their draws, but an episode i
 is made, read and compiled when its sub-env resets: about as long as a single env's reset, while
 the other sub-envs wait. With ``episode_workers=k`` the core tells ``k`` worker processes, as
 soon as such a sub-env starts an episode, which episode its next autoreset will choose
-(``EpisodeSampler.peek``), and they make, read and compile it on other cores. At the reset a prepared episode is taken only if
-it is the one chosen (same recipe, same budget) and has arrived; anything else (a seeded
-reset, options, a worker still busy with it, a worker that failed) is prepared by the core
-itself, as without workers. Both run ``episode_arrays.read_and_compile``, so a prepared
+(``EpisodeSampler.peek``), and they make, read and compile it on other cores. At the reset a
+prepared episode is taken only if it is the one chosen (same recipe, same budget) and has
+arrived; anything else (a seeded reset, options, a worker still busy with it, a worker that
+failed) is prepared by the core itself, as without workers. Both run ``episode_arrays.read_and_compile``, so a prepared
 episode's arrays are the core's own but for the ids, which the kernel compares within an
 episode only (each worker numbers with its own ``ContentMemo``).
 
