@@ -24,7 +24,7 @@ def play_checking_the_mask(env: Any, seeds: range, refusal: str, write_share: fl
             assert env.observation_space.contains(obs)
             check_state(obs, base, False)
             mask = info["action_mask"]
-            for a in [1, *(2 + k for k in range(len(base._encoder.slots)))]:  # the shown items' MERGEs
+            for a in [1, *(2 + k for k in range(len(base.observation_encoder.slots)))]:  # the shown items' MERGEs
                 decision = base.store.check(base.decode_action(a), base.t)
                 assert bool(mask[a]) == decision.accepted, (a, decision)
                 refused += decision.reason.value == refusal

@@ -51,7 +51,7 @@ def test_evicting_every_cache_changes_nothing(monkeypatch, regime, track):
         for x, y in zip(a, b, strict=True):
             np.testing.assert_array_equal(x, y)
     # The caches were emptied on the way (each holds at most its limit plus the entry just added).
-    encoder = env._encoder
+    encoder = env.observation_encoder
     assert len(encoder._mask_arrays) <= 1 and len(encoder._write_rows) <= 1
     assert len(encoder._slot_heads_by_length) <= 1
     table = encoder.table

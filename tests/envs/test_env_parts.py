@@ -111,7 +111,7 @@ def test_an_injected_encoder_and_viewer_set_the_layout_and_the_rendering():
     )
     env = WritePolicyBenchEnv(track="privileged", observation_encoder=encoder, viewer=MemoryViewer("ansi"), length=20)
     assert (env.K, env.slot_order, env.max_expires_per_step, env.observation_mode) == (3, "oldest", 1, "dict")
-    assert env._encoder is not encoder and env.render_mode == "ansi"
+    assert env.observation_encoder is not encoder and env.render_mode == "ansi"
     observation, _ = env.reset(seed=0)
     assert observation["slots"].shape == (3 * len(env.slot_features),)
     assert "last action: reset" in env.render()

@@ -329,9 +329,9 @@ def test_invariants_after_every_step(kwargs, choice_list, seed):
         for array in arrays:
             array[...] = 1
         env.action_masks()[:] = False
-        assert_same_obs(env._encoder.observation(), expected)
+        assert_same_obs(env.observation_encoder.observation(), expected)
         np.testing.assert_array_equal(env.action_masks(), mask)
-        internal = env._encoder._mask_arrays[env._encoder.mask]
+        internal = env.observation_encoder._mask_arrays[env.observation_encoder.mask]
         assert not any(np.shares_memory(array, internal) for array in [*arrays, info["action_mask"]])
         previous = arrays
         obs, _, terminated, _, info = env.step(pick(env, choice, mask))

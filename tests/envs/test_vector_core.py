@@ -99,7 +99,7 @@ def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
     for i, env in enumerate(vector.envs):
         assert np.array_equal(env.action_masks(), info["action_mask"][i])
         assert env.store.bytes_used == info["bytes_used"][i]
-        assert np.array_equal(env._encoder.observation(), vector.core.observations[i])
+        assert np.array_equal(env.observation_encoder.observation(), vector.core.observations[i])
         single.reset(seed=2 + i)
         assert single.episode.episode_id == env.episode.episode_id
 

@@ -188,7 +188,7 @@ def test_outputs_are_fresh_arrays_and_sub_envs_are_independent():
     step = vector.step(np.ones(2, dtype=int))
     assert not (step[0] == 7).all() and vector.action_masks()[:, 0].all()
     assert vector.envs[0].sampler is not vector.envs[1].sampler
-    assert vector.envs[0]._encoder is not vector.envs[1]._encoder
+    assert vector.envs[0].observation_encoder is not vector.envs[1].observation_encoder
     assert vector.call("oracle_utility") == tuple(env.oracle_utility() for env in vector.envs)
     assert vector.get_attr("t") == (1, 1)
 

@@ -375,6 +375,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._store
 
     @property
+    def observation_encoder(self) -> ObservationEncoder:
+        """This env's own encoder (a fresh copy of the one given): the literal statement of the
+        observation and masks, which the compiled kernel is tested against. Read it; the env
+        updates it as it steps."""
+        return self._encoder
+
+    @property
     def t(self) -> int:
         """The current timestep (T once the episode is over)."""
         self._require_episode("reading env.t")
@@ -382,7 +389,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     # ------------------------------------------------------------------ episode start
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self._start(*self.choose_episode(seed, options))
+        self.start_episode(*self.choose_episode(seed, options))
         return self._observation(), self._info(True, _ACCEPTED)
 
     def choose_episode(self, seed: int | None = None, options: dict[str, Any] | None = None,
@@ -403,7 +410,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.reset_count, self.episode_index = self.reset_count + 1, index
         return episode, budget
 
-    def _start(self, episode: Episode, budget: int) -> None:
+    def start_episode(self, episode: Episode, budget: int) -> None:
+        """``reset`` after ``choose_episode``: start ``episode`` with a memory of ``budget`` bytes
+        (the vector env chooses each sub-env's episode, then starts it here or in its core)."""
         if self.limits is not None and self.limits.compressing:
             refuse_queries(episode)
         self._episode = episode

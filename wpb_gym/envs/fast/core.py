@@ -86,7 +86,7 @@ def compilable_settings(env: Any) -> bool:
     copies of its parts) at all: parts the kernel mirrors (a subclass may change what they
     do), no rendering, an EXPIRE cap float64 holds exactly."""
     cap = env.max_expires_per_step
-    plain_parts = (type(env.reward_fn) is RewardFunction and type(env._encoder) is ObservationEncoder
+    plain_parts = (type(env.reward_fn) is RewardFunction and type(env.observation_encoder) is ObservationEncoder
                    and type(env.viewer) is MemoryViewer)
     return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
 
@@ -270,7 +270,7 @@ class CompiledCore:
                 if budget < _EXACT_INTS:
                     arrays = self._arrays(i, env, episode, budget)
                 if arrays is None:  # the single env plays it: start it now
-                    env._start(self._made(i), budget)
+                    env.start_episode(self._made(i), budget)
                     self.pending[i] = None
                 else:
                     self.arenas.put(i, *arrays)
@@ -431,7 +431,7 @@ class CompiledCore:
         if not self.compiled[i]:
             return
         if self.pending[i] is not None:
-            env._start(self._made(i), self.pending[i][1])
+            env.start_episode(self._made(i), self.pending[i][1])
             self.pending[i] = None
             self.synced[i] = 0
         taken = int(self.scalars[i, S_LOG])
@@ -455,7 +455,7 @@ class CompiledCore:
 
     def copy_from(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is played by its single env: take its observation and mask."""
-        encoder = env._encoder
+        encoder = env.observation_encoder
         self.observations[i] = np.frombuffer(encoder.obs_bytes, dtype=np.float32)
         self.masks[i] = np.frombuffer(encoder.mask, dtype=np.bool_)
 
