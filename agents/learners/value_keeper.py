@@ -12,12 +12,15 @@ the words of its contract say of its clients and of its latest breaking change's
 training episodes). It is trained by regression on the teacher's values (log1p, by the Gaussian
 negative log-likelihood with a learned variance, of which only the mean is kept) at the states
 the teacher visits on the training episodes (``wpb train --algo value_keeper``), as a learned
-cache policy is trained on the choices of an oracle; at play time the keepers' engine
-(``agents.scripted.keep_latest``) admits and evicts by the network's values per byte.
+cache policy is trained on the choices of an oracle. Several networks are fitted to the same
+samples from different initialisations and their ``log1p`` predictions averaged (``members``):
+one network's ranking of the few states a small budget holds moves with its initialisation. At
+play time the keepers' engine (``agents.scripted.keep_latest``) admits and evicts by the
+averaged values per byte.
 
-The trained model is a plain JSON file (``learner.json``: layer weights and word weights as
-lists, with the feature names it reads), loaded without pickle: ``value_keeper:RUN/learner.json``
-in ``wpb eval``.
+The trained model is a plain JSON file (``learner.json``: each member's layer weights and the
+word weights as lists, with the feature names it reads), loaded without pickle:
+``value_keeper:RUN/learner.json`` in ``wpb eval``.
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ from ..scripted.keep_latest import KeepLatest
 from .word_estimates import ContentTracker, WordEstimates
 
 STATE_FORMAT = "wpb-value-keeper"
-STATE_VERSION = 2
+STATE_VERSION = 3
+# Version 2 files hold one network as 'layers': read as an ensemble of one.
+_ONE_NETWORK_VERSION = 2
 INPUTS: tuple[str, ...] = (*ENDPOINT_FEATURES, "log_size", "progress", "integrations_from_words",
                            "burst_from_words")
 _PROGRESS = INPUTS.index("progress")
@@ -82,14 +87,18 @@ class ValueNetwork:
             raise ValueError(f"the last layer must give one value, gives {width}")
         self.layers = layers
 
-    def values(self, x: np.ndarray) -> np.ndarray:
-        """Expected queries per checkpoint (>= 0) for each row of ``x``."""
+    def log_values(self, x: np.ndarray) -> np.ndarray:
+        """The network's output, ``log1p`` of the expected queries, for each row of ``x``."""
         h = x.astype(np.float64)
         for k, (weight, bias) in enumerate(self.layers):
             h = h @ weight + bias
             if k + 1 < len(self.layers):
                 h = np.maximum(h, 0.0)
-        return np.maximum(np.expm1(h[:, 0]), 0.0)
+        return h[:, 0]
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Expected queries per checkpoint (>= 0) for each row of ``x``."""
+        return np.maximum(np.expm1(self.log_values(x)), 0.0)
 
     def state(self) -> list[dict[str, list]]:
         return [{"weight": w.tolist(), "bias": b.tolist()} for w, b in self.layers]
@@ -110,6 +119,35 @@ class ValueNetwork:
         return cls(layers)
 
 
+class ValueEnsemble:
+    """Value networks fitted to the same samples, played as the mean of their ``log1p`` outputs."""
+
+    def __init__(self, members: list[ValueNetwork]) -> None:
+        if not members:
+            raise ValueError("a value ensemble needs at least one network")
+        self.members = members
+
+    def values(self, x: np.ndarray) -> np.ndarray:
+        """Expected queries per checkpoint (>= 0) for each row of ``x``."""
+        mean = np.mean([member.log_values(x) for member in self.members], axis=0)
+        return np.maximum(np.expm1(mean), 0.0)
+
+    def state(self) -> list[list[dict[str, list]]]:
+        return [member.state() for member in self.members]
+
+    @classmethod
+    def from_state(cls, state: Any) -> ValueEnsemble:
+        if not isinstance(state, list) or not state:
+            raise ValueError("'members' must be a non-empty list of networks")
+        members = []
+        for k, layers in enumerate(state):
+            try:
+                members.append(ValueNetwork.from_state(layers))
+            except ValueError as exc:
+                raise ValueError(f"member {k}: {exc}") from None
+        return cls(members)
+
+
 class ValueKeeper(KeepLatest):
     """``value_keeper``: the keepers' engine with a learned value (see the module docstring)."""
 
@@ -122,7 +160,7 @@ class ValueKeeper(KeepLatest):
 
     def __init__(self, *, path: str | None = None) -> None:
         self.path = path
-        self.network: ValueNetwork | None = None
+        self.network: ValueEnsemble | ValueNetwork | None = None
         self.words: WordEstimates | None = None
         if path is not None:
             self.network, self.words = load_network(path)
@@ -189,18 +227,19 @@ class ReferenceValueKeeper(ValueKeeper):
         self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
 
 
-def save_network(path: str | os.PathLike[str], network: ValueNetwork, info: dict[str, Any],
+def save_network(path: str | os.PathLike[str], network: ValueEnsemble | ValueNetwork, info: dict[str, Any],
                  words: WordEstimates | None = None) -> Path:
     path = Path(path)
+    ensemble = network if isinstance(network, ValueEnsemble) else ValueEnsemble([network])
     state = {"format": STATE_FORMAT, "version": STATE_VERSION, "inputs": list(INPUTS),
-             "layers": network.state(), "words": None if words is None else words.state(), "info": info}
+             "members": ensemble.state(), "words": None if words is None else words.state(), "info": info}
     path.write_text(json.dumps(state) + "\n", encoding="utf-8")
     return path
 
 
-def load_network(path: str | os.PathLike[str]) -> tuple[ValueNetwork, WordEstimates | None]:
-    """The network and word estimates ``wpb train --algo value_keeper`` saved at ``path`` (errors
-    name the file)."""
+def load_network(path: str | os.PathLike[str]) -> tuple[ValueEnsemble, WordEstimates | None]:
+    """The networks and word estimates ``wpb train --algo value_keeper`` saved at ``path`` (errors
+    name the file); a version 2 file's one network as an ensemble of one."""
     path = Path(path)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
@@ -211,14 +250,19 @@ def load_network(path: str | os.PathLike[str]) -> tuple[ValueNetwork, WordEstima
         raise ValueError(f"value_keeper: {path}: not a value network file ({exc})") from None
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError(f"value_keeper: {path}: not a value network file (format {STATE_FORMAT!r} expected)")
-    if state.get("version") != STATE_VERSION:
-        raise ValueError(f"value_keeper: {path}: version {state.get('version')!r}; this code reads {STATE_VERSION} "
-                         f"(train it again with wpb train --algo value_keeper)")
+    version = state.get("version")
+    if version not in (_ONE_NETWORK_VERSION, STATE_VERSION):
+        raise ValueError(f"value_keeper: {path}: version {version!r}; this code reads {_ONE_NETWORK_VERSION} and "
+                         f"{STATE_VERSION} (train it again with wpb train --algo value_keeper)")
     if state.get("inputs") != list(INPUTS):
         raise ValueError(f"value_keeper: {path}: trained on inputs {state.get('inputs')!r}, this code gives "
                          f"{list(INPUTS)}")
     try:
         words = state.get("words")
-        return ValueNetwork.from_state(state.get("layers")), None if words is None else WordEstimates.from_state(words)
+        if version == _ONE_NETWORK_VERSION:
+            network = ValueEnsemble([ValueNetwork.from_state(state.get("layers"))])
+        else:
+            network = ValueEnsemble.from_state(state.get("members"))
+        return network, None if words is None else WordEstimates.from_state(words)
     except ValueError as exc:
         raise ValueError(f"value_keeper: {path}: {exc}") from None

@@ -5,15 +5,16 @@ of the first ``word_episodes`` training episodes. Then the teacher plays the tra
 (``episode_seed = --seed`` of the ``regime`` in ``--env-kwargs``, or the ``episodes=`` files,
 at ``budget_bytes``); at every endpoint snapshot it decides on, the network's input for that
 endpoint (and, with probability ``held_share``, for each endpoint memory holds) is recorded
-with the teacher's value of it. A ReLU network (``hidden`` units per layer, two layers) is
-fitted to ``log1p`` of the values (Adam, ``epochs`` passes, seeded). With ``loss``
+with the teacher's value of it. ``members`` ReLU networks (``hidden`` units per layer, two
+layers; member ``k`` initialised and shuffled with seed ``--seed + 7919 k``) are fitted to
+``log1p`` of the values (Adam, ``epochs`` passes) and played as the mean of their outputs. With ``loss``
 ``"gaussian_nll"`` (the default) it has a second output, the log variance of its error, and
 is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse proportion to how
 uncertain its kind of state is, so the many well-predicted states of quiet endpoints are not
 traded for the noisy ones around migration bursts. Only the mean is kept and played. With
-``"mse"`` it is fitted by mean squared error. The run folder gets ``learner.json`` (the network
-and the word estimates) and ``config.json`` (settings, samples, the fit's mean squared error on
-``log1p``, the validation accuracy on the held-out seed's first
+``"mse"`` it is fitted by mean squared error. The run folder gets ``learner.json`` (the networks
+and the word estimates) and ``config.json`` (settings, samples, the ensemble's mean squared
+error on ``log1p``, the validation accuracy on the held-out seed's first
 ``validation_episodes`` episodes or on ``--eval-episodes``, versions). ``timesteps`` counts
 the teacher's decisions to record (the episodes it takes).
 """
@@ -40,13 +41,14 @@ from wpb_gym.scoring.queries import has_queries
 from ..held_out import HELD_OUT_SEED_OFFSET
 from ..scripted.causal_privileged import CausalPrivileged
 from ..versions import package_versions
-from .value_keeper import INPUTS, ValueKeeper, ValueNetwork, inputs, save_network, word_inputs
+from .value_keeper import INPUTS, ValueEnsemble, ValueKeeper, ValueNetwork, inputs, save_network, word_inputs
 from .word_estimates import ContentTracker, WordEstimates, fit_word_estimates
 
 DEFAULTS: dict[str, Any] = {
     "timesteps": 80_000,  # the teacher's decisions to record: about 11 episodes of queries_medium
     "held_share": 0.2,
     "hidden": 128,
+    "members": 5,
     "epochs": 30,
     "batch_size": 1024,
     "learning_rate": 0.001,
@@ -56,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
 }
 DEFAULT_ENV = {"regime": "queries_medium", "budget_bytes": 10240}
 LOSSES = ("gaussian_nll", "mse")
+# Apart enough that no two members of training seeds 0..7918 share an initialisation.
+MEMBER_SEED_STRIDE = 7919
 
 
 def training_episodes(env_kwargs: Mapping[str, Any], seed: int) -> Any:
@@ -163,6 +167,9 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
         raise ValueError(f"value_keeper: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
     if config["loss"] not in LOSSES:
         raise ValueError(f"value_keeper: setting loss: {config['loss']!r}; expected one of {list(LOSSES)}")
+    members = config["members"]
+    if type(members) is not int or members < 1:
+        raise ValueError(f"value_keeper: setting members: {members!r}; expected a whole number of networks, at least 1")
     given = dict(env_kwargs or {})
     # Episode files are played whatever their regime (real drift's is real_queries:SOURCE); the
     # default regime only chooses generated episodes.
@@ -196,9 +203,12 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
             break
     if bar is not None:
         bar.close()
-    network, loss = fit_network(np.stack(xs), np.asarray(ys), hidden=config["hidden"], epochs=config["epochs"],
-                                batch_size=config["batch_size"], learning_rate=config["learning_rate"], seed=seed,
-                                loss=config["loss"])
+    x, y = np.stack(xs), np.asarray(ys)
+    network = ValueEnsemble([
+        fit_network(x, y, hidden=config["hidden"], epochs=config["epochs"], batch_size=config["batch_size"],
+                    learning_rate=config["learning_rate"], seed=seed + MEMBER_SEED_STRIDE * k, loss=config["loss"])[0]
+        for k in range(members)])
+    loss = float(np.mean((np.log1p(network.values(x)) - np.log1p(y)) ** 2))
     validation = _validation_episodes(env_config, eval_episodes, seed, config["validation_episodes"])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

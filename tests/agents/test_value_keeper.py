@@ -10,6 +10,7 @@ import pytest
 from agents.learners.value_keeper import (
     INPUTS,
     ReferenceValueKeeper,
+    ValueEnsemble,
     ValueKeeper,
     ValueNetwork,
     load_network,
@@ -92,10 +93,12 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
     state = json.loads(path.read_text())
     for change, message in [({"format": "other"}, "not a value network file"),
                             ({"version": 9}, "version 9"),
-                            ({"version": 1}, "version 1; this code reads 2 \\(train it again"),
+                            ({"version": 1}, "version 1; this code reads 2 and 3 \\(train it again"),
+                            ({"members": []}, "'members' must be a non-empty list"),
                             ({"words": {"vocabulary": ["card"]}}, "bad.json: 'words': expected an object"),
                             ({"inputs": ["x"]}, "trained on inputs"),
-                            ({"layers": [{"weight": [[1.0]], "bias": [0.0]}]}, "layer 0: expected weights")]:
+                            ({"members": [state["members"][0], [{"weight": [[1.0]], "bias": [0.0]}]]},
+                             "member 1: layer 0: expected weights")]:
         bad = tmp_path / "bad.json"
         bad.write_text(json.dumps({**state, **change}))
         with pytest.raises(ValueError, match=message):
@@ -107,6 +110,29 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
         make_agent("value_keeper", path=str(tmp_path / "missing.json"))
 
 
+def test_an_ensemble_plays_the_mean_of_its_members_log_values_and_reads_version_2_files(tmp_path):
+    members = [_network(1), _network(2), _network(3)]
+    x = np.random.default_rng(4).random((6, len(INPUTS)))
+    mean = np.mean([m.log_values(x) for m in members], axis=0)
+    assert np.allclose(ValueEnsemble(members).values(x), np.maximum(np.expm1(mean), 0.0))
+    assert np.allclose(ValueEnsemble(members[:1]).values(x), members[0].values(x))
+    # A file written before ensembles (version 2: one network under "layers") plays as before.
+    path = save_network(tmp_path / "learner.json", members[0], {})
+    state = json.loads(path.read_text())
+    old = {**{k: v for k, v in state.items() if k != "members"}, "version": 2, "layers": state["members"][0]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    loaded, _ = load_network(tmp_path / "old.json")
+    assert len(loaded.members) == 1 and np.allclose(loaded.values(x), members[0].values(x))
+
+
+@pytest.mark.parametrize("members", [0, -1, 2.5, "3", True])
+def test_a_bad_member_count_is_named(tmp_path, members):
+    with pytest.raises(ValueError, match=f"setting members: {members!r}; expected a whole number"):
+        train_value_keeper_run(tmp_path / "run", env_kwargs={"regime": "queries_medium", **SMALL},
+                               settings={"members": members}, progress=False)
+    assert not (tmp_path / "run").exists()
+
+
 def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
     from wpb_gym.cli import main
 
@@ -116,6 +142,7 @@ def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
                                    progress=False)
     assert saved["timesteps"] >= 400 and saved["samples"] > 0 and 0 <= saved["validation_query_accuracy"] <= 1
     keeper = make_agent("value_keeper", path=str(tmp_path / "run" / "learner.json"))
+    assert len(keeper.network.members) == saved["settings"]["members"] == 5
     episode = generate_query_episode(CONFIG, 777, 0)
     assert run_episode(keeper, episode, 2048).queries.correct > 0
     # The tier's contracts carry words: the saved model holds their estimates, and the keeper
