@@ -119,11 +119,12 @@ class NativeVecEnv(VecEnv):
 
 
 def make_native_vec_env(num_envs: int, env_kwargs: Mapping[str, Any] | None = None, seed: int | None = None,
-                        monitor_dir: str | None = None, episode_workers: int = 0):
+                        monitor_dir: str | None = None, episode_workers: int = 0, replay_generators: bool = True):
     """``NativeVecEnv`` in ``VecMonitor`` (SB3's episode reward and length statistics), seeded
     like ``make_vec_env``: sub-env i's first reset uses ``seed + i``. With ``monitor_dir``, the
-    episodes are logged there as SB3's ``monitor.csv`` (``load_results(monitor_dir)``)."""
-    env = NativeVecEnv(num_envs, env_kwargs, episode_workers)
+    episodes are logged there as SB3's ``monitor.csv`` (``load_results(monitor_dir)``).
+    ``episode_workers`` and ``replay_generators`` are ``NativeVecEnv``'s."""
+    env = NativeVecEnv(num_envs, env_kwargs, episode_workers, replay_generators)
     if seed is not None:
         env.seed(seed)
         env.action_space.seed(seed)

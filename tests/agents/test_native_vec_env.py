@@ -16,9 +16,12 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 KWARGS = {"length": 25, "api_pool": 8, "dense_reward": True, "regime": "contract_mix"}
 
 
-def test_steps_observations_rewards_masks_and_final_infos_are_dummy_vec_envs():
-    native = make_native_vec_env(4, KWARGS, seed=5)
-    dummy = make_vec_env(WritePolicyBenchEnv, n_envs=4, seed=5, env_kwargs=KWARGS, vec_env_cls=DummyVecEnv)
+# The default regime's episodes are replayed from their draws unless replay_generators=False.
+@pytest.mark.parametrize("kwargs,replay", [(KWARGS, True), ({**KWARGS, "regime": "default"}, False)])
+def test_steps_observations_rewards_masks_and_final_infos_are_dummy_vec_envs(kwargs, replay):
+    native = make_native_vec_env(4, kwargs, seed=5, replay_generators=replay)
+    assert native.venv.vector.core.replay is replay
+    dummy = make_vec_env(WritePolicyBenchEnv, n_envs=4, seed=5, env_kwargs=kwargs, vec_env_cls=DummyVecEnv)
     assert is_masking_supported(native)
     assert np.array_equal(native.reset(), dummy.reset())
     rng = np.random.default_rng(1)
