@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.types import Step
 from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
@@ -229,12 +230,10 @@ class ReferenceValueKeeper(ValueKeeper):
 
 def save_network(path: str | os.PathLike[str], network: ValueEnsemble | ValueNetwork, info: dict[str, Any],
                  words: WordEstimates | None = None) -> Path:
-    path = Path(path)
     ensemble = network if isinstance(network, ValueEnsemble) else ValueEnsemble([network])
     state = {"format": STATE_FORMAT, "version": STATE_VERSION, "inputs": list(INPUTS),
              "members": ensemble.state(), "words": None if words is None else words.state(), "info": info}
-    path.write_text(json.dumps(state) + "\n", encoding="utf-8")
-    return path
+    return write_atomic(path, json.dumps(state) + "\n")  # a model trained before stays whole until then
 
 
 def load_network(path: str | os.PathLike[str]) -> tuple[ValueEnsemble, WordEstimates | None]:
