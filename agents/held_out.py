@@ -57,10 +57,14 @@ def held_out_env_kwargs(env_config: Mapping[str, Any], eval_episodes: str | Path
 
 def _given_episodes(env_config: Mapping[str, Any], *also: str) -> dict[str, Any]:
     """``env_config`` for an env given its episodes: the episode source and the generator
-    options go (they would only apply to generated episodes), and so do ``also``."""
+    options go (they would only apply to generated episodes; a query tier's are its own), and so
+    do ``also``."""
     from wpb_gym.envs.episode_sampler import GENERATOR_OPTIONS
+    from wpb_gym.episodes.generators.regimes import QUERY_REGIMES, config_options
 
-    return {k: v for k, v in env_config.items() if k not in ("episodes", *GENERATOR_OPTIONS, *also)}
+    regime = env_config.get("regime")
+    options = config_options(regime) if regime in QUERY_REGIMES else GENERATOR_OPTIONS
+    return {k: v for k, v in env_config.items() if k not in ("episodes", *options, *also)}
 
 
 def _check_held_out(train: Path, held: Path) -> None:

@@ -574,6 +574,23 @@ def test_fewer_timesteps_than_a_rollout_train_a_whole_rollout_and_say_so(tmp_pat
     assert [p.name for p in (out / "checkpoints").glob("*.zip")] == [f"model_{rollout}_steps.zip"]
 
 
+def test_wpb_train_takes_a_query_tiers_stream_with_its_knobs(tmp_path):
+    # The knobs are the tier's generator options: the training env and the validation env (given
+    # the held-out episodes made) both take them, and the vector env makes the episodes.
+    out = tmp_path / "run"
+    argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--env-kwargs",
+            "regime=queries_easy", "endpoints=12", "families=3", "length=60", "checkpoint_interval=10",
+            "--timesteps", "10", "--out", str(out), "--quiet"]
+    assert wpb(argv) == 0
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["config"]["env"]["regime"] == "queries_easy" and saved["config"]["env"]["endpoints"] == 12
+    agent = SB3Agent(str(out / "best_model.zip"))
+    from wpb_gym.episodes.generators.regimes import generate_episode as generate_any, make_config as config_of
+
+    episode = generate_any(config_of("queries_easy", endpoints=12, families=3, checkpoint_interval=10, length=60), 7)
+    assert run_episode(agent, episode, 2048).queries is not None
+
+
 def test_a_run_ends_with_one_checkpoint_holding_the_steps_asked(tmp_path):
     # A checkpoint at exactly the steps asked, then the last rollout runs past them: no second,
     # near-identical "final" checkpoint beside it; --resume then has nothing left to do.

@@ -15,6 +15,7 @@ from wpb_gym.envs.registration import ENV_IDS
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.frozen import freeze_set
 from wpb_gym.episodes.generators.paper import REGIMES
+from wpb_gym.episodes.generators.queries import QUERY_REGIMES
 
 
 def same(a, b, path="") -> None:
@@ -72,6 +73,19 @@ def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, inval
 @pytest.mark.parametrize("track", ["unprivileged", "privileged"])
 def test_every_regime_and_track_steps_as_the_single_envs(regime, track):
     assert play_both(3, 90, seed=len(regime), regime=regime, track=track, length=25, api_pool=8, dense_reward=True) >= 3
+
+
+# WritePolicyBench-v0 plays the query tier's streams too (scored by F1 on the final memory, and
+# by query accuracy in wpb eval); small knobs keep the episodes short.
+QUERY_KNOBS = {"endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
+               "queries_per_checkpoint": 10, "summary_max_bytes": 600}
+
+
+@pytest.mark.parametrize("regime", QUERY_REGIMES)
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_the_query_tiers_streams_step_as_the_single_envs(regime, track):
+    assert play_both(3, 150, seed=3, regime=regime, track=track, budget_bytes=2048, dense_reward=True,
+                     **QUERY_KNOBS) >= 3
 
 
 @settings(max_examples=15, deadline=None)

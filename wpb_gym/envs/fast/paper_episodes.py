@@ -27,7 +27,7 @@ from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
-from ...episodes.generators.paper import episode_priorities
+from ...episodes.generators.paper import GeneratorConfig, episode_priorities
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
@@ -45,7 +45,7 @@ def drawn_compilable(recipe: Any) -> bool:
     without text, whose parameter ids fit. Its utilities are then all halves (0.5, 1, 5, 6), which
     ``drawn_batches.end_drawn`` relies on to score it in half units."""
     c = recipe.config if isinstance(recipe, EpisodeRecipe) else None
-    return (c is not None and c.change_model == "paper" and c.doc_prob == 0 and not c.migration_guides
+    return (isinstance(c, GeneratorConfig) and c.change_model == "paper" and c.doc_prob == 0 and not c.migration_guides
             and c.api_pool * (c.max_params + c.length + 1) <= _MAX_PARAMETER_IDS)
 
 
