@@ -1,5 +1,5 @@
 """``value_keeper``: a learned write policy for the query tier — the keepers' engine, valuing
-endpoints with a small network distilled from ``causal_privileged``.
+endpoints with small networks distilled from ``causal_privileged``.
 
 ``causal_privileged`` values an endpoint's latest state by its expected queries per checkpoint,
 from the hidden traffic (popularity, integrations, each family's bursts and their delays). The
@@ -153,7 +153,7 @@ class ValueKeeper(KeepLatest):
     """``value_keeper``: the keepers' engine with a learned value (see the module docstring)."""
 
     name = "value_keeper"
-    description = ("Query tier: keeps the states a network distilled from causal_privileged values most per "
+    description = ("Query tier: keeps the states networks distilled from causal_privileged value most per "
                    "byte (wpb train --algo value_keeper; evaluate as value_keeper:RUN/learner.json).")
     kind = "learner"
     track = "unprivileged"
@@ -250,7 +250,7 @@ def load_network(path: str | os.PathLike[str]) -> tuple[ValueEnsemble, WordEstim
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError(f"value_keeper: {path}: not a value network file (format {STATE_FORMAT!r} expected)")
     version = state.get("version")
-    if version not in (_ONE_NETWORK_VERSION, STATE_VERSION):
+    if type(version) is not int or version not in (_ONE_NETWORK_VERSION, STATE_VERSION):
         raise ValueError(f"value_keeper: {path}: version {version!r}; this code reads {_ONE_NETWORK_VERSION} and "
                          f"{STATE_VERSION} (train it again with wpb train --algo value_keeper)")
     if state.get("inputs") != list(INPUTS):

@@ -7,9 +7,9 @@ at ``budget_bytes``); at every endpoint snapshot it decides on, the network's in
 endpoint (and, with probability ``held_share``, for each endpoint memory holds) is recorded
 with the teacher's value of it. ``members`` ReLU networks (``hidden`` units per layer, two
 layers; member ``k`` initialised and shuffled with seed ``--seed + 7919 k``) are fitted to
-``log1p`` of the values (Adam, ``epochs`` passes) and played as the mean of their outputs. With ``loss``
-``"gaussian_nll"`` (the default) it has a second output, the log variance of its error, and
-is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse proportion to how
+``log1p`` of the values (Adam, ``epochs`` passes) and played as the mean of their outputs.
+With ``loss`` ``"gaussian_nll"`` (the default) each has a second output, the log variance of
+its error, and is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse proportion to how
 uncertain its kind of state is, so the many well-predicted states of quiet endpoints are not
 traded for the noisy ones around migration bursts. Only the mean is kept and played. With
 ``"mse"`` it is fitted by mean squared error. The run folder gets ``learner.json`` (the networks
@@ -22,6 +22,7 @@ the teacher's decisions to record (the episodes it takes).
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -168,8 +169,9 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
     if config["loss"] not in LOSSES:
         raise ValueError(f"value_keeper: setting loss: {config['loss']!r}; expected one of {list(LOSSES)}")
     members = config["members"]
-    if type(members) is not int or members < 1:
+    if isinstance(members, bool) or not isinstance(members, numbers.Integral) or members < 1:
         raise ValueError(f"value_keeper: setting members: {members!r}; expected a whole number of networks, at least 1")
+    config["members"] = members = int(members)  # a NumPy integer is saved as a number
     given = dict(env_kwargs or {})
     # Episode files are played whatever their regime (real drift's is real_queries:SOURCE); the
     # default regime only chooses generated episodes.

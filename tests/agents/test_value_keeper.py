@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -94,6 +95,8 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
     for change, message in [({"format": "other"}, "not a value network file"),
                             ({"version": 9}, "version 9"),
                             ({"version": 1}, "version 1; this code reads 2 and 3 \\(train it again"),
+                            ({"version": 3.0}, "version 3.0; this code reads"),
+                            ({"version": True}, "version True; this code reads"),
                             ({"members": []}, "'members' must be a non-empty list"),
                             ({"words": {"vocabulary": ["card"]}}, "bad.json: 'words': expected an object"),
                             ({"inputs": ["x"]}, "trained on inputs"),
@@ -116,6 +119,9 @@ def test_an_ensemble_plays_the_mean_of_its_members_log_values_and_reads_version_
     mean = np.mean([m.log_values(x) for m in members], axis=0)
     assert np.allclose(ValueEnsemble(members).values(x), np.maximum(np.expm1(mean), 0.0))
     assert np.allclose(ValueEnsemble(members[:1]).values(x), members[0].values(x))
+    saved = save_network(tmp_path / "three.json", ValueEnsemble(members), {})
+    loaded, _ = load_network(saved)
+    assert len(loaded.members) == 3 and np.array_equal(loaded.values(x), ValueEnsemble(members).values(x))
     # A file written before ensembles (version 2: one network under "layers") plays as before.
     path = save_network(tmp_path / "learner.json", members[0], {})
     state = json.loads(path.read_text())
@@ -125,9 +131,9 @@ def test_an_ensemble_plays_the_mean_of_its_members_log_values_and_reads_version_
     assert len(loaded.members) == 1 and np.allclose(loaded.values(x), members[0].values(x))
 
 
-@pytest.mark.parametrize("members", [0, -1, 2.5, "3", True])
+@pytest.mark.parametrize("members", [0, -1, 2.5, "3", True, np.int64(0)])
 def test_a_bad_member_count_is_named(tmp_path, members):
-    with pytest.raises(ValueError, match=f"setting members: {members!r}; expected a whole number"):
+    with pytest.raises(ValueError, match=re.escape(f"setting members: {members!r}; expected a whole number")):
         train_value_keeper_run(tmp_path / "run", env_kwargs={"regime": "queries_medium", **SMALL},
                                settings={"members": members}, progress=False)
     assert not (tmp_path / "run").exists()
@@ -143,6 +149,9 @@ def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):
     assert saved["timesteps"] >= 400 and saved["samples"] > 0 and 0 <= saved["validation_query_accuracy"] <= 1
     keeper = make_agent("value_keeper", path=str(tmp_path / "run" / "learner.json"))
     assert len(keeper.network.members) == saved["settings"]["members"] == 5
+    x = np.random.default_rng(0).random((4, len(INPUTS)))
+    outputs = [member.log_values(x).tobytes() for member in keeper.network.members]
+    assert len(set(outputs)) == 5  # each member from its own initialisation
     episode = generate_query_episode(CONFIG, 777, 0)
     assert run_episode(keeper, episode, 2048).queries.correct > 0
     # The tier's contracts carry words: the saved model holds their estimates, and the keeper

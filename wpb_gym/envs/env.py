@@ -411,8 +411,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return episode, budget
 
     def start_episode(self, episode: Episode, budget: int) -> None:
-        """``reset`` after ``choose_episode``: start ``episode`` with a memory of ``budget`` bytes
-        (the vector env chooses each sub-env's episode, then starts it here or in its core)."""
+        """``reset`` after ``choose_episode``: start ``episode`` with a memory of ``budget`` bytes.
+        It takes what ``choose_episode`` returned and checks nothing itself (the vector env
+        chooses each sub-env's episode, then starts it here or in its core)."""
         if self.limits is not None and self.limits.compressing:
             refuse_queries(episode)
         self._episode = episode
