@@ -9,9 +9,9 @@ with the teacher's value of it. ``members`` ReLU networks (``hidden`` units per 
 layers; member ``k`` initialised and shuffled with seed ``--seed + 7919 k``) are fitted to
 ``log1p`` of the values (Adam, ``epochs`` passes) and played as the mean of their outputs.
 With ``loss`` ``"gaussian_nll"`` (the default) each has a second output, the log variance of
-its error, and is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse proportion to how
-uncertain its kind of state is, so the many well-predicted states of quiet endpoints are not
-traded for the noisy ones around migration bursts. Only the mean is kept and played. With
+its error, and is fitted by the Gaussian negative log-likelihood: a sample weighs in inverse
+proportion to how uncertain its kind of state is, so the many well-predicted states of quiet
+endpoints are not traded for the noisy ones around migration bursts. Only the mean is kept and played. With
 ``"mse"`` it is fitted by mean squared error. The run folder gets ``learner.json`` (the networks
 and the word estimates) and ``config.json`` (settings, samples, the ensemble's mean squared
 error on ``log1p``, the validation accuracy on the held-out seed's first
