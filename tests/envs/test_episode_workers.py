@@ -87,6 +87,19 @@ def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     vector.close()
 
 
+@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
+def test_the_query_tiers_episodes_are_prepared_and_play_as_the_single_envs(track):
+    knobs = {"regime": "queries_hard", "endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
+             "queries_per_checkpoint": 10, "summary_max_bytes": 600, "budget_bytes": 1500, "track": track}
+    vector, sync = _pair(3, **knobs)
+    _reset_both(vector, sync, seed=5)
+    rng, ended = np.random.default_rng(5), 0
+    for _ in range(200):
+        ended += int(_step_both(vector, sync, rng)[2].sum())
+    assert ended >= 6 and vector.core.workers.served == ended
+    vector.close()
+
+
 def test_large_contract_episodes_are_prepared_and_play_as_the_single_envs():
     vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
     assert vector.core.workers.served > 0
