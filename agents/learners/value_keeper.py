@@ -78,8 +78,8 @@ class ValueNetwork:
             raise ValueError("a value network needs at least one layer")
         width = len(INPUTS)
         for k, (weight, bias) in enumerate(layers):
-            if weight.ndim != 2 or weight.shape[0] != width or bias.shape != (weight.shape[1],):
-                raise ValueError(f"layer {k}: expected weights ({width}, n) and bias (n,), got "
+            if weight.ndim != 2 or weight.shape[0] != width or weight.shape[1] < 1 or bias.shape != (weight.shape[1],):
+                raise ValueError(f"layer {k}: expected weights ({width}, n) and bias (n,), n >= 1, got "
                                  f"{weight.shape} and {bias.shape}")
             if not (np.isfinite(weight).all() and np.isfinite(bias).all()):
                 raise ValueError(f"layer {k}: weights must be finite numbers")
@@ -115,7 +115,7 @@ class ValueNetwork:
             try:
                 layers.append((np.asarray(layer["weight"], dtype=np.float64), np.asarray(layer["bias"],
                                                                                          dtype=np.float64)))
-            except (TypeError, ValueError) as exc:
+            except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past float64
                 raise ValueError(f"layer {k}: weights must be lists of numbers ({exc})") from None
         return cls(layers)
 
@@ -192,10 +192,18 @@ class ValueKeeper(KeepLatest):
             return
         x = np.stack([self._row(api) for api in apis])
         x[:, _PROGRESS] = np.float32(t / max(self._length, 1))
-        self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
+        self._values = dict(zip(apis, self._checked(self.network.values(x)).tolist(), strict=True))
 
     def value(self, api: Any) -> float:
         return self._values.get(api, 0.0)
+
+    def _checked(self, values: np.ndarray) -> np.ndarray:
+        """``values``, which must be finite: weights that load but overflow would make the engine
+        compare NaN and inf per byte, which decides nothing."""
+        if not np.isfinite(values).all():
+            raise ValueError(f"value_keeper: {self.path or 'its network'}: the network's values overflow (weights too "
+                             f"large for float64 arithmetic); train it again")
+        return values
 
     def _row(self, api: str) -> np.ndarray:
         """``inputs(...)`` for ``api`` at progress 0, made again only when its features moved (its
@@ -225,7 +233,7 @@ class ReferenceValueKeeper(ValueKeeper):
             return
         x = np.stack([inputs(self._tracker, api, self._sizes.get(api, 1), t, self._length,
                              word_inputs(self.words, self._content, api)) for api in apis])
-        self._values = dict(zip(apis, self.network.values(x).tolist(), strict=True))
+        self._values = dict(zip(apis, self._checked(self.network.values(x)).tolist(), strict=True))
 
 
 def save_network(path: str | os.PathLike[str], network: ValueEnsemble | ValueNetwork, info: dict[str, Any],

@@ -61,6 +61,12 @@ DEFAULT_ENV = {"regime": "queries_medium", "budget_bytes": 10240}
 LOSSES = ("gaussian_nll", "mse")
 # Apart enough that no two members of training seeds 0..7918 share an initialisation.
 MEMBER_SEED_STRIDE = 7919
+_WHOLE_SETTINGS = {"timesteps": "the teacher's decisions", "hidden": "units", "members": "networks",
+                   "epochs": "passes", "batch_size": "samples", "validation_episodes": "episodes",
+                   "word_episodes": "episodes"}
+# (low, whether low itself is allowed, high): held_share may be 0 (only the snapshot decided on
+# is recorded); the learning rate may not.
+_NUMBER_SETTINGS = {"held_share": (0.0, True, 1.0), "learning_rate": (0.0, False, 1.0)}
 
 
 def training_episodes(env_kwargs: Mapping[str, Any], seed: int) -> Any:
@@ -168,10 +174,19 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
         raise ValueError(f"value_keeper: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
     if config["loss"] not in LOSSES:
         raise ValueError(f"value_keeper: setting loss: {config['loss']!r}; expected one of {list(LOSSES)}")
+    for name, what in _WHOLE_SETTINGS.items():
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+            raise ValueError(f"value_keeper: setting {name}: {value!r}; expected a whole number of {what}, at least 1")
+        config[name] = int(value)  # a NumPy integer is saved as a number
+    for name, (low, low_allowed, high) in _NUMBER_SETTINGS.items():
+        value = config[name]
+        if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value <= high
+                or not (value >= low if low_allowed else value > low)):
+            interval = f"{'[' if low_allowed else '('}{low}, {high}]"
+            raise ValueError(f"value_keeper: setting {name}: {value!r}; expected a number in {interval}")
+        config[name] = float(value)
     members = config["members"]
-    if isinstance(members, bool) or not isinstance(members, numbers.Integral) or members < 1:
-        raise ValueError(f"value_keeper: setting members: {members!r}; expected a whole number of networks, at least 1")
-    config["members"] = members = int(members)  # a NumPy integer is saved as a number
     given = dict(env_kwargs or {})
     # Episode files are played whatever their regime (real drift's is real_queries:SOURCE); the
     # default regime only chooses generated episodes.
@@ -212,12 +227,14 @@ def train_value_keeper_run(out: str | Path, *, env_kwargs: Mapping[str, Any] | N
         for k in range(members)])
     loss = float(np.mean((np.log1p(network.values(x)) - np.log1p(y)) ** 2))
     validation = _validation_episodes(env_config, eval_episodes, seed, config["validation_episodes"])
+    # Validated before anything is written: a run that fails leaves a model trained before whole.
+    keeper = ValueKeeper()
+    keeper.network, keeper.words = network, words
+    accuracies = [run_episode(keeper, e, budget, record_actions=False).queries.accuracy for e in validation]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     info = {"budget_bytes": budget, "regime": env_config.get("regime"), "seed": seed}
     save_network(out / "learner.json", network, info, words)
-    keeper = ValueKeeper(path=str(out / "learner.json"))
-    accuracies = [run_episode(keeper, e, budget, record_actions=False).queries.accuracy for e in validation]
     saved = {
         "algo": "value_keeper",
         "seed": seed,

@@ -98,7 +98,7 @@ class WordEstimates:
         try:
             arrays = {k: np.asarray(state[k], dtype=np.float64) for k in ("integration_weights", "burst_weights")}
             biases = {k: float(state[k]) for k in ("integration_bias", "burst_bias")}
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past float64
             raise ValueError(f"'words': weights must be numbers ({exc})") from None
         if any(isinstance(state[k], bool) for k in ("integration_bias", "burst_bias")):
             raise ValueError("'words': biases must be numbers")

@@ -580,8 +580,8 @@ def test_wpb_train_takes_a_query_tiers_stream_with_its_knobs(tmp_path):
     out = tmp_path / "run"
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--env-kwargs",
             "regime=queries_easy", "endpoints=12", "families=3", "length=60", "checkpoint_interval=10",
-            "--timesteps", "10", "--out", str(out), "--quiet"]
-    assert wpb(argv) == 0
+            "dense_reward=true", "--timesteps", "10", "--out", str(out), "--quiet"]
+    assert wpb(argv) == 0  # dense_reward: WritePolicyBenchEnv's argument, which QueryTierEnv does not have
     saved = json.loads((out / "config.json").read_text())
     assert saved["config"]["env"]["regime"] == "queries_easy" and saved["config"]["env"]["endpoints"] == 12
     agent = SB3Agent(str(out / "best_model.zip"))
@@ -589,6 +589,22 @@ def test_wpb_train_takes_a_query_tiers_stream_with_its_knobs(tmp_path):
 
     episode = generate_any(config_of("queries_easy", endpoints=12, families=3, checkpoint_interval=10, length=60), 7)
     assert run_episode(agent, episode, 2048).queries is not None
+
+
+def test_a_recipes_query_regime_takes_its_knobs_and_value_keeper_refuses_env_arguments(tmp_path, capsys):
+    knobs = {"regime": "queries_easy", "endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
+             "budget_bytes": 2048, "slots": 4}
+    out = tmp_path / "run"
+    assert wpb(["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, env=knobs)), "--env-kwargs",
+                "families=4", "--timesteps", "10", "--out", str(out), "--quiet"]) == 0
+    assert json.loads((out / "config.json").read_text())["config"]["env"]["families"] == 4
+    with one_line_error(capsys, "value_keeper does not read slots: it takes regime, length, episodes, budget_bytes"):
+        assert wpb(["train", "--algo", "value_keeper", "--env-kwargs", "regime=queries_easy", "slots=4",
+                    "--out", str(tmp_path / "vk")]) == 2
+    with one_line_error(capsys, "unknown env argument 'endpoints'"):
+        assert wpb(["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--env-kwargs",
+                    "regime=breaking", "endpoints=12", "--out", str(tmp_path / "b")]) == 2
+    assert not (tmp_path / "vk").exists() and not (tmp_path / "b").exists()
 
 
 def test_a_run_ends_with_one_checkpoint_holding_the_steps_asked(tmp_path):

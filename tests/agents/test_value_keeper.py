@@ -106,11 +106,33 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
         bad.write_text(json.dumps({**state, **change}))
         with pytest.raises(ValueError, match=message):
             load_network(bad)
+    # An integer past float64 is refused as a number, not left to overflow (in a layer, in the words).
+    huge = "1" + "0" * 400
+    for key in ("members", "words"):
+        bad = tmp_path / "bad.json"
+        text = json.dumps(state)
+        marker = '"bias": [' if key == "members" else '"integration_weights": ['
+        bad.write_text(text.replace(marker, marker + huge + ", ", 1))
+        with pytest.raises(ValueError, match="bad.json: .*must be (lists of )?numbers"):
+            load_network(bad)
     (tmp_path / "garbage.json").write_text("not json")
     with pytest.raises(ValueError, match="garbage.json: not a value network file"):
         load_network(tmp_path / "garbage.json")
     with pytest.raises(FileNotFoundError, match="no such file"):
         make_agent("value_keeper", path=str(tmp_path / "missing.json"))
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_a_network_whose_values_overflow_is_refused_when_it_plays(tmp_path):
+    width = len(INPUTS)
+    wild = ValueNetwork([(np.full((width, 1), 1e308), np.zeros(1))])
+    path = save_network(tmp_path / "wild.json", ValueEnsemble([wild, ValueNetwork([(np.full((width, 1), -1e308),
+                                                                                   np.zeros(1))])]), {})
+    keeper = make_agent("value_keeper", path=str(path))
+    with pytest.raises(ValueError, match="wild.json: the network's values overflow"):
+        run_episode(keeper, generate_query_episode(CONFIG, 3, 0), 2048)
+    with pytest.raises(ValueError, match=r"layer 0: expected weights \(\d+, n\) and bias \(n,\), n >= 1"):
+        ValueNetwork([(np.zeros((width, 0)), np.zeros(0)), (np.zeros((0, 1)), np.zeros(1))])
 
 
 def test_an_ensemble_plays_the_mean_of_its_members_log_values_and_reads_version_2_files(tmp_path):
@@ -131,12 +153,36 @@ def test_an_ensemble_plays_the_mean_of_its_members_log_values_and_reads_version_
     assert len(loaded.members) == 1 and np.allclose(loaded.values(x), members[0].values(x))
 
 
-@pytest.mark.parametrize("members", [0, -1, 2.5, "3", True, np.int64(0)])
-def test_a_bad_member_count_is_named(tmp_path, members):
-    with pytest.raises(ValueError, match=re.escape(f"setting members: {members!r}; expected a whole number")):
+@pytest.mark.parametrize("name,value,expected", [
+    *(("members", v, "a whole number") for v in (0, -1, 2.5, "3", True, np.int64(0))),
+    ("hidden", 0, "a whole number"), ("epochs", 1.5, "a whole number"), ("batch_size", 0, "a whole number"),
+    ("timesteps", "100", "a whole number"), ("validation_episodes", 0, "a whole number"),
+    ("held_share", "x", "a number in [0.0, 1.0]"), ("held_share", 1.5, "a number in [0.0, 1.0]"),
+    ("learning_rate", 0, "a number in (0.0, 1.0]"), ("learning_rate", 1e30, "a number in (0.0, 1.0]"),
+    ("learning_rate", float("nan"), "a number in (0.0, 1.0]"),
+])
+def test_a_bad_setting_is_named_before_any_work(tmp_path, name, value, expected):
+    with pytest.raises(ValueError, match=re.escape(f"setting {name}: {value!r}; expected {expected}")):
         train_value_keeper_run(tmp_path / "run", env_kwargs={"regime": "queries_medium", **SMALL},
-                               settings={"members": members}, progress=False)
+                               settings={name: value}, progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_run_that_fails_leaves_the_model_trained_before_whole(tmp_path, monkeypatch):
+    from agents.learners import value_training
+
+    env = {"regime": "queries_medium", "budget_bytes": 2048, **SMALL}
+    tiny = {"timesteps": 200, "epochs": 2, "validation_episodes": 1, "members": 2, "hidden": 8}
+    train_value_keeper_run(tmp_path / "run", env_kwargs=env, settings=tiny, progress=False)
+    before = {name: (tmp_path / "run" / name).read_bytes() for name in ("learner.json", "config.json")}
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the validation failed")
+
+    monkeypatch.setattr(value_training, "run_episode", failing)
+    with pytest.raises(RuntimeError, match="the validation failed"):
+        train_value_keeper_run(tmp_path / "run", env_kwargs=env, seed=1, settings=tiny, progress=False)
+    assert {name: (tmp_path / "run" / name).read_bytes() for name in before} == before
 
 
 def test_training_writes_a_learner_that_wpb_eval_plays(tmp_path, capsys):

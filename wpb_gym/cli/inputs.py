@@ -56,9 +56,10 @@ _EXPONENT_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
 
 
 def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = None, *,
-                     query_tier: bool = False) -> dict[str, Any]:
+                     query_tier: bool = False, env_class: type | None = None) -> dict[str, Any]:
     """Env arguments by name (``WritePolicyBenchEnv``'s own, or generator options; with
-    ``query_tier``, ``QueryTierEnv``'s and ``QueryTierConfig``'s), with ``budget_bytes`` read as
+    ``query_tier``, ``QueryTierEnv``'s and ``QueryTierConfig``'s; ``env_class`` names another
+    env, such as ``WritePolicyBenchEnv`` playing a tier's episodes), with ``budget_bytes`` read as
     a budget and a number with an exponent that YAML read as text (``1e-3``: YAML 1.1 wants
     ``1.0e-3``) read as the number where a float is expected. ``reserved`` names arguments set
     otherwise, and how."""
@@ -71,7 +72,9 @@ def check_env_kwargs(kwargs: Any, where: str, reserved: dict[str, str] | None = 
 
     if not isinstance(kwargs, dict):
         raise InputError(f"{where}: expected a mapping of env arguments, got {type(kwargs).__name__} {kwargs!r}")
-    env_class, config_class = (QueryTierEnv, QueryTierConfig) if query_tier else (WritePolicyBenchEnv, GeneratorConfig)
+    config_class = QueryTierConfig if query_tier else GeneratorConfig
+    if env_class is None:
+        env_class = QueryTierEnv if query_tier else WritePolicyBenchEnv
     signature = inspect.signature(env_class.__init__).parameters.values()
     arguments = [p.name for p in signature if p.name != "self" and p.kind is not p.VAR_KEYWORD]
     arguments = [name for name in arguments if name not in _ENV_PARTS]  # text cannot give them

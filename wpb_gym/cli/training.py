@@ -32,6 +32,7 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     from agents.learners.training import LEARNER_ALGOS
     from agents.sb3.train import check_config, defaults_note, load_config, recipe_path
 
+    from ..envs.env import WritePolicyBenchEnv
     from ..episodes.generators.queries import QUERY_REGIMES
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
@@ -43,29 +44,35 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         reserved[name] = (f"for evaluation only: wpb eval --{name.replace('_', '-')} evaluates any trained model "
                           f"under it (to train under it, use gym.make(..., {name}=...) in Python)")
     given = dict(settings.env_kwargs or ())
-    # A query tier's knobs are its generator options (QueryTierConfig's), not the paper generator's.
-    env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=given.get("regime") in QUERY_REGIMES)
     if settings.algo == "value_keeper":
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not value_keeper")
         if settings.timesteps == 0:
             raise InputError("--timesteps: value_keeper records at least 1 of the teacher's decisions, got 0")
+        env_kwargs = _value_keeper_env(given, reserved)
         check_regime(env_kwargs, "--env-kwargs")
         _check_env(env_kwargs, "--env-kwargs")
         return env_kwargs, {"env": {}}, "the value_keeper defaults"
+    # The other algorithms train WritePolicyBenchEnv, which plays a query tier's episodes too:
+    # its arguments, with the tier's knobs (QueryTierConfig's) as the generator options.
+    def env_arguments(kwargs: dict[str, Any], where: str, regime: Any) -> dict[str, Any]:
+        return check_env_kwargs(kwargs, where, reserved, query_tier=regime in QUERY_REGIMES,
+                                env_class=WritePolicyBenchEnv)
+
     if settings.algo in LEARNER_ALGOS:
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:  # --episode-workers 0 too
                 raise InputError(f"--{name.replace('_', '-')} is for the SB3 algorithms, not {settings.algo}")
         if settings.timesteps == 0:
             raise InputError("--timesteps: a bandit learner trains for at least 1 decision, got 0")
+        env_kwargs = env_arguments(given, "--env-kwargs", given.get("regime"))
         check_regime(env_kwargs, "--env-kwargs")
         _check_env(env_kwargs, "--env-kwargs")
         return env_kwargs, {"env": {}}, f"the {settings.algo} defaults"
-    regime = env_kwargs.get("regime")
+    regime = given.get("regime")
     if settings.config is None:  # the regime picks the recipe: a misspelt one is named, not the recipe
-        check_regime(env_kwargs, "--env-kwargs")
+        check_regime(given, "--env-kwargs")
     try:
         config_file = settings.config or recipe_path(settings.algo, regime)
         config = load_config(settings.algo, config_file)
@@ -74,7 +81,9 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     if config_file is None:
         print(defaults_note(settings.algo, regime), file=sys.stderr)
     where = config_file or f"the {settings.algo} defaults"
-    config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved), **env_kwargs}
+    regime = given.get("regime", config["env"].get("regime") if isinstance(config["env"], dict) else None)
+    env_kwargs = env_arguments(given, "--env-kwargs", regime)  # the knobs are those of the regime trained
+    config["env"] = {**env_arguments(config["env"], f"{where}: env", regime), **env_kwargs}
     check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
     if settings.timesteps is not None:
         config["timesteps"] = settings.timesteps
@@ -90,6 +99,25 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         raise InputError(str(error)) from None
     _check_env(config["env"], f"{where}: env" + (" with --env-kwargs" if env_kwargs else ""))
     return env_kwargs, config, str(where)
+
+
+# What value_keeper reads of --env-kwargs besides the regime's generator options.
+_VALUE_KEEPER_ENV = ("regime", "length", "episodes", "budget_bytes")
+
+
+def _value_keeper_env(given: dict[str, Any], reserved: dict[str, str]) -> dict[str, Any]:
+    """``--env-kwargs`` of value_keeper: its episodes and budget, and the tier's knobs."""
+    from ..episodes.generators.queries import QUERY_REGIMES
+    from ..episodes.generators.regimes import config_options
+
+    regime = given.get("regime")
+    env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=regime in QUERY_REGIMES)
+    knobs = config_options(regime) if regime in QUERY_REGIMES else ()
+    for key in env_kwargs:
+        if key not in _VALUE_KEEPER_ENV and key not in knobs:
+            raise InputError(f"--env-kwargs: value_keeper does not read {key}: it takes "
+                             f"{', '.join(_VALUE_KEEPER_ENV)} and a query tier's generator options")
+    return env_kwargs
 
 
 def _check_env(env_kwargs: dict[str, Any], where: str) -> None:
