@@ -605,6 +605,13 @@ def test_a_recipes_query_regime_takes_its_knobs_and_value_keeper_refuses_env_arg
         assert wpb(["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path)), "--env-kwargs",
                     "regime=breaking", "endpoints=12", "--out", str(tmp_path / "b")]) == 2
     assert not (tmp_path / "vk").exists() and not (tmp_path / "b").exists()
+    # Without a regime, value_keeper's default tier takes the knobs.
+    knob_args = ["endpoints=40", "families=4", "length=280", "checkpoint_interval=20", "queries_per_checkpoint=40",
+                 "summary_max_bytes=900", "max_params=10", "budget_bytes=2048"]
+    assert wpb(["train", "--algo", "value_keeper", "--env-kwargs", *knob_args, "--timesteps", "200",
+                "--out", str(tmp_path / "vk_default"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "vk_default" / "config.json").read_text())["config"]["env"]["regime"] == \
+        "queries_medium"
 
 
 def test_a_run_ends_with_one_checkpoint_holding_the_steps_asked(tmp_path):

@@ -107,17 +107,20 @@ _VALUE_KEEPER_ENV = ("regime", "length", "episodes", "budget_bytes")
 
 def _value_keeper_env(given: dict[str, Any], reserved: dict[str, str]) -> dict[str, Any]:
     """``--env-kwargs`` of value_keeper: its episodes and budget, and the tier's knobs."""
+    from agents.learners.value_training import DEFAULT_ENV
+
     from ..episodes.generators.queries import QUERY_REGIMES
     from ..episodes.generators.regimes import config_options
 
-    regime = given.get("regime")
+    # Without episode files, value_keeper trains on its default tier unless told another.
+    regime = given.get("regime", None if "episodes" in given else DEFAULT_ENV["regime"])
     env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=regime in QUERY_REGIMES)
     knobs = config_options(regime) if regime in QUERY_REGIMES else ()
     for key in env_kwargs:
         if key not in _VALUE_KEEPER_ENV and key not in knobs:
             raise InputError(f"--env-kwargs: value_keeper does not read {key}: it takes "
                              f"{', '.join(_VALUE_KEEPER_ENV)} and a query tier's generator options")
-    return env_kwargs
+    return env_kwargs if regime is None else {"regime": regime, **env_kwargs}
 
 
 def _check_env(env_kwargs: dict[str, Any], where: str) -> None:
