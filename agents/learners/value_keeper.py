@@ -113,11 +113,24 @@ class ValueNetwork:
             if not isinstance(layer, dict) or set(layer) != {"weight", "bias"}:
                 raise ValueError(f"layer {k}: expected an object with 'weight' and 'bias'")
             try:
+                numeric = _numbers_only(layer["weight"]) and _numbers_only(layer["bias"])  # not "1.5", not true
+            except RecursionError:  # lists nested past any layer's depth
+                numeric = False
+            if not numeric:
+                raise ValueError(f"layer {k}: weights must be lists of numbers")
+            try:
                 layers.append((np.asarray(layer["weight"], dtype=np.float64), np.asarray(layer["bias"],
                                                                                          dtype=np.float64)))
             except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past float64
                 raise ValueError(f"layer {k}: weights must be lists of numbers ({exc})") from None
         return cls(layers)
+
+
+def _numbers_only(value: Any) -> bool:
+    """Whether nested lists hold JSON numbers only (NumPy would read a text or a boolean as one)."""
+    if isinstance(value, list):
+        return all(_numbers_only(item) for item in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class ValueEnsemble:
@@ -264,8 +277,10 @@ def load_network(path: str | os.PathLike[str]) -> tuple[ValueEnsemble, WordEstim
     if state.get("inputs") != list(INPUTS):
         raise ValueError(f"value_keeper: {path}: trained on inputs {state.get('inputs')!r}, this code gives "
                          f"{list(INPUTS)}")
+    if "words" not in state:  # written as null when a model has none: a missing key is a damaged file
+        raise ValueError(f"value_keeper: {path}: no 'words' entry (null for a model without word estimates)")
     try:
-        words = state.get("words")
+        words = state["words"]
         if version == _ONE_NETWORK_VERSION:
             network = ValueEnsemble([ValueNetwork.from_state(state.get("layers"))])
         else:

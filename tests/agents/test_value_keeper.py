@@ -98,6 +98,8 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
                             ({"version": 3.0}, "version 3.0; this code reads"),
                             ({"version": True}, "version True; this code reads"),
                             ({"members": []}, "'members' must be a non-empty list"),
+                            ({"members": [[{"weight": [["1.5"]], "bias": [0.0]}]]}, "weights must be lists of numbers"),
+                            ({"members": [[{"weight": [[True]], "bias": [0.0]}]]}, "weights must be lists of numbers"),
                             ({"words": {"vocabulary": ["card"]}}, "bad.json: 'words': expected an object"),
                             ({"inputs": ["x"]}, "trained on inputs"),
                             ({"members": [state["members"][0], [{"weight": [[1.0]], "bias": [0.0]}]]},
@@ -115,6 +117,9 @@ def test_a_saved_network_loads_back_to_the_same_values_and_bad_files_are_named(t
         bad.write_text(text.replace(marker, marker + huge + ", ", 1))
         with pytest.raises(ValueError, match="bad.json: .*must be (lists of )?numbers"):
             load_network(bad)
+    bad.write_text(json.dumps({k: v for k, v in state.items() if k != "words"}))
+    with pytest.raises(ValueError, match="bad.json: no 'words' entry"):
+        load_network(bad)
     (tmp_path / "garbage.json").write_text("not json")
     with pytest.raises(ValueError, match="garbage.json: not a value network file"):
         load_network(tmp_path / "garbage.json")
