@@ -40,7 +40,7 @@ from wpb_gym.core.types import Step
 from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
 
 from ..scripted.keep_latest import KeepLatest
-from .word_estimates import ContentTracker, WordEstimates
+from .word_estimates import ContentTracker, WordEstimates, numbers_only
 
 STATE_FORMAT = "wpb-value-keeper"
 STATE_VERSION = 3
@@ -113,7 +113,7 @@ class ValueNetwork:
             if not isinstance(layer, dict) or set(layer) != {"weight", "bias"}:
                 raise ValueError(f"layer {k}: expected an object with 'weight' and 'bias'")
             try:
-                numeric = _numbers_only(layer["weight"]) and _numbers_only(layer["bias"])  # not "1.5", not true
+                numeric = numbers_only(layer["weight"]) and numbers_only(layer["bias"])
             except RecursionError:  # lists nested past any layer's depth
                 numeric = False
             if not numeric:
@@ -124,13 +124,6 @@ class ValueNetwork:
             except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past float64
                 raise ValueError(f"layer {k}: weights must be lists of numbers ({exc})") from None
         return cls(layers)
-
-
-def _numbers_only(value: Any) -> bool:
-    """Whether nested lists hold JSON numbers only (NumPy would read a text or a boolean as one)."""
-    if isinstance(value, list):
-        return all(_numbers_only(item) for item in value)
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 class ValueEnsemble:

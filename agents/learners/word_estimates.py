@@ -44,6 +44,14 @@ def touched_words(before: Mapping[str, Any] | None, after: Mapping[str, Any]) ->
     return words_of(after.get("params") or ())
 
 
+def numbers_only(value: Any) -> bool:
+    """Whether ``value`` is a JSON number or nested lists of them only (NumPy would also read a
+    text such as ``"1.5"``, or a boolean, as a number)."""
+    if isinstance(value, list):
+        return all(numbers_only(item) for item in value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True, eq=False)
 class WordEstimates:
     """Two linear models over ``vocabulary``: standard normal units of an endpoint's
@@ -96,12 +104,17 @@ class WordEstimates:
         if len(set(vocabulary)) != len(vocabulary):
             raise ValueError("'words.vocabulary': a word is listed twice")
         try:
+            numeric = all(numbers_only(state[k]) for k in ("integration_weights", "burst_weights", "integration_bias",
+                                                           "burst_bias"))
+        except RecursionError:  # lists nested past any weight's depth
+            numeric = False
+        if not numeric:
+            raise ValueError("'words': weights must be numbers (the biases too)")
+        try:
             arrays = {k: np.asarray(state[k], dtype=np.float64) for k in ("integration_weights", "burst_weights")}
             biases = {k: float(state[k]) for k in ("integration_bias", "burst_bias")}
         except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past float64
             raise ValueError(f"'words': weights must be numbers ({exc})") from None
-        if any(isinstance(state[k], bool) for k in ("integration_bias", "burst_bias")):
-            raise ValueError("'words': biases must be numbers")
         try:
             return cls(tuple(vocabulary), arrays["integration_weights"], biases["integration_bias"],
                        arrays["burst_weights"], biases["burst_bias"])

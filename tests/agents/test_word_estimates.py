@@ -76,6 +76,8 @@ def test_word_estimates_round_trip_and_bad_states_are_named():
     for change, message in (({"burst_weights": [1.0]}, "burst_weights: expected 2 finite numbers"),
                             ({"vocabulary": ["card", "card"]}, "listed twice"),
                             ({"integration_bias": "x"}, "weights must be numbers"),
+                            ({"integration_bias": "1.0"}, "weights must be numbers"),
+                            ({"burst_weights": [True, 0.0]}, "weights must be numbers"),
                             ({"integration_weights": [float("nan"), 1.0]}, "integration_weights: expected 2 finite")):
         with pytest.raises(ValueError, match=message):
             WordEstimates.from_state({**state, **change})
