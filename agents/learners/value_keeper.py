@@ -38,9 +38,10 @@ from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.types import Step
 from wpb_gym.envs.observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
+from wpb_gym.envs.observation.query_words import ContentTracker
 
 from ..scripted.keep_latest import KeepLatest
-from .word_estimates import ContentTracker, WordEstimates, numbers_only
+from .word_estimates import WordEstimates, numbers_only
 
 STATE_FORMAT = "wpb-value-keeper"
 STATE_VERSION = 3

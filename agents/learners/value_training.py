@@ -36,6 +36,7 @@ from wpb_gym.core.store import ByteMemoryStore
 from wpb_gym.core.tracks import policy_episode
 from wpb_gym.core.types import Episode
 from wpb_gym.envs.observation.query_features import QueryStreamTracker
+from wpb_gym.envs.observation.query_words import ContentTracker
 from wpb_gym.evaluation.runner import run_episode
 from wpb_gym.scoring.queries import has_queries
 
@@ -43,7 +44,7 @@ from ..held_out import HELD_OUT_SEED_OFFSET
 from ..scripted.causal_privileged import CausalPrivileged
 from ..versions import package_versions
 from .value_keeper import INPUTS, ValueEnsemble, ValueKeeper, ValueNetwork, inputs, save_network, word_inputs
-from .word_estimates import ContentTracker, WordEstimates, fit_word_estimates
+from .word_estimates import WordEstimates, fit_word_estimates
 
 DEFAULTS: dict[str, Any] = {
     "timesteps": 80_000,  # the teacher's decisions to record: about 11 episodes of queries_medium

@@ -22,26 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from wpb_gym.core.contracts import contract_of, is_breaking
 from wpb_gym.core.types import Episode
-from wpb_gym.episodes.generators.query_process import touched
+from wpb_gym.envs.observation.query_words import ContentTracker, touched_words
 
 MAX_VOCABULARY = 2000
 RIDGE = 1.0
-
-
-def words_of(params: Iterable[Any]) -> list[str]:
-    """The words of parameter names: ``card_token`` -> ``card``, ``token``."""
-    return [w for name in params for w in str(name).lower().split("_") if w]
-
-
-def touched_words(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
-    """The words of what a change touched: the parameter removed, added or made (not) required,
-    or the whole contract when the endpoint itself was deprecated or removed."""
-    change = touched(before, after)
-    if change is not None and change[0] in ("has_param", "required") and change[1] is not None:
-        return words_of([change[1]])
-    return words_of(after.get("params") or ())
 
 
 def numbers_only(value: Any) -> bool:
@@ -122,29 +107,6 @@ class WordEstimates:
             raise ValueError(f"'words': {exc}") from None
 
 
-class ContentTracker:
-    """The words a policy may read of each endpoint as the stream goes: those of the contract it
-    first showed, and those its latest breaking change touched (empty before any)."""
-
-    def __init__(self) -> None:
-        self.first: dict[str, list[str]] = {}
-        self.last_break: dict[str, list[str]] = {}
-        self._snapshots: dict[str, Mapping[str, Any]] = {}
-
-    def step(self, observation: Any) -> None:
-        if not isinstance(observation, dict) or not isinstance(observation.get("api"), str):
-            return
-        api = observation["api"]
-        before = self._snapshots.get(api)
-        if before is None:
-            self.first[api] = words_of(observation.get("params") or ())
-        else:
-            old, new = contract_of(before), contract_of(observation)
-            if old is not None and new is not None and is_breaking(old, new):
-                self.last_break[api] = touched_words(before, observation)
-        self._snapshots[api] = observation
-
-
 @dataclass
 class _Examples:
     words: list[list[str]]
@@ -166,7 +128,7 @@ def examples(episode: Episode) -> tuple[_Examples, _Examples]:
     for step in episode.steps:
         obs = step.observation
         if isinstance(obs, dict) and isinstance(obs.get("api"), str):
-            before = tracker._snapshots.get(obs["api"])
+            before = tracker.previous(obs["api"])
             if before is not None:
                 touched_at[step.t] = touched_words(before, obs)
         tracker.step(obs)

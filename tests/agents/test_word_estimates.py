@@ -6,14 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.learners.word_estimates import (
-    ContentTracker,
-    WordEstimates,
-    examples,
-    fit_word_estimates,
-    touched_words,
-    words_of,
-)
+from agents.learners.word_estimates import WordEstimates, examples, fit_word_estimates
+from wpb_gym.envs.observation.query_words import ContentTracker, touched_words, words_of
 from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
 from wpb_gym.episodes.generators.query_process import BURST_WORD_WEIGHTS, WORD_WEIGHTS
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import zlib
 
 import gymnasium as gym
 import numpy as np
@@ -10,8 +11,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.core.contracts import contract_of, is_breaking
+from wpb_gym.core.tracks import policy_episode
 from wpb_gym.core.types import MemoryAction
-from wpb_gym.envs.query_env import MERGE, SKIP, WRITE, QueryTierEnv
+from wpb_gym.envs.query_env import CANDIDATE_FEATURES, MERGE, SKIP, SLOT_FEATURES, WRITE, QueryTierEnv
+from wpb_gym.episodes.generators.query_process import touched
 from wpb_gym.envs.registration import QUERY_ENV_IDS
 from wpb_gym.scoring.queries import score_queries
 
@@ -116,3 +120,98 @@ def test_episodes_without_queries_and_bad_arguments_are_refused():
         small_env(slots=0)
     with pytest.raises(TypeError, match="unexpected keyword argument 'drift_prob'"):
         small_env(drift_prob=0.1)
+
+
+def _literal_bag(words: list[str], buckets: int) -> np.ndarray:
+    counts = np.zeros(buckets)
+    for word in words:
+        counts[zlib.crc32(word.encode("utf-8")) % buckets] += 1
+    return np.minimum(counts / np.sqrt(len(words)), 1.0) if words else counts
+
+
+def _literal_words(steps, api: str, buckets: int) -> np.ndarray:
+    """The word features of ``api`` from the steps shown so far, read afresh."""
+    shows = [s.observation for s in steps if isinstance(s.observation, dict) and s.observation.get("api") == api]
+    first = [w for name in shows[0].get("params") or () for w in str(name).lower().split("_") if w] if shows else []
+    touched_last: list[str] = []
+    for before, after in zip(shows, shows[1:]):
+        old, new = contract_of(before), contract_of(after)
+        if old is not None and new is not None and is_breaking(old, new):
+            change = touched(before, after)
+            names = ([change[1]] if change is not None and change[0] in ("has_param", "required")
+                     and change[1] is not None else after.get("params") or ())
+            touched_last = [w for name in names for w in str(name).lower().split("_") if w]
+    return np.concatenate([_literal_bag(first, buckets), _literal_bag(touched_last, buckets)])
+
+
+def test_word_features_are_the_hashed_bags_of_the_words_shown_and_leave_the_rest_as_it_was():
+    buckets, K = 16, 4
+    plain, worded = small_env(slots=K, budget_bytes=3000), small_env(slots=K, budget_bytes=3000, word_buckets=buckets)
+    G, C, S, W = 6, len(CANDIDATE_FEATURES), len(SLOT_FEATURES), 2 * buckets
+    assert worded.observation_space.shape == (G + C + W + K * (S + W),)
+    a, _ = plain.reset(seed=4)
+    b, _ = worded.reset(seed=4)
+    steps = policy_episode(worded.episode, worded.track).steps
+    rng = np.random.default_rng(4)
+    checked = 0
+    while True:
+        rows = [b[G:G + C + W]] + [b[G + C + W + k * (S + W): G + C + W + (k + 1) * (S + W)] for k in range(K)]
+        assert np.array_equal(a, np.concatenate([b[:G]] + [row[:-W] for row in rows]))
+        shown = steps[: worded.t + 1]
+        apis = [worded.current_step().observation["api"]] + [i.api if i is not None else None
+                                                               for i in worded.slot_items()]
+        for row, api in zip(rows, apis, strict=True):
+            expected = np.zeros(W) if api is None else _literal_words(shown, api, buckets)
+            assert np.allclose(row[-W:], expected, atol=1e-6), (worded.t, api)
+            checked += api is not None and expected.any()
+        action = int(rng.choice(np.flatnonzero(worded.action_masks())))
+        a, _, done, _, _ = plain.step(action)
+        b, _, done_b, _, _ = worded.step(action)
+        assert done == done_b
+        if done:
+            break
+    assert checked > 100  # rows with words, not only empty ones
+
+
+def test_word_buckets_must_be_a_non_negative_int():
+    for bad in (-1, 1.5, True, "8"):
+        with pytest.raises(ValueError, match="word_buckets"):
+            small_env(word_buckets=bad)
+
+
+def test_word_buckets_are_crc32_of_the_word_the_same_everywhere():
+    from wpb_gym.envs.observation.query_words import word_bucket
+    from wpb_gym.episodes.generators.query_process import PARAM_WORDS
+
+    assert word_bucket("card", 2**32) == 0x161498D3  # zlib.crc32(b"card"): fixed, not Python's salted hash
+    # What docs/query-tier.md says of the generated tiers' 50 words.
+    assert len({word_bucket(w, 256) for w in PARAM_WORDS}) == 41
+    assert len({word_bucket(w, 64) for w in PARAM_WORDS}) == 32
+
+
+def test_answers_false_plays_the_stream_a_policy_sees_with_the_same_observations_and_no_rewards():
+    from wpb_gym.core.types import Episode
+
+    env = small_env(budget_bytes=2048, word_buckets=8)
+    env.reset(seed=6)
+    stream = Episode(steps=list(policy_episode(env.episode, env.track).steps), labels={})
+    blind = QueryTierEnv(regime="queries_easy", budget_bytes=2048, word_buckets=8, answers=False, episodes=[stream])
+    a, _ = env.reset(seed=6)
+    b, _ = blind.reset(seed=0)
+    rng, total = np.random.default_rng(6), 0.0
+    while True:
+        assert np.array_equal(a, b) and np.array_equal(env.action_masks(), blind.action_masks())
+        action = int(rng.choice(np.flatnonzero(env.action_masks())))
+        assert blind.decode_action(action) == env.decode_action(action)
+        a, r, done, _, info = env.step(action)
+        b, r_blind, done_blind, _, blind_info = blind.step(action)
+        total += r
+        assert r_blind == 0.0 and done == done_blind
+        if done:
+            break
+    assert info["queries_asked"] > 0 and total == pytest.approx(info["query_accuracy"])
+    assert blind_info["metrics"] == {} and "query_accuracy" not in blind_info and blind_info["queries_asked"] == 0
+    with pytest.raises(ValueError, match="has no queries"):  # a stream without checkpoints
+        QueryTierEnv(regime="queries_easy", answers=False, episodes=[Episode(steps=stream.steps[:5], labels={})]).reset()
+    with pytest.raises(ValueError, match="answers must be True or False"):
+        small_env(answers="no")

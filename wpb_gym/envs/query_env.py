@@ -24,6 +24,7 @@ from ..scoring.metrics import score_episode
 from ..scoring.queries import checkpoint_answers, episode_queries, queried_state_bytes
 from .episode_sampler import EpisodeSampler
 from .observation.query_features import ENDPOINT_FEATURES, QueryStreamTracker
+from .observation.query_words import ContentTracker, WordBags
 
 SKIP, WRITE, MERGE = 0, 1, 2
 GLOBAL_FEATURES = ("progress", "to_checkpoint", "used", "items", "expires_now", "before_first_checkpoint")
@@ -84,6 +85,14 @@ class QueryTierEnv(gym.Env):
     superseded by a newer snapshot of their endpoint, then the others by increasing share of
     recent queries per byte; ``n = 6 + (F + 5) + K (F + 6)`` with ``F = 24`` (275 at K = 8).
 
+    With ``word_buckets = B > 0`` the candidate's row and each slot's row end with ``2 B``
+    features of the endpoint's words (``wpb_gym.envs.observation.query_words``): the hashed bag
+    of the words of the contract it first showed, then that of the words its latest breaking
+    change touched. In ``queries_medium`` and ``queries_hard`` those words carry most of what
+    can be known of an endpoint's clients and of a migration's size before its queries come
+    (``docs/query-tier.md``), so a learner that is to infer them needs these; ``n = 6 + (F + 5
+    + 2B) + K (F + 6 + 2B)``.
+
     An endless stream has no horizon: ``progress`` is 0 throughout, and a slot's ``age`` is
     measured against the tier's ``length`` (clipped at 1). Its tracker remembers hashes of
     the last 8 earlier contracts of each endpoint (``family_reverts`` looks for a revert among
@@ -129,7 +138,7 @@ class QueryTierEnv(gym.Env):
              budget_bytes=None, budget_fraction=None, episodes=None, episode_seed=0,
              episode_order="random", slots=8, expire_cost=0.0, invalid_action_penalty=0.0,
              endless=False, endless_threshold=None, endless_window=None, endless_ramp=None,
-             **query_tier_options)
+             word_buckets=0, **query_tier_options)
     ```
 
     * ``budget_bytes``: memory's budget (10240 when neither it nor ``budget_fraction`` is given).
@@ -148,6 +157,13 @@ class QueryTierEnv(gym.Env):
       number in [0, 1]), ``endless_window`` (10 checkpoints) and ``endless_ramp`` (0.0, per
       checkpoint, >= 0) shape it and are refused without ``endless=True``.
 
+    * ``word_buckets``: the hashed word features each row ends with (0, none, by default;
+      see Observation Space).
+    * ``answers=False`` plays episodes without their hidden queries, as a policy sees them
+      (e.g. the stream ``wpb eval`` gives a model, which keeps a private copy of this env):
+      checkpoints are the steps that show queries, nothing is answered, every reward is 0 and
+      the final ``info["metrics"]`` is empty. Not with ``endless``.
+
     ## Vectorized environment
 
     ``gym.make_vec(id, num_envs=N)`` steps N of these envs (Gymnasium's ``SyncVectorEnv``).
@@ -158,6 +174,8 @@ class QueryTierEnv(gym.Env):
       ``endless_ramp``), ``budget_fraction`` and ``info["budget_bytes"]``. The tiers' presets
       are those of ``wpb_gym.episodes.generators.queries`` in 0.9.0 (summaries up to 32 KB,
       traffic Poisson around 1x integrations); a later change of a preset gets an entry here.
+    * v0, package 0.10.0: ``word_buckets`` added (0 by default: observations as before), and
+      ``answers``.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
@@ -169,7 +187,8 @@ class QueryTierEnv(gym.Env):
                  invalid_action_penalty: float = 0.0, render_mode: str | None = None,
                  budget_fraction: float | None = None, endless: bool = False,
                  endless_threshold: float | None = None, endless_window: int | None = None,
-                 endless_ramp: float | None = None, **generator_options: Any) -> None:
+                 endless_ramp: float | None = None, word_buckets: int = 0, answers: bool = True,
+                 **generator_options: Any) -> None:
         self.track = check_track(track)
         if budget_bytes is not None and budget_fraction is not None:
             raise ValueError(f"budget_bytes ({budget_bytes!r}) and budget_fraction ({budget_fraction!r}): "
@@ -178,6 +197,13 @@ class QueryTierEnv(gym.Env):
         self.budget_bytes = (DEFAULT_BUDGET_BYTES if budget_bytes is None
                              else budget_argument(budget_bytes, "budget_bytes"))
         self.K = require_int(slots, "slots", 1)
+        self.word_buckets = require_int(word_buckets, "word_buckets", 0)
+        if not isinstance(answers, (bool, np.bool_)):
+            raise ValueError(f"answers must be True or False, got {answers!r}")
+        self.answers = bool(answers)
+        if not self.answers and endless:
+            raise ValueError("answers=False plays given streams; an endless stream is generated with its queries")
+        self._bags = WordBags(self.word_buckets) if self.word_buckets else None
         self.expire_cost = require_finite(expire_cost, "expire_cost")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
         if render_mode not in (None, "ansi"):
@@ -187,7 +213,8 @@ class QueryTierEnv(gym.Env):
         self.sampler = EpisodeSampler(regime=regime, length=length, episodes=episodes, episode_seed=episode_seed,
                                       order=episode_order, generator_options=generator_options)
         F = len(ENDPOINT_FEATURES)
-        self.n_features = len(GLOBAL_FEATURES) + len(CANDIDATE_FEATURES) + self.K * len(SLOT_FEATURES)
+        words = 2 * self.word_buckets
+        self.n_features = len(GLOBAL_FEATURES) + len(CANDIDATE_FEATURES) + words + self.K * (len(SLOT_FEATURES) + words)
         assert len(CANDIDATE_FEATURES) == F + 5 and len(SLOT_FEATURES) == F + 6
         self.action_space = spaces.Discrete(3 + self.K)
         self.observation_space = spaces.Box(0.0, 1.0, (self.n_features,), np.float32)
@@ -301,7 +328,8 @@ class QueryTierEnv(gym.Env):
             self._tracker = QueryStreamTracker(history=ENDLESS_TRACKER_HISTORY)
         else:
             episode, self.episode_index = self.sampler.choose(self.np_random, options)
-            if not episode_queries(episode):
+            shown = [step.t for step in episode.steps if _shows_queries(step.observation)]
+            if not (episode_queries(episode) if self.answers else shown):
                 raise ValueError(f"episode {episode.episode_id!r} ({episode.regime}) has no queries: the query "
                                  f"tier's env plays query-tier episodes only")
             if budget is None:
@@ -309,14 +337,16 @@ class QueryTierEnv(gym.Env):
                           else self.budget_bytes)
             self._episode = episode
             self._steps = policy_episode(episode, self.track).steps
-            self._queries = episode_queries(episode)
+            self._queries = episode_queries(episode) if self.answers else ()
             self._queries_total = len(self._queries)
             self._asked_at: dict[int, list] = {}
             for query in self._queries:
                 self._asked_at.setdefault(query.t, []).append(query)
-            self._checkpoints = sorted(self._asked_at)
+            self._checkpoints = sorted(self._asked_at) if self.answers else shown
             self._tracker = QueryStreamTracker()
         self._store = ByteMemoryStore(budget)
+        self._content = ContentTracker() if self._bags is not None else None
+        self._word_rows: dict[str, np.ndarray] = {}
         self._latest_show: dict[str, int] = {}
         self._t = 0
         self._expires_now = 0
@@ -367,6 +397,10 @@ class QueryTierEnv(gym.Env):
                 else:
                     reward += right / len(self._queries)
             self._tracker.step(step.observation, step.metadata)
+            if self._content is not None:
+                self._content.step(step.observation)
+                if isinstance(step.observation, dict):
+                    self._word_rows.pop(step.observation.get("api"), None)  # its words may have moved
             obs = step.observation
             if isinstance(obs, dict) and isinstance(obs.get("api"), str) and not asked:
                 self._latest_show[obs["api"]] = self._t
@@ -474,6 +508,23 @@ class QueryTierEnv(gym.Env):
                 return 3 + k
         return None
 
+    def decode_action(self, action: int) -> MemoryAction:
+        """The ``MemoryAction`` env action ``action`` stands for now (SKIP for an empty slot, a
+        MERGE with nothing to merge onto, or after the episode's end)."""
+        a = int(action)
+        if not 0 <= a < 3 + self.K:
+            raise ValueError(f"action {action!r} is not in Discrete({3 + self.K})")
+        if a == SKIP or self.is_over():
+            return MemoryAction.skip()
+        step = self._step_at(self._t)
+        if a == WRITE:
+            return MemoryAction.write(step)
+        if a == MERGE:
+            target = self._merge_target()
+            return MemoryAction.skip() if target is None else MemoryAction.merge(step, target.t)
+        item = self._slots[a - 3]
+        return MemoryAction.skip() if item is None else MemoryAction.expire(item.t)
+
     def expose_item(self, t: int) -> int:
         """Show stored item ``t`` in a slot and return the slot index: an item the layout does not
         show takes the last slot until the layout is next arranged. The mask follows; the
@@ -531,15 +582,27 @@ class QueryTierEnv(gym.Env):
         parts = [np.asarray(row, dtype=np.float32), self._tracker.features(api),
                  np.asarray([min(1.0, cost / budget), min(1.0, cost / max(store.remaining(), 1)),
                              float(mask[WRITE]), float(bool(held)), float(mask[MERGE])], dtype=np.float32)]
+        if self._bags is not None:
+            parts.append(self._words(api))
         for item in self._slots:
             if item is None:
-                parts.append(np.zeros(len(SLOT_FEATURES), dtype=np.float32))
+                parts.append(np.zeros(len(SLOT_FEATURES) + 2 * self.word_buckets, dtype=np.float32))
                 continue
             stale = item.t < self._latest_show.get(item.api, item.t)
             parts.append(self._tracker.features(item.api))
             parts.append(np.asarray([1.0, min(1.0, item.byte_cost / budget), (t - item.t) / age_scale, float(stale),
                                      float(item.api == api), float(item.kind == "MERGE")], dtype=np.float32))
+            if self._bags is not None:
+                parts.append(self._words(item.api))
         return np.clip(np.concatenate(parts), 0.0, 1.0).astype(np.float32)
+
+    def _words(self, api: str) -> np.ndarray:
+        """The word features of ``api`` (kept until the endpoint is next shown)."""
+        assert self._bags is not None and self._content is not None
+        row = self._word_rows.get(api)
+        if row is None:
+            row = self._word_rows[api] = self._bags.features(self._content, api)
+        return row
 
     def _info(self, accepted: bool, reason: str, *, done: bool) -> dict[str, Any]:
         info: dict[str, Any] = {
@@ -562,6 +625,8 @@ class QueryTierEnv(gym.Env):
             info["metrics"] = {"query_accuracy": accuracy, "rolling_accuracy": info["rolling_accuracy"],
                                "checkpoints": self._checkpoints_done,
                                "checkpoints_survived": info["checkpoints_survived"]}
+        elif done and not self.answers:
+            info["metrics"] = {}  # nothing was asked: nothing to score
         elif done:
             metrics = score_episode(self._episode, self._store, track=self.track).as_row()
             metrics["query_accuracy"] = self._answered / len(self._queries)
@@ -582,6 +647,11 @@ class QueryTierEnv(gym.Env):
         lines += [f"  slot {k}: t={item.t} {item.api} {item.byte_cost} B" for k, item in enumerate(self._slots)
                   if item is not None]
         return "\n".join(lines)
+
+
+def _shows_queries(observation: Any) -> bool:
+    """Whether a step's observation is a checkpoint's (its queries, without their answers)."""
+    return isinstance(observation, dict) and "queries" in observation and "api" not in observation
 
 
 def _fraction(value: Any) -> float:
