@@ -29,6 +29,7 @@ from wpb_gym.core.store import StoreView
 from wpb_gym.core.store_limits import LIMIT_NAMES
 from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.query_env import QueryTierEnv
 from wpb_gym.episodes.generators.paper import GeneratorConfig
 
 from .base import Agent
@@ -128,8 +129,10 @@ class ModelAgent(Agent):
     def __init__(self, path: str | Path, env_kwargs: Mapping[str, Any] | None = None) -> None:
         self.path = str(path)
         self.env_kwargs = read_env_kwargs(path, env_kwargs)
+        # A model of the query tier's own env (QueryTierEnv) says so in its env arguments.
+        self.query_tier = self.env_kwargs.pop("query_tier", False) is True
         self.track = self.env_kwargs.get("track", "unprivileged")
-        self._env: WritePolicyBenchEnv | None = None
+        self._env: WritePolicyBenchEnv | QueryTierEnv | None = None
         self._obs: Any = None
 
     @abstractmethod
@@ -160,6 +163,9 @@ class ModelAgent(Agent):
         # private env gets a plain copy of them.
         steps = [Step(s.t, thaw(s.observation), thaw(s.metadata)) for s in context.stream.steps]
         stream = Episode(steps=steps, labels={})
+        if self.query_tier:
+            self._start_query_env(context, stream)
+            return
         # Limits beside the budget are the evaluator's: the private memory keeps them, so that it
         # stays the evaluator's. A model trained without them is shown the observation it knows
         # (the features they append are left out); one trained with them needs them.
@@ -181,6 +187,19 @@ class ModelAgent(Agent):
         self._obs = self._shown(self._env.reset(seed=0, options={"episode_index": 0})[0])
         self._start_policy()
 
+    def _start_query_env(self, context: EpisodeContext, stream: Episode) -> None:
+        """The private env of a query-tier model: ``QueryTierEnv`` on the stream, answering
+        nothing (the evaluator scores the memory)."""
+        limits = [name for name in LIMIT_NAMES if getattr(context, name) is not None]
+        if limits:
+            raise ValueError(f"{self.path} decides in the query tier's env, which has no {limits[0]}; evaluate it "
+                             f"without --{limits[0].replace('_', '-')}")
+        self._env = QueryTierEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes,
+                                 answers=False)
+        self._strip = 0
+        self._obs = self._env.reset(seed=0, options={"episode_index": 0})[0]
+        self._start_policy()
+
     def _shown(self, observation: Any) -> Any:
         """The private env's observation as the model was trained to read it."""
         if not self._strip:
@@ -194,6 +213,8 @@ class ModelAgent(Agent):
         name = type(self).__name__
         if env is None:
             raise RuntimeError(f"{name}.select before start_episode")
+        if self.query_tier and (step.t < env.t or env.is_over()):
+            return  # a checkpoint: the query tier's env played it itself
         if env.t != step.t:
             raise RuntimeError(f"{name}'s env is at t={env.t}, the evaluator at t={step.t}: they went out of step")
         while True:

@@ -1,7 +1,9 @@
 """A trained Stable-Baselines3 model as an agent of the offline evaluator.
 
 The model decides from the environment's observation through a private copy of
-``WritePolicyBenchEnv`` kept in step with the evaluator (``agents.model_agent``). The env
+``WritePolicyBenchEnv`` kept in step with the evaluator (``agents.model_agent``), or of
+``QueryTierEnv`` for a model of the query tier's env (``"query_tier": true`` in its env
+arguments, as ``agents.sb3.query_imitation`` saves them). The env
 arguments the model was trained with (slots, track, observation mode...) are read from
 ``<model>.env.json`` beside the model file when it exists, or given as ``env_kwargs``.
 """
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.query_env import QueryTierEnv
 
 from ..model_agent import ModelAgent, env_kwargs_path, fit_slots
 
@@ -87,7 +90,8 @@ class SB3Agent(ModelAgent):
         self.deterministic = bool(deterministic)
         self.algo = algo
         self.model = load_sb3_model(path, algo)
-        self.env_kwargs, probe = fit_slots(self.model.observation_space, self.env_kwargs, WritePolicyBenchEnv)
+        env_class = QueryTierEnv if self.query_tier else WritePolicyBenchEnv
+        self.env_kwargs, probe = fit_slots(self.model.observation_space, self.env_kwargs, env_class)
         if probe.observation_space != self.model.observation_space:
             raise ValueError(
                 f"{self.path}: the model expects observations {self.model.observation_space}, but the env built "
@@ -104,7 +108,7 @@ class SB3Agent(ModelAgent):
     def params(self) -> dict[str, Any]:
         return {
             "path": self.path,
-            "env_kwargs": self.env_kwargs,
+            "env_kwargs": {**self.env_kwargs, "query_tier": True} if self.query_tier else self.env_kwargs,
             "deterministic": self.deterministic,
             "algo": self.algo,
         }

@@ -80,6 +80,9 @@ DEFAULTS: dict[str, Any] = {
     "eval": {"episodes": 20, "every_steps": 20_000},
     "checkpoint_every_steps": 50_000,
     "imitation": None,  # a mapping (``agents.sb3.imitation.DEFAULTS``): DAgger before RL (maskable_ppo, ppo)
+    # True: the query tier's own env (QueryTierEnv) and agents.sb3.query_imitation (maskable_ppo):
+    # ``env`` holds QueryTierEnv's arguments, ``imitation`` that module's settings.
+    "query_env": False,
 }
 IMITATION_ALGOS = ("maskable_ppo", "ppo")
 
@@ -99,6 +102,8 @@ RECIPES: dict[tuple[str, str], str] = {
     **{("maskable_ppo", regime): "maskable_ppo_imitation.yaml" for regime in ("breaking", "reverts", "contract_mix")},
     **{("maskable_ppo", regime): "maskable_ppo_imitation_short.yaml" for regime in ("noisy_priority", "mixed_sizes")},
     **{("maskable_ppo", regime): "maskable_ppo_real.yaml" for regime in ("real:stripe", "real:twilio")},
+    **{("maskable_ppo", regime): "maskable_ppo_queries.yaml"
+       for regime in ("queries_easy", "queries_medium", "queries_hard")},
 }
 # The algorithms' own recipes, for the regimes RECIPES does not name. An algorithm missing here
 # has none and trains on DEFAULTS with SB3's hyperparameters.
@@ -145,6 +150,8 @@ def load_config(algo: str, path: str | Path | Traversable | None = None, regime:
     where = file if file is not None else f"the {algo} defaults"
     if file is not None:
         loaded = read_settings(file, DEFAULTS)
+        if loaded.get("query_env") is True:  # the defaults' env arguments are WritePolicyBenchEnv's
+            config["env"] = {}
         for key, value in loaded.items():
             if key == "imitation":
                 config[key] = value
@@ -190,15 +197,32 @@ def check_config(config: dict[str, Any], file: Path | Traversable | str) -> None
         raise ValueError(f"{file}: policy: expected a policy name such as MlpPolicy, got {config['policy']!r}")
     if any(not isinstance(key, str) for key in config["hyperparams"]):
         raise ValueError(f"{file}: hyperparams: expected names, got {sorted(map(repr, config['hyperparams']))}")
-    if config["imitation"] is not None:
+    if not isinstance(config["query_env"], bool):
+        raise ValueError(f"{file}: query_env: expected true or false, got {config['query_env']!r}")
+    if config["query_env"]:
+        from .query_imitation import settings as query_settings
+
+        if config["timesteps"] != 0:
+            raise ValueError(f"{file}: timesteps: a query_env recipe trains by imitation only; set timesteps: 0 "
+                             f"(got {config['timesteps']!r})")
+        if config["policy"] != "MlpPolicy" or config["hyperparams"]:
+            raise ValueError(f"{file}: a query_env recipe trains QueryRowsPolicy (agents.sb3.query_policy): leave "
+                             f"policy and hyperparams out")
+        _check_imitation(config, file, query_settings)
+    elif config["imitation"] is not None:
         from .imitation import settings
 
-        if not isinstance(config["imitation"], dict):
-            raise ValueError(f"{file}: imitation: expected a mapping of settings, got {config['imitation']!r}")
-        try:
-            config["imitation"] = settings(config["imitation"])
-        except ValueError as error:
-            raise ValueError(f"{file}: {error}") from None
+        _check_imitation(config, file, settings)
+
+
+def _check_imitation(config: dict[str, Any], file: Path | Traversable | str, settings: Any) -> None:
+    """The ``imitation:`` section, checked and completed by ``settings`` (errors name ``file``)."""
+    if not isinstance(config["imitation"], dict):
+        raise ValueError(f"{file}: imitation: expected a mapping of settings, got {config['imitation']!r}")
+    try:
+        config["imitation"] = settings(config["imitation"])
+    except ValueError as error:
+        raise ValueError(f"{file}: {error}") from None
 
 
 VEC_ENVS = ("native", "dummy", "subproc")

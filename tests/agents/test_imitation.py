@@ -39,6 +39,9 @@ def test_the_regimes_where_eviction_matters_have_their_own_recipe():
     for (algo, regime), name in RECIPES.items():
         assert recipe_path(algo, regime) == RECIPE_FOLDER / name and (RECIPE_FOLDER / name).is_file()
         config = load_config(algo, recipe_path(algo, regime))
+        if config["query_env"]:  # the query tier's: its own env and teacher (test_query_imitation.py)
+            assert regime.startswith("queries_")
+            continue
         assert config["imitation"]["teacher"] == "breaking_rule"
         assert config["env"].get("max_expires_per_step") is None  # EXPIRE stays available
     assert recipe_path("maskable_ppo", "default") == RECIPE_FOLDER / "maskable_ppo.yaml"

@@ -136,12 +136,17 @@ def test_the_recipes_are_what_the_pages_say_they_are():
     rows = table("learned-agents.md", "| regimes | config | what it does |")
     assert [cell for row in rows for cell in re.findall(r"`([\w:]+)`", row[0])] == [
         "default", "burst_drift", "redundancy", "burst_redundancy", "breaking", "reverts", "contract_mix",
-        "noisy_priority", "mixed_sizes", "real:stripe", "real:twilio",
+        "noisy_priority", "mixed_sizes", "real:stripe", "real:twilio", "queries_easy", "queries_medium", "queries_hard",
     ]
     for regimes, config, what in rows:
         for regime in re.findall(r"`([\w:]+)`", regimes):
             assert recipe_path("maskable_ppo", regime).name == Path(config.strip("`")).name, regime
             recipe = load_config("maskable_ppo", regime=regime)
+            if recipe["query_env"]:  # the query tier's own env, by imitation only
+                slots, buckets = re.findall(r"(\d+) slots, words hashed into (\d+) buckets", what)[0]
+                assert recipe["env"] == {"slots": int(slots), "word_buckets": int(buckets)}, regime
+                assert recipe["timesteps"] == 0 and "imitation only" in what and "`causal_privileged`" in what
+                continue
             # Every recipe shows 8 slots and charges nothing per EXPIRE (training.md, learned-agents.md).
             assert recipe["env"]["slots"] == 8 and recipe["env"]["expire_cost"] == 0.0, regime
             assert recipe["hyperparams"]["gamma"] == 1.0 and recipe["env"]["dense_reward"] is True

@@ -82,6 +82,8 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
         print(defaults_note(settings.algo, regime), file=sys.stderr)
     where = config_file or f"the {settings.algo} defaults"
     regime = given.get("regime", config["env"].get("regime") if isinstance(config["env"], dict) else None)
+    if config.get("query_env") is True:
+        return _query_env_run(settings, given, config, str(where), reserved)
     env_kwargs = env_arguments(given, "--env-kwargs", regime)  # the knobs are those of the regime trained
     config["env"] = {**env_arguments(config["env"], f"{where}: env", regime), **env_kwargs}
     check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
@@ -103,6 +105,38 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
 
 # What value_keeper reads of --env-kwargs besides the regime's generator options.
 _VALUE_KEEPER_ENV = ("regime", "length", "episodes", "budget_bytes")
+
+
+def _query_env_run(settings: Settings, given: dict[str, Any], config: dict[str, Any], where: str,
+                   reserved: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A recipe on the query tier's own env (``query_env: true``): its arguments are
+    ``QueryTierEnv``'s and the tier's knobs; the budgets and episodes are the recipe's."""
+    from agents.sb3.train import check_config
+
+    from ..envs.query_env import QueryTierEnv
+
+    for name in ("resume", "init_from", "vec_env", "episode_workers", "eval_episodes"):
+        if settings[name] is not None and settings[name] is not False:
+            raise InputError(f"--{name.replace('_', '-')}: {where} trains by imitation on the query tier's env, "
+                             f"which takes no --{name.replace('_', '-')}")
+    if settings.timesteps is not None and settings.timesteps != 0:
+        raise InputError(f"--timesteps: {where} trains by imitation only (its rounds and minutes are in its "
+                         f"imitation: section); leave --timesteps out")
+    fixed = {"budget_bytes": "set by the recipe's imitation.budgets", "budget_fraction": "set by the recipe's "
+             "imitation.budgets", "episodes": "not read: the recipe trains on the tier's generated episodes",
+             "endless": "not read: the recipe trains on fixed-length episodes",
+             "answers": "not read: the teacher and the validation need the episodes' queries"}
+    reserved = {**reserved, **fixed}
+    env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=True, env_class=QueryTierEnv)
+    config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved, query_tier=True,
+                                        env_class=QueryTierEnv), **env_kwargs}
+    check_regime(config["env"], "--env-kwargs")
+    try:
+        check_config(config, where)
+        QueryTierEnv(**config["env"])
+    except (ValueError, TypeError) as error:
+        raise InputError(f"{where}: {one_line(str(error))}") from None
+    return env_kwargs, config, where
 
 
 def _value_keeper_env(given: dict[str, Any], reserved: dict[str, str]) -> dict[str, Any]:
@@ -183,6 +217,14 @@ def _cmd_train(settings: Settings) -> int:
     origin = "--env-kwargs episodes" if "episodes" in env_kwargs else f"{where}: env: episodes"
     _check_distinct_episodes(training if isinstance(training, str) else None, origin, settings.eval_episodes)
     try:
+        if config.get("query_env") is True:
+            from agents.sb3.query_imitation import train_queries
+
+            saved = train_queries(settings.out, config=config, env_kwargs=config["env"], seed=settings.seed,
+                                  progress=not settings.quiet)
+            print(f"trained maskable_ppo ({where}) by imitation on {saved['states']:,} labelled states (best "
+                  f"validation query accuracy {saved['best_validation_accuracy']:.3f}) -> {settings.out}/best_model.zip")
+            return 0
         if settings.algo == "value_keeper":
             from agents.learners.value_training import train_value_keeper_run
 

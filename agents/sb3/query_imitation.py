@@ -1,0 +1,357 @@
+"""MaskablePPO on the query tier's env, by DAgger from ``causal_privileged``.
+
+The student is a MaskablePPO model with ``QueryRowsPolicy`` on ``QueryTierEnv(slots=K,
+word_buckets=B)``: its observation shows the candidate endpoint and the ``K`` slots the env
+shows, each with the stream's statistics and the hashed words of its contract. The teacher is
+``causal_privileged`` (the hidden generator state as of the current step, never the future)
+acting through the same env: it values the candidate and the endpoints of the items in view,
+expires a superseded state of the candidate's endpoint first, and evicts among the items in
+view (lowest value per byte first) only when the candidate is worth more than what it evicts
+(``SlotTeacher``). It sees what the slots show and no more, so every label is an action the
+student can take. On validation episodes that restriction costs the teacher nothing at
+``K = 16`` on ``queries_medium`` at 1 and 10 KB and on ``queries_hard`` at 10 KB, and 0.029 of
+its accuracy on ``queries_medium`` at 100 KB (``docs/query-tier.md`` has the figures and the
+code that measured them). With every item in view it plays ``causal_privileged`` exactly.
+
+Each round plays ``episodes`` training episodes (the generated set of ``episode_seed =
+seed``, in order, each at a budget of ``budgets`` in turn): round 0 as the teacher acts, later
+rounds as the student acts except with probability ``beta ** round`` per step, the teacher
+labelling every state visited (Ross et al., 2011). A state whose label is SKIP is kept with
+probability ``skip_keep`` and weighs ``1 / skip_keep``: most snapshots are skipped, and the
+decisions that shape memory are the others. All rounds' states are kept. The policy is fitted
+by masked cross-entropy on the teacher's actions plus ``value_weight`` times the squared error
+of its per-row outputs against ``log1p`` of the teacher's value of each row's endpoint. After
+every round the student plays the validation episodes (seed ``seed + 1_000_003``, the first
+``validation_episodes``, at every budget); the student with the best mean accuracy is kept.
+Training stops after ``rounds`` rounds, or before a round that would end past ``minutes``
+(taken as 1.25 times as long as the last one: each fits on more states).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wpb_gym.core.accounting import estimate_bytes
+from wpb_gym.core.atomic_files import write_atomic
+from wpb_gym.core.checks import require_int
+from wpb_gym.core.policy import EpisodeContext
+from wpb_gym.core.tracks import policy_episode
+from wpb_gym.envs.query_env import SKIP, WRITE, QueryTierEnv
+
+from ..held_out import HELD_OUT_SEED_OFFSET
+from ..scripted.causal_privileged import CausalPrivileged
+from ..versions import package_versions
+
+# Settings of a query-tier recipe's ``imitation:`` section, with their defaults.
+DEFAULTS: dict[str, Any] = {
+    "rounds": 10,
+    "episodes": 10,  # training episodes per round
+    "beta": 0.5,  # the teacher acts with probability beta ** round
+    "epochs": 4,  # passes over all states kept so far, per round
+    "batch_size": 512,
+    "learning_rate": 0.001,
+    "skip_keep": 0.2,
+    "value_weight": 1.0,
+    "budgets": [1024, 10240, 102400],
+    "validation_episodes": 3,
+    "minutes": 30.0,
+}
+_WHOLE = ("rounds", "episodes", "epochs", "batch_size", "validation_episodes")
+# (low, whether low itself is allowed, high)
+_NUMBERS = {"beta": (0.0, True, 1.0), "learning_rate": (0.0, False, 1.0), "skip_keep": (0.0, False, 1.0),
+            "value_weight": (0.0, True, math.inf), "minutes": (0.0, False, math.inf)}
+# What the env needs beside the regime's options: the layout the policy reads.
+ENV_DEFAULTS = {"slots": 16, "word_buckets": 256}
+
+
+def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``imitation:`` section over ``DEFAULTS``, checked (errors name the setting)."""
+    given = dict(section or {})
+    unknown = sorted(set(given) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(f"imitation: unknown setting(s) {unknown}; known: {sorted(DEFAULTS)}")
+    merged = {**DEFAULTS, **given}
+    for name in _WHOLE:
+        require_int(merged[name], f"imitation.{name}", 1)
+    for name, (low, closed, high) in _NUMBERS.items():
+        value = merged[name]
+        number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if not (number and (value >= low if closed else value > low) and value <= high):
+            bound = f"{'>=' if closed else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
+            raise ValueError(f"imitation.{name}: expected a finite number {bound}, got {value!r}")
+    budgets = merged["budgets"]
+    if not isinstance(budgets, list) or not budgets:
+        raise ValueError(f"imitation.budgets: expected a list of budgets in bytes, got {budgets!r}")
+    for b in budgets:
+        require_int(b, "imitation.budgets", 1)
+    return merged
+
+
+class SlotTeacher:
+    """``causal_privileged`` acting on a ``QueryTierEnv`` through the items its slots show (see
+    the module docstring). ``start()`` after each reset; ``act()`` then gives the env action for
+    the current state and ``values`` the teacher's value of each row's endpoint (the
+    candidate's, then each slot's; 0 for an empty slot)."""
+
+    def __init__(self, env: QueryTierEnv) -> None:
+        self.env = env
+        self.values = np.zeros(1 + env.K, dtype=np.float32)
+
+    def start(self) -> None:
+        env = self.env
+        episode = env.episode
+        self._teacher = CausalPrivileged()
+        self._teacher.start_episode(EpisodeContext(length=len(episode), budget_bytes=env.store.max_bytes,
+                                                   track="privileged", episode=episode))
+        self._steps = policy_episode(episode, "privileged").steps
+        self._fed = 0
+        self._replaced_at = -1  # the step at which the candidate's old state was expired
+
+    def act(self) -> int:
+        env, teacher = self.env, self._teacher
+        while self._fed <= env.t:  # every step up to the current one, once, in order
+            teacher.observe(self._steps[self._fed])
+            self._fed += 1
+        step = env.current_step()
+        api, cost = step.observation["api"], estimate_bytes(step)
+        slots = env.slot_items()
+        in_view = {item.t for item in slots if item is not None}
+        shown = [item for item in env.store.iter_items() if item.t in in_view]  # in memory's order, as the engine
+        teacher.prepare([item.api for item in shown] + [api], env.t)
+        self.values[0] = teacher.value(api)
+        self.values[1:] = [teacher.value(item.api) if item is not None else 0.0 for item in slots]
+        for k, item in enumerate(slots):
+            if item is not None and item.api == api:  # its old state is stale now
+                self._replaced_at = env.t
+                return 3 + k
+        # The engine (KeepLatest._admit) brings a state memory held up to date whatever it costs
+        # to, and admits a new one only for more than it evicts.
+        replacing = self._replaced_at == env.t
+        store = env.store
+        room = store.remaining()
+        if cost > store.max_bytes:
+            return SKIP
+        if cost <= room:
+            return WRITE if replacing or teacher.value(api) > 0 else SKIP
+        lost = 0.0
+        victim = None
+        for item in sorted(shown, key=lambda item: teacher.value(item.api) / item.byte_cost):
+            if room >= cost:
+                break
+            victim = victim or item
+            room += item.byte_cost
+            lost += teacher.value(item.api)
+        if room < cost or not (replacing or teacher.value(api) > lost):
+            return SKIP
+        return 3 + next(k for k, item in enumerate(slots) if item is not None and item.t == victim.t)
+
+
+class States:
+    """The labelled states kept so far, in arrays that grow by a quarter when full: a fit reads
+    them without copying (the observations, float16 since the box is in [0, 1], are most of a
+    run's memory: about 18 KB a state with 16 slots and 256 buckets)."""
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def add(self, observation: np.ndarray, mask: np.ndarray, action: int, weight: float, values: np.ndarray) -> None:
+        row = {"observations": observation.astype(np.float16), "masks": mask, "actions": np.int64(action),
+               "weights": np.float32(weight), "values": np.log1p(values).astype(np.float32)}
+        if not self._arrays:
+            self._arrays = {k: np.empty((1024, *np.shape(v)), dtype=np.asarray(v).dtype) for k, v in row.items()}
+        elif self._n == len(self._arrays["actions"]):
+            grown = self._n + max(1024, self._n // 4)
+            for k, array in self._arrays.items():
+                bigger = np.empty((grown, *array.shape[1:]), dtype=array.dtype)
+                bigger[:self._n] = array
+                self._arrays[k] = bigger
+        for k, v in row.items():
+            self._arrays[k][self._n] = v
+        self._n += 1
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        arrays = self.__dict__.get("_arrays")
+        if arrays is None or name not in arrays:
+            raise AttributeError(name)
+        return arrays[name][:self._n]
+
+    def __len__(self) -> int:
+        return self._n
+
+
+@dataclass
+class _Episode:
+    env: QueryTierEnv
+    teacher: SlotTeacher
+    observation: np.ndarray
+    accuracy: float | None = None
+
+
+def _start(env_kwargs: Mapping[str, Any], seed: int, index: int, budget: int) -> _Episode:
+    env = QueryTierEnv(**{**env_kwargs, "episode_seed": seed, "budget_bytes": budget})
+    observation, _ = env.reset(options={"episode_index": index})
+    teacher = SlotTeacher(env)
+    teacher.start()
+    return _Episode(env, teacher, observation)
+
+
+def student_actions(policy: Any, observations: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """The policy's most likely valid action for each row of ``observations``."""
+    import torch as th
+
+    with th.no_grad():
+        logits = policy.mlp_extractor.forward_actor(th.as_tensor(observations, dtype=th.float32))
+        logits = logits.masked_fill(~th.as_tensor(masks), -math.inf)
+    return logits.argmax(1).numpy()
+
+
+def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng: np.random.Generator,
+         states: States | None, skip_keep: float) -> list[float]:
+    """Play ``episodes`` side by side to their end; the student (``policy``) acts except with
+    probability ``teacher_share`` per step; the teacher labels every state into ``states``
+    (when given). Their query accuracies."""
+    live = list(episodes)
+    while live:
+        masks = [e.env.action_masks() for e in live]
+        labels = [e.teacher.act() for e in live] if states is not None or teacher_share > 0 else None
+        chosen = (student_actions(policy, np.stack([e.observation for e in live]), np.stack(masks))
+                  if policy is not None and teacher_share < 1 else None)
+        for j, e in enumerate(live):
+            if states is not None and (labels[j] != SKIP or rng.random() < skip_keep):
+                states.add(e.observation, masks[j], labels[j], 1.0 if labels[j] != SKIP else 1.0 / skip_keep,
+                           e.teacher.values)
+            teacher_acts = chosen is None or (teacher_share > 0 and rng.random() < teacher_share)
+            action = int(labels[j] if teacher_acts else chosen[j])
+            e.observation, _, done, _, info = e.env.step(action)
+            if done:
+                e.accuracy = float(info["query_accuracy"])
+        live = [e for e in live if e.accuracy is None]
+    return [float(e.accuracy) for e in episodes]
+
+
+def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight: float,
+        rng: np.random.Generator) -> float:
+    """Masked cross-entropy on the teacher's actions plus ``value_weight`` times the squared
+    error of the rows' values; the last epoch's mean loss."""
+    import torch as th
+    from torch.nn import functional
+
+    from wpb_gym.envs.query_env import SLOT_FEATURES
+
+    x = th.from_numpy(states.observations)  # views: no copy of the states
+    masks = th.from_numpy(states.masks)
+    actions = th.from_numpy(states.actions)
+    weights = th.from_numpy(states.weights)
+    targets = th.from_numpy(states.values)
+    rows = policy.mlp_extractor
+    g, c, s = rows.widths
+    present_at = g + c + SLOT_FEATURES.index("present")
+    present = th.cat([th.ones(len(states), 1), x[:, present_at::s][:, :rows.slots].float()], 1)
+    optimizer = policy.optimizer
+    total = 0.0
+    for _ in range(epochs):
+        order = th.as_tensor(rng.permutation(len(states)))
+        total = 0.0
+        for start in range(0, len(states), batch_size):
+            batch = order[start:start + batch_size]
+            xb = x[batch].float()
+            logits = rows.forward_actor(xb).masked_fill(~masks[batch], -1e8)
+            w = weights[batch]
+            loss = (functional.cross_entropy(logits, actions[batch], reduction="none") * w).sum() / w.sum()
+            if value_weight:
+                p = present[batch]
+                loss = loss + value_weight * (((rows.row_values(xb) - targets[batch]) ** 2) * p).sum() / p.sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(batch)
+        total /= len(states)
+    return total
+
+
+def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping[str, Any],
+           report: Callable[[str], None] = print) -> dict[str, Any]:
+    """Train ``model`` (a MaskablePPO with ``QueryRowsPolicy``) by DAgger (the module docstring);
+    leaves the best student's weights in it and returns what was measured."""
+    policy = model.policy
+    for group in policy.optimizer.param_groups:
+        group["lr"] = config["learning_rate"]
+    rng = np.random.default_rng(seed)
+    states = States()
+    budgets = list(config["budgets"])
+    started = time.monotonic()
+    rounds: list[dict[str, Any]] = []
+    best: tuple[float, dict[str, Any]] | None = None
+    index = 0
+    for r in range(config["rounds"]):
+        episodes = [_start(env_kwargs, seed, index + j, budgets[(index + j) % len(budgets)])
+                    for j in range(config["episodes"])]
+        index += config["episodes"]
+        share = 1.0 if r == 0 else config["beta"] ** r
+        training = play(episodes, policy, share, rng, states, config["skip_keep"])
+        loss = fit(policy, states, config["epochs"], config["batch_size"], config["value_weight"], rng)
+        validation = {budget: float(np.mean(play(
+            [_start(env_kwargs, seed + HELD_OUT_SEED_OFFSET, i, budget) for i in range(config["validation_episodes"])],
+            policy, 0.0, rng, None, 1.0))) for budget in budgets}
+        mean = float(np.mean(list(validation.values())))
+        rounds.append({"round": r, "states": len(states), "teacher_share": share, "loss": loss,
+                       "training_accuracy": float(np.mean(training)),
+                       "validation_accuracy": {str(b): v for b, v in validation.items()},
+                       "minutes": (time.monotonic() - started) / 60})
+        report(f"round {r}: {len(states):,} states, loss {loss:.3f}, validation accuracy "
+               + ", ".join(f"{v:.3f} at {b} B" for b, v in validation.items()))
+        if best is None or mean > best[0]:
+            best = (mean, {k: v.detach().clone() for k, v in policy.state_dict().items()})
+        # Rounds grow with the states kept: stop before one that would end past the limit.
+        elapsed = time.monotonic() - started
+        last = elapsed - 60 * (rounds[-2]["minutes"] if len(rounds) > 1 else 0.0)
+        if elapsed + 1.25 * last > 60 * config["minutes"]:
+            break
+    assert best is not None
+    policy.load_state_dict(best[1])
+    return {"rounds": rounds, "best_validation_accuracy": best[0], "states": len(states)}
+
+
+def train_queries(out: str | Path, *, config: Mapping[str, Any], env_kwargs: Mapping[str, Any], seed: int,
+                  progress: bool = True) -> dict[str, Any]:
+    """``wpb train --algo maskable_ppo`` with a query-tier recipe: DAgger into a fresh
+    MaskablePPO, saved as ``best_model.zip`` (with ``best_model.env.json``) in ``out``."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    from .query_policy import QueryRowsPolicy
+
+    imitation = settings(config.get("imitation"))
+    env_kwargs = {**ENV_DEFAULTS, **dict(env_kwargs)}
+    for name in ("episode_seed", "budget_bytes", "budget_fraction", "endless", "episodes"):
+        if name in env_kwargs:
+            raise ValueError(f"env: {name}: the query-tier recipe plays the generated training episodes of "
+                             f"--seed at imitation.budgets; leave {name} out")
+    torch.set_num_threads(int(config.get("torch_threads", 1)))
+    torch.manual_seed(seed)
+    probe = QueryTierEnv(**env_kwargs)
+    policy_kwargs = {"slots": probe.K, "word_buckets": probe.word_buckets, **dict(config.get("policy_kwargs") or {})}
+    model = MaskablePPO(QueryRowsPolicy, probe, policy_kwargs=policy_kwargs, seed=seed, device="cpu",
+                        **dict(config.get("hyperparams") or {}))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    measured = dagger(model, env_kwargs, seed, imitation,
+                      report=(lambda line: print(line, flush=True)) if progress else (lambda _: None))
+    model.save(out / "best_model.zip")
+    observation = {"track": probe.track, "slots": probe.K, "word_buckets": probe.word_buckets}
+    write_atomic(out / "best_model.env.json",
+                 json.dumps({"query_tier": True, **observation}, indent=2, sort_keys=True) + "\n")
+    saved = {"algo": "maskable_ppo", "seed": seed, "held_out_episode_seed": seed + HELD_OUT_SEED_OFFSET,
+             "env": env_kwargs, "imitation": imitation, **measured, "trained_timesteps": 0,
+             "versions": package_versions()}
+    write_atomic(out / "config.json", json.dumps(saved, indent=2) + "\n")
+    return saved

@@ -1,0 +1,182 @@
+"""MaskablePPO on the query tier's env: the slot teacher, the row policy, DAgger and evaluation."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch as th
+
+from agents.registry import make_agent
+from agents.sb3.agent import SB3Agent
+from agents.sb3.query_imitation import SlotTeacher, settings, train_queries
+from agents.sb3.query_policy import QueryRowsPolicy
+from wpb_gym.envs.query_env import QueryTierEnv
+from wpb_gym.evaluation.runner import run_episode
+
+SMALL = {"regime": "queries_medium", "endpoints": 40, "families": 4, "length": 40 + 14 * 20,
+         "checkpoint_interval": 20, "queries_per_checkpoint": 30, "summary_max_bytes": 900, "max_params": 10}
+
+
+def _teacher_play(env: QueryTierEnv, index: int) -> float:
+    env.reset(options={"episode_index": index})
+    teacher = SlotTeacher(env)
+    teacher.start()
+    while True:
+        _, _, done, _, info = env.step(teacher.act())
+        if done:
+            return info["query_accuracy"]
+
+
+@pytest.mark.parametrize("budget", [1024, 4096])
+def test_with_every_item_in_view_the_slot_teacher_is_causal_privileged(budget):
+    # 64 slots show all that memory holds here: the teacher then plays causal_privileged's engine
+    # exactly, through env actions.
+    env = QueryTierEnv(**SMALL, slots=64, budget_bytes=budget, episode_seed=3)
+    for index in range(2):
+        accuracy = _teacher_play(env, index)
+        assert len(env.store) < 64
+        offline = run_episode(make_agent("causal_privileged"), env.episode, budget, track="privileged")
+        assert accuracy == offline.queries.accuracy
+        assert sorted(i.t for i in env.store.iter_items()) == sorted(i.t for i in offline.store.iter_items())
+
+
+def test_the_slot_teacher_labels_only_actions_the_mask_allows_and_values_every_row():
+    env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=1)
+    env.reset(options={"episode_index": 0})
+    teacher = SlotTeacher(env)
+    teacher.start()
+    seen = set()
+    while not env.is_over():
+        action = teacher.act()
+        assert env.action_masks()[action]
+        shown = [i is not None for i in env.slot_items()]
+        assert (teacher.values[1:][~np.array(shown)] == 0).all() and (teacher.values >= 0).all()
+        seen.add(min(action, 3))
+        env.step(action)
+    assert seen == {0, 1, 3}  # it skips, writes and evicts
+
+
+def _fresh_model(env: QueryTierEnv, seed: int):
+    from sb3_contrib import MaskablePPO
+
+    th.manual_seed(seed)
+    return MaskablePPO(QueryRowsPolicy, env, policy_kwargs={"slots": env.K, "word_buckets": env.word_buckets},
+                       seed=seed, device="cpu")
+
+
+def test_a_model_of_the_query_env_scores_in_wpb_eval_as_it_plays_the_env(tmp_path):
+    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8, budget_bytes=2048, episode_seed=2)
+    model = _fresh_model(env, 0)
+    with th.no_grad():  # a policy that writes and evicts: untrained logits mostly pick one action
+        model.policy.mlp_extractor.head[-1].bias.copy_(th.tensor([0.0, 3.0, 0.0]))
+    model.save(tmp_path / "m.zip")
+    (tmp_path / "m.env.json").write_text(json.dumps({"query_tier": True, "slots": 4, "word_buckets": 8}))
+    agent = SB3Agent(tmp_path / "m.zip")
+    for index in range(2):
+        obs, _ = env.reset(options={"episode_index": index})
+        done, expired = False, 0
+        while not done:
+            action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+            expired += int(action) >= 3
+            obs, _, done, _, info = env.step(int(action))
+        offline = run_episode(agent, env.episode, 2048, track="unprivileged")
+        assert sorted(i.t for i in env.store.iter_items()) == sorted(i.t for i in offline.store.iter_items())
+        assert info["query_accuracy"] == offline.queries.accuracy > 0
+        assert expired > 0
+
+
+def test_the_policy_refuses_an_env_of_another_layout():
+    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8)
+    from sb3_contrib import MaskablePPO
+
+    with pytest.raises(ValueError, match="slots=5, word_buckets=8"):
+        MaskablePPO(QueryRowsPolicy, env, policy_kwargs={"slots": 5, "word_buckets": 8}, device="cpu")
+
+
+def test_dagger_trains_a_model_wpb_eval_reads(tmp_path):
+    config = {"imitation": {"rounds": 2, "episodes": 2, "validation_episodes": 1, "budgets": [1024, 4096]}}
+    saved = train_queries(tmp_path / "run", config=config, env_kwargs={**SMALL, "slots": 4, "word_buckets": 8},
+                          seed=0, progress=False)
+    assert [r["round"] for r in saved["rounds"]] == [0, 1] and saved["states"] > 100
+    assert saved["rounds"][0]["teacher_share"] == 1.0 and saved["rounds"][1]["teacher_share"] == 0.5
+    recorded = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert recorded["best_validation_accuracy"] == max(
+        np.mean(list(r["validation_accuracy"].values())) for r in recorded["rounds"])
+    agent = SB3Agent(tmp_path / "run" / "best_model.zip")
+    assert agent.query_tier and agent.env_kwargs == {"slots": 4, "track": "unprivileged", "word_buckets": 8}
+    env = QueryTierEnv(**SMALL, episode_seed=9)
+    env.reset()
+    assert run_episode(agent, env.episode, 4096).queries is not None
+
+
+@pytest.mark.parametrize(("section", "named"), [
+    ({"rounds": 0}, "imitation.rounds"), ({"beta": 1.5}, "imitation.beta"), ({"skip_keep": 0}, "imitation.skip_keep"),
+    ({"budgets": []}, "imitation.budgets"), ({"budgets": [0]}, "imitation.budgets"), ({"teacher": "x"}, "unknown"),
+    ({"learning_rate": True}, "imitation.learning_rate"), ({"minutes": float("nan")}, "imitation.minutes"),
+])
+def test_bad_imitation_settings_are_named(section, named):
+    with pytest.raises(ValueError, match=named):
+        settings(section)
+
+
+def _tiny_recipe(tmp_path) -> str:
+    path = tmp_path / "recipe.yaml"
+    path.write_text("query_env: true\ntimesteps: 0\nenv: {slots: 4, word_buckets: 8}\n"
+                    "imitation: {rounds: 1, episodes: 2, validation_episodes: 1, budgets: [2048]}\n")
+    return str(path)
+
+
+KNOBS = [f"{k}={v}" for k, v in SMALL.items()]
+
+
+def test_wpb_train_takes_the_query_recipe_and_names_what_it_does_not_read(tmp_path, capsys):
+    from wpb_gym.cli import main as wpb
+
+    out = tmp_path / "run"
+    assert wpb(["train", "--algo", "maskable_ppo", "--config", _tiny_recipe(tmp_path), "--env-kwargs", *KNOBS,
+                "--out", str(out), "--quiet"]) == 0
+    assert "by imitation on" in capsys.readouterr().out
+    saved = json.loads((out / "config.json").read_text())
+    assert saved["env"]["endpoints"] == 40 and saved["env"]["slots"] == 4 and len(saved["rounds"]) == 1
+    assert SB3Agent(out / "best_model.zip").query_tier
+    for extra, named in ((["--timesteps", "5"], "--timesteps: .* imitation only"),
+                         (["--env-kwargs", *KNOBS, "budget_bytes=1024"], "budget_bytes is set by the recipe"),
+                         (["--env-kwargs", *KNOBS, "dense_reward=true"], "unknown env argument 'dense_reward'"),
+                         (["--env-kwargs", *KNOBS, "answers=false"], "answers is not read"),
+                         (["--vec-env", "dummy"], "--vec-env: .* takes no --vec-env")):
+        argv = ["train", "--algo", "maskable_ppo", "--config", _tiny_recipe(tmp_path), "--out", str(tmp_path / "x")]
+        if extra[0] != "--env-kwargs":
+            argv += ["--env-kwargs", *KNOBS]
+        capsys.readouterr()
+        assert wpb(argv + extra) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.search(named, err), err
+        assert not (tmp_path / "x").exists()
+
+
+def test_the_shipped_query_recipe_is_picked_for_every_tier():
+    from agents.sb3.train import load_config
+
+    for tier in ("queries_easy", "queries_medium", "queries_hard"):
+        config = load_config("maskable_ppo", regime=tier)
+        assert config["query_env"] and config["timesteps"] == 0 and config["env"] == {"slots": 16, "word_buckets": 256}
+    assert not load_config("maskable_ppo", regime="breaking")["query_env"]
+
+
+def test_states_grow_and_read_back_what_was_added():
+    from agents.sb3.query_imitation import States
+
+    rng = np.random.default_rng(0)
+    states, added = States(), []
+    for i in range(2600):  # past the first size and two growths
+        row = (rng.random(7).astype(np.float32), rng.random(5) < 0.5, int(i % 5), float(i), rng.random(3))
+        states.add(*row)
+        added.append(row)
+    assert len(states) == 2600 and states.observations.dtype == np.float16
+    assert np.array_equal(states.observations, np.stack([r[0] for r in added]).astype(np.float16))
+    assert np.array_equal(states.masks, np.stack([r[1] for r in added]))
+    assert states.actions.tolist() == [r[2] for r in added] and states.weights.tolist() == [r[3] for r in added]
+    assert np.allclose(states.values, np.log1p(np.stack([r[4] for r in added])))
