@@ -130,7 +130,10 @@ class ModelAgent(Agent):
         self.path = str(path)
         self.env_kwargs = read_env_kwargs(path, env_kwargs)
         # A model of the query tier's own env (QueryTierEnv) says so in its env arguments.
-        self.query_tier = self.env_kwargs.pop("query_tier", False) is True
+        query_tier = self.env_kwargs.pop("query_tier", False)
+        if not isinstance(query_tier, bool):
+            raise ValueError(f"{env_kwargs_path(path)}: query_tier: expected true or false, got {query_tier!r}")
+        self.query_tier = query_tier
         self.track = self.env_kwargs.get("track", "unprivileged")
         self._env: WritePolicyBenchEnv | QueryTierEnv | None = None
         self._obs: Any = None
@@ -194,8 +197,9 @@ class ModelAgent(Agent):
         if limits:
             raise ValueError(f"{self.path} decides in the query tier's env, which has no {limits[0]}; evaluate it "
                              f"without --{limits[0].replace('_', '-')}")
-        self._env = QueryTierEnv(**self.env_kwargs, episodes=[stream], budget_bytes=context.budget_bytes,
-                                 answers=False)
+        # The env picks among its episodes by regime: the stream's (its steps' mode), or any.
+        self._env = QueryTierEnv(**self.env_kwargs, regime=stream.regime, episodes=[stream],
+                                 budget_bytes=context.budget_bytes, answers=False)
         self._strip = 0
         self._obs = self._env.reset(seed=0, options={"episode_index": 0})[0]
         self._start_policy()
@@ -213,8 +217,8 @@ class ModelAgent(Agent):
         name = type(self).__name__
         if env is None:
             raise RuntimeError(f"{name}.select before start_episode")
-        if self.query_tier and (step.t < env.t or env.is_over()):
-            return  # a checkpoint: the query tier's env played it itself
+        if self.query_tier and not (isinstance(step.observation, Mapping) and "api" in step.observation):
+            return  # a checkpoint: the query tier's env plays it itself
         if env.t != step.t:
             raise RuntimeError(f"{name}'s env is at t={env.t}, the evaluator at t={step.t}: they went out of step")
         while True:

@@ -76,10 +76,18 @@ class QueryRows(nn.Module):
         return g, g_k, h_c, h_s, pooled
 
     def forward_actor(self, x: th.Tensor) -> th.Tensor:
-        g, g_k, h_c, h_s, pooled = self.encode(x)
+        return self._logits(self.encode(x))
+
+    def _logits(self, encoded: tuple[th.Tensor, ...]) -> th.Tensor:
+        g, g_k, h_c, h_s, pooled = encoded
         head = self.head(th.cat([h_c, pooled, g], 1))
         expire = self.expire(th.cat([h_s, h_c[:, None, :].expand_as(h_s), g_k], 2))[:, :, 0]
         return th.cat([head, expire], 1)
+
+    def logits_and_row_values(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """``forward_actor(x)`` and ``row_values(x)`` from one encoding (imitation needs both)."""
+        encoded = self.encode(x)
+        return self._logits(encoded), self._row_values(encoded)
 
     def forward_critic(self, x: th.Tensor) -> th.Tensor:
         g, _, h_c, _, pooled = self.encode(x)
@@ -90,7 +98,10 @@ class QueryRows(nn.Module):
 
     def row_values(self, x: th.Tensor) -> th.Tensor:
         """One number per row, the candidate's then each slot's: ``(n, 1 + slots)``."""
-        _, _, h_c, h_s, _ = self.encode(x)
+        return self._row_values(self.encode(x))
+
+    def _row_values(self, encoded: tuple[th.Tensor, ...]) -> th.Tensor:
+        _, _, h_c, h_s, _ = encoded
         return th.cat([self.candidate_value(h_c), self.slot_value(h_s)[:, :, 0]], 1)
 
 

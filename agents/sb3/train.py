@@ -85,6 +85,8 @@ DEFAULTS: dict[str, Any] = {
     "query_env": False,
 }
 IMITATION_ALGOS = ("maskable_ppo", "ppo")
+# What a query_env recipe does not read (it plays the query tier's env, one at a time).
+QUERY_UNREAD = {"n_envs", "vec_env", "episode_workers", "eval", "checkpoint_every_steps", "policy", "hyperparams"}
 
 
 def algo_class(algo: str) -> type:
@@ -152,6 +154,11 @@ def load_config(algo: str, path: str | Path | Traversable | None = None, regime:
         loaded = read_settings(file, DEFAULTS)
         if loaded.get("query_env") is True:  # the defaults' env arguments are WritePolicyBenchEnv's
             config["env"] = {}
+            config["timesteps"] = 0
+            unread = sorted(set(loaded) & QUERY_UNREAD)
+            if unread:
+                raise ValueError(f"{file}: {', '.join(unread)}: a query_env recipe trains by imitation on the "
+                                 f"query tier's env and does not read {'them' if len(unread) > 1 else 'it'}")
         for key, value in loaded.items():
             if key == "imitation":
                 config[key] = value
@@ -175,7 +182,8 @@ def check_config(config: dict[str, Any], file: Path | Traversable | str) -> None
     for key in ("n_envs", "torch_threads", "checkpoint_every_steps"):
         parse_int(config[key], f"{file}: {key}", 1)
     # 0 steps of RL: the imitation student is the result (a recipe may stop there).
-    parse_int(config["timesteps"], f"{file}: timesteps", 0 if config["imitation"] is not None else 1)
+    parse_int(config["timesteps"], f"{file}: timesteps", 0 if config["imitation"] is not None or config["query_env"]
+              is True else 1)
     unknown = sorted(set(config["eval"]) - set(DEFAULTS["eval"]))
     if unknown:
         raise ValueError(f"{file}: eval: unknown setting(s) {unknown}; known: {sorted(DEFAULTS['eval'])}")
@@ -208,6 +216,8 @@ def check_config(config: dict[str, Any], file: Path | Traversable | str) -> None
         if config["policy"] != "MlpPolicy" or config["hyperparams"]:
             raise ValueError(f"{file}: a query_env recipe trains QueryRowsPolicy (agents.sb3.query_policy): leave "
                              f"policy and hyperparams out")
+        if config["imitation"] is None:
+            config["imitation"] = {}
         _check_imitation(config, file, query_settings)
     elif config["imitation"] is not None:
         from .imitation import settings

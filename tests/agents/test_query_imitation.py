@@ -43,6 +43,28 @@ def test_with_every_item_in_view_the_slot_teacher_is_causal_privileged(budget):
         assert sorted(i.t for i in env.store.iter_items()) == sorted(i.t for i in offline.store.iter_items())
 
 
+def test_with_fewer_slots_than_items_the_teacher_writes_after_every_eviction_it_starts():
+    # It plans a step's evictions once, as the engine does: an item coming into view after the
+    # first eviction never turns the plan into a SKIP with memory already emptied for nothing.
+    evictions, most = 0, 0
+    for index in range(3):
+        env = QueryTierEnv(**SMALL, slots=3, budget_bytes=8192, episode_seed=5)
+        env.reset(options={"episode_index": index})
+        teacher = SlotTeacher(env)
+        teacher.start()
+        evicted_at = None
+        while not env.is_over():
+            t, api = env.t, env.current_step().observation["api"]
+            action = teacher.act()
+            if action >= 3 and env.slot_items()[action - 3].api != api:
+                evicted_at, evictions = t, evictions + 1
+            elif action < 3 and evicted_at == t:
+                assert action == 1, f"step {t}: evicted, then {action}"
+            most = max(most, len(env.store))
+            env.step(action)
+    assert evictions > 20 and most > 3  # memory held more than the slots show
+
+
 def test_the_slot_teacher_labels_only_actions_the_mask_allows_and_values_every_row():
     env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=1)
     env.reset(options={"episode_index": 0})
@@ -67,8 +89,9 @@ def _fresh_model(env: QueryTierEnv, seed: int):
                        seed=seed, device="cpu")
 
 
-def test_a_model_of_the_query_env_scores_in_wpb_eval_as_it_plays_the_env(tmp_path):
-    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8, budget_bytes=2048, episode_seed=2)
+@pytest.mark.parametrize("tier", ["queries_easy", "queries_medium", "queries_hard"])
+def test_a_model_of_the_query_env_scores_in_wpb_eval_as_it_plays_the_env(tmp_path, tier):
+    env = QueryTierEnv(**{**SMALL, "regime": tier}, slots=4, word_buckets=8, budget_bytes=2048, episode_seed=2)
     model = _fresh_model(env, 0)
     with th.no_grad():  # a policy that writes and evicts: untrained logits mostly pick one action
         model.policy.mlp_extractor.head[-1].bias.copy_(th.tensor([0.0, 3.0, 0.0]))
@@ -107,9 +130,13 @@ def test_dagger_trains_a_model_wpb_eval_reads(tmp_path):
         np.mean(list(r["validation_accuracy"].values())) for r in recorded["rounds"])
     agent = SB3Agent(tmp_path / "run" / "best_model.zip")
     assert agent.query_tier and agent.env_kwargs == {"slots": 4, "track": "unprivileged", "word_buckets": 8}
-    env = QueryTierEnv(**SMALL, episode_seed=9)
-    env.reset()
-    assert run_episode(agent, env.episode, 4096).queries is not None
+    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8, budget_bytes=4096, episode_seed=9)
+    obs, _ = env.reset()
+    model, done = agent.model, False
+    while not done:  # the saved model playing the env, as wpb eval plays it from the stream
+        action, _ = model.predict(obs, action_masks=env.action_masks(), deterministic=True)
+        obs, _, done, _, info = env.step(int(action))
+    assert run_episode(agent, env.episode, 4096).queries.accuracy == info["query_accuracy"]
 
 
 @pytest.mark.parametrize(("section", "named"), [
@@ -146,9 +173,12 @@ def test_wpb_train_takes_the_query_recipe_and_names_what_it_does_not_read(tmp_pa
                          (["--env-kwargs", *KNOBS, "budget_bytes=1024"], "budget_bytes is set by the recipe"),
                          (["--env-kwargs", *KNOBS, "dense_reward=true"], "unknown env argument 'dense_reward'"),
                          (["--env-kwargs", *KNOBS, "answers=false"], "answers is not read"),
-                         (["--vec-env", "dummy"], "--vec-env: .* takes no --vec-env")):
-        argv = ["train", "--algo", "maskable_ppo", "--config", _tiny_recipe(tmp_path), "--out", str(tmp_path / "x")]
-        if extra[0] != "--env-kwargs":
+                         (["--vec-env", "dummy"], "--vec-env: .* takes no --vec-env"),
+                         (["--algo", "a2c"], "--algo a2c: .* trains maskable_ppo")):
+        algo = extra[1] if extra[0] == "--algo" else "maskable_ppo"
+        extra = [] if extra[0] == "--algo" else extra
+        argv = ["train", "--algo", algo, "--config", _tiny_recipe(tmp_path), "--out", str(tmp_path / "x")]
+        if not extra or extra[0] != "--env-kwargs":
             argv += ["--env-kwargs", *KNOBS]
         capsys.readouterr()
         assert wpb(argv + extra) == 2
@@ -180,3 +210,36 @@ def test_states_grow_and_read_back_what_was_added():
     assert np.array_equal(states.masks, np.stack([r[1] for r in added]))
     assert states.actions.tolist() == [r[2] for r in added] and states.weights.tolist() == [r[3] for r in added]
     assert np.allclose(states.values, np.log1p(np.stack([r[4] for r in added])))
+
+
+def test_a_query_recipe_needs_no_imitation_section_and_refuses_settings_it_does_not_read(tmp_path):
+    from agents.sb3.train import load_config
+
+    path = tmp_path / "r.yaml"
+    path.write_text("query_env: true\n")
+    config = load_config("maskable_ppo", path)
+    assert config["timesteps"] == 0 and config["imitation"] == settings(None) and config["env"] == {}
+    path.write_text("query_env: true\nn_envs: 8\neval: {episodes: 3}\n")
+    with pytest.raises(ValueError, match=r"r.yaml: eval, n_envs: a query_env recipe .* does not read them"):
+        load_config("maskable_ppo", path)
+
+
+def test_wpb_eval_names_what_a_query_tier_model_cannot_play(tmp_path, capsys):
+    from wpb_gym.cli import main as wpb
+
+    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8)
+    _fresh_model(env, 0).save(tmp_path / "m.zip")
+    (tmp_path / "m.env.json").write_text(json.dumps({"query_tier": True, "slots": 4, "word_buckets": 8}))
+    base = ["eval", "--agents", f"m=sb3:{tmp_path / 'm.zip'}", "--episodes-per-condition", "1", "--lengths", "50",
+            "--budgets", "2KB", "--tracks", "unprivileged"]
+    for extra, named in ((["--regimes", "default"], "--regimes: agent 'm' .* query tier's regimes only, not default"),
+                         (["--regimes", "queries_easy", "--kind-budgets", "doc=50%"],
+                          "--kind-budgets: agent 'm' .* has no kind_budgets")):
+        capsys.readouterr()
+        assert wpb(base + extra + ["--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and re.search(named, err), err
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "m.env.json").write_text(json.dumps({"query_tier": "true", "slots": 4, "word_buckets": 8}))
+    with pytest.raises(ValueError, match="query_tier: expected true or false"):
+        SB3Agent(tmp_path / "m.zip")

@@ -19,10 +19,10 @@ from agents.learners.value_keeper import (
     word_inputs,
 )
 from agents.learners.value_training import fit_network, teacher_samples, train_value_keeper_run
-from wpb_gym.envs.observation.query_words import ContentTracker
 from agents.learners.word_estimates import WordEstimates, fit_word_estimates
 from agents.registry import make_agent
 from wpb_gym.core.types import Episode
+from wpb_gym.envs.observation.query_words import ContentTracker
 from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
 from wpb_gym.evaluation.runner import run_episode
 

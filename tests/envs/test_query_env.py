@@ -215,3 +215,5 @@ def test_answers_false_plays_the_stream_a_policy_sees_with_the_same_observations
         QueryTierEnv(regime="queries_easy", answers=False, episodes=[Episode(steps=stream.steps[:5], labels={})]).reset()
     with pytest.raises(ValueError, match="answers must be True or False"):
         small_env(answers="no")
+    with pytest.raises(ValueError, match="answers=False: budget_fraction"):
+        small_env(answers=False, budget_fraction=0.5)

@@ -102,6 +102,28 @@ def learned_labels(names: Sequence[Any]) -> set[str]:
     return learned
 
 
+def _refuse_misplaced_query_models(config: Settings, policies: list[Any]) -> None:
+    """A model of the query tier's own env decides in that env: on its regimes, without limits
+    beside the budget."""
+    from agents.registry import agent_entry  # the CLI joins the packages
+
+    from ..core.store_limits import LIMIT_NAMES
+    from ..episodes.generators.queries import QUERY_REGIMES
+
+    for item, spec in zip(config["agents"], policies, strict=True):
+        # Only an SB3 model may be one (building the others again could cost, an RLlib one's most).
+        if agent_entry(agent_item(item)[0]).kind != "sb3" or not getattr(spec.factory(), "query_tier", False):
+            continue
+        given = [name for name in LIMIT_NAMES if config[name] is not None]
+        if given:
+            raise InputError(f"{config.origin_of(given[0])}: agent {spec.label!r} decides in the query tier's env, "
+                             f"which has no {given[0]}: evaluate it without it")
+        others = [] if config["episodes"] is not None else [r for r in config["regimes"] if r not in QUERY_REGIMES]
+        if others:
+            raise InputError(f"{config.origin_of('regimes')}: agent {spec.label!r} decides in the query tier's env, "
+                             f"which plays the query tier's regimes only, not {', '.join(others)}")
+
+
 def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None, sandbox: Any = AUTO) -> list[Any]:
     """Grid policies from agent entries: a name or alias, ``NAME:PATH`` for an agent read from a file
     or folder (``sb3:MODEL.zip``, ``epsilon_greedy:learner.json``, ``rllib:CHECKPOINT``;
@@ -287,6 +309,8 @@ def _run_eval(config: Settings) -> int:
     refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
+    if not config["isolate"]:  # isolated, a model's process says so in one line itself
+        _refuse_misplaced_query_models(config, policies)
     recorded = recorded_settings(config)
     # The checkpoint key covers the models the agents read too: a model replaced between an
     # interrupt and --resume never mixes its rows with the old one's.

@@ -115,6 +115,8 @@ def _query_env_run(settings: Settings, given: dict[str, Any], config: dict[str, 
 
     from ..envs.query_env import QueryTierEnv
 
+    if settings.algo != "maskable_ppo":
+        raise InputError(f"--algo {settings.algo}: {where} is a query_env recipe, which trains maskable_ppo")
     for name in ("resume", "init_from", "vec_env", "episode_workers", "eval_episodes"):
         if settings[name] is not None and settings[name] is not False:
             raise InputError(f"--{name.replace('_', '-')}: {where} trains by imitation on the query tier's env, "

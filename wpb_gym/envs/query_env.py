@@ -203,6 +203,9 @@ class QueryTierEnv(gym.Env):
         self.answers = bool(answers)
         if not self.answers and endless:
             raise ValueError("answers=False plays given streams; an endless stream is generated with its queries")
+        if not self.answers and budget_fraction is not None:
+            raise ValueError("answers=False: budget_fraction is of the bytes the queries need, which a stream "
+                             "without its queries does not say; give budget_bytes")
         self._bags = WordBags(self.word_buckets) if self.word_buckets else None
         self.expire_cost = require_finite(expire_cost, "expire_cost")
         self.invalid_action_penalty = require_finite(invalid_action_penalty, "invalid_action_penalty")
