@@ -71,6 +71,15 @@ _NUMBERS = {"beta": (0.0, True, 1.0), "learning_rate": (0.0, False, 1.0), "skip_
             "value_weight": (0.0, True, math.inf), "minutes": (0.0, False, math.inf)}
 # What the env needs beside the regime's options: the layout the policy reads.
 ENV_DEFAULTS = {"slots": 16, "word_buckets": 256}
+# Env arguments training sets itself or cannot take, and why.
+SET_BY_TRAINING = {
+    "episode_seed": "set by --seed",
+    "budget_bytes": "set by the recipe's imitation.budgets",
+    "budget_fraction": "set by the recipe's imitation.budgets",
+    "episodes": "not read: the recipe trains on the tier's generated episodes",
+    "endless": "not read: the recipe trains on fixed-length episodes",
+    "answers": "not read: the teacher and the validation need the episodes' queries",
+}
 
 
 def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -343,10 +352,9 @@ def train_queries(out: str | Path, *, config: Mapping[str, Any], env_kwargs: Map
 
     imitation = settings(config.get("imitation"))
     env_kwargs = {**ENV_DEFAULTS, **dict(env_kwargs)}
-    for name in ("episode_seed", "budget_bytes", "budget_fraction", "endless", "episodes", "answers"):
+    for name, why in SET_BY_TRAINING.items():
         if name in env_kwargs:
-            raise ValueError(f"env: {name}: the query-tier recipe plays the generated training episodes of "
-                             f"--seed at imitation.budgets; leave {name} out")
+            raise ValueError(f"env: {name} is {why}; leave it out")
     torch.set_num_threads(int(config.get("torch_threads", 1)))
     torch.manual_seed(seed)
     probe = QueryTierEnv(**env_kwargs)

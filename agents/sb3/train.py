@@ -213,9 +213,6 @@ def check_config(config: dict[str, Any], file: Path | Traversable | str) -> None
         if config["timesteps"] != 0:
             raise ValueError(f"{file}: timesteps: a query_env recipe trains by imitation only; set timesteps: 0 "
                              f"(got {config['timesteps']!r})")
-        if config["policy"] != "MlpPolicy" or config["hyperparams"]:
-            raise ValueError(f"{file}: a query_env recipe trains QueryRowsPolicy (agents.sb3.query_policy): leave "
-                             f"policy and hyperparams out")
         if config["imitation"] is None:
             config["imitation"] = {}
         _check_imitation(config, file, query_settings)

@@ -111,6 +111,7 @@ def _query_env_run(settings: Settings, given: dict[str, Any], config: dict[str, 
                    reserved: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any], str]:
     """A recipe on the query tier's own env (``query_env: true``): its arguments are
     ``QueryTierEnv``'s and the tier's knobs; the budgets and episodes are the recipe's."""
+    from agents.sb3.query_imitation import SET_BY_TRAINING
     from agents.sb3.train import check_config
 
     from ..envs.query_env import QueryTierEnv
@@ -124,11 +125,7 @@ def _query_env_run(settings: Settings, given: dict[str, Any], config: dict[str, 
     if settings.timesteps is not None and settings.timesteps != 0:
         raise InputError(f"--timesteps: {where} trains by imitation only (its rounds and minutes are in its "
                          f"imitation: section); leave --timesteps out")
-    fixed = {"budget_bytes": "set by the recipe's imitation.budgets", "budget_fraction": "set by the recipe's "
-             "imitation.budgets", "episodes": "not read: the recipe trains on the tier's generated episodes",
-             "endless": "not read: the recipe trains on fixed-length episodes",
-             "answers": "not read: the teacher and the validation need the episodes' queries"}
-    reserved = {**reserved, **fixed}
+    reserved = {**SET_BY_TRAINING, **reserved}  # the CLI says more of --seed
     env_kwargs = check_env_kwargs(given, "--env-kwargs", reserved, query_tier=True, env_class=QueryTierEnv)
     config["env"] = {**check_env_kwargs(config["env"], f"{where}: env", reserved, query_tier=True,
                                         env_class=QueryTierEnv), **env_kwargs}
