@@ -124,8 +124,9 @@ class SlotTeacher:
         self._steps = policy_episode(episode, "privileged").steps
         self._fed = 0
         self._replaced_at = -1  # the step at which the candidate's old state was expired
-        # The evictions planned at a step and not yet made, as the engine plans them once.
-        self._planned: tuple[int, list[int]] = (-1, [])
+        # The evictions planned at a step and not yet made, as the engine plans them once, with
+        # what memory should hold when the next is due: a plan another actor broke is dropped.
+        self._planned: tuple[int, list[int], frozenset[int]] = (-1, [], frozenset())
 
     def act(self) -> int:
         env, teacher = self.env, self._teacher
@@ -144,10 +145,12 @@ class SlotTeacher:
             if item is not None and item.api == api:  # its old state is stale now
                 self._replaced_at = env.t
                 return 3 + k
-        planned_at, victims = self._planned
-        if planned_at == env.t:  # the rest of this step's plan: its next eviction, then the WRITE
+        planned_at, victims, expected = self._planned
+        held = frozenset(item.t for item in env.store.iter_items())
+        if planned_at == env.t and held == expected:  # the rest of this step's plan: its next eviction, then the WRITE
             if victims:
                 victim = victims.pop(0)
+                self._planned = (env.t, victims, held - {victim})
                 return 3 + next(k for k, item in enumerate(slots) if item is not None and item.t == victim)
             return WRITE
         # The engine (KeepLatest._admit) brings a state memory held up to date whatever it costs
@@ -170,7 +173,7 @@ class SlotTeacher:
         if room < cost or not (replacing or teacher.value(api) > lost):
             return SKIP
         # Evicting one moves the others up the slots (the env ranks what is left): all stay in view.
-        self._planned = (env.t, victims[1:])
+        self._planned = (env.t, victims[1:], held - {victims[0]})
         return 3 + next(k for k, item in enumerate(slots) if item is not None and item.t == victims[0])
 
 

@@ -65,6 +65,30 @@ def test_with_fewer_slots_than_items_the_teacher_writes_after_every_eviction_it_
     assert evictions > 20 and most > 3  # memory held more than the slots show
 
 
+def test_the_teacher_labels_every_state_when_another_actor_breaks_its_plan():
+    # DAgger: the student acts between the teacher's labels. Evicting what the teacher planned to
+    # evict next, or something else, leaves the teacher a state its plan no longer fits; it
+    # plans again and labels only valid actions.
+    rng = np.random.default_rng(0)
+    broken = 0
+    for index in range(3):
+        env = QueryTierEnv(**SMALL, slots=3, budget_bytes=8192, episode_seed=5)
+        env.reset(options={"episode_index": index})
+        teacher = SlotTeacher(env)
+        teacher.start()
+        while not env.is_over():
+            label = teacher.act()
+            mask = env.action_masks()
+            assert mask[label]
+            planned = teacher._planned[0] == env.t and label >= 3
+            if planned and mask[3:].sum() > 1 and rng.random() < 0.5:
+                broken += 1  # evict another item than the teacher's
+                env.step(int(rng.choice([a for a in np.flatnonzero(mask) if a >= 3 and a != label])))
+            else:
+                env.step(label)
+    assert broken > 10
+
+
 def test_the_slot_teacher_labels_only_actions_the_mask_allows_and_values_every_row():
     env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=1)
     env.reset(options={"episode_index": 0})
