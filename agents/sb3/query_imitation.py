@@ -128,7 +128,10 @@ class SlotTeacher:
         # what memory should hold when the next is due: a plan another actor broke is dropped.
         self._planned: tuple[int, list[int], frozenset[int]] = (-1, [], frozenset())
 
-    def act(self) -> int:
+    def act(self, values: np.ndarray | None = None) -> int:
+        """The env action for the current state. ``values``, when given, are the rows' values to
+        decide by (the candidate's, then each slot's; what a student estimates) in place of the
+        hidden state's: the teacher's rule played on another's values."""
         env, teacher = self.env, self._teacher
         while self._fed <= env.t:  # every step up to the current one, once, in order
             teacher.observe(self._steps[self._fed])
@@ -138,9 +141,15 @@ class SlotTeacher:
         slots = env.slot_items()
         in_view = {item.t for item in slots if item is not None}
         shown = [item for item in env.store.iter_items() if item.t in in_view]  # in memory's order, as the engine
-        teacher.prepare([item.api for item in shown] + [api], env.t)
-        self.values[0] = teacher.value(api)
-        self.values[1:] = [teacher.value(item.api) if item is not None else 0.0 for item in slots]
+        if values is None:
+            teacher.prepare([item.api for item in shown] + [api], env.t)
+            row = [teacher.value(api), *(teacher.value(item.api) if item is not None else 0.0 for item in slots)]
+        else:
+            row = [float(v) for v in values]
+        self.values[:] = row
+        # Decided on the values as given (float64 for the teacher's own), not their float32 copy.
+        value = {item.t: row[1 + k] for k, item in enumerate(slots) if item is not None}
+        candidate_value = row[0]
         for k, item in enumerate(slots):
             if item is not None and item.api == api:  # its old state is stale now
                 self._replaced_at = env.t
@@ -161,16 +170,16 @@ class SlotTeacher:
         if cost > store.max_bytes:
             return SKIP
         if cost <= room:
-            return WRITE if replacing or teacher.value(api) > 0 else SKIP
+            return WRITE if replacing or candidate_value > 0 else SKIP
         lost = 0.0
         victims = []
-        for item in sorted(shown, key=lambda item: teacher.value(item.api) / item.byte_cost):
+        for item in sorted(shown, key=lambda item: value[item.t] / item.byte_cost):
             if room >= cost:
                 break
             victims.append(item.t)
             room += item.byte_cost
-            lost += teacher.value(item.api)
-        if room < cost or not (replacing or teacher.value(api) > lost):
+            lost += value[item.t]
+        if room < cost or not (replacing or candidate_value > lost):
             return SKIP
         # Evicting one moves the others up the slots (the env ranks what is left): all stay in view.
         self._planned = (env.t, victims[1:], held - {victims[0]})
@@ -228,13 +237,16 @@ def _start(env_kwargs: Mapping[str, Any], seed: int, index: int, budget: int) ->
 
 
 def student_actions(policy: Any, observations: np.ndarray, masks: np.ndarray) -> np.ndarray:
-    """The policy's most likely valid action for each row of ``observations``."""
+    """The action the policy takes deterministically (``query_policy.most_likely``) for each row of
+    ``observations``."""
     import torch as th
+
+    from .query_policy import most_likely
 
     with th.no_grad():
         logits = policy.mlp_extractor.forward_actor(th.as_tensor(observations, dtype=th.float32))
         logits = logits.masked_fill(~th.as_tensor(masks), -math.inf)
-    return logits.argmax(1).numpy()
+        return most_likely(th.softmax(logits, 1)).numpy()
 
 
 def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng: np.random.Generator,

@@ -11,8 +11,9 @@ import torch as th
 
 from agents.registry import make_agent
 from agents.sb3.agent import SB3Agent
-from agents.sb3.query_imitation import SlotTeacher, settings, train_queries
-from agents.sb3.query_policy import QueryRowsPolicy
+from agents.sb3.query_imitation import SlotTeacher, settings, student_actions, train_queries
+from agents.sb3.query_policy import QueryRowsPolicy, most_likely
+from wpb_gym.core.accounting import estimate_bytes
 from wpb_gym.envs.query_env import QueryTierEnv
 from wpb_gym.evaluation.runner import run_episode
 
@@ -89,6 +90,29 @@ def test_the_teacher_labels_every_state_when_another_actor_breaks_its_plan():
     assert broken > 10
 
 
+def test_the_teachers_rule_decides_on_values_it_is_given():
+    # Nothing is worth keeping: memory stays empty. Every snapshot worth more than all memory
+    # holds: each one that fits the budget is written, evicting what it must.
+    for worth, check in ((0.0, lambda env, wrote: len(env.store) == 0 and wrote == 0),
+                         (1e9, lambda env, wrote: wrote > 100)):
+        env = QueryTierEnv(**SMALL, slots=3, budget_bytes=2048, episode_seed=4)
+        env.reset(options={"episode_index": 0})
+        teacher = SlotTeacher(env)
+        teacher.start()
+        wrote = 0
+        while not env.is_over():
+            values = np.array([worth, *(1.0 if item is not None else 0.0 for item in env.slot_items())])
+            action = teacher.act(values)
+            assert env.action_masks()[action] and np.array_equal(teacher.values, values.astype(np.float32))
+            if worth and action < 3:  # written, unless evicting all in view leaves too little room
+                cost = estimate_bytes(env.current_step())
+                room = env.store.remaining() + sum(i.byte_cost for i in env.slot_items() if i is not None)
+                assert action == (1 if cost <= room else 0)
+            wrote += action == 1
+            env.step(action)
+        assert check(env, wrote)
+
+
 def test_the_slot_teacher_labels_only_actions_the_mask_allows_and_values_every_row():
     env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=1)
     env.reset(options={"episode_index": 0})
@@ -133,6 +157,35 @@ def test_a_model_of_the_query_env_scores_in_wpb_eval_as_it_plays_the_env(tmp_pat
         assert sorted(i.t for i in env.store.iter_items()) == sorted(i.t for i in offline.store.iter_items())
         assert info["query_accuracy"] == offline.queries.accuracy > 0
         assert expired > 0
+
+
+def test_the_policy_acts_by_kind_then_slot_and_the_student_acts_so_too():
+    probabilities = th.tensor([[0.30, 0.0, 0.0, 0.20, 0.25, 0.25],  # EXPIRE 0.70 in all, spread
+                               [0.40, 0.0, 0.0, 0.35, 0.25, 0.0],  # EXPIRE 0.60: slot 0
+                               [0.10, 0.55, 0.0, 0.15, 0.10, 0.10],
+                               [0.60, 0.0, 0.0, 0.10, 0.10, 0.20]])
+    assert most_likely(probabilities).tolist() == [4, 3, 1, 0]
+    env = QueryTierEnv(**SMALL, slots=3, word_buckets=8, budget_bytes=2048, episode_seed=2)
+    model = _fresh_model(env, 0)
+    with th.no_grad():  # WRITE when it fits; else SKIP, just above one EXPIRE but under two together
+        model.policy.mlp_extractor.head[-1].weight.zero_()
+        model.policy.mlp_extractor.head[-1].bias.copy_(th.tensor([1.0, 3.0, -9.0]))
+        model.policy.mlp_extractor.expire[-1].weight.zero_()
+        model.policy.mlp_extractor.expire[-1].bias.fill_(0.5)
+    observation, _ = env.reset(options={"episode_index": 0})
+    observations, masks, chosen = [], [], []
+    done = False
+    while not done:
+        mask = env.action_masks()
+        action, _ = model.predict(observation, action_masks=mask, deterministic=True)
+        observations.append(observation)
+        masks.append(mask)
+        chosen.append(int(action))
+        observation, _, done, _, _ = env.step(int(action))
+    assert student_actions(model.policy, np.stack(observations), np.stack(masks)).tolist() == chosen
+    full = [(c, m[3:].sum()) for c, m in zip(chosen, masks) if not m[1] and not m[2]]
+    assert any(shown >= 2 for _, shown in full)
+    assert all((c >= 3) == (shown >= 2) for c, shown in full)  # two slots' EXPIRE outweigh SKIP; one does not
 
 
 def test_the_policy_refuses_an_env_of_another_layout():
