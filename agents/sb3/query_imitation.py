@@ -12,7 +12,8 @@ student can take. On validation episodes that restriction moves the teacher's ac
 most 0.004 at ``K = 16`` on ``queries_medium`` at 1 and 10 KB and on ``queries_hard`` at 10 KB,
 and costs it 0.040 on ``queries_medium`` at 100 KB (``docs/query-tier.md`` has the figures and
 the code that measured them). With every item in view it plays ``causal_privileged`` exactly.
-Like that engine, it plans a step's evictions once and then makes them.
+Like that engine, it plans a step's evictions once and then makes them; when the student, acting
+between its labels, breaks such a plan, it plans afresh from the memory left.
 
 Each round plays ``episodes`` training episodes (the generated set of ``episode_seed =
 seed``, in order, each at a budget of ``budgets`` in turn): round 0 as the teacher acts, later
@@ -107,9 +108,11 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
 
 class SlotTeacher:
     """``causal_privileged`` acting on a ``QueryTierEnv`` through the items its slots show (see
-    the module docstring). ``start()`` after each reset; ``act()`` then gives the env action for
-    the current state and ``values`` the teacher's value of each row's endpoint (the
-    candidate's, then each slot's; 0 for an empty slot)."""
+    the module docstring). ``start()`` after each reset; ``act()``, once per state, then gives
+    the env action for the current state and leaves in ``values`` the values it decided by:
+    the teacher's value of each row's endpoint (the candidate's, then each slot's; 0 for an
+    empty slot), or those it was given. Whoever acts between its labels may break a plan of
+    evictions: the next call finds memory other than the plan expects and plans afresh."""
 
     def __init__(self, env: QueryTierEnv) -> None:
         self.env = env
@@ -241,12 +244,8 @@ def student_actions(policy: Any, observations: np.ndarray, masks: np.ndarray) ->
     ``observations``."""
     import torch as th
 
-    from .query_policy import most_likely
-
-    with th.no_grad():
-        logits = policy.mlp_extractor.forward_actor(th.as_tensor(observations, dtype=th.float32))
-        logits = logits.masked_fill(~th.as_tensor(masks), -math.inf)
-        return most_likely(th.softmax(logits, 1)).numpy()
+    with th.no_grad():  # the very path model.predict takes, on a batch
+        return policy.most_likely_actions(th.as_tensor(observations, dtype=th.float32), masks).numpy()
 
 
 def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng: np.random.Generator,

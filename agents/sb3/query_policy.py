@@ -164,6 +164,11 @@ class QueryRowsPolicy(MaskableActorCriticPolicy):
                  action_masks: Any = None) -> th.Tensor:
         if not deterministic:
             return super()._predict(observation, deterministic, action_masks)
+        return self.most_likely_actions(observation, action_masks)
+
+    def most_likely_actions(self, observation: th.Tensor, action_masks: Any) -> th.Tensor:
+        """The actions ``predict(..., deterministic=True)`` takes, for a batch of observations
+        and their masks (``most_likely`` of the masked distribution)."""
         return most_likely(self.get_distribution(observation, action_masks).distribution.probs)
 
     def row_values(self, obs: th.Tensor) -> th.Tensor:

@@ -81,8 +81,8 @@ def test_the_teacher_labels_every_state_when_another_actor_breaks_its_plan():
             label = teacher.act()
             mask = env.action_masks()
             assert mask[label]
-            planned = teacher._planned[0] == env.t and label >= 3
-            if planned and mask[3:].sum() > 1 and rng.random() < 0.5:
+            evicting = label >= 3 and env.slot_items()[label - 3].api != env.current_step().observation["api"]
+            if evicting and mask[3:].sum() > 1 and rng.random() < 0.5:
                 broken += 1  # evict another item than the teacher's
                 env.step(int(rng.choice([a for a in np.flatnonzero(mask) if a >= 3 and a != label])))
             else:
@@ -111,6 +111,33 @@ def test_the_teachers_rule_decides_on_values_it_is_given():
             wrote += action == 1
             env.step(action)
         assert check(env, wrote)
+
+
+def test_on_given_values_the_teacher_evicts_the_lowest_value_per_byte_first():
+    rng = np.random.default_rng(1)
+    env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=4)
+    env.reset(options={"episode_index": 1})
+    teacher = SlotTeacher(env)
+    teacher.start()
+    first_evictions = 0
+    while not env.is_over():
+        t, slots = env.t, env.slot_items()
+        values = np.array([1e9, *(rng.uniform(0.1, 10.0) if item is not None else 0.0 for item in slots)])
+        action = teacher.act(values)
+        api = env.current_step().observation["api"]
+        if action >= 3 and slots[action - 3].api != api and not any(i is not None and i.api == api for i in slots):
+            # the first eviction of the step's plan: the item in view of lowest value per byte
+            worth = [values[1 + k] / item.byte_cost for k, item in enumerate(slots) if item is not None]
+            assert values[action - 2] / slots[action - 3].byte_cost == min(worth)
+            first_evictions += 1
+            while env.t == t and not env.is_over():  # the rest of the plan, on the same values
+                shown = env.slot_items()
+                kept = {item.t: values[1 + k] for k, item in enumerate(slots) if item is not None}
+                action = teacher.act(np.array([1e9, *(kept.get(i.t, 5.0) if i is not None else 0.0 for i in shown)]))
+                env.step(action)
+            continue
+        env.step(action)
+    assert first_evictions > 10
 
 
 def test_the_slot_teacher_labels_only_actions_the_mask_allows_and_values_every_row():
