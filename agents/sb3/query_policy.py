@@ -23,8 +23,9 @@ Acting deterministically (``predict(..., deterministic=True)``, as ``wpb eval`` 
 policy first picks the most likely kind of action, counting every EXPIRE as one kind, then the
 most likely slot (``most_likely``). The plain argmax would skip a snapshot worth writing
 whenever the wish to make room for it is spread over several slots, none alone as likely as
-SKIP; on the validation episodes that cost one trained policy 0.056 of its accuracy at 100 KB
-on ``queries_hard`` and 0.016 on ``queries_medium``.
+SKIP. On the validation episodes, models of an earlier form of this policy (heads without the
+row values) lost that way 0.056 of their accuracy at 100 KB on ``queries_hard`` and 0.016 on
+``queries_medium`` (``docs/query-tier.md``).
 
 The layout comes from the env's feature names and the policy's ``slots`` and ``word_buckets``,
 which must be those of the env (checked against the observation space). A saved model is a
