@@ -66,6 +66,14 @@ def test_with_fewer_slots_than_items_the_teacher_writes_after_every_eviction_it_
     assert evictions > 20 and most > 3  # memory held more than the slots show
 
 
+def _started_teacher(slots: int, budget: int, episode_seed: int, index: int) -> tuple[QueryTierEnv, SlotTeacher]:
+    env = QueryTierEnv(**SMALL, slots=slots, budget_bytes=budget, episode_seed=episode_seed)
+    env.reset(options={"episode_index": index})
+    teacher = SlotTeacher(env)
+    teacher.start()
+    return env, teacher
+
+
 def test_the_teacher_labels_every_state_when_another_actor_breaks_its_plan():
     # DAgger: the student acts between the teacher's labels. Evicting what the teacher planned to
     # evict next, or something else, leaves the teacher a state its plan no longer fits; it
@@ -73,10 +81,7 @@ def test_the_teacher_labels_every_state_when_another_actor_breaks_its_plan():
     rng = np.random.default_rng(0)
     broken = 0
     for index in range(3):
-        env = QueryTierEnv(**SMALL, slots=3, budget_bytes=8192, episode_seed=5)
-        env.reset(options={"episode_index": index})
-        teacher = SlotTeacher(env)
-        teacher.start()
+        env, teacher = _started_teacher(3, 8192, 5, index)
         while not env.is_over():
             label = teacher.act()
             mask = env.action_masks()
@@ -95,10 +100,7 @@ def test_the_teachers_rule_decides_on_values_it_is_given():
     # holds: each one that fits the budget is written, evicting what it must.
     for worth, check in ((0.0, lambda env, wrote: len(env.store) == 0 and wrote == 0),
                          (1e9, lambda env, wrote: wrote > 100)):
-        env = QueryTierEnv(**SMALL, slots=3, budget_bytes=2048, episode_seed=4)
-        env.reset(options={"episode_index": 0})
-        teacher = SlotTeacher(env)
-        teacher.start()
+        env, teacher = _started_teacher(3, 2048, 4, 0)
         wrote = 0
         while not env.is_over():
             values = np.array([worth, *(1.0 if item is not None else 0.0 for item in env.slot_items())])
@@ -115,10 +117,7 @@ def test_the_teachers_rule_decides_on_values_it_is_given():
 
 def test_on_given_values_the_teacher_evicts_the_lowest_value_per_byte_first():
     rng = np.random.default_rng(1)
-    env = QueryTierEnv(**SMALL, slots=4, budget_bytes=2048, episode_seed=4)
-    env.reset(options={"episode_index": 1})
-    teacher = SlotTeacher(env)
-    teacher.start()
+    env, teacher = _started_teacher(4, 2048, 4, 1)
     first_evictions = 0
     while not env.is_over():
         t, slots = env.t, env.slot_items()
