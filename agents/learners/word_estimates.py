@@ -1,5 +1,6 @@
 """What an endpoint's words say of its hidden traffic: linear estimates learned from the hidden
-state of training episodes, for ``value_keeper``.
+state of training episodes, for ``value_keeper`` (and, on hashed bags of the words, for the
+query tier's MaskablePPO recipe: ``agents.sb3.query_imitation.fit_words``).
 
 Two of the query tier's hidden factors may follow the words of parameter names (``card_token``:
 ``card``, ``token``) through weights fixed across episodes that no single stream reveals
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,21 +109,30 @@ class WordEstimates:
 
 
 @dataclass
-class _Examples:
+class Examples:
+    """Regression examples: each a list of words and the standard normal draw they estimate."""
+
     words: list[list[str]]
     targets: list[float]
 
 
-def examples(episode: Episode) -> tuple[_Examples, _Examples]:
-    """The regression examples one training episode gives from its hidden state: each endpoint's
-    first words with its integrations' standard normal, and each burst's touched words with its
-    draw's standard normal. Episodes without that hidden state give none."""
+@dataclass
+class HiddenDraws:
+    """The standard normal draws behind one episode's hidden factors, with the words a policy
+    reads for each: ``integrations`` by endpoint (its first contract's words in
+    ``first_words``), and ``bursts`` by the step of the breaking change that set each off
+    (``(endpoint, draw)``; what that change touched in ``touched_at``)."""
+
+    integrations: dict[str, float]
+    bursts: dict[int, tuple[str, float]]
+    first_words: dict[str, list[str]]
+    touched_at: dict[int, list[str]]
+
+
+def hidden_draws(episode: Episode) -> HiddenDraws:
+    """An episode's ``HiddenDraws`` from its hidden state (empty without one, or where the
+    factor has no spread)."""
     hidden = episode.labels.get("hidden") if isinstance(episode.labels, dict) else None
-    integrations, bursts = _Examples([], []), _Examples([], [])
-    if not isinstance(hidden, dict) or not isinstance(hidden.get("process"), dict):
-        return integrations, bursts
-    process = hidden["process"]
-    index = {api: i for i, api in enumerate(hidden.get("endpoints") or ())}
     tracker = ContentTracker()
     touched_at: dict[int, list[str]] = {}
     for step in episode.steps:
@@ -132,29 +142,44 @@ def examples(episode: Episode) -> tuple[_Examples, _Examples]:
             if before is not None:
                 touched_at[step.t] = touched_words(before, obs)
         tracker.step(obs)
+    draws = HiddenDraws({}, {}, dict(tracker.first), touched_at)
+    if not isinstance(hidden, dict) or not isinstance(hidden.get("process"), dict):
+        return draws
+    process = hidden["process"]
+    endpoints = list(hidden.get("endpoints") or ())
+    index = {api: i for i, api in enumerate(endpoints)}
     spread = float(process.get("integration_spread", 0.0))
     values = hidden.get("integrations")
     if spread > 0 and isinstance(values, list):
-        for api, words in tracker.first.items():
+        for api in tracker.first:
             i = index.get(api)
             if i is not None and i < len(values) and values[i] > 0:
-                integrations.words.append(words)
-                integrations.targets.append((math.log(values[i]) + spread * spread / 2) / spread)
+                draws.integrations[api] = (math.log(values[i]) + spread * spread / 2) / spread
     spread = float(process.get("burst_spread", 0.0))
     families, boosts = hidden.get("endpoint_families"), hidden.get("burst_families")
     if spread > 0 and isinstance(families, list) and isinstance(boosts, list):
         for t, i, size, _start in hidden.get("migration_boosts") or ():
             boost = boosts[families[i]][1]
             if size > 0 and boost > 0 and t in touched_at:
-                bursts.words.append(touched_at[t])
-                bursts.targets.append((math.log(size / boost) + spread * spread / 2) / spread)
+                draws.bursts[t] = (endpoints[i], (math.log(size / boost) + spread * spread / 2) / spread)
+    return draws
+
+
+def examples(episode: Episode) -> tuple[Examples, Examples]:
+    """The regression examples one training episode gives from its hidden state: each endpoint's
+    first words with its integrations' standard normal, and each burst's touched words with its
+    draw's standard normal. Episodes without that hidden state give none."""
+    draws = hidden_draws(episode)
+    integrations = Examples([draws.first_words[api] for api in draws.integrations],
+                             list(draws.integrations.values()))
+    bursts = Examples([draws.touched_at[t] for t in draws.bursts], [z for _, z in draws.bursts.values()])
     return integrations, bursts
 
 
 def fit_word_estimates(episodes: Iterable[Episode], *, ridge: float = RIDGE,
                        max_vocabulary: int = MAX_VOCABULARY) -> WordEstimates:
     """Ridge regressions of the hidden factors on the bag of words, over ``episodes``."""
-    integrations, bursts = _Examples([], []), _Examples([], [])
+    integrations, bursts = Examples([], []), Examples([], [])
     for episode in episodes:
         a, b = examples(episode)
         integrations.words += a.words
@@ -164,23 +189,35 @@ def fit_word_estimates(episodes: Iterable[Episode], *, ridge: float = RIDGE,
     counts = Counter(w for words in integrations.words + bursts.words for w in words)
     vocabulary = tuple(sorted(w for w, _ in counts.most_common(max_vocabulary)))
     column = {w: i for i, w in enumerate(vocabulary)}
-    w_int, b_int = _ridge(integrations, column, ridge)
-    w_burst, b_burst = _ridge(bursts, column, ridge)
+    w_int, b_int = ridge_fit(integrations, word_bag(column), ridge)
+    w_burst, b_burst = ridge_fit(bursts, word_bag(column), ridge)
     return WordEstimates(vocabulary, w_int, b_int, w_burst, b_burst)
 
 
-def _ridge(data: _Examples, column: Mapping[str, int], ridge: float) -> tuple[np.ndarray, float]:
-    n = len(column)
+def ridge_fit(data: Examples, features: Callable[[list[str]], np.ndarray],
+              ridge: float = RIDGE) -> tuple[np.ndarray, float]:
+    """The ridge regression of ``data``'s targets on ``features`` of its words (the intercept not
+    shrunk): weights and intercept. No examples fit zeros."""
+    width = len(features([]))
     if not data.targets:
-        return np.zeros(n), 0.0
-    x = np.zeros((len(data.targets), n))
-    for row, words in enumerate(data.words):
-        for w in words:
-            if w in column:
-                x[row, column[w]] += 1.0 / math.sqrt(len(words))
+        return np.zeros(width), 0.0
+    x = np.stack([features(words) for words in data.words]).astype(np.float64)
     y = np.asarray(data.targets)
     # The intercept is not shrunk: centre, solve, and put it back.
     x_mean, y_mean = x.mean(axis=0), float(y.mean())
     xc = x - x_mean
-    weights = np.linalg.solve(xc.T @ xc + ridge * np.eye(n), xc.T @ (y - y_mean))
+    weights = np.linalg.solve(xc.T @ xc + ridge * np.eye(width), xc.T @ (y - y_mean))
     return weights, y_mean - float(x_mean @ weights)
+
+
+def word_bag(column: Mapping[str, int]) -> Callable[[list[str]], np.ndarray]:
+    """Features of a list of words: each known word's count over the square root of their number."""
+
+    def features(words: list[str]) -> np.ndarray:
+        x = np.zeros(len(column))
+        for w in words:
+            if w in column:
+                x[column[w]] += 1.0 / math.sqrt(len(words))
+        return x
+
+    return features

@@ -21,8 +21,13 @@ rounds as the student acts except with probability ``beta ** round`` per step, t
 labelling every state visited (Ross et al., 2011). A state whose label is SKIP is kept with
 probability ``skip_keep`` and weighs ``1 / skip_keep``: most snapshots are skipped, and the
 decisions that shape memory are the others. All rounds' states are kept. The policy is fitted
-by masked cross-entropy on the teacher's actions plus ``value_weight`` times the squared error
-of its per-row outputs against ``log1p`` of the teacher's value of each row's endpoint. After
+by masked cross-entropy on the teacher's actions plus ``value_weight`` times the error of its
+per-row outputs against ``log1p`` of the teacher's value of each row's endpoint (``value_loss``:
+squared, or the Gaussian negative log-likelihood under a log variance each row also gives). Before
+each fit the rows' word estimates are set to ridge regressions, on the hashed bags, of the
+hidden draws behind the words of every training episode so far (``fit_words``: the standard
+normal of each endpoint's integrations and of each breaking change's burst, as
+``agents.learners.word_estimates`` reads them). After
 every round the student plays the validation episodes (seed ``seed + 1_000_003``, the first
 ``validation_episodes``, at every budget); the student with the best mean accuracy is kept.
 Training stops after ``rounds`` rounds, or before a round that would end past ``minutes``
@@ -46,9 +51,11 @@ from wpb_gym.core.atomic_files import write_atomic
 from wpb_gym.core.checks import require_int
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.tracks import policy_episode
+from wpb_gym.envs.observation.query_words import WordBags
 from wpb_gym.envs.query_env import SKIP, WRITE, QueryTierEnv
 
 from ..held_out import HELD_OUT_SEED_OFFSET
+from ..learners.word_estimates import Examples, examples, ridge_fit
 from ..scripted.causal_privileged import CausalPrivileged
 from ..versions import package_versions
 
@@ -62,14 +69,18 @@ DEFAULTS: dict[str, Any] = {
     "learning_rate": 0.001,
     "skip_keep": 0.2,
     "value_weight": 1.0,
+    "value_loss": "mse",  # or "gaussian_nll"
+    "word_ridge": 1.0,  # the ridge penalty of the rows' word estimates
     "budgets": [1024, 10240, 102400],
     "validation_episodes": 3,
     "minutes": 30.0,
 }
+VALUE_LOSSES = ("mse", "gaussian_nll")
 _WHOLE = ("rounds", "episodes", "epochs", "batch_size", "validation_episodes")
 # (low, whether low itself is allowed, high)
 _NUMBERS = {"beta": (0.0, True, 1.0), "learning_rate": (0.0, False, 1.0), "skip_keep": (0.0, False, 1.0),
-            "value_weight": (0.0, True, math.inf), "minutes": (0.0, False, math.inf)}
+            "value_weight": (0.0, True, math.inf), "word_ridge": (0.0, False, math.inf),
+            "minutes": (0.0, False, math.inf)}
 # What the env needs beside the regime's options: the layout the policy reads.
 ENV_DEFAULTS = {"slots": 16, "word_buckets": 256}
 # Env arguments training sets itself or cannot take, and why.
@@ -98,6 +109,8 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
         if not (number and (value >= low if closed else value > low) and value <= high):
             bound = f"{'>=' if closed else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
             raise ValueError(f"imitation.{name}: expected a finite number {bound}, got {value!r}")
+    if merged["value_loss"] not in VALUE_LOSSES:
+        raise ValueError(f"imitation.value_loss: expected one of {list(VALUE_LOSSES)}, got {merged['value_loss']!r}")
     budgets = merged["budgets"]
     if not isinstance(budgets, list) or not budgets:
         raise ValueError(f"imitation.budgets: expected a list of budgets in bytes, got {budgets!r}")
@@ -274,8 +287,10 @@ def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng
 
 def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight: float,
         rng: np.random.Generator) -> float:
-    """Masked cross-entropy on the teacher's actions plus ``value_weight`` times the squared
-    error of the rows' values; the last epoch's mean loss."""
+    """Masked cross-entropy on the teacher's actions plus ``value_weight`` times the rows' value
+    loss: the Gaussian negative log-likelihood under each row's own log variance when the policy
+    gives one (``value_spread``, which ``value_loss: gaussian_nll`` sets), else the squared
+    error; the last epoch's mean loss."""
     import torch as th
     from torch.nn import functional
 
@@ -297,19 +312,44 @@ def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight:
         total = 0.0
         for start in range(0, len(states), batch_size):
             batch = order[start:start + batch_size]
-            logits, row_values = rows.logits_and_row_values(x[batch].float())
+            logits, row_values, spread = rows.logits_and_row_values(x[batch].float())
             logits = logits.masked_fill(~masks[batch], -1e8)
             w = weights[batch]
             loss = (functional.cross_entropy(logits, actions[batch], reduction="none") * w).sum() / w.sum()
             if value_weight:
                 p = present[batch]
-                loss = loss + value_weight * (((row_values - targets[batch]) ** 2) * p).sum() / p.sum()
+                if spread is not None:  # bounded, so a few exact rows cannot take all the weight
+                    error = functional.gaussian_nll_loss(row_values, targets[batch], spread.clamp(-8.0, 4.0).exp(),
+                                                         reduction="none")
+                else:
+                    error = (row_values - targets[batch]) ** 2
+                loss = loss + value_weight * (error * p).sum() / p.sum()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             total += loss.item() * len(batch)
         total /= len(states)
     return total
+
+
+def fit_words(policy: Any, words: tuple[Examples, Examples], ridge: float) -> None:
+    """Set the policy's word estimates (``QueryRows.first_words``, ``break_words``) to the ridge
+    regressions of the hidden draws on the hashed bags of ``words`` (the integrations', then the
+    bursts' examples): exact least squares each round, as ``value_keeper``'s estimates are, where
+    gradient steps on 256 weights shared by every row are few and slow. The other losses leave
+    them alone."""
+    import torch as th
+
+    rows = policy.mlp_extractor
+    if not rows.buckets:
+        return
+    bags = WordBags(rows.buckets)
+    for layer, data in zip((rows.first_words, rows.break_words), words, strict=True):
+        weights, bias = ridge_fit(data, bags.bag, ridge)
+        with th.no_grad():
+            layer.weight.copy_(th.as_tensor(weights, dtype=th.float32)[None, :])
+            layer.bias.fill_(bias)
+        layer.requires_grad_(False)
 
 
 def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping[str, Any],
@@ -321,6 +361,7 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
         group["lr"] = config["learning_rate"]
     rng = np.random.default_rng(seed)
     states = States()
+    words = (Examples([], []), Examples([], []))  # what the training episodes' words say of their draws
     budgets = list(config["budgets"])
     started = time.monotonic()
     rounds: list[dict[str, Any]] = []
@@ -332,6 +373,11 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
         index += config["episodes"]
         share = 1.0 if r == 0 else config["beta"] ** r
         training = play(episodes, policy, share, rng, states, config["skip_keep"])
+        for e in episodes:
+            for kept, new in zip(words, examples(e.env.episode), strict=True):
+                kept.words += new.words
+                kept.targets += new.targets
+        fit_words(policy, words, config["word_ridge"])
         loss = fit(policy, states, config["epochs"], config["batch_size"], config["value_weight"], rng)
         validation = {budget: float(np.mean(play(
             [_start(env_kwargs, seed + HELD_OUT_SEED_OFFSET, i, budget) for i in range(config["validation_episodes"])],
@@ -372,7 +418,8 @@ def train_queries(out: str | Path, *, config: Mapping[str, Any], env_kwargs: Map
     torch.set_num_threads(int(config.get("torch_threads", 1)))
     torch.manual_seed(seed)
     probe = QueryTierEnv(**env_kwargs)
-    policy_kwargs = {"slots": probe.K, "word_buckets": probe.word_buckets}
+    policy_kwargs = {"slots": probe.K, "word_buckets": probe.word_buckets,
+                     "value_spread": imitation["value_loss"] == "gaussian_nll"}
     model = MaskablePPO(QueryRowsPolicy, probe, policy_kwargs=policy_kwargs, seed=seed, device="cpu",
                         **dict(config.get("hyperparams") or {}))
     out = Path(out)

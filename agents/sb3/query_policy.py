@@ -4,12 +4,21 @@
 row an endpoint's stream statistics (and, with ``word_buckets``, its hashed words). An MLP over
 the flat vector must learn the same reading of an endpoint once per position; here one network
 encodes the candidate's row and one, shared by all slots, each slot's row (with the global
-part), as pointer-style policies over sets do. From those:
+part), as pointer-style policies over sets do.
+
+A row's words enter through two numbers: its *word estimates*, one linear function of the bag
+of its first contract's words and one of the bag of what its latest breaking change touched
+(0 before any). That is the form the generator gives them (an endpoint's integrations and a
+burst's size follow a weighted sum of words, ``wpb_gym.episodes.generators.query_process``),
+so imitation sets them to ridge regressions of the hidden draws on the bags, as ``value_keeper``'s
+word estimates are fitted, and the encoders read two numbers instead of ``2 B``. From the
+encodings:
 
 * ``row_values`` gives a number per row (the candidate's, then each slot's) from its encoding,
   which imitation fits to the teacher's value of the endpoint (``agents.sb3.query_imitation``):
   the encodings are then shaped by what each endpoint is worth, not only by which action the
-  teacher took;
+  teacher took; with ``value_spread``, beside it the log variance of that number's error, which
+  a fit by the Gaussian likelihood reads;
 * SKIP, WRITE and MERGE come from the candidate's encoding, the mean encoding of the slots
   holding an item, the global part, and the row values of the candidate and of the slots
   (their lowest and their mean);
@@ -34,7 +43,7 @@ plain MaskablePPO file; loading it imports this module.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch as th
 from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
@@ -43,6 +52,8 @@ from torch import nn
 from wpb_gym.envs.query_env import CANDIDATE_FEATURES, GLOBAL_FEATURES, SLOT_FEATURES
 
 _PRESENT = SLOT_FEATURES.index("present")
+# The hidden draws a row's words estimate: its integrations' and its latest burst's.
+WORD_ESTIMATES = 2
 
 
 def observation_width(slots: int, word_buckets: int) -> int:
@@ -58,6 +69,20 @@ def most_likely(probabilities: th.Tensor) -> th.Tensor:
     return th.where(kinds == 3, 3 + probabilities[:, 3:].argmax(1), kinds)
 
 
+class Encoded(NamedTuple):
+    """The body's reading of a batch: the global part (and a copy per slot), the candidate's and
+    each slot's encoding, the slots' mean encoding, which slots hold an item, and every row's
+    word estimates (the candidate's first)."""
+
+    g: th.Tensor
+    g_k: th.Tensor
+    h_c: th.Tensor
+    h_s: th.Tensor
+    pooled: th.Tensor
+    present: th.Tensor
+    words: th.Tensor
+
+
 def _mlp(inputs: int, outputs: int, hidden: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(inputs, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
                          nn.Linear(hidden, outputs))
@@ -67,38 +92,61 @@ class QueryRows(nn.Module):
     """The policy's body (SB3's ``mlp_extractor``): the actor's output is the action logits
     (``3 + slots``), the critic's a vector the value head reads."""
 
-    def __init__(self, slots: int, word_buckets: int, hidden: int, embedding: int) -> None:
+    def __init__(self, slots: int, word_buckets: int, hidden: int, embedding: int, value_spread: bool = False) -> None:
         super().__init__()
-        self.slots, self.words = slots, 2 * word_buckets
+        self.slots, self.buckets, self.word_width = slots, word_buckets, 2 * word_buckets
         g, c, s = len(GLOBAL_FEATURES), len(CANDIDATE_FEATURES), len(SLOT_FEATURES)
-        self.widths = (g, c + self.words, s + self.words)
-        self.candidate = _mlp(g + c + self.words, embedding, hidden)
-        self.slot = _mlp(g + s + self.words, embedding, hidden)
+        self.widths = (g, c + self.word_width, s + self.word_width)
+        # What the words say, as the generator makes it: linear in the bag, one weight per bucket.
+        self.first_words = nn.Linear(max(word_buckets, 1), 1)
+        self.break_words = nn.Linear(max(word_buckets, 1), 1)
+        self.candidate = _mlp(g + c + WORD_ESTIMATES + 1, embedding, hidden)
+        self.slot = _mlp(g + s + WORD_ESTIMATES + 1, embedding, hidden)
         self.head = _mlp(2 * embedding + g + 3, 3, hidden)
         self.expire = _mlp(2 * embedding + g + 3, 1, hidden)
         self.critic = _mlp(2 * embedding + g, embedding, hidden)
         self.candidate_value = nn.Linear(embedding, 1)
         self.slot_value = nn.Linear(embedding, 1)
+        if value_spread:  # how far off each row's value may be (a log variance), for a fit weighted by it
+            self.candidate_spread = nn.Linear(embedding, 1)
+            self.slot_spread = nn.Linear(embedding, 1)
+        self.value_spread = value_spread
         self.latent_dim_pi = 3 + slots
         self.latent_dim_vf = embedding
 
-    def encode(self, x: th.Tensor) -> tuple[th.Tensor, ...]:
+    def _words(self, stats_width: int, row: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
+        """The word estimates of rows ``row`` (``(..., stats_width + 2 B)``): the integrations'
+        and the latest breaking change's burst draw, ``(..., 2)``, and whether the row has
+        words of a breaking change, ``(..., 1)`` (its burst estimate is 0 otherwise)."""
+        if not self.buckets:
+            zeros = th.zeros(*row.shape[:-1], 1)
+            return th.cat([zeros, zeros], -1), zeros
+        first = row[..., stats_width:stats_width + self.buckets]
+        broke = row[..., stats_width + self.buckets:]
+        has_break = (broke.sum(-1, keepdim=True) > 0).float()
+        return th.cat([self.first_words(first), self.break_words(broke) * has_break], -1), has_break
+
+    def encode(self, x: th.Tensor) -> Encoded:
         g_w, c_w, s_w = self.widths
         n, k = x.shape[0], self.slots
+        c, s = c_w - self.word_width, s_w - self.word_width
         g = x[:, :g_w]
+        candidate = x[:, g_w:g_w + c_w]
         rows = x[:, g_w + c_w:].reshape(n, k, s_w)
-        h_c = self.candidate(th.cat([g, x[:, g_w:g_w + c_w]], 1))
+        f_c, b_c = self._words(c, candidate)
+        f_s, b_s = self._words(s, rows)
+        h_c = self.candidate(th.cat([g, candidate[:, :c], f_c, b_c], 1))
         g_k = g[:, None, :].expand(n, k, g_w)
-        h_s = self.slot(th.cat([g_k, rows], 2))
+        h_s = self.slot(th.cat([g_k, rows[:, :, :s], f_s, b_s], 2))
         present = rows[:, :, _PRESENT:_PRESENT + 1]
         pooled = (h_s * present).sum(1) / present.sum(1).clamp(min=1.0)
-        return g, g_k, h_c, h_s, pooled, present
+        return Encoded(g, g_k, h_c, h_s, pooled, present, th.cat([f_c[:, None, :], f_s], 1))
 
     def forward_actor(self, x: th.Tensor) -> th.Tensor:
         return self._logits(self.encode(x))
 
-    def _logits(self, encoded: tuple[th.Tensor, ...], values: th.Tensor | None = None) -> th.Tensor:
-        g, g_k, h_c, h_s, pooled, present = encoded
+    def _logits(self, encoded: Encoded, values: th.Tensor | None = None) -> th.Tensor:
+        g, g_k, h_c, h_s, pooled, present = encoded[:6]
         values = self._row_values(encoded) if values is None else values
         v_c, v_s = values[:, :1], values[:, 1:]
         # The rows' values beside the encodings: what the teacher decides is a comparison of them.
@@ -110,15 +158,23 @@ class QueryRows(nn.Module):
         expire = self.expire(th.cat([h_s, h_c[:, None, :].expand_as(h_s), g_k, pair], 2))[:, :, 0]
         return th.cat([head, expire], 1)
 
-    def logits_and_row_values(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
-        """``forward_actor(x)`` and ``row_values(x)`` from one encoding (imitation needs both)."""
+    def logits_and_row_values(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor, th.Tensor | None]:
+        """``forward_actor(x)``, ``row_values(x)`` and, with ``value_spread``, the log variance of
+        each row value's error ``(n, 1 + slots)`` (else None), from one encoding (imitation fits
+        them together)."""
         encoded = self.encode(x)
         values = self._row_values(encoded)
-        return self._logits(encoded, values), values
+        spread = (th.cat([self.candidate_spread(encoded.h_c), self.slot_spread(encoded.h_s)[:, :, 0]], 1)
+                  if self.value_spread else None)
+        return self._logits(encoded, values), values, spread
+
+    def word_estimates(self, x: th.Tensor) -> th.Tensor:
+        """Every row's word estimates, the candidate's first: ``(n, 1 + slots, 2)``."""
+        return self.encode(x).words
 
     def forward_critic(self, x: th.Tensor) -> th.Tensor:
-        g, _, h_c, _, pooled, _ = self.encode(x)
-        return self.critic(th.cat([h_c, pooled, g], 1))
+        encoded = self.encode(x)
+        return self.critic(th.cat([encoded.h_c, encoded.pooled, encoded.g], 1))
 
     def forward(self, x: th.Tensor) -> tuple[th.Tensor, th.Tensor]:
         return self.forward_actor(x), self.forward_critic(x)
@@ -127,28 +183,30 @@ class QueryRows(nn.Module):
         """One number per row, the candidate's then each slot's: ``(n, 1 + slots)``."""
         return self._row_values(self.encode(x))
 
-    def _row_values(self, encoded: tuple[th.Tensor, ...]) -> th.Tensor:
-        _, _, h_c, h_s, _, _ = encoded
-        return th.cat([self.candidate_value(h_c), self.slot_value(h_s)[:, :, 0]], 1)
+    def _row_values(self, encoded: Encoded) -> th.Tensor:
+        return th.cat([self.candidate_value(encoded.h_c), self.slot_value(encoded.h_s)[:, :, 0]], 1)
 
 
 class QueryRowsPolicy(MaskableActorCriticPolicy):
     """MaskablePPO's policy for ``QueryTierEnv(slots=K, word_buckets=B)`` (see the module
-    docstring); ``hidden`` units per layer, ``embedding`` numbers per row."""
+    docstring); ``hidden`` units per layer, ``embedding`` numbers per row; ``value_spread``: a log
+    variance beside each row value."""
 
     def __init__(self, observation_space: Any, action_space: Any, lr_schedule: Any, *, slots: int,
-                 word_buckets: int, hidden: int = 128, embedding: int = 64, **kwargs: Any) -> None:
+                 word_buckets: int, hidden: int = 128, embedding: int = 64, value_spread: bool = False,
+                 **kwargs: Any) -> None:
         width = observation_width(slots, word_buckets)
         if observation_space.shape != (width,) or action_space.n != 3 + slots:
             raise ValueError(f"QueryRowsPolicy(slots={slots}, word_buckets={word_buckets}) reads observations of "
                              f"{width} numbers and {3 + slots} actions; the env gives {observation_space.shape} and "
                              f"{action_space.n}: give the policy the env's slots and word_buckets")
         self.slots, self.word_buckets, self.hidden, self.embedding = slots, word_buckets, hidden, embedding
+        self.value_spread = value_spread
         kwargs.setdefault("ortho_init", False)
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
 
     def _build_mlp_extractor(self) -> None:
-        self.mlp_extractor = QueryRows(self.slots, self.word_buckets, self.hidden, self.embedding)
+        self.mlp_extractor = QueryRows(self.slots, self.word_buckets, self.hidden, self.embedding, self.value_spread)
 
     def _build(self, lr_schedule: Any) -> None:
         super()._build(lr_schedule)
@@ -158,7 +216,8 @@ class QueryRowsPolicy(MaskableActorCriticPolicy):
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
         data = super()._get_constructor_parameters()
-        data.update(slots=self.slots, word_buckets=self.word_buckets, hidden=self.hidden, embedding=self.embedding)
+        data.update(slots=self.slots, word_buckets=self.word_buckets, hidden=self.hidden, embedding=self.embedding,
+                    value_spread=self.value_spread)
         return data
 
     def _predict(self, observation: th.Tensor, deterministic: bool = False,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.learners.word_estimates import WordEstimates, examples, fit_word_estimates
+from agents.learners.word_estimates import WordEstimates, examples, fit_word_estimates, hidden_draws
+from wpb_gym.core.contracts import contract_of, is_breaking
 from wpb_gym.envs.observation.query_words import ContentTracker, touched_words, words_of
 from wpb_gym.episodes.generators.queries import generate_query_episode, query_config
 from wpb_gym.episodes.generators.query_process import BURST_WORD_WEIGHTS, WORD_WEIGHTS
@@ -77,3 +78,38 @@ def test_word_estimates_round_trip_and_bad_states_are_named():
             WordEstimates.from_state({**state, **change})
     with pytest.raises(ValueError, match="expected an object with"):
         WordEstimates.from_state({"vocabulary": []})
+
+
+def test_the_draws_behind_the_words_a_policy_reads_follow_a_literal_replay_of_the_stream():
+    config = query_config("queries_medium", **SMALL, integration_content=0.9, burst_content=0.9)
+    episode = generate_query_episode(config, 2, 0)
+    draws = hidden_draws(episode)
+    hidden = episode.labels["hidden"]
+    index = {api: i for i, api in enumerate(hidden["endpoints"])}
+    spread = hidden["process"]["integration_spread"]
+    for api, z in draws.integrations.items():
+        assert np.exp(z * spread - spread * spread / 2) == pytest.approx(hidden["integrations"][index[api]])
+    sizes = {t: (i, size) for t, i, size, _ in hidden["migration_boosts"]}
+    spread = hidden["process"]["burst_spread"]
+    shown: dict[str, dict] = {}
+    bursts = 0
+    for step in episode.steps:
+        obs = step.observation
+        if not isinstance(obs, dict) or "api" not in obs:
+            continue
+        api = obs["api"]
+        if api not in shown:
+            assert draws.first_words[api] == words_of(obs["params"])
+        else:
+            assert draws.touched_at[step.t] == touched_words(shown[api], obs)
+        breaking = api in shown and is_breaking(contract_of(shown[api]), contract_of(obs))
+        shown[api] = obs
+        if breaking and step.t in sizes and sizes[step.t][1] > 0:
+            i, size = sizes[step.t]
+            assert hidden["endpoints"][i] == api
+            boost = hidden["burst_families"][hidden["endpoint_families"][i]][1]
+            assert draws.bursts[step.t] == (api, pytest.approx((np.log(size / boost) + spread * spread / 2) / spread))
+            bursts += 1
+        else:
+            assert step.t not in draws.bursts
+    assert bursts == len(draws.bursts) > 30 and set(draws.integrations) == set(shown)
