@@ -115,6 +115,10 @@ class Examples:
     words: list[list[str]]
     targets: list[float]
 
+    def extend(self, other: Examples) -> None:
+        self.words += other.words
+        self.targets += other.targets
+
 
 @dataclass
 class HiddenDraws:
@@ -182,10 +186,8 @@ def fit_word_estimates(episodes: Iterable[Episode], *, ridge: float = RIDGE,
     integrations, bursts = Examples([], []), Examples([], [])
     for episode in episodes:
         a, b = examples(episode)
-        integrations.words += a.words
-        integrations.targets += a.targets
-        bursts.words += b.words
-        bursts.targets += b.targets
+        integrations.extend(a)
+        bursts.extend(b)
     counts = Counter(w for words in integrations.words + bursts.words for w in words)
     vocabulary = tuple(sorted(w for w, _ in counts.most_common(max_vocabulary)))
     column = {w: i for i, w in enumerate(vocabulary)}
@@ -211,7 +213,8 @@ def ridge_fit(data: Examples, features: Callable[[list[str]], np.ndarray],
 
 
 def word_bag(column: Mapping[str, int]) -> Callable[[list[str]], np.ndarray]:
-    """Features of a list of words: each known word's count over the square root of their number."""
+    """Features of a list of words: each known word's count over the square root of their number
+    (not clipped, unlike ``WordBags.bag``: ``WordEstimates`` scores words by the same sum)."""
 
     def features(words: list[str]) -> np.ndarray:
         x = np.zeros(len(column))

@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "learning_rate": 0.001,
     "skip_keep": 0.2,
     "value_weight": 1.0,
-    "value_loss": "mse",  # or "gaussian_nll"
+    "value_loss": "mse",
     "word_ridge": 1.0,  # the ridge penalty of the rows' word estimates
     "budgets": [1024, 10240, 102400],
     "validation_episodes": 3,
@@ -336,8 +336,8 @@ def fit_words(policy: Any, words: tuple[Examples, Examples], ridge: float) -> No
     """Set the policy's word estimates (``QueryRows.first_words``, ``break_words``) to the ridge
     regressions of the hidden draws on the hashed bags of ``words`` (the integrations', then the
     bursts' examples): exact least squares each round, as ``value_keeper``'s estimates are, where
-    gradient steps on 256 weights shared by every row are few and slow. The other losses leave
-    them alone."""
+    gradient steps on 256 weights shared by every row are few and slow. They take no gradient
+    (``QueryRows`` builds them so)."""
     import torch as th
 
     rows = policy.mlp_extractor
@@ -349,7 +349,6 @@ def fit_words(policy: Any, words: tuple[Examples, Examples], ridge: float) -> No
         with th.no_grad():
             layer.weight.copy_(th.as_tensor(weights, dtype=th.float32)[None, :])
             layer.bias.fill_(bias)
-        layer.requires_grad_(False)
 
 
 def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping[str, Any],
@@ -357,11 +356,14 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
     """Train ``model`` (a MaskablePPO with ``QueryRowsPolicy``) by DAgger (the module docstring);
     leaves the best student's weights in it and returns what was measured."""
     policy = model.policy
+    if policy.mlp_extractor.value_spread != (config["value_loss"] == "gaussian_nll"):
+        raise ValueError(f"imitation.value_loss: {config['value_loss']!r} needs a policy with value_spread="
+                         f"{config['value_loss'] == 'gaussian_nll'}; this one has {policy.mlp_extractor.value_spread}")
     for group in policy.optimizer.param_groups:
         group["lr"] = config["learning_rate"]
     rng = np.random.default_rng(seed)
     states = States()
-    words = (Examples([], []), Examples([], []))  # what the training episodes' words say of their draws
+    words = (Examples([], []), Examples([], []))
     budgets = list(config["budgets"])
     started = time.monotonic()
     rounds: list[dict[str, Any]] = []
@@ -375,8 +377,7 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
         training = play(episodes, policy, share, rng, states, config["skip_keep"])
         for e in episodes:
             for kept, new in zip(words, examples(e.env.episode), strict=True):
-                kept.words += new.words
-                kept.targets += new.targets
+                kept.extend(new)
         fit_words(policy, words, config["word_ridge"])
         loss = fit(policy, states, config["epochs"], config["batch_size"], config["value_weight"], rng)
         validation = {budget: float(np.mean(play(

@@ -6,12 +6,13 @@ the flat vector must learn the same reading of an endpoint once per position; he
 encodes the candidate's row and one, shared by all slots, each slot's row (with the global
 part), as pointer-style policies over sets do.
 
-A row's words enter through two numbers: its *word estimates*, one linear function of the bag
-of its first contract's words and one of the bag of what its latest breaking change touched
-(0 before any). That is the form the generator gives them (an endpoint's integrations and a
+A row's words enter through two numbers, its *word estimates* (with a flag for whether it has
+words of a breaking change): one linear function of the bag of its first contract's words and
+one of the bag of what its latest breaking change touched (0 before any). That is the form the generator gives them (an endpoint's integrations and a
 burst's size follow a weighted sum of words, ``wpb_gym.episodes.generators.query_process``),
 so imitation sets them to ridge regressions of the hidden draws on the bags, as ``value_keeper``'s
-word estimates are fitted, and the encoders read two numbers instead of ``2 B``. From the
+word estimates are fitted, and the encoders read three numbers instead of ``2 B``. No loss
+moves the estimates. From the
 encodings:
 
 * ``row_values`` gives a number per row (the candidate's, then each slot's) from its encoding,
@@ -98,8 +99,10 @@ class QueryRows(nn.Module):
         g, c, s = len(GLOBAL_FEATURES), len(CANDIDATE_FEATURES), len(SLOT_FEATURES)
         self.widths = (g, c + self.word_width, s + self.word_width)
         # What the words say, as the generator makes it: linear in the bag, one weight per bucket.
-        self.first_words = nn.Linear(max(word_buckets, 1), 1)
-        self.break_words = nn.Linear(max(word_buckets, 1), 1)
+        # Imitation sets them by least squares (query_imitation.fit_words); no loss moves them,
+        # here or in a model loaded from a file.
+        self.first_words = nn.Linear(max(word_buckets, 1), 1).requires_grad_(False)
+        self.break_words = nn.Linear(max(word_buckets, 1), 1).requires_grad_(False)
         self.candidate = _mlp(g + c + WORD_ESTIMATES + 1, embedding, hidden)
         self.slot = _mlp(g + s + WORD_ESTIMATES + 1, embedding, hidden)
         self.head = _mlp(2 * embedding + g + 3, 3, hidden)
@@ -107,7 +110,7 @@ class QueryRows(nn.Module):
         self.critic = _mlp(2 * embedding + g, embedding, hidden)
         self.candidate_value = nn.Linear(embedding, 1)
         self.slot_value = nn.Linear(embedding, 1)
-        if value_spread:  # how far off each row's value may be (a log variance), for a fit weighted by it
+        if value_spread:  # a log variance per row value: a fit by the Gaussian likelihood weighs rows by it
             self.candidate_spread = nn.Linear(embedding, 1)
             self.slot_spread = nn.Linear(embedding, 1)
         self.value_spread = value_spread
@@ -119,7 +122,7 @@ class QueryRows(nn.Module):
         and the latest breaking change's burst draw, ``(..., 2)``, and whether the row has
         words of a breaking change, ``(..., 1)`` (its burst estimate is 0 otherwise)."""
         if not self.buckets:
-            zeros = th.zeros(*row.shape[:-1], 1)
+            zeros = row.new_zeros(*row.shape[:-1], 1)
             return th.cat([zeros, zeros], -1), zeros
         first = row[..., stats_width:stats_width + self.buckets]
         broke = row[..., stats_width + self.buckets:]
@@ -146,7 +149,8 @@ class QueryRows(nn.Module):
         return self._logits(self.encode(x))
 
     def _logits(self, encoded: Encoded, values: th.Tensor | None = None) -> th.Tensor:
-        g, g_k, h_c, h_s, pooled, present = encoded[:6]
+        g, g_k, h_c, h_s, pooled, present = (encoded.g, encoded.g_k, encoded.h_c, encoded.h_s, encoded.pooled,
+                                             encoded.present)
         values = self._row_values(encoded) if values is None else values
         v_c, v_s = values[:, :1], values[:, 1:]
         # The rows' values beside the encodings: what the teacher decides is a comparison of them.

@@ -12,7 +12,7 @@ import torch as th
 from agents.registry import make_agent
 from agents.sb3.agent import SB3Agent
 from agents.learners.word_estimates import Examples, examples, hidden_draws
-from agents.sb3.query_imitation import (SlotTeacher, States, fit, fit_words, settings, student_actions,
+from agents.sb3.query_imitation import (SlotTeacher, States, dagger, fit, fit_words, settings, student_actions,
                                         train_queries)
 from agents.sb3.query_policy import QueryRowsPolicy, most_likely
 from wpb_gym.core.accounting import estimate_bytes
@@ -175,8 +175,7 @@ def test_the_rows_word_estimates_are_ridge_fits_of_the_hidden_draws_that_trainin
             states.add(observation, env.action_masks(), action, 1.0, teacher.values)
             observation, *_ = env.step(action)
         for examples_so_far, new in zip(kept, examples(env.episode), strict=True):
-            examples_so_far.words += new.words
-            examples_so_far.targets += new.targets
+            examples_so_far.extend(new)
     model = _fresh_model(env, 0)
     fit_words(model.policy, kept, 1.0)
     rows = model.policy.mlp_extractor
@@ -187,7 +186,6 @@ def test_the_rows_word_estimates_are_ridge_fits_of_the_hidden_draws_that_trainin
     env = QueryTierEnv(**words, budget_bytes=4096, episode_seed=1)
     observation, _ = env.reset(options={"episode_index": 0})
     draws = hidden_draws(env.episode)
-    breaks = {api: t for t, (api, _) in sorted(draws.bursts.items())}  # each endpoint's last burst
     estimated, drawn = {}, {}
     while not env.is_over():  # SKIP throughout: the candidate's row is the one to read
         api = env.current_step().observation["api"]
@@ -199,7 +197,6 @@ def test_the_rows_word_estimates_are_ridge_fits_of_the_hidden_draws_that_trainin
             estimated[("burst", env.t)], drawn[("burst", env.t)] = estimates[1], burst[1]
         drawn[("integrations", api)] = draws.integrations[api]
         observation, *_ = env.step(0)
-    assert breaks
     for kind, floor in (("integrations", 0.8), ("burst", 0.8)):
         keys = [key for key in drawn if key[0] == kind]
         assert len(keys) > 50
@@ -289,6 +286,11 @@ def test_dagger_trains_a_model_wpb_eval_reads(tmp_path, value_loss):
     agent = SB3Agent(tmp_path / "run" / "best_model.zip")
     assert agent.query_tier and agent.env_kwargs == {"slots": 4, "track": "unprivileged", "word_buckets": 8}
     assert agent.model.policy.value_spread == (value_loss == "gaussian_nll")  # a log variance per row, saved
+    rows = agent.model.policy.mlp_extractor
+    assert not any(p.requires_grad for p in (*rows.first_words.parameters(), *rows.break_words.parameters()))
+    with pytest.raises(ValueError, match="imitation.value_loss"):  # a policy without the log variances the fit needs
+        other = "mse" if value_loss == "gaussian_nll" else "gaussian_nll"
+        dagger(agent.model, {**SMALL, "slots": 4, "word_buckets": 8}, 0, settings({"value_loss": other}))
     env = QueryTierEnv(**SMALL, slots=4, word_buckets=8, budget_bytes=4096, episode_seed=9)
     obs, _ = env.reset()
     model, done = agent.model, False
