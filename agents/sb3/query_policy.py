@@ -8,11 +8,11 @@ part), as pointer-style policies over sets do.
 
 A row's words enter through two numbers, its *word estimates* (with a flag for whether it has
 words of a breaking change): one linear function of the bag of its first contract's words and
-one of the bag of what its latest breaking change touched (0 before any). That is the form the generator gives them (an endpoint's integrations and a
-burst's size follow a weighted sum of words, ``wpb_gym.episodes.generators.query_process``),
-so imitation sets them to ridge regressions of the hidden draws on the bags, as ``value_keeper``'s
-word estimates are fitted, and the encoders read three numbers instead of ``2 B``. No loss
-moves the estimates. From the
+one of the bag of what its latest breaking change touched (0 before any). That is the form the
+generator gives them (an endpoint's integrations and a burst's size follow a weighted sum of
+words, ``wpb_gym.episodes.generators.query_process``), so imitation sets them to ridge
+regressions of the hidden draws on the bags, as ``value_keeper``'s word estimates are fitted,
+and the encoders read three numbers instead of ``2 B``. No loss moves the estimates. From the
 encodings:
 
 * ``row_values`` gives a number per row (the candidate's, then each slot's) from its encoding,
