@@ -5,33 +5,41 @@ word_buckets=B)``: its observation shows the candidate endpoint and the ``K`` sl
 shows, each with the stream's statistics and the hashed words of its contract. The teacher is
 ``causal_privileged`` (the hidden generator state as of the current step, never the future)
 acting through the same env: it values the candidate and the endpoints of the items in view,
-expires a superseded state of the candidate's endpoint first, and evicts among the items in
-view (lowest value per byte first) only when the candidate is worth more than what it evicts
+expires a superseded state of the candidate's endpoint first, and evicts among the items in view
+(lowest value per byte first) only when the candidate is worth more than what it evicts
 (``SlotTeacher``). It sees what the slots show and no more, so every label is an action the
 student can take. On validation episodes that restriction moves the teacher's accuracy by at
 most 0.004 at ``K = 16`` on ``queries_medium`` at 1 and 10 KB and on ``queries_hard`` at 10 KB,
-and costs it 0.040 on ``queries_medium`` at 100 KB (``docs/query-tier.md`` has the figures and
-the code that measured them). With every item in view it plays ``causal_privileged`` exactly.
-Like that engine, it plans a step's evictions once and then makes them; when the student, acting
-between its labels, breaks such a plan, it plans afresh from the memory left.
+and costs it 0.040 on ``queries_medium`` at 100 KB at ``K = 16`` and 0.003 at ``K = 32`` (the
+recipe's; ``docs/query-tier.md`` has the figures and the code that measured them). With every
+item in view it plays ``causal_privileged`` exactly. Like that engine, it plans a step's
+evictions once and then makes them; when the student, acting between its labels, breaks such a
+plan, it plans afresh from the memory left.
 
-Each round plays ``episodes`` training episodes (the generated set of ``episode_seed =
-seed``, in order, each at a budget of ``budgets`` in turn): round 0 as the teacher acts, later
-rounds as the student acts except with probability ``beta ** round`` per step, the teacher
-labelling every state visited (Ross et al., 2011). A state whose label is SKIP is kept with
-probability ``skip_keep`` and weighs ``1 / skip_keep``: most snapshots are skipped, and the
-decisions that shape memory are the others. All rounds' states are kept. The policy is fitted
-by masked cross-entropy on the teacher's actions plus ``value_weight`` times the error of its
-per-row outputs against ``log1p`` of the teacher's value of each row's endpoint (``value_loss``:
-squared, or the Gaussian negative log-likelihood under a log variance each row also gives). Before
-each fit the rows' word estimates are set to ridge regressions, on the hashed bags, of the
-hidden draws behind the words of every training episode so far (``fit_words``: the standard
+Each round plays ``episodes`` training episodes (the generated set of ``episode_seed = seed``,
+in order, each at a budget of ``budgets`` in turn): round 0 as the teacher acts, later rounds as
+the student acts except with probability ``beta ** round`` per step, the teacher labelling every
+state visited (Ross et al., 2011). A state whose label is SKIP is kept with probability
+``skip_keep`` and weighs ``1 / skip_keep``: most snapshots are skipped, and the decisions that
+shape memory are the others. All rounds' states are kept, compact (``QueryRows.compact``). The
+rows' word estimates are set once, before round 0 is played, to ridge regressions, on the hashed
+bags, of the hidden draws behind the words of round 0's episodes (``fit_words``: the standard
 normal of each endpoint's integrations and of each breaking change's burst, as
-``agents.learners.word_estimates`` reads them). After
-every round the student plays the validation episodes (seed ``seed + 1_000_003``, the first
+``agents.learners.word_estimates`` reads them); the kept states hold them. Round 0's states
+first fit the policy's ``value_members`` alone for ``value_warmup`` passes. Each round then fits
+the policy by masked cross-entropy on the actions plus ``value_weight`` times each value
+member's error against ``log1p`` of the teacher's value of each row's endpoint (``value_loss``:
+squared, or the Gaussian negative log-likelihood under the log variance each member also gives).
+The actions are, with ``action_labels: rule_on_values``, those the teacher's rule takes on the
+student's own values at each state (``QueryRows.rule_actions``): the teacher's actions follow
+values the student cannot see, and a student fitted to them hedges towards SKIP wherever its
+values and the teacher's part (on the validation episodes, one fitted to the teacher's actions
+answered 0.120 at 1 KB on ``queries_hard`` where the rule on its own values answered 0.209:
+``docs/query-tier.md``). With ``"teacher"``, the teacher's actions. After every round the
+student plays the validation episodes (seed ``seed + 1_000_003``, the first
 ``validation_episodes``, at every budget); the student with the best mean accuracy is kept.
-Training stops after ``rounds`` rounds, or before a round that would end past ``minutes``
-(taken as 1.25 times as long as the last one: each fits on more states).
+Training stops after ``rounds`` rounds, or before a round that would end past ``minutes`` (taken
+as 1.25 times as long as the last one: each fits on more states).
 """
 
 from __future__ import annotations
@@ -69,20 +77,25 @@ DEFAULTS: dict[str, Any] = {
     "learning_rate": 0.001,
     "skip_keep": 0.2,
     "value_weight": 1.0,
-    "value_loss": "mse",
+    "value_loss": "gaussian_nll",
     "word_ridge": 1.0,  # the ridge penalty of the rows' word estimates
+    "value_members": 3,  # networks of their own for the row values, fitted each on its own
+    "value_warmup": 12,  # passes fitting the row values alone on round 0's states, before its fit
+    "action_labels": "rule_on_values",  # the teacher's rule on the student's own values, or "teacher"
     "budgets": [1024, 10240, 102400],
     "validation_episodes": 3,
     "minutes": 30.0,
 }
 VALUE_LOSSES = ("mse", "gaussian_nll")
-_WHOLE = ("rounds", "episodes", "epochs", "batch_size", "validation_episodes")
+ACTION_LABELS = ("teacher", "rule_on_values")
+_WHOLE = ("rounds", "episodes", "epochs", "batch_size", "validation_episodes", "value_members")
+_COUNTS = ("value_warmup",)  # may be 0
 # (low, whether low itself is allowed, high)
 _NUMBERS = {"beta": (0.0, True, 1.0), "learning_rate": (0.0, False, 1.0), "skip_keep": (0.0, False, 1.0),
             "value_weight": (0.0, True, math.inf), "word_ridge": (0.0, False, math.inf),
             "minutes": (0.0, False, math.inf)}
 # What the env needs beside the regime's options: the layout the policy reads.
-ENV_DEFAULTS = {"slots": 16, "word_buckets": 256}
+ENV_DEFAULTS = {"slots": 32, "word_buckets": 256}
 # Env arguments training sets itself or cannot take, and why.
 SET_BY_TRAINING = {
     "episode_seed": "set by --seed",
@@ -103,6 +116,8 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
     merged = {**DEFAULTS, **given}
     for name in _WHOLE:
         require_int(merged[name], f"imitation.{name}", 1)
+    for name in _COUNTS:
+        require_int(merged[name], f"imitation.{name}", 0)
     for name, (low, closed, high) in _NUMBERS.items():
         value = merged[name]
         number = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
@@ -111,6 +126,12 @@ def settings(section: Mapping[str, Any] | None) -> dict[str, Any]:
             raise ValueError(f"imitation.{name}: expected a finite number {bound}, got {value!r}")
     if merged["value_loss"] not in VALUE_LOSSES:
         raise ValueError(f"imitation.value_loss: expected one of {list(VALUE_LOSSES)}, got {merged['value_loss']!r}")
+    if merged["action_labels"] not in ACTION_LABELS:
+        raise ValueError(f"imitation.action_labels: expected one of {list(ACTION_LABELS)}, "
+                         f"got {merged['action_labels']!r}")
+    if merged["action_labels"] == "rule_on_values" and not merged["value_weight"]:
+        raise ValueError("imitation.value_weight: 0 leaves the values that label the actions (action_labels: "
+                         "rule_on_values) unfitted after the warm-up; give it a positive weight")
     budgets = merged["budgets"]
     if not isinstance(budgets, list) or not budgets:
         raise ValueError(f"imitation.budgets: expected a list of budgets in bytes, got {budgets!r}")
@@ -204,15 +225,15 @@ class SlotTeacher:
 
 class States:
     """The labelled states kept so far, in arrays that grow by a quarter when full: a fit reads
-    them without copying (the observations, float16 since the box is in [0, 1], are most of a
-    run's memory: about 18 KB a state with 16 slots and 256 buckets)."""
+    them without copying. The observations are kept compact (``QueryRows.compact``: each row's
+    bags of words replaced by its word estimates), float16, about 2.4 KB a state with 32 slots."""
 
     def __init__(self) -> None:
         self._n = 0
         self._arrays: dict[str, np.ndarray] = {}
 
-    def add(self, observation: np.ndarray, mask: np.ndarray, action: int, weight: float, values: np.ndarray) -> None:
-        row = {"observations": observation.astype(np.float16), "masks": mask, "actions": np.int64(action),
+    def add(self, compact: np.ndarray, mask: np.ndarray, action: int, weight: float, values: np.ndarray) -> None:
+        row = {"observations": compact.astype(np.float16), "masks": mask, "actions": np.int64(action),
                "weights": np.float32(weight), "values": np.log1p(values).astype(np.float32)}
         if not self._arrays:
             self._arrays = {k: np.empty((1024, *np.shape(v)), dtype=np.asarray(v).dtype) for k, v in row.items()}
@@ -266,15 +287,22 @@ def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng
     """Play ``episodes`` side by side to their end; the student (``policy``) acts except with
     probability ``teacher_share`` per step; the teacher labels every state into ``states``
     (when given). Their query accuracies."""
+    import torch as th
+
     live = list(episodes)
     while live:
         masks = [e.env.action_masks() for e in live]
         labels = [e.teacher.act() for e in live] if states is not None or teacher_share > 0 else None
-        chosen = (student_actions(policy, np.stack([e.observation for e in live]), np.stack(masks))
+        observations = np.stack([e.observation for e in live])
+        chosen = (student_actions(policy, observations, np.stack(masks))
                   if policy is not None and teacher_share < 1 else None)
+        compact = None
+        if states is not None:
+            with th.no_grad():
+                compact = policy.mlp_extractor.compact(th.as_tensor(observations)).numpy()
         for j, e in enumerate(live):
-            if states is not None and (labels[j] != SKIP or rng.random() < skip_keep):
-                states.add(e.observation, masks[j], labels[j], 1.0 if labels[j] != SKIP else 1.0 / skip_keep,
+            if compact is not None and (labels[j] != SKIP or rng.random() < skip_keep):
+                states.add(compact[j], masks[j], labels[j], 1.0 if labels[j] != SKIP else 1.0 / skip_keep,
                            e.teacher.values)
             teacher_acts = chosen is None or (teacher_share > 0 and rng.random() < teacher_share)
             action = int(labels[j] if teacher_acts else chosen[j])
@@ -286,15 +314,17 @@ def play(episodes: list[_Episode], policy: Any | None, teacher_share: float, rng
 
 
 def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight: float,
-        rng: np.random.Generator) -> float:
-    """Masked cross-entropy on the teacher's actions plus ``value_weight`` times the rows' value
-    loss: the Gaussian negative log-likelihood under each row's own log variance when the policy
-    gives one (``value_spread``, which ``value_loss: gaussian_nll`` sets), else the squared
-    error; the last epoch's mean loss."""
+        rng: np.random.Generator, actions_too: bool = True, labels: str = "teacher") -> float:
+    """Masked cross-entropy on the actions (``labels``: ``"teacher"``, the teacher's; or
+    ``"rule_on_values"``, the teacher's rule played on the student's current values,
+    ``QueryRows.rule_actions``, read afresh at every batch so that states kept from earlier
+    rounds are labelled by the values as they are now) plus ``value_weight`` times each value
+    member's loss against the teacher's values: the Gaussian negative log-likelihood under its
+    own log variance when the policy gives one (``value_spread``, which ``value_loss:
+    gaussian_nll`` sets), else the squared error. Without ``actions_too``, the value loss
+    alone. The last epoch's mean loss."""
     import torch as th
     from torch.nn import functional
-
-    from wpb_gym.envs.query_env import SLOT_FEATURES
 
     x = th.from_numpy(states.observations)  # views: no copy of the states
     masks = th.from_numpy(states.masks)
@@ -302,9 +332,7 @@ def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight:
     weights = th.from_numpy(states.weights)
     targets = th.from_numpy(states.values)
     rows = policy.mlp_extractor
-    g, c, s = rows.widths
-    present_at = g + c + SLOT_FEATURES.index("present")
-    present = th.cat([th.ones(len(states), 1), x[:, present_at::s][:, :rows.slots].float()], 1)
+    present = rows.present(x).float()
     optimizer = policy.optimizer
     total = 0.0
     for _ in range(epochs):
@@ -312,18 +340,29 @@ def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight:
         total = 0.0
         for start in range(0, len(states), batch_size):
             batch = order[start:start + batch_size]
-            logits, row_values, spread = rows.logits_and_row_values(x[batch].float())
-            logits = logits.masked_fill(~masks[batch], -1e8)
-            w = weights[batch]
-            loss = (functional.cross_entropy(logits, actions[batch], reduction="none") * w).sum() / w.sum()
-            if value_weight:
-                p = present[batch]
+            if actions_too:
+                logits, row_values, spread, rule = rows.fit_outputs(x[batch].float())
+            else:  # the members alone: the encoders need not run
+                outputs = rows.member_outputs(x[batch].float())
+                row_values, spread = outputs[..., 0], (outputs[..., 1] if rows.value_spread else None)
+            loss = th.zeros(())
+            if actions_too:
+                logits = logits.masked_fill(~masks[batch], -1e8)
+                w = weights[batch]
+                target = actions[batch]
+                if labels == "rule_on_values":  # where the mask allows it: it always does but at a budget's edge
+                    target = th.where(masks[batch].gather(1, rule[:, None])[:, 0], rule, target)
+                loss = (functional.cross_entropy(logits, target, reduction="none") * w).sum() / w.sum()
+            if value_weight or not actions_too:
+                # (n, members, rows): every member against the same targets
+                p = present[batch][:, None, :].expand_as(row_values)
+                target = targets[batch][:, None, :].expand_as(row_values)
                 if spread is not None:  # bounded, so a few exact rows cannot take all the weight
-                    error = functional.gaussian_nll_loss(row_values, targets[batch], spread.clamp(-8.0, 4.0).exp(),
+                    error = functional.gaussian_nll_loss(row_values, target, spread.clamp(-8.0, 4.0).exp(),
                                                          reduction="none")
                 else:
-                    error = (row_values - targets[batch]) ** 2
-                loss = loss + value_weight * (error * p).sum() / p.sum()
+                    error = (row_values - target) ** 2
+                loss = loss + (value_weight if actions_too else 1.0) * (error * p).sum() / p.sum()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -335,8 +374,8 @@ def fit(policy: Any, states: States, epochs: int, batch_size: int, value_weight:
 def fit_words(policy: Any, words: tuple[Examples, Examples], ridge: float) -> None:
     """Set the policy's word estimates (``QueryRows.first_words``, ``break_words``) to the ridge
     regressions of the hidden draws on the hashed bags of ``words`` (the integrations', then the
-    bursts' examples): exact least squares each round, as ``value_keeper``'s estimates are, where
-    gradient steps on 256 weights shared by every row are few and slow. They take no gradient
+    bursts' examples): exact least squares, as ``value_keeper``'s estimates are, where gradient
+    steps on 256 weights shared by every row are few and slow. They take no gradient
     (``QueryRows`` builds them so)."""
     import torch as th
 
@@ -356,6 +395,9 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
     """Train ``model`` (a MaskablePPO with ``QueryRowsPolicy``) by DAgger (the module docstring);
     leaves the best student's weights in it and returns what was measured."""
     policy = model.policy
+    if policy.mlp_extractor.members != config["value_members"]:
+        raise ValueError(f"imitation.value_members: {config['value_members']} needs a policy with as many value "
+                         f"members; this one has {policy.mlp_extractor.members}")
     if policy.mlp_extractor.value_spread != (config["value_loss"] == "gaussian_nll"):
         raise ValueError(f"imitation.value_loss: {config['value_loss']!r} needs a policy with value_spread="
                          f"{config['value_loss'] == 'gaussian_nll'}; this one has {policy.mlp_extractor.value_spread}")
@@ -374,12 +416,17 @@ def dagger(model: Any, env_kwargs: Mapping[str, Any], seed: int, config: Mapping
                     for j in range(config["episodes"])]
         index += config["episodes"]
         share = 1.0 if r == 0 else config["beta"] ** r
+        if r == 0:  # the words' estimates, once: the states are kept with them
+            for e in episodes:
+                for kept, new in zip(words, examples(e.env.episode), strict=True):
+                    kept.extend(new)
+            fit_words(policy, words, config["word_ridge"])
         training = play(episodes, policy, share, rng, states, config["skip_keep"])
-        for e in episodes:
-            for kept, new in zip(words, examples(e.env.episode), strict=True):
-                kept.extend(new)
-        fit_words(policy, words, config["word_ridge"])
-        loss = fit(policy, states, config["epochs"], config["batch_size"], config["value_weight"], rng)
+        if r == 0 and config["value_warmup"]:
+            fit(policy, states, config["value_warmup"], config["batch_size"], config["value_weight"], rng,
+                actions_too=False)
+        loss = fit(policy, states, config["epochs"], config["batch_size"], config["value_weight"], rng,
+                   labels=config["action_labels"])
         validation = {budget: float(np.mean(play(
             [_start(env_kwargs, seed + HELD_OUT_SEED_OFFSET, i, budget) for i in range(config["validation_episodes"])],
             policy, 0.0, rng, None, 1.0))) for budget in budgets}
@@ -420,7 +467,8 @@ def train_queries(out: str | Path, *, config: Mapping[str, Any], env_kwargs: Map
     torch.manual_seed(seed)
     probe = QueryTierEnv(**env_kwargs)
     policy_kwargs = {"slots": probe.K, "word_buckets": probe.word_buckets,
-                     "value_spread": imitation["value_loss"] == "gaussian_nll"}
+                     "value_spread": imitation["value_loss"] == "gaussian_nll",
+                     "value_members": imitation["value_members"]}
     model = MaskablePPO(QueryRowsPolicy, probe, policy_kwargs=policy_kwargs, seed=seed, device="cpu",
                         **dict(config.get("hyperparams") or {}))
     out = Path(out)
