@@ -263,7 +263,8 @@ class QueryRows(nn.Module):
         head = th.cat([candidate[:, _FITS:_FITS + 1], enough.float(), margin, (enough & (margin > 0)).float()], 1)
         return head, th.stack([victim.float(), first.float()], 2)
 
-    def rule_actions(self, encoded: Encoded, values: th.Tensor) -> th.Tensor:
+    def rule_actions(self, encoded: Encoded, values: th.Tensor,
+                     rule: tuple[th.Tensor, th.Tensor] | None = None) -> th.Tensor:
         """The action the teacher's rule takes on ``values`` (``log1p`` of each row's, the
         candidate's first) at each state, from what the observation shows, ``(n,)``: EXPIRE a
         slot holding the candidate's endpoint; else WRITE when the candidate fits and is worth
@@ -275,7 +276,7 @@ class QueryRows(nn.Module):
         candidate, rows = encoded.rows
         present = encoded.present[:, :, 0] > 0
         same = present & (rows[:, :, _SAME_ENDPOINT] > 0)
-        head, expire = self.rule_inputs(encoded, values)
+        head, expire = self.rule_inputs(encoded, values) if rule is None else rule
         fits, enough, margin = head[:, 0] > 0, head[:, 1] > 0, head[:, 2]
         first = expire[:, :, 1] > 0
         replacing = encoded.g[:, _EXPIRES_NOW] > 0
@@ -283,7 +284,8 @@ class QueryRows(nn.Module):
         evict = th.where(enough & ((margin > 0) | replacing) & first.any(1), 3 + first.float().argmax(1), SKIP)
         return th.where(same.any(1), 3 + same.float().argmax(1), th.where(fits, write, evict))
 
-    def _logits(self, encoded: Encoded, values: th.Tensor) -> th.Tensor:
+    def _logits(self, encoded: Encoded, values: th.Tensor,
+                rule: tuple[th.Tensor, th.Tensor] | None = None) -> th.Tensor:
         g, g_k, h_c, h_s, pooled, present = (encoded.g, encoded.g_k, encoded.h_c, encoded.h_s, encoded.pooled,
                                              encoded.present)
         v_c, v_s = values[:, :1], values[:, 1:]
@@ -291,7 +293,7 @@ class QueryRows(nn.Module):
         lowest = th.where(present[:, :, 0] > 0, v_s, th.full_like(v_s, 1e4)).min(1, keepdim=True).values
         lowest = th.where(present.sum(1) > 0, lowest, th.zeros_like(lowest))
         mean = (v_s * present[:, :, 0]).sum(1, keepdim=True) / present[:, :, 0].sum(1, keepdim=True).clamp(min=1.0)
-        rule_head, rule_expire = self.rule_inputs(encoded, values)
+        rule_head, rule_expire = self.rule_inputs(encoded, values) if rule is None else rule
         head = self.head(th.cat([h_c, pooled, g, v_c, lowest, mean, rule_head], 1))
         pair = th.stack([v_c.expand_as(v_s), v_s, v_c - v_s], 2)
         expire = self.expire(th.cat([h_s, h_c[:, None, :].expand_as(h_s), g_k, pair, rule_expire], 2))[:, :, 0]
@@ -305,8 +307,9 @@ class QueryRows(nn.Module):
         outputs = self._member_outputs(encoded.value_inputs)
         values = outputs[..., 0]
         mean = values.mean(1).detach()
-        return Fitted(self._logits(encoded, mean), values, outputs[..., 1] if self.value_spread else None,
-                      self.rule_actions(encoded, mean))
+        rule = self.rule_inputs(encoded, mean)  # read once: the heads' inputs and the labels
+        return Fitted(self._logits(encoded, mean, rule), values, outputs[..., 1] if self.value_spread else None,
+                      self.rule_actions(encoded, mean, rule))
 
     def word_estimates(self, x: th.Tensor) -> th.Tensor:
         """Every row's word estimates, the candidate's first: ``(n, 1 + slots, 2)``."""
