@@ -7,6 +7,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import pickle
+import select
 import signal
 import sys
 import time
@@ -243,6 +244,14 @@ def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch)
     vector.close()
 
 
+def _wait_stopped(pid: int) -> None:
+    """Until ``pid`` is stopped: a signal is delivered, not acted on, by ``kill``."""
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert time.monotonic() < deadline, "the worker did not stop"
+        time.sleep(0.001)
+
+
 def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
     """Results are read without blocking: a long episode's is more than a pipe holds, and a
     worker stopped while writing it (a debugger, a frozen cgroup) leaves the core preparing."""
@@ -251,15 +260,23 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
         vector, sync = _pair(2, **CONTRACT_TEXT, length=3000, api_pool=8, budget_bytes=1 << 18)
         _reset_both(vector, sync, seed=9)
         workers = vector.core.workers
-        worker = workers.processes[0]
+        worker, reader = workers.processes[0], workers._workers[0]
         deadline = time.monotonic() + 120
-        while not workers._workers[0].pending:  # results of about 0.5 MB come in pieces as the pipe drains
+        # Stopped before anything of a result is read: a pipe holds far less than a result of
+        # about 0.5 MB, so what the next read finds is part of one. (Reading while it writes
+        # can drain a whole result at once, and then the worker has nothing more to write.)
+        while True:
             assert time.monotonic() < deadline, "the worker wrote nothing"
-            time.sleep(0.002)
+            if reader.busy == 0:  # its jobs not yet sent
+                workers.pump()
+            if not select.select([reader.results], [], [], 0.05)[0]:
+                continue
+            os.kill(worker.pid, signal.SIGSTOP)
+            _wait_stopped(worker.pid)
             workers.pump()
-        os.kill(worker.pid, signal.SIGSTOP)
-        workers.pump()
-        assert workers._workers[0].pending  # caught mid-result
+            if reader.pending:  # caught mid-result, not between the start-up message and a result
+                break
+            os.kill(worker.pid, signal.SIGCONT)
         complete = len(workers._ready)  # results that arrived whole before it stopped
         rng = np.random.default_rng(9)
         for _ in range(6500):  # through both sub-envs' resets
