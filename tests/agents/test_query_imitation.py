@@ -365,6 +365,40 @@ def test_a_model_of_the_query_env_scores_in_wpb_eval_as_it_plays_the_env(tmp_pat
         assert expired > 0
 
 
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_agent_decides_as_predict_does(tmp_path, deterministic):
+    # The agent calls the policy without predict's wrapping (SB3Agent._act_directly); on
+    # states of played episodes and on random observations with random masks (SKIP always
+    # allowed) it must take predict's action, sampled ones drawn from the same torch seed.
+    env = QueryTierEnv(**SMALL, slots=4, word_buckets=8, budget_bytes=2048, episode_seed=3)
+    model = _fresh_model(env, 1)
+    model.save(tmp_path / "m.zip")
+    (tmp_path / "m.env.json").write_text(json.dumps({"query_tier": True, "slots": 4, "word_buckets": 8}))
+    agent = SB3Agent(tmp_path / "m.zip", deterministic=deterministic)
+    agent.restart()
+    rng = np.random.default_rng(0)
+    observations, masks = [], []
+    obs, _ = env.reset(options={"episode_index": 0})
+    done = False
+    while not done:
+        mask = env.action_masks()
+        observations.append(obs)
+        masks.append(mask)
+        obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(mask))))
+    for _ in range(200):
+        observations.append(env.observation_space.sample())
+        masks.append(np.r_[True, rng.random(env.action_space.n - 1) < 0.5])
+    directly, through_predict = [], []
+    for observation, mask in zip(observations, masks, strict=True):
+        th.manual_seed(len(directly))
+        directly.append(agent._act(observation, mask))
+        th.manual_seed(len(through_predict))
+        through_predict.append(int(model.predict(observation, deterministic=deterministic, action_masks=mask)[0]))
+    assert directly == through_predict
+    assert len(set(directly)) > 2  # more than one kind of action was compared
+    assert all(mask[a] for a, mask in zip(directly, masks, strict=True))
+
+
 def test_the_policy_acts_by_kind_then_slot_and_the_student_acts_so_too():
     probabilities = th.tensor([[0.30, 0.0, 0.0, 0.20, 0.25, 0.25],  # EXPIRE 0.70 in all, spread
                                [0.40, 0.0, 0.0, 0.35, 0.25, 0.0],  # EXPIRE 0.60: slot 0
