@@ -650,7 +650,8 @@ def test_the_readmes_query_tier_summary_is_the_query_tier_tables():
     says("README.md", f"the hindsight bound is {bound:.3f}, a baseline that knows the hidden state (never the future) "
                       f"answers {privileged:.3f}, and the best tuned scripted policy {scripted:.3f}")
     (learned,) = [r for r in table("query-tier.md", "| regime | T | budget | track | agent | seeds |")
-                  if r[0] == "queries_hard" and r[2] == "10240" and r[10].startswith("keep_latest_migration")]
+                  if r[0] == "queries_hard" and r[2] == "10240" and r[4] == "value_keeper"
+                  and r[10].startswith("keep_latest_migration")]
     says("README.md", f"beats that scripted policy by {learned[11]} over {learned[5]} seeds")
 
 
