@@ -98,12 +98,19 @@ class SB3Agent(ModelAgent):
                 f"from {self.env_kwargs or 'the default arguments'} gives {probe.observation_space}; pass the "
                 f"env_kwargs it was trained with (or put them in {env_kwargs_path(path)})"
             )
+        from sb3_contrib import MaskablePPO, RecurrentPPO
+        from stable_baselines3 import A2C, PPO
+
         self._maskable = "action_masks" in inspect.signature(self.model.predict).parameters
         # A recurrent policy carries its LSTM state from one decision to the next within an
         # episode; episode_start resets it at the first decision.
-        self._recurrent = "episode_start" in inspect.signature(self.model.predict).parameters
+        self._recurrent = isinstance(self.model, RecurrentPPO)
+        # Models whose predict is their policy's _predict and no more (DQN's explores around
+        # it when not deterministic; a recurrent one threads its state through it).
+        self._direct = isinstance(self.model, (MaskablePPO, PPO, A2C))
         self._state: Any = None
         self._episode_start = np.ones((1,), dtype=bool)
+        self.model.policy.set_training_mode(False)  # decide may come before any episode starts
 
     def params(self) -> dict[str, Any]:
         return {
@@ -116,12 +123,10 @@ class SB3Agent(ModelAgent):
     def _start_policy(self) -> None:
         self._state = None
         self._episode_start = np.ones((1,), dtype=bool)
-        # Once per episode rather than at every decision as predict does: walking the modules
-        # to set their mode cost a query-tier model about a third of each decision.
-        self.model.policy.set_training_mode(False)
+        self.model.policy.set_training_mode(False)  # once, not at every decision as predict does
 
     def _act(self, observation: Any, mask: np.ndarray) -> int:
-        if (self._maskable or not self._recurrent) and isinstance(observation, np.ndarray):
+        if self._direct and isinstance(observation, np.ndarray):
             return self._act_directly(observation, mask)
         if self._maskable:
             action, _ = self.model.predict(observation, deterministic=self.deterministic, action_masks=mask)
@@ -137,9 +142,9 @@ class SB3Agent(ModelAgent):
     def _act_directly(self, observation: np.ndarray, mask: np.ndarray) -> int:
         """What ``predict`` decides for one box observation, by the call it makes
         (``policy._predict``) without what it does around it: set the modules' mode, copy and
-        check the observation, convert the action back. A query-tier model decides in 1.9 ms
-        rather than 3.0 (``benchmarks/model_decisions.py``); the actions are the same
-        (``tests/agents/test_query_imitation.py``)."""
+        check the observation, convert the action back. That wrapping was about a seventh of a
+        query-tier model's decision (``benchmarks/model_decisions.py``); the actions are the
+        same (``tests/agents/test_query_imitation.py``, ``tests/agents/test_sb3_agent.py``)."""
         import torch as th
 
         policy = self.model.policy

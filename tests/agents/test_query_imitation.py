@@ -376,6 +376,8 @@ def test_the_agent_decides_as_predict_does(tmp_path, deterministic):
     (tmp_path / "m.env.json").write_text(json.dumps({"query_tier": True, "slots": 4, "word_buckets": 8}))
     agent = SB3Agent(tmp_path / "m.zip", deterministic=deterministic)
     agent.restart()
+    assert not agent.model.policy.training
+    agent.model.predict = None  # the direct call, never predict (the test's model is another object)
     rng = np.random.default_rng(0)
     observations, masks = [], []
     obs, _ = env.reset(options={"episode_index": 0})

@@ -131,3 +131,43 @@ def test_a_model_saved_before_the_default_slots_changed_still_loads(model_path, 
     # Slots that were given are never second-guessed.
     with pytest.raises(ValueError, match="expects observations"):
         SB3Agent(old, env_kwargs={"slots": 3})
+
+
+@pytest.mark.parametrize("algo", ["PPO", "A2C", "DQN"])
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_the_agent_decides_as_predict_does_for_each_algorithm(tmp_path, algo, deterministic):
+    # PPO and A2C are called without predict's wrapping (SB3Agent._act_directly), DQN through
+    # predict (it explores around its policy); on states of an episode and on random
+    # observations each takes predict's action, sampled ones drawn from the same seeds.
+    import numpy as np
+    import stable_baselines3
+    import torch
+
+    env = WritePolicyBenchEnv(length=40, **ENV_KWARGS)
+    model = getattr(stable_baselines3, algo)("MlpPolicy", env, seed=0, device="cpu")
+    if algo == "DQN":
+        model.exploration_rate = 0.5  # a fresh DQN's is 0: it would never explore
+    model.save(tmp_path / "m.zip")
+    env_kwargs_path(tmp_path / "m.zip").write_text(json.dumps(ENV_KWARGS), encoding="utf-8")
+    agent = SB3Agent(tmp_path / "m.zip", deterministic=deterministic, algo=algo)
+    assert not agent.model.policy.training
+    if algo != "DQN":  # the direct call, never predict
+        agent.model.predict = None
+    rng = np.random.default_rng(0)
+    observations = []
+    obs, _ = env.reset(seed=0)
+    done = False
+    while not done:
+        observations.append(obs)
+        obs, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(env.action_masks()))))
+    observations += [env.observation_space.sample() for _ in range(100)]
+    mask = np.ones(env.action_space.n, dtype=bool)
+    directly, through_predict = [], []
+    for i, observation in enumerate(observations):
+        for acted, act in ((directly, lambda o: agent._act(o, mask)),
+                           (through_predict, lambda o: int(model.predict(o, deterministic=deterministic)[0]))):
+            torch.manual_seed(i)
+            np.random.seed(i)  # DQN's exploration draws from NumPy's global generator
+            acted.append(act(observation))
+    assert directly == through_predict
+    assert len(set(directly)) > 1

@@ -5,6 +5,7 @@ the vector env must play exactly what single envs play."""
 from __future__ import annotations
 
 import faulthandler
+import fcntl
 import os
 import pickle
 import select
@@ -245,9 +246,9 @@ def test_a_worker_that_cannot_start_leaves_the_core_preparing_alike(monkeypatch)
 
 
 def _wait_stopped(pid: int) -> None:
-    """Until ``pid`` is stopped: a signal is delivered, not acted on, by ``kill``."""
+    """Until ``pid`` is stopped: ``kill`` returns once the signal is queued, before the process stops."""
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("T", "t"):
         assert time.monotonic() < deadline, "the worker did not stop"
         time.sleep(0.001)
 
@@ -261,6 +262,8 @@ def test_a_worker_stopped_mid_result_does_not_stop_the_vector_env():
         _reset_both(vector, sync, seed=9)
         workers = vector.core.workers
         worker, reader = workers.processes[0], workers._workers[0]
+        if fcntl.fcntl(reader.results, fcntl.F_GETPIPE_SZ) >= 256 * 1024:
+            pytest.skip("this kernel's pipes hold a whole result, which this test must catch in part")
         deadline = time.monotonic() + 120
         # Stopped before anything of a result is read: a pipe holds far less than a result of
         # about 0.5 MB, so what the next read finds is part of one. (Reading while it writes
