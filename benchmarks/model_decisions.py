@@ -89,6 +89,17 @@ def main() -> None:
     print(f"predict: {per['predict']:.2f} ms a decision; direct: {per['direct']:.2f} ms "
           f"(best of {args.rounds} rounds of {args.decisions} decisions, the same actions)")
     print(f"the direct call decides {per['predict'] / per['direct']:.2f}x as fast as predict")
+    # What is left of a decision is the network: the same observations fed at once, as a
+    # batched evaluation would (not something wpb eval does).
+    batch = th.from_numpy(np.stack(observations))
+    start = time.perf_counter()
+    with th.inference_mode():
+        at_once = agent.model.policy._predict(batch, deterministic=True, action_masks=np.stack(masks))
+    batched = 1e3 * (time.perf_counter() - start) / args.decisions
+    # A batch's products may round differently from one row's, so a near tie may part.
+    parted = sum(a != b for a, b in zip(at_once.tolist(), actions["direct"], strict=True))
+    print(f"the same {args.decisions} observations fed to the policy at once: {batched:.2f} ms a decision "
+          f"({parted} of them decided otherwise)")
     if args.episode:
         episode = QueryTierEnv(regime="queries_medium", budget_bytes=10240, episode_seed=1000003)
         episode.reset(options={"episode_index": 0})
