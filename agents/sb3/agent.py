@@ -110,7 +110,8 @@ class SB3Agent(ModelAgent):
         self._direct = isinstance(self.model, (MaskablePPO, PPO, A2C))
         self._state: Any = None
         self._episode_start = np.ones((1,), dtype=bool)
-        self.model.policy.set_training_mode(False)  # decide may come before any episode starts
+        # Once, not at every decision as predict does; decide may come before any episode.
+        self.model.policy.set_training_mode(False)
 
     def params(self) -> dict[str, Any]:
         return {
@@ -123,7 +124,6 @@ class SB3Agent(ModelAgent):
     def _start_policy(self) -> None:
         self._state = None
         self._episode_start = np.ones((1,), dtype=bool)
-        self.model.policy.set_training_mode(False)  # once, not at every decision as predict does
 
     def _act(self, observation: Any, mask: np.ndarray) -> int:
         if self._direct and isinstance(observation, np.ndarray):
