@@ -649,10 +649,12 @@ def test_the_readmes_query_tier_summary_is_the_query_tier_tables():
     assert "(`causal_privileged`)" in row[3] and "(`keep_latest_migration`)" in row[4]
     says("README.md", f"the hindsight bound is {bound:.3f}, a baseline that knows the hidden state (never the future) "
                       f"answers {privileged:.3f}, and the best tuned scripted policy {scripted:.3f}")
-    (learned,) = [r for r in table("query-tier.md", "| regime | T | budget | track | agent | seeds |")
-                  if r[0] == "queries_hard" and r[2] == "10240" and r[4] == "value_keeper"
-                  and r[10].startswith("keep_latest_migration")]
-    says("README.md", f"beats that scripted policy by {learned[11]} over {learned[5]} seeds")
+    header = "| regime | T | budget | track | agent | seeds |"
+    keeper, ppo = ([r for r in table("query-tier.md", header, after=after) if r[0] == "queries_hard" and r[2] == "10240"
+                    and r[4] == agent and r[10].startswith("keep_latest_migration")]
+                   for agent, after in (("value_keeper", None), ("maskable_ppo", "**MaskablePPO.**")))
+    says("README.md", f"beats that scripted policy by {keeper[0][11]} over {keeper[0][5]} seeds, and a MaskablePPO "
+                      f"taught by the same baseline beats it by {ppo[0][11]}")
 
 
 def test_regimes_page_states_the_generators_size_ceilings():
