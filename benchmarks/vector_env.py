@@ -6,7 +6,7 @@ alternating slices (the VM's speed drifts):
 * ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
   with random valid actions (drawn from the batched mask), against CartPole-v1's native vector
   env at the same N with random actions, and against ``vectorization_mode="sync"``. At N = 256
-  on the default settings (target 0.25x CartPole), on T = 10,000 / 1 MB (target 0.15x), and on
+  on the default settings (target 0.20x CartPole), on T = 10,000 / 1 MB (target 0.15x), and on
   a frozen set of 64 default episodes, whose episodes come back (read once, compiled once).
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
   ``DummyVecEnv`` (``wpb train``'s two ``vec_env`` choices: same hyperparameters, fused Adam,

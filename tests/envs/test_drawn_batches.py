@@ -134,11 +134,3 @@ def test_a_failure_to_grow_the_arenas_leaves_that_sub_env_to_reset_and_starts_th
             assert core.t()[i] == 0 and np.array_equal(core.observations[i], obs)
     _, _, _, _, info = vector.step(np.ones(3, dtype=int))
     assert core.compiled.all() and info["t"].tolist() == [0 if i in failed else 1 for i in range(3)]
-
-
-def test_episodes_numpy_draws_are_started_one_by_one(monkeypatch, batches):
-    """When NumPy, not ``numpy_streams``, makes the draws (it draws otherwise than this module),
-    the episodes are started one by one, from NumPy's draws."""
-    monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams._draws_as_numpy", lambda: False)
-    assert play_both(3, 50, seed=8, length=15) >= 6
-    assert batches["start"] == [] and batches["end"]

@@ -19,13 +19,18 @@ from wpb_gym.envs.fast import paper_episodes
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
-from wpb_gym.envs.fast.numpy_streams import structure_draws
 from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
 from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_compilable
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes import sources
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, GeneratorConfig, make_config
+from wpb_gym.episodes.generators.paper import (
+    CONTRACT_REGIMES,
+    PAPER_REGIMES,
+    GeneratorConfig,
+    make_config,
+    structure_draws,
+)
 from wpb_gym.episodes.sources import EpisodeRecipe
 from wpb_gym.scoring.oracle import oracle_utility
 
@@ -131,16 +136,6 @@ def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, t
 def test_long_episodes_played_from_their_draws_compile_as_the_episodes_made(regime):
     recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
     assert_drawn_as_made(recipe, "privileged", {"f1": 0.5, "neg_regret": 0.5}, True, 1_048_576)
-
-
-@pytest.mark.parametrize("track", ["unprivileged", "privileged"])
-def test_episodes_drawn_by_numpy_compile_as_the_episodes_made(track, monkeypatch):
-    """When NumPy, not ``numpy_streams``, draws the structure (it draws otherwise, or the seed is
-    negative), the episode is compiled from NumPy's draws, in steps, to the same arrays."""
-    monkeypatch.setattr("wpb_gym.envs.fast.numpy_streams._draws_as_numpy", lambda: False)
-    monkeypatch.setattr("wpb_gym.envs.fast.paper_episodes.unprivileged_arrays", None)  # would fail if called
-    recipe = EpisodeRecipe(make_config("burst_redundancy", length=80, api_pool=5), 21, 4)
-    assert_drawn_as_made(recipe, track, {"f1": 1.0}, False, 4_000)
 
 
 def test_an_episode_whose_arrays_would_pass_int32_is_left_to_the_made_episode(monkeypatch):

@@ -5,9 +5,9 @@ observation described once by ``contents``) and turns it into flat arrays (``lay
 where each thing sits; ``arenas`` holds every sub-env's in three buffers); ``kernel`` steps
 many sub-envs over them in one compiled call (numba), with ``comparisons`` and ``memory`` as
 its parts, compiled without reference counting (``borrowing``). Generated episodes of the
-paper's four regimes are compiled from their random draws alone, by ``paper_episodes`` (the
-draws themselves, NumPy's, made in compiled code by ``numpy_streams``; their U*(B) by
-``oracle_by_class``; those a step starts or ends, together by ``drawn_batches``): they are made
+paper's four regimes are compiled from their random draws alone (NumPy's, as the generator
+makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
+or ends, together by ``drawn_batches``): they are made
 only if their sub-env is read. Every other episode (the contract regimes', the paper model's
 with documentation sections or migration guides, episodes from files) is made by its Python
 generator or read from its file and read by ``episode_arrays``; generated ones can be made,

@@ -21,8 +21,9 @@ import warnings
 from typing import Any, Sequence
 
 import numpy as np
-from numba.core import config
+from numba.core import config as numba_config
 
+from ...episodes.generators.paper import structure_draws
 from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
 from ...scoring.oracle import oracle_utility
@@ -57,7 +58,7 @@ say_when_compiling(__name__.rpartition(".")[0])
 
 with keyed_on_these_sources():
     # Their compiled functions bind their cache folder as they are defined.
-    from . import drawn_batches, episode_arrays, kernel, numpy_streams, paper_episodes
+    from . import drawn_batches, episode_arrays, kernel, paper_episodes
     from .arenas import Arenas
     from .episode_arrays import scored_labels
     from .episode_workers import EpisodeWorkers
@@ -68,11 +69,11 @@ with keyed_on_these_sources():
 # Every call into compiled code goes through CODE: on a first run, the Python twins of these
 # modules until numba has compiled them in the background (``first_run``).
 CODE = CoreCode({"kernel": kernel, "drawn_batches": drawn_batches, "episode_arrays": episode_arrays,
-                 "numpy_streams": numpy_streams, "paper_episodes": paper_episodes})
+                 "paper_episodes": paper_episodes})
 
-if config.DISABLE_JIT:
+if numba_config.DISABLE_JIT:
     # NUMBA_DISABLE_JIT=1 runs these functions as Python over NumPy scalars, which warn where the
-    # hashes and PCG64 streams let 64-bit integers wrap around, as the machine code does on purpose.
+    # parameter sets' hashes let 64-bit integers wrap around, as the machine code does on purpose.
     warnings.filterwarnings("ignore", "overflow encountered in scalar", RuntimeWarning,
                             re.escape(__name__.rpartition(".")[0]) + r"\.")
 
@@ -179,7 +180,7 @@ class CompiledCore:
         reset them again)."""
         ready: list[tuple[int, int]] = []
         self.unstarted, error = [], None
-        batches: dict[int, tuple[Any, list[int], list[np.ndarray]]] = {}  # by generator config
+        batches: dict[int, tuple[Any, list[int], list[tuple[np.ndarray, ...]]]] = {}  # by generator config
         for i in indices:
             env = envs[i]
             self.compiled[i] = self.drawn[i] = False  # until its new episode is compiled
@@ -187,18 +188,18 @@ class CompiledCore:
             self.synced[i] = 0
             self.oracles[i] = self.known_oracles[i] = None
             try:
-                entropy = self._batched(self.pending[i])
+                draws = self._batched(self.pending[i])
             except Exception:  # met again, and recorded, by the one-by-one path
-                entropy = None
-            if entropy is None:
+                draws = None
+            if draws is None:
                 error = self._start_one(i, env, ready, error)
                 continue
             config = self.pending[i][0].config
             batch = batches.get(id(config)) or batches.setdefault(id(config), (config, [], []))
             batch[1].append(i)
-            batch[2].append(entropy)
-        for config, members, entropies in batches.values():
-            for i in self._start_drawn(config, members, entropies):  # left to the one-by-one path
+            batch[2].append(draws)
+        for config, members, drawn in batches.values():
+            for i in self._start_drawn(config, members, drawn):  # left to the one-by-one path
                 error = self._start_one(i, envs[i], ready, error)
         self._index()
         self.unstarted.sort()
@@ -213,8 +214,8 @@ class CompiledCore:
         if error is not None:
             raise error
 
-    def _batched(self, chosen: tuple[Any, int] | None) -> np.ndarray | None:
-        """The structure entropy of a chosen episode that ``start_drawn`` starts with others (None:
+    def _batched(self, chosen: tuple[Any, int] | None) -> tuple[np.ndarray, ...] | None:
+        """The structure draws of a chosen episode that ``start_drawn`` starts with others (None:
         started on its own): a drawn one off the privileged track, its budget one float64 holds,
         for a reward function that needs nothing of the episode at its start (no U*(B))."""
         if chosen is None or self.privileged or self.oracle_at_start or not self.replay:
@@ -222,9 +223,9 @@ class CompiledCore:
         recipe, budget = chosen
         if type(recipe) is not EpisodeRecipe or budget >= _EXACT_INTS or not drawn_compilable(recipe):
             return None
-        return CODE.numpy_streams.structure_entropy(recipe.config, recipe.seed, recipe.index)
+        return structure_draws(recipe.config, recipe.seed, recipe.index)
 
-    def _start_drawn(self, config: Any, members: list[int], entropies: list[np.ndarray]) -> list[int]:
+    def _start_drawn(self, config: Any, members: list[int], draws: list[tuple[np.ndarray, ...]]) -> list[int]:
         """Start the drawn episodes of sub-envs ``members`` (of ``config``) in one call (a second
         for those whose arrays outgrew their segments); returns the sub-envs left to start one
         by one: all of them if a call failed (say, out of memory: one by one, a failure is its
@@ -232,12 +233,12 @@ class CompiledCore:
         settings = unprivileged_settings(config)
         budgets = [self.pending[i][1] for i in members]
         try:
-            outcome, need = self._drawn_call(members, entropies, budgets, settings)
+            outcome, need = self._drawn_call(members, draws, budgets, settings)
             grown = np.flatnonzero(outcome < 0).tolist()
             if grown:
                 for j in grown:
                     self.arenas.fit(members[j], tuple(need[j].tolist()))
-                outcome[grown] = self._drawn_call([members[j] for j in grown], [entropies[j] for j in grown],
+                outcome[grown] = self._drawn_call([members[j] for j in grown], [draws[j] for j in grown],
                                                   [budgets[j] for j in grown], settings)[0]
         except Exception:
             return members
@@ -249,12 +250,12 @@ class CompiledCore:
                 left.append(i)
         return left
 
-    def _drawn_call(self, members: list[int], entropies: list[np.ndarray], budgets: list[int],
+    def _drawn_call(self, members: list[int], draws: list[tuple[np.ndarray, ...]], budgets: list[int],
                     settings: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
-        starts = np.zeros(len(members) + 1, dtype=np.int64)
-        np.cumsum([len(entropy) for entropy in entropies], out=starts[1:])
+        # One config's episodes: each draw has the same shape in all of them.
+        n_params, uniforms, endpoints = (np.stack(part) for part in zip(*draws))
         arenas = self.arenas
-        return CODE.drawn_batches.start_drawn(np.array(members, dtype=np.int64), np.concatenate(entropies), starts,
+        return CODE.drawn_batches.start_drawn(np.array(members, dtype=np.int64), n_params, uniforms, endpoints,
                                               np.array(budgets, dtype=np.int64), *settings, *arenas.buffers,
                                               arenas.spans, arenas.capacity, self.scalars, self.fscalars, self.masks,
                                               self.observations, self.K, self.cap, self.oldest, self.privileged)

@@ -25,13 +25,13 @@ KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNI
 
 
 @njit(cache=True)
-def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params, max_params, T, bursts,
-                burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob,
-                remove_param_prob, deprecate_prob, metadata, entry_bytes, statics, floats, states, spans, capacity,
-                scalars, fscalars, masks, observations, K, cap, oldest, privileged):
-    """Sub-env ``indices[j]`` starts the episode whose structure is drawn from ``entropy`` between
-    ``entropy_starts[j]`` and the next (``numpy_streams.structure_entropy``), with budget
-    ``budgets[j]``: its arrays made (``paper_episodes.unprivileged_arrays``), copied into its segments
+def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, bursts, burst_interval, burst_len,
+                redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob,
+                metadata, entry_bytes, statics, floats, states, spans, capacity, scalars, fscalars, masks,
+                observations, K, cap, oldest, privileged):
+    """Sub-env ``indices[j]`` starts the episode whose structure NumPy drew as ``n_params[j]``,
+    ``uniforms[j]`` and ``endpoints[j]`` (``paper.structure_draws``), with budget ``budgets[j]``:
+    its arrays made (``paper_episodes.unprivileged_arrays``), copied into its segments
     (``arenas``), started and observed. Returns per episode 1 if it started, 0 if its arrays
     would not fit int32, -1 if they do not fit its segments, with the sizes they need."""
     outcome = np.zeros(indices.shape[0], dtype=np.int64)
@@ -39,9 +39,8 @@ def start_drawn(indices, entropy, entropy_starts, budgets, api_pool, min_params,
     for j in range(indices.shape[0]):
         i = indices[j]
         static, fl, state_size, _, _, _ = unprivileged_arrays(
-            entropy[entropy_starts[j]:entropy_starts[j + 1]], api_pool, min_params, max_params, T, bursts,
-            burst_interval, burst_len, redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob,
-            deprecate_prob, metadata, entry_bytes)
+            n_params[j], uniforms[j], endpoints[j], max_params, T, bursts, burst_interval, burst_len, redundancy,
+            redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata, entry_bytes)
         if static.shape[0] == 0:
             continue
         need[j, 0], need[j, 1], need[j, 2] = static.shape[0], fl.shape[0], state_size

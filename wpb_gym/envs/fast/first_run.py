@@ -49,7 +49,7 @@ from .compile_cache import cache_folder
 from .episode_workers import child_environment
 
 # The modules whose functions the core calls (the core's entry points into compiled code).
-ENTRY_MODULES = ("kernel", "drawn_batches", "episode_arrays", "numpy_streams", "paper_episodes")
+ENTRY_MODULES = ("kernel", "drawn_batches", "episode_arrays", "paper_episodes")
 VARIABLE = "WPB_GYM_COMPILE"
 _HERE = Path(__file__).parent
 _PYTHON_PACKAGE = __name__.rpartition(".")[0] + "_as_python"
@@ -85,8 +85,8 @@ def compile_running(lock: Path) -> bool:
 def python_modules() -> dict[str, Any]:
     """``ENTRY_MODULES`` imported again from the same files, under another package name, with
     numba's JIT off while they are defined: their functions are the sources run as Python."""
-    # As under NUMBA_DISABLE_JIT (see ``core``): the hashes and PCG64 streams let 64-bit
-    # integers wrap around on purpose, as the machine code does, which NumPy's scalars warn of.
+    # As under NUMBA_DISABLE_JIT (see ``core``): the parameter sets' hashes let 64-bit integers
+    # wrap around on purpose, as the machine code does, which NumPy's scalars warn of.
     warnings.filterwarnings("ignore", "overflow encountered in scalar", RuntimeWarning,
                             re.escape(_PYTHON_PACKAGE) + r"\.")
     if _PYTHON_PACKAGE not in sys.modules:

@@ -27,12 +27,11 @@ from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
-from ...episodes.generators.paper import GeneratorConfig, episode_priorities
+from ...episodes.generators.paper import GeneratorConfig, episode_priorities, structure_draws
 from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
 from .episode_arrays import float_array, float_sections
-from .numpy_streams import paper_structure, structure_draws, structure_entropy
 
 # A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
 # played from the made episode.
@@ -73,13 +72,12 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     ``reward_fn`` started on it; None when the arrays are too large for int32."""
     c = recipe.config
     T = c.length
-    entropy = structure_entropy(c, recipe.seed, recipe.index)
-    if track != PRIVILEGED and entropy is not None:
-        # Draws, play and arrays in one compiled call: the metadata is the same text at every step.
-        compiled = unprivileged_arrays(entropy, *unprivileged_settings(c))
+    n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
+    if track != PRIVILEGED:
+        # Play and arrays in one compiled call: the metadata is the same text at every step.
+        compiled = unprivileged_arrays(n_params, uniforms, endpoints, *unprivileged_settings(c))
         priorities = None
     else:
-        n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
         played = _play(n_params, uniforms, endpoints, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
                        c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
                        c.max_params + c.length + 1)
@@ -109,8 +107,8 @@ def _started(static, floats, state_size, utility, costs, critical, priorities, r
 
 
 def unprivileged_settings(c: Any) -> tuple[Any, ...]:
-    """``unprivileged_arrays``'s arguments after the entropy, for episodes of config ``c``."""
-    return (c.api_pool, c.min_params, c.max_params, c.length, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
+    """``unprivileged_arrays``'s arguments after the draws, for episodes of config ``c``."""
+    return (c.max_params, c.length, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
             c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
             _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
 
@@ -242,13 +240,12 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
 
 
 @njit(cache=True, inline="always")
-def unprivileged_arrays(entropy, api_pool, min_params, max_params, T, bursts, burst_interval, burst_len, redundancy,
-                  redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
-                  entry_bytes):
-    """``_compile`` of the episode whose structure is drawn from ``entropy`` (``numpy_streams``):
-    an episode off the privileged track, made ready in one call."""
+def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, bursts, burst_interval, burst_len, redundancy,
+                        redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
+                        entry_bytes):
+    """``_compile`` of the episode of these draws (``paper.structure_draws``): an episode off the
+    privileged track, made ready in one call."""
     stride = max_params + T + 1
-    n_params, uniforms, endpoints = paper_structure(entropy, api_pool, min_params, max_params, T)
     content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = _play(
         n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redundancy, redundancy_prob, drift_prob,
         burst_drift_prob, remove_param_prob, deprecate_prob, stride)

@@ -308,13 +308,7 @@ def _regime_key(regime: str) -> int:
 def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random.SeedSequence:
     """``episode_seed(regime, seed, index).spawn(3)[child]``, without building the parent and
     its other children (a reset needs one stream of three in the paper's regimes)."""
-    entropy, spawn_key = stream_entropy(regime, seed, index, child)
-    return np.random.SeedSequence(list(entropy), spawn_key=spawn_key)
-
-
-def stream_entropy(regime: str, seed: int, index: int, child: int) -> tuple[tuple[int, int], tuple[int, int]]:
-    """The entropy and spawn key of ``_episode_stream(regime, seed, index, child)``'s ``SeedSequence``."""
-    return _entropy(regime, seed), (index, child)
+    return np.random.SeedSequence(list(_entropy(regime, seed)), spawn_key=(index, child))
 
 
 def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
@@ -382,8 +376,7 @@ def paper_draws(c: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarra
     order (so options that change how a step is used, docs and guides, leave the draws of other
     steps where they were): each endpoint's starting number of parameters; per step the six
     uniforms (repeat, drift, kind, which parameter, deprecated, doc) as rows; per step the drawn
-    endpoint. ``_paper_steps`` plays them; the vector env's compiled core reads them as well, and
-    draws them in compiled code (``envs.fast.numpy_streams.paper_structure``, tested equal)."""
+    endpoint. ``_paper_steps`` plays them; the vector env's compiled core reads them as well."""
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
     uniforms = rng.random((6, c.length))
     endpoints = rng.integers(0, c.api_pool, size=c.length)
