@@ -7,8 +7,7 @@ many sub-envs over them in one compiled call (numba), with ``comparisons`` and `
 its parts, compiled without reference counting (``borrowing``). Generated episodes of the
 paper's four regimes are compiled from their random draws alone (NumPy's, as the generator
 makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
-or ends, together by ``drawn_batches``): they are made
-only if their sub-env is read. Every other episode (the contract regimes', the paper model's
+or ends, together by ``drawn_batches``): they are made only if their sub-env is read. Every other episode (the contract regimes', the paper model's
 with documentation sections or migration guides, episodes from files) is made by its Python
 generator or read from its file and read by ``episode_arrays``; generated ones can be made,
 read and compiled ahead in worker processes (``episode_workers``). The single env

@@ -82,7 +82,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
                        c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
                        c.max_params + c.length + 1)
         utility = played[1]
-        priorities = episode_priorities(c, recipe.seed, recipe.index, utility) if track == PRIVILEGED else None
+        priorities = episode_priorities(c, recipe.seed, recipe.index, utility)
         metadata = _metadata_lengths(c.regime, priorities, T)
         compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
