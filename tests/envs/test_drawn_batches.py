@@ -134,3 +134,36 @@ def test_a_failure_to_grow_the_arenas_leaves_that_sub_env_to_reset_and_starts_th
             assert core.t()[i] == 0 and np.array_equal(core.observations[i], obs)
     _, _, _, _, info = vector.step(np.ones(3, dtype=int))
     assert core.compiled.all() and info["t"].tolist() == [0 if i in failed else 1 for i in range(3)]
+
+
+def test_draws_that_fail_for_one_sub_env_leave_it_unstarted_and_start_the_others_together(monkeypatch, batches):
+    """NumPy refusing one episode's draws (here: pretended for sub-env 1's) fails that sub-env's
+    start alone: the others start in one batch, the error is raised, and the next step resets
+    that sub-env."""
+    from wpb_gym.envs.fast import core as core_module
+
+    draws, asked = core_module.structure_draws, []
+
+    def refuses_the_second(c, seed, index):
+        # The second episode the reset asks for, by the core and again by the one-by-one path.
+        if len(asked) < 2:
+            asked.append((seed, index))
+        if asked[1:] == [(seed, index)]:
+            raise ValueError("NumPy refuses these draws")
+        return draws(c, seed, index)
+
+    vector = WritePolicyBenchVectorEnv(3, length=20)
+    vector.reset(seed=0)
+    batches["start"].clear()
+    monkeypatch.setattr(core_module, "structure_draws", refuses_the_second)
+    monkeypatch.setattr(paper_episodes, "structure_draws", refuses_the_second)
+    with pytest.raises(ValueError, match="NumPy refuses"):
+        vector.reset(seed=5)
+    core = vector.core
+    assert core.unstarted == [1] and core.compiled.tolist() == [True, False, True]
+    assert batches["start"] and all(call == [0, 2] for call in batches["start"])  # again once their arenas grew
+    for i in (0, 2):
+        obs, _ = WritePolicyBenchEnv(length=20).reset(seed=5 + i)
+        assert core.t()[i] == 0 and np.array_equal(core.observations[i], obs)
+    _, _, _, _, info = vector.step(np.ones(3, dtype=int))
+    assert core.compiled.all() and info["t"].tolist() == [1, 0, 1]
