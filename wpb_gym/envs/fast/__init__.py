@@ -7,12 +7,13 @@ many sub-envs over them in one compiled call (numba), with ``comparisons`` and `
 its parts, compiled without reference counting (``borrowing``). Generated episodes of the
 paper's four regimes are compiled from their random draws alone (NumPy's, as the generator
 makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
-or ends, together by ``drawn_batches``): they are made only if their sub-env is read. Every other episode (the contract regimes', the paper model's
-with documentation sections or migration guides, episodes from files) is made by its Python
-generator or read from its file and read by ``episode_arrays``; generated ones can be made,
-read and compiled ahead in worker processes (``episode_workers``). The single env
-(``envs.env``) stays the literal definition of the dynamics: the differential tests play both
-on the same seeds and actions and require equal outputs.
+or ends, together by ``drawn_batches``): they are made only if their sub-env is read. Every
+other episode (the contract regimes', the paper model's with documentation sections or
+migration guides, episodes from files) is made by its Python generator or read from its file
+and read by ``episode_arrays``; generated ones can be made, read and compiled ahead in worker
+processes (``episode_workers``). The single env (``envs.env``) stays the literal definition
+of the dynamics: the differential tests play both on the same seeds and actions and require
+equal outputs.
 
 numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
 is cached on disk (``compile_cache``, which says on stderr when numba compiles for long). On a
