@@ -24,6 +24,7 @@ from wpb_gym.envs.fast.paper_episodes import DrawnLabels, compile_drawn, drawn_c
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes import sources
+from wpb_gym.episodes.generators import paper_structure
 from wpb_gym.episodes.generators.paper import (
     CONTRACT_REGIMES,
     PAPER_REGIMES,
@@ -132,6 +133,23 @@ def test_episodes_played_from_their_draws_compile_as_the_episodes_made(recipe, t
     assert_drawn_as_made(recipe, track, reward, dense, budget)
 
 
+@settings(max_examples=80, deadline=None)
+@given(regime=st.sampled_from(PAPER_REGIMES), options=paper_options(), seed=st.integers(0, 2**31 - 1),
+       index=st.integers(0, 10**6),
+       text=st.sampled_from([{}, {"doc_prob": 0.3}, {"migration_guides": True},
+                             {"doc_prob": 0.2, "migration_guides": True}]))
+def test_the_core_compiles_the_generators_own_loop_to_the_same_structure(regime, options, text, seed, index):
+    """The compiled core and the generator run one function (``paper_structure.play``): compiled,
+    it gives what it gives as Python, text steps included."""
+    c = make_config(regime, **options, **text)
+    draws = structure_draws(c, seed, index)
+    compiled = paper_episodes._structure(*draws, paper_structure.dynamics(c))
+    python = paper_structure.play(*draws, paper_structure.dynamics(c))
+    assert isinstance(compiled, paper_structure.Structure)
+    for name, got, want in zip(paper_structure.Structure._fields, compiled, python):
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
 @pytest.mark.parametrize("regime", PAPER_REGIMES)
 def test_long_episodes_played_from_their_draws_compile_as_the_episodes_made(regime):
     recipe = EpisodeRecipe(make_config(regime, length=10_000), 7, 3)
@@ -142,21 +160,18 @@ def test_an_episode_whose_arrays_would_pass_int32_is_left_to_the_made_episode(mo
     recipe = EpisodeRecipe(make_config("default", length=200), 0, 0)
     c = recipe.config
     stride, metadata = c.max_params + c.length + 1, np.array([20], dtype=np.int64)
-    compiled = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
+    compiled = paper_episodes._compile.py_func(_played(recipe), metadata, stride, 40)
     assert compiled[0].size > 500 and compiled[2] > 0  # the state's size
     monkeypatch.setattr(paper_episodes, "_MAX_STATIC", 500)  # read by the Python function, not the compiled one
-    too_large = paper_episodes._compile.py_func(*_played(recipe), metadata, stride, 40)
+    too_large = paper_episodes._compile.py_func(_played(recipe), metadata, stride, 40)
     assert too_large[0].size == 0
     monkeypatch.setattr(paper_episodes, "unprivileged_arrays", lambda *args: too_large)
     assert compile_drawn(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 4_000) is None
 
 
-def _played(recipe: EpisodeRecipe) -> tuple:
+def _played(recipe: EpisodeRecipe) -> paper_structure.Structure:
     c = recipe.config
-    stride = c.max_params + c.length + 1
-    return paper_episodes._play.py_func(*structure_draws(c, recipe.seed, recipe.index), c.bursts, c.burst_interval,
-                                        c.burst_len, c.redundancy, c.redundancy_prob, c.drift_prob,
-                                        c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob, stride)
+    return paper_structure.play(*structure_draws(c, recipe.seed, recipe.index), paper_structure.dynamics(c))
 
 
 # What compile_drawn reads of a generator config, and why it may leave the rest: a field added

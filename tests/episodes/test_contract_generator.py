@@ -15,15 +15,8 @@ from wpb_gym.episodes.generators.contracts import (
     REVERTIBLE_KINDS,
     UTILITY_COSMETIC,
 )
-from wpb_gym.episodes.generators.paper import (
-    CONTRACT_REGIMES,
-    UTILITY_DRIFT,
-    UTILITY_ORDINARY,
-    UTILITY_REPEAT,
-    generate_episode,
-    make_config,
-)
-from wpb_gym.episodes.generators.utility_scale import UTILITY_WARMUP
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, generate_episode, make_config
+from wpb_gym.episodes.generators.utility_scale import UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT, UTILITY_WARMUP
 from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
 
 

@@ -193,10 +193,17 @@ def test_generated_episodes_make_their_steps_on_first_use():
 
 
 @pytest.mark.parametrize(
-    "regime, digest",
-    [("default", "20d81077e902bc67"), ("burst_redundancy", "6a37101a3d652685"), ("contract_mix", "2122aae24f3507ed")],
+    "regime, options, digest",
+    [
+        ("default", {}, "20d81077e902bc67"),
+        ("burst_redundancy", {}, "6a37101a3d652685"),
+        ("contract_mix", {}, "2122aae24f3507ed"),
+        # Text between the snapshots: documentation sections and migration guides (13 in the three).
+        ("burst_drift", {"doc_prob": 0.2, "migration_guides": True}, "12d8b2fcf1fd1b4b"),
+        ("redundancy", {"migration_guides": True, "deprecate_prob": 0.6}, "19ea6b0ce2f08b63"),
+    ],
 )
-def test_generated_episodes_are_pinned(regime, digest):
+def test_generated_episodes_are_pinned(regime, options, digest):
     """Golden: the canonical JSON of three generated episodes per regime, hashed. The README's
     frozen-set hashes and every published figure depend on these streams; a change to the
     generator that alters them must be deliberate (update the digest and the README)."""
@@ -204,5 +211,5 @@ def test_generated_episodes_are_pinned(regime, digest):
 
     h = hashlib.sha256()
     for index in range(3):
-        h.update(dumps_episode(generate_episode(make_config(regime, length=120), 11, index)).encode())
+        h.update(dumps_episode(generate_episode(make_config(regime, length=120, **options), 11, index)).encode())
     assert h.hexdigest()[:16] == digest

@@ -1,7 +1,7 @@
 """Where numba caches the compiled core, and the note it prints while it compiles. numba keys a
 cached function on its own file only, and a caller's machine code holds its callees', so the
 cache lives in a folder named after the digest of all of this package's sources and of the
-modules ``layout`` takes constants from: an edit to any of them compiles everything afresh.
+modules compiled in from elsewhere: an edit to any of them compiles everything afresh.
 The first run on a machine compiles (tens of seconds); later processes load (about 1 s).
 ``CompileNotice`` says so on stderr, once, when a compilation runs past a second."""
 
@@ -20,11 +20,11 @@ from typing import Any
 from numba.core import config, event
 
 _HERE = Path(__file__).parent
-# layout.py takes feature positions and kind codes from these, paper_episodes the utilities;
-# numba compiles them in as constants.
+# Compiled in from elsewhere: layout.py's feature positions and kind codes, and the paper
+# generator's loop (paper_structure.py) with the utilities it takes as constants.
 _GENERATORS = _HERE.parent.parent / "episodes" / "generators"
-_CONSTANTS_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
-                   _GENERATORS / "utility_scale.py")
+_COMPILED_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
+                  _GENERATORS / "paper_structure.py", _GENERATORS / "utility_scale.py")
 
 
 def cache_folder() -> Path:
@@ -32,7 +32,7 @@ def cache_folder() -> Path:
     ``NUMBA_CACHE_DIR`` if set, else beside these sources (``~/.cache/wpb_gym`` where that is
     read-only)."""
     digest = hashlib.sha256()
-    for path in [*sorted(_HERE.glob("*.py")), *_CONSTANTS_FROM]:
+    for path in [*sorted(_HERE.glob("*.py")), *_COMPILED_FROM]:
         digest.update(path.name.encode() + path.read_bytes())
     base = Path(config.CACHE_DIR) if config.CACHE_DIR else _HERE / "__pycache__"
     if not os.access(base if base.exists() else base.parent, os.W_OK):

@@ -25,10 +25,9 @@ KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNI
 
 
 @njit(cache=True)
-def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, bursts, burst_interval, burst_len,
-                redundancy, redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob,
-                metadata, entry_bytes, statics, floats, states, spans, capacity, scalars, fscalars, masks,
-                observations, K, cap, oldest, privileged):
+def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, dynamics, metadata, entry_bytes,
+                statics, floats, states, spans, capacity, scalars, fscalars, masks, observations, K, cap, oldest,
+                privileged):
     """Sub-env ``indices[j]`` starts the episode whose structure NumPy drew as ``n_params[j]``,
     ``uniforms[j]`` and ``endpoints[j]`` (``paper.structure_draws``), with budget ``budgets[j]``:
     its arrays made (``paper_episodes.unprivileged_arrays``), copied into its segments
@@ -38,9 +37,8 @@ def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, 
     need = np.zeros((indices.shape[0], 3), dtype=np.int64)
     for j in range(indices.shape[0]):
         i = indices[j]
-        static, fl, state_size, _, _, _ = unprivileged_arrays(
-            n_params[j], uniforms[j], endpoints[j], max_params, T, bursts, burst_interval, burst_len, redundancy,
-            redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata, entry_bytes)
+        static, fl, state_size, _, _, _ = unprivileged_arrays(n_params[j], uniforms[j], endpoints[j], max_params, T,
+                                                              dynamics, metadata, entry_bytes)
         if static.shape[0] == 0:
             continue
         need[j, 0], need[j, 1], need[j, 2] = static.shape[0], fl.shape[0], state_size

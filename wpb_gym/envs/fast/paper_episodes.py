@@ -2,8 +2,8 @@
 
 Such an episode without text (no documentation sections, no migration guides: the paper's four
 regimes) is a function of three arrays of draws (``paper.structure_draws``) and its priorities.
-``compile_drawn`` replays the generator's loop (``paper._paper_steps``) on the draws in
-compiled code and writes the arrays ``episode_arrays`` would make of the generated episode
+``compile_drawn`` runs the generator's own loop (``paper_structure.play``, compiled) on the
+draws and writes the arrays ``episode_arrays`` would make of the generated episode
 (``describe_episode``, then ``compile_episode``), with no observation dict, JSON text or
 description in between: every observation is an endpoint snapshot
 ``{"api": "api.v<V>.endpoint_<i>", "deprecated": <bool>, "params": [<names>], "version": <V>}``,
@@ -27,8 +27,8 @@ from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
+from ...episodes.generators import paper_structure
 from ...episodes.generators.paper import GeneratorConfig, episode_priorities, structure_draws
-from ...episodes.generators.utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
 from .episode_arrays import float_array, float_sections
@@ -78,13 +78,10 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         compiled = unprivileged_arrays(n_params, uniforms, endpoints, *unprivileged_settings(c))
         priorities = None
     else:
-        played = _play(n_params, uniforms, endpoints, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
-                       c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
-                       c.max_params + c.length + 1)
-        utility = played[1]
-        priorities = episode_priorities(c, recipe.seed, recipe.index, utility)
+        structure = _structure(n_params, uniforms, endpoints, paper_structure.dynamics(c))
+        priorities = episode_priorities(c, recipe.seed, recipe.index, structure.utility)
         metadata = _metadata_lengths(c.regime, priorities, T)
-        compiled = _compile(*played, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
+        compiled = _compile(structure, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
     return _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
 
@@ -108,9 +105,7 @@ def _started(static, floats, state_size, utility, costs, critical, priorities, r
 
 def unprivileged_settings(c: Any) -> tuple[Any, ...]:
     """``unprivileged_arrays``'s arguments after the draws, for episodes of config ``c``."""
-    return (c.max_params, c.length, c.bursts, c.burst_interval, c.burst_len, c.redundancy,
-            c.redundancy_prob, c.drift_prob, c.burst_drift_prob, c.remove_param_prob, c.deprecate_prob,
-            _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES)
+    return c.max_params, c.length, paper_structure.dynamics(c), _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES
 
 
 def _deprecated_section(T: int) -> slice:
@@ -135,79 +130,8 @@ def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.
     return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]
 
 
-@njit(cache=True)
-def _play(n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redundancy, redundancy_prob, drift_prob,
-          burst_drift_prob, remove_param_prob, deprecate_prob, stride):
-    """``paper._paper_steps`` without text, on its draws: per step its content (an endpoint
-    snapshot, numbered as first shown), utility and whether it drifted; per content its
-    endpoint, version, deprecated flag and parameter numbers (in list order, between
-    ``param_start`` offsets)."""
-    T = endpoints.shape[0]
-    pool = n_params.shape[0]
-    params = np.empty((pool, stride), dtype=np.int32)
-    lengths = np.empty(pool, dtype=np.int64)
-    next_param = np.empty(pool, dtype=np.int64)
-    for i in range(pool):
-        lengths[i] = next_param[i] = n_params[i]
-        for k in range(n_params[i]):
-            params[i, k] = k
-    versions = np.ones(pool, dtype=np.int64)
-    deprecated = np.zeros(pool, dtype=np.bool_)
-    snapshot = np.full(pool, -1, dtype=np.int64)
-    content_of = np.empty(T, dtype=np.int64)
-    utility = np.empty(T, dtype=np.float64)
-    critical = np.zeros(T, dtype=np.bool_)
-    c_endpoint = np.empty(T, dtype=np.int64)
-    c_version = np.empty(T, dtype=np.int64)
-    c_deprecated = np.empty(T, dtype=np.bool_)
-    param_start = np.empty(T + 1, dtype=np.int64)
-    param_numbers = np.empty(max(16, 2 * int(n_params.sum())), dtype=np.int32)
-    n_contents, position, prev_endpoint, prev_content = 0, 0, -1, -1
-    param_start[0] = 0
-    for t in range(T):
-        in_burst = bursts and (t % burst_interval) < burst_len
-        if redundancy and prev_endpoint >= 0 and uniforms[0, t] < redundancy_prob:
-            i = prev_endpoint
-        else:
-            i = endpoints[t]
-        drift = uniforms[1, t] < (burst_drift_prob if in_burst else drift_prob)
-        if drift:
-            versions[i] += 1
-            n = lengths[i]
-            if uniforms[2, t] < remove_param_prob and n > 1:
-                for j in range(int(uniforms[3, t] * n), n - 1):
-                    params[i, j] = params[i, j + 1]
-                lengths[i] = n - 1
-            else:
-                params[i, n] = next_param[i]
-                next_param[i] += 1
-                lengths[i] = n + 1
-            deprecated[i] = uniforms[4, t] < deprecate_prob
-            critical[t] = True
-        content = snapshot[i]
-        if content < 0 or drift:
-            content = snapshot[i] = n_contents
-            n_contents += 1
-            c_endpoint[content], c_version[content], c_deprecated[content] = i, versions[i], deprecated[i]
-            n = lengths[i]
-            if position + n > param_numbers.shape[0]:
-                grown = np.empty(2 * (position + n), dtype=np.int32)
-                for j in range(position):
-                    grown[j] = param_numbers[j]
-                param_numbers = grown
-            for j in range(n):
-                param_numbers[position + j] = params[i, j]
-            position += n
-            param_start[n_contents] = position
-        if drift:
-            utility[t] = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
-        else:
-            utility[t] = UTILITY_REPEAT if content == prev_content else UTILITY_ORDINARY
-        content_of[t] = content
-        prev_endpoint, prev_content = i, content
-    return (content_of, utility, critical, c_endpoint[:n_contents], c_version[:n_contents],
-            c_deprecated[:n_contents], param_start[:n_contents + 1], param_numbers[:position])
-
+# The generator's own loop, compiled.
+_structure = njit(cache=True)(paper_structure.play)
 
 _state_sizes = njit(cache=True)(L.state_sizes)
 
@@ -215,12 +139,13 @@ _state_sizes = njit(cache=True)(L.state_sizes)
 # ``_compile`` and ``unprivileged_arrays`` are inlined into their compiled callers: each function numba
 # compiles on its own adds about a second to the first run's compilation.
 @njit(cache=True, inline="always")
-def _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers, metadata,
-             stride, entry_bytes):
-    """``(static, floats, state size, utility, costs, critical)`` of a played episode (``_play``'s
-    arrays; ``metadata`` as ``_static`` takes it), its floats without priorities or any oracle;
+def _compile(structure, metadata, stride, entry_bytes):
+    """``(static, floats, state size, utility, costs, critical)`` of an episode's ``Structure``
+    (``metadata`` as ``_static`` takes it), its floats without priorities or any oracle;
     an empty ``static`` when the arrays are too large for int32. The state is left to the caller
     to make (the arenas give it room without an array of its own)."""
+    content_of, utility, critical = structure.content_of, structure.utility, structure.critical
+    endpoint, param_start, param_numbers = structure.endpoint, structure.param_start, structure.param_numbers
     T = content_of.shape[0]
     n = endpoint.shape[0]
     # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
@@ -228,8 +153,8 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
     if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + param_numbers.shape[0] >= _MAX_STATIC
             or sum(_state_sizes(T, n, n)) >= _MAX_STATIC):
         return np.zeros(0, dtype=np.int32), np.zeros(0), 0, utility, np.zeros(0, dtype=np.int64), critical
-    static, costs, step_deprecated = _static(content_of, critical, metadata, endpoint, version, deprecated,
-                                             param_start, param_numbers, stride, entry_bytes)
+    static, costs, step_deprecated = _static(content_of, critical, metadata, endpoint, structure.version,
+                                             structure.deprecated, param_start, param_numbers, stride, entry_bytes)
     position = 0
     for k, size in enumerate(_state_sizes(T, np.int64(static[L.H_FAMILIES]), n)):
         static[L.H_STATE + k] = position
@@ -240,17 +165,10 @@ def _compile(content_of, utility, critical, endpoint, version, deprecated, param
 
 
 @njit(cache=True, inline="always")
-def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, bursts, burst_interval, burst_len, redundancy,
-                        redundancy_prob, drift_prob, burst_drift_prob, remove_param_prob, deprecate_prob, metadata,
-                        entry_bytes):
-    """``_compile`` of the episode of these draws (``paper.structure_draws``): an episode off the
-    privileged track, made ready in one call."""
-    stride = max_params + T + 1
-    content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers = _play(
-        n_params, uniforms, endpoints, bursts, burst_interval, burst_len, redundancy, redundancy_prob, drift_prob,
-        burst_drift_prob, remove_param_prob, deprecate_prob, stride)
-    return _compile(content_of, utility, critical, endpoint, version, deprecated, param_start, param_numbers,
-                    metadata, stride, entry_bytes)
+def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, dynamics, metadata, entry_bytes):
+    """``_compile`` of the episode of these draws (``paper.structure_draws``) and ``dynamics``
+    (``paper_structure.Dynamics``): an episode off the privileged track, made ready in one call."""
+    return _compile(_structure(n_params, uniforms, endpoints, dynamics), metadata, max_params + T + 1, entry_bytes)
 
 
 @njit(cache=True, inline="always")
@@ -332,7 +250,7 @@ def _first_parameter_sets(endpoint, param_start, param_numbers):
 def _static(content_of, critical, metadata, endpoint, version, deprecated, param_start, param_numbers, stride,
             entry_bytes):
     """The static array ``compile_episode`` makes of the episode (header's state offsets left to
-    the caller), from ``_play``'s contents; and per step its WRITE cost (its JSON text with its
+    the caller), from an episode's ``Structure``; and per step its WRITE cost (its JSON text with its
     metadata's, ``metadata`` one length or one per step, and an item's ``entry_bytes``) and
     deprecated flag."""
     T = content_of.shape[0]

@@ -81,9 +81,9 @@ from scipy import special
 from ...core.checks import finite, require_int
 from ...core.setting_values import MAX_LENGTH
 from ...core.types import MAX_UTILITY, Episode
+from . import paper_structure
 from .contracts import generate_contract_steps
 from .text import filler_text, stream_date
-from .utility_scale import UTILITY_BURST_DRIFT, UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT
 
 PRIORITY_SCALE = 6.0
 
@@ -376,7 +376,8 @@ def paper_draws(c: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarra
     order (so options that change how a step is used, docs and guides, leave the draws of other
     steps where they were): each endpoint's starting number of parameters; per step the six
     uniforms (repeat, drift, kind, which parameter, deprecated, doc) as rows; per step the drawn
-    endpoint. ``_paper_steps`` plays them; the vector env's compiled core reads them as well."""
+    endpoint. ``paper_structure.play`` plays them, in ``_paper_steps`` as Python and in the vector
+    env's core compiled."""
     n_params = rng.integers(c.min_params, c.max_params + 1, size=c.api_pool)
     uniforms = rng.random((6, c.length))
     endpoints = rng.integers(0, c.api_pool, size=c.length)
@@ -393,103 +394,57 @@ def _structure_rng(c: GeneratorConfig, seed: int, index: int) -> np.random.Gener
 
 
 def _paper_steps(c: GeneratorConfig, rng: np.random.Generator, text_rng: np.random.Generator | None):
-    """The observations, utilities and labels of one episode of the paper's change model."""
-    T = c.length
+    """The observations, utilities and labels of one episode of the paper's change model: its
+    structure (``paper_structure.play``) rendered as observations, text drawn in step order."""
     n_params, uniforms, endpoints = paper_draws(c, rng)
-    # As Python floats and ints (the same values): the loop below reads them one at a time.
-    u_repeat, u_drift, u_kind, u_which, u_depr, u_doc = uniforms.tolist()
-    endpoint_draw = endpoints.tolist()
-
-    versions = [1] * c.api_pool
-    params = [[f"p{i}_{k}" for k in range(int(n_params[i]))] for i in range(c.api_pool)]
-    next_param = [int(n) for n in n_params]
-    deprecated = [False] * c.api_pool
-    snapshots: list[dict[str, Any] | None] = [None] * c.api_pool
-
-    steps_obs: list[Any] = []
-    utility: list[float] = []  # one array at the end: a NumPy item write per step costs more
-    critical: list[int] = []
-    breaking: list[int] = []
-    guides: list[int] = []
-    deprecations = 0
-    prev_obs: Any = None
-    prev_endpoint: int | None = None
-    pending_guide: tuple[dict[str, Any], float] | None = None
-    # The settings the loop reads at every step, as locals (a dataclass attribute costs more).
-    bursts, burst_interval, burst_len = c.bursts, c.burst_interval, c.burst_len
-    doc_prob, redundancy, redundancy_prob = c.doc_prob, c.redundancy, c.redundancy_prob
-    drift_prob, burst_drift_prob = c.drift_prob, c.burst_drift_prob
-    remove_param_prob, deprecate_prob = c.remove_param_prob, c.deprecate_prob
-
-    for t in range(T):
-        in_burst = bursts and (t % burst_interval) < burst_len
-        if pending_guide is not None:
-            obs, value = pending_guide
-            pending_guide = None
-            guides.append(t)
-        elif doc_prob > 0 and u_doc[t] < doc_prob:
-            i = int(endpoint_draw[t])
-            size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
-            topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
-            obs = {"content": filler_text(text_rng, size), "last_updated": stream_date(t), "section": f"endpoint_{i}/{topic}"}
-            value = c.doc_utility
-        else:
-            if redundancy and prev_endpoint is not None and u_repeat[t] < redundancy_prob:
-                i = prev_endpoint
-            else:
-                i = endpoint_draw[t]
-            drift = u_drift[t] < (burst_drift_prob if in_burst else drift_prob)
-            if drift:
-                versions[i] += 1
-                removed = u_kind[t] < remove_param_prob and len(params[i]) > 1
-                if removed:
-                    params[i].pop(int(u_which[t] * len(params[i])))
-                else:
-                    params[i].append(f"p{i}_{next_param[i]}")
-                    next_param[i] += 1
-                newly_deprecated = u_depr[t] < deprecate_prob and not deprecated[i]
-                deprecated[i] = bool(u_depr[t] < deprecate_prob)
-                critical.append(t)
-                if removed or newly_deprecated:
-                    breaking.append(t)
-                if deprecated[i]:
-                    deprecations += 1
-            obs = snapshots[i]
-            if obs is None or drift:
-                # One object per endpoint state, shared by the steps that show it: consumers
-                # that key work on the observation object (pricing) do it once per state.
-                obs = snapshots[i] = {
-                    "api": f"api.v{versions[i]}.endpoint_{i}",
-                    "deprecated": deprecated[i],
-                    "params": list(params[i]),
-                    "version": versions[i],
-                }
-            if drift:
-                value = UTILITY_BURST_DRIFT if in_burst else UTILITY_DRIFT
-                if c.migration_guides and newly_deprecated:
-                    guide = {
-                        "deadline": stream_date(t + 90),
-                        "new_api": f"api.v{versions[i] + 1}.endpoint_{i}",
-                        "notes": filler_text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
-                        "old_api": obs["api"],
-                    }
-                    pending_guide = (guide, float(value))
-            else:
-                value = UTILITY_REPEAT if obs == prev_obs else UTILITY_ORDINARY
-            prev_endpoint = i
-        utility.append(value)
-        steps_obs.append(obs)
-        prev_obs = obs
-
+    s = paper_structure.play(n_params, uniforms, endpoints, paper_structure.dynamics(c))
+    endpoint, version, deprecated = s.endpoint.tolist(), s.version.tolist(), s.deprecated.tolist()
+    starts, numbers = s.param_start.tolist(), s.param_numbers.tolist()
+    # One object per snapshot, shared by the steps that show it: consumers that key work on the
+    # observation object (pricing) do it once per state.
+    snapshots = [
+        {
+            "api": f"api.v{v}.endpoint_{i}",
+            "deprecated": d,
+            "params": [f"p{i}_{k}" for k in numbers[a:b]],
+            "version": v,
+        }
+        for i, v, d, a, b in zip(endpoint, version, deprecated, starts, starts[1:])
+    ]
+    content_of = s.content_of.tolist()
+    critical = np.flatnonzero(s.critical)
     labels: dict[str, Any] = {
-        "breaking_changes": breaking,
-        "critical_steps": critical,
-        "deprecated_apis": deprecations,
+        "breaking_changes": np.flatnonzero(s.breaking).tolist(),
+        "critical_steps": critical.tolist(),
+        # Every drift that leaves its endpoint deprecated publishes a deprecated api string.
+        "deprecated_apis": int(np.count_nonzero(s.deprecated[s.content_of[critical]])),
         "total_drift_events": len(critical),
     }
     if c.migration_guides:
-        labels["migration_guide_steps"] = guides
-    return steps_obs, np.array(utility, dtype=np.float64), labels
+        labels["migration_guide_steps"] = np.flatnonzero(s.kind == paper_structure.GUIDE).tolist()
+    if text_rng is None:
+        return [snapshots[k] for k in content_of], s.utility, labels
+    steps_obs: list[Any] = []
+    for t, (kind, k) in enumerate(zip(s.kind.tolist(), content_of)):
+        if kind == paper_structure.SNAPSHOT:
+            obs = snapshots[k]
+        elif kind == paper_structure.DOC:
+            size = int(text_rng.integers(c.doc_min_bytes, c.doc_max_bytes + 1))
+            topic = _DOC_TOPICS[int(text_rng.integers(len(_DOC_TOPICS)))]
+            obs = {
+                "content": filler_text(text_rng, size),
+                "last_updated": stream_date(t),
+                "section": f"endpoint_{int(endpoints[t])}/{topic}",
+            }
+        else:  # the step after a drift that deprecated snapshot k's endpoint
+            obs = {
+                "deadline": stream_date(t - 1 + 90),
+                "new_api": f"api.v{version[k] + 1}.endpoint_{endpoint[k]}",
+                "notes": filler_text(text_rng, int(text_rng.integers(c.guide_min_bytes, c.guide_max_bytes + 1))),
+                "old_api": snapshots[k]["api"],
+            }
+        steps_obs.append(obs)
+    return steps_obs, s.utility, labels
 
 
 def generate_episodes(config: GeneratorConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:
