@@ -117,6 +117,24 @@ def test_a_short_compilation_says_nothing_and_its_timer_is_cancelled(probe):
     assert said == []
 
 
+def test_functions_it_compiles_from_another_package_are_named_too():
+    clock, said = Clock(), []
+    notice = CompileNotice(PACKAGE, Path("/cache/numba-x"), after=1.0, write=said.append, clock=clock,
+                           timer=Timers(), also=("generators.paper_structure",))
+    start(notice, module="generators.paper_structure", name="play")
+    clock.now = 1.5
+    start(notice, module="generators.paper_structure", name="nested")
+    assert len(said) == 1 and "paper_structure.play first" in said[0]
+
+
+def test_the_core_compiles_the_generators_own_loop_and_names_it():
+    from wpb_gym.envs.fast import compile_cache, paper_episodes
+    from wpb_gym.episodes.generators import paper_structure
+
+    assert paper_episodes.compiled_play.py_func is paper_structure.play
+    assert paper_structure.play.__module__ in compile_cache.COMPILED_FROM_ELSEWHERE
+
+
 def test_compilations_of_other_packages_are_not_its_business(probe):
     notice, clock, timers, said = probe
     for module in ("numba.np.arrayobj", "wpb_notice_probe_other", "user_code"):

@@ -143,7 +143,7 @@ def test_the_core_compiles_the_generators_own_loop_to_the_same_structure(regime,
     it gives what it gives as Python, text steps included."""
     c = make_config(regime, **options, **text)
     draws = structure_draws(c, seed, index)
-    compiled = paper_episodes._structure(*draws, paper_structure.dynamics(c))
+    compiled = paper_episodes.compiled_play(*draws, paper_structure.dynamics(c))
     python = paper_structure.play(*draws, paper_structure.dynamics(c))
     assert isinstance(compiled, paper_structure.Structure)
     for name, got, want in zip(paper_structure.Structure._fields, compiled, python):

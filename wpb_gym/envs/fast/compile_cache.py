@@ -19,10 +19,14 @@ from typing import Any
 
 from numba.core import config, event
 
+from ...episodes.generators import paper_structure
+
 _HERE = Path(__file__).parent
 # Compiled in from elsewhere: layout.py's feature positions and kind codes, and the paper
 # generator's loop (paper_structure.py) with the utilities it takes as constants.
 _GENERATORS = _HERE.parent.parent / "episodes" / "generators"
+# The modules outside this package whose functions the core compiles (the notice names them too).
+COMPILED_FROM_ELSEWHERE = (paper_structure.__name__,)
 _COMPILED_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
                   _GENERATORS / "paper_structure.py", _GENERATORS / "utility_scale.py")
 
@@ -58,8 +62,8 @@ def _say_on_stderr(text: str) -> None:
 
 class CompileNotice(event.Listener):
     """A numba listener that writes, once per process, what is compiling when a compilation of
-    a function of ``package`` (its callees' included) has run ``after`` seconds, and that it is
-    cached in ``folder``.
+    a function of ``package`` or of the modules ``also`` (its callees' included) has run
+    ``after`` seconds, and that it is cached in ``folder``.
 
     numba broadcasts ``numba:compile`` only when it compiles, not when it loads a function from
     its cache, so a warm cache says nothing. The note is due either at a nested compilation's
@@ -69,8 +73,9 @@ class CompileNotice(event.Listener):
 
     def __init__(self, package: str, folder: Path, after: float = 1.0, write: Callable[[str], None] = _say_on_stderr,
                  clock: Callable[[], float] = time.monotonic,
-                 timer: Callable[[float, Callable[[], None]], Any] | None = None) -> None:
+                 timer: Callable[[float, Callable[[], None]], Any] | None = None, also: tuple[str, ...] = ()) -> None:
         self.package, self.folder, self.after, self.clock = package, folder, after, clock
+        self.also = also
         self._write = write
         self._timer_factory = timer or self._thread_timer
         self._lock = threading.Lock()  # numba compiles in whichever thread calls; the timer is another
@@ -90,7 +95,7 @@ class CompileNotice(event.Listener):
     def _ours(self, ev: event.Event) -> str | None:
         function = getattr(ev.data.get("dispatcher"), "py_func", None)
         module = getattr(function, "__module__", "") or ""
-        if module != self.package and not module.startswith(self.package + "."):
+        if module != self.package and not module.startswith(self.package + ".") and module not in self.also:
             return None
         return f"{module.rpartition('.')[2]}.{function.__qualname__}"
 
@@ -140,5 +145,5 @@ def say_when_compiling(package: str) -> None:
     ``keyed_on_these_sources``, whose folder is the one it names)."""
     global _notice
     if _notice is None:
-        _notice = CompileNotice(package, cache_folder())
+        _notice = CompileNotice(package, cache_folder(), also=COMPILED_FROM_ELSEWHERE)
         event.register("numba:compile", _notice)

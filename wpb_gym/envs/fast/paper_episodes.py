@@ -78,7 +78,7 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         compiled = unprivileged_arrays(n_params, uniforms, endpoints, *unprivileged_settings(c))
         priorities = None
     else:
-        structure = _structure(n_params, uniforms, endpoints, paper_structure.dynamics(c))
+        structure = compiled_play(n_params, uniforms, endpoints, paper_structure.dynamics(c))
         priorities = episode_priorities(c, recipe.seed, recipe.index, structure.utility)
         metadata = _metadata_lengths(c.regime, priorities, T)
         compiled = _compile(structure, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
@@ -130,8 +130,8 @@ def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.
     return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]
 
 
-# The generator's own loop, compiled.
-_structure = njit(cache=True)(paper_structure.play)
+# The generator's own loop, compiled: the paper model's rules are stated once, in the generator.
+compiled_play = njit(cache=True)(paper_structure.play)
 
 _state_sizes = njit(cache=True)(L.state_sizes)
 
@@ -168,7 +168,7 @@ def _compile(structure, metadata, stride, entry_bytes):
 def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, dynamics, metadata, entry_bytes):
     """``_compile`` of the episode of these draws (``paper.structure_draws``) and ``dynamics``
     (``paper_structure.Dynamics``): an episode off the privileged track, made ready in one call."""
-    return _compile(_structure(n_params, uniforms, endpoints, dynamics), metadata, max_params + T + 1, entry_bytes)
+    return _compile(compiled_play(n_params, uniforms, endpoints, dynamics), metadata, max_params + T + 1, entry_bytes)
 
 
 @njit(cache=True, inline="always")
