@@ -115,3 +115,13 @@ def test_compression_is_refused_where_it_cannot_be_modelled():
         gym.make("WritePolicyBench-v0", compression=CREDIT, write_time="total=5")
     with pytest.raises(ValueError, match="compression: unknown field 'ratio'; expected credit"):
         gym.make("WritePolicyBench-v0", compression="ratio=2")
+
+
+def test_the_rendering_names_a_compressed_write():
+    env = gym.make("WritePolicyBench-v0", regime="breaking", slots=2, compression=CREDIT, render_mode="ansi")
+    env.reset(seed=0)
+    compressed = env.action_space.n - 1  # the last action
+    while not env.unwrapped.action_masks()[compressed]:  # a step whose text compresses
+        env.step(0)
+    env.step(compressed)
+    assert "WRITE compressed -> accepted" in env.render() and "EXPIRE slot" not in env.render()

@@ -120,4 +120,6 @@ class MemoryActionAdapter:
             return "WRITE"
         if a < 2 + self.K:
             return f"MERGE slot {a - 2}"
+        if a == self._compressed_write:
+            return "WRITE compressed"
         return f"EXPIRE slot {a - 2 - self.K}"
