@@ -96,35 +96,44 @@ def play(n_params: np.ndarray, uniforms: np.ndarray, endpoints: np.ndarray, d: D
     c_deprecated = np.empty(T, dtype=np.bool_)
     param_start = np.zeros(T + 1, dtype=np.int64)
     param_numbers = np.empty(max(16, 2 * int(n_params.sum())), dtype=np.int64)
-    n_contents, position, prev_endpoint, guide_for = 0, 0, -1, -1
+    utility = np.empty(T, dtype=np.float64)
+    n_contents, position, prev_endpoint, prev_content, guide_for = 0, 0, -1, -1, -1
     for t in range(T):
         if guide_for >= 0:  # the step after a drift that deprecated the endpoint
-            kind[t], content_of[t], guide_for = GUIDE, guide_for, -1
+            kind[t], content_of[t], utility[t], guide_for = GUIDE, guide_for, utility[t - 1], -1
+            prev_content = -1
             continue
         if docs[t]:
-            kind[t] = DOC
+            kind[t], utility[t] = DOC, d.doc_utility
+            prev_content = -1
             continue
         i = prev_endpoint if repeats[t] and prev_endpoint >= 0 else endpoints[t]
         drift = drifts[t]
         content = snapshot[i]
         if content < 0 or drift:
             # A new snapshot: the endpoint's list so far (its latest snapshot's, or its starting
-            # parameters), changed by the drift.
+            # parameters), changed by the drift. Copied element by element: numba takes seconds
+            # longer to compile slice assignments, and the lists are short.
             n = n_params[i] if content < 0 else param_start[content + 1] - param_start[content]
             if position + n + 1 > param_numbers.shape[0]:
                 grown = np.empty(2 * (position + n + 1), dtype=np.int64)
-                grown[:position] = param_numbers[:position]
+                for k in range(position):
+                    grown[k] = param_numbers[k]
                 param_numbers = grown
             if content < 0:
-                param_numbers[position:position + n] = np.arange(n)
+                for k in range(n):
+                    param_numbers[position + k] = k
             else:
-                param_numbers[position:position + n] = param_numbers[param_start[content]:param_start[content + 1]]
+                start = param_start[content]
+                for k in range(n):
+                    param_numbers[position + k] = param_numbers[start + k]
             if drift:
                 versions[i] += 1
                 removed = uniforms[2, t] < d.remove_param_prob and n > 1
                 if removed:
                     j = int(uniforms[3, t] * n)
-                    param_numbers[position + j:position + n - 1] = param_numbers[position + j + 1:position + n]
+                    for k in range(position + j, position + n - 1):
+                        param_numbers[k] = param_numbers[k + 1]
                     n -= 1
                 else:
                     param_numbers[position + n] = next_param[i]
@@ -141,19 +150,13 @@ def play(n_params: np.ndarray, uniforms: np.ndarray, endpoints: np.ndarray, d: D
             position += n
             n_contents += 1
             param_start[n_contents] = position
+        if drift:
+            utility[t] = UTILITY_BURST_DRIFT if in_burst[t] else UTILITY_DRIFT
+        else:
+            # Two snapshots are equal exactly when they are one: each has its endpoint and version in its "api".
+            utility[t] = UTILITY_REPEAT if content == prev_content else UTILITY_ORDINARY
         content_of[t] = content
-        prev_endpoint = i
-    # Utilities: a drift's by whether it is in a burst, and a guide's as its drift's; an
-    # unchanged snapshot's by whether the step before showed it too (two snapshots are equal
-    # exactly when they are one: each has its endpoint and version in its "api").
-    shown = kind == SNAPSHOT
-    repeated = np.zeros(T, dtype=np.bool_)
-    repeated[1:] = (content_of[1:] == content_of[:-1]) & shown[:-1]
-    utility = np.where(critical, np.where(in_burst, UTILITY_BURST_DRIFT, UTILITY_DRIFT),
-                       np.where(repeated, UTILITY_REPEAT, UTILITY_ORDINARY))
-    guides = np.flatnonzero(kind == GUIDE)
-    utility[guides] = utility[guides - 1]
-    utility[kind == DOC] = d.doc_utility
+        prev_endpoint, prev_content = i, content
     return Structure(kind, content_of, utility, critical, breaking, c_endpoint[:n_contents],
                      c_version[:n_contents], c_deprecated[:n_contents], param_start[:n_contents + 1],
                      param_numbers[:position])
