@@ -202,8 +202,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ``gym.make_vec(id, num_envs=N)`` builds the native vector env (``envs.vector``): N episodes stepped
     by one compiled call on arrays (``envs.fast``, tested output for output against this class), in
     Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default),
-    ``"SameStep"`` or ``"Disabled"``. It replays the paper regimes' generator on each episode's draws
-    in compiled code and makes every other episode with its generator (``replay_generators=False``:
+    ``"SameStep"`` or ``"Disabled"``. It runs the paper regimes' generator loop compiled on each
+    episode's draws and makes every other episode with its generator (``replay_generators=False``:
     the paper regimes' too); with ``episode_workers=k``, k processes prepare the next episodes it
     makes. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
 

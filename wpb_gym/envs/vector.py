@@ -63,10 +63,11 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     and stop with ``close()``.
 
     ``replay_generators`` (default True): the core plays an episode of the paper's four regimes
-    (without sections or guides) by replaying the paper model's generator on its random draws in
-    compiled code, without making it; every other generated episode is made by its Python
-    generator and read as a single env reads it. False: the paper regimes' too. The outputs are
-    the same either way; False is for debugging and for measuring what the replay gains
+    (without sections or guides) by running the paper generator's own loop
+    (``paper_structure.play``) compiled on its random draws, without making it; every other
+    generated episode is made by its Python generator and read as a single env reads it. False:
+    the paper regimes' too. The outputs are the same either way; False is for debugging and for
+    measuring what the compiled loop gains
     (``benchmarks/vector_env.py --part generators``).
     """
 
