@@ -117,6 +117,20 @@ def test_the_block_runs_as_printed(page, block, page_folder):
     ran.add(block.lineno)
 
 
+# gym.make / make_vec / spec given an id as a literal.
+_ENV_ID = re.compile(r"""\b(?:gym|gymnasium)\.(?:make|make_vec|spec)\(\s*["']([^"']+)["']""")
+
+
+def test_every_python_block_that_makes_an_env_registers_its_ids():
+    # The blocks share this process, where an earlier import of wpb_gym has registered the ids:
+    # a block that names a bare id without importing wpb_gym would pass here and fail as printed.
+    for page, block in _blocks():
+        bare = [i for i in _ENV_ID.findall(block.code) if ":" not in i] if block.syntax == "python" else []
+        registers = re.search(r"^\s*(?:import wpb_gym|from wpb_gym)", block.code, re.M)
+        assert not bare or registers, (
+            f"{page.relative_to(ROOT)}:{block.lineno}: {bare}: write \"wpb_gym:{bare[0]}\" or import wpb_gym")
+
+
 def test_every_block_names_its_language():
     for page, block in _blocks():
         assert block.syntax in RUN | SHOWN, f"{page.relative_to(ROOT)}:{block.lineno}: language {block.syntax!r}"
