@@ -22,13 +22,13 @@ from numba.core import config, event
 from ...episodes.generators import paper_structure
 
 _HERE = Path(__file__).parent
-# Compiled in from elsewhere: layout.py's feature positions and kind codes, and the paper
-# generator's loop (paper_structure.py) with the utilities it takes as constants.
 _GENERATORS = _HERE.parent.parent / "episodes" / "generators"
 # The modules outside this package whose functions the core compiles (the notice names them too).
 COMPILED_FROM_ELSEWHERE = (paper_structure.__name__,)
+# Compiled in from elsewhere: layout.py's feature positions and kind codes, and the paper
+# generator's loop (paper_structure.py) with the utilities it takes as constants.
 _COMPILED_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
-                  _GENERATORS / "paper_structure.py", _GENERATORS / "utility_scale.py")
+                  Path(paper_structure.__file__), _GENERATORS / "utility_scale.py")
 
 
 def cache_folder() -> Path:
