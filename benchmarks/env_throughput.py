@@ -8,7 +8,11 @@ Episode resets are included: a generated episode is built and prepared at every 
 The machine's speed drifts during a run (a shared VM), so the environments are measured in
 alternating slices and each rate is total steps / total time.
 
-    python benchmarks/env_throughput.py [--seconds 10] [--rounds 6] [--profile]
+``--python-parts`` also runs each setting on the env's Python parts (the store, the observation
+encoder and the reward function, which the compiled core is tested against, and which step the
+settings it does not mirror), to show what the core gains.
+
+    python benchmarks/env_throughput.py [--seconds 10] [--rounds 6] [--python-parts] [--profile]
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym  # noqa: F401  (registers the ids)
+from wpb_gym.envs.observation.encoder import ObservationEncoder
+from wpb_gym.envs.observation.features import ObservationLayout
 
 SETTINGS = {
     "default (T=200, 10 KB)": {},
@@ -44,6 +50,18 @@ class CartPoleRunner:
                     env.reset()
             n += len(self.draws)
         return n, time.perf_counter() - start
+
+
+class PythonPartsEncoder(ObservationEncoder):
+    """The default encoder under a name the compiled core does not play (a subclassed part
+    keeps the env on its Python parts: ``WritePolicyBenchEnv.plays_compiled``)."""
+
+
+def on_python_parts(kwargs: dict) -> dict:
+    """``kwargs`` (which leave the encoder's arguments at their defaults) with such an encoder."""
+    encoder = PythonPartsEncoder(ObservationLayout(2, False), slot_order="relevance", max_expires_per_step=None,
+                                 observation_mode="box")
+    return {**kwargs, "observation_encoder": encoder}
 
 
 class WritePolicyBenchRunner:
@@ -90,6 +108,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per environment")
     parser.add_argument("--rounds", type=int, default=6, help="alternating slices per environment")
+    parser.add_argument("--python-parts", action="store_true", help="also run each setting on the Python parts")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the default setting")
     args = parser.parse_args()
     if args.profile:
@@ -100,6 +119,8 @@ def main() -> None:
     runners = {"CartPole-v1 (reference)": CartPoleRunner()}
     for name, kwargs in SETTINGS.items():
         runners[f"WritePolicyBench-v0 {name}"] = WritePolicyBenchRunner(kwargs)
+        if args.python_parts:
+            runners[f"  on its Python parts {name.split(' ')[0]}"] = WritePolicyBenchRunner(on_python_parts(kwargs))
     rates, per_round = interleaved(runners, args.seconds, args.rounds)
     reference = rates["CartPole-v1 (reference)"]
     # The spread of the per-round ratios shows how much the machine's phase moved the figure.

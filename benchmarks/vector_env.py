@@ -489,9 +489,10 @@ def _first_call_child() -> None:
     print(json.dumps({"seconds": seconds, "compiled_at": time.perf_counter() - start}))
 
 
-def _first_step_child() -> None:
-    """A newcomer's first vector env: make_vec with 4 envs, reset, one step; with the seconds at
-    which the env's notes (stderr lines starting ``wpb_gym:``) appeared."""
+def _first_step_child(single: bool = False) -> None:
+    """A newcomer's first vector env: make_vec with 4 envs, reset, one step (``single``: a single
+    env's ``gym.make``, reset and step); with the seconds at which the env's notes (stderr lines
+    starting ``wpb_gym:``) appeared."""
     import io
 
     start, notes = time.perf_counter(), []
@@ -504,11 +505,16 @@ def _first_step_child() -> None:
 
     sys.stderr = Noting()
     try:
-        env = gym.make_vec("WritePolicyBench-v0", num_envs=4, vectorization_mode="vector_entry_point")
+        if single:
+            env = gym.make("WritePolicyBench-v0")
+            step = lambda info: env.step(int(random_valid(info["action_mask"][None], rng)[0]))  # noqa: E731
+        else:
+            env = gym.make_vec("WritePolicyBench-v0", num_envs=4, vectorization_mode="vector_entry_point")
+            step = lambda info: env.step(random_valid(info["action_mask"], rng))  # noqa: E731
         _, info = env.reset(seed=0)
         reset = time.perf_counter() - start
         rng = np.random.default_rng(0)
-        info = env.step(random_valid(info["action_mask"], rng))[4]
+        info = step(info)[4]
         seconds = time.perf_counter() - start
         # A first run's background compile: played on (in Python) until it has filled the cache,
         # so that the next process loads it.
@@ -516,8 +522,10 @@ def _first_step_child() -> None:
 
         steps = 0
         while CODE.compiling:
-            info = env.step(random_valid(info["action_mask"], rng))[4]
+            _, _, terminated, _, info = step(info)
             steps += 1
+            if single and terminated:
+                info = env.reset()[1]
     finally:
         sys.stderr = sys.__stderr__
     print(json.dumps({"reset": reset, "seconds": seconds, "notes": notes, "steps_in_python": steps,
@@ -535,6 +543,7 @@ def measure_first_call() -> None:
           " WPB_GYM_COMPILE=background (the default) compiles in a background process and plays in Python"
           " meanwhile, =here compiles before the first step")
     for what, child in (("make_vec(4) + reset + step", "_first_step_child()"),
+                        ("single env: make + reset + step", "_first_step_child(single=True)"),
                         ("first episodes, default and contract_mix", "_first_call_child()")):
         for choice in ("background", "here"):
             with tempfile.TemporaryDirectory() as cache:

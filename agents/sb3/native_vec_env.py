@@ -88,23 +88,20 @@ class NativeVecEnv(VecEnv):
         return [self.vector.sub_env(i) for i in self._get_indices(indices)]
 
     def has_attr(self, attr_name: str) -> bool:
-        # Whether the attribute exists does not depend on how far a sub-env has stepped: no replay.
         return all(hasattr(env, attr_name) for env in self.vector.single_envs)
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        return [getattr(self.vector.read_sub_env(i), attr_name) for i in self._get_indices(indices)]
+        return [getattr(env, attr_name) for env in self._targets(indices)]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
-        penalty = attr_name == "invalid_action_penalty"  # the compiled core adds it to rewards
-        if penalty:
+        if attr_name == "invalid_action_penalty":  # checked before any sub-env is set
             value = require_finite(value, attr_name)
         targets = list(self._get_indices(indices))
         outside = [i for i in targets if not -self.num_envs <= i < self.num_envs]
-        if outside:  # before any sub-env is set or handed over
+        if outside:  # before any sub-env is set
             raise IndexError(f"set_attr: no sub-env {outside} of {self.num_envs}")
-        for env in [self.vector.read_sub_env(i) if penalty else self.vector.sub_env(i) for i in targets]:
+        for env in [self.vector.sub_env(i) for i in targets]:
             setattr(env, attr_name, value)
-        self.vector.settings_changed()
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
         if method_name == "action_masks" and not method_args and not method_kwargs:

@@ -82,7 +82,7 @@ def test_a_compilation_past_a_second_is_named_once_with_its_cache(probe):
     assert said == []
     clock.now = 1.2
     start(notice, module=f"{PACKAGE}.memory", name="remove")
-    assert len(said) == 1 and said[0].startswith("wpb_gym: numba is compiling the vector env's core")
+    assert len(said) == 1 and said[0].startswith("wpb_gym: numba is compiling the env's compiled core")
     assert "kernel.step_batch first" in said[0] and "/cache/numba-x" in said[0]
     end(notice, module=f"{PACKAGE}.memory", name="remove")
     end(notice)

@@ -10,6 +10,7 @@ import pytest
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.observation import encoder as encoder_module
 from wpb_gym.envs.observation import stream_table as table_module
+from python_path import python_env
 
 TINY = {
     (encoder_module, "_ROW_CACHE_LIMIT"): 1,
@@ -41,10 +42,10 @@ def play(env: WritePolicyBenchEnv, rng_seed: int, resets: list[dict]) -> list:
 def test_evicting_every_cache_changes_nothing(monkeypatch, regime, track):
     kwargs = {"regime": regime, "track": track, "budget_bytes": 1500, "slots": 3, "dense_reward": True, "api_pool": 8}
     resets = [{"length": 40}, {"length": 25}, {"length": 40, "episode_index": 3}, {"length": 12}]
-    expected = play(WritePolicyBenchEnv(**kwargs), 7, resets)
+    expected = play(python_env(**kwargs), 7, resets)
     for (module, name), value in TINY.items():
         monkeypatch.setattr(module, name, value)
-    env = WritePolicyBenchEnv(**kwargs)
+    env = python_env(**kwargs)
     got = play(env, 7, resets)
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):

@@ -26,6 +26,7 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.frozen import freeze_set
+from python_path import python_env
 
 
 @settings(max_examples=40, deadline=None)
@@ -78,12 +79,22 @@ def test_observations_that_are_not_plain_json_are_stepped_by_the_single_env():
     assert play_both(2, 60, seed=0, invalid_share=0.2, compiled=None, **kwargs) >= 2
 
 
-def test_rendering_vector_envs_step_their_single_envs():
-    vector = WritePolicyBenchVectorEnv(2, length=10, render_mode="ansi")
-    vector.reset(seed=0)
-    assert not vector.core.compiled.any()
-    assert play_both(2, 30, seed=1, compiled=False, length=10, render_mode="ansi") >= 2
-    assert all(isinstance(text, str) for text in vector.render())
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_rendering_vector_envs_draw_what_single_envs_on_python_parts_draw(mode):
+    kwargs = {"length": 30, "budget_bytes": 1500, "render_mode": mode}
+    assert play_both(2, 70, seed=1, invalid_share=0.2, **kwargs) >= 2
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    sync = SyncVectorEnv([lambda: python_env(**kwargs) for _ in range(2)])
+    _, info = vector.reset(seed=4)
+    sync.reset(seed=4)
+    rng = np.random.default_rng(4)
+    for _ in range(80):  # through the end of the first episodes, autoresets included
+        assert vector.core.compiled.all()
+        actions = np.array([rng.choice(np.flatnonzero(row)) for row in info["action_mask"]])
+        _, _, _, _, info = vector.step(actions)
+        sync.step(actions)
+        for got, want in zip(vector.render(), [env.render() for env in sync.envs], strict=True):
+            assert np.array_equal(got, want) if mode == "rgb_array" else got == want
 
 
 def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
@@ -99,33 +110,51 @@ def test_the_single_envs_a_user_reads_hold_the_memory_the_core_built():
     for i, env in enumerate(vector.envs):
         assert np.array_equal(env.action_masks(), info["action_mask"][i])
         assert env.store.bytes_used == info["bytes_used"][i]
-        assert np.array_equal(env.observation_encoder.observation(), vector.core.observations[i])
+        assert env.t == info["t"][i] and env.store is env.store  # read back once, kept
         single.reset(seed=2 + i)
         assert single.episode.episode_id == env.episode.episode_id
 
 
-def test_a_single_env_handed_out_steps_its_sub_env_from_then_on():
-    """What a user does to a sub-env's single env (expose an item, reset it, set an attribute)
-    is what the vector env plays: the sub-env leaves the compiled core when handed out."""
+def test_a_sub_envs_single_env_is_the_sub_env():
+    """What a user does to a sub-env's single env (set an attribute, reset it, expose an item,
+    step it) is what the vector env plays, and the compiled core goes on playing it."""
     kwargs = {"length": 40, "budget_bytes": 3000, "slots": 2}
     vector = WritePolicyBenchVectorEnv(2, **kwargs)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])
+    sync = SyncVectorEnv([lambda: python_env(**kwargs) for _ in range(2)])
     _, info = vector.reset(seed=3)
     sync.reset(seed=3)
     rng = np.random.default_rng(3)
+    exposed = 0
     for step in range(60):
         if step == 20:
-            assert vector.get_attr("t") == sync.get_attr("t") and vector.core.compiled.all()  # read, kept
+            assert vector.get_attr("t") == sync.get_attr("t")
             vector.sub_env(0).invalid_action_penalty = sync.envs[0].invalid_action_penalty = 0.5
-            assert vector.core.compiled.tolist() == [False, True]
-        if step == 30:  # call() may change sub-envs: every one is handed over
+        if step == 30:
             assert vector.call("reset", seed=7)[1][0].tolist() == sync.call("reset", seed=7)[1][0].tolist()
-            assert not vector.core.compiled.any()
+        if step == 35:
+            got = vector.sub_env(1).step(0)
+            same_step(got, sync.envs[1].step(0))
+        if step >= 40:
+            for i in range(2):
+                hidden = sorted(set(vector.sub_env(i).store.timesteps()) - set(vector.sub_env(i).slot_timesteps))
+                if hidden:
+                    assert vector.sub_env(i).expose_item(hidden[0]) == sync.envs[i].expose_item(hidden[0])
+                    assert np.array_equal(vector.action_masks()[i], sync.envs[i].action_masks())
+                    exposed += 1
+        assert vector.core.compiled.all()
         actions = np.array([rng.integers(0, vector.n_actions) for _ in range(2)])
         got, want = vector.step(actions), sync.step(actions)
         same(got, want)
-    vector.reset(seed=1)
-    assert not vector.core.compiled.any()  # handed out for good, new episodes included
+    assert exposed > 0
+
+
+def same_step(got: tuple, want: tuple) -> None:
+    """One single env's step outputs, equal."""
+    for a, b in zip(got, want, strict=True):
+        if isinstance(a, dict):
+            assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+        else:
+            assert np.array_equal(a, b)
 
 
 def test_agents_attached_to_the_vector_env_play_as_on_single_envs():
@@ -144,7 +173,7 @@ def test_agents_attached_to_the_vector_env_play_as_on_single_envs():
         return outputs
 
     for got, want in zip(play(WritePolicyBenchVectorEnv(2, **kwargs)),
-                         play(SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(2)])), strict=True):
+                         play(SyncVectorEnv([lambda: python_env(**kwargs) for _ in range(2)])), strict=True):
         same(got, want)
 
 
@@ -190,7 +219,7 @@ def test_a_step_whose_t_is_not_its_position_fails_as_in_the_single_env():
     steps = [Step(0, {"api": "a", "x": 1}, {"mode": "m"}), Step(5, {"api": "a", "x": 2}, {"mode": "m"})]
     episode = Episode(steps=steps, labels={"critical_steps": [1], "utility_by_step": {0: 1, 1: 1}})
     for env in (WritePolicyBenchVectorEnv(1, episodes=[episode]),
-                SyncVectorEnv([lambda: WritePolicyBenchEnv(episodes=[episode])])):
+                SyncVectorEnv([lambda: python_env(episodes=[episode])])):
         env.reset(seed=0)
         env.step(np.array([0]))
         with pytest.raises(AssertionError, match="NOT_CURRENT_STEP"):
@@ -219,7 +248,7 @@ def test_value_ids_are_equal_exactly_when_python_says_so_and_lengths_are_the_jso
 
 def test_a_reset_that_fails_part_way_leaves_the_sub_envs_it_reached_started():
     vector = WritePolicyBenchVectorEnv(2, length=20)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(length=20) for _ in range(2)])
+    sync = SyncVectorEnv([lambda: python_env(length=20) for _ in range(2)])
     same(vector.reset(seed=0), sync.reset(seed=0))
     for _ in range(3):
         same(vector.step(np.ones(2, dtype=int)), sync.step(np.ones(2, dtype=int)))

@@ -16,6 +16,7 @@ from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.frozen import freeze_set
 from wpb_gym.episodes.generators.paper import REGIMES
 from wpb_gym.episodes.generators.queries import QUERY_REGIMES
+from python_path import python_env
 
 
 def same(a, b, path="") -> None:
@@ -48,7 +49,7 @@ def play_both(n: int, steps: int, seed: int, mode=AutoresetMode.NEXT_STEP, inval
     sub-env's first episode must be stepped by the compiled core (None: either). Returns the
     number of episodes that ended."""
     vector = WritePolicyBenchVectorEnv(n, autoreset_mode=mode, **kwargs)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(n)], autoreset_mode=mode)
+    sync = SyncVectorEnv([lambda: python_env(**kwargs) for _ in range(n)], autoreset_mode=mode)
     first, expected = vector.reset(seed=seed), sync.reset(seed=seed)
     same(first, expected)
     if compiled is not None:
@@ -156,7 +157,7 @@ def test_seeds_choose_the_episodes_as_a_single_env_would():
 def test_a_partial_reset_matches_gymnasiums_and_disabled_autoreset_needs_one():
     kwargs = {"length": 5}
     vector = WritePolicyBenchVectorEnv(3, autoreset_mode="Disabled", **kwargs)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs) for _ in range(3)], autoreset_mode="Disabled")
+    sync = SyncVectorEnv([lambda: python_env(**kwargs) for _ in range(3)], autoreset_mode="Disabled")
     same(vector.reset(seed=0), sync.reset(seed=0))
     skip = np.zeros(3, dtype=int)
     for _ in range(5):
@@ -291,7 +292,7 @@ def test_finished_episodes_metrics_are_laid_out_as_gymnasiums_add_info(rows, oth
 def test_a_penalty_set_as_a_numpy_float32_costs_the_same_in_the_vector_env_and_single_envs():
     kwargs = {"length": 5}
     vector = WritePolicyBenchVectorEnv(1, **kwargs)
-    sync = SyncVectorEnv([lambda: WritePolicyBenchEnv(**kwargs)])
+    sync = SyncVectorEnv([lambda: python_env(**kwargs)])
     same(vector.reset(seed=0), sync.reset(seed=0))
     for env in (vector, sync):
         env.set_attr("invalid_action_penalty", np.float32(0.1))

@@ -29,45 +29,45 @@ class ResetNeeded(gym.error.ResetNeeded, RuntimeError):
 class MemoryActionAdapter:
     """Mixed into ``WritePolicyBenchEnv``: reads its episode state, never changes the store."""
 
-    def _require_episode(self, what: str) -> None:
-        if self._episode is None:
-            raise ResetNeeded(f"call reset() before {what}: there is no episode yet")
+    # The env gives: _require_episode, _now() (t, T), _step_view(t), _shown() (the slots' timesteps),
+    # _mask() (the mask, a new bool array), _show(shown), _stored_now(t) and _finished().
 
     @property
     def current_step(self) -> Step | None:
         """The current step as a policy on this track sees it (None once the episode is over)."""
         self._require_episode("reading env.current_step")
-        return self._table.step(self._t) if self._t < self._T else None
+        t, T = self._now()
+        return self._step_view(t) if t < T else None
 
     @property
     def slot_timesteps(self) -> tuple[int | None, ...]:
         """The timestep of the item each slot shows (None for an empty slot)."""
         self._require_episode("reading env.slot_timesteps")
-        slots = self._encoder.slots
+        slots = self._shown()
         return tuple(slots) + (None,) * (self.K - len(slots))
 
     def action_masks(self) -> np.ndarray:
         """The valid actions now (bool, length 2 + 2K, and one more with compression): exactly
         those the store would accept."""
-        if self._episode is None:
-            self._require_episode("action_masks()")
-        return self._encoder.mask_array()
+        self._require_episode("action_masks()")
+        return self._mask()
 
     def decode_action(self, action: int) -> MemoryAction:
         """The ``MemoryAction`` that env action ``action`` stands for now (SKIP for an empty slot)."""
         a = self._check_action(action)
-        if a == 0 or self._t >= self._T:
+        t, T = self._now()
+        if a == 0 or t >= T:
             return _SKIP
         if a == 1:
-            return MemoryAction("WRITE", step=self._table.step(self._t))
+            return MemoryAction("WRITE", step=self._step_view(t))
         if a == self._compressed_write:
-            return MemoryAction.write_compressed(self._table.step(self._t))
-        slots = self._encoder.slots
+            return MemoryAction.write_compressed(self._step_view(t))
+        slots = self._shown()
         k = (a - 2) % self.K
         if k >= len(slots):
             return _SKIP
         if a < 2 + self.K:
-            return MemoryAction("MERGE", step=self._table.step(self._t), target_t=slots[k])
+            return MemoryAction("MERGE", step=self._step_view(t), target_t=slots[k])
         return MemoryAction("EXPIRE", target_t=slots[k])
 
     def encode_action(self, action: MemoryAction) -> int | None:
@@ -79,7 +79,7 @@ class MemoryActionAdapter:
                 return self._compressed_write if self._compressed_write < self.n_actions else None
             return 1
         try:
-            k = self._encoder.slots.index(action.target_t)
+            k = self._shown().index(action.target_t)
         except ValueError:
             return None
         return 2 + k if action.action == "MERGE" else 2 + self.K + k
@@ -91,15 +91,14 @@ class MemoryActionAdapter:
         item the layout does not show takes the last slot until the next step. The mask, the
         slots and ``action_masks()`` follow; the observation already returned does not.
         """
-        if self._done:
+        if self._finished():
             raise RuntimeError("the episode is over: call reset() first")
-        if t not in self._store:
+        if not self._stored_now(t):
             raise ValueError(f"memory holds no item at timestep {t}")
-        slots = self._encoder.slots
+        slots = self._shown()
         if t in slots:
             return slots.index(t)
-        shown = slots[: self.K - 1] + [t]  # the layout is full: every item would be shown otherwise
-        self._update_view(shown)
+        self._show(slots[: self.K - 1] + [t])  # the layout is full: every item would be shown otherwise
         return self.K - 1
 
     def _check_action(self, action: Any) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import gymnasium as gym
 import numpy as np
@@ -17,14 +17,15 @@ from ..core.kind_budgets import KindShares
 from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore, Reason
 from ..core.store_limits import StoreLimits
-from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track
-from ..core.types import Episode, MemoryAction
+from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track, policy_step
+from ..core.types import Episode, MemoryAction, Step
 from ..core.write_time import WriteTime
 from ..episodes.sources import EpisodeRecipe
 from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.metrics import compute_metrics
-from .adapter import MemoryActionAdapter
+from .adapter import MemoryActionAdapter, ResetNeeded
 from .episode_sampler import EpisodeSampler
+from .fast.layout import REASONS, S_BUDGET, S_LENGTH, S_T, S_USED
 from .store_limits import EnvLimits
 from .observation.encoder import ObservationEncoder
 from .observation.features import ObservationLayout, check_encoder_arguments, feature_tables
@@ -32,12 +33,17 @@ from .observation.stream_table import KIND_ENDPOINT
 from .render import MemoryViewer
 from .rewards import RewardFunction, parse_reward
 
+if TYPE_CHECKING:  # numba loads with the first reset, not with this module
+    from .fast.core import CompiledCore
+
 RESET_OPTIONS = ("episode_index", "budget_bytes", "regime", "length", "episode")
 # Env-level rejection reasons (the store's own are ``Reason`` values).
 EMPTY_SLOT = "empty_slot"
 EXPIRE_CAP = "expire_cap"
 
 _ACCEPTED = Reason.ACCEPTED.value
+# Integers up to 2**53 convert to float64 exactly, as the core's EXPIRE cap must.
+_EXACT_INTS = 2**53
 _ENCODER_DEFAULTS = {"slots": 2, "slot_order": "relevance", "observation_mode": "box", "max_expires_per_step": None}
 _EPISODE_DEFAULTS = {"regime": None, "length": None, "episodes": None, "episode_seed": 0, "episode_order": "random"}
 
@@ -51,9 +57,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     under a byte budget: SKIP it, WRITE it to memory, MERGE it as a delta into a stored item
     of the same endpoint, or first EXPIRE stored items to make room. At the end the memory
     is scored with the benchmark's metrics (spec §4, paper §6) against hidden labels: which
-    steps were critical (drift events) and how much each step is worth. Every action goes
-    through the core ``ByteMemoryStore``, so the environment and the offline evaluator
-    apply the same rules and compute the same metrics.
+    steps were critical (drift events) and how much each step is worth. The env steps on a
+    compiled core (``envs.fast``, numba), as one row of the arrays the native vector env steps
+    together; its store rules, masks, observation and rewards are tested output for output
+    against the core ``ByteMemoryStore``, the encoder and the reward function in Python, which
+    play what the core does not (``plays_compiled``), so the environment and the offline
+    evaluator apply the same rules and compute the same metrics. ``env.store`` reads the
+    memory back as a ``ByteMemoryStore``.
 
     ## Action Space
 
@@ -200,15 +210,19 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     ## Vectorized environment
 
     ``gym.make_vec(id, num_envs=N)`` builds the native vector env (``envs.vector``): N episodes stepped
-    by one compiled call on arrays (``envs.fast``, tested output for output against this class), in
-    Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode`` ``"NextStep"`` (default),
-    ``"SameStep"`` or ``"Disabled"``. It runs the paper regimes' generator loop compiled on each
-    episode's draws and makes every other episode with its generator (``replay_generators=False``:
-    the paper regimes' too); with ``episode_workers=k``, k processes prepare the next episodes it
-    makes. ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
+    by one compiled call on arrays (``envs.fast``, tested output for output against this class on
+    its Python parts), in Gymnasium's vector layout (masks ``(N, n_actions)``), ``autoreset_mode``
+    ``"NextStep"`` (default), ``"SameStep"`` or ``"Disabled"``; each sub-env's single env is a row
+    of those arrays. It runs the paper regimes' generator loop compiled on each episode's draws
+    and makes every other episode with its generator (``replay_generators=False``: the paper
+    regimes' too); with ``episode_workers=k``, k processes prepare the next episodes it makes.
+    ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
 
     ## Version History
 
+    * v0, package 0.11.0: the single env steps on the compiled core, as the vector env's sub-envs
+      do (outputs unchanged); with ``observation_encoder=`` in ``"dict"`` mode the observation
+      space is the ``Dict`` the env returns (it was a ``Box``).
     * v0, package 0.10.0: opt-in hierarchical budgets (``kind_budgets=``: a byte limit per content
       kind beside the total), write time (``write_time=``: a per-episode budget of ticks every
       WRITE or MERGE spends) and compression (``compression=``: compressed WRITEs worth a credit,
@@ -328,7 +342,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         # With compression, its action follows the layout's; without, no action has this index.
         self._compressed_write = self.layout.n_actions
         self.action_space = spaces.Discrete(self.n_actions)
-        self.observation_space = self.layout.space(observation_mode)
+        self.observation_space = self.layout.space(self.observation_mode)
         if self.limits is not None:
             if isinstance(self.observation_space, spaces.Box):
                 self.observation_space = self.limits.box_space(self.observation_space)
@@ -337,9 +351,17 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                                                       "action_mask": spaces.MultiBinary(self.n_actions),
                                                       "limits": self.limits.features_space()})
         self.reset_count = 0  # resets so far: tells adapters that a new episode began
-        self._episode: Episode | None = None
+        self._episode: Episode | None = None  # the episode the Python parts play (None: the core's, or none)
         self.episode_index: int | None = None
-        self._done = True
+        self._done = True  # the Python parts' episode is over (or none began)
+        # The compiled core that plays this env's episodes, as its row ``_row`` (made at the first
+        # reset, or the native vector env's: see ``play_on``), the single envs of its rows, and
+        # the memory store read back from its decisions (see ``store``).
+        self._core: CompiledCore | None = None
+        self._row = 0
+        self._core_envs: Sequence[WritePolicyBenchEnv] = (self,)
+        self._buffers: tuple[np.ndarray, ...] = ()
+        self._read_back: _ReadBack | None = None
 
     # The episode source's settings, as the env was made with them.
     regime = property(lambda self: self.sampler.regime)
@@ -361,35 +383,115 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     @invalid_action_penalty.setter
     def invalid_action_penalty(self, value: float) -> None:
         self._invalid_action_penalty = require_finite(value, "invalid_action_penalty")
+        core = self.__dict__.get("_core")
+        if core is not None:  # the core adds it to rewards from the next step
+            core.penalties[self._row] = self._invalid_action_penalty
+
+    @property
+    def plays_compiled(self) -> bool:
+        """Whether the compiled core (``envs.fast``) plays this env's episodes: with the parts it
+        mirrors (none subclassed), no limit beside the byte budget, and an EXPIRE cap float64
+        holds exactly. Otherwise the env steps its Python parts (the store, the
+        encoder, the reward function), as it also does for an episode the core cannot read
+        (steps that are not plain JSON, a budget past 2**53); both are tested output for output."""
+        cap = self.max_expires_per_step
+        plain_parts = (type(self.reward_fn) is RewardFunction and type(self._encoder) is ObservationEncoder
+                       and type(self.viewer) is MemoryViewer)
+        return plain_parts and self.limits is None and (cap is None or cap < _EXACT_INTS)
+
+    def play_on(self, core: CompiledCore, row: int, envs: Sequence[WritePolicyBenchEnv]) -> None:
+        """For the native vector env: play this env's episodes as row ``row`` of its ``core``,
+        whose rows are the single envs ``envs``."""
+        self._core, self._row, self._core_envs = core, row, envs
+        n = core.n
+        self._buffers = (np.array([row], dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float64),
+                         np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int8))
+
+    def _on_core(self) -> bool:
+        """The core plays the current episode."""
+        core = self._core
+        return core is not None and core.compiled[self._row]
 
     @property
     def episode(self) -> Episode:
         """The current episode (with its hidden labels: for scoring and tooling, not for policies)."""
         self._require_episode("reading env.episode")
-        return self._episode
+        return self._core.episode(self._row) if self._on_core() else self._episode
 
     @property
     def store(self) -> ByteMemoryStore:
-        """The memory store of the current episode (apply actions through ``step`` only)."""
+        """The memory store of the current episode, for reading (apply actions through ``step``
+        only). When the compiled core plays the episode, this is the reference store brought up
+        to the core's decisions as it is read; the core never reads it."""
         self._require_episode("reading env.store")
-        return self._store
+        return self._core_store() if self._on_core() else self._store
 
     @property
     def observation_encoder(self) -> ObservationEncoder:
-        """This env's own encoder (a fresh copy of the one given): the literal statement of the
-        observation and masks, which the compiled kernel is tested against. Read it; the env
-        updates it as it steps."""
+        """This env's own encoder (a fresh copy of the one given): the Python statement of the
+        observation and masks, which steps the env where the compiled core does not
+        (``plays_compiled``); the compiled core is tested against it. Read it; the env updates it
+        as it steps on the Python path."""
         return self._encoder
 
     @property
     def t(self) -> int:
         """The current timestep (T once the episode is over)."""
         self._require_episode("reading env.t")
-        return self._t
+        return self._now()[0]
+
+    # What the adapter (``envs.adapter``) reads, from the core or the Python parts.
+    def _require_episode(self, what: str) -> None:
+        if self._episode is None and not self._on_core():
+            raise ResetNeeded(f"call reset() before {what}: there is no episode yet")
+
+    def _now(self) -> tuple[int, int]:
+        if self._on_core():
+            row = self._core.scalars[self._row]
+            return int(row[S_T]), int(row[S_LENGTH])
+        return self._t, self._T
+
+    def _finished(self) -> bool:
+        if self._on_core():
+            row = self._core.scalars[self._row]
+            return bool(row[S_T] >= row[S_LENGTH])
+        return self._done
+
+    def _step_view(self, t: int) -> Step:
+        if self._on_core():
+            return policy_step(self.episode.steps[t], self.track)
+        return self._table.step(t)
+
+    def _shown(self) -> list[int]:
+        return self._core.slots(self._row) if self._on_core() else list(self._encoder.slots)
+
+    def _mask(self) -> np.ndarray:
+        return self._core.masks[self._row].copy() if self._on_core() else self._encoder.mask_array()
+
+    def _stored_now(self, t: int) -> bool:
+        if self._on_core():
+            return 0 <= t < self._now()[1] and self._core.item_cost(self._row, t) >= 0
+        return t in self._store
+
+    def _show(self, shown: list[int]) -> None:
+        if self._on_core():
+            self._core.expose(self._row, shown[-1])
+        else:
+            self._update_view(shown)
 
     # ------------------------------------------------------------------ episode start
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
-        self.start_episode(*self.choose_episode(seed, options))
+        if self.plays_compiled:
+            episode, budget = self.choose_episode(seed, options, recipe=True)
+            if self._core is None:
+                from .fast.core import CompiledCore  # numba: with the first reset, not with wpb_gym
+
+                self.play_on(CompiledCore(1, self), 0, (self,))
+            self._core.pending[self._row] = (episode, budget)
+            # An episode the core cannot read is started here (start_episode), on the Python parts.
+            self._core.start([self._row], self._core_envs)
+        else:
+            self.start_episode(*self.choose_episode(seed, options))
         return self._observation(), self._info(True, _ACCEPTED)
 
     def choose_episode(self, seed: int | None = None, options: dict[str, Any] | None = None,
@@ -408,6 +510,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
         self.reset_count, self.episode_index = self.reset_count + 1, index
+        self._episode, self._done = None, True  # the episode before is left
+        self._stop_reading_back()
+        self.viewer.start()
         return episode, budget
 
     def start_episode(self, episode: Episode, budget: int) -> None:
@@ -416,6 +521,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         chooses each sub-env's episode, then starts it here or in its core)."""
         if self.limits is not None and self.limits.compressing:
             refuse_queries(episode)
+        if self._on_core():  # the core played this env's episode before: it stops
+            self._stop_reading_back()
+            self._core.leave(self._row)
         self._episode = episode
         self._store = ByteMemoryStore(budget) if self.limits is None else self.limits.store(budget)
         self._table = self._encoder.start(episode, self.track, self._store)
@@ -447,6 +555,16 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         encoder.mask = self.limits.mask(encoder.mask, self._store, step, encoder.slots, self._t, self.K)
 
     def _observation(self) -> Any:
+        if self._on_core():
+            core, r = self._core, self._row
+            row = core.observations[r].copy()
+            if self.observation_mode == "box":
+                return row
+            layout = self.layout
+            step_end = layout.n_step
+            memory_end = step_end + layout.n_memory
+            return {"step": row[:step_end], "memory": row[step_end:memory_end], "slots": row[memory_end:],
+                    "action_mask": core.masks[r].view(np.int8).copy()}
         obs = self._encoder.observation()
         if self.limits is None:
             return obs
@@ -460,6 +578,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     # ------------------------------------------------------------------ stepping
     def step(self, action: Any):
+        if self._on_core():
+            return self._step_on_core(action)
         if self._done:
             self._require_episode("step()")
             raise RuntimeError("the episode is over: call reset() before step()")
@@ -543,6 +663,72 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         reward = self.reward_fn.reward(None if expired else t, penalty, metrics)
         return reward, terminated, accepted, reason, metrics
 
+    def _stop_reading_back(self) -> None:
+        if self._read_back is not None:
+            self._read_back = None
+            self._core.readers.discard(self._row)
+
+    def _core_store(self) -> ByteMemoryStore:
+        """The reference store holding what the core's decisions this episode did: each read
+        applies the decisions made since the last (the core is the env; this only reads it),
+        and tells the viewer. Once read, it follows every step (agents hold it, or its view,
+        across steps), as it does from the start for a viewer that records the episode."""
+        read = self._read_back
+        if read is None:
+            budget = int(self._core.scalars[self._row, S_BUDGET])
+            read = self._read_back = _ReadBack(ByteMemoryStore(budget), self.episode.steps)
+            self._core.readers.add(self._row)
+        decisions = self._core.decisions(self._row)
+        store, steps, track, K, viewer = read.store, read.steps, self.track, self.K, self.viewer
+        recording = viewer.records
+        t = read.t
+        for a, what in decisions[read.applied:].tolist():
+            refused = what < -1
+            if refused or a == 0:  # refused actions are skipped steps
+                decision = store.skip(t)
+            elif a == 1:
+                decision = store.write(policy_step(steps[t], track), t)
+            elif a < 2 + K:
+                decision = store.execute(MemoryAction("MERGE", step=policy_step(steps[t], track), target_t=what), t)
+            else:
+                decision = store.expire(what, t)
+            if not decision.accepted:
+                raise AssertionError(f"the reference store refused action {a} at step {t} ({decision.reason}) "
+                                     "that the compiled core took")
+            viewer.last_action = (a, REASONS[-1 - what] if refused else _ACCEPTED)
+            if recording and not refused and a != 0:
+                if a < 2 + K:
+                    viewer.stored(t, a != 1)
+                else:
+                    viewer.expired(what, t)
+            if a < 2 + K or refused:
+                t += 1
+                if recording:
+                    viewer.time_advanced(store.bytes_used)
+        read.applied, read.t = len(decisions), t
+        return store
+
+    def _step_on_core(self, action: Any):
+        core, r = self._core, self._row
+        row = core.scalars[r]
+        if row[S_T] >= row[S_LENGTH]:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
+        indices, actions, rewards, terminated, codes = self._buffers
+        actions[r] = a
+        core.step(indices, actions, rewards, terminated, codes)
+        reason = REASONS[codes[r]]
+        self.viewer.last_action = (a, reason)
+        if self._read_back is not None or self.viewer.records:
+            self._core_store()
+        info = self._info(reason == _ACCEPTED, reason)
+        ended = bool(terminated[r])
+        if ended:
+            metrics = core.close([r], self._core_envs, rewards)[0][1]
+            info["metrics"] = metrics
+            info.update(metrics)
+        return self._observation(), float(rewards[r]), ended, False, info
+
     def _stored(self, t: int, merge_target: int | None, cost: int, compressed: bool = False) -> None:
         """After the store accepted WRITE (``merge_target`` None; ``compressed``: through the
         codec) or MERGE of step ``t``."""
@@ -565,6 +751,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._store.check(self.decode_action(a), self._t).reason.value
 
     def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
+        if self._on_core():
+            row = self._core.scalars[self._row]
+            return {"t": int(row[S_T]), "accepted": accepted, "reason": reason, "bytes_used": int(row[S_USED]),
+                    "action_mask": self._core.masks[self._row].copy()}
         return {"t": self._t, "accepted": accepted, "reason": reason, "bytes_used": self._store.budget.used,
                 "action_mask": self._encoder.mask_array()}
 
@@ -572,16 +762,18 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     def oracle_utility(self) -> float:
         """U*(B) of the current episode at its budget on this track (computed once per episode)."""
         self._require_episode("oracle_utility()")
-        return self.reward_fn.oracle_utility()
+        return self._core.oracle(self._row) if self._on_core() else self.reward_fn.oracle_utility()
 
     def episode_metrics(self):
         """The benchmark metrics of the memory as it is now (the final ones once the episode is over)."""
-        return compute_metrics(self.episode, self._store, oracle_utility=self.oracle_utility())
+        return compute_metrics(self.episode, self.store, oracle_utility=self.oracle_utility())
 
     # ------------------------------------------------------------------ rendering
     def step_details(self, t: int) -> tuple[int, int, float | None]:
         """Step ``t``'s kind code (``stream_table.KIND_*``), WRITE cost and, on the privileged
         track, its priority clipped to [0, 1] (None otherwise): what the observation encodes."""
+        if self._on_core():
+            return self._core.step_details(self._row, t)
         table = self._table
         return table.kinds[t], table.costs[t], None if table.priorities is None else table.priorities[t]
 
@@ -604,9 +796,18 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if self.render_mode is None:
             gym.logger.warn("render() called without render_mode; pass render_mode='ansi' or 'rgb_array' to gym.make")
             return None
-        if self._episode is None:
+        if self._episode is None and not self._on_core():
             raise RuntimeError("call reset() before render()")
         return self.viewer.render(self)
+
+
+class _ReadBack:
+    """The store ``WritePolicyBenchEnv.store`` reads back from the core's decisions, and how far."""
+
+    def __init__(self, store: ByteMemoryStore, steps: Sequence[Step]) -> None:
+        self.store, self.steps = store, steps
+        self.applied = 0  # decisions applied
+        self.t = 0  # the step the next decision is on
 
 
 # The feature tables are kept once, with the feature names (observation/features.py).

@@ -3,9 +3,10 @@
 ``gym.make_vec("WritePolicyBench-v0", num_envs=N)`` builds it (every registered id has it as
 its ``vector_entry_point``). Each sub-env's single env chooses its episodes (seeds, options,
 sampler); the compiled core (``envs.fast``) turns them into arrays and steps all sub-envs in one
-call. What the core does not mirror (episodes that are not plain JSON, subclassed parts, a
-``render_mode``, a sub-env whose single env was handed to the user) is stepped by the single
-env's own ``advance``. ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
+call; each sub-env's single env is a row of that core (``WritePolicyBenchEnv.play_on``), so
+reading or stepping it is reading or stepping the sub-env. What the core does not mirror
+(episodes that are not plain JSON, subclassed parts, limits) is stepped by the single
+env's Python parts (``advance``). ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
 against Gymnasium's ``SyncVectorEnv`` over single envs and require every output to be equal.
 """
 
@@ -32,8 +33,6 @@ if TYPE_CHECKING:  # numba loads with the first vector env, not with this module
 _SAMPLER_ARGUMENTS = ("regime", "length", "episodes", "episode_seed", "episode_order")
 _ENV_ARGUMENTS = tuple(p for p in inspect.signature(WritePolicyBenchEnv.__init__).parameters if p != "self")
 _ACCEPTED = REASONS[0]
-# Attributes set_attr may change without handing sub-envs over: the compiled core reads them.
-_CORE_SETTINGS = ("invalid_action_penalty",)
 
 
 class WritePolicyBenchVectorEnv(VectorEnv):
@@ -100,6 +99,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         shared["episode_sampler"] = first.sampler
         self._envs = [first] + [WritePolicyBenchEnv(**shared) for _ in range(self.num_envs - 1)]
         self.render_mode = first.render_mode
+        self._recording = first.viewer.records
         self.single_observation_space = first.observation_space
         self.single_action_space = first.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -113,10 +113,13 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self._last: StepOutcome | None = None
         self._metric_plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # see _add_metrics
         self._no_reasons = np.full(self.num_envs, _ACCEPTED, dtype=object)  # every action accepted
-        from .fast.core import CompiledCore, compilable_settings  # numba: with the first vector env, not wpb_gym
+        from .fast.core import CompiledCore  # numba: with the first vector env, not wpb_gym
 
         self._core = CompiledCore(self.num_envs, first, episode_workers, bool(replay_generators))
-        self._use_kernel = compilable_settings(first)  # rendering records what the single env does
+        self._use_kernel = first.plays_compiled
+        if self._use_kernel:
+            for i, env in enumerate(self._envs):
+                env.play_on(self._core, i, self._envs)
 
     @property
     def core(self) -> CompiledCore:
@@ -128,23 +131,18 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     @property
     def single_envs(self) -> tuple[WritePolicyBenchEnv, ...]:
-        """Every sub-env's single env as it stands, neither brought to the sub-env's state
-        (``read_sub_env``) nor handed over (``sub_env``): for what does not depend on how far a
-        sub-env has stepped, such as its settings, which attributes it has, or rendering (with a
-        ``render_mode`` no sub-env is compiled, so each single env is the sub-env)."""
+        """Every sub-env's single env (``sub_env``)."""
         return tuple(self._envs)
 
     @property
     def envs(self) -> list[WritePolicyBenchEnv]:
-        """The single envs, one per sub-env, handed to you (``sub_env``)."""
-        return [self.sub_env(i) for i in range(self.num_envs)]
+        """The single envs, one per sub-env (``sub_env``)."""
+        return list(self._envs)
 
     def sub_env(self, i: int) -> WritePolicyBenchEnv:
-        """Sub-env ``i``'s single env, brought to its state and handed over: from now on that
-        sub-env is stepped by this single env's own ``advance`` (at its speed), so whatever
-        you do to it (``expose_item``, ``reset``, attributes) is what the vector env plays.
-        ``get_attr`` reads without handing over."""
-        self._core.release(i, self._envs[i])
+        """Sub-env ``i``'s single env: a row of the compiled core (or the Python parts that play
+        it), so what you read is the sub-env's state and what you do to it (``expose_item``,
+        ``reset``, ``step``, attributes) is what the vector env plays."""
         return self._envs[i]
 
     # ------------------------------------------------------------------ reset
@@ -216,6 +214,14 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             compiled, by_env = core.compiled_indices, core.single_indices
         if len(compiled):
             core.step(compiled, actions, rewards, terminated, codes)
+            if codes.min() < 0:
+                i = int(np.flatnonzero(codes < 0)[0])
+                raise RuntimeError(f"sub-env {i}'s episode is over (its single env was stepped to the end): reset it "
+                                   "(options['reset_mask'])")
+            # A store read back follows every step (agents hold it), and a viewer that records sees each.
+            for i in range(n) if self._recording else sorted(core.readers):
+                if core.compiled[i]:
+                    self._envs[i].store  # noqa: B018 - reading brings it up to date
         accepted = codes == 0
         reasons = None if accepted.all() else _reason_names(codes)
         finished: list[tuple[int, dict[str, Any]]] = []
@@ -277,7 +283,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         try:
             for i in indices:
                 env, seed = self._envs[i], None if seeds is None else seeds[i]
-                if self._use_kernel and not core.released[i]:
+                if self._use_kernel:
                     core.pending[i] = env.choose_episode(seed, options, recipe=True)
                 else:
                     core.pending[i] = None
@@ -406,24 +412,16 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         return self._core.masks.copy()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """``name`` of every sub-env: called with the arguments if it is a method, else read
-        (a call may change a sub-env: every single env is handed over first, see ``sub_env``)."""
+        """``name`` of every sub-env: called with the arguments if it is a method, else read."""
         results = []
-        for env in self.envs:
+        for env in self._envs:
             attribute = getattr(env, name)
             results.append(attribute(*args, **kwargs) if callable(attribute) else attribute)
         return tuple(results)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
-        """``name`` of every sub-env's single env, brought to its state (not handed over)."""
-        return tuple(getattr(self.read_sub_env(i), name) for i in range(self.num_envs))
-
-    def read_sub_env(self, i: int) -> WritePolicyBenchEnv:
-        """Sub-env ``i``'s single env brought to its state, for reading now: the compiled core
-        keeps stepping the sub-env, does not see changes made to it, and brings the single env
-        up to date again only when it is read again."""
-        self._core.sync(i, self._envs[i])
-        return self._envs[i]
+        """``name`` of every sub-env's single env."""
+        return tuple(getattr(env, name) for env in self._envs)
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set ``name`` on every sub-env: to ``values[i]`` for a list or tuple of N, else to ``values``."""
@@ -431,16 +429,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr needs {self.num_envs} values, one per sub-env, got {len(values)}")
-        if name in _CORE_SETTINGS:  # the compiled core adds these to rewards: checked before any is set
+        if name == "invalid_action_penalty":  # checked before any is set
             values = [require_finite(value, name) for value in values]
-        for i, value in enumerate(values):
-            setattr(self.read_sub_env(i) if name in _CORE_SETTINGS else self.sub_env(i), name, value)
-        self.settings_changed()
-
-    def settings_changed(self) -> None:
-        """Sub-envs' attributes were set: the compiled core takes their invalid-action penalties
-        (any other attribute set hands the sub-env over, see ``sub_env``)."""
-        self._core.penalties[:] = [env.invalid_action_penalty for env in self._envs]
+        for env, value in zip(self._envs, values):
+            setattr(env, name, value)
 
     def close_extras(self, **kwargs: Any) -> None:
         self._core.close_workers()
@@ -450,7 +442,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     def render(self) -> tuple[Any, ...] | None:
         if self.render_mode is None:
             return None
-        return tuple(env.render() for env in self._envs)  # with a render_mode no sub-env is compiled
+        return tuple(env.render() for env in self._envs)
 
 
 class StepOutcome(NamedTuple):

@@ -131,7 +131,7 @@ class CompileNotice(event.Listener):
                 return
             self.said = True
             first = self._first
-        self._write(f"wpb_gym: numba is compiling the vector env's core ({first} first), as it does the first"
+        self._write(f"wpb_gym: numba is compiling the env's compiled core ({first} first), as it does the first"
                     f" time it runs with these sources: tens of seconds."
                     f" It is cached in {self.folder} (NUMBA_CACHE_DIR sets where) and loads in about a second"
                     f" afterwards.")

@@ -27,9 +27,7 @@ from ...episodes.generators.paper import structure_draws
 from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
 from ...scoring.oracle import oracle_utility
-from ..observation.encoder import ObservationEncoder
-from ..render import MemoryViewer
-from ..rewards import REWARD_METRICS, RewardFunction, closing_reward, terminal_reward
+from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
 from .compile_cache import keyed_on_these_sources, say_when_compiling
 from .contents import ContentMemo
 from .layout import (
@@ -37,15 +35,19 @@ from .layout import (
     F_PAID,
     F_PENALTIES,
     H_LENGTH,
+    H_STATE,
     H_STATIC,
-    LOG,
+    ITEM_COST,
+    KIND,
     METRIC_CODES,
     N_FLOAT_SCALARS,
+    PRIORITY,
     S_BUDGET,
     S_EXPIRES,
     S_LENGTH,
-    S_LOG,
     S_MERGES,
+    S_SHOWN,
+    S_SLOTS,
     S_T,
     S_USED,
     S_WRITES,
@@ -82,16 +84,6 @@ _KEPT_EPISODES = 4096
 _EXACT_INTS = 2**53
 
 
-def compilable_settings(env: Any) -> bool:
-    """Whether the compiled core can play sub-envs made like ``env`` (every sub-env has fresh
-    copies of its parts) at all: parts the kernel mirrors (a subclass may change what they
-    do), no rendering, an EXPIRE cap float64 holds exactly."""
-    cap = env.max_expires_per_step
-    plain_parts = (type(env.reward_fn) is RewardFunction and type(env.observation_encoder) is ObservationEncoder
-                   and type(env.viewer) is MemoryViewer)
-    return plain_parts and env.render_mode is None and (cap is None or cap < _EXACT_INTS)
-
-
 def _from_draws(recipe: Any) -> Any:
     """The function compiling ``recipe``'s episode from its draws (``paper_episodes``: the paper
     regimes' without sections or guides); None for an episode the core makes and reads."""
@@ -108,7 +100,7 @@ class CompiledCore:
     """The compiled state of ``n`` sub-envs made with the settings of ``env`` (a single env)."""
 
     def __init__(self, n: int, env: Any, workers: int = 0, replay: bool = True) -> None:
-        if compilable_settings(env):  # else the single envs step every sub-env: nothing to compile
+        if env.plays_compiled:  # else the single envs step every sub-env: nothing to compile
             CODE.start()
         self.n = n
         self.replay = replay  # False: every generated episode is made and read (see the vector env)
@@ -132,12 +124,12 @@ class CompiledCore:
         self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
         self.masks = np.zeros((n, env.n_actions), dtype=np.bool_)
         self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
-        self.synced = np.zeros(n, dtype=np.int64)  # actions replayed into the single env so far
-        self.released = np.zeros(n, dtype=np.bool_)  # handed to the user: stepped by the single env for good
-        # (episode, budget) chosen for a sub-env whose single env has not started it (see sync).
+        # (episode, budget) of each compiled sub-env: chosen by its single env, played here.
         self.pending: list[tuple[Any, int] | None] = [None] * n
-        # The core's own reward functions (labels, oracle) of compiled episodes: a single env
-        # keeps its own, on its own episode, until it is brought up to date.
+        # Sub-envs whose single env reads its memory back from the core (``env.store``): the
+        # vector env has them follow each step.
+        self.readers: set[int] = set()
+        # The core's own reward functions (labels, oracle) of compiled episodes.
         self.reward_fns = [env.reward_fn.fresh() for _ in range(n)]
         # Compiled episodes of sets read from files, by (episode object, budget): see _arrays.
         self.kept: dict[tuple[int, int], tuple[Any, ...]] = {}
@@ -157,7 +149,7 @@ class CompiledCore:
         # Processes preparing the next made episode of each sub-env (None: the core makes them).
         self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
         source = env.sampler.source
-        if (self.workers is not None and isinstance(source, GeneratedEpisodes) and compilable_settings(env)
+        if (self.workers is not None and isinstance(source, GeneratedEpisodes) and env.plays_compiled
                 and self._replayer(source.recipe(0)) is None):  # episodes the core would make: start now
             self.workers.start()
         self._index()
@@ -185,7 +177,6 @@ class CompiledCore:
             env = envs[i]
             self.compiled[i] = self.drawn[i] = False  # until its new episode is compiled
             self.penalties[i] = env.invalid_action_penalty
-            self.synced[i] = 0
             self.oracles[i] = self.known_oracles[i] = None
             try:
                 draws = self._batched(self.pending[i])
@@ -426,33 +417,61 @@ class CompiledCore:
             oracle = known[0]
         return metrics_of_labels(*labels, retained, oracle_utility=oracle, **counted).as_row()
 
-    def sync(self, i: int, env: Any) -> None:
-        """Bring single env ``i`` to the kernel's state: start its episode if it was not, and
-        replay the actions the kernel took since it was last brought up to date."""
-        if not self.compiled[i]:
-            return
-        if self.pending[i] is not None:
-            env.start_episode(self._made(i), self.pending[i][1])
-            self.pending[i] = None
-            self.synced[i] = 0
-        taken = int(self.scalars[i, S_LOG])
-        if self.synced[i] < taken:
-            static, _, state = self.arenas.views(i)
-            log = CODE.kernel.st_py(static, LOG)
-            for a in state[log + self.synced[i]: log + taken].tolist():
-                env.advance(a)
-            self.synced[i] = taken
+    def episode(self, i: int) -> Any:
+        """Sub-env ``i``'s current episode (compiled: made now if it came as a recipe)."""
+        return self._made(i)
 
-    def release(self, i: int, env: Any) -> None:
-        """Sub-env ``i`` is stepped by its single env from now on, brought to the core's state."""
-        self.sync(i, env)
+    def oracle(self, i: int) -> float:
+        """U*(B) of compiled sub-env ``i``'s episode at its budget (computed once)."""
+        if self.drawn[i]:
+            if self.known_oracles[i] is None:
+                self.known_oracles[i] = self._scoring_oracle(i)
+            return self.known_oracles[i]
+        known = self.oracles[i]
+        if known is not None and known[0] is not None:
+            return known[0]
+        oracle = self.reward_fns[i].oracle_utility()
+        if known is not None:
+            known[0] = oracle
+        return oracle
+
+    def decisions(self, i: int) -> np.ndarray:
+        """Compiled sub-env ``i``'s actions this episode and what each did (``kernel.decisions``): a copy."""
+        static, _, state = self.arenas.views(i)
+        return CODE.kernel.decisions(static, state, self.scalars[i]).copy()
+
+    def slots(self, i: int) -> list[int]:
+        """The timesteps of the items compiled sub-env ``i`` shows, slot 0 first."""
+        row = self.scalars[i]
+        return row[S_SLOTS:S_SLOTS + row[S_SHOWN]].tolist()
+
+    def item_cost(self, i: int, t: int) -> int:
+        """Bytes of compiled sub-env ``i``'s item stored at step ``t`` (-1: none)."""
+        static, _, state = self.arenas.views(i)
+        return int(state[int(static[H_STATE + ITEM_COST]) + t])
+
+    def step_details(self, i: int, t: int) -> tuple[int, int, float | None]:
+        """``WritePolicyBenchEnv.step_details`` of compiled sub-env ``i``'s step ``t``."""
+        static, floats, _ = self.arenas.views(i)
+        kind = int(static[int(static[H_STATIC + KIND]) + t])
+        cost = int(static[int(static[H_STATIC + COST]) + t])
+        priority = float(floats[int(floats[PRIORITY]) + t]) if self.privileged else None
+        return kind, cost, priority
+
+    def expose(self, i: int, t: int) -> None:
+        """Show compiled sub-env ``i``'s stored item ``t`` in the last slot (``expose_item``)."""
+        static, floats, state = self.arenas.views(i)
+        CODE.kernel.expose(static, floats, state, self.scalars[i], self.K, self.cap, self.privileged,
+                           self.observations[i], self.masks[i], t)
+
+    def leave(self, i: int) -> None:
+        """Sub-env ``i``'s single env plays its own episode from now on (``start_episode``)."""
         if self.workers is not None:
             self.workers.forget(i)
-        if self.compiled[i]:
-            self.compiled[i] = False
-            self.arenas.release(i)
-            self._index()
-        self.released[i] = True
+        self.compiled[i] = self.drawn[i] = False
+        self.pending[i] = None
+        self.arenas.release(i)
+        self._index()
 
     def copy_from(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is played by its single env: take its observation and mask."""

@@ -174,7 +174,7 @@ class CoreCode:
         finally:
             os.close(fd)  # the compile holds the lock through its own copy
         self._now, self._lock, self._say = python_modules(), lock, say
-        say(f"wpb_gym: {who} the vector env's core in a background process, as it does the first time it runs"
+        say(f"wpb_gym: {who} the env's compiled core in a background process, as it does the first time it runs"
             f" with these sources (tens of seconds); until it is done the core runs the same code as Python, slower."
             f" It is cached in {cache_folder()} (NUMBA_CACHE_DIR sets where); {VARIABLE}=here compiles in this"
             f" process instead.")
@@ -186,7 +186,7 @@ class CoreCode:
             self._process.poll()  # reaped
         self._lock, self._now = None, self.compiled
         if not compiled_mark().exists():
-            self._say(f"wpb_gym: the background compile of the vector env's core did not finish (its log:"
+            self._say(f"wpb_gym: the background compile of the env's compiled core did not finish (its log:"
                       f" {_log_path()}); numba compiles what is missing here, as it does the first time.")
 
     def __getattr__(self, name: str) -> Any:
@@ -202,10 +202,10 @@ class CoreCode:
 def compile_everything(lock_fd: int | None = None) -> None:
     """Play small vector envs until every sub-env has ended an episode and started the next, on
     the paths a first run takes (the default regime on both tracks, with dense rewards on the
-    privileged one; a contract regime, whose episodes are made and read), so numba compiles and
-    caches their functions; then
-    write the mark. ``lock_fd``: the lock file its starter took for it (None: take it here;
-    if another compile holds it, there is nothing to do)."""
+    privileged one; a contract regime, whose episodes are made and read), and a single env's
+    ``expose_item``, so numba compiles and caches their functions; then write the mark.
+    ``lock_fd``: the lock file its starter took for it (None: take it here; if another compile
+    holds it, there is nothing to do)."""
     import gymnasium as gym
     import numpy as np
 
@@ -235,7 +235,12 @@ def compile_everything(lock_fd: int | None = None) -> None:
                 break  # this step started the next episodes
             ended |= terminated | truncated
         env.close()
-    write_atomic(mark, "numba has compiled and cached the vector env's core for these sources\n")
+    single = gym.make("WritePolicyBench-v0", length=20, slots=1, budget_bytes=100_000).unwrapped
+    single.reset(seed=0)
+    while len(single.store) < 2:  # expose_item's compiled path needs an item no slot shows
+        single.step(1)
+    single.expose_item(next(t for t in single.store.timesteps() if t not in single.slot_timesteps))
+    write_atomic(mark, "numba has compiled and cached the env's compiled core for these sources\n")
 
 
 if __name__ == "__main__":

@@ -143,6 +143,25 @@ def _slots(static, state, scalars, K, oldest, family, family_live):
 @borrowing
 def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mask):
     """``ObservationEncoder.update``: the slots, the observation row ``obs`` and the mask."""
+    t = scalars[S_T]
+    family = col(static, FAMILY, t) if t < scalars[S_LENGTH] else -1
+    family_live = state[st(static, FAMILY_LIVE) + family] if family >= 0 else 0
+    scalars[S_SHOWN] = _slots(static, state, scalars, K, oldest, family, family_live)
+    describe(static, floats, state, scalars, K, cap, privileged, obs, mask)
+
+
+@borrowing
+def expose(static, floats, state, scalars, K, cap, privileged, obs, mask, s):
+    """``WritePolicyBenchEnv.expose_item`` of stored item ``s`` not shown (the layout is full):
+    it takes the last slot until the next step; the observation row and the mask follow."""
+    scalars[S_SLOTS + K - 1] = s
+    scalars[S_SHOWN] = K
+    describe(static, floats, state, scalars, K, cap, privileged, obs, mask)
+
+
+@borrowing
+def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
+    """The observation row ``obs`` and the mask of the items the scalars' slot columns show."""
     T = scalars[S_LENGTH]
     t = scalars[S_T]
     live = t < T
@@ -151,8 +170,7 @@ def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mas
     n_items = scalars[S_ITEMS]
     family = col(static, FAMILY, t) if live else -1
     family_live = state[st(static, FAMILY_LIVE) + family] if family >= 0 else 0
-    shown = _slots(static, state, scalars, K, oldest, family, family_live)
-    scalars[S_SHOWN] = shown
+    shown = scalars[S_SHOWN]
     inv_T = 1.0 / T
     n_step = N_STEP + privileged
     n_slot = N_SLOT + privileged
@@ -353,6 +371,7 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
     penalty = 0.0
     reason = 0
     expired = False
+    target = -1
     if not mask[a]:
         reason = _rejection(static, state, scalars, a, K, cap, t)
         penalty = invalid_penalty
@@ -388,8 +407,11 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
         remove(static, state, scalars, target)
         scalars[S_EXPIRES] += 1
         expired = True
-    log = st(static, LOG)
-    state[log + scalars[S_LOG]] = a
+    # The log: each action and what it did to memory (the step or item it stored, merged into
+    # or expired; -1 for none; -1 - its reason for a refused action), which ``decisions`` reads.
+    log = st(static, LOG) + 2 * scalars[S_LOG]
+    state[log] = a
+    state[log + 1] = -1 - reason if reason else (target if a >= 2 else (t if a == 1 else -1))
     scalars[S_LOG] += 1
     if expired:
         scalars[S_EXPIRES_NOW] += 1
@@ -434,11 +456,16 @@ def start(static, state, scalars, fscalars, budget):
 @borrowing
 def step_batch(indices, actions, statics, floats, states, spans, scalars, fscalars, masks, observations, rewards,
                terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
-    """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``)."""
+    """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``); a
+    sub-env whose episode is over (its single env was stepped to the end) is left as it is, its
+    reason -1."""
     for j in range(len(indices)):
         i = indices[j]
         static, fl, state = episode(statics, floats, states, spans, i)
         row, mask = scalars[i], masks[i]
+        if row[S_T] >= row[S_LENGTH]:
+            reasons[i] = -1
+            continue
         reward, done, reason = advance(static, fl, state, row, fscalars[i], mask, actions[i], K, cap, dense, codes,
                                        weights, invalid_penalties[i], expire_cost)
         rewards[i] = reward
@@ -475,5 +502,9 @@ def retained(static, state, scalars):
     return kept[:n]
 
 
-def st_py(static: np.ndarray, name: int) -> int:
-    return int(static[H_STATE + name])
+def decisions(static: np.ndarray, state: np.ndarray, scalars: np.ndarray) -> np.ndarray:
+    """The episode's actions so far, one row each: the action, then the step or item it stored,
+    merged into or expired (-1: none, for SKIP; -1 - the reason's code in ``layout.REASONS``,
+    below -1: the action was refused)."""
+    log = int(static[H_STATE + LOG])
+    return state[log: log + 2 * int(scalars[S_LOG])].reshape(-1, 2)

@@ -34,12 +34,12 @@ VERSION_NUMBER, VERSION_STRING, VERSION_OTHER = 0, 1, 2
  FAMILY_HEAD, FAMILY_LIVE,  # per family: newest item, items stored
  API_HEAD,  # per api: newest WRITE item
  HEAP_COST, HEAP_T,  # items by size (a heap; expired items leave it lazily)
- LOG) = range(N_STATE)  # the actions taken this episode
+ LOG) = range(N_STATE)  # the actions taken this episode, and what each did (see kernel.decisions)
 
 
 def state_sizes(T: int, families: int, apis: int) -> list[int]:
     per_step = [T] * 9
-    return per_step + [families, families, apis, T, T, 2 * T + 2]
+    return per_step + [families, families, apis, T, T, 2 * (2 * T + 2)]
 
 
 # ---- scalars (int64), per sub-env: one row of the vector env's scalar table.

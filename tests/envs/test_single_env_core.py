@@ -1,0 +1,187 @@
+"""The single env on the compiled core against the same env on its Python parts (the store, the
+encoder, the reward function), output for output: steps, infos, final metrics, and what agents
+read between steps (the store read back, the slots, the decoded actions, ``expose_item``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from wpb_gym.core.types import Episode, Step
+from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
+from python_path import PythonEncoder, python_env
+
+
+def same(got, want) -> None:
+    if isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for key in want:
+            same(got[key], want[key])
+    elif isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for a, b in zip(got, want):
+            same(a, b)
+    elif isinstance(want, np.ndarray):
+        assert isinstance(got, np.ndarray) and got.dtype == want.dtype and np.array_equal(got, want)
+    else:
+        assert type(got) is type(want) and got == want, (got, want)
+
+
+def store_state(env: WritePolicyBenchEnv) -> tuple:
+    store = env.store
+    return (store.timesteps(), store.retained_timesteps(), store.bytes_used, store.max_bytes,
+            [(item.t, item.kind, item.byte_cost, item.step) for item in store.items()],
+            [(item.t, left) for item, left in store.expired_items()], dict(store.accepted_counts))
+
+
+def play_both(kwargs: dict, seed: int, episodes: int, invalid_share: float, expose_share: float) -> int:
+    """Play ``episodes`` episodes of both with the same random actions; returns the steps taken."""
+    core, python = WritePolicyBenchEnv(**kwargs), python_env(**kwargs)
+    assert core.plays_compiled
+    rng = np.random.default_rng(seed)
+    taken = 0
+    for episode in range(episodes):
+        got, want = core.reset(seed=seed + episode), python.reset(seed=seed + episode)
+        same(got, want)
+        info, ended = want[1], False
+        while not ended:
+            if rng.random() < expose_share:
+                hidden = sorted(set(python.store.timesteps()) - set(python.slot_timesteps))
+                if hidden:
+                    t = int(rng.choice(hidden))
+                    assert core.expose_item(t) == python.expose_item(t)
+                    info = {**info, "action_mask": python.action_masks()}
+            same(core.action_masks(), python.action_masks())
+            assert core.slot_timesteps == python.slot_timesteps and core.t == python.t
+            assert core.current_step == python.current_step
+            for a in range(core.n_actions):
+                assert core.decode_action(a) == python.decode_action(a)
+            if rng.random() < invalid_share:
+                action = int(rng.integers(core.n_actions))
+            else:
+                action = int(rng.choice(np.flatnonzero(info["action_mask"])))
+            got, want = core.step(action), python.step(action)
+            same(got, want)
+            info, ended = want[4], want[2]
+            taken += 1
+            if ended or rng.random() < 0.1:
+                assert store_state(core) == store_state(python)
+                same(core.episode_metrics().as_row(), python.episode_metrics().as_row())
+        assert core.oracle_utility() == python.oracle_utility()
+        assert core.episode == python.episode
+        t = int(rng.integers(len(python.episode)))
+        assert core.step_details(t) == python.step_details(t)
+        assert core.last_action_text() == python.last_action_text()
+    return taken
+
+
+SMALL = {"default": {"length": 40, "api_pool": 8}, "burst_redundancy": {"length": 40, "api_pool": 8},
+         "breaking": {"length": 90, "api_pool": 40}, "contract_mix": {"length": 90, "api_pool": 40},
+         "queries_medium": {"endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
+                            "queries_per_checkpoint": 10, "summary_max_bytes": 600}}
+
+
+@settings(max_examples=40)
+@given(
+    regime=st.sampled_from(["default", "burst_redundancy", "breaking", "contract_mix", "queries_medium"]),
+    track=st.sampled_from(["unprivileged", "privileged"]),
+    mode=st.sampled_from(["box", "dict"]),
+    slots=st.integers(1, 5),
+    order=st.sampled_from(["relevance", "oldest"]),
+    cap=st.sampled_from([None, 0, 1, 3]),
+    budget=st.sampled_from([0, 300, 1500, 10_240]),
+    reward=st.sampled_from(["f1", "utility", "neg_regret", {"f1": 0.5, "utility": 0.5}]),
+    dense=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
+def test_the_core_steps_as_the_python_parts(regime, track, mode, slots, order, cap, budget, reward, dense, seed):
+    kwargs = {"regime": regime, "track": track, "observation_mode": mode, "slots": slots, "slot_order": order,
+              "max_expires_per_step": cap, "budget_bytes": budget, "reward": reward, "dense_reward": dense,
+              **SMALL[regime]}
+    assert play_both(kwargs, seed, episodes=2, invalid_share=0.2, expose_share=0.1) > 0
+
+
+def test_the_default_env_and_texts_play_on_the_core_as_on_the_python_parts():
+    assert play_both({}, 0, episodes=2, invalid_share=0.1, expose_share=0.1) >= 400
+    text = {"regime": "default", "doc_prob": 0.3, "migration_guides": True, "length": 60, "api_pool": 6}
+    assert play_both(text, 1, episodes=3, invalid_share=0.1, expose_share=0.2) >= 180
+
+
+def test_what_the_core_cannot_read_is_played_by_the_python_parts():
+    # Values that are not plain JSON (a tuple prints as a list), and a budget float64 does not hold.
+    steps = [Step(t, {"api": f"e{t % 3}", "p": ("x",) * (t % 4)}, {"mode": "m"}) for t in range(30)]
+    tuples = Episode(steps=steps, labels={"critical_steps": [4, 9], "utility_by_step": {t: 1.0 for t in range(30)}})
+    assert play_both({"episodes": [tuples], "budget_bytes": 400}, 0, episodes=2, invalid_share=0.2,
+                     expose_share=0.2) >= 60
+    assert play_both({"length": 30, "budget_bytes": 2**53}, 0, episodes=2, invalid_share=0.2, expose_share=0.2) >= 60
+
+
+@pytest.mark.parametrize("kwargs", [{"kind_budgets": "doc=10%"}, {"write_time": "total=40"},
+                                    {"compression": "credit=0.75"}])
+def test_limits_and_subclassed_parts_play_on_the_python_parts(kwargs):
+    assert not WritePolicyBenchEnv(**kwargs).plays_compiled
+    assert not python_env().plays_compiled and WritePolicyBenchEnv().plays_compiled
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_the_core_draws_what_the_python_parts_draw(mode):
+    kwargs = {"render_mode": mode, "length": 40, "budget_bytes": 1500}
+    core, python = WritePolicyBenchEnv(**kwargs), python_env(**kwargs)
+    assert core.plays_compiled
+    rng = np.random.default_rng(0)
+    for episode in range(2):
+        _, info = core.reset(seed=episode)
+        python.reset(seed=episode)
+        ended = False
+        while True:
+            got, want = core.render(), python.render()
+            assert np.array_equal(got, want) if mode == "rgb_array" else got == want
+            if ended:
+                break
+            valid = np.flatnonzero(info["action_mask"])
+            action = int(rng.choice(valid)) if rng.random() < 0.8 else int(rng.integers(core.n_actions))
+            (_, _, ended, _, info), _ = core.step(action), python.step(action)
+        assert core.memory_history == python.memory_history and core.bytes_history == python.bytes_history
+        assert (len(core.bytes_history) == 40) == (mode == "rgb_array")
+
+
+def test_an_encoder_given_in_dict_mode_gives_a_dict_space():
+    # The space used to follow the observation_mode argument (a Box) rather than the encoder's mode.
+    env = python_env(observation_mode="dict")
+    obs, _ = env.reset(seed=0)
+    assert isinstance(env.observation_space, gym.spaces.Dict) and env.observation_space.contains(obs)
+    assert isinstance(env.observation_encoder, PythonEncoder)
+
+
+def test_starting_an_episode_by_hand_leaves_the_core():
+    env, twin = WritePolicyBenchEnv(length=30), python_env(length=30)
+    env.reset(seed=1)
+    env.step(1)
+    episode, budget = twin.choose_episode(seed=2)
+    env.choose_episode(seed=2)
+    env.start_episode(episode, budget)
+    twin.start_episode(episode, budget)
+    assert env.t == 0 and env.store.timesteps() == ()
+    for _ in range(30):
+        same(env.step(1), twin.step(1))
+    env.reset(seed=3)
+    assert env.t == 0 and env.store.timesteps() == ()
+
+
+def test_a_sub_env_stepped_to_its_end_by_its_single_env_is_not_stepped_again():
+    vector = WritePolicyBenchVectorEnv(2, length=20, autoreset_mode="Disabled")
+    vector.reset(seed=0)
+    single = vector.sub_env(1)
+    ended = False
+    while not ended:
+        ended = single.step(0)[2]
+    with pytest.raises(RuntimeError, match="sub-env 1's episode is over"):
+        vector.step(np.zeros(2, dtype=np.int64))
+    with pytest.raises(RuntimeError, match="the episode is over"):
+        single.step(0)
+    vector.reset(seed=5, options={"reset_mask": np.array([False, True])})
+    vector.step(np.zeros(2, dtype=np.int64))
