@@ -213,15 +213,15 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         else:
             compiled, by_env = core.compiled_indices, core.single_indices
         if len(compiled):
-            core.step(compiled, actions, rewards, terminated, codes)
-            if codes.min() < 0:
-                i = int(np.flatnonzero(codes < 0)[0])
-                raise RuntimeError(f"sub-env {i}'s episode is over (its single env was stepped to the end): reset it "
-                                   "(options['reset_mask'])")
-            # A store read back follows every step (agents hold it), and a viewer that records sees each.
-            for i in range(n) if self._recording else sorted(core.readers):
-                if core.compiled[i]:
-                    self._envs[i].store  # noqa: B018 - reading brings it up to date
+            over = core.step(compiled, actions, rewards, terminated, codes)
+            if over >= 0:
+                raise RuntimeError(f"sub-env {over}'s episode is over (its single env was stepped to the end): reset "
+                                   "it (options['reset_mask'])")
+            if core.readers or self._recording:
+                # A store read back follows every step (agents hold it), and a viewer that records sees each.
+                for i in range(n) if self._recording else sorted(core.readers):
+                    if core.compiled[i]:
+                        self._envs[i].store  # noqa: B018 - reading brings it up to date
         accepted = codes == 0
         reasons = None if accepted.all() else _reason_names(codes)
         finished: list[tuple[int, dict[str, Any]]] = []

@@ -353,12 +353,13 @@ class CompiledCore:
         return episode
 
     def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-             reasons: np.ndarray) -> None:
+             reasons: np.ndarray) -> int:
         """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
-        that ends an episode is filled in by ``close``."""
+        that ends an episode is filled in by ``close``. Returns the first of them whose episode
+        was already over (left as it was), or -1."""
         if self.workers is not None:  # between resets too: the workers get their next jobs as they finish
             self.workers.pump()
-        CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars,
+        return CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars,
                                self.fscalars, self.masks, self.observations, rewards, terminated, reasons, self.K,
                                self.cap, self.oldest, self.privileged, self.dense, self.codes, self.weight_values,
                                self.penalties, self.expire_cost)

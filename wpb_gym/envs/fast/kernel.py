@@ -456,15 +456,17 @@ def start(static, state, scalars, fscalars, budget):
 @borrowing
 def step_batch(indices, actions, statics, floats, states, spans, scalars, fscalars, masks, observations, rewards,
                terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
-    """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``); a
-    sub-env whose episode is over (its single env was stepped to the end) is left as it is, its
-    reason -1."""
+    """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``);
+    returns the first sub-env whose episode was over (its single env was stepped to the end),
+    which is left as it is, or -1."""
+    over = -1
     for j in range(len(indices)):
         i = indices[j]
         static, fl, state = episode(statics, floats, states, spans, i)
         row, mask = scalars[i], masks[i]
         if row[S_T] >= row[S_LENGTH]:
-            reasons[i] = -1
+            if over < 0:
+                over = i
             continue
         reward, done, reason = advance(static, fl, state, row, fscalars[i], mask, actions[i], K, cap, dense, codes,
                                        weights, invalid_penalties[i], expire_cost)
@@ -472,6 +474,7 @@ def step_batch(indices, actions, statics, floats, states, spans, scalars, fscala
         terminated[i] = done
         reasons[i] = reason
         observe(static, fl, state, row, K, cap, oldest, privileged, observations[i], mask)
+    return over
 
 
 @borrowing
