@@ -5,7 +5,8 @@ alternating slices (the VM's speed drifts):
 
 * ``env``: env-steps/s of ``gym.make_vec("WritePolicyBench-v0", N)`` (the native vector env)
   with random valid actions (drawn from the batched mask), against CartPole-v1's native vector
-  env at the same N with random actions, and against ``vectorization_mode="sync"``. At N = 256
+  env at the same N with random actions, and against ``vectorization_mode="sync"`` over single
+  envs on their Python parts (``env_throughput.on_python_parts``). At N = 256
   on the default settings (target 0.20x CartPole), on T = 10,000 / 1 MB (target 0.15x), and on
   a frozen set of 64 default episodes, whose episodes come back (read once, compiled once).
 * ``train``: MaskablePPO training steps/s from ``NativeVecEnv`` against the same training from
@@ -30,7 +31,8 @@ alternating slices (the VM's speed drifts):
   collector on throughout, at N = 256 on the default settings with random valid actions, in
   alternating slices, the collector on outside the steps for both; in a fresh process, and in
   one with torch imported first (a trainer's process: more objects for each full collection).
-* ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset.
+* ``reset``: per regime, resetting one sub-env of the vector env against a single env's reset
+  (on its Python parts, as every single env this script measures against).
 * ``stall``: per contract regime, on the default regime with sections and guides, and on
   large episodes (``MADE``: endpoints of up to 1,201 names), all made by their generator, what
   a sub-env's reset adds to a 64-env step while the sub-envs play, with and without an episode
@@ -64,6 +66,7 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
+from env_throughput import on_python_parts
 
 import wpb_gym  # noqa: F401  (registers the ids)
 
@@ -120,7 +123,8 @@ def measure_env(n: int, seconds: float, rounds: int, regimes: list[str] | None =
         envs = {
             "cartpole": (gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point"), False),
             "native": (gym.make_vec("WritePolicyBench-v0", num_envs=n, **kwargs), True),
-            "sync": (gym.make_vec("WritePolicyBench-v0", num_envs=n, vectorization_mode="sync", **kwargs), True),
+            "sync": (gym.make_vec("WritePolicyBench-v0", num_envs=n, vectorization_mode="sync",
+                                  **on_python_parts(kwargs)), True),
         }
         totals = {key: [0, 0.0] for key in envs}
         for _ in range(rounds):
@@ -358,7 +362,8 @@ def measure_reset(resets: int, rounds: int) -> None:
     print(f"{'regime':<18} {'single env':>11} {'sub-env':>11} {'ratio':>7}   {'single env':>11} {'in a step':>11}"
           f" {'ratio':>7}   {'collector on':>12}")
     for regime in sorted(REGIMES):
-        single, one = WritePolicyBenchEnv(regime=regime), WritePolicyBenchVectorEnv(1, regime=regime)
+        single = WritePolicyBenchEnv(**on_python_parts({"regime": regime}))
+        one = WritePolicyBenchVectorEnv(1, regime=regime)
         batch = WritePolicyBenchVectorEnv(64, regime=regime)
         batch.reset(seed=0)
         single.reset(seed=0)
@@ -406,7 +411,7 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
     settings += [("default, text", {"regime": "default", "doc_prob": 0.3, "migration_guides": True}, (0, 1)),
                  ("made", MADE, (0, 1))]
     for regime, kwargs, kinds in settings:
-        single = WritePolicyBenchEnv(**kwargs)
+        single = WritePolicyBenchEnv(**on_python_parts(kwargs))
         single.reset(seed=0)
         sides = {workers: WritePolicyBenchVectorEnv(n, episode_workers=workers, **kwargs) for workers in kinds}
         stalls = {workers: [0.0, 0] for workers in kinds}  # seconds beyond a reset-free step, resets
@@ -692,8 +697,8 @@ def _collector_child() -> None:
         return len(gc.get_objects()), min(timeit.repeat(gc.collect, number=1, repeat=5)) * 1e3
 
     found = {}
-    gym.make("WritePolicyBench-v0").reset(seed=0)
-    found["a single env reset"] = state()
+    gym.make("WritePolicyBench-v0", **on_python_parts({})).reset(seed=0)  # numba not loaded
+    found["a single env reset on its Python parts"] = state()
     gym.make_vec("WritePolicyBench-v0", num_envs=1).reset(seed=0)
     found["and a 1-env vector env reset (numba)"] = state()
     print(json.dumps(found))

@@ -122,9 +122,42 @@ def test_what_the_core_cannot_read_is_played_by_the_python_parts():
 
 @pytest.mark.parametrize("kwargs", [{"kind_budgets": "doc=10%"}, {"write_time": "total=40"},
                                     {"compression": "credit=0.75"}])
-def test_limits_and_subclassed_parts_play_on_the_python_parts(kwargs):
-    assert not WritePolicyBenchEnv(**kwargs).plays_compiled
-    assert not python_env().plays_compiled and WritePolicyBenchEnv().plays_compiled
+def test_limits_play_on_the_python_parts(kwargs):
+    env = WritePolicyBenchEnv(length=30, **kwargs)
+    assert not env.plays_compiled
+    _, info = env.reset(seed=0)
+    while not env.episode_over:
+        _, _, _, _, info = env.step(1 if info["action_mask"][1] else 0)
+    assert info["metrics"]["write_actions"] == len(env.store.timesteps()) > 0
+
+
+class Bonus(WritePolicyBenchEnv):
+    """Pays one more per step: its own ``advance``, which only the Python parts call."""
+
+    def advance(self, a):
+        reward, *rest = super().advance(a)
+        return (reward + 1.0, *rest)
+
+
+def test_subclassed_parts_and_an_env_overriding_advance_play_on_the_python_parts():
+    assert WritePolicyBenchEnv().plays_compiled and not python_env().plays_compiled
+    env = Bonus(length=20)
+    assert not env.plays_compiled
+    env.reset(seed=0)
+    assert env.step(0)[1] == 1.0
+
+
+def test_step_details_outside_the_episode_are_refused_as_on_the_python_parts():
+    core, python = WritePolicyBenchEnv(length=20), python_env(length=20)
+    core.reset(seed=0)
+    python.reset(seed=0)
+    for t in (-20, -1, 0, 19):
+        assert core.step_details(t) == python.step_details(t)
+    for t in (20, -21):
+        with pytest.raises(IndexError):
+            python.step_details(t)
+        with pytest.raises(IndexError):
+            core.step_details(t)
 
 
 @pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
@@ -172,16 +205,66 @@ def test_starting_an_episode_by_hand_leaves_the_core():
     assert env.t == 0 and env.store.timesteps() == ()
 
 
-def test_a_sub_env_stepped_to_its_end_by_its_single_env_is_not_stepped_again():
-    vector = WritePolicyBenchVectorEnv(2, length=20, autoreset_mode="Disabled")
+TUPLES = Episode(steps=[Step(t, {"api": "e", "p": ("x",) * (t % 3)}, {"mode": "m"}) for t in range(20)],
+                 labels={"critical_steps": [3], "utility_by_step": {t: 1.0 for t in range(20)}})
+
+
+@pytest.mark.parametrize("kwargs", [{"length": 20}, {"episodes": [TUPLES], "budget_bytes": 400}],
+                         ids=["core", "python parts"])
+def test_a_sub_env_stepped_to_its_end_by_its_single_env_is_refused_before_any_moves(kwargs):
+    vector = WritePolicyBenchVectorEnv(2, autoreset_mode="Disabled", **kwargs)
     vector.reset(seed=0)
+    assert vector.core.compiled.all() == ("length" in kwargs)
     single = vector.sub_env(1)
-    ended = False
-    while not ended:
-        ended = single.step(0)[2]
-    with pytest.raises(RuntimeError, match="sub-env 1's episode is over"):
-        vector.step(np.zeros(2, dtype=np.int64))
+    while not single.step(0)[2]:
+        pass
+    assert single.episode_over and not vector.sub_env(0).episode_over
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="sub-env 1's episode is over"):
+            vector.step(np.zeros(2, dtype=np.int64))
+        assert vector.sub_env(0).t == 0
     with pytest.raises(RuntimeError, match="the episode is over"):
         single.step(0)
     vector.reset(seed=5, options={"reset_mask": np.array([False, True])})
     vector.step(np.zeros(2, dtype=np.int64))
+    assert vector.sub_env(0).t == vector.sub_env(1).t == 1
+
+
+@pytest.mark.parametrize("kwargs", [{"length": 20}, {"episodes": [TUPLES], "budget_bytes": 400}],
+                         ids=["core", "python parts"])
+def test_a_sub_env_driven_by_hand_shows_in_the_vector_envs_rows(kwargs):
+    vector = WritePolicyBenchVectorEnv(2, **kwargs)
+    vector.reset(seed=0)
+    single, twin = vector.sub_env(0), python_env(**kwargs)
+    twin.reset(seed=0)
+    for action in (1, 1, 0, 1):
+        got = single.step(action)
+        same(got, twin.step(action))
+        assert np.array_equal(vector.observations()[0], got[0])
+        assert np.array_equal(vector.action_masks()[0], twin.action_masks())
+    hidden = sorted(set(twin.store.timesteps()) - set(twin.slot_timesteps))
+    if hidden:
+        assert single.expose_item(hidden[0]) == twin.expose_item(hidden[0])
+        assert np.array_equal(vector.action_masks()[0], twin.action_masks())
+    episode, budget = twin.choose_episode(seed=9)
+    single.choose_episode(seed=9)
+    single.start_episode(episode, budget)
+    twin.start_episode(episode, budget)
+    assert np.array_equal(vector.action_masks()[0], twin.action_masks())
+    assert np.array_equal(vector.observations()[0], twin.observation_encoder.observation())
+    same(single.step(1), twin.step(1))
+    assert np.array_equal(vector.action_masks()[0], twin.action_masks())
+
+
+def test_the_last_action_of_a_sub_env_the_vector_env_stepped_is_told():
+    vector = WritePolicyBenchVectorEnv(2, length=20)
+    twins = [python_env(length=20) for _ in range(2)]
+    vector.reset(seed=0)
+    for i, twin in enumerate(twins):
+        twin.reset(seed=i)
+    assert vector.call("last_action_text") == ("reset", "reset")
+    for actions in ([1, 1], [1, 2], [0, 5]):
+        vector.step(np.array(actions))
+        for twin, a in zip(twins, actions):
+            twin.step(a)
+        assert vector.call("last_action_text") == tuple(twin.last_action_text() for twin in twins)

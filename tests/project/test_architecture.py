@@ -249,7 +249,7 @@ def test_files_are_written_atomically_in_one_place():
 # Attributes other objects reach through a public property instead: the vector env's ``core``
 # and ``single_envs``, the env's ``store`` and ``observation_encoder``, the reward function's
 # started labels (``critical``, ``utilities``, ``costs``, ``oracle_prefix``). Read as ``obj._name`` they bypass what the
-# property documents (a store read before any reset, sub-envs not brought to their state).
+# property documents (a store read before any reset, or not read back from the compiled core).
 GUARDED_ATTRIBUTES = ("_core", "_envs", "_store", "_encoder", "_critical", "_utilities", "_costs", "_oracle_prefix")
 # An attacker of the evaluation reaches for the store behind a view on purpose: the tests check
 # that it gains nothing.

@@ -25,7 +25,7 @@ from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter, ResetNeeded
 from .episode_sampler import EpisodeSampler
-from .fast.layout import REASONS, S_BUDGET, S_LENGTH, S_T, S_USED
+from .fast.layout import EXACT_INTS, REASONS, S_BUDGET, S_LENGTH, S_T, S_USED
 from .store_limits import EnvLimits
 from .observation.encoder import ObservationEncoder
 from .observation.features import ObservationLayout, check_encoder_arguments, feature_tables
@@ -42,8 +42,6 @@ EMPTY_SLOT = "empty_slot"
 EXPIRE_CAP = "expire_cap"
 
 _ACCEPTED = Reason.ACCEPTED.value
-# Integers up to 2**53 convert to float64 exactly, as the core's EXPIRE cap must.
-_EXACT_INTS = 2**53
 _ENCODER_DEFAULTS = {"slots": 2, "slot_order": "relevance", "observation_mode": "box", "max_expires_per_step": None}
 _EPISODE_DEFAULTS = {"regime": None, "length": None, "episodes": None, "episode_seed": 0, "episode_order": "random"}
 
@@ -390,14 +388,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     @property
     def plays_compiled(self) -> bool:
         """Whether the compiled core (``envs.fast``) plays this env's episodes: with the parts it
-        mirrors (none subclassed), no limit beside the byte budget, and an EXPIRE cap float64
-        holds exactly. Otherwise the env steps its Python parts (the store, the
+        mirrors (none subclassed, nor ``advance`` overridden in a subclass of the env), no limit
+        beside the byte budget, and an EXPIRE cap float64 holds exactly. Otherwise the env steps its Python parts (the store, the
         encoder, the reward function), as it also does for an episode the core cannot read
         (steps that are not plain JSON, a budget past 2**53); both are tested output for output."""
         cap = self.max_expires_per_step
         plain_parts = (type(self.reward_fn) is RewardFunction and type(self._encoder) is ObservationEncoder
-                       and type(self.viewer) is MemoryViewer)
-        return plain_parts and self.limits is None and (cap is None or cap < _EXACT_INTS)
+                       and type(self.viewer) is MemoryViewer and type(self).advance is WritePolicyBenchEnv.advance)
+        return plain_parts and self.limits is None and (cap is None or cap < EXACT_INTS)
 
     def play_on(self, core: CompiledCore, row: int, envs: Sequence[WritePolicyBenchEnv]) -> None:
         """For the native vector env: play this env's episodes as row ``row`` of its ``core``,
@@ -440,6 +438,12 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self._require_episode("reading env.t")
         return self._now()[0]
 
+    @property
+    def episode_over(self) -> bool:
+        """Whether the current episode has ended (True before the first reset): ``step`` then
+        needs a ``reset``."""
+        return self._finished()
+
     # What the adapter (``envs.adapter``) reads, from the core or the Python parts.
     def _require_episode(self, what: str) -> None:
         if self._episode is None and not self._on_core():
@@ -476,8 +480,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     def _show(self, shown: list[int]) -> None:
         if self._on_core():
             self._core.expose(self._row, shown[-1])
-        else:
-            self._update_view(shown)
+            return
+        self._update_view(shown)
+        if self._core is not None:
+            self._core.copy_from(self._row, self)
 
     # ------------------------------------------------------------------ episode start
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -542,6 +548,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.viewer.start()
         self._recording = self.viewer.records
         self._update_view()
+        if self._core is not None:  # a vector env's sub-env: its row shows this episode
+            self._core.copy_from(self._row, self)
 
     def _update_view(self, slots: list[int] | None = None) -> None:
         self._encoder.update(self._t, self._expires_this_step, self._reverted_expired, slots)
@@ -585,6 +593,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             raise RuntimeError("the episode is over: call reset() before step()")
         a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
         reward, terminated, accepted, reason, metrics = self.advance(a)
+        if self._core is not None:  # a vector env's sub-env on the Python parts: its row follows
+            self._core.copy_from(self._row, self)
         info = self._info(accepted, reason)
         if metrics is not None:
             info["metrics"] = metrics
@@ -592,8 +602,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._observation(), reward, terminated, False, info
 
     def advance(self, a: int) -> tuple[float, bool, bool, str, dict[str, Any] | None]:
-        """One step's dynamics (``step``, and the vector env's replays): apply ``a`` (in range, the
-        episode not over); returns the reward, whether the episode ended, whether the action was
+        """One step's dynamics on the Python parts (``step``, and the vector env's sub-envs that
+        are not compiled): apply ``a`` (in range, the episode not over); returns the reward, whether the episode ended, whether the action was
         accepted and why not, and the final metrics (None before the end); obs and mask: the encoder's."""
         t = self._t
         store = self._store
@@ -695,7 +705,6 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             if not decision.accepted:
                 raise AssertionError(f"the reference store refused action {a} at step {t} ({decision.reason}) "
                                      "that the compiled core took")
-            viewer.last_action = (a, REASONS[-1 - what] if refused else _ACCEPTED)
             if recording and not refused and a != 0:
                 if a < 2 + K:
                     viewer.stored(t, a != 1)
@@ -718,7 +727,6 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         actions[r] = a
         core.step(indices, actions, rewards, terminated, codes)
         reason = REASONS[codes[r]]
-        self.viewer.last_action = (a, reason)
         if self._read_back is not None or self.viewer.records:
             self._core_store()
         info = self._info(reason == _ACCEPTED, reason)
@@ -773,7 +781,10 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         """Step ``t``'s kind code (``stream_table.KIND_*``), WRITE cost and, on the privileged
         track, its priority clipped to [0, 1] (None otherwise): what the observation encodes."""
         if self._on_core():
-            return self._core.step_details(self._row, t)
+            T = self._now()[1]
+            if not -T <= t < T:
+                raise IndexError(f"step {t} is not in the episode's {T} steps")
+            return self._core.step_details(self._row, t % T)
         table = self._table
         return table.kinds[t], table.costs[t], None if table.priorities is None else table.priorities[t]
 
@@ -790,6 +801,11 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def last_action_text(self) -> str:
         """The last action and its outcome, for rendering."""
+        if self._on_core():  # the core's log holds it, however the row was stepped
+            decisions = self._core.decisions(self._row)
+            if len(decisions):
+                a, what = decisions[-1].tolist()
+                self.viewer.last_action = (a, REASONS[-1 - what] if what < -1 else _ACCEPTED)
         return self.viewer.last_action_text(self._action_name)
 
     def render(self):

@@ -5,7 +5,7 @@ its ``vector_entry_point``). Each sub-env's single env chooses its episodes (see
 sampler); the compiled core (``envs.fast``) turns them into arrays and steps all sub-envs in one
 call; each sub-env's single env is a row of that core (``WritePolicyBenchEnv.play_on``), so
 reading or stepping it is reading or stepping the sub-env. What the core does not mirror
-(episodes that are not plain JSON, subclassed parts, limits) is stepped by the single
+(episodes that are not plain JSON, subclassed parts) is stepped by the single
 env's Python parts (``advance``). ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
 against Gymnasium's ``SyncVectorEnv`` over single envs and require every output to be equal.
 """
@@ -117,16 +117,15 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
         self._core = CompiledCore(self.num_envs, first, episode_workers, bool(replay_generators))
         self._use_kernel = first.plays_compiled
-        if self._use_kernel:
-            for i, env in enumerate(self._envs):
-                env.play_on(self._core, i, self._envs)
+        for i, env in enumerate(self._envs):  # on the Python parts too: stepped by hand, it updates its row
+            env.play_on(self._core, i, self._envs)
 
     @property
     def core(self) -> CompiledCore:
         """The compiled core that steps the sub-envs: which it holds (``compiled``), their live
         arrays (``observations``, ``masks``, ``t()``, ``bytes_used()``) and its episode workers
         (``workers``). For looking inside, as tests and benchmarks do; the arrays change with the
-        next step, and what is written to them is not what the sub-envs play."""
+        next step."""
         return self._core
 
     @property
@@ -212,11 +211,15 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             compiled, by_env = np.flatnonzero(moving & core.compiled), np.flatnonzero(moving & ~core.compiled)
         else:
             compiled, by_env = core.compiled_indices, core.single_indices
-        if len(compiled):
+        # A sub-env whose single env was stepped to its episode's end is refused before any other
+        # moves (the sub-envs due to restart above have restarted, as they would have anyway).
+        over = next((i for i in by_env.tolist() if self._envs[i].episode_over), -1)
+        if over < 0 and len(compiled):
             over = core.step(compiled, actions, rewards, terminated, codes)
-            if over >= 0:
-                raise RuntimeError(f"sub-env {over}'s episode is over (its single env was stepped to the end): reset "
-                                   "it (options['reset_mask'])")
+        if over >= 0:
+            raise RuntimeError(f"sub-env {over}'s episode is over (its single env was stepped to the end): reset "
+                               "it (options['reset_mask'])")
+        if len(compiled):
             if core.readers or self._recording:
                 # A store read back follows every step (agents hold it), and a viewer that records sees each.
                 for i in range(n) if self._recording else sorted(core.readers):

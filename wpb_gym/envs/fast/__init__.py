@@ -1,4 +1,6 @@
-"""The vector env's compiled core: every speed device of ``envs.vector`` lives in this package.
+"""The compiled core both envs step on: every speed device of ``envs.env`` and ``envs.vector``
+lives in this package. A single env is a core with one row; the vector env's sub-envs are the
+rows of one core.
 
 ``episode_arrays`` reads an episode as a single env just reset to it does (each distinct
 observation described once by ``contents``) and turns it into flat arrays (``layout`` says
@@ -7,15 +9,15 @@ many sub-envs over them in one compiled call (numba), with ``comparisons`` and `
 its parts, compiled without reference counting (``borrowing``). Generated episodes of the
 paper's four regimes are compiled from their random draws alone (NumPy's, as the generator
 makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
-or ends, together by ``drawn_batches``): they are made only if their sub-env is read. Every
+or ends, together by ``drawn_batches``): they are made only if read (``env.episode``). Every
 other episode (the contract regimes', the paper model's with documentation sections or
 migration guides, episodes from files) is made by its Python generator or read from its file
 and read by ``episode_arrays``; generated ones can be made, read and compiled ahead in worker
-processes (``episode_workers``). The single env (``envs.env``) stays the literal definition
-of the dynamics: the differential tests play both on the same seeds and actions and require
-equal outputs.
+processes (``episode_workers``). The env's Python parts (the store, the observation encoder,
+the reward function) are the statement the core is tested against: the differential tests play
+both on the same seeds and actions and require equal outputs.
 
-numba is imported with the first vector env (``core``), not with ``wpb_gym``; compiled code
+numba is imported with the first env's first reset (``core``), not with ``wpb_gym``; compiled code
 is cached on disk (``compile_cache``, which says on stderr when numba compiles for long). On a
 first run, with nothing cached, numba compiles in a background process while the core calls
 the same functions as Python (``first_run``).

@@ -1,17 +1,18 @@
-"""``CompiledCore``: the vector env's sub-envs as arrays, stepped by ``kernel`` in one call.
+"""``CompiledCore``: envs as rows of arrays, stepped by ``kernel`` in one call (a single env is a
+core with one row, the vector env's sub-envs are the rows of one core).
 
 It holds, per sub-env, the episode's arrays (``episode_arrays``), its memory (``state``), its
 scalars and its own reward function (labels and oracle), and the batched observation and mask
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
 compiles it from its random draws when it is one of the paper regimes' (``paper_episodes``:
 the episode is not made; those a step starts are started together, and those it ends scored
-together, by ``drawn_batches``), else has it made by its generator, reads it as the single
-env's table would (``episode_arrays.describe_episode``) and compiles that, and steps it. The
-single env starts the episode (made then if it was not), and replays the actions the kernel
-took through its own ``advance``, only when it is read (``sync``) or handed to the user
-(``release``). With ``workers``, processes (``episode_workers``) make, read and compile ahead
-the episode each sub-env's next autoreset will choose, where the core would make it during the
-reset.
+together, by ``drawn_batches``), else has it made by its generator, reads it as the encoder's
+table would (``episode_arrays.describe_episode``) and compiles that, and steps it. The single
+env reads its row (``decisions``, ``slots``, ``episode``, ``oracle``) for what it shows beyond
+the observation; an episode the core cannot read is started on the single env's Python parts,
+and its row only copies their observation and mask (``copy_from``). With ``workers``,
+processes (``episode_workers``) make, read and compile ahead the episode each sub-env's next
+autoreset will choose, where the core would make it during the reset.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .compile_cache import keyed_on_these_sources, say_when_compiling
 from .contents import ContentMemo
 from .layout import (
     COST,
+    EXACT_INTS,
     F_PAID,
     F_PENALTIES,
     H_LENGTH,
@@ -55,7 +57,7 @@ from .layout import (
     n_scalars,
 )
 
-# A newcomer's first vector env waits on numba for tens of seconds: say what it is waiting for.
+# A newcomer's first env waits on numba for tens of seconds: say what it is waiting for.
 say_when_compiling(__name__.rpartition(".")[0])
 
 with keyed_on_these_sources():
@@ -79,9 +81,9 @@ if numba_config.DISABLE_JIT:
     warnings.filterwarnings("ignore", "overflow encountered in scalar", RuntimeWarning,
                             re.escape(__name__.rpartition(".")[0]) + r"\.")
 
-_KEPT_EPISODES = 4096
-# Integers up to 2**53 convert to float64 exactly, so the kernel's cost / budget is Python's.
-_EXACT_INTS = 2**53
+# Compiled episodes of sets read from files kept at most, per sub-env and in all (a T = 200
+# episode's arrays take about 18 KB).
+_KEPT_PER_SUB_ENV, _KEPT_EPISODES = 256, 4096
 
 
 def _from_draws(recipe: Any) -> Any:
@@ -212,7 +214,7 @@ class CompiledCore:
         if chosen is None or self.privileged or self.oracle_at_start or not self.replay:
             return None
         recipe, budget = chosen
-        if type(recipe) is not EpisodeRecipe or budget >= _EXACT_INTS or not drawn_compilable(recipe):
+        if type(recipe) is not EpisodeRecipe or budget >= EXACT_INTS or not drawn_compilable(recipe):
             return None
         return structure_draws(recipe.config, recipe.seed, recipe.index)
 
@@ -259,7 +261,7 @@ class CompiledCore:
         try:
             if chosen is not None:
                 episode, budget = chosen
-                if budget < _EXACT_INTS:
+                if budget < EXACT_INTS:
                     arrays = self._arrays(i, env, episode, budget)
                 if arrays is None:  # the single env plays it: start it now
                     env.start_episode(self._made(i), budget)
@@ -314,12 +316,12 @@ class CompiledCore:
         if recipe is not None:
             # The made episode is not kept: held for as long as it plays, its thousands of
             # objects would reach the garbage collector's oldest generation, and every full
-            # pass scans numba's objects too (tens of ms). It is made again if its single env
-            # is asked for (sync); scoring needs only its labels.
+            # pass scans numba's objects too (tens of ms). It is made again if it is read
+            # (``episode``); scoring needs only its labels.
             self.pending[i] = (recipe, budget)
             self.labels[i] = scored_labels(episode)
         if key is not None:
-            if len(self.kept) >= _KEPT_EPISODES:
+            if len(self.kept) >= min(_KEPT_EPISODES, _KEPT_PER_SUB_ENV * self.n):
                 self.kept.clear()
             self.oracles[i] = [None]
             # The entry holds the episode, so its id stays its own while the entry lives.
@@ -332,7 +334,7 @@ class CompiledCore:
         compile from its draws)."""
         if self.compiled[i] and not self.drawn[i]:
             recipe, budget = env.sampler.peek(env.np_random), env.budget_bytes
-            if recipe is not None and budget < _EXACT_INTS and self._replayer(recipe) is None:
+            if recipe is not None and budget < EXACT_INTS and self._replayer(recipe) is None:
                 self.workers.want(i, recipe, budget)
 
     def close_workers(self) -> None:
@@ -355,8 +357,8 @@ class CompiledCore:
     def step(self, indices: np.ndarray, actions: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
              reasons: np.ndarray) -> int:
         """Advance the compiled sub-envs ``indices`` by their ``actions``; the reward of a step
-        that ends an episode is filled in by ``close``. Returns the first of them whose episode
-        was already over (left as it was), or -1."""
+        that ends an episode is filled in by ``close``. Returns -1, or the first of them whose
+        episode was already over, and then advances none."""
         if self.workers is not None:  # between resets too: the workers get their next jobs as they finish
             self.workers.pump()
         return CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars,

@@ -148,7 +148,7 @@ class EpisodeWorkers:
         self.pump()
 
     def forget(self, i: int) -> None:
-        """Drop sub-env ``i``'s wish (it was handed over, or wishes again)."""
+        """Drop sub-env ``i``'s wish (its single env started an episode of its own, or it wishes again)."""
         wanted = self._wanted.pop(i, None)
         if wanted is not None:
             self._queue.pop(wanted[0], None)

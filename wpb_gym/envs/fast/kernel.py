@@ -457,24 +457,23 @@ def start(static, state, scalars, fscalars, budget):
 def step_batch(indices, actions, statics, floats, states, spans, scalars, fscalars, masks, observations, rewards,
                terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
     """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``);
-    returns the first sub-env whose episode was over (its single env was stepped to the end),
-    which is left as it is, or -1."""
-    over = -1
+    returns -1, or the first sub-env whose episode was over (its single env was stepped to the
+    end), and then steps none."""
+    for j in range(len(indices)):
+        i = indices[j]
+        if scalars[i, S_T] >= scalars[i, S_LENGTH]:
+            return i
     for j in range(len(indices)):
         i = indices[j]
         static, fl, state = episode(statics, floats, states, spans, i)
         row, mask = scalars[i], masks[i]
-        if row[S_T] >= row[S_LENGTH]:
-            if over < 0:
-                over = i
-            continue
         reward, done, reason = advance(static, fl, state, row, fscalars[i], mask, actions[i], K, cap, dense, codes,
                                        weights, invalid_penalties[i], expire_cost)
         rewards[i] = reward
         terminated[i] = done
         reasons[i] = reason
         observe(static, fl, state, row, K, cap, oldest, privileged, observations[i], mask)
-    return over
+    return -1
 
 
 @borrowing

@@ -56,6 +56,10 @@ def n_scalars(K: int) -> int:
 F_KEPT_UTILITY, F_POTENTIAL, F_PAID, F_PENALTIES = range(4)
 N_FLOAT_SCALARS = 4
 
+# Integers up to 2**53 convert to float64 exactly: the core plays budgets and EXPIRE caps below it
+# (it divides in float64).
+EXACT_INTS = 2**53
+
 # ---- rejection reasons (0: accepted), as the single env names them.
 REASONS = ("accepted", "over_budget", "empty_slot", "expire_cap", "target_not_base", "not_same_endpoint",
            "empty_delta")
