@@ -25,7 +25,7 @@ from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.metrics import compute_metrics
 from .adapter import MemoryActionAdapter, ResetNeeded
 from .episode_sampler import EpisodeSampler
-from .fast.layout import EXACT_INTS, REASONS, S_BUDGET, S_LENGTH, S_T, S_USED
+from .fast.layout import EXACT_INTS, REASONS
 from .store_limits import EnvLimits
 from .observation.encoder import ObservationEncoder
 from .observation.features import ObservationLayout, check_encoder_arguments, feature_tables
@@ -358,7 +358,6 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self._core: CompiledCore | None = None
         self._row = 0
         self._core_envs: Sequence[WritePolicyBenchEnv] = (self,)
-        self._buffers: tuple[np.ndarray, ...] = ()
         self._read_back: _ReadBack | None = None
 
     # The episode source's settings, as the env was made with them.
@@ -387,9 +386,11 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     @property
     def plays_compiled(self) -> bool:
-        """Whether the compiled core (``envs.fast``) plays this env's episodes: with the parts it
-        mirrors (none subclassed, nor ``advance`` overridden in a subclass of the env), no limit
-        beside the byte budget, and an EXPIRE cap float64 holds exactly. Otherwise the env steps its Python parts (the store, the
+        """Whether the core (``envs.fast``) plays this env's episodes: with the parts it mirrors
+        (none subclassed, nor ``advance`` overridden in a subclass of the env), no limit beside
+        the byte budget, and an EXPIRE cap float64 holds exactly. The core runs compiled by
+        numba, or as the same code in Python while a first run compiles it or with
+        ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
         encoder, the reward function), as it also does for an episode the core cannot read
         (steps that are not plain JSON, a budget past 2**53); both are tested output for output."""
         cap = self.max_expires_per_step
@@ -401,9 +402,6 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         """For the native vector env: play this env's episodes as row ``row`` of its ``core``,
         whose rows are the single envs ``envs``."""
         self._core, self._row, self._core_envs = core, row, envs
-        n = core.n
-        self._buffers = (np.array([row], dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.float64),
-                         np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int8))
 
     def _on_core(self) -> bool:
         """The core plays the current episode."""
@@ -451,14 +449,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def _now(self) -> tuple[int, int]:
         if self._on_core():
-            row = self._core.scalars[self._row]
-            return int(row[S_T]), int(row[S_LENGTH])
+            return self._core.clock(self._row)[:2]
         return self._t, self._T
 
     def _finished(self) -> bool:
         if self._on_core():
-            row = self._core.scalars[self._row]
-            return bool(row[S_T] >= row[S_LENGTH])
+            t, T = self._core.clock(self._row)[:2]
+            return t >= T
         return self._done
 
     def _step_view(self, t: int) -> Step:
@@ -493,9 +490,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
                 from .fast.core import CompiledCore  # numba: with the first reset, not with wpb_gym
 
                 self.play_on(CompiledCore(1, self), 0, (self,))
-            self._core.pending[self._row] = (episode, budget)
             # An episode the core cannot read is started here (start_episode), on the Python parts.
-            self._core.start([self._row], self._core_envs)
+            self._core.start_chosen(self._row, episode, budget, self._core_envs)
         else:
             self.start_episode(*self.choose_episode(seed, options))
         return self._observation(), self._info(True, _ACCEPTED)
@@ -603,8 +599,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def advance(self, a: int) -> tuple[float, bool, bool, str, dict[str, Any] | None]:
         """One step's dynamics on the Python parts (``step``, and the vector env's sub-envs that
-        are not compiled): apply ``a`` (in range, the episode not over); returns the reward, whether the episode ended, whether the action was
-        accepted and why not, and the final metrics (None before the end); obs and mask: the encoder's."""
+        are not compiled): apply ``a`` (in range, the episode not over); returns the reward,
+        whether the episode ended, whether the action was accepted and why not, and the final
+        metrics (None before the end); obs and mask: the encoder's."""
         t = self._t
         store = self._store
         encoder = self._encoder
@@ -685,7 +682,7 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         across steps), as it does from the start for a viewer that records the episode."""
         read = self._read_back
         if read is None:
-            budget = int(self._core.scalars[self._row, S_BUDGET])
+            budget = self._core.clock(self._row)[2]
             read = self._read_back = _ReadBack(ByteMemoryStore(budget), self.episode.steps)
             self._core.readers.add(self._row)
         decisions = self._core.decisions(self._row)
@@ -718,24 +715,22 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return store
 
     def _step_on_core(self, action: Any):
+        if not (type(action) is int and 0 <= action < self.n_actions):
+            if self._finished():  # as on the Python parts: the episode's end is said first
+                raise RuntimeError("the episode is over: call reset() before step()")
+            action = self._check_action(action)
         core, r = self._core, self._row
-        row = core.scalars[r]
-        if row[S_T] >= row[S_LENGTH]:
-            raise RuntimeError("the episode is over: call reset() before step()")
-        a = action if type(action) is int and 0 <= action < self.n_actions else self._check_action(action)
-        indices, actions, rewards, terminated, codes = self._buffers
-        actions[r] = a
-        core.step(indices, actions, rewards, terminated, codes)
-        reason = REASONS[codes[r]]
+        reward, ended, code, metrics = core.step_one(r, action, self._core_envs)
         if self._read_back is not None or self.viewer.records:
             self._core_store()
-        info = self._info(reason == _ACCEPTED, reason)
-        ended = bool(terminated[r])
-        if ended:
-            metrics = core.close([r], self._core_envs, rewards)[0][1]
+        t, _, _, used = core.clock(r)
+        info = {"t": t, "accepted": code == 0, "reason": REASONS[code], "bytes_used": used,
+                "action_mask": core.masks[r].copy()}
+        if metrics is not None:
             info["metrics"] = metrics
             info.update(metrics)
-        return self._observation(), float(rewards[r]), ended, False, info
+        observation = core.observations[r].copy() if self.observation_mode == "box" else self._observation()
+        return observation, reward, ended, False, info
 
     def _stored(self, t: int, merge_target: int | None, cost: int, compressed: bool = False) -> None:
         """After the store accepted WRITE (``merge_target`` None; ``compressed``: through the
@@ -760,8 +755,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     def _info(self, accepted: bool, reason: str) -> dict[str, Any]:
         if self._on_core():
-            row = self._core.scalars[self._row]
-            return {"t": int(row[S_T]), "accepted": accepted, "reason": reason, "bytes_used": int(row[S_USED]),
+            t, _, _, used = self._core.clock(self._row)
+            return {"t": t, "accepted": accepted, "reason": reason, "bytes_used": used,
                     "action_mask": self._core.masks[self._row].copy()}
         return {"t": self._t, "accepted": accepted, "reason": reason, "bytes_used": self._store.budget.used,
                 "action_mask": self._encoder.mask_array()}

@@ -84,6 +84,9 @@ if numba_config.DISABLE_JIT:
 # Compiled episodes of sets read from files kept at most, per sub-env and in all (a T = 200
 # episode's arrays take about 18 KB).
 _KEPT_PER_SUB_ENV, _KEPT_EPISODES = 256, 4096
+# clock's four scalars lead each row.
+assert (S_T, S_LENGTH, S_BUDGET, S_USED) == (0, 1, 2, 3)
+_CLOCK_END = 4
 
 
 def _from_draws(recipe: Any) -> Any:
@@ -140,6 +143,7 @@ class CompiledCore:
         # looked up at close: the entries may be dropped (see _arrays) while the episode plays.
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
+        self._one: tuple[np.ndarray, ...] | None = None  # step_one's arrays
         # Sub-envs whose episode the core plays from its draws (``paper_episodes``), without
         # making it, and scores on its arrays in half units (``drawn_batches.end_drawn``); and
         # their U*(B) when their reward function computed it at the start (a dense reward's;
@@ -419,6 +423,35 @@ class CompiledCore:
         else:
             oracle = known[0]
         return metrics_of_labels(*labels, retained, oracle_utility=oracle, **counted).as_row()
+
+    def start_chosen(self, i: int, episode: Any, budget: int, envs: Sequence[Any]) -> None:
+        """Start sub-env ``i`` on the ``episode`` (or recipe) and budget its single env chose
+        (``start``: on its Python parts if the core cannot read the episode)."""
+        self.pending[i] = (episode, budget)
+        self.start([i], envs)
+
+    def clock(self, i: int) -> tuple[int, int, int, int]:
+        """Compiled sub-env ``i``'s timestep, episode length, budget and bytes used."""
+        t, length, budget, used = self.scalars[i, :_CLOCK_END].tolist()  # one call for the four
+        return t, length, budget, used
+
+    def step_one(self, i: int, action: int, envs: Sequence[Any]) -> tuple[float, bool, int, dict[str, Any] | None]:
+        """Advance compiled sub-env ``i`` alone: the reward, whether the episode ended, the
+        refusal's code (0: accepted; ``layout.REASONS``) and the final metrics (None before the
+        end); a ``RuntimeError`` if its episode was over."""
+        one = self._one
+        if one is None:
+            n = self.n
+            one = self._one = (np.zeros(1, dtype=np.int64), np.zeros(n, dtype=np.int64),
+                               np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.int8))
+        indices, actions, rewards, terminated, codes = one
+        indices[0], actions[i] = i, action
+        if self.step(indices, actions, rewards, terminated, codes) >= 0:
+            raise RuntimeError("the episode is over: call reset() before step()")
+        if terminated[i]:
+            metrics = self.close([i], envs, rewards)[0][1]  # the final reward too
+            return float(rewards[i]), True, int(codes[i]), metrics
+        return float(rewards[i]), False, int(codes[i]), None
 
     def episode(self, i: int) -> Any:
         """Sub-env ``i``'s current episode (compiled: made now if it came as a recipe)."""
