@@ -5,9 +5,10 @@ its ``vector_entry_point``). Each sub-env's single env chooses its episodes (see
 sampler); the compiled core (``envs.fast``) turns them into arrays and steps all sub-envs in one
 call; each sub-env's single env is a row of that core (``WritePolicyBenchEnv.play_on``), so
 reading or stepping it is reading or stepping the sub-env. What the core does not mirror
-(episodes that are not plain JSON, subclassed parts) is stepped by the single
-env's Python parts (``advance``). ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
-against Gymnasium's ``SyncVectorEnv`` over single envs and require every output to be equal.
+(episodes that are not plain JSON, subclassed parts) is stepped by the single env's Python
+parts (``advance``). ``tests/envs/test_vector_env.py`` and ``test_vector_core.py`` play it
+against Gymnasium's ``SyncVectorEnv`` over single envs on their Python parts and require every
+output to be equal.
 """
 
 from __future__ import annotations
