@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wpb_gym.core.types import Episode, Step
+from wpb_gym.envs.adapter import ResetNeeded
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from python_path import PythonEncoder, python_env
@@ -209,6 +210,25 @@ def test_starting_an_episode_by_hand_leaves_the_core():
 
 TUPLES = Episode(steps=[Step(t, {"api": "e", "p": ("x",) * (t % 3)}, {"mode": "m"}) for t in range(20)],
                  labels={"critical_steps": [3], "utility_by_step": {t: 1.0 for t in range(20)}})
+
+
+def test_an_episode_chosen_by_hand_and_not_started_is_not_played():
+    for env in (WritePolicyBenchEnv(length=10), python_env(length=10)):
+        env.reset(seed=1)
+        env.step(1)
+        env.choose_episode(seed=5)
+        with pytest.raises(ResetNeeded):
+            env.step(1)
+        with pytest.raises(ResetNeeded):
+            env.store  # noqa: B018
+    vector = WritePolicyBenchVectorEnv(2, length=10)
+    vector.reset(seed=0)
+    vector.sub_env(1).choose_episode(seed=4)
+    with pytest.raises(RuntimeError, match="sub-env 1's episode is over"):
+        vector.step(np.ones(2, dtype=np.int64))
+    vector.reset(seed=0)
+    vector.step(np.ones(2, dtype=np.int64))
+    assert vector.get_attr("t") == (1, 1)
 
 
 @pytest.mark.parametrize("kwargs", [{"length": 20}, {"episodes": [TUPLES], "budget_bytes": 400}],

@@ -514,6 +514,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.reset_count, self.episode_index = self.reset_count + 1, index
         self._episode, self._done = None, True  # the episode before is left
         self._stop_reading_back()
+        if not recipe and self._on_core():  # chosen by hand: the core stops playing it too
+            self._core.leave(self._row)
         self.viewer.start()
         return episode, budget
 
