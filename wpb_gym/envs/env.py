@@ -563,14 +563,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     def _observation(self) -> Any:
         if self._on_core():
             core, r = self._core, self._row
-            row = core.observations[r].copy()
             if self.observation_mode == "box":
-                return row
-            layout = self.layout
-            step_end = layout.n_step
-            memory_end = step_end + layout.n_memory
-            return {"step": row[:step_end], "memory": row[step_end:memory_end], "slots": row[memory_end:],
-                    "action_mask": core.masks[r].view(np.int8).copy()}
+                return core.observations[r].copy()
+            return self.layout.split(core.observations[r], core.masks[r])
         obs = self._encoder.observation()
         if self.limits is None:
             return obs

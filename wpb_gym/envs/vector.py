@@ -399,16 +399,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     def _split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
         """``"dict"`` observations from the flat rows (the mask as int8, as the single env's), keys
         in the observation space's order, as Gymnasium's vector envs give them."""
-        layout = self._layout
-        step_end = layout.n_step
-        memory_end = step_end + layout.n_memory
-        parts = {
-            "step": flat[..., :step_end],
-            "memory": flat[..., step_end:memory_end],
-            "slots": flat[..., memory_end:],
-            "action_mask": masks.view(np.int8),
-        }
-        return {key: parts[key].copy() for key in self.single_observation_space.spaces}
+        parts = self._layout.split(flat, masks)
+        return {key: parts[key] for key in self.single_observation_space.spaces}
 
     # ------------------------------------------------------------------ reading
     def action_masks(self) -> np.ndarray:

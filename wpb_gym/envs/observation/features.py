@@ -178,6 +178,14 @@ class ObservationLayout:
     def n_actions(self) -> int:
         return 2 + 2 * self.slots
 
+    def split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
+        """The ``"dict"`` observation of flat rows (one, or a batch along the leading axes) and
+        their bool masks: new arrays, keys in the encoder's order, the mask as int8."""
+        step_end = self.n_step
+        memory_end = step_end + self.n_memory
+        return {"step": flat[..., :step_end].copy(), "memory": flat[..., step_end:memory_end].copy(),
+                "slots": flat[..., memory_end:].copy(), "action_mask": masks.view(np.int8).copy()}
+
     def space(self, mode: str) -> spaces.Space:
         """The observation space: a flat ``Box`` (``"box"``) or a ``Dict`` of the parts and the
         action mask (``"dict"``; the K slot rows flat, row-major, as SB3's MultiInputPolicy
