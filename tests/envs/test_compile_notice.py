@@ -4,6 +4,8 @@ runs past the threshold, never when numba loads from its cache."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -176,3 +178,18 @@ def test_numba_tells_it_when_it_compiles_and_not_when_it_loads_from_its_cache(tm
         event.unregister("numba:compile", notice)
         for name in (f"{PACKAGE}.first", f"{PACKAGE}.second", "someone_else.probe"):
             sys.modules.pop(name, None)
+
+
+def test_a_module_imported_on_its_own_caches_in_the_folder_keyed_on_all_sources(tmp_path):
+    # numba's own folder is keyed on one file's stamp: code cached there by a module imported
+    # before the core outlived edits of its callees in other files, and ran with stale sizes.
+    script = ("from wpb_gym.envs.fast import paper_episodes, compile_cache\n"
+              "paper_episodes._state_sizes(3, 2, 2)\n"
+              "print(compile_cache.cache_folder())\n")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DISABLE_JIT": "0"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    folder = Path(done.stdout.strip())
+    written = sorted(tmp_path.rglob("*.nbi"))
+    assert written and folder.parent == tmp_path
+    assert [path for path in written if folder not in path.parents] == []

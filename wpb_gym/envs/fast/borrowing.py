@@ -13,7 +13,7 @@ any other function.
 
 from __future__ import annotations
 
-from numba import njit
+from .compile_cache import cached
 
 try:  # the options numba's CPU target reads (an unknown one would fail every compilation)
     from numba.core.cpu import CPUTargetOptions
@@ -21,5 +21,5 @@ except ImportError:  # pragma: no cover - a numba that moved it: counting, as an
     CPUTargetOptions = None
 _WITHOUT_COUNTING = {"_nrt": False} if hasattr(CPUTargetOptions, "_nrt") else {}
 
-borrowing = njit(cache=True, **_WITHOUT_COUNTING)
-borrowing_inline = njit(cache=True, inline="always", **_WITHOUT_COUNTING)
+borrowing = cached(**_WITHOUT_COUNTING)
+borrowing_inline = cached(inline="always", **_WITHOUT_COUNTING)

@@ -7,16 +7,17 @@ The first run on a machine compiles (tens of seconds); later processes load (abo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from numba import njit
 from numba.core import config, event
 
 from ...episodes.generators import paper_structure
@@ -31,28 +32,44 @@ _COMPILED_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "
                   Path(paper_structure.__file__), _GENERATORS / "utility_scale.py")
 
 
+@functools.cache
+def _sources_digest() -> str:
+    digest = hashlib.sha256()
+    for path in [*sorted(_HERE.glob("*.py")), *_COMPILED_FROM]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_folder() -> Path:
     """The folder of this package's compiled code for its present sources: under
     ``NUMBA_CACHE_DIR`` if set, else beside these sources (``~/.cache/wpb_gym`` where that is
     read-only)."""
-    digest = hashlib.sha256()
-    for path in [*sorted(_HERE.glob("*.py")), *_COMPILED_FROM]:
-        digest.update(path.name.encode() + path.read_bytes())
     base = Path(config.CACHE_DIR) if config.CACHE_DIR else _HERE / "__pycache__"
     if not os.access(base if base.exists() else base.parent, os.W_OK):
         base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "wpb_gym"
-    return base / f"numba-{digest.hexdigest()[:16]}"
+    return base / f"numba-{_sources_digest()}"
 
 
-@contextmanager
-def keyed_on_these_sources() -> Iterator[None]:
-    """numba's cache folder is ``cache_folder()`` while the compiled modules are imported."""
-    before = config.CACHE_DIR
-    config.CACHE_DIR = str(cache_folder())
-    try:
-        yield
-    finally:
-        config.CACHE_DIR = before
+def cached(**options: Any) -> Callable[[Callable], Callable]:
+    """numba's ``njit(**options)``, cached in ``cache_folder()``.
+
+    numba binds a function's cache folder as it decorates it, and its default folder is keyed on
+    the function's own file alone, though its machine code holds its callees' from other files.
+    Binding the folder here, in the decorator, keys every compiled function of the core on all
+    its sources whichever module imports it first (a module imported on its own once cached
+    code beside the sources that outlived an edit of a callee)."""
+    def decorate(function: Callable) -> Callable:
+        dispatcher = njit(**options)(function)
+        if not hasattr(dispatcher, "enable_caching"):  # NUMBA_DISABLE_JIT: the function itself
+            return dispatcher
+        before = config.CACHE_DIR
+        config.CACHE_DIR = str(cache_folder())
+        try:
+            dispatcher.enable_caching()
+        finally:
+            config.CACHE_DIR = before
+        return dispatcher
+    return decorate
 
 
 def _say_on_stderr(text: str) -> None:
@@ -141,8 +158,7 @@ _notice: CompileNotice | None = None
 
 
 def say_when_compiling(package: str) -> None:
-    """Register the process's ``CompileNotice`` for ``package`` (once; call it outside
-    ``keyed_on_these_sources``, whose folder is the one it names)."""
+    """Register the process's ``CompileNotice`` for ``package`` (once)."""
     global _notice
     if _notice is None:
         _notice = CompileNotice(package, cache_folder(), also=COMPILED_FROM_ELSEWHERE)

@@ -29,8 +29,13 @@ from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
 from ...scoring.oracle import oracle_utility
 from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
-from .compile_cache import keyed_on_these_sources, say_when_compiling
+from . import drawn_batches, episode_arrays, kernel, paper_episodes
+from .arenas import Arenas
+from .compile_cache import say_when_compiling
 from .contents import ContentMemo
+from .episode_arrays import scored_labels
+from .episode_workers import EpisodeWorkers
+from .first_run import CoreCode
 from .layout import (
     COST,
     EXACT_INTS,
@@ -56,19 +61,11 @@ from .layout import (
     UTILITY,
     n_scalars,
 )
+from .oracle_by_class import MAX_COMBINATIONS
+from .paper_episodes import drawn_compilable, unprivileged_settings
 
 # A newcomer's first env waits on numba for tens of seconds: say what it is waiting for.
 say_when_compiling(__name__.rpartition(".")[0])
-
-with keyed_on_these_sources():
-    # Their compiled functions bind their cache folder as they are defined.
-    from . import drawn_batches, episode_arrays, kernel, paper_episodes
-    from .arenas import Arenas
-    from .episode_arrays import scored_labels
-    from .episode_workers import EpisodeWorkers
-    from .first_run import CoreCode
-    from .oracle_by_class import MAX_COMBINATIONS
-    from .paper_episodes import drawn_compilable, unprivileged_settings
 
 # Every call into compiled code goes through CODE: on a first run, the Python twins of these
 # modules until numba has compiled them in the background (``first_run``).

@@ -12,9 +12,9 @@ path computes: ``paper_episodes.unprivileged_arrays`` and ``kernel.start`` / ``o
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from .arenas import episode
+from .compile_cache import cached
 from .kernel import observe, retained, start
 from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
 from .oracle_by_class import class_optimum
@@ -24,7 +24,7 @@ from .paper_episodes import unprivileged_arrays
 KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
 
 
-@njit(cache=True)
+@cached()
 def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, dynamics, metadata, entry_bytes,
                 statics, floats, states, spans, capacity, scalars, fscalars, masks, observations, K, cap, oldest,
                 privileged):
@@ -56,7 +56,7 @@ def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, 
     return outcome, need
 
 
-@njit(cache=True)
+@cached()
 def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in

@@ -28,13 +28,13 @@ from itertools import chain
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_text, observation_json
 from ...core.tracks import PRIVILEGED
 from ..observation.stream_table import plain_json, step_priorities, visible_metadata_lengths
 from . import contents as C
 from . import layout as L
+from .compile_cache import cached
 from .contents import ContentMemo, equality_key, first_met
 
 
@@ -288,7 +288,7 @@ def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated
 _NONE = np.zeros(0, dtype=np.float64)
 
 
-@njit(cache=True)
+@cached()
 def float_sections(utilities, priorities, deprecated, removed, prefix, known):
     """An episode's ``floats``: the sections' offsets and U*(B) (``known``; NaN: not computed
     yet), then per step its utility, priority (0 off the privileged track), deprecated and

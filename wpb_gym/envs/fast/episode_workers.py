@@ -40,7 +40,6 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from .compile_cache import keyed_on_these_sources
 
 # Jobs sent to a worker and not answered yet: enough that it has the next one when it finishes
 # one, few enough that the pipe towards it never fills (a send would then block this process)
@@ -348,9 +347,8 @@ def _write(results: int, message: Any) -> None:
 def serve(jobs: Connection, results: int) -> None:
     """A worker's loop: name its package, read the settings, then prepare each job until the
     pipe closes."""
-    with keyed_on_these_sources():  # the compiled code the core's process cached
-        from .contents import ContentMemo
-        from .episode_arrays import read_and_compile, scored_labels
+    from .contents import ContentMemo
+    from .episode_arrays import read_and_compile, scored_labels
     _write(results, ("package", str(_PACKAGE)))
     track, reward_fn = jobs.recv()
     memo = ContentMemo()

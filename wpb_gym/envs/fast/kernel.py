@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .arenas import episode
 from .borrowing import borrowing
+from .compile_cache import cached
 from .comparisons import added, col, compare_versions, fat, fields_changed, merge_cost, reverted, since_seen
 from .layout import (
     API,
@@ -487,7 +487,7 @@ def start_batch(indices, budgets, statics, floats, states, spans, scalars, fscal
         observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
 
 
-@njit(cache=True)
+@cached()
 def retained(static, state, scalars):
     """The retained set W of the memory, ascending (``ByteMemoryStore.retained_timesteps``): the
     stored items in store order (their steps, ascending), a MERGE item only while its base is."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from .compile_cache import cached
 
 # The most combinations of class counts ``class_optimum`` tries before leaving U*(B) to
 # ``scoring.oracle`` (long episodes: hundreds of drifts and repeats).
@@ -26,7 +27,7 @@ def drawn_oracle(labels: Any, budget: int) -> float | None:
     return None if best < 0 else best / 2
 
 
-@njit(cache=True)
+@cached()
 def class_optimum(utilities, costs, budget, max_combinations):
     """The most half units a set of steps within ``budget`` holds (-1: too many combinations, or
     a utility above ``_MAX_HALF_UNITS``).
@@ -114,7 +115,7 @@ def class_optimum(utilities, costs, budget, max_combinations):
             return best
 
 
-@njit(cache=True)
+@cached()
 def _sweep(prefix, starts, fits, classes, inner, last, weight, value, budget):
     """The best of every count of class ``inner`` (none if there are only the last class's
     steps) added to ``weight`` and ``value``, with the last class's most steps that fit."""
@@ -134,7 +135,7 @@ def _sweep(prefix, starts, fits, classes, inner, last, weight, value, budget):
     return best
 
 
-@njit(cache=True)
+@cached()
 def _most_that_fit(prefix, start, most, room):
     """How many of a class's cheapest steps fit in ``room``: the largest n <= ``most`` with
     ``prefix[start + n] <= room`` (its prefix sums rise), by bisection."""

@@ -23,7 +23,6 @@ import functools
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
 from ...core.tracks import PRIVILEGED
@@ -31,6 +30,7 @@ from ...episodes.generators import paper_structure
 from ...episodes.generators.paper import GeneratorConfig, episode_priorities, structure_draws
 from ...episodes.sources import EpisodeRecipe
 from . import layout as L
+from .compile_cache import cached
 from .episode_arrays import float_array, float_sections
 
 # A parameter's id is endpoint * stride + number (int32); a regime whose ids would not fit is
@@ -131,14 +131,14 @@ def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.
 
 
 # The generator's own loop, compiled: the paper model's rules are stated once, in the generator.
-compiled_play = njit(cache=True)(paper_structure.play)
+compiled_play = cached()(paper_structure.play)
 
-_state_sizes = njit(cache=True)(L.state_sizes)
+_state_sizes = cached()(L.state_sizes)
 
 
 # ``_compile`` and ``unprivileged_arrays`` are inlined into their compiled callers: each function numba
 # compiles on its own adds about a second to the first run's compilation.
-@njit(cache=True, inline="always")
+@cached(inline="always")
 def _compile(structure, metadata, stride, entry_bytes):
     """``(static, floats, state size, utility, costs, critical)`` of an episode's ``Structure``
     (``metadata`` as ``_static`` takes it), its floats without priorities or any oracle;
@@ -164,14 +164,14 @@ def _compile(structure, metadata, stride, entry_bytes):
     return static, floats, position, utility, costs, critical
 
 
-@njit(cache=True, inline="always")
+@cached(inline="always")
 def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, dynamics, metadata, entry_bytes):
     """``_compile`` of the episode of these draws (``paper.structure_draws``) and ``dynamics``
     (``paper_structure.Dynamics``): an episode off the privileged track, made ready in one call."""
     return _compile(compiled_play(n_params, uniforms, endpoints, dynamics), metadata, max_params + T + 1, entry_bytes)
 
 
-@njit(cache=True, inline="always")
+@cached(inline="always")
 def _static_sizes(T, n, n_fields, n_masks, mask_bits):
     """Each static section's size (``layout``): T per step, one per content (and an offset
     more), ``n_fields`` per field section, the parameter sets' offsets and members."""
@@ -188,7 +188,7 @@ def _static_sizes(T, n, n_fields, n_masks, mask_bits):
     return sizes
 
 
-@njit(cache=True, inline="always")
+@cached(inline="always")
 def _digits(n):
     count = 1
     while n >= 10:
@@ -197,7 +197,7 @@ def _digits(n):
     return count
 
 
-@njit(cache=True)
+@cached()
 def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
     """``len(json.dumps(snapshot, sort_keys=True))`` of each content: 69 characters of keys,
     quotes and separators, the version twice, the endpoint, the flag, and each parameter name
@@ -213,7 +213,7 @@ def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
     return lengths
 
 
-@njit(cache=True)
+@cached()
 def _first_parameter_sets(endpoint, param_start, param_numbers):
     """For each content, the first content of its endpoint with the same parameter list (itself
     if none is earlier), through an open-addressing table keyed by a hash of the numbers alone
@@ -246,7 +246,7 @@ def _first_parameter_sets(endpoint, param_start, param_numbers):
     return first
 
 
-@njit(cache=True)
+@cached()
 def _static(content_of, critical, metadata, endpoint, version, deprecated, param_start, param_numbers, stride,
             entry_bytes):
     """The static array ``compile_episode`` makes of the episode (header's state offsets left to
