@@ -3,6 +3,8 @@
 ``tiny_sb3_model``, a small trained MaskablePPO file with its env arguments beside it."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -11,6 +13,18 @@ from hypothesis import HealthCheck, settings
 # on the core's Python twins until a background compile ends (tests/envs/test_first_run.py
 # tests that path on its own).
 os.environ.setdefault("WPB_GYM_COMPILE", "here")
+
+
+def pytest_configure(config):
+    """With numba's cache empty (a fresh clone), compile the core once, here, before any test
+    runs: else each pytest-xdist worker, and each process a test starts before the cache is
+    full, compiles it again, side by side on the same cores."""
+    if hasattr(config, "workerinput") or os.environ.get("NUMBA_DISABLE_JIT") == "1":
+        return  # a worker: the process that started it compiled
+    from wpb_gym.envs.fast.first_run import compiled_mark
+
+    if not compiled_mark().exists():  # in a process of its own, which lowers its priority
+        subprocess.run([sys.executable, "-m", "wpb_gym.envs.fast.first_run"], check=True)
 
 settings.register_profile(
     "deterministic",
