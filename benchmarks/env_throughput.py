@@ -32,6 +32,8 @@ from wpb_gym.envs.observation.features import ObservationLayout
 SETTINGS = {
     "default (T=200, 10 KB)": {},
     "long (T=10,000, 1 MB)": {"length": 10_000, "budget_bytes": 1_048_576},
+    "write time (T=200, 10 KB, 60 ticks)": {"write_time": "total=60,per_write=1,per_kb=1"},
+    "kind budgets (T=200, 10 KB, docs)": {"doc_prob": 0.2, "kind_budgets": "endpoint=70%,doc=20%"},
 }
 
 

@@ -103,6 +103,19 @@ def test_the_query_tiers_episodes_are_prepared_and_play_as_the_single_envs(track
     vector.close()
 
 
+@pytest.mark.parametrize("limit", [{"write_time": "total=4,per_write=1,per_kb=2"}, {"kind_budgets": "endpoint=20%"}])
+def test_episodes_prepared_under_limits_play_as_the_single_envs(limit):
+    # The workers start each episode's reward function under the limits, as the core does
+    # (with these, U*(B) is below the byte budget's alone).
+    vector, sync = _pair(2, **CONTRACT_TEXT, **SMALL, **limit, reward={"f1": 0.5, "utility": 0.5})
+    _reset_both(vector, sync, seed=2)
+    rng, ended = np.random.default_rng(2), 0
+    for _ in range(200):
+        ended += int(_step_both(vector, sync, rng)[2].sum())
+    assert ended >= 6 and vector.core.workers.served == ended
+    vector.close()
+
+
 def test_large_contract_episodes_are_prepared_and_play_as_the_single_envs():
     vector, sync, rng = _played(2, NUMBERED, seed=3, steps=90, track="privileged")
     assert vector.core.workers.served > 0

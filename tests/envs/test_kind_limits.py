@@ -59,13 +59,12 @@ def test_the_utility_reward_sums_to_the_share_of_the_kind_limited_optimum():
     assert total == pytest.approx(info["metrics"]["policy_utility"] / optimum.utility)
 
 
-def test_what_cannot_model_kind_budgets_refuses_them_by_name():
+def test_what_cannot_model_kind_budgets_refuses_them_by_name_and_vector_envs_take_them():
     with pytest.raises(ValueError, match="neg_regret"):
         gym.make("WritePolicyBench-v0", kind_budgets="doc=10%", reward="neg_regret")
-    with pytest.raises(ValueError, match="vectorization_mode"):
-        gym.make_vec("WritePolicyBench-v0", num_envs=2, kind_budgets="doc=10%")
     with pytest.raises(ValueError, match="kind_budgets: unknown kind 'docs'"):
         gym.make("WritePolicyBench-v0", kind_budgets="docs=10%")
-    envs = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync", kind_budgets="doc=10%")
-    obs, _ = envs.reset(seed=0)
-    assert obs.shape == (2, gym.make("WritePolicyBench-v0").observation_space.shape[0] + len(KIND_FEATURES))
+    for mode in ("sync", "vector_entry_point"):
+        envs = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode=mode, kind_budgets="doc=10%")
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (2, gym.make("WritePolicyBench-v0").observation_space.shape[0] + len(KIND_FEATURES))

@@ -80,7 +80,8 @@ def play_both(kwargs: dict, seed: int, episodes: int, invalid_share: float, expo
     return taken
 
 
-SMALL = {"default": {"length": 40, "api_pool": 8}, "burst_redundancy": {"length": 40, "api_pool": 8},
+SMALL = {"default": {"length": 40, "api_pool": 8, "doc_prob": 0.2, "migration_guides": True},
+         "burst_redundancy": {"length": 40, "api_pool": 8},
          "breaking": {"length": 90, "api_pool": 40}, "contract_mix": {"length": 90, "api_pool": 40},
          "queries_medium": {"endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
                             "queries_per_checkpoint": 10, "summary_max_bytes": 600}}
@@ -97,12 +98,18 @@ SMALL = {"default": {"length": 40, "api_pool": 8}, "burst_redundancy": {"length"
     budget=st.sampled_from([0, 300, 1500, 10_240]),
     reward=st.sampled_from(["f1", "utility", "neg_regret", {"f1": 0.5, "utility": 0.5}]),
     dense=st.booleans(),
+    limit=st.sampled_from([{}, {}, {"write_time": "total=0"}, {"write_time": "total=6,per_write=1,per_kb=3"},
+                           {"write_time": "total=30,per_kb=1"}, {"kind_budgets": "endpoint=0"},
+                           {"kind_budgets": "endpoint=40%,doc=10%"}, {"kind_budgets": "guide=5%,other=300"}]),
     seed=st.integers(0, 10_000),
 )
-def test_the_core_steps_as_the_python_parts(regime, track, mode, slots, order, cap, budget, reward, dense, seed):
+def test_the_core_steps_as_the_python_parts(regime, track, mode, slots, order, cap, budget, reward, dense, limit,
+                                            seed):
+    if limit and reward == "neg_regret":  # refused with limits: their oracle has no prefix
+        reward = "utility"
     kwargs = {"regime": regime, "track": track, "observation_mode": mode, "slots": slots, "slot_order": order,
               "max_expires_per_step": cap, "budget_bytes": budget, "reward": reward, "dense_reward": dense,
-              **SMALL[regime]}
+              **limit, **SMALL[regime]}
     assert play_both(kwargs, seed, episodes=2, invalid_share=0.2, expose_share=0.1) > 0
 
 
@@ -121,8 +128,42 @@ def test_what_the_core_cannot_read_is_played_by_the_python_parts():
     assert play_both({"length": 30, "budget_bytes": 2**53}, 0, episodes=2, invalid_share=0.2, expose_share=0.2) >= 60
 
 
-@pytest.mark.parametrize("kwargs", [{"kind_budgets": "doc=10%"}, {"write_time": "total=40"},
-                                    {"compression": "credit=0.75"}])
+@pytest.mark.parametrize("regime", ["default", "reverts", "contract_mix"])
+@pytest.mark.parametrize("mode", ["box", "dict"])
+def test_a_write_time_plays_on_the_core_as_on_the_python_parts(regime, mode):
+    # Enough ticks for some writes, not all: the mask, the features and the refusals change mid-episode.
+    kwargs = {"regime": regime, "length": 90, "api_pool": 20, "observation_mode": mode, "budget_bytes": 4096,
+              "write_time": "total=25,per_write=1,per_kb=2", "reward": {"f1": 0.5, "utility": 0.5}}
+    assert play_both(kwargs, 3, episodes=3, invalid_share=0.3, expose_share=0.1) >= 270
+    env = WritePolicyBenchEnv(**kwargs)
+    env.reset(seed=0)
+    reasons = []
+    while not env.episode_over:
+        reasons.append(env.step(1)[4]["reason"])  # WRITE at every step: refused once the time runs out
+    assert env.plays_compiled and "out_of_write_time" in reasons and reasons[0] == "accepted"
+    assert env.store.time_remaining() >= 0 and env.store.write_time.total == 25
+
+
+@pytest.mark.parametrize("regime", ["default", "contract_mix"])
+@pytest.mark.parametrize("mode", ["box", "dict"])
+def test_kind_budgets_play_on_the_core_as_on_the_python_parts(regime, mode):
+    # Rooms small enough that WRITEs and MERGEs of each kind are refused mid-episode, EXPIREs give room back.
+    kwargs = {"regime": regime, "length": 90, "api_pool": 20, "observation_mode": mode, "budget_bytes": 4096,
+              "doc_prob": 0.3, "migration_guides": True, "kind_budgets": "endpoint=35%,doc=12%,guide=500",
+              "reward": {"f1": 0.5, "utility": 0.5}}
+    if regime != "default":
+        del kwargs["doc_prob"], kwargs["migration_guides"]
+    assert play_both(kwargs, 5, episodes=3, invalid_share=0.3, expose_share=0.1) >= 270
+    env = WritePolicyBenchEnv(**kwargs)
+    env.reset(seed=0)
+    reasons = []
+    while not env.episode_over:
+        reasons.append(env.step(1)[4]["reason"])  # WRITE at every step: refused once a kind's room runs out
+    assert env.plays_compiled and "over_kind_budget" in reasons and reasons[0] == "accepted"
+    assert env.store.kind_used("endpoint") <= 4096 * 35 // 100
+
+
+@pytest.mark.parametrize("kwargs", [{"compression": "credit=0.75"}])
 def test_limits_play_on_the_python_parts(kwargs):
     env = WritePolicyBenchEnv(length=30, **kwargs)
     assert not env.plays_compiled

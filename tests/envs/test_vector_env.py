@@ -116,6 +116,17 @@ def test_rewards_other_than_f1_and_the_invalid_action_penalty():
     assert play_both(3, 60, seed=2, invalid_share=0.3, **kwargs) >= 3
 
 
+@pytest.mark.parametrize("observation_mode", ["box", "dict"])
+@pytest.mark.parametrize("limit", [{"write_time": "total=20,per_write=1,per_kb=2"},
+                                   {"kind_budgets": "endpoint=30%,doc=10%", "doc_prob": 0.3}])
+def test_limits_step_as_the_single_envs(observation_mode, limit):
+    kwargs = {"regime": "reverts", "length": 60, "api_pool": 12, "budget_bytes": 4096,
+              "observation_mode": observation_mode, **limit}
+    if "doc_prob" in limit:
+        kwargs["regime"] = "default"
+    assert play_both(3, 200, seed=4, invalid_share=0.3, **kwargs) >= 6
+
+
 def test_a_long_episode_of_ten_thousand_steps_and_a_megabyte():
     kwargs = {"regime": "contract_mix", "length": 10_000, "budget_bytes": 1 << 20}
     assert play_both(2, 11_500, seed=4, invalid_share=0.01, expire_share=0.05, **kwargs) >= 2

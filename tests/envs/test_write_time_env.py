@@ -45,8 +45,6 @@ def test_the_utility_reward_sums_to_the_share_of_the_time_limited_optimum():
 def test_write_time_is_refused_where_it_cannot_be_modelled():
     with pytest.raises(ValueError, match="neg_regret"):
         gym.make("WritePolicyBench-v0", write_time=TIME, reward="neg_regret")
-    with pytest.raises(ValueError, match="write_time: the native vector env"):
-        gym.make_vec("WritePolicyBench-v0", num_envs=2, write_time=TIME)
     with pytest.raises(ValueError, match="one at a time"):
         gym.make("WritePolicyBench-v0", write_time=TIME, kind_budgets="doc=10%")
     with pytest.raises(ValueError, match="write_time: expected total=TICKS"):

@@ -214,10 +214,14 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     of those arrays. It runs the paper regimes' generator loop compiled on each episode's draws
     and makes every other episode with its generator (``replay_generators=False``: the paper
     regimes' too); with ``episode_workers=k``, k processes prepare the next episodes it makes.
-    ``"sync"``/``"async"`` wrap single envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
+    It takes every argument of this env but ``compression=``. ``"sync"``/``"async"`` wrap single
+    envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
 
     ## Version History
 
+    * v0, package 0.12.0: the compiled core steps limits per content kind (``kind_budgets=``) and a
+      write time (``write_time=``), in the single env and the native vector env, which took
+      neither before (outputs unchanged).
     * v0, package 0.11.0: the single env steps on the compiled core, as the vector env's sub-envs
       do (outputs unchanged); with ``observation_encoder=`` in ``"dict"`` mode the observation
       space is the ``Dict`` the env returns (it was a ``Box``).
@@ -388,7 +392,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     def plays_compiled(self) -> bool:
         """Whether the core (``envs.fast``) plays this env's episodes: with the parts it mirrors
         (none subclassed, nor ``advance`` overridden in a subclass of the env), no limit beside
-        the byte budget, and an EXPIRE cap float64 holds exactly. The core runs compiled by
+        the byte budget but a write time or limits per content kind (not compression), and an
+        EXPIRE cap float64 holds exactly. The core runs compiled by
         numba, or as the same code in Python while a first run compiles it or with
         ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
         encoder, the reward function), as it also does for an episode the core cannot read
@@ -396,7 +401,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         cap = self.max_expires_per_step
         plain_parts = (type(self.reward_fn) is RewardFunction and type(self._encoder) is ObservationEncoder
                        and type(self.viewer) is MemoryViewer and type(self).advance is WritePolicyBenchEnv.advance)
-        return plain_parts and self.limits is None and (cap is None or cap < EXACT_INTS)
+        compressing = self.limits is not None and self.limits.compressing
+        return plain_parts and not compressing and (cap is None or cap < EXACT_INTS)
 
     def play_on(self, core: CompiledCore, row: int, envs: Sequence[WritePolicyBenchEnv]) -> None:
         """For the native vector env: play this env's episodes as row ``row`` of its ``core``,
@@ -565,17 +571,35 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
             core, r = self._core, self._row
             if self.observation_mode == "box":
                 return core.observations[r].copy()
-            return self.layout.split(core.observations[r], core.masks[r])
+            return self.split_observation(core.observations[r], core.masks[r])
         obs = self._encoder.observation()
         if self.limits is None:
             return obs
-        t = self._t
-        step = self._table.step(t) if t < self._T else None
-        extra = self.limits.features(self._store, step, self._table.costs[t] if step is not None else 0,
-                                     self._encoder.slots)
+        extra = self.limit_features()
         if isinstance(obs, dict):
             return {**obs, "limits": extra}
         return np.concatenate([obs, extra])
+
+    def limit_features(self) -> np.ndarray:
+        """On the Python parts: the features of the limits beside the byte budget
+        (``store_limits``) in the current state, which follow the layout's."""
+        t = self._t
+        step = self._table.step(t) if t < self._T else None
+        return self.limits.features(self._store, step, self._table.costs[t] if step is not None else 0,
+                                    self._encoder.slots)
+
+    @property
+    def observation_size(self) -> int:
+        """The length of the flat (``"box"``) observation: the layout's features, then the limits'."""
+        return self.layout.size + (len(self.limits.names) if self.limits is not None else 0)
+
+    def split_observation(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
+        """The ``"dict"`` observation of flat rows (one, or a batch along the leading axes) and
+        their bool masks (``ObservationLayout.split``, and ``"limits"``): new arrays."""
+        if self.limits is None:
+            return self.layout.split(flat, masks)
+        size = self.layout.size
+        return {**self.layout.split(flat[..., :size], masks), "limits": flat[..., size:].copy()}
 
     # ------------------------------------------------------------------ stepping
     def step(self, action: Any):
@@ -680,7 +704,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         read = self._read_back
         if read is None:
             budget = self._core.clock(self._row)[2]
-            read = self._read_back = _ReadBack(ByteMemoryStore(budget), self.episode.steps)
+            store = ByteMemoryStore(budget) if self.limits is None else self.limits.store(budget)
+            read = self._read_back = _ReadBack(store, self.episode.steps)
             self._core.readers.add(self._row)
         decisions = self._core.decisions(self._row)
         store, steps, track, K, viewer = read.store, read.steps, self.track, self.K, self.viewer

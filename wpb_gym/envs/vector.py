@@ -22,7 +22,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ..core.checks import require_finite, require_int
-from ..core.store_limits import LIMIT_NAMES
 from .env import WritePolicyBenchEnv
 from .fast.layout import REASONS
 
@@ -89,12 +88,11 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             modes = ", ".join(repr(m.value) for m in AutoresetMode)
             raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}") from None
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        for name in LIMIT_NAMES:
-            if env_kwargs.get(name) is not None:
-                raise ValueError(
-                    f"{name}: the native vector env's compiled core knows the byte budget only; for limits "
-                    "beside it use gym.make_vec(..., vectorization_mode=\"sync\") (or \"async\")"
-                )
+        if env_kwargs.get("compression") is not None:
+            raise ValueError(
+                "compression: the native vector env's compiled core has no compressed WRITE; use "
+                "gym.make_vec(..., vectorization_mode=\"sync\") (or \"async\")"
+            )
         first = WritePolicyBenchEnv(**env_kwargs)
         shared = {k: v for k, v in env_kwargs.items() if k in _ENV_ARGUMENTS and k not in _SAMPLER_ARGUMENTS}
         shared["episode_sampler"] = first.sampler
@@ -106,7 +104,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.n_actions = first.n_actions
-        self._layout = first.layout
+        self._first = first
         self._dict_mode = first.observation_mode == "dict"
         self._autoreset = np.zeros(self.num_envs, dtype=np.bool_)
         self._all = np.ones(self.num_envs, dtype=np.bool_)
@@ -399,7 +397,7 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     def _split(self, flat: np.ndarray, masks: np.ndarray) -> dict[str, np.ndarray]:
         """``"dict"`` observations from the flat rows (the mask as int8, as the single env's), keys
         in the observation space's order, as Gymnasium's vector envs give them."""
-        parts = self._layout.split(flat, masks)
+        parts = self._first.split_observation(flat, masks)
         return {key: parts[key] for key in self.single_observation_space.spaces}
 
     # ------------------------------------------------------------------ reading

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 from numba.core import config as numba_config
 
+from ...core.kind_budgets import KINDS
 from ...episodes.generators.paper import structure_draws
 from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
@@ -33,7 +34,7 @@ from . import drawn_batches, episode_arrays, kernel, paper_episodes
 from .arenas import Arenas
 from .compile_cache import say_when_compiling
 from .contents import ContentMemo
-from .episode_arrays import scored_labels
+from .episode_arrays import limited, scored_labels
 from .episode_workers import EpisodeWorkers
 from .first_run import CoreCode
 from .layout import (
@@ -46,8 +47,10 @@ from .layout import (
     H_STATIC,
     ITEM_COST,
     KIND,
+    KINDS_LIMITED,
     METRIC_CODES,
     N_FLOAT_SCALARS,
+    N_KINDS,
     PRIORITY,
     S_BUDGET,
     S_EXPIRES,
@@ -110,6 +113,13 @@ class CompiledCore:
         self.cap = -1 if env.max_expires_per_step is None else int(env.max_expires_per_step)
         self.oldest = env.slot_order == "oldest"
         self.privileged = int(env.privileged)
+        # The limits beside the byte budget (a ``StoreLimits``; None: none), and as the kernel
+        # reads them (``layout.WT_TOTAL`` ...); each sub-env's kind limits follow its budget.
+        self.store_limits = env.limits.limits if env.limits is not None else None
+        time = self.store_limits.write_time if self.store_limits is not None else None
+        self.limits = np.array([-1, 0, 0, 0] if time is None else [time.total, time.per_write, time.per_kb, 0],
+                               dtype=np.int64)
+        self.limits[KINDS_LIMITED] = self.store_limits is not None and self.store_limits.kinds is not None
         reward_fn = env.reward_fn
         self.weights = dict(reward_fn.weights)
         assert set(self.weights) <= set(REWARD_METRICS)
@@ -123,7 +133,7 @@ class CompiledCore:
         self.arenas = Arenas(n)  # each compiled sub-env's episode arrays
         self.scalars = np.zeros((n, n_scalars(self.K)), dtype=np.int64)
         self.fscalars = np.zeros((n, N_FLOAT_SCALARS), dtype=np.float64)
-        self.observations = np.zeros((n, env.layout.size), dtype=np.float32)
+        self.observations = np.zeros((n, env.observation_size), dtype=np.float32)
         self.masks = np.zeros((n, env.n_actions), dtype=np.bool_)
         self.compiled = np.zeros(n, dtype=np.bool_)  # sub-envs whose episode the kernel plays
         # (episode, budget) of each compiled sub-env: chosen by its single env, played here.
@@ -150,7 +160,7 @@ class CompiledCore:
         # What a made episode that is not kept is scored on (``scored_labels``).
         self.labels: list[tuple[int, tuple[int, ...], np.ndarray, int] | None] = [None] * n
         # Processes preparing the next made episode of each sub-env (None: the core makes them).
-        self.workers = EpisodeWorkers(workers, env.track, env.reward_fn) if workers else None
+        self.workers = EpisodeWorkers(workers, env.track, env.reward_fn, self.store_limits) if workers else None
         source = env.sampler.source
         if (self.workers is not None and isinstance(source, GeneratedEpisodes) and env.plays_compiled
                 and self._replayer(source.recipe(0)) is None):  # episodes the core would make: start now
@@ -158,8 +168,10 @@ class CompiledCore:
         self._index()
 
     def _replayer(self, recipe: Any) -> Any:
-        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators."""
-        return _from_draws(recipe) if self.replay else None
+        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators,
+        or under a limit beside the byte budget (the drawn episodes' U*(B) by class knows the bytes
+        alone)."""
+        return _from_draws(recipe) if self.replay and self.store_limits is None else None
 
     def _index(self) -> None:
         self.compiled_indices = np.flatnonzero(self.compiled)
@@ -200,19 +212,31 @@ class CompiledCore:
         if ready:
             started, budgets = zip(*ready)
             CODE.kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
-                                    *self.arenas.buffers, self.arenas.spans, self.scalars, self.fscalars, self.masks,
-                                    self.observations, self.K, self.cap, self.oldest, self.privileged)
+                                    self._kind_limits(budgets), *self.arenas.buffers, self.arenas.spans,
+                                    self.scalars, self.fscalars, self.masks, self.observations, self.K, self.cap,
+                                    self.oldest, self.privileged, self.limits)
         if self.workers is not None:
             for i in indices:
                 self._want_next(i, envs[i])
         if error is not None:
             raise error
 
+    def _kind_limits(self, budgets: Sequence[int]) -> np.ndarray:
+        """The content kinds' limits in bytes (-1: none) of sub-envs of ``budgets``, a row each."""
+        limits = np.full((len(budgets), N_KINDS), -1, dtype=np.int64)
+        shares = self.store_limits.kinds if self.store_limits is not None else None
+        if shares is not None:
+            for j, budget in enumerate(budgets):
+                for kind, limit in shares.resolve(budget):
+                    limits[j, KINDS.index(kind)] = limit
+        return limits
+
     def _batched(self, chosen: tuple[Any, int] | None) -> tuple[np.ndarray, ...] | None:
         """The structure draws of a chosen episode that ``start_drawn`` starts with others (None:
         started on its own): a drawn one off the privileged track, its budget one float64 holds,
         for a reward function that needs nothing of the episode at its start (no U*(B))."""
-        if chosen is None or self.privileged or self.oracle_at_start or not self.replay:
+        if (chosen is None or self.privileged or self.oracle_at_start or not self.replay
+                or self.store_limits is not None):
             return None
         recipe, budget = chosen
         if type(recipe) is not EpisodeRecipe or budget >= EXACT_INTS or not drawn_compilable(recipe):
@@ -252,7 +276,8 @@ class CompiledCore:
         return CODE.drawn_batches.start_drawn(np.array(members, dtype=np.int64), n_params, uniforms, endpoints,
                                               np.array(budgets, dtype=np.int64), *settings, *arenas.buffers,
                                               arenas.spans, arenas.capacity, self.scalars, self.fscalars, self.masks,
-                                              self.observations, self.K, self.cap, self.oldest, self.privileged)
+                                              self.observations, self.K, self.cap, self.oldest, self.privileged,
+                                              self.limits)
 
     def _start_one(self, i: int, env: Any, ready: list[tuple[int, int]], error: Exception | None) -> Exception | None:
         """Compile sub-env ``i``'s chosen episode and place it (``ready`` to start), or start it
@@ -308,9 +333,10 @@ class CompiledCore:
             _, static, floats, costs, state_size, oracle = kept
             self.oracles[i] = oracle
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
-                reward_fn.start(episode, costs, budget)
+                reward_fn.start(episode, costs, budget, **limited(self.store_limits, budget))
             return static, floats, state_size
-        arrays = CODE.episode_arrays.read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe)
+        arrays = CODE.episode_arrays.read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe,
+                                                      self.store_limits)
         if arrays is None:
             return None
         static, floats, state, costs = arrays
@@ -365,7 +391,7 @@ class CompiledCore:
         return CODE.kernel.step_batch(indices, actions, *self.arenas.buffers, self.arenas.spans, self.scalars,
                                self.fscalars, self.masks, self.observations, rewards, terminated, reasons, self.K,
                                self.cap, self.oldest, self.privileged, self.dense, self.codes, self.weight_values,
-                               self.penalties, self.expire_cost)
+                               self.penalties, self.expire_cost, self.limits)
 
     def close(self, indices: list[int], envs: Sequence[Any], rewards: np.ndarray) -> list[tuple[int, dict[str, Any]]]:
         """The final rewards (into ``rewards``) and metrics of the finished episodes of compiled
@@ -495,7 +521,7 @@ class CompiledCore:
         """Show compiled sub-env ``i``'s stored item ``t`` in the last slot (``expose_item``)."""
         static, floats, state = self.arenas.views(i)
         CODE.kernel.expose(static, floats, state, self.scalars[i], self.K, self.cap, self.privileged,
-                           self.observations[i], self.masks[i], t)
+                           self.limits, self.observations[i], self.masks[i], t)
 
     def leave(self, i: int) -> None:
         """Sub-env ``i``'s single env plays its own episode from now on (``start_episode``)."""
@@ -509,7 +535,11 @@ class CompiledCore:
     def copy_from(self, i: int, env: Any) -> None:
         """Sub-env ``i`` is played by its single env: take its observation and mask."""
         encoder = env.observation_encoder
-        self.observations[i] = np.frombuffer(encoder.obs_bytes, dtype=np.float32)
+        row = self.observations[i]
+        flat = np.frombuffer(encoder.obs_bytes, dtype=np.float32)
+        row[:flat.shape[0]] = flat
+        if flat.shape[0] < row.shape[0]:
+            row[flat.shape[0]:] = env.limit_features()
         self.masks[i] = np.frombuffer(encoder.mask, dtype=np.bool_)
 
     def t(self) -> np.ndarray:

@@ -16,9 +16,12 @@ import numpy as np
 from .arenas import episode
 from .compile_cache import cached
 from .kernel import observe, retained, start
-from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, S_BUDGET, UTILITY
+from .layout import COST, CRITICAL, H_LENGTH, H_STATIC, N_KINDS, S_BUDGET, UTILITY
 from .oracle_by_class import class_optimum
 from .paper_episodes import unprivileged_arrays
+
+# The drawn episodes are played without limits beside the byte budget (see ``core``).
+_NO_KIND_LIMITS = np.full(N_KINDS, -1, dtype=np.int64)
 
 # The counts ``end_drawn`` gives per episode, in this order.
 KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNITS = range(6)
@@ -27,7 +30,7 @@ KEPT, KEPT_CRITICAL, KEPT_HALF_UNITS, STALENESS, CRITICAL_STEPS, ORACLE_HALF_UNI
 @cached()
 def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, dynamics, metadata, entry_bytes,
                 statics, floats, states, spans, capacity, scalars, fscalars, masks, observations, K, cap, oldest,
-                privileged):
+                privileged, limits):
     """Sub-env ``indices[j]`` starts the episode whose structure NumPy drew as ``n_params[j]``,
     ``uniforms[j]`` and ``endpoints[j]`` (``paper.structure_draws``), with budget ``budgets[j]``:
     its arrays made (``paper_episodes.unprivileged_arrays``), copied into its segments
@@ -49,9 +52,9 @@ def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, 
         held_static, held_floats, held_state = episode(statics, floats, states, spans, i)
         held_static[:] = static
         held_floats[:] = fl
-        start(held_static, held_state, scalars[i], fscalars[i], budgets[j])
-        observe(held_static, held_floats, held_state, scalars[i], K, cap, oldest, privileged, observations[i],
-                masks[i])
+        start(held_static, held_state, scalars[i], fscalars[i], budgets[j], _NO_KIND_LIMITS)
+        observe(held_static, held_floats, held_state, scalars[i], K, cap, oldest, privileged, limits,
+                observations[i], masks[i])
         outcome[j] = 1
     return outcome, need
 

@@ -250,11 +250,12 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
 
 
 def read_and_compile(episode: Any, track: str, memo: ContentMemo, reward_fn: Any, budget: int,
-                     recipe: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+                     recipe: Any = None, limits: Any = None,
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """(static, floats, state, costs) of ``episode`` on ``track`` at ``budget``, with ``reward_fn``
-    started on it (None: the core cannot play it); ``recipe``: the ``EpisodeRecipe`` the episode
-    was made from, if it was. The core and its episode workers (``episode_workers``) both read
-    episodes through this one function."""
+    started on it (under ``limits``, a ``StoreLimits``, if given; None: the core cannot play
+    it); ``recipe``: the ``EpisodeRecipe`` the episode was made from, if it was. The core and its
+    episode workers (``episode_workers``) both read episodes through this one function."""
     # The texts of a generated episode the core makes (past the bounds of those it compiles from
     # their draws) do not come back in later episodes: its observations are read without writing
     # their JSON texts (measured: 930 against 1,210 us per paper episode with sections and guides,
@@ -263,9 +264,17 @@ def read_and_compile(episode: Any, track: str, memo: ContentMemo, reward_fn: Any
     columns = describe_episode(episode, track, memo, generated=generated, untexted=generated)
     if columns is None:
         return None
-    reward_fn.start(episode, columns.costs, budget)
+    reward_fn.start(episode, columns.costs, budget, **limited(limits, budget))
     arrays = compile_episode(columns, reward_fn, memo)
     return None if arrays is None else (*arrays, columns.costs)
+
+
+def limited(limits: Any, budget: int) -> dict[str, Any]:
+    """``RewardFunction.start``'s keywords for the limits ``limits`` (a ``StoreLimits``, or None)
+    at ``budget``: U*(B) respects them."""
+    if not limits:
+        return {}
+    return {"kinds": limits.kinds_at(budget), "write_time": limits.write_time}
 
 
 def scored_labels(episode: Any) -> tuple[int, tuple[int, ...], np.ndarray, int]:

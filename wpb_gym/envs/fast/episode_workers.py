@@ -102,10 +102,11 @@ class _Worker:
 class EpisodeWorkers:
     """``count`` worker processes preparing the next episode of sub-envs (see the module docstring)."""
 
-    def __init__(self, count: int, track: str, reward_fn: Any) -> None:
+    def __init__(self, count: int, track: str, reward_fn: Any, limits: Any = None) -> None:
         self.count = count
         self.track = track
         self.reward_fn = reward_fn.fresh()  # its settings; each job starts a fresh copy
+        self.limits = limits  # the env's ``StoreLimits`` (None: none), which U*(B) respects
         self.asked = self.served = 0  # episodes ``take`` was asked for, and those it had ready
         self.failure: str | None = None  # why the workers were dropped, until ``report`` says it
         self._failed = self._closed = False  # either: no worker is started again
@@ -123,7 +124,7 @@ class EpisodeWorkers:
 
     def __getstate__(self) -> dict[str, Any]:
         # A copy starts its own workers when it needs them.
-        return {"count": self.count, "track": self.track, "reward_fn": self.reward_fn}
+        return {"count": self.count, "track": self.track, "reward_fn": self.reward_fn, "limits": self.limits}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -279,7 +280,7 @@ class EpisodeWorkers:
                 os.close(results_write)
             worker = _Worker(process, results_read, Connection(jobs_write, readable=False))
             self._workers.append(worker)
-            worker.send.send((self.track, self.reward_fn))
+            worker.send.send((self.track, self.reward_fn, self.limits))
 
     def _fail(self, message: str) -> None:
         self._stop_workers()
@@ -350,7 +351,7 @@ def serve(jobs: Connection, results: int) -> None:
     from .contents import ContentMemo
     from .episode_arrays import read_and_compile, scored_labels
     _write(results, ("package", str(_PACKAGE)))
-    track, reward_fn = jobs.recv()
+    track, reward_fn, limits = jobs.recv()
     memo = ContentMemo()
     while True:
         try:
@@ -360,7 +361,7 @@ def serve(jobs: Connection, results: int) -> None:
         try:
             episode = recipe.make()
             fresh = reward_fn.fresh()
-            arrays = read_and_compile(episode, track, memo, fresh, budget, recipe)
+            arrays = read_and_compile(episode, track, memo, fresh, budget, recipe, limits)
             result = None if arrays is None else (arrays[0], arrays[1], len(arrays[2]), scored_labels(episode), fresh)
         except Exception:  # the core prepares it again and meets the error itself
             result = None

@@ -44,11 +44,13 @@ from .layout import (
     H_STATE,
     ITEM_COST,
     KIND,
+    KINDS_LIMITED,
     LOG,
     MERGE_OK,
     METRIC_F1,
     METRIC_UTILITY,
     N_FLOATS,
+    N_KINDS,
     N_MEMORY,
     N_SLOT,
     N_STEP,
@@ -56,7 +58,9 @@ from .layout import (
     NOT_SAME_ENDPOINT,
     ORACLE_PREFIX,
     ORPHAN,
+    OUT_OF_WRITE_TIME,
     OVER_BUDGET,
+    OVER_KIND_BUDGET,
     PARAMS,
     PARENT,
     PRIORITY,
@@ -71,6 +75,8 @@ from .layout import (
     S_ITEMS,
     S_KEPT,
     S_KEPT_CRITICAL,
+    S_KIND_LIMITS,
+    S_KIND_USED,
     S_LENGTH,
     S_LOG,
     S_MERGE_ITEMS,
@@ -80,6 +86,7 @@ from .layout import (
     S_SLOTS,
     S_T,
     S_TAIL,
+    S_TICKS,
     S_USED,
     S_WRITES,
     SAME_API,
@@ -92,6 +99,9 @@ from .layout import (
     SUPERSEDED,
     TARGET_NOT_BASE,
     UTILITY,
+    WT_PER_KB,
+    WT_PER_WRITE,
+    WT_TOTAL,
 )
 from .memory import cost_budget, largest, remove, st, store
 
@@ -141,27 +151,59 @@ def _slots(static, state, scalars, K, oldest, family, family_live):
 
 
 @borrowing
-def observe(static, floats, state, scalars, K, cap, oldest, privileged, obs, mask):
+def observe(static, floats, state, scalars, K, cap, oldest, privileged, limits, obs, mask):
     """``ObservationEncoder.update``: the slots, the observation row ``obs`` and the mask."""
     t = scalars[S_T]
     family = col(static, FAMILY, t) if t < scalars[S_LENGTH] else -1
     family_live = state[st(static, FAMILY_LIVE) + family] if family >= 0 else 0
     scalars[S_SHOWN] = _slots(static, state, scalars, K, oldest, family, family_live)
-    describe(static, floats, state, scalars, K, cap, privileged, obs, mask)
+    describe(static, floats, state, scalars, K, cap, privileged, limits, obs, mask)
 
 
 @borrowing
-def expose(static, floats, state, scalars, K, cap, privileged, obs, mask, s):
+def expose(static, floats, state, scalars, K, cap, privileged, limits, obs, mask, s):
     """``WritePolicyBenchEnv.expose_item`` of stored item ``s`` not shown (the layout is full):
     it takes the last slot until the next step; the observation row and the mask follow."""
     scalars[S_SLOTS + K - 1] = s
     scalars[S_SHOWN] = K
-    describe(static, floats, state, scalars, K, cap, privileged, obs, mask)
+    describe(static, floats, state, scalars, K, cap, privileged, limits, obs, mask)
 
 
 @borrowing
-def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
-    """The observation row ``obs`` and the mask of the items the scalars' slot columns show."""
+def _kind_room(scalars, kind, remaining):
+    """``ByteMemoryStore.kind_remaining``: the bytes a WRITE of content ``kind`` may still take."""
+    limit = scalars[S_KIND_LIMITS + kind]
+    if limit < 0:
+        return remaining
+    return min(remaining, limit - scalars[S_KIND_USED + kind])
+
+
+@borrowing
+def _kind_affords(scalars, kind, n_bytes):
+    """Whether content ``kind``'s limit (if it has one) has room for ``n_bytes`` more."""
+    limit = scalars[S_KIND_LIMITS + kind]
+    return limit < 0 or scalars[S_KIND_USED + kind] + n_bytes <= limit
+
+
+@borrowing
+def ticks(limits, n_bytes):
+    """``WriteTime.ticks``: the ticks a WRITE or MERGE storing ``n_bytes`` takes."""
+    return limits[WT_PER_WRITE] + (n_bytes * limits[WT_PER_KB] + 1023) // 1024
+
+
+@borrowing
+def _time_affords(limits, scalars, n_bytes):
+    """Whether the episode's write time has room for a write of ``n_bytes`` (always, without a
+    write-time budget)."""
+    total = limits[WT_TOTAL]
+    return total < 0 or scalars[S_TICKS] + ticks(limits, n_bytes) <= total
+
+
+@borrowing
+def describe(static, floats, state, scalars, K, cap, privileged, limits, obs, mask):
+    """The observation row ``obs`` and the mask of the items the scalars' slot columns show
+    (with a write-time budget or limits per content kind, ``store_limits.TIME_FEATURES`` or
+    ``KIND_FEATURES`` after the slots, and the WRITE and MERGE bits only where they have room)."""
     T = scalars[S_LENGTH]
     t = scalars[S_T]
     live = t < T
@@ -180,7 +222,8 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
     expires_now = scalars[S_EXPIRES_NOW]
     cost = col(static, COST, t) if live else 0
     fits = live and cost <= remaining
-    mask[1] = fits
+    kind = col(static, KIND, t) if live else 0
+    mask[1] = fits and _kind_affords(scalars, kind, cost) and _time_affords(limits, scalars, cost)
     if live and (cap < 0 or expires_now < cap):
         for k in range(shown):
             mask[2 + K + k] = True
@@ -210,6 +253,17 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
     obs[m + 5] = cap_left
     obs[m + 6] = 1.0 if scalars[S_REVERTED_EXPIRED] else 0.0
     obs[m + 7] = fits_if_larger
+    total = limits[WT_TOTAL]
+    if total >= 0:
+        end = n_step + N_MEMORY + K * n_slot
+        obs[end] = (total - scalars[S_TICKS]) / total if total else 0.0
+        obs[end + 1] = 1.0 if live and _time_affords(limits, scalars, cost) else 0.0
+    if limits[KINDS_LIMITED]:
+        end = n_step + N_MEMORY + K * n_slot
+        scale = budget if budget > 1 else 1
+        for k in range(N_KINDS):
+            obs[end + k] = min(1.0, max(0.0, _kind_room(scalars, k, remaining) / scale))
+        obs[end + N_KINDS] = 1.0 if live and cost <= _kind_room(scalars, kind, remaining) else 0.0
     content = col(static, CONTENT, t) if live else 0
     api = col(static, API, t) if live else -1
     if live:
@@ -219,7 +273,7 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
         else:
             obs[1] = 0.0 if cost == 0 else 1.0
         obs[2] = 1.0 if cost <= remaining else 0.0
-        obs[STEP_KIND + col(static, KIND, t)] = 1.0
+        obs[STEP_KIND + kind] = 1.0
         deprecated = fat(floats, DEPRECATED, t)
         if family_live:
             _compare_with_memory(static, floats, state, t, family, family_live, api, cost, remaining, K, inv_T, obs)
@@ -242,9 +296,9 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
         else:
             obs[r + 2] = min(1.0, state[costs + s] / budget) if budget else 1.0
             obs[r + 3] = 1.0
-        kind = col(static, KIND, s)
-        if kind < SLOT_KINDS:
-            obs[r + SLOT_KIND + kind] = 1.0
+        item_kind = col(static, KIND, s)
+        if item_kind < SLOT_KINDS:
+            obs[r + SLOT_KIND + item_kind] = 1.0
         obs[r + SLOT_KIND + SLOT_KINDS] = fat(floats, DEPRECATED, s)
         c = r + SLOT_CONTEXT
         if privileged:
@@ -257,7 +311,7 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
             obs[c + SUPERSEDED] = 1.0
         if family_live and item_family == family:
             obs[c + SAME_FAMILY] = 1.0
-            if kind == ENDPOINT and reverted(static, floats, s, t):
+            if item_kind == ENDPOINT and reverted(static, floats, s, t):
                 obs[c + REVERTED] = 1.0
             if api >= 0 and col(static, API, s) == api:
                 obs[c + SAME_API] = 1.0
@@ -265,7 +319,8 @@ def describe(static, floats, state, scalars, K, cap, privileged, obs, mask):
                     delta_cost = merge_cost(static, content, col(static, CONTENT, s))
                     if delta_cost >= 0 and delta_cost <= remaining:
                         obs[c + MERGE_OK] = 1.0
-                        mask[2 + k] = True
+                        mask[2 + k] = (_kind_affords(scalars, item_kind, delta_cost)
+                                       and _time_affords(limits, scalars, delta_cost))
 
 
 @borrowing
@@ -309,8 +364,9 @@ def _compare_with_memory(static, floats, state, t, family, family_live, api, cos
 @borrowing
 def _rejection(static, state, scalars, a, K, cap, t):
     """``WritePolicyBenchEnv._rejection_reason`` of an action the mask refused."""
+    remaining = scalars[S_BUDGET] - scalars[S_USED]
     if a == 1:
-        return OVER_BUDGET
+        return _over(scalars, col(static, KIND, t), col(static, COST, t), remaining)
     k = (a - 2) % K
     if k >= scalars[S_SHOWN]:
         return EMPTY_SLOT
@@ -322,9 +378,21 @@ def _rejection(static, state, scalars, a, K, cap, t):
     api = col(static, API, t)
     if api < 0 or col(static, API, s) != api:
         return NOT_SAME_ENDPOINT
-    if merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, s)) < 0:
+    delta_cost = merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, s))
+    if delta_cost < 0:
         return EMPTY_DELTA
-    return OVER_BUDGET
+    return _over(scalars, col(static, KIND, s), delta_cost, remaining)
+
+
+@borrowing
+def _over(scalars, kind, n_bytes, remaining):
+    """Why the store refuses a WRITE or MERGE of ``n_bytes`` into content ``kind`` whose target
+    and delta it would take: the first limit it runs past, in the store's order."""
+    if n_bytes > remaining:
+        return OVER_BUDGET
+    if not _kind_affords(scalars, kind, n_bytes):
+        return OVER_KIND_BUDGET
+    return OUT_OF_WRITE_TIME
 
 
 @borrowing
@@ -363,7 +431,7 @@ def _potential(floats, scalars, fscalars, codes, weights):
 
 @borrowing
 def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, codes, weights, invalid_penalty,
-            expire_cost):
+            expire_cost, limits):
     """``WritePolicyBenchEnv.advance`` of action ``a``: returns (reward, terminated, reason);
     the reward of the step that ends the episode is closed by the caller (it needs the final
     metrics)."""
@@ -376,13 +444,18 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
         reason = _rejection(static, state, scalars, a, K, cap, t)
         penalty = invalid_penalty
     elif a == 1:
-        store(static, state, scalars, t, -1, col(static, COST, t))
+        cost = col(static, COST, t)
+        store(static, state, scalars, t, -1, cost)
+        scalars[S_TICKS] += ticks(limits, cost)
+        scalars[S_KIND_USED + col(static, KIND, t)] += cost
         scalars[S_WRITES] += 1
         _keep(static, floats, scalars, fscalars, t, 1)
     elif 2 <= a < 2 + K:
         target = scalars[S_SLOTS + a - 2]
         cost = merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, target))
         store(static, state, scalars, t, target, cost)
+        scalars[S_TICKS] += ticks(limits, cost)
+        scalars[S_KIND_USED + col(static, KIND, target)] += cost  # a MERGE counts in its base's kind
         scalars[S_MERGES] += 1
         _keep(static, floats, scalars, fscalars, t, 1)
     elif a >= 2 + K:
@@ -404,6 +477,7 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
         if col(static, KIND, target) == ENDPOINT and col(static, FAMILY, target) == col(static, FAMILY, t):
             if not scalars[S_REVERTED_EXPIRED] and reverted(static, floats, target, t):
                 scalars[S_REVERTED_EXPIRED] = 1
+        scalars[S_KIND_USED + col(static, KIND, target)] -= state[costs + target]
         remove(static, state, scalars, target)
         scalars[S_EXPIRES] += 1
         expired = True
@@ -436,12 +510,15 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
 
 
 @borrowing
-def start(static, state, scalars, fscalars, budget):
-    """A new episode: empty memory (the state's sections set to "none"), counters at 0."""
+def start(static, state, scalars, fscalars, budget, kind_limits):
+    """A new episode: empty memory (the state's sections set to "none"), counters at 0, and the
+    content kinds' limits ``kind_limits`` (bytes; -1: none)."""
     scalars[:] = 0
     fscalars[:] = 0.0
     scalars[S_LENGTH] = static[H_LENGTH]
     scalars[S_BUDGET] = budget
+    for k in range(N_KINDS):
+        scalars[S_KIND_LIMITS + k] = kind_limits[k]
     scalars[S_HEAD] = -1
     scalars[S_TAIL] = -1
     state[:] = 0
@@ -455,7 +532,8 @@ def start(static, state, scalars, fscalars, budget):
 
 @borrowing
 def step_batch(indices, actions, statics, floats, states, spans, scalars, fscalars, masks, observations, rewards,
-               terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost):
+               terminated, reasons, K, cap, oldest, privileged, dense, codes, weights, invalid_penalties, expire_cost,
+               limits):
     """``advance`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``);
     returns -1, or the first sub-env whose episode was over (its single env was stepped to the
     end), and then steps none."""
@@ -468,23 +546,24 @@ def step_batch(indices, actions, statics, floats, states, spans, scalars, fscala
         static, fl, state = episode(statics, floats, states, spans, i)
         row, mask = scalars[i], masks[i]
         reward, done, reason = advance(static, fl, state, row, fscalars[i], mask, actions[i], K, cap, dense, codes,
-                                       weights, invalid_penalties[i], expire_cost)
+                                       weights, invalid_penalties[i], expire_cost, limits)
         rewards[i] = reward
         terminated[i] = done
         reasons[i] = reason
-        observe(static, fl, state, row, K, cap, oldest, privileged, observations[i], mask)
+        observe(static, fl, state, row, K, cap, oldest, privileged, limits, observations[i], mask)
     return -1
 
 
 @borrowing
-def start_batch(indices, budgets, statics, floats, states, spans, scalars, fscalars, masks, observations, K, cap,
-                oldest, privileged):
-    """``start`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``)."""
+def start_batch(indices, budgets, kind_limits, statics, floats, states, spans, scalars, fscalars, masks,
+                observations, K, cap, oldest, privileged, limits):
+    """``start`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``), with
+    budgets ``budgets`` and content kinds' limits ``kind_limits`` (a row each)."""
     for j in range(len(indices)):
         i = indices[j]
         static, fl, state = episode(statics, floats, states, spans, i)
-        start(static, state, scalars[i], fscalars[i], budgets[j])
-        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, observations[i], masks[i])
+        start(static, state, scalars[i], fscalars[i], budgets[j], kind_limits[j])
+        observe(static, fl, state, scalars[i], K, cap, oldest, privileged, limits, observations[i], masks[i])
 
 
 @cached()

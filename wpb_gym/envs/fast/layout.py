@@ -45,7 +45,13 @@ def state_sizes(T: int, families: int, apis: int) -> list[int]:
 # ---- scalars (int64), per sub-env: one row of the vector env's scalar table.
 (S_T, S_LENGTH, S_BUDGET, S_USED, S_ITEMS, S_MERGE_ITEMS, S_HEAD, S_TAIL, S_EXPIRES_NOW, S_REVERTED_EXPIRED,
  S_WRITES, S_EXPIRES, S_MERGES, S_KEPT, S_KEPT_CRITICAL, S_CRITICAL_BEFORE, S_DECIDED, S_HEAP, S_SHOWN,
- S_LOG, S_SLOTS) = range(21)  # S_SLOTS: the K shown items from here on
+ S_LOG, S_TICKS) = range(21)  # S_TICKS: write time spent
+# Per content kind (``stream_table.KIND_*``, ``core.kind_budgets.KINDS``'s order), its limit in
+# bytes (-1: none) and the bytes its items use; then the K shown items.
+N_KINDS = 4
+S_KIND_LIMITS = S_TICKS + 1
+S_KIND_USED = S_KIND_LIMITS + N_KINDS
+S_SLOTS = S_KIND_USED + N_KINDS
 
 
 def n_scalars(K: int) -> int:
@@ -62,8 +68,16 @@ EXACT_INTS = 2**53
 
 # ---- rejection reasons (0: accepted), as the single env names them.
 REASONS = ("accepted", "over_budget", "empty_slot", "expire_cap", "target_not_base", "not_same_endpoint",
-           "empty_delta")
-OVER_BUDGET, EMPTY_SLOT, EXPIRE_CAP, TARGET_NOT_BASE, NOT_SAME_ENDPOINT, EMPTY_DELTA = range(1, len(REASONS))
+           "empty_delta", "out_of_write_time", "over_kind_budget")
+(OVER_BUDGET, EMPTY_SLOT, EXPIRE_CAP, TARGET_NOT_BASE, NOT_SAME_ENDPOINT, EMPTY_DELTA, OUT_OF_WRITE_TIME,
+ OVER_KIND_BUDGET) = range(1, len(REASONS))
+
+# ---- the limits beside the byte budget, an int64 array the kernel is handed: the write time
+# (``core.write_time``: the episode's ticks, negative for none; a write's fixed ticks; its ticks
+# per KB), then whether the content kinds have limits (``core.kind_budgets``: 1, and the
+# observation shows each kind's room; each sub-env's own limits are in its scalars).
+WT_TOTAL, WT_PER_WRITE, WT_PER_KB, KINDS_LIMITED = range(4)
+N_LIMITS = 4
 
 # ---- where features sit in an observation row (features.py's order; priority adds one column
 # after the step features and one in each slot row, before the slot's context features).
