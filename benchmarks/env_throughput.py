@@ -32,8 +32,9 @@ from wpb_gym.envs.observation.features import ObservationLayout
 SETTINGS = {
     "default (T=200, 10 KB)": {},
     "long (T=10,000, 1 MB)": {"length": 10_000, "budget_bytes": 1_048_576},
-    "write time (T=200, 10 KB, 60 ticks)": {"write_time": "total=60,per_write=1,per_kb=1"},
-    "kind budgets (T=200, 10 KB, docs)": {"doc_prob": 0.2, "kind_budgets": "endpoint=70%,doc=20%"},
+    # The limits beside the byte budget; under them every episode is made by its generator.
+    "write_time (T=200, 60 ticks)": {"write_time": "total=60,per_write=1,per_kb=1"},
+    "kind_budgets (T=200, docs)": {"doc_prob": 0.2, "kind_budgets": "endpoint=70%,doc=20%"},
 }
 
 
@@ -126,11 +127,11 @@ def main() -> None:
     rates, per_round = interleaved(runners, args.seconds, args.rounds)
     reference = rates["CartPole-v1 (reference)"]
     # The spread of the per-round ratios shows how much the machine's phase moved the figure.
-    print(f"{'environment':<46} {'steps/s':>10} {'vs CartPole-v1':>15} {'per round':>13}")
+    print(f"{'environment':<50} {'steps/s':>10} {'vs CartPole-v1':>15} {'per round':>13}")
     for name, rate in rates.items():
         ratios = [r[name] / r["CartPole-v1 (reference)"] for r in per_round]
         spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
-        print(f"{name:<46} {rate:>10,.0f} {rate / reference:>14.2f}x {spread:>13}")
+        print(f"{name:<50} {rate:>10,.0f} {rate / reference:>14.2f}x {spread:>13}")
 
 
 if __name__ == "__main__":
