@@ -34,7 +34,7 @@ SETTINGS = {
     "long (T=10,000, 1 MB)": {"length": 10_000, "budget_bytes": 1_048_576},
     # The limits beside the byte budget; under them every episode is made by its generator.
     "write_time (T=200, 60 ticks)": {"write_time": "total=60,per_write=1,per_kb=1"},
-    "kind_budgets (T=200, docs)": {"doc_prob": 0.2, "kind_budgets": "endpoint=70%,doc=20%"},
+    "kind_budgets (T=200, sections)": {"doc_prob": 0.2, "kind_budgets": "endpoint=70%,doc=20%"},
 }
 
 

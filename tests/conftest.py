@@ -16,9 +16,9 @@ os.environ.setdefault("WPB_GYM_COMPILE", "here")
 
 
 def pytest_configure(config):
-    """With numba's cache empty (a fresh clone), compile the core once, here, before any test
-    runs: else each pytest-xdist worker, and each process a test starts before the cache is
-    full, compiles it again, side by side on the same cores."""
+    """With numba's cache empty (a fresh clone), compile the core once, before any test runs
+    (unless another process is compiling it): else each pytest-xdist worker, and each process
+    a test starts before the cache is full, compiles it again, side by side on the same cores."""
     if hasattr(config, "workerinput") or os.environ.get("NUMBA_DISABLE_JIT") == "1":
         return  # a worker: the process that started it compiled
     from wpb_gym.envs.fast.first_run import compiled_mark

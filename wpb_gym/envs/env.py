@@ -219,9 +219,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
     ## Version History
 
-    * v0, package 0.12.0: the compiled core steps limits per content kind (``kind_budgets=``) and a
-      write time (``write_time=``), in the single env and the native vector env, which took
-      neither before (outputs unchanged).
+    * v0, package 0.12.0: limits per content kind (``kind_budgets=``) and a write time
+      (``write_time=``) are stepped by the compiled core (outputs unchanged); the native vector
+      env, which refused them, takes them.
     * v0, package 0.11.0: the single env steps on the compiled core, as the vector env's sub-envs
       do (outputs unchanged); with ``observation_encoder=`` in ``"dict"`` mode the observation
       space is the ``Dict`` the env returns (it was a ``Box``).
@@ -391,9 +391,9 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     @property
     def plays_compiled(self) -> bool:
         """Whether the core (``envs.fast``) plays this env's episodes: with the parts it mirrors
-        (none subclassed, nor ``advance`` overridden in a subclass of the env), no limit beside
-        the byte budget but a write time or limits per content kind (not compression), and an
-        EXPIRE cap float64 holds exactly. The core runs compiled by
+        (none subclassed, nor ``advance`` overridden in a subclass of the env), no compression
+        (the other limits beside the byte budget it plays), and an EXPIRE cap float64 holds
+        exactly. The core runs compiled by
         numba, or as the same code in Python while a first run compiles it or with
         ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
         encoder, the reward function), as it also does for an episode the core cannot read
