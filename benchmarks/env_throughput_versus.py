@@ -2,7 +2,8 @@
 
 Each measurement is a new process that imports ``wpb_gym`` from one tree and runs
 ``env_throughput.py``'s runners (CartPole-v1, then WritePolicyBench-v0 at the defaults, on the
-long setting and on the ``breaking`` regime, where episodes cost the most to make) in
+long setting, on the ``breaking`` regime, where episodes cost the most to make, and under a
+write time and kind budgets) in
 alternating slices; the trees alternate too, so that drifts of the machine's speed hit both
 alike. Each tree's figure is the median over rounds of its steps/s as a ratio
 to CartPole-v1 in the same process; the last lines print this tree's ratio over the other's.
@@ -25,6 +26,8 @@ SETTINGS = {
     "default": {},
     "long": {"length": 10_000, "budget_bytes": 1_048_576},
     "breaking": {"regime": "breaking"},
+    "write_time": {"write_time": "total=60,per_write=1,per_kb=1"},
+    "kind_budgets": {"kind_budgets": "endpoint=70%"},
 }
 
 # Run in the child: the tree comes first on sys.path, and its own benchmarks/env_throughput.py

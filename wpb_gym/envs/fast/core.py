@@ -168,10 +168,8 @@ class CompiledCore:
         self._index()
 
     def _replayer(self, recipe: Any) -> Any:
-        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators,
-        or under a limit beside the byte budget (the drawn episodes' U*(B) by class knows the bytes
-        alone)."""
-        return _from_draws(recipe) if self.replay and self.store_limits is None else None
+        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators."""
+        return _from_draws(recipe) if self.replay else None
 
     def _index(self) -> None:
         self.compiled_indices = np.flatnonzero(self.compiled)
@@ -234,7 +232,8 @@ class CompiledCore:
     def _batched(self, chosen: tuple[Any, int] | None) -> tuple[np.ndarray, ...] | None:
         """The structure draws of a chosen episode that ``start_drawn`` starts with others (None:
         started on its own): a drawn one off the privileged track, its budget one float64 holds,
-        for a reward function that needs nothing of the episode at its start (no U*(B))."""
+        for a reward function that needs nothing of the episode at its start (no U*(B)), without
+        limits beside the byte budget (under them U*(B) is computed as the episode starts)."""
         if (chosen is None or self.privileged or self.oracle_at_start or not self.replay
                 or self.store_limits is not None):
             return None
@@ -316,7 +315,7 @@ class CompiledCore:
         if recipe is not None:
             from_draws = self._replayer(episode)
             if from_draws is not None:
-                drawn = from_draws(episode, env.track, reward_fn, budget)
+                drawn = from_draws(episode, env.track, reward_fn, budget, self.store_limits)
                 if drawn is not None:
                     (static, floats, state), _ = drawn
                     self.drawn[i] = True

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_len
+from ...core.kind_budgets import KINDS
 from ...core.tracks import PRIVILEGED
 from ...episodes.generators import paper_structure
 from ...episodes.generators.paper import GeneratorConfig, episode_priorities, structure_draws
@@ -67,9 +68,10 @@ class DrawnLabels:
         return len(self.utilities)
 
 
-def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int):
+def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int, limits: Any = None):
     """``(static, floats, state)`` of the recipe's episode on ``track`` and its ``DrawnLabels``,
-    ``reward_fn`` started on it; None when the arrays are too large for int32."""
+    ``reward_fn`` started on it (under ``limits``, a ``StoreLimits``, if given: it then knows
+    U*(B) at once); None when the arrays are too large for int32."""
     c = recipe.config
     T = c.length
     n_params, uniforms, endpoints = structure_draws(c, recipe.seed, recipe.index)
@@ -83,10 +85,10 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
         metadata = _metadata_lengths(c.regime, priorities, T)
         compiled = _compile(structure, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
-    return _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget)
+    return _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits)
 
 
-def _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget):
+def _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits=None):
     """A drawn episode's ``(static, floats, state)`` and ``DrawnLabels`` from its compiled arrays
     (None for an empty ``static``: too large for int32), ``reward_fn`` started on it and its
     floats completed with its priorities (``priorities``: the privileged track's) and oracle."""
@@ -95,7 +97,15 @@ def _started(static, floats, state_size, utility, costs, critical, priorities, r
     T = len(utility)
     critical_steps = tuple(np.flatnonzero(critical).tolist())
     utility.setflags(write=False)
-    reward_fn.start_labels(T, critical_steps, utility, costs, budget)
+    if not limits:
+        reward_fn.start_labels(T, critical_steps, utility, costs, budget)
+    else:  # U*(B) under the limits, now: the class search at the episode's end counts bytes alone
+        kinds = limits.kinds_at(budget)
+        at = int(static[L.H_STATIC + L.KIND])
+        of_steps = [KINDS[k] for k in static[at:at + T].tolist()] if kinds else None
+        reward_fn.start_labels(T, critical_steps, utility, costs, budget, (of_steps, kinds) if kinds else None,
+                               limits.write_time)
+        reward_fn.oracle_utility()
     if priorities is not None or reward_fn.oracle_prefix is not None or reward_fn.known_oracle is not None:
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
