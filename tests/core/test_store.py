@@ -4,6 +4,9 @@ Expected byte counts are written out from the JSON text the spec's formula seria
 recomputed with the code under test.
 """
 
+import copy
+import pickle
+
 import pytest
 
 from wpb_gym import (
@@ -302,6 +305,17 @@ def test_policies_get_a_read_only_view():
     assert len(store) == 1 and store.clock == 0
     with pytest.raises(Exception):
         store.get(0).byte_cost = 1  # items are frozen
+
+
+def test_a_copied_store_views_itself_and_pickles_while_a_view_is_held():
+    store = ByteMemoryStore(ByteBudget(5000))
+    held = store.view()
+    store.apply(MemoryAction.write(snap(0)), 0)
+    for copied in (copy.deepcopy(store), pickle.loads(pickle.dumps(store))):
+        copied.apply(MemoryAction.write(snap(1, api="api.v1.endpoint_1")), 1)
+        assert copied.view() is not held and len(copied.view()) == 2 and len(held) == 1
+        assert copied.view() is copied.view()  # one view per store, as before the copy
+    assert store.view() is held
 
 
 # ---------------------------------------------------------------- data model and budget

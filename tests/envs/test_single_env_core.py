@@ -4,6 +4,8 @@ read between steps (the store read back, the slots, the decoded actions, ``expos
 
 from __future__ import annotations
 
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -161,6 +163,22 @@ def test_kind_budgets_play_on_the_core_as_on_the_python_parts(regime, mode):
         reasons.append(env.step(1)[4]["reason"])  # WRITE at every step: refused once a kind's room runs out
     assert env.plays_compiled and "over_kind_budget" in reasons and reasons[0] == "accepted"
     assert env.store.kind_used("endpoint") <= 4096 * 35 // 100
+
+
+@pytest.mark.parametrize("plays_compiled", [True, False])
+def test_an_env_whose_store_view_is_held_pickles_and_a_chosen_recipe_starts(plays_compiled):
+    make = WritePolicyBenchEnv if plays_compiled else python_env
+    env = make(length=30)
+    env.reset(seed=0)
+    env.step(1)
+    held = env.store.view()
+    again = pickle.loads(pickle.dumps(env))
+    same(again.step(1), env.step(1))
+    assert held is env.store.view() and again.store.view() is not held
+    assert again.store.timesteps() == env.store.timesteps()
+    recipe, budget = env.choose_episode(seed=3, recipe=True)
+    env.start_episode(recipe, budget)  # made first, as choose_episode() would have returned it
+    assert env.episode == recipe.make() and env.t == 0 and len(env.store) == 0
 
 
 @pytest.mark.parametrize("kwargs", [{"compression": "credit=0.75"}])

@@ -579,6 +579,11 @@ class ByteMemoryStore:
         base = self._base_observations.get(parent_t)
         return parent_t not in self._merges and base is not None and identity_key(base.get(MERGE_KEY)) == key
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The view is a cache of the one policies hold: a copy (pickle, deepcopy) makes its own,
+        # rather than failing on the weak reference or handing out the original's.
+        return {**self.__dict__, "_view": None}
+
     def view(self) -> StoreView:
         """A read-only view for policies."""
         view = self._view() if self._view is not None else None

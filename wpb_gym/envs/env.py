@@ -525,10 +525,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         self.viewer.start()
         return episode, budget
 
-    def start_episode(self, episode: Episode, budget: int) -> None:
-        """``reset`` after ``choose_episode``: start ``episode`` with a memory of ``budget`` bytes.
-        It takes what ``choose_episode`` returned and checks nothing itself (the vector env
-        chooses each sub-env's episode, then starts it here or in its core)."""
+    def start_episode(self, episode: Episode | EpisodeRecipe, budget: int) -> None:
+        """``reset`` after ``choose_episode``: start ``episode`` with a memory of ``budget`` bytes
+        (a recipe, from ``choose_episode(recipe=True)``, is made first). It takes what
+        ``choose_episode`` returned and checks nothing else (the vector env chooses each
+        sub-env's episode, then starts it here or in its core)."""
+        if isinstance(episode, EpisodeRecipe):
+            episode = episode.make()
         if self.limits is not None and self.limits.compressing:
             refuse_queries(episode)
         if self._on_core():  # the core played this env's episode before: it stops
