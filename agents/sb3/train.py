@@ -537,7 +537,8 @@ def _learn(run: TrainingRun, envs: TrainingEnvs, start: StartingModel, saved: di
     if steps != max(total - start.steps_done, 0):
         rollout = whole_rollouts(model, 1)
         print(f"wpb train: {algo} learns from whole rollouts of {rollout:,} steps ({n_envs} envs): it trains "
-              f"{steps:,} steps, not the {total - start.steps_done:,} asked", file=sys.stderr)
+              f"{steps:,} steps for the {total - start.steps_done:,} timesteps set (by --timesteps, or the recipe)",
+              file=sys.stderr)
     if steps > 0:
         with as_wpb_train(model):
             model.learn(

@@ -557,7 +557,7 @@ def test_closing_training_envs_closes_the_validation_env_even_when_the_training_
 
 def test_fewer_timesteps_than_a_rollout_train_a_whole_rollout_and_say_so(tmp_path, capsys):
     # PPO learns from whole rollouts (n_steps per env): 10 steps asked are a rollout of n_steps x n_envs,
-    # and what was trained is what the run reports, not the 10 asked.
+    # and what was trained is what the run reports, not the 10 set.
     from sb3_contrib import MaskablePPO
 
     out = tmp_path / "run"
@@ -565,8 +565,8 @@ def test_fewer_timesteps_than_a_rollout_train_a_whole_rollout_and_say_so(tmp_pat
     assert wpb([*argv, "--out", str(out), "--quiet"]) == 0
     rollout = TINY["hyperparams"]["n_steps"] * TINY["n_envs"]
     captured = capsys.readouterr()
-    assert f"learns from whole rollouts of {rollout:,} steps ({TINY['n_envs']} envs): it trains {rollout:,} steps, " \
-           f"not the 10 asked" in captured.err
+    assert f"learns from whole rollouts of {rollout:,} steps ({TINY['n_envs']} envs): it trains {rollout:,} steps " \
+           f"for the 10 timesteps set (by --timesteps, or the recipe)" in captured.err
     assert f"for {rollout:,} steps ->" in captured.out
     saved = json.loads((out / "config.json").read_text())
     assert saved["timesteps"] == 10 and saved["trained_timesteps"] == rollout

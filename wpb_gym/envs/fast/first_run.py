@@ -202,7 +202,8 @@ class CoreCode:
 def compile_everything(lock_fd: int | None = None) -> None:
     """Play small vector envs until every sub-env has ended an episode and started the next, on
     the paths a first run takes (the default regime on both tracks, with dense rewards on the
-    privileged one; a contract regime, whose episodes are made and read), and a single env's
+    privileged one and with a utility reward, whose episodes start one by one, on the other; a
+    contract regime, whose episodes are made and read), and a single env's
     ``expose_item``, so numba compiles and caches their functions; then write the mark.
     ``lock_fd``: the lock file its starter took for it (None: take it here; if another compile
     holds it, there is nothing to do)."""
@@ -222,7 +223,10 @@ def compile_everything(lock_fd: int | None = None) -> None:
     except OSError:
         pass
     os.environ[VARIABLE] = "here"  # this process is the compile
-    settings = ({"length": 20}, {"length": 20, "track": "privileged", "dense_reward": True},
+    # The default regime's episodes started together (f1) and one by one (a reward that needs
+    # U*(B) at the start, as limits do), the privileged track's, and a contract regime's.
+    settings = ({"length": 20}, {"length": 20, "reward": "utility"},
+                {"length": 20, "track": "privileged", "dense_reward": True},
                 {"regime": "contract_mix", "length": 80, "api_pool": 6})
     for kwargs in settings:
         env = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point", **kwargs)
