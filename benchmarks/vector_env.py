@@ -66,9 +66,13 @@ from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
-from env_throughput import on_python_parts
 
 import wpb_gym  # noqa: F401  (registers the ids)
+
+# Its sibling script, whether this runs as a script or is imported as benchmarks.vector_env (the
+# fresh processes of the compile and collector parts).
+sys.path.insert(0, str(Path(__file__).parent))
+from env_throughput import on_python_parts  # noqa: E402
 
 # Throughput is measured on compiled code: never on the Python a first run plays while numba
 # compiles in the background (``--part compile`` measures that first run on its own).
