@@ -393,9 +393,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         """Whether the core (``envs.fast``) plays this env's episodes: with the parts it mirrors
         (none subclassed, nor ``advance`` overridden in a subclass of the env), no compression
         (the other limits beside the byte budget it plays), and an EXPIRE cap float64 holds
-        exactly. The core runs compiled by
-        numba, or as the same code in Python while a first run compiles it or with
-        ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
+        exactly. The core runs compiled by numba, or as the same code in Python while a first
+        run compiles it or with ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
         encoder, the reward function), as it also does for an episode the core cannot read
         (steps that are not plain JSON, a budget past 2**53); both are tested output for output."""
         cap = self.max_expires_per_step
