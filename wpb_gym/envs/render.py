@@ -123,7 +123,7 @@ def ansi(env: WritePolicyBenchEnv) -> str:
         lines.append(f"current: {describe_observation(step.observation)}  [{KIND_NAMES[kind]}, {cost} B]")
         if priority is not None:
             lines[-1] += f"  priority={priority:.2f}"
-    lines.append(f"{'slot':>4} {'t':>6} {'age':>5} {'kind':<6} {'bytes':>6}  content")
+    lines.append(f"{'slot':>4} {'t':>6} {'age':>5} {'action':<6} {'bytes':>6}  content")
     for k, s in enumerate(env.slot_timesteps):
         if s is None:
             lines.append(f"{k:>4} {'-':>6}")
