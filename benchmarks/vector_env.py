@@ -368,14 +368,17 @@ def measure_reset(resets: int, rounds: int) -> None:
     for regime in sorted(REGIMES):
         single = WritePolicyBenchEnv(**on_python_parts({"regime": regime}))
         one = WritePolicyBenchVectorEnv(1, regime=regime)
-        batch = WritePolicyBenchVectorEnv(64, regime=regime)
+        # Resetting one sub-env of 64 (Gymnasium's reset_mask, which the Disabled mode takes): the
+        # reset a vector step makes of a sub-env whose episode ended.
+        batch = WritePolicyBenchVectorEnv(64, regime=regime, autoreset_mode="Disabled")
         batch.reset(seed=0)
+        one_of = np.eye(64, dtype=np.bool_)
         single.reset(seed=0)
         sides = {
             "seeded single": lambda k: single.reset(seed=k),
             "sub-env": lambda k: one.reset(seed=k),
             "single": lambda k: single.reset(),
-            "in a step": lambda k: batch._reset_sub_envs([k % 64]),
+            "in a step": lambda k: batch.reset(options={"reset_mask": one_of[k % 64]}),
         }
         totals = dict.fromkeys(sides, 0.0)
         with_collector = {"single": 0.0, "in a step": 0.0}
@@ -422,11 +425,13 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
         rates = {workers: [0, 0.0] for workers in kinds}
         resets, single_time, asked = 0, 0.0, 0
         masks, rng = {}, np.random.default_rng(0)
+        ended = {workers: np.zeros(n, dtype=np.bool_) for workers in kinds}  # NextStep: the next step resets them
         for workers, vector in sides.items():  # the slices go on from here: a seeded reset would spend every wish
             _, info = vector.reset(seed=0)
             start = time.perf_counter()
             while time.perf_counter() - start < max(seconds, 3.0):  # the worker starts (about a second)
-                _, _, _, _, info = vector.step(random_valid(info["action_mask"], rng))
+                _, _, terminated, truncated, info = vector.step(random_valid(info["action_mask"], rng))
+                ended[workers] = terminated | truncated
                 time.sleep(pace)
             masks[workers] = info["action_mask"]
         for r in range(rounds):
@@ -437,11 +442,12 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
                 workers_before = (vector.core.workers.served, vector.core.workers.asked) if workers else (0, 0)
                 start = time.perf_counter()
                 while time.perf_counter() - start < seconds:
-                    restarting = int(vector._autoreset.sum())  # NextStep: this step resets them
+                    restarting = int(ended[workers].sum())  # NextStep: this step resets them
                     began = time.perf_counter()
-                    _, _, _, _, info = vector.step(random_valid(info["action_mask"], rng))
+                    _, _, terminated, truncated, info = vector.step(random_valid(info["action_mask"], rng))
                     times.append(time.perf_counter() - began)
                     counts.append(restarting)
+                    ended[workers] = terminated | truncated
                     if pace:
                         time.sleep(pace)
                 masks[workers] = info["action_mask"]
