@@ -64,6 +64,15 @@ def _reset_both(vector, sync, **kwargs) -> None:
     same(vector.reset(**kwargs), sync.reset(**kwargs))
 
 
+def _ended(vector, sync, seed: int, steps: int) -> int:
+    """Reset both with ``seed`` and play them alike for ``steps`` steps; the episodes that ended."""
+    _reset_both(vector, sync, seed=seed)
+    rng, ended = np.random.default_rng(seed), 0
+    for _ in range(steps):
+        ended += int(_step_both(vector, sync, rng)[2].sum())
+    return ended
+
+
 def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, **kwargs):
     """A vector env with episode workers and its SyncVectorEnv, reset with ``seed`` and played
     alike for ``steps`` steps (every reset prepared), and the actions' generator."""
@@ -80,10 +89,7 @@ def _played(n: int, made: dict, seed: int, steps: int, workers: int = 1, **kwarg
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 def test_prepared_episodes_play_as_the_single_envs(made, track, mode):
     vector, sync = _pair(3, mode, track=track, **made, **SMALL)
-    _reset_both(vector, sync, seed=11)
-    rng, ended = np.random.default_rng(11), 0
-    for _ in range(260):
-        ended += int(_step_both(vector, sync, rng)[2].sum())
+    ended = _ended(vector, sync, seed=11, steps=260)
     workers = vector.core.workers
     # Every autoreset found its episode prepared: the first episodes were chosen before any wish.
     assert ended >= 6 and workers.served == ended and workers.asked == ended + 3, (ended, workers.asked)
@@ -95,10 +101,7 @@ def test_the_query_tiers_episodes_are_prepared_and_play_as_the_single_envs(track
     knobs = {"regime": "queries_hard", "endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10,
              "queries_per_checkpoint": 10, "summary_max_bytes": 600, "budget_bytes": 1500, "track": track}
     vector, sync = _pair(3, **knobs)
-    _reset_both(vector, sync, seed=5)
-    rng, ended = np.random.default_rng(5), 0
-    for _ in range(200):
-        ended += int(_step_both(vector, sync, rng)[2].sum())
+    ended = _ended(vector, sync, seed=5, steps=200)
     assert ended >= 6 and vector.core.workers.served == ended
     vector.close()
 
@@ -108,10 +111,7 @@ def test_episodes_prepared_under_limits_play_as_the_single_envs(limit):
     # The workers start each episode's reward function under the limits, as the core does
     # (with these, U*(B) is below the byte budget's alone).
     vector, sync = _pair(2, **CONTRACT_TEXT, **SMALL, **limit, reward={"f1": 0.5, "utility": 0.5})
-    _reset_both(vector, sync, seed=2)
-    rng, ended = np.random.default_rng(2), 0
-    for _ in range(200):
-        ended += int(_step_both(vector, sync, rng)[2].sum())
+    ended = _ended(vector, sync, seed=2, steps=200)
     assert ended >= 6 and vector.core.workers.served == ended
     vector.close()
 

@@ -253,13 +253,12 @@ def describe(static, floats, state, scalars, K, cap, privileged, limits, obs, ma
     obs[m + 5] = cap_left
     obs[m + 6] = 1.0 if scalars[S_REVERTED_EXPIRED] else 0.0
     obs[m + 7] = fits_if_larger
+    end = n_step + N_MEMORY + K * n_slot  # the limits' features follow the slots
     total = limits[WT_TOTAL]
     if total >= 0:
-        end = n_step + N_MEMORY + K * n_slot
         obs[end] = (total - scalars[S_TICKS]) / total if total else 0.0
         obs[end + 1] = 1.0 if live and _time_affords(limits, scalars, cost) else 0.0
     if limits[KINDS_LIMITED]:
-        end = n_step + N_MEMORY + K * n_slot
         scale = budget if budget > 1 else 1
         for k in range(N_KINDS):
             obs[end + k] = min(1.0, max(0.0, _kind_room(scalars, k, remaining) / scale))
