@@ -35,6 +35,7 @@ SETTINGS = {
     # The limits beside the byte budget, whose U*(B) is computed as each episode starts.
     "write_time (T=200, 60 ticks)": {"write_time": "total=60,per_write=1,per_kb=1"},
     "kind_budgets (T=200, endpoint=70%)": {"kind_budgets": "endpoint=70%"},
+    "compression (T=200, credit=0.75)": {"compression": "credit=0.75"},
 }
 
 

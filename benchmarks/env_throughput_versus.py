@@ -28,6 +28,7 @@ SETTINGS = {
     "breaking": {"regime": "breaking"},
     "write_time": {"write_time": "total=60,per_write=1,per_kb=1"},
     "kind_budgets": {"kind_budgets": "endpoint=70%"},
+    "compression": {"compression": "credit=0.75"},
 }
 
 # Run in the child: the tree comes first on sys.path, and its own benchmarks/env_throughput.py

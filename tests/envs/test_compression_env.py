@@ -106,11 +106,17 @@ def test_dense_rewards_sum_to_the_credited_score(reward):
         assert base.store.compression == Compression(0.75)
 
 
-def test_compression_is_refused_where_it_cannot_be_modelled():
+def test_compression_is_refused_where_it_cannot_be_modelled_and_vector_envs_take_it():
     with pytest.raises(ValueError, match="neg_regret"):
         gym.make("WritePolicyBench-v0", compression=CREDIT, reward="neg_regret")
-    with pytest.raises(ValueError, match="compression: the native vector env"):
-        gym.make_vec("WritePolicyBench-v0", num_envs=2, compression=CREDIT)
+    single = gym.make("WritePolicyBench-v0", regime="breaking", compression=CREDIT)
+    for mode in ("sync", "vector_entry_point"):
+        envs = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode=mode, regime="breaking",
+                            compression=CREDIT)
+        obs, info = envs.reset(seed=0)
+        assert obs.shape == (2, single.observation_space.shape[0])
+        assert info["action_mask"].shape == (2, single.action_space.n)
+        envs.close()
     with pytest.raises(ValueError, match="one at a time"):
         gym.make("WritePolicyBench-v0", compression=CREDIT, write_time="total=5")
     with pytest.raises(ValueError, match="compression: unknown field 'ratio'; expected credit"):

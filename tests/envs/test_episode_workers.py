@@ -106,10 +106,11 @@ def test_the_query_tiers_episodes_are_prepared_and_play_as_the_single_envs(track
     vector.close()
 
 
-@pytest.mark.parametrize("limit", [{"write_time": "total=4,per_write=1,per_kb=2"}, {"kind_budgets": "endpoint=20%"}])
+@pytest.mark.parametrize("limit", [{"write_time": "total=4,per_write=1,per_kb=2"}, {"kind_budgets": "endpoint=20%"},
+                                   {"compression": "credit=0.5"}])
 def test_episodes_prepared_under_limits_play_as_the_single_envs(limit):
     # The workers start each episode's reward function under the limits, as the core does
-    # (with these, U*(B) is below the byte budget's alone).
+    # (with these, U*(B) is not the byte budget's alone).
     vector, sync = _pair(2, **CONTRACT_TEXT, **SMALL, **limit, reward={"f1": 0.5, "utility": 0.5})
     ended = _ended(vector, sync, seed=2, steps=200)
     assert ended >= 6 and vector.core.workers.served == ended

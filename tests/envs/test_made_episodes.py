@@ -16,13 +16,18 @@ from test_vector_core import _as_stated, _observation_batches
 from test_vector_env import same
 
 from wpb_gym.core.accounting import json_text
+from wpb_gym.core.compression import compressed_step
+from wpb_gym.core.kind_budgets import KINDS, content_kind
+from wpb_gym.core.tracks import policy_episode
 from wpb_gym.envs.env import WritePolicyBenchEnv
+from wpb_gym.envs.fast import contents as C
 from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.episode_arrays import EpisodeColumns, describe_episode
 from wpb_gym.envs.observation.stream_table import plain_json
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
 from wpb_gym.episodes.sources import EpisodeRecipe
+from wpb_gym.scoring.compression_bounds import compressed_costs
 from python_path import python_env
 
 
@@ -87,6 +92,34 @@ def test_generated_episodes_are_plain_json_so_the_core_reads_them_unchecked(regi
                 assert [d[:9] for d in a] == [d[:9] for d in b]
             else:
                 assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b, name
+
+
+@settings(max_examples=25, deadline=None)
+@given(regime=st.sampled_from(sorted(REGIMES)), doc_prob=st.sampled_from([0.0, 0.3]), guides=st.booleans(),
+       seed=st.integers(0, 2**31 - 1), track=st.sampled_from(["unprivileged", "privileged"]))
+def test_each_steps_summary_is_read_as_the_codec_makes_it(regime, doc_prob, guides, seed, track):
+    """With compression the core reads each step's ``summary/1`` form: its compressed cost is
+    ``compression_bounds.compressed_costs``' (-1 where the codec refuses it), its content kind
+    the summary's, and its content is described as the summary itself would be."""
+    overrides = {"length": 60, "api_pool": 10, "doc_prob": doc_prob}
+    if regime in PAPER_REGIMES:
+        overrides["migration_guides"] = guides
+    episode = generate_episode(make_config(regime, **overrides), seed, 0)
+    memo = ContentMemo()
+    columns = describe_episode(episode, track, memo, generated=True, untexted=True, compressing=True)
+    summaries = columns.summaries
+    assert np.array_equal(summaries.costs, compressed_costs(episode, track))
+    view = policy_episode(episode, track)
+    for t, step in enumerate(view.steps):
+        summary = compressed_step(step)
+        assert (summaries.content[t] >= 0) == (summary is not None)
+        if summary is not None:
+            assert KINDS[summaries.kinds[t]] == content_kind(summary.observation)
+            described = columns.contents[summaries.content[t]]
+            again = memo.content(json_text(summary.observation), summary.observation)
+            # All but the equality id, which a dict's description draws afresh (ids are per episode).
+            assert described[:C.EQUALITY] + described[C.EQUALITY + 1:] == again[:C.EQUALITY] + again[C.EQUALITY + 1:]
+    assert np.array_equal(columns.costs, describe_episode(episode, track, ContentMemo()).costs)
 
 
 def test_the_memo_keeps_a_description_from_its_texts_second_sighting_on():

@@ -102,13 +102,16 @@ SMALL = {"default": {"length": 40, "api_pool": 8, "doc_prob": 0.2, "migration_gu
     dense=st.booleans(),
     limit=st.sampled_from([{}, {}, {"write_time": "total=0"}, {"write_time": "total=6,per_write=1,per_kb=3"},
                            {"write_time": "total=30,per_kb=1"}, {"kind_budgets": "endpoint=0"},
-                           {"kind_budgets": "endpoint=40%,doc=10%"}, {"kind_budgets": "guide=5%,other=300"}]),
+                           {"kind_budgets": "endpoint=40%,doc=10%"}, {"kind_budgets": "guide=5%,other=300"},
+                           {"compression": "credit=0.75"}, {"compression": "credit=0"}]),
     seed=st.integers(0, 10_000),
 )
 def test_the_core_steps_as_the_python_parts(regime, track, mode, slots, order, cap, budget, reward, dense, limit,
                                             seed):
     if limit and reward == "neg_regret":  # refused with limits: their oracle has no prefix
         reward = "utility"
+    if "compression" in limit and regime == "queries_medium":  # the query tier refuses compression
+        regime = "contract_mix"
     kwargs = {"regime": regime, "track": track, "observation_mode": mode, "slots": slots, "slot_order": order,
               "max_expires_per_step": cap, "budget_bytes": budget, "reward": reward, "dense_reward": dense,
               **limit, **SMALL[regime]}
@@ -181,14 +184,54 @@ def test_an_env_whose_store_view_is_held_pickles_and_a_chosen_recipe_starts(play
     assert env.episode == recipe.make() and env.t == 0 and len(env.store) == 0
 
 
-@pytest.mark.parametrize("kwargs", [{"compression": "credit=0.75"}])
-def test_limits_play_on_the_python_parts(kwargs):
-    env = WritePolicyBenchEnv(length=30, **kwargs)
-    assert not env.plays_compiled
-    _, info = env.reset(seed=0)
-    while not env.episode_over:
-        _, _, _, _, info = env.step(1 if info["action_mask"][1] else 0)
-    assert info["metrics"]["write_actions"] == len(env.store.timesteps()) > 0
+@pytest.mark.parametrize("regime", ["default", "breaking", "contract_mix"])
+@pytest.mark.parametrize("mode", ["box", "dict"])
+def test_compression_plays_on_the_core_as_on_the_python_parts(regime, mode):
+    # A budget that compressed WRITEs fill mid-episode; MERGEs into compressed items are priced
+    # against their summaries; texts (sections, guides) that compress to another kind.
+    kwargs = {"regime": regime, "length": 90, "api_pool": 20, "observation_mode": mode, "budget_bytes": 3000,
+              "compression": "credit=0.6", "reward": {"f1": 0.5, "utility": 0.5}, "slots": 3}
+    if regime == "default":
+        kwargs.update(doc_prob=0.3, migration_guides=True)
+    assert play_both(kwargs, 7, episodes=3, invalid_share=0.3, expose_share=0.1) >= 270
+    env = WritePolicyBenchEnv(**kwargs)
+    env.reset(seed=0)
+    compressed = env.n_actions - 1
+    reasons = []
+    while not env.episode_over:  # a compressed WRITE at every step: refused once the budget is spent
+        reasons.append(env.step(compressed)[4]["reason"])
+    assert env.plays_compiled and reasons[0] == "accepted" and "over_budget" in reasons
+    held = env.store.compressed_timesteps()
+    assert held and set(held) == set(env.store.timesteps())
+
+
+def test_what_the_codec_refuses_and_merges_into_summaries_play_on_the_core_as_on_the_python_parts():
+    # Per step: text (not compressible), a dict of scalars (nothing to compress), an endpoint
+    # whose summary keeps its api (MERGEs priced against the summary), one whose long api the
+    # summary drops (no MERGE joins it), and a section whose summary is another content kind.
+    long_api = "e" * 80
+    observations = [
+        "plain text",
+        {"api": "a", "version": 1},
+        {"api": "a", "version": 2, "params": ["x", "y"]},
+        {"api": "a", "version": 3, "params": ["x", "y", "z"]},
+        {"api": long_api, "version": 1, "params": ["p"]},
+        {"api": long_api, "version": 2, "params": ["p", "q"]},
+        {"section": "s" * 70, "body": "short"},
+        {"api": "a", "version": 3, "params": ["x"]},
+    ]
+    steps = [Step(t, observations[t % len(observations)], {"mode": "m"}) for t in range(48)]
+    episode = Episode(steps=steps, labels={"critical_steps": [2, 3, 5, 11, 20, 29],
+                                           "utility_by_step": {t: 1.0 + t % 3 for t in range(48)}})
+    kwargs = {"episodes": [episode], "budget_bytes": 700, "slots": 3, "compression": "credit=0.4",
+              "reward": {"f1": 0.5, "utility": 0.5}}
+    assert play_both(kwargs, 11, episodes=4, invalid_share=0.4, expose_share=0.1) >= 190
+    env = WritePolicyBenchEnv(**kwargs)
+    env.reset(seed=0)
+    compressed = env.n_actions - 1
+    reasons = [env.step(compressed)[4]["reason"] for _ in range(8)]
+    assert reasons[:2] == ["not_compressible", "nothing_to_compress"] and reasons[2] == "accepted"
+    assert env.store.compressed_timesteps() == (2, 3, 4, 5, 6, 7)
 
 
 class Bonus(WritePolicyBenchEnv):

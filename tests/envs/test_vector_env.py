@@ -118,16 +118,19 @@ def test_rewards_other_than_f1_and_the_invalid_action_penalty():
 
 @pytest.mark.parametrize("observation_mode", ["box", "dict"])
 @pytest.mark.parametrize("limit", [{"write_time": "total=20,per_write=1,per_kb=2"},
-                                   {"kind_budgets": "endpoint=30%,doc=10%", "doc_prob": 0.3}])
+                                   {"kind_budgets": "endpoint=30%,doc=10%", "doc_prob": 0.3},
+                                   {"compression": "credit=0.7"}])
 @pytest.mark.parametrize("regime", ["reverts", "burst_drift"])
 def test_limits_step_as_the_single_envs(observation_mode, limit, regime):
-    # burst_drift's episodes are compiled from their draws (made where they have sections), reverts' made.
+    # burst_drift's episodes are compiled from their draws (made where they have sections or
+    # compressed summaries), reverts' made.
     kwargs = {"regime": regime, "length": 60, "api_pool": 12, "budget_bytes": 4096,
               "observation_mode": observation_mode, "reward": {"f1": 0.5, "utility": 0.5}, **limit}
     assert play_both(3, 200, seed=4, invalid_share=0.3, **kwargs) >= 6
     vector = WritePolicyBenchVectorEnv(2, **kwargs)
     vector.reset(seed=0)
-    assert vector.core.drawn.all() == (regime == "burst_drift" and "doc_prob" not in limit)
+    assert vector.core.drawn.all() == (regime == "burst_drift" and "doc_prob" not in limit
+                                       and "compression" not in limit)
 
 
 def test_a_long_episode_of_ten_thousand_steps_and_a_megabyte():

@@ -7,4 +7,4 @@ from importlib import metadata
 try:
     __version__ = metadata.version("writepolicybench-gym")
 except metadata.PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.12.0"
+    __version__ = "0.13.0"

@@ -17,7 +17,7 @@ from ..core.kind_budgets import KindShares
 from ..core.setting_values import budget_argument
 from ..core.store import ByteMemoryStore, Reason
 from ..core.store_limits import StoreLimits
-from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track, policy_step
+from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track, policy_episode
 from ..core.types import Episode, MemoryAction, Step
 from ..core.write_time import WriteTime
 from ..episodes.sources import EpisodeRecipe
@@ -214,11 +214,13 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     of those arrays. It runs the paper regimes' generator loop compiled on each episode's draws
     and makes every other episode with its generator (``replay_generators=False``: the paper
     regimes' too); with ``episode_workers=k``, k processes prepare the next episodes it makes.
-    It takes every argument of this env but ``compression=``. ``"sync"``/``"async"`` wrap single
-    envs. SB3: ``agents.sb3.native_vec_env.NativeVecEnv``.
+    It takes every argument of this env. ``"sync"``/``"async"`` wrap single envs. SB3:
+    ``agents.sb3.native_vec_env.NativeVecEnv``.
 
     ## Version History
 
+    * v0, package 0.13.0: compressed writes (``compression=``) are stepped by the compiled core
+      (outputs unchanged); the native vector env, which refused them, takes them.
     * v0, package 0.12.0: limits per content kind (``kind_budgets=``) and a write time
       (``write_time=``) are stepped by the compiled core (outputs unchanged); the native vector
       env, which refused them, takes them.
@@ -391,17 +393,16 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
     @property
     def plays_compiled(self) -> bool:
         """Whether the core (``envs.fast``) plays this env's episodes: with the parts it mirrors
-        (none subclassed, nor ``advance`` overridden in a subclass of the env), no compression
-        (the other limits beside the byte budget it plays), and an EXPIRE cap float64 holds
-        exactly. The core runs compiled by numba, or as the same code in Python while a first
-        run compiles it or with ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the
-        encoder, the reward function), as it also does for an episode the core cannot read
-        (steps that are not plain JSON, a budget past 2**53); both are tested output for output."""
+        (none subclassed, nor ``advance`` overridden in a subclass of the env) and an EXPIRE cap
+        float64 holds exactly (it plays every limit beside the byte budget). The core runs
+        compiled by numba, or as the same code in Python while a first run compiles it or with
+        ``NUMBA_DISABLE_JIT=1``. Otherwise the env steps its Python parts (the store, the encoder,
+        the reward function), as it also does for an episode the core cannot read (steps that
+        are not plain JSON, a budget past 2**53); both are tested output for output."""
         cap = self.max_expires_per_step
         plain_parts = (type(self.reward_fn) is RewardFunction and type(self._encoder) is ObservationEncoder
                        and type(self.viewer) is MemoryViewer and type(self).advance is WritePolicyBenchEnv.advance)
-        compressing = self.limits is not None and self.limits.compressing
-        return plain_parts and not compressing and (cap is None or cap < EXACT_INTS)
+        return plain_parts and (cap is None or cap < EXACT_INTS)
 
     def play_on(self, core: CompiledCore, row: int, envs: Sequence[WritePolicyBenchEnv]) -> None:
         """For the native vector env: play this env's episodes as row ``row`` of its ``core``,
@@ -464,8 +465,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         return self._done
 
     def _step_view(self, t: int) -> Step:
-        if self._on_core():
-            return policy_step(self.episode.steps[t], self.track)
+        if self._on_core():  # one object per step, as on the Python parts (its costs cached on it)
+            return policy_episode(self.episode, self.track).steps[t]
         return self._table.step(t)
 
     def _shown(self) -> list[int]:
@@ -707,31 +708,35 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if read is None:
             budget = self._core.clock(self._row)[2]
             store = ByteMemoryStore(budget) if self.limits is None else self.limits.store(budget)
-            read = self._read_back = _ReadBack(store, self.episode.steps)
+            read = self._read_back = _ReadBack(store, policy_episode(self.episode, self.track).steps)
             self._core.readers.add(self._row)
         decisions = self._core.decisions(self._row)
-        store, steps, track, K, viewer = read.store, read.steps, self.track, self.K, self.viewer
+        store, steps, K, viewer = read.store, read.steps, self.K, self.viewer
         recording = viewer.records
+        compressed = self._compressed_write
         t = read.t
         for a, what in decisions[read.applied:].tolist():
             refused = what < -1
             if refused or a == 0:  # refused actions are skipped steps
                 decision = store.skip(t)
             elif a == 1:
-                decision = store.write(policy_step(steps[t], track), t)
+                decision = store.write(steps[t], t)
+            elif a == compressed:
+                decision = store.write_compressed(steps[t], t)
             elif a < 2 + K:
-                decision = store.execute(MemoryAction("MERGE", step=policy_step(steps[t], track), target_t=what), t)
+                decision = store.execute(MemoryAction("MERGE", step=steps[t], target_t=what), t)
             else:
                 decision = store.expire(what, t)
             if not decision.accepted:
                 raise AssertionError(f"the reference store refused action {a} at step {t} ({decision.reason}) "
                                      "that the compiled core took")
+            expired = 2 + K <= a < compressed
             if recording and not refused and a != 0:
-                if a < 2 + K:
-                    viewer.stored(t, a != 1)
-                else:
+                if expired:
                     viewer.expired(what, t)
-            if a < 2 + K or refused:
+                else:
+                    viewer.stored(t, 2 <= a < 2 + K)
+            if not expired or refused:
                 t += 1
                 if recording:
                     viewer.time_advanced(store.bytes_used)
@@ -837,7 +842,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
 
 
 class _ReadBack:
-    """The store ``WritePolicyBenchEnv.store`` reads back from the core's decisions, and how far."""
+    """The store ``WritePolicyBenchEnv.store`` reads back from the core's decisions (on the steps as
+    the policy sees them), and how far."""
 
     def __init__(self, store: ByteMemoryStore, steps: Sequence[Step]) -> None:
         self.store, self.steps = store, steps

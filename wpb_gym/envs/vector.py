@@ -88,11 +88,6 @@ class WritePolicyBenchVectorEnv(VectorEnv):
             modes = ", ".join(repr(m.value) for m in AutoresetMode)
             raise ValueError(f"autoreset_mode must be one of {modes}, got {autoreset_mode!r}") from None
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        if env_kwargs.get("compression") is not None:
-            raise ValueError(
-                "compression: the native vector env's compiled core has no compressed WRITE; use "
-                "gym.make_vec(..., vectorization_mode=\"sync\") (or \"async\")"
-            )
         first = WritePolicyBenchEnv(**env_kwargs)
         shared = {k: v for k, v in env_kwargs.items() if k in _ENV_ARGUMENTS and k not in _SAMPLER_ARGUMENTS}
         shared["episode_sampler"] = first.sampler

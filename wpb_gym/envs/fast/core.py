@@ -34,10 +34,12 @@ from . import drawn_batches, episode_arrays, kernel, paper_episodes
 from .arenas import Arenas
 from .compile_cache import say_when_compiling
 from .contents import ContentMemo
-from .episode_arrays import limited, scored_labels
+from .episode_arrays import limited, scored_labels, summary_costs
 from .episode_workers import EpisodeWorkers
 from .first_run import CoreCode
 from .layout import (
+    COMPRESSED,
+    COMPRESSING,
     COST,
     EXACT_INTS,
     F_PAID,
@@ -51,6 +53,8 @@ from .layout import (
     METRIC_CODES,
     N_FLOAT_SCALARS,
     N_KINDS,
+    N_LIMITS,
+    PARENT,
     PRIORITY,
     S_BUDGET,
     S_EXPIRES,
@@ -62,6 +66,9 @@ from .layout import (
     S_USED,
     S_WRITES,
     UTILITY,
+    WT_PER_KB,
+    WT_PER_WRITE,
+    WT_TOTAL,
     n_scalars,
 )
 from .oracle_by_class import MAX_COMBINATIONS
@@ -117,9 +124,14 @@ class CompiledCore:
         # reads them (``layout.WT_TOTAL`` ...); each sub-env's kind limits follow its budget.
         self.store_limits = env.limits.limits if env.limits is not None else None
         time = self.store_limits.write_time if self.store_limits is not None else None
-        self.limits = np.array([-1, 0, 0, 0] if time is None else [time.total, time.per_write, time.per_kb, 0],
-                               dtype=np.int64)
+        compression = self.store_limits.compression if self.store_limits is not None else None
+        self.compressing = compression is not None
+        self.credit = compression.credit if compression is not None else 1.0
+        self.limits = np.zeros(N_LIMITS, dtype=np.int64)
+        self.limits[[WT_TOTAL, WT_PER_WRITE, WT_PER_KB]] = (-1, 0, 0) if time is None else (
+            time.total, time.per_write, time.per_kb)
         self.limits[KINDS_LIMITED] = self.store_limits is not None and self.store_limits.kinds is not None
+        self.limits[COMPRESSING] = self.compressing
         reward_fn = env.reward_fn
         self.weights = dict(reward_fn.weights)
         assert set(self.weights) <= set(REWARD_METRICS)
@@ -168,8 +180,9 @@ class CompiledCore:
         self._index()
 
     def _replayer(self, recipe: Any) -> Any:
-        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators."""
-        return _from_draws(recipe) if self.replay else None
+        """``_from_draws(recipe)``; None for every recipe when the core does not replay generators,
+        or with compression (a drawn episode has no summaries: it is made and read)."""
+        return _from_draws(recipe) if self.replay and not self.compressing else None
 
     def _index(self) -> None:
         self.compiled_indices = np.flatnonzero(self.compiled)
@@ -210,7 +223,7 @@ class CompiledCore:
         if ready:
             started, budgets = zip(*ready)
             CODE.kernel.start_batch(np.array(started, dtype=np.int64), np.array(budgets, dtype=np.int64),
-                                    self._kind_limits(budgets), *self.arenas.buffers, self.arenas.spans,
+                                    self._kind_limits(budgets), self.credit, *self.arenas.buffers, self.arenas.spans,
                                     self.scalars, self.fscalars, self.masks, self.observations, self.K, self.cap,
                                     self.oldest, self.privileged, self.limits)
         if self.workers is not None:
@@ -332,7 +345,8 @@ class CompiledCore:
             _, static, floats, costs, state_size, oracle = kept
             self.oracles[i] = oracle
             if oracle[0] is None:  # close asks the reward function, until one close has told the entry
-                reward_fn.start(episode, costs, budget, **limited(self.store_limits, budget))
+                reward_fn.start(episode, costs, budget, **limited(self.store_limits, budget, summary_costs(static)
+                                                                  if self.compressing else None))
             return static, floats, state_size
         arrays = CODE.episode_arrays.read_and_compile(episode, env.track, self.memo, reward_fn, budget, recipe,
                                                       self.store_limits)
@@ -444,6 +458,11 @@ class CompiledCore:
                 known[0] = oracle  # an episode that comes back at this budget has this U*(B)
         else:
             oracle = known[0]
+        if self.compressing:  # the compressed items retained count their credit
+            static, _, state = self.arenas.views(i)
+            parents = state[int(static[H_STATE + PARENT]) + np.array(retained, dtype=np.int64)]
+            counted = {**counted, "compressed": [t for t, p in zip(retained, parents.tolist()) if p == COMPRESSED],
+                       "credit": self.credit}
         return metrics_of_labels(*labels, retained, oracle_utility=oracle, **counted).as_row()
 
     def start_chosen(self, i: int, episode: Any, budget: int, envs: Sequence[Any]) -> None:

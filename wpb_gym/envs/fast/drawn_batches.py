@@ -52,7 +52,7 @@ def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, 
         held_static, held_floats, held_state = episode(statics, floats, states, spans, i)
         held_static[:] = static
         held_floats[:] = fl
-        start(held_static, held_state, scalars[i], fscalars[i], budgets[j], _NO_KIND_LIMITS)
+        start(held_static, held_state, scalars[i], fscalars[i], budgets[j], _NO_KIND_LIMITS, 1.0)
         observe(held_static, held_floats, held_state, scalars[i], K, cap, oldest, privileged, limits,
                 observations[i], masks[i])
         outcome[j] = 1

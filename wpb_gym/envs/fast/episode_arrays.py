@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ...core.accounting import HEADER_BYTES, INDEX_BYTES, json_text, observation_json
+from ...core.compression import summary_observation
 from ...core.tracks import PRIVILEGED
 from ..observation.stream_table import plain_json, step_priorities, visible_metadata_lengths
 from . import contents as C
@@ -44,16 +45,29 @@ class EpisodeColumns:
     and the columns the table would hold."""
 
     __slots__ = ("length", "contents", "content_of", "costs", "kinds", "families", "n_families", "apis", "n_apis",
-                 "previous", "deprecated", "removed", "priorities")
+                 "previous", "deprecated", "removed", "priorities", "summaries")
+
+
+class Summaries:
+    """With compression, per step: the content of its ``summary/1`` form (``core.compression``),
+    appended to the episode's contents, or why the codec refuses the step
+    (``layout.NOT_COMPRESSIBLE_STEP``, ``NOTHING_TO_COMPRESS_STEP``); the compressed WRITE's bytes
+    (-1 where refused, as ``compression_bounds.compressed_costs`` gives them) and content kind."""
+
+    __slots__ = ("content", "costs", "kinds")
+
+    def __init__(self, content: np.ndarray, costs: np.ndarray, kinds: np.ndarray) -> None:
+        self.content, self.costs, self.kinds = content, costs, kinds
 
 
 def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: bool = False,
-                     untexted: bool = False) -> EpisodeColumns | None:
+                     untexted: bool = False, compressing: bool = False) -> EpisodeColumns | None:
     """The columns of ``episode`` on ``track`` (``StreamTable``'s, ids renumbered per episode),
     or None when the core does not mirror it. ``generated``: made by this package's generator,
     whose observations are plain JSON without floats by construction (not checked again).
     ``untexted``: a generated episode whose texts are not met again (one with sections or guides),
-    read without writing them when ``ContentMemo.without_texts`` can."""
+    read without writing them when ``ContentMemo.without_texts`` can. ``compressing``: with each
+    step's summary (``summaries``), which a MERGE into a compressed item is priced against."""
     observations, metadatas = episode.columns()
     raw = episode.__dict__.get("steps")
     T = len(observations)
@@ -67,7 +81,7 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     objects = list(dict.fromkeys(object_ids))
     firsts = list(map(first_shown.__getitem__, objects))
     shown = list(map(observations.__getitem__, firsts))
-    read = memo.without_texts(shown) if untexted and generated and raw is None else None
+    read = memo.without_texts(shown) if untexted and generated and raw is None and not compressing else None
     if read is not None:
         described, text_lengths, keys = read
         if None in described:
@@ -104,11 +118,24 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
          for d, len_text in zip(described, text_lengths, strict=True)], dtype=np.int64).reshape(-1, 4)
     flags = np.array([(d[C.DEPRECATED], d[C.REMOVED]) for d in described], dtype=np.float64).reshape(-1, 2)
     lengths, _ = visible_metadata_lengths(metadatas, track)
+    entry_bytes = np.asarray(lengths, dtype=np.int64) + (HEADER_BYTES + INDEX_BYTES)
     ep = EpisodeColumns()
+    ep.summaries = None
+    if compressing:  # the texted path ran: ``texts`` and ``distinct`` are the contents'
+        summarised = _summarise(memo, texts, distinct, described)
+        if summarised is None:
+            return None
+        of_content, summary_lengths, more = summarised
+        summary = of_content[content_of]
+        refused = summary < 0
+        costs = np.where(refused, -1, summary_lengths[content_of] + entry_bytes)
+        kinds = np.array([d[C.KIND] for d in described] + [d[C.KIND] for d in more], dtype=np.int64)
+        ep.summaries = Summaries(summary, costs, np.where(refused, 0, kinds[np.maximum(summary, 0)]))
+        described = described + more  # after the originals: their ids are as without compression
     ep.length = T
     ep.contents = described
     ep.content_of = content_of
-    ep.costs = per_content[content_of, 3] + np.asarray(lengths, dtype=np.int64) + (HEADER_BYTES + INDEX_BYTES)
+    ep.costs = per_content[content_of, 3] + entry_bytes
     ep.kinds = per_content[content_of, 0]
     ep.families = families = per_content[content_of, 1].astype(np.int32)
     ep.n_families = len(family_ids)
@@ -124,6 +151,37 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     ep.removed = flags[content_of, 1]
     ep.priorities = step_priorities(metadatas) if track == PRIVILEGED else None
     return ep
+
+
+def _summarise(memo: ContentMemo, texts: list[str], distinct: list[Any],
+               described: list[Any]) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
+    """Each content's summary (``core.compression.summary_observation``): its content (one of
+    ``texts`` when its text is one of theirs, else a new one, numbered after them) or why the
+    codec refuses it, its JSON text's length, and the new contents' descriptions (None: one is
+    not described)."""
+    index = {text: c for c, text in enumerate(texts)}
+    of_content = np.zeros(len(texts), dtype=np.int64)
+    lengths = np.zeros(len(texts), dtype=np.int64)
+    fresh_texts: list[str] = []
+    fresh: list[Any] = []
+    for c, obs in enumerate(distinct):
+        if type(obs) is not dict:
+            of_content[c] = L.NOT_COMPRESSIBLE_STEP
+            continue
+        summary = summary_observation(obs)
+        if len(summary) == len(obs):
+            of_content[c] = L.NOTHING_TO_COMPRESS_STEP
+            continue
+        text = json_text(summary)
+        found = index.get(text)
+        if found is None:
+            found = index[text] = len(texts) + len(fresh)
+            fresh_texts.append(text)
+            fresh.append(summary)
+        of_content[c] = found
+        lengths[c] = len(text)
+    more = memo.contents(fresh_texts, fresh) if fresh else []
+    return None if None in more else (of_content, lengths, more)
 
 
 def _version_codes(versions: list[Any]) -> tuple[list[int], list[int]]:
@@ -179,7 +237,7 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
     T = ep.length
     described = ep.contents
     if T and ep.costs.max() >= 2**31:
-        return None
+        return None  # (a compressed WRITE never costs more than a plain one)
     version_kind, version_rank = _version_codes([d[C.VERSION] for d in described])
     mask_ids: dict[tuple[int, ...], int] = {}
     contract_ids: dict[Any, int] = {}
@@ -222,6 +280,9 @@ def compile_episode(ep: EpisodeColumns, reward_fn: Any,
         L.FIELD_IS_API: _flat([d[C.FIELD_IS_API] for d in described]),
         L.MASK_OFFSETS: mask_offsets,
         L.MASK_BITS: _flat(masks),
+        L.SUMMARY: _NO_STEPS if ep.summaries is None else ep.summaries.content,
+        L.SUMMARY_COST: _NO_STEPS if ep.summaries is None else ep.summaries.costs,
+        L.SUMMARY_KIND: _NO_STEPS if ep.summaries is None else ep.summaries.kinds,
     }
     header = np.zeros(L.HEADER_SIZE, dtype=np.int64)
     header[L.H_LENGTH] = T
@@ -261,20 +322,32 @@ def read_and_compile(episode: Any, track: str, memo: ContentMemo, reward_fn: Any
     # their JSON texts (measured: 930 against 1,210 us per paper episode with sections and guides,
     # of a 3.8 ms reset), its snapshots described again rather than looked up by text.
     generated = recipe is not None
-    columns = describe_episode(episode, track, memo, generated=generated, untexted=generated)
+    compressing = bool(limits) and limits.compression is not None
+    columns = describe_episode(episode, track, memo, generated=generated, untexted=generated,
+                               compressing=compressing)
     if columns is None:
         return None
-    reward_fn.start(episode, columns.costs, budget, **limited(limits, budget))
+    reward_fn.start(episode, columns.costs, budget,
+                    **limited(limits, budget, columns.summaries.costs if compressing else None))
     arrays = compile_episode(columns, reward_fn, memo)
     return None if arrays is None else (*arrays, columns.costs)
 
 
-def limited(limits: Any, budget: int) -> dict[str, Any]:
+def limited(limits: Any, budget: int, compressed: np.ndarray | None = None) -> dict[str, Any]:
     """``RewardFunction.start``'s keywords for the limits ``limits`` (a ``StoreLimits``, or None)
-    at ``budget``: U*(B) respects them."""
+    at ``budget`` (with compression, each step's compressed cost ``compressed``, -1 where the
+    codec refuses it): U*(B) respects them."""
     if not limits:
         return {}
-    return {"kinds": limits.kinds_at(budget), "write_time": limits.write_time}
+    return {"kinds": limits.kinds_at(budget), "write_time": limits.write_time, "compression": limits.compression,
+            "compressed": compressed}
+
+
+def summary_costs(static: np.ndarray) -> np.ndarray:
+    """Each step's compressed cost (-1: refused) from an episode's static array compiled with
+    compression (``limited``'s ``compressed``)."""
+    T, at = int(static[L.H_LENGTH]), int(static[L.H_STATIC + L.SUMMARY_COST])
+    return static[at:at + T].astype(np.int64)
 
 
 def scored_labels(episode: Any) -> tuple[int, tuple[int, ...], np.ndarray, int]:
@@ -295,6 +368,7 @@ def float_array(utilities: np.ndarray, priorities: np.ndarray | None, deprecated
 
 
 _NONE = np.zeros(0, dtype=np.float64)
+_NO_STEPS = np.zeros(0, dtype=np.int32)
 
 
 @cached()

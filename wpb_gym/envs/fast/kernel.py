@@ -22,6 +22,8 @@ from .layout import (
     API,
     API_HEAD,
     CHILDREN,
+    COMPRESSED,
+    COMPRESSING,
     CONTENT,
     COST,
     CRITICAL,
@@ -30,6 +32,8 @@ from .layout import (
     EMPTY_SLOT,
     ENDPOINT,
     EXPIRE_CAP,
+    F_CREDIT,
+    F_KEPT_CRITICAL,
     F_KEPT_UTILITY,
     F_PAID,
     F_PENALTIES,
@@ -55,7 +59,10 @@ from .layout import (
     N_SLOT,
     N_STEP,
     NEXT,
+    NOT_COMPRESSIBLE,
+    NOT_COMPRESSIBLE_STEP,
     NOT_SAME_ENDPOINT,
+    NOTHING_TO_COMPRESS,
     ORACLE_PREFIX,
     ORPHAN,
     OUT_OF_WRITE_TIME,
@@ -74,7 +81,6 @@ from .layout import (
     S_HEAD,
     S_ITEMS,
     S_KEPT,
-    S_KEPT_CRITICAL,
     S_KIND_LIMITS,
     S_KIND_USED,
     S_LENGTH,
@@ -96,6 +102,9 @@ from .layout import (
     SLOT_KINDS,
     STEP_COMPARE,
     STEP_KIND,
+    SUMMARY,
+    SUMMARY_COST,
+    SUMMARY_KIND,
     SUPERSEDED,
     TARGET_NOT_BASE,
     UTILITY,
@@ -200,10 +209,36 @@ def _time_affords(limits, scalars, n_bytes):
 
 
 @borrowing
+def _item_content(static, state, s):
+    """The content item ``s`` holds: its step's, or the summary a compressed WRITE holds."""
+    if state[st(static, PARENT) + s] == COMPRESSED:
+        return col(static, SUMMARY, s)
+    return col(static, CONTENT, s)
+
+
+@borrowing
+def _item_kind(static, state, s):
+    """The content kind item ``s`` counts in (``ByteMemoryStore``'s item kinds): its step's, or
+    its summary's for a compressed WRITE (a MERGE's step has its base's kind: the same api)."""
+    if state[st(static, PARENT) + s] == COMPRESSED:
+        return col(static, SUMMARY_KIND, s)
+    return col(static, KIND, s)
+
+
+@borrowing
+def _merges_into_summary(static, s):
+    """Whether compressed item ``s``'s summary kept the step's api (a MERGE joins it then)."""
+    return col(static, SUMMARY_KIND, s) == ENDPOINT
+
+
+@borrowing
 def describe(static, floats, state, scalars, K, cap, privileged, limits, obs, mask):
     """The observation row ``obs`` and the mask of the items the scalars' slot columns show
     (with a write-time budget or limits per content kind, ``store_limits.TIME_FEATURES`` or
-    ``KIND_FEATURES`` after the slots, and the WRITE and MERGE bits only where they have room)."""
+    ``KIND_FEATURES`` after the slots, and the WRITE and MERGE bits only where they have room;
+    with compression, ``compression_features`` after the slots and the compressed WRITE's bit
+    last, a MERGE into a compressed item priced against its summary, its features against the
+    step it was written from, as ``store_limits.EnvLimits`` has them)."""
     T = scalars[S_LENGTH]
     t = scalars[S_T]
     live = t < T
@@ -318,8 +353,33 @@ def describe(static, floats, state, scalars, K, cap, privileged, limits, obs, ma
                     delta_cost = merge_cost(static, content, col(static, CONTENT, s))
                     if delta_cost >= 0 and delta_cost <= remaining:
                         obs[c + MERGE_OK] = 1.0
-                        mask[2 + k] = (_kind_affords(scalars, item_kind, delta_cost)
+                        if parent != COMPRESSED:
+                            mask[2 + k] = (_kind_affords(scalars, item_kind, delta_cost)
+                                           and _time_affords(limits, scalars, delta_cost))
+                    if parent == COMPRESSED and _merges_into_summary(static, s):
+                        delta_cost = merge_cost(static, content, col(static, SUMMARY, s))
+                        mask[2 + k] = (0 <= delta_cost <= remaining
+                                       and _kind_affords(scalars, col(static, SUMMARY_KIND, s), delta_cost)
                                        and _time_affords(limits, scalars, delta_cost))
+    if limits[COMPRESSING]:
+        _compression_features(static, state, scalars, K, limits, live, t, cost, remaining, obs, mask, end)
+
+
+@borrowing
+def _compression_features(static, state, scalars, K, limits, live, t, cost, remaining, obs, mask, end):
+    """``store_limits.compression_features`` from ``end`` on, and the compressed WRITE's bit,
+    the last of the mask."""
+    a = 2 + 2 * K
+    if live and col(static, SUMMARY, t) >= 0:
+        small = col(static, SUMMARY_COST, t)
+        obs[end] = small / cost if cost else 0.0
+        mask[a] = (small <= remaining and _kind_affords(scalars, col(static, SUMMARY_KIND, t), small)
+                   and _time_affords(limits, scalars, small))
+    obs[end + 1] = 1.0 if mask[a] else 0.0
+    parents = st(static, PARENT)
+    for k in range(scalars[S_SHOWN]):
+        if state[parents + scalars[S_SLOTS + k]] == COMPRESSED:
+            obs[end + 2 + k] = 1.0
 
 
 @borrowing
@@ -366,21 +426,27 @@ def _rejection(static, state, scalars, a, K, cap, t):
     remaining = scalars[S_BUDGET] - scalars[S_USED]
     if a == 1:
         return _over(scalars, col(static, KIND, t), col(static, COST, t), remaining)
+    if a == 2 + 2 * K:  # a compressed WRITE
+        summary = col(static, SUMMARY, t)
+        if summary < 0:
+            return NOT_COMPRESSIBLE if summary == NOT_COMPRESSIBLE_STEP else NOTHING_TO_COMPRESS
+        return _over(scalars, col(static, SUMMARY_KIND, t), col(static, SUMMARY_COST, t), remaining)
     k = (a - 2) % K
     if k >= scalars[S_SHOWN]:
         return EMPTY_SLOT
     if a >= 2 + K:
         return EXPIRE_CAP
     s = scalars[S_SLOTS + k]
-    if state[st(static, PARENT) + s] >= 0:
+    parent = state[st(static, PARENT) + s]
+    if parent >= 0:
         return TARGET_NOT_BASE
     api = col(static, API, t)
-    if api < 0 or col(static, API, s) != api:
+    if api < 0 or col(static, API, s) != api or (parent == COMPRESSED and not _merges_into_summary(static, s)):
         return NOT_SAME_ENDPOINT
-    delta_cost = merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, s))
+    delta_cost = merge_cost(static, col(static, CONTENT, t), _item_content(static, state, s))
     if delta_cost < 0:
         return EMPTY_DELTA
-    return _over(scalars, col(static, KIND, s), delta_cost, remaining)
+    return _over(scalars, _item_kind(static, state, s), delta_cost, remaining)
 
 
 @borrowing
@@ -395,14 +461,16 @@ def _over(scalars, kind, n_bytes, remaining):
 
 
 @borrowing
-def _keep(static, floats, scalars, fscalars, t, sign):
-    """``RewardFunction.kept`` (sign 1) and ``dropped`` (sign -1) of one step."""
+def _keep(static, floats, scalars, fscalars, t, sign, worth):
+    """``RewardFunction.kept`` (sign 1) and ``dropped`` (sign -1) of one step, which counts
+    ``worth`` (1, or a compressed item's credit)."""
     scalars[S_KEPT] += sign
-    scalars[S_KEPT_CRITICAL] += sign * col(static, CRITICAL, t)
     if sign > 0:
-        fscalars[F_KEPT_UTILITY] += fat(floats, UTILITY, t)
+        fscalars[F_KEPT_CRITICAL] += col(static, CRITICAL, t) * worth
+        fscalars[F_KEPT_UTILITY] += fat(floats, UTILITY, t) * worth
     else:
-        fscalars[F_KEPT_UTILITY] -= fat(floats, UTILITY, t)
+        fscalars[F_KEPT_CRITICAL] -= col(static, CRITICAL, t) * worth
+        fscalars[F_KEPT_UTILITY] -= fat(floats, UTILITY, t) * worth
 
 
 @borrowing
@@ -414,7 +482,7 @@ def _potential(floats, scalars, fscalars, codes, weights):
     for j in range(len(codes)):
         if codes[j] == METRIC_F1:
             denominator = scalars[S_KEPT] + scalars[S_CRITICAL_BEFORE]
-            value = 2.0 * scalars[S_KEPT_CRITICAL] / denominator if denominator else 0.0
+            value = 2.0 * fscalars[F_KEPT_CRITICAL] / denominator if denominator else 0.0
         elif math.isnan(oracle) or oracle == 0.0:
             value = 0.0
         elif codes[j] == METRIC_UTILITY:
@@ -448,35 +516,42 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
         scalars[S_TICKS] += ticks(limits, cost)
         scalars[S_KIND_USED + col(static, KIND, t)] += cost
         scalars[S_WRITES] += 1
-        _keep(static, floats, scalars, fscalars, t, 1)
+        _keep(static, floats, scalars, fscalars, t, 1, 1.0)
+    elif a == 2 + 2 * K:  # a compressed WRITE: memory holds the step's summary
+        cost = col(static, SUMMARY_COST, t)
+        store(static, state, scalars, t, COMPRESSED, cost)
+        scalars[S_TICKS] += ticks(limits, cost)
+        scalars[S_KIND_USED + col(static, SUMMARY_KIND, t)] += cost
+        scalars[S_WRITES] += 1
+        _keep(static, floats, scalars, fscalars, t, 1, fscalars[F_CREDIT])
     elif 2 <= a < 2 + K:
         target = scalars[S_SLOTS + a - 2]
-        cost = merge_cost(static, col(static, CONTENT, t), col(static, CONTENT, target))
+        cost = merge_cost(static, col(static, CONTENT, t), _item_content(static, state, target))
         store(static, state, scalars, t, target, cost)
         scalars[S_TICKS] += ticks(limits, cost)
-        scalars[S_KIND_USED + col(static, KIND, target)] += cost  # a MERGE counts in its base's kind
+        scalars[S_KIND_USED + _item_kind(static, state, target)] += cost  # a MERGE counts in its base's kind
         scalars[S_MERGES] += 1
-        _keep(static, floats, scalars, fscalars, t, 1)
+        _keep(static, floats, scalars, fscalars, t, 1, 1.0)
     elif a >= 2 + K:
         target = scalars[S_SLOTS + a - 2 - K]
         costs, parents = st(static, ITEM_COST), st(static, PARENT)
         parent = state[parents + target]
         # ByteMemoryStore.retained_loss: the item if retained, then a base's MERGE deltas in order.
         if parent < 0 or state[costs + parent] >= 0:
-            _keep(static, floats, scalars, fscalars, target, -1)
+            _keep(static, floats, scalars, fscalars, target, -1, fscalars[F_CREDIT] if parent == COMPRESSED else 1.0)
         if parent < 0:
             left = state[st(static, CHILDREN) + target]
             nxt = st(static, NEXT)
             s = state[nxt + target]
             while left > 0 and s >= 0:
                 if state[parents + s] == target:
-                    _keep(static, floats, scalars, fscalars, s, -1)
+                    _keep(static, floats, scalars, fscalars, s, -1, 1.0)
                     left -= 1
                 s = state[nxt + s]
         if col(static, KIND, target) == ENDPOINT and col(static, FAMILY, target) == col(static, FAMILY, t):
             if not scalars[S_REVERTED_EXPIRED] and reverted(static, floats, target, t):
                 scalars[S_REVERTED_EXPIRED] = 1
-        scalars[S_KIND_USED + col(static, KIND, target)] -= state[costs + target]
+        scalars[S_KIND_USED + _item_kind(static, state, target)] -= state[costs + target]
         remove(static, state, scalars, target)
         scalars[S_EXPIRES] += 1
         expired = True
@@ -484,7 +559,7 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
     # or expired; -1 for none; -1 - its reason for a refused action), which ``decisions`` reads.
     log = st(static, LOG) + 2 * scalars[S_LOG]
     state[log] = a
-    state[log + 1] = -1 - reason if reason else (target if a >= 2 else (t if a == 1 else -1))
+    state[log + 1] = -1 - reason if reason else (target if target >= 0 else (t if a != 0 else -1))
     scalars[S_LOG] += 1
     if expired:
         scalars[S_EXPIRES_NOW] += 1
@@ -509,11 +584,13 @@ def advance(static, floats, state, scalars, fscalars, mask, a, K, cap, dense, co
 
 
 @borrowing
-def start(static, state, scalars, fscalars, budget, kind_limits):
-    """A new episode: empty memory (the state's sections set to "none"), counters at 0, and the
-    content kinds' limits ``kind_limits`` (bytes; -1: none)."""
+def start(static, state, scalars, fscalars, budget, kind_limits, credit):
+    """A new episode: empty memory (the state's sections set to "none"), counters at 0, the
+    content kinds' limits ``kind_limits`` (bytes; -1: none) and what a compressed item is worth
+    (``credit``; with compression)."""
     scalars[:] = 0
     fscalars[:] = 0.0
+    fscalars[F_CREDIT] = credit
     scalars[S_LENGTH] = static[H_LENGTH]
     scalars[S_BUDGET] = budget
     for k in range(N_KINDS):
@@ -554,14 +631,15 @@ def step_batch(indices, actions, statics, floats, states, spans, scalars, fscala
 
 
 @borrowing
-def start_batch(indices, budgets, kind_limits, statics, floats, states, spans, scalars, fscalars, masks,
+def start_batch(indices, budgets, kind_limits, credit, statics, floats, states, spans, scalars, fscalars, masks,
                 observations, K, cap, oldest, privileged, limits):
     """``start`` then ``observe`` for the sub-envs in ``indices`` (their arrays: ``arenas``), with
-    budgets ``budgets`` and content kinds' limits ``kind_limits`` (a row each)."""
+    budgets ``budgets``, content kinds' limits ``kind_limits`` (a row each) and compressed
+    items' ``credit``."""
     for j in range(len(indices)):
         i = indices[j]
         static, fl, state = episode(statics, floats, states, spans, i)
-        start(static, state, scalars[i], fscalars[i], budgets[j], kind_limits[j])
+        start(static, state, scalars[i], fscalars[i], budgets[j], kind_limits[j], credit)
         observe(static, fl, state, scalars[i], K, cap, oldest, privileged, limits, observations[i], masks[i])
 
 

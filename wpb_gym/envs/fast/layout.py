@@ -10,8 +10,12 @@ from ..observation.stream_table import KIND_ENDPOINT, KIND_OTHER
 (COST, KIND, FAMILY, API, CONTENT, PREVIOUS, CRITICAL, RETURNS,  # per timestep
  VERSION_KIND, VERSION_RANK, PARAMS, REQUIRED, CONTRACT, IS_DICT, EQUALITY, FIELD_OFFSETS,  # per content
  FIELD_KEYS, FIELD_VALUES, FIELD_LENGTHS, FIELD_IS_API,  # per field of a content
- MASK_OFFSETS, MASK_BITS) = range(22)  # per parameter set
-N_STATIC = 22
+ MASK_OFFSETS, MASK_BITS,  # per parameter set
+ SUMMARY, SUMMARY_COST, SUMMARY_KIND) = range(25)  # per timestep, with compression only (else empty)
+N_STATIC = 25
+# SUMMARY holds the content of the step's ``summary/1`` form (``core.compression``), or why the
+# codec refuses the step; SUMMARY_COST and SUMMARY_KIND the compressed WRITE's bytes and content kind.
+NOT_COMPRESSIBLE_STEP, NOTHING_TO_COMPRESS_STEP = -1, -2
 H_LENGTH, H_FAMILIES, H_APIS, H_NONE_VALUE = range(4)
 H_STATIC = 4  # the static sections' offsets
 N_STATE = 15
@@ -26,7 +30,7 @@ VERSION_NUMBER, VERSION_STRING, VERSION_OTHER = 0, 1, 2
 
 # ---- state (int32), per sub-env: the memory.
 (ITEM_COST,  # bytes of the item holding step t (-1: none)
- PARENT,  # a MERGE item's base (-1: a WRITE item)
+ PARENT,  # a MERGE item's base (-1: a WRITE item; COMPRESSED: a compressed WRITE item)
  NEXT, PREV,  # store order (oldest first)
  FAMILY_PREV, FAMILY_NEXT,  # the items of a family (PREV: older)
  API_PREV, API_NEXT,  # the WRITE items of an api
@@ -37,6 +41,9 @@ VERSION_NUMBER, VERSION_STRING, VERSION_OTHER = 0, 1, 2
  LOG) = range(N_STATE)  # the actions taken this episode, and what each did (see kernel.decisions)
 
 
+COMPRESSED = -2
+
+
 def state_sizes(T: int, families: int, apis: int) -> list[int]:
     per_step = [T] * 9
     return per_step + [families, families, apis, T, T, 2 * (2 * T + 2)]
@@ -44,8 +51,8 @@ def state_sizes(T: int, families: int, apis: int) -> list[int]:
 
 # ---- scalars (int64), per sub-env: one row of the vector env's scalar table.
 (S_T, S_LENGTH, S_BUDGET, S_USED, S_ITEMS, S_MERGE_ITEMS, S_HEAD, S_TAIL, S_EXPIRES_NOW, S_REVERTED_EXPIRED,
- S_WRITES, S_EXPIRES, S_MERGES, S_KEPT, S_KEPT_CRITICAL, S_CRITICAL_BEFORE, S_DECIDED, S_HEAP, S_SHOWN,
- S_LOG, S_TICKS) = range(21)  # S_TICKS: write time spent
+ S_WRITES, S_EXPIRES, S_MERGES, S_KEPT, S_CRITICAL_BEFORE, S_DECIDED, S_HEAP, S_SHOWN,
+ S_LOG, S_TICKS) = range(20)  # S_TICKS: write time spent
 # Per content kind (``stream_table.KIND_*``, ``core.kind_budgets.KINDS``'s order), its limit in
 # bytes (-1: none) and the bytes its items use; then the K shown items.
 N_KINDS = 4
@@ -58,9 +65,10 @@ def n_scalars(K: int) -> int:
     return S_SLOTS + K
 
 
-# ---- float scalars (float64), per sub-env.
-F_KEPT_UTILITY, F_POTENTIAL, F_PAID, F_PENALTIES = range(4)
-N_FLOAT_SCALARS = 4
+# ---- float scalars (float64), per sub-env. The critical steps kept count as floats: a compressed
+# one counts its credit (F_CREDIT: what a compressed item is worth, with compression).
+F_KEPT_UTILITY, F_KEPT_CRITICAL, F_POTENTIAL, F_PAID, F_PENALTIES, F_CREDIT = range(6)
+N_FLOAT_SCALARS = 6
 
 # Integers up to 2**53 convert to float64 exactly: the core plays budgets and EXPIRE caps below it
 # (it divides in float64).
@@ -68,16 +76,18 @@ EXACT_INTS = 2**53
 
 # ---- rejection reasons (0: accepted), as the single env names them.
 REASONS = ("accepted", "over_budget", "empty_slot", "expire_cap", "target_not_base", "not_same_endpoint",
-           "empty_delta", "out_of_write_time", "over_kind_budget")
+           "empty_delta", "out_of_write_time", "over_kind_budget", "not_compressible", "nothing_to_compress")
 (OVER_BUDGET, EMPTY_SLOT, EXPIRE_CAP, TARGET_NOT_BASE, NOT_SAME_ENDPOINT, EMPTY_DELTA, OUT_OF_WRITE_TIME,
- OVER_KIND_BUDGET) = range(1, len(REASONS))
+ OVER_KIND_BUDGET, NOT_COMPRESSIBLE, NOTHING_TO_COMPRESS) = range(1, len(REASONS))
 
 # ---- the limits beside the byte budget, an int64 array the kernel is handed: the write time
 # (``core.write_time``: the episode's ticks, negative for none; a write's fixed ticks; its ticks
-# per KB), then whether the content kinds have limits (``core.kind_budgets``: 1, and the
-# observation shows each kind's room; each sub-env's own limits are in its scalars).
-WT_TOTAL, WT_PER_WRITE, WT_PER_KB, KINDS_LIMITED = range(4)
-N_LIMITS = 4
+# per KB), whether the content kinds have limits (``core.kind_budgets``: 1, and the
+# observation shows each kind's room; each sub-env's own limits are in its scalars), and
+# whether compressed WRITEs are allowed (``core.compression``: 1, the last action; the credit
+# is each sub-env's F_CREDIT).
+WT_TOTAL, WT_PER_WRITE, WT_PER_KB, KINDS_LIMITED, COMPRESSING = range(5)
+N_LIMITS = 5
 
 # ---- where features sit in an observation row (features.py's order; priority adds one column
 # after the step features and one in each slot row, before the slot's context features).
