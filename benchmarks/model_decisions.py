@@ -1,9 +1,9 @@
 """How fast an SB3 model decides in ``wpb eval``: ``SB3Agent``'s direct call against ``predict``.
 
 ``wpb eval`` plays a model one decision at a time through ``SB3Agent``. The agent calls the
-policy itself (``SB3Agent._act_directly``); the reference is the literal ``model.predict``,
-which sets every module's mode, copies and checks the observation and converts the action at
-each call. Both decide on the same observations, alternating rounds so that the machine's
+policy itself; the reference is the literal ``model.predict`` (``SB3Agent(...,
+through_predict=True)``), which sets every module's mode, copies and checks the observation
+and converts the action at each call. Both decide on the same observations, alternating rounds so that the machine's
 drifts hit both alike; the actions must be the same. The model is the query tier's recipe
 architecture (``QueryRowsPolicy``, 32 slots, 256 word buckets), untrained: the time of a
 decision does not depend on the weights. ``--episode`` also plays one generated episode of
@@ -52,13 +52,6 @@ def _states(env, count: int, rng: np.random.Generator):
     return observations, masks
 
 
-def _through_predict(agent):
-    def act(observation, mask):
-        action, _ = agent.model.predict(observation, deterministic=True, action_masks=mask)
-        return int(np.asarray(action).reshape(-1)[0])
-    return act
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--decisions", type=int, default=2000)
@@ -72,10 +65,12 @@ def main() -> None:
 
     env = QueryTierEnv(regime="queries_medium", slots=32, word_buckets=256, budget_bytes=10240, episode_seed=1)
     with tempfile.TemporaryDirectory() as folder:
-        agent = SB3Agent(_model(Path(folder), env))
-    agent.restart()
+        path = _model(Path(folder), env)
+        agents = {"predict": SB3Agent(path, through_predict=True), "direct": SB3Agent(path)}
+    for agent in agents.values():
+        agent.restart()
     observations, masks = _states(env, args.decisions, np.random.default_rng(0))
-    ways = {"predict": _through_predict(agent), "direct": agent._act}
+    ways = {name: agent.decide for name, agent in agents.items()}
     seconds: dict[str, list[float]] = {name: [] for name in ways}
     actions: dict[str, list[int]] = {}
     for _ in range(args.rounds):
@@ -91,10 +86,9 @@ def main() -> None:
     print(f"the direct call decides {per['predict'] / per['direct']:.2f}x as fast as predict")
     # What is left of a decision is the network: the same observations fed at once, as a
     # batched evaluation would (not something wpb eval does).
-    batch = th.from_numpy(np.stack(observations))
+    policy = agents["direct"].model.policy
     start = time.perf_counter()
-    with th.inference_mode():
-        at_once = agent.model.policy._predict(batch, deterministic=True, action_masks=np.stack(masks))
+    at_once, _ = policy.predict(np.stack(observations), deterministic=True, action_masks=np.stack(masks))
     batched = 1e3 * (time.perf_counter() - start) / args.decisions
     # A batch's products may round differently from one row's, so a near tie may part.
     parted = sum(a != b for a, b in zip(at_once.tolist(), actions["direct"], strict=True))
@@ -104,8 +98,7 @@ def main() -> None:
         episode = QueryTierEnv(regime="queries_medium", budget_bytes=10240, episode_seed=1000003)
         episode.reset(options={"episode_index": 0})
         played = {}
-        for name, act in ways.items():
-            agent._act = act
+        for name, agent in agents.items():
             start = time.perf_counter()
             run = run_episode(agent, episode.episode, 10240, track="unprivileged")
             played[name] = (time.perf_counter() - start, run.queries.accuracy)

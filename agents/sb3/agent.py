@@ -85,7 +85,11 @@ class SB3Agent(ModelAgent):
         env_kwargs: Mapping[str, Any] | None = None,
         deterministic: bool = True,
         algo: str = "auto",
+        through_predict: bool = False,
     ) -> None:
+        """``through_predict``: every decision by the model's ``predict``, the literal reference
+        (slower, the same actions); by default a box observation of MaskablePPO, PPO or A2C is
+        decided by the call ``predict`` makes, without its wrapping (``_act_directly``)."""
         super().__init__(path, env_kwargs)
         self.deterministic = bool(deterministic)
         self.algo = algo
@@ -107,7 +111,7 @@ class SB3Agent(ModelAgent):
         self._recurrent = isinstance(self.model, RecurrentPPO)
         # Models whose predict is their policy's _predict and no more (DQN's explores around
         # it when not deterministic; a recurrent one threads its state through it).
-        self._direct = isinstance(self.model, (MaskablePPO, PPO, A2C))
+        self._direct = isinstance(self.model, (MaskablePPO, PPO, A2C)) and not through_predict
         self._state: Any = None
         self._episode_start = np.ones((1,), dtype=bool)
         # Once, not at every decision as predict does; decide may come before any episode.

@@ -393,7 +393,7 @@ def test_the_agent_decides_as_predict_does(tmp_path, deterministic):
     directly, through_predict = [], []
     for observation, mask in zip(observations, masks, strict=True):
         th.manual_seed(len(directly))
-        directly.append(agent._act(observation, mask))
+        directly.append(agent.decide(observation, mask))
         th.manual_seed(len(through_predict))
         through_predict.append(int(model.predict(observation, deterministic=deterministic, action_masks=mask)[0]))
     assert directly == through_predict

@@ -164,10 +164,18 @@ def test_the_agent_decides_as_predict_does_for_each_algorithm(tmp_path, algo, de
     mask = np.ones(env.action_space.n, dtype=bool)
     directly, through_predict = [], []
     for i, observation in enumerate(observations):
-        for acted, act in ((directly, lambda o: agent._act(o, mask)),
+        for acted, act in ((directly, lambda o: agent.decide(o, mask)),
                            (through_predict, lambda o: int(model.predict(o, deterministic=deterministic)[0]))):
             torch.manual_seed(i)
             np.random.seed(i)  # DQN's exploration draws from NumPy's global generator
             acted.append(act(observation))
     assert directly == through_predict
     assert len(set(directly)) > 1
+    if algo != "DQN":  # asked to, the agent decides every observation through predict
+        reference = SB3Agent(tmp_path / "m.zip", deterministic=deterministic, algo=algo, through_predict=True)
+        predict, calls = reference.model.predict, []
+        reference.model.predict = lambda *args, **kwargs: calls.append(1) or predict(*args, **kwargs)
+        for i, observation in enumerate(observations[:20]):
+            torch.manual_seed(i)
+            assert reference.decide(observation, mask) == directly[i]
+        assert len(calls) == 20
