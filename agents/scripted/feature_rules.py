@@ -65,6 +65,7 @@ class BreakingRule:
         memory_start = len(env.step_features)
         self._slots_start = memory_start + len(MEMORY_FEATURES)
         self._slot_width = len(env.slot_features)
+        self._slots_end = self._slots_start + env.K * self._slot_width
         self._slot = {name: i for i, name in enumerate(env.slot_features)}
         self.K = env.K
         self._guide = step["kind_guide"]
@@ -85,7 +86,8 @@ class BreakingRule:
         self._reverted_expired = memory_start + MEMORY_FEATURES.index("reverted_expired")
 
     def __call__(self, obs: np.ndarray) -> int:
-        slots = np.asarray(obs[self._slots_start :]).reshape(self.K, self._slot_width)
+        # The slot rows, without the features limits beside the budget append after them.
+        slots = np.asarray(obs[self._slots_start : self._slots_end]).reshape(self.K, self._slot_width)
         if obs[self._guide]:
             return self._write(obs, slots)
         if not obs[self._endpoint]:

@@ -71,6 +71,17 @@ def test_removed_endpoints_and_their_return():
     assert metrics["f1"] == f1
 
 
+@pytest.mark.parametrize("limit", [{"compression": "credit=0.75"}, {"kind_budgets": "doc=10%"},
+                                   {"write_time": "total=1000"}])
+def test_the_rule_reads_the_layout_alone_under_a_limit(limit):
+    # A limit appends its features after the slot rows: the rule decides as it does without them
+    # (a limit that never binds here changes nothing else).
+    plain, limited = (WritePolicyBenchEnv(regime="breaking", budget_bytes=10240, episode_seed=HELD_OUT_SEED, **kw)
+                      for kw in ({}, limit))
+    assert limited.observation_size > plain.observation_size
+    assert _both(limited, {"episode_index": 1})[2] == _both(plain, {"episode_index": 1})[2]
+
+
 def test_the_rule_needs_box_observations():
     with pytest.raises(ValueError, match="box observations"):
         BreakingRule(WritePolicyBenchEnv(observation_mode="dict"))
