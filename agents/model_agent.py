@@ -138,6 +138,13 @@ class ModelAgent(Agent):
         self._env: WritePolicyBenchEnv | QueryTierEnv | None = None
         self._obs: Any = None
 
+    @property
+    def trained_limits(self) -> tuple[str, ...]:
+        """The limits beside the budget the model was trained under (``kind_budgets``,
+        ``write_time``, ``compression``): its observation has their features, so an evaluation
+        must give them too (with its own values)."""
+        return tuple(name for name in LIMIT_NAMES if self.env_kwargs.get(name) is not None)
+
     @abstractmethod
     def _act(self, observation: Any, mask: np.ndarray) -> int:
         """The model's env action for ``observation`` (the private env's) with valid actions ``mask``."""
@@ -172,8 +179,8 @@ class ModelAgent(Agent):
         # Limits beside the budget are the evaluator's: the private memory keeps them, so that it
         # stays the evaluator's. A model trained without them is shown the observation it knows
         # (the features they append are left out); one trained with them needs them.
-        kwargs = dict(self.env_kwargs)
-        trained_with = [name for name in LIMIT_NAMES if kwargs.pop(name, None) is not None]
+        trained_with = self.trained_limits
+        kwargs = {name: value for name, value in self.env_kwargs.items() if name not in LIMIT_NAMES}
         evaluated_with = {"kind_budgets": context.kind_budgets, "write_time": context.write_time,
                           "compression": context.compression}
         missing = [name for name in trained_with if evaluated_with[name] is None]

@@ -3,6 +3,7 @@ agents driven through the env, the query bound, and the report pages."""
 
 from __future__ import annotations
 
+import json
 
 import numpy as np
 import pytest
@@ -133,7 +134,29 @@ def test_extreme_limits_exit_2_naming_the_option(wpb_run, tmp_path, argv, named)
     assert code == 2 and named in err and "Traceback" not in err
 
 
-def test_wpb_train_refuses_limits_naming_wpb_eval(wpb_run, tmp_path):
-    code, _, err = wpb_run("train", "--algo", "maskable_ppo", "--env-kwargs", "kind_budgets=endpoint=50%",
-                        "--out", str(tmp_path / "t"))
-    assert code == 2 and "for evaluation only: wpb eval --kind-budgets" in err
+def test_wpb_train_trains_under_a_limit_and_its_model_is_evaluated_under_one(wpb_run, tmp_path):
+    # The model's file names the limit it was trained under; an evaluation without one is refused
+    # before any episode, naming the option; with one (other values) it plays, under them.
+    code, _, err = wpb_run("train", "--algo", "maskable_ppo", "--env-kwargs", "compression=credit=0.75", "length=40",
+                           "--timesteps", "256", "--out", str(tmp_path / "t"))
+    assert code == 0, err
+    model = tmp_path / "t" / "final_model.zip"
+    assert json.loads((tmp_path / "t" / "final_model.env.json").read_text())["compression"] == "credit=0.75"
+    grid = [*TINY[:TINY.index("--agents")], "--regimes", "breaking", "--agents", f"sb3:{model}"]
+    code, _, err = wpb_run("eval", *grid, "--out", str(tmp_path / "plain"))
+    assert code == 2 and "trained with compression=" in err and "--compression" in err and "Traceback" not in err
+    assert not (tmp_path / "plain").exists()
+    code, _, err = wpb_run("eval", *grid, "--compression", "credit=0.5", "--out", str(tmp_path / "limited"))
+    assert code == 0, err
+    assert "credit=0.5" in (tmp_path / "limited" / "leaderboard.md").read_text()
+
+
+@pytest.mark.parametrize("argv", [["--algo", "value_keeper"],
+                                  ["--algo", "maskable_ppo", "--env-kwargs", "regime=queries_medium"]])
+def test_wpb_train_refuses_limits_where_they_do_not_apply(wpb_run, tmp_path, argv):
+    if "--env-kwargs" in argv:
+        argv = [*argv, "kind_budgets=endpoint=50%"]
+    else:
+        argv = [*argv, "--env-kwargs", "kind_budgets=endpoint=50%"]
+    code, _, err = wpb_run("train", *argv, "--out", str(tmp_path / "t"))
+    assert code == 2 and "trains without limits beside the budget" in err and "wpb eval --kind-budgets" in err

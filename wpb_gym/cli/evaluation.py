@@ -102,9 +102,9 @@ def learned_labels(names: Sequence[Any]) -> set[str]:
     return learned
 
 
-def _refuse_misplaced_query_models(config: Settings, policies: list[Any]) -> None:
+def _refuse_misplaced_models(config: Settings, policies: list[Any]) -> None:
     """A model of the query tier's own env decides in that env: on its regimes, without limits
-    beside the budget."""
+    beside the budget. A model trained under a limit beside the budget is evaluated under it."""
     from agents.registry import agent_entry  # the CLI joins the packages
 
     from ..core.store_limits import LIMIT_NAMES
@@ -112,7 +112,14 @@ def _refuse_misplaced_query_models(config: Settings, policies: list[Any]) -> Non
 
     for item, spec in zip(config["agents"], policies, strict=True):
         # Only an SB3 model may be one (building the others again could cost, an RLlib one's most).
-        if agent_entry(agent_item(item)[0]).kind != "sb3" or not getattr(spec.factory(), "query_tier", False):
+        if agent_entry(agent_item(item)[0]).kind != "sb3":
+            continue
+        agent = spec.factory()
+        missing = [name for name in agent.trained_limits if config[name] is None]
+        if missing:
+            raise InputError(f"agent {spec.label!r} was trained with {missing[0]}=; evaluate it under that limit "
+                             f"too (--{missing[0].replace('_', '-')}, with the values of your choice)")
+        if not agent.query_tier:
             continue
         given = [name for name in LIMIT_NAMES if config[name] is not None]
         if given:
@@ -310,7 +317,7 @@ def _run_eval(config: Settings) -> int:
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
     if not config["isolate"]:  # isolated, a model's process says so in one line itself
-        _refuse_misplaced_query_models(config, policies)
+        _refuse_misplaced_models(config, policies)
     recorded = recorded_settings(config)
     # The checkpoint key covers the models the agents read too: a model replaced between an
     # interrupt and --resume never mixes its rows with the old one's.

@@ -37,13 +37,17 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
 
     # The training episodes' seed is --seed; held-out episodes use another, derived from it.
     reserved = {"episode_seed": f"set by --seed (held-out episodes use --seed + {HELD_OUT_SEED_OFFSET})"}
-    # Limits beside the budget are an evaluation's (wpb eval --kind-budgets / --write-time /
-    # --compression): a model trained without them is evaluated under them, its private memory
-    # keeping them.
-    for name in LIMIT_NAMES:
-        reserved[name] = (f"for evaluation only: wpb eval --{name.replace('_', '-')} evaluates any trained model "
-                          f"under it (to train under it, use gym.make(..., {name}=...) in Python)")
     given = dict(settings.env_kwargs or ())
+    # Limits beside the budget: the SB3 algorithms train under one given in the env arguments
+    # (the model then needs it in evaluation: wpb eval --kind-budgets / --write-time /
+    # --compression); value_keeper, the bandit learners and the query tier decide without them,
+    # and wpb eval evaluates what they train under one, their private memory keeping it.
+    unlimited = dict(reserved)
+    for name in LIMIT_NAMES:
+        unlimited[name] = (f"{settings.algo} trains without limits beside the budget (the query tier has none); "
+                           f"wpb eval --{name.replace('_', '-')} evaluates a trained model under it")
+    if settings.algo == "value_keeper" or settings.algo in LEARNER_ALGOS or given.get("regime") in QUERY_REGIMES:
+        reserved = unlimited
     if settings.algo == "value_keeper":
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:
@@ -83,7 +87,9 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     where = config_file or f"the {settings.algo} defaults"
     regime = given.get("regime", config["env"].get("regime") if isinstance(config["env"], dict) else None)
     if config.get("query_env") is True:
-        return _query_env_run(settings, given, config, str(where), reserved)
+        return _query_env_run(settings, given, config, str(where), unlimited)
+    if regime in QUERY_REGIMES:
+        reserved = unlimited
     env_kwargs = env_arguments(given, "--env-kwargs", regime)  # the knobs are those of the regime trained
     config["env"] = {**env_arguments(config["env"], f"{where}: env", regime), **env_kwargs}
     check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
