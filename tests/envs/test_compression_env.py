@@ -8,12 +8,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from limits_checks import play_checking_the_mask
+from python_path import python_env
 
 import wpb_gym  # noqa: F401  (registers the ids)
 from wpb_gym.core.compression import Compression, compressed_cost
 from wpb_gym.core.tracks import track_costs
 from wpb_gym.core.types import MemoryAction
+from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.store_limits import COMPRESSION_FEATURES
+from wpb_gym.episodes.generators.regimes import generate_episode, make_config
 from wpb_gym.scoring.compression_bounds import compressed_costs, compression_oracle_utility
 
 CREDIT = "credit=0.75"
@@ -121,6 +124,26 @@ def test_compression_is_refused_where_it_cannot_be_modelled_and_vector_envs_take
         gym.make("WritePolicyBench-v0", compression=CREDIT, write_time="total=5")
     with pytest.raises(ValueError, match="compression: unknown field 'ratio'; expected credit"):
         gym.make("WritePolicyBench-v0", compression="ratio=2")
+
+
+@pytest.mark.parametrize("source", ["regime", "episodes"])
+def test_episodes_with_queries_are_refused_under_compression_wherever_they_play(source):
+    # The query tier's bound has no form for compressed writes: its episodes are refused at
+    # reset, by the single env (on the core or its Python parts) and by the vector envs.
+    knobs = {"endpoints": 12, "families": 3, "length": 60, "checkpoint_interval": 10}
+    if source == "regime":
+        kwargs = {"regime": "queries_medium", **knobs}
+    else:
+        kwargs = {"episodes": [generate_episode(make_config("queries_medium", **knobs), seed=1)]}
+    makers = [lambda: WritePolicyBenchEnv(compression=CREDIT, **kwargs),
+              lambda: python_env(compression=CREDIT, **kwargs),
+              lambda: gym.make_vec("WritePolicyBench-v0", num_envs=2, compression=CREDIT, **kwargs),
+              lambda: gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="sync", compression=CREDIT,
+                                   **kwargs)]
+    for make in makers:
+        with pytest.raises(ValueError, match="the query tier has no bound with compressed writes"):
+            make().reset(seed=0)
+    WritePolicyBenchEnv(**kwargs).reset(seed=0)  # without compression, they play
 
 
 def test_the_rendering_names_a_compressed_write():

@@ -20,6 +20,7 @@ from ..core.store_limits import StoreLimits
 from ..core.tracks import PRIVILEGED, UNPRIVILEGED, check_track, policy_episode
 from ..core.types import Episode, MemoryAction, Step
 from ..core.write_time import WriteTime
+from ..episodes.generators.queries import QUERY_REGIMES
 from ..episodes.sources import EpisodeRecipe
 from ..scoring.compression_bounds import compressed_costs, refuse_queries
 from ..scoring.metrics import compute_metrics
@@ -517,6 +518,8 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         episode, index = self.sampler.choose(self.np_random, options, recipe)
         if len(episode) == 0:
             raise ValueError("the episode has no steps")
+        if self.limits is not None and self.limits.compressing:  # on the core as on the Python parts
+            _refuse_queries(episode)
         self.reset_count, self.episode_index = self.reset_count + 1, index
         self._episode, self._done = None, True  # the episode before is left
         self._stop_reading_back()
@@ -839,6 +842,15 @@ class WritePolicyBenchEnv(MemoryActionAdapter, gym.Env):
         if self._episode is None and not self._on_core():
             raise RuntimeError("call reset() before render()")
         return self.viewer.render(self)
+
+
+def _refuse_queries(episode: Episode | EpisodeRecipe) -> None:
+    """``refuse_queries`` of an episode, or of a recipe of the query tier (without making it)."""
+    if not isinstance(episode, EpisodeRecipe):
+        refuse_queries(episode)
+    elif getattr(episode.config, "regime", None) in QUERY_REGIMES:
+        raise ValueError(f"regime {episode.config.regime!r} is the query tier's, and the query tier has no bound "
+                         "with compressed writes: run compression on episodes without queries")
 
 
 class _ReadBack:

@@ -55,8 +55,8 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
     it during the reset: every episode it does not compile from its draws (the contract
-    regimes', those with documentation sections or guides, those past its bounds, and every one
-    with ``replay_generators=False``; the others take a fraction of a single env's reset). A
+    regimes', those with documentation sections or guides, those under compression, those past
+    its bounds, and every one with ``replay_generators=False``; the others take a fraction of a single env's reset). A
     prepared episode is taken only if it is the one chosen, so the outputs are the same with or
     without workers. They start with the vector env when its episodes are such, on other CPUs,
     and stop with ``close()``.

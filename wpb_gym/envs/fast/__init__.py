@@ -11,7 +11,7 @@ paper's four regimes are compiled from their random draws alone (NumPy's, as the
 makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
 or ends, together by ``drawn_batches``): they are made only if read (``env.episode``). Every
 other episode (the contract regimes', the paper model's with documentation sections or
-migration guides, episodes from files) is made by its Python generator or read from its file
+migration guides or under compression, episodes from files) is made by its Python generator or read from its file
 and read by ``episode_arrays``; generated ones can be made, read and compiled ahead in worker
 processes (``episode_workers``). The env's Python parts (the store, the observation encoder,
 the reward function) are the statement the core is tested against: the differential tests play

@@ -122,7 +122,7 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     ep = EpisodeColumns()
     ep.summaries = None
     if compressing:  # the texted path ran: ``texts`` and ``distinct`` are the contents'
-        summarised = _summarise(memo, texts, distinct, described)
+        summarised = _summarise(memo, texts, distinct)
         if summarised is None:
             return None
         of_content, summary_lengths, more = summarised
@@ -153,8 +153,8 @@ def describe_episode(episode: Any, track: str, memo: ContentMemo, generated: boo
     return ep
 
 
-def _summarise(memo: ContentMemo, texts: list[str], distinct: list[Any],
-               described: list[Any]) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
+def _summarise(memo: ContentMemo, texts: list[str],
+               distinct: list[Any]) -> tuple[np.ndarray, np.ndarray, list[Any]] | None:
     """Each content's summary (``core.compression.summary_observation``): its content (one of
     ``texts`` when its text is one of theirs, else a new one, numbered after them) or why the
     codec refuses it, its JSON text's length, and the new contents' descriptions (None: one is

@@ -1,9 +1,9 @@
 """Made episodes prepared ahead in worker processes: a sub-env's reset finds its arrays ready.
 
 The core compiles the paper regimes' episodes from their draws, but an episode it has to make
-(a contract regime's, one with documentation sections or guides, one past the compiled bounds)
-is made, read and compiled when its sub-env resets: about as long as a single env's reset, while
-the other sub-envs wait. With ``episode_workers=k`` the core tells ``k`` worker processes, as
+(a contract regime's, one with documentation sections or guides, one under compression, one
+past the compiled bounds) is made, read and compiled when its sub-env resets: about as long as
+a single env's reset, while the other sub-envs wait. With ``episode_workers=k`` the core tells ``k`` worker processes, as
 soon as such a sub-env starts an episode, which episode its next autoreset will choose
 (``EpisodeSampler.peek``), and they make, read and compile it on other cores. At the reset a
 prepared episode is taken only if it is the one chosen (same recipe, same budget) and has

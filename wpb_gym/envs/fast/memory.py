@@ -90,7 +90,8 @@ def largest(static, state, scalars):
 
 @borrowing
 def store(static, state, scalars, t, parent, cost):
-    """The store accepted WRITE (``parent`` -1) or MERGE of step ``t`` for ``cost`` bytes."""
+    """The store accepted WRITE (``parent`` -1; ``layout.COMPRESSED`` for a compressed one) or
+    MERGE (``parent`` its base) of step ``t`` for ``cost`` bytes."""
     state[st(static, ITEM_COST) + t] = cost
     state[st(static, PARENT) + t] = parent
     state[st(static, CHILDREN) + t] = 0
