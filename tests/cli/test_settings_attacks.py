@@ -124,7 +124,10 @@ def test_ablate_runs_isolated_when_its_configs_say_so(tmp_path, capsys, monkeypa
         return []
 
     monkeypatch.setattr(grid, "run_grid", fake_run_grid)
-    monkeypatch.setattr("wpb_gym.cli.evaluation.policy_specs", lambda agents, isolate=False, limits=None, sandbox=None: [])
+    def specs(agents, isolate=False, limits=None, sandbox=None):
+        return [grid.PolicySpec(name, dict) for name in agents]
+
+    monkeypatch.setattr("wpb_gym.cli.evaluation.policy_specs", specs)
     monkeypatch.setattr("wpb_gym.evaluation.reports.compare.ablation_markdown", lambda *a: "table\n")
     a = write(tmp_path, "a.yaml", "agents: [no_mem]\nlengths: [5]\nisolate: true\nmax_seconds_per_step: 3\n")
     assert main(["ablate", str(a), str(a), "--seeds", "2"]) == 0

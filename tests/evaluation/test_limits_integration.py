@@ -143,9 +143,10 @@ def test_wpb_train_trains_under_a_limit_and_its_model_is_evaluated_under_one(wpb
     model = tmp_path / "t" / "final_model.zip"
     assert json.loads((tmp_path / "t" / "final_model.env.json").read_text())["compression"] == "credit=0.75"
     grid = [*TINY[:TINY.index("--agents")], "--regimes", "breaking", "--agents", f"sb3:{model}"]
-    code, _, err = wpb_run("eval", *grid, "--out", str(tmp_path / "plain"))
-    assert code == 2 and "trained with compression=" in err and "--compression" in err and "Traceback" not in err
-    assert not (tmp_path / "plain").exists()
+    for isolated in ([], ["--isolate"]):  # isolated, as the model's own process says
+        code, _, err = wpb_run("eval", *grid, *isolated, "--out", str(tmp_path / "plain"))
+        assert code == 2 and "trained with compression=" in err and "--compression" in err, err
+        assert "Traceback" not in err and not (tmp_path / "plain").exists()
     code, _, err = wpb_run("eval", *grid, "--compression", "credit=0.5", "--out", str(tmp_path / "limited"))
     assert code == 0, err
     assert "credit=0.5" in (tmp_path / "limited" / "leaderboard.md").read_text()

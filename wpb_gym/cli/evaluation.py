@@ -103,23 +103,29 @@ def learned_labels(names: Sequence[Any]) -> set[str]:
 
 
 def _refuse_misplaced_models(config: Settings, policies: list[Any]) -> None:
-    """A model of the query tier's own env decides in that env: on its regimes, without limits
-    beside the budget. A model trained under a limit beside the budget is evaluated under it."""
+    """A model trained under a limit beside the budget is evaluated under it (isolated: as its
+    process said). A model of the query tier's own env decides in that env: on its regimes,
+    without limits beside the budget (isolated, its process says so in one line itself)."""
     from agents.registry import agent_entry  # the CLI joins the packages
 
     from ..core.store_limits import LIMIT_NAMES
     from ..episodes.generators.queries import QUERY_REGIMES
 
     for item, spec in zip(config["agents"], policies, strict=True):
-        # Only an SB3 model may be one (building the others again could cost, an RLlib one's most).
-        if agent_entry(agent_item(item)[0]).kind != "sb3":
+        # Only an SB3 model may be either (building the others again could cost, an RLlib one's most).
+        agent = None
+        if config["isolate"]:
+            trained = spec.trained_limits
+        elif agent_entry(agent_item(item)[0]).kind == "sb3":
+            agent = spec.factory()
+            trained = agent.trained_limits
+        else:
             continue
-        agent = spec.factory()
-        missing = [name for name in agent.trained_limits if config[name] is None]
+        missing = [name for name in trained if config[name] is None]
         if missing:
             raise InputError(f"agent {spec.label!r} was trained with {missing[0]}=; evaluate it under that limit "
                              f"too (--{missing[0].replace('_', '-')}, with the values of your choice)")
-        if not agent.query_tier:
+        if agent is None or not agent.query_tier:
             continue
         given = [name for name in LIMIT_NAMES if config[name] is not None]
         if given:
@@ -195,7 +201,8 @@ def policy_specs(names: Sequence[Any], isolate: bool = False, limits: Any = None
             last = error.message.strip().splitlines()[-1]  # the exception, not the traceback
             last = last.removeprefix(line_prefix(error.policy).decode())  # (the agent is named here)
             raise InputError(f"agent {error.policy!r}: {one_line(last)}") from None
-        specs = [replace(spec, track=info["track"]) for spec, info in zip(specs, infos, strict=True)]
+        specs = [replace(spec, track=info["track"], trained_limits=info["limits"])
+                 for spec, info in zip(specs, infos, strict=True)]
     return specs
 
 
@@ -316,8 +323,7 @@ def _run_eval(config: Settings) -> int:
     refuse_out_inside_models(config["agents"], out)
     sandbox = _sandbox(config, out) if config["isolate"] else None
     policies = policy_specs(config["agents"], config["isolate"], limits, sandbox)
-    if not config["isolate"]:  # isolated, a model's process says so in one line itself
-        _refuse_misplaced_models(config, policies)
+    _refuse_misplaced_models(config, policies)
     recorded = recorded_settings(config)
     # The checkpoint key covers the models the agents read too: a model replaced between an
     # interrupt and --resume never mixes its rows with the old one's.
@@ -601,7 +607,9 @@ def _cmd_ablate(settings: Settings) -> int:
         if config["data_only_models"]:
             refuse_pickled_models(config["agents"], f"{path}: data_only_models")
         store_limits(config)  # one at a time: refused here, before any work
-        configs.append((config, policy_specs(config["agents"], config["isolate"], run_limits(config), walls), walls))
+        policies = policy_specs(config["agents"], config["isolate"], run_limits(config), walls)
+        _refuse_misplaced_models(config, policies)
+        configs.append((config, policies, walls))
     runs = []
     for config, policies, walls in configs:
         per_seed = []

@@ -109,6 +109,9 @@ class PolicySpec:
     factory: Callable[[], Any]
     track: str = UNPRIVILEGED
     only_own_track: bool = False  # a model trained on one track's byte costs runs on that track only
+    # The limits beside the budget a model was trained under (its observation has their features):
+    # a grid without them is refused (what its process says of it, when isolated).
+    trained_limits: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.track not in POLICY_TRACKS:

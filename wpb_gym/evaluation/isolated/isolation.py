@@ -42,7 +42,7 @@ from time import monotonic, sleep
 from typing import Any
 
 from ...core.accounting import estimate_bytes
-from ...core.store_limits import StoreLimits
+from ...core.store_limits import LIMIT_NAMES, StoreLimits
 from ...core.policy import ORACLE, POLICY_TRACKS, policy_name, policy_track
 from ...core.readonly import thaw
 from ...core.tracks import plain_track, policy_episode
@@ -590,11 +590,15 @@ class IsolatedPolicies:
 
 
 def _checked_info(reply: dict[str, Any], label: str) -> dict[str, Any]:
-    info = {"name": reply.get("name"), "track": reply.get("track"), "needs_stream": reply.get("needs_stream")}
+    info = {"name": reply.get("name"), "track": reply.get("track"), "needs_stream": reply.get("needs_stream"),
+            "limits": reply.get("limits", [])}
     if not isinstance(info["name"], str) or info["track"] not in ("unprivileged", "privileged", "oracle"):
         raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
-    if not isinstance(info["needs_stream"], bool):
+    limits = info["limits"]
+    if (not isinstance(info["needs_stream"], bool) or not isinstance(limits, list)
+            or not all(name in LIMIT_NAMES for name in limits)):
         raise PolicyError(label, None, f"its process described the policy as {reply!r:.200}")
+    info["limits"] = tuple(limits)
     return info
 
 

@@ -3,7 +3,8 @@
 The evaluator (``wpb_gym.evaluation.isolated.isolation``) sends pickled messages; this process answers each with
 one JSON object (never pickle: the evaluator must not run code this process chose).
 
-* ``("probe",)`` → ``{"name", "track", "needs_stream"}``: builds the policy once.
+* ``("probe",)`` → ``{"name", "track", "needs_stream", "limits"}``: builds the policy once
+  (``limits``: those beside the budget a trained model needs, ``ModelAgent.trained_limits``).
 * ``("begin", episodes)`` → ``{"ok": true}``: a fresh policy per run, ``start_episode``.
   Each episode says its number ``e``, length, id, runs ``(k, track, budget)``, whether
   actions go back with their reasons (``reasons``: for an action log or a kept memory) and, only for a
@@ -95,6 +96,7 @@ class PolicyServer:
             "name": self.name,
             "track": policy_track(policy),
             "needs_stream": bool(getattr(policy, "needs_stream", False)),
+            "limits": [str(name) for name in getattr(policy, "trained_limits", ())],
         }
 
     def begin(self, episodes: list[dict[str, Any]]) -> dict[str, Any]:
