@@ -26,7 +26,7 @@ import numpy as np
 from wpb_gym.core.policy import EpisodeContext
 from wpb_gym.core.readonly import thaw
 from wpb_gym.core.store import StoreView
-from wpb_gym.core.store_limits import LIMIT_NAMES
+from wpb_gym.core.store_limits import LIMIT_NAMES, StoreLimits
 from wpb_gym.core.types import Episode, MemoryAction, Step
 from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.query_env import QueryTierEnv
@@ -111,6 +111,10 @@ def read_env_kwargs(model_path: str | Path, env_kwargs: Mapping[str, Any] | None
                 raise ValueError(f"{sidecar}: not valid JSON ({error})") from None
             if not isinstance(env_kwargs, dict):
                 raise ValueError(f"{sidecar}: expected a JSON object of env arguments")
+            try:  # a limit the model was trained under, named with the file
+                StoreLimits.of_arguments(env_kwargs, f"{sidecar}: ")
+            except ValueError as error:
+                raise ValueError(str(error) if str(sidecar) in str(error) else f"{sidecar}: {error}") from None
         else:
             env_kwargs = {}
     return {k: v for k, v in env_kwargs.items() if k not in IGNORED_ENV_KWARGS}
@@ -185,8 +189,8 @@ class ModelAgent(Agent):
                           "compression": context.compression}
         missing = [name for name in trained_with if evaluated_with[name] is None]
         if missing:  # its observation (and with compression, its actions) need that limit
-            raise ValueError(f"{self.path} was trained with {missing[0]}=; evaluate it under that limit too "
-                             f"(wpb eval --{missing[0].replace('_', '-')})")
+            raise ValueError(f"{self.path} was trained with {missing[0]}=; play it under that limit too "
+                             f"(in wpb eval: --{missing[0].replace('_', '-')})")
         # Compression adds an action: only a model trained with it may take it. For one trained
         # without, a memory that refuses compressed writes judges its (plain) actions alike.
         given = {name: value for name, value in evaluated_with.items()

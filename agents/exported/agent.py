@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from wpb_gym.core.store_limits import LIMIT_NAMES
+
 from ..model_agent import OBSERVATION_KWARGS, ModelAgent
 from . import spaces
 from .folder import Fields, PolicyFileError, read_manifest, read_weights_header
@@ -71,10 +73,11 @@ def load_policy(path: str | Path, torch_threads: int | None = 1) -> ExportedPoli
 
 def _env_kwargs(manifest: Fields) -> dict[str, Any]:
     env_kwargs = manifest.plain("env_kwargs")
-    unknown = sorted(set(env_kwargs) - set(OBSERVATION_KWARGS))
+    unknown = sorted(set(env_kwargs) - set(OBSERVATION_KWARGS) - set(LIMIT_NAMES))
     if unknown:
         raise PolicyFileError(f"{manifest.where}: env_kwargs: {unknown} are not env arguments that shape the "
-                              f"observation ({', '.join(OBSERVATION_KWARGS)}); the evaluator decides the others")
+                              f"observation ({', '.join(OBSERVATION_KWARGS + LIMIT_NAMES)}); the evaluator decides "
+                              "the others")
     return env_kwargs
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from wpb_gym.core.store_limits import StoreLimits
+
 from ..model_agent import OBSERVATION_KWARGS, ModelAgent, env_defaults
 from . import spaces
 from .folder import FORMAT, FORMAT_VERSION, check_out, discard_staged, publish_policy_folder, stage_policy_folder
@@ -82,8 +84,8 @@ def _manifest(library: str, algorithm: str, original: ModelAgent, source: str, p
     from wpb_gym.core.version import __version__
 
     # Every argument that shapes the observation, defaults included: the policy must observe the
-    # same after a default of the env changes.
-    given = {k: v for k, v in original.env_kwargs.items() if k in OBSERVATION_KWARGS}
+    # same after a default of the env changes; and a limit it was trained under (its features).
+    given = _observed(original)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -92,7 +94,7 @@ def _manifest(library: str, algorithm: str, original: ModelAgent, source: str, p
         **part,
         "observation_space": spaces.describe(observation_space),
         "action_space": spaces.describe(action_space),
-        "env_kwargs": {**env_defaults(*OBSERVATION_KWARGS), **given},
+        "env_kwargs": {**env_defaults(*OBSERVATION_KWARGS), **given},  # (the limit as its text)
         "exported_from": source,
         "exported_by": f"writepolicybench-gym {__version__}",
     }
@@ -113,12 +115,24 @@ def _checked(out: Path, manifest: dict[str, Any], state: Mapping[str, Any], orig
     return Export(out, manifest["library"], manifest["algorithm"], samples, episodes, actions)
 
 
+def _observed(original: ModelAgent) -> dict[str, Any]:
+    """The model's env arguments that shape what it observes: ``OBSERVATION_KWARGS`` and the
+    limits it was trained under, as text."""
+    return {**{k: v for k, v in original.env_kwargs.items() if k in OBSERVATION_KWARGS},
+            **_limits(original).arguments()}
+
+
+def _limits(original: ModelAgent) -> StoreLimits:
+    """The limits beside the budget the model was trained under (empty: none)."""
+    return StoreLimits.of_arguments(original.env_kwargs)
+
+
 def compare_on_samples(original: ModelAgent, exported: ModelAgent, samples: int, seed: int = 0) -> None:
     """Both decide alike on ``samples`` observations of the space, in one sequence (a recurrent
     policy carries its state along it), each with a random action mask that allows SKIP."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
 
-    env = WritePolicyBenchEnv(**{k: v for k, v in original.env_kwargs.items() if k in OBSERVATION_KWARGS})
+    env = WritePolicyBenchEnv(**_observed(original))
     space, n = env.observation_space, env.n_actions
     env.close()
     space.seed(seed)
@@ -141,10 +155,13 @@ def compare_on_episodes(original: ModelAgent, exported: ModelAgent, episodes: in
     from wpb_gym.evaluation.runner import run_episode
 
     config = make_config(CHECK_REGIME, length=CHECK_LENGTH)
+    limits = _limits(original)  # a model trained under a limit plays under it (its own values)
+    beside = {"kind_budgets": limits.kinds_at(CHECK_BUDGET), "write_time": limits.write_time,
+              "compression": limits.compression}
     compared = 0
     for index in range(episodes):
         episode = generate_episode(config, 0, index)
-        runs = [run_episode(agent, episode, CHECK_BUDGET, original.track) for agent in (original, exported)]
+        runs = [run_episode(agent, episode, CHECK_BUDGET, original.track, **beside) for agent in (original, exported)]
         a, b = ([(logged.t, logged.action) for logged in run.actions] for run in runs)
         if a != b:
             first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))

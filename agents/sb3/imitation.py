@@ -190,7 +190,7 @@ def play_round(
         masks = np.stack([envs[i].action_masks() for i in live])
         student = _student_actions(model, stacked, masks) if beta < 1 else None
         for row, i in enumerate(live):
-            label = int(teachers[i](stacked[row]))
+            label = _allowed(int(teachers[i](stacked[row])), masks[row])
             act = label if student is None or rng.random() < beta else int(student[row])
             obs[i], reward, done, _, info = envs[i].step(act)
             episode = running[i]
@@ -304,6 +304,15 @@ def dagger(
     return history
 
 
+def _allowed(label: int, mask: np.ndarray) -> int:
+    """The teacher's action, or SKIP where the mask refuses it, as the env plays a refused action.
+    The teachers judge the byte budget alone: under a limit beside it (kind budgets, write time)
+    they may name a WRITE the store refuses, and the masked cross-entropy of such a label would
+    swamp the loss. Without limits every label they give is allowed (measured on every contract
+    regime and the default one at 1 and 10 KB)."""
+    return label if mask[label] else SKIP
+
+
 def counterfactual_states(data: Dataset, rule: BreakingRule, copies: int, rng: np.random.Generator) -> Dataset:
     """``copies`` relabelled variants of each state in ``data`` whose snapshot differs from its
     family's last shown one (see the module docstring); their returns are NaN."""
@@ -321,7 +330,7 @@ def counterfactual_states(data: Dataset, rule: BreakingRule, copies: int, rng: n
             variant[changes] = np.where(present, sizes, 0.0)
             out.observations.append(variant)
             out.masks.append(mask)
-            out.actions.append(int(rule(variant)))
+            out.actions.append(_allowed(int(rule(variant)), mask))
             out.returns.append(float("nan"))
     return out
 

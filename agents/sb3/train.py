@@ -293,19 +293,13 @@ def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
     # given; model_agent.fit_slots reads their slots from the model's own observation space).
     # A limit it was trained under appends features (and with compression an action): it is
     # named too, so that evaluation requires one (the evaluator's own values are played).
-    from wpb_gym.core.store_limits import LIMIT_NAMES
+    from wpb_gym.core.store_limits import StoreLimits
 
     from ..model_agent import OBSERVATION_KWARGS, env_defaults, env_kwargs_path
 
     kept = {**env_defaults(*OBSERVATION_KWARGS), **{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS},
-            **{k: _limit_text(env_kwargs[k]) for k in LIMIT_NAMES if env_kwargs.get(k) is not None}}
+            **StoreLimits.of_arguments(env_kwargs).arguments()}
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
-
-
-def _limit_text(value: Any) -> Any:
-    """A limit as JSON holds it: its text (``"credit=0.75"``) for a parsed one, else as given."""
-    text = getattr(value, "text", None)
-    return text() if callable(text) else value
 
 
 @dataclass(frozen=True)

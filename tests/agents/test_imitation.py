@@ -11,7 +11,15 @@ import yaml
 from sb3_contrib import MaskablePPO
 
 from agents.scripted.feature_rules import BreakingRule, play
-from agents.sb3.imitation import Dataset, HindsightTeacher, counterfactual_states, dagger, settings, validate
+from agents.sb3.imitation import (
+    Dataset,
+    HindsightTeacher,
+    counterfactual_states,
+    dagger,
+    play_round,
+    settings,
+    validate,
+)
 from agents.sb3.train import RECIPE_FOLDER, RECIPES, load_config, recipe_path
 from wpb_gym.cli import main as wpb
 from wpb_gym.envs.env import WritePolicyBenchEnv
@@ -112,6 +120,23 @@ def test_dagger_teaches_a_policy_network_breaking_detectors_rule():
     envs = [WritePolicyBenchEnv(**{**SHORT, "episode_seed": 777, "episode_order": "cycle"}) for _ in range(2)]
     expected = np.mean([play(env, rule, options={"episode_index": i})["f1"] for i in range(6)])
     assert validate(model, envs, 6) == pytest.approx(expected, abs=0.03)
+
+
+def test_under_a_binding_limit_the_teachers_labels_are_actions_the_mask_allows():
+    # The rule judges the byte budget alone: where a kind's limit refuses its WRITE, the label is
+    # SKIP (the env plays a refused action so), never a masked action whose loss would swamp the rest.
+    kwargs = {"regime": "breaking", "length": 100, "kind_budgets": "endpoint=5%", "budget_bytes": 10240}
+    envs = [WritePolicyBenchEnv(**kwargs, episode_seed=seed) for seed in range(2)]
+    model = MaskablePPO("MlpPolicy", envs[0], seed=0, device="cpu")
+    data, _ = play_round(model, envs, [BreakingRule(env) for env in envs], 4, 1.0, np.random.default_rng(0))
+    assert all(mask[label] for mask, label in zip(data.masks, data.actions, strict=True))
+    rule = BreakingRule(envs[0])
+    refused = 0
+    for obs, mask in zip(data.observations, data.masks, strict=True):
+        refused += not mask[rule(obs)]
+    assert refused > 0  # the limit binds: the rule alone would have named refused actions
+    variants = counterfactual_states(data, rule, 2, np.random.default_rng(1))
+    assert all(mask[label] for mask, label in zip(variants.masks, variants.actions, strict=True))
 
 
 def test_counterfactual_states_vary_the_contract_changes_and_take_the_rules_labels():

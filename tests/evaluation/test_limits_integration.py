@@ -61,7 +61,7 @@ def test_a_trained_models_private_memory_keeps_the_evaluators_limits(kinds, writ
 def test_a_model_trained_with_limits_needs_them():
     episode = generated_refs(["breaking"], [80], 1, seed=0)[0].load()
     agent = GreedyModel("model.zip", env_kwargs={"write_time": "total=5"})
-    with pytest.raises(ValueError, match="was trained with write_time=; evaluate it under that limit too"):
+    with pytest.raises(ValueError, match="was trained with write_time=; play it under that limit too"):
         play(episode, [Seat(agent, 10240, "unprivileged")])
     agent = GreedyModel("model.zip", env_kwargs={"compression": "credit=0.5"})
     with pytest.raises(ValueError, match="was trained with compression=; .* --compression"):
@@ -150,6 +150,30 @@ def test_wpb_train_trains_under_a_limit_and_its_model_is_evaluated_under_one(wpb
     code, _, err = wpb_run("eval", *grid, "--compression", "credit=0.5", "--out", str(tmp_path / "limited"))
     assert code == 0, err
     assert "credit=0.5" in (tmp_path / "limited" / "leaderboard.md").read_text()
+    # Exported, the policy keeps the limit: it decides as the model does under it, and needs it too.
+    code, _, err = wpb_run("export", "sb3", str(model), "--out", str(tmp_path / "exported"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "exported" / "policy.json").read_text())["env_kwargs"]["compression"] == "credit=0.75"
+    exported = [*grid[:-1], f"policy:{tmp_path / 'exported'}"]
+    code, _, err = wpb_run("eval", *exported, "--out", str(tmp_path / "plain"))
+    assert code == 2 and "'policy:exported' was trained with compression=" in err, err
+    assert wpb_run("eval", *exported, "--compression", "credit=0.5", "--out", str(tmp_path / "exported_run"))[0] == 0
+    # In an ablation, the variant without the limit is named.
+    variant = ("agents: ['sb3:{}']\nregimes: [breaking]\nlengths: [80]\nbudgets: [1KB]\ntracks: [unprivileged]\n"
+               "episodes_per_condition: 1\n").format(model)
+    (tmp_path / "a.yaml").write_text(variant + "compression: credit=0.5\n")
+    (tmp_path / "b.yaml").write_text(variant)
+    code, _, err = wpb_run("ablate", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "--seeds", "2")
+    assert code == 2 and f"{tmp_path / 'b.yaml'}: agent" in err and "give 'compression:'" in err, err
+    # wpb stress plays without limits: refused, naming wpb eval's option.
+    code, _, err = wpb_run("stress", "--agents", f"sb3:{model}", "--regime", "breaking", "--length", "80",
+                           "--budget", "1KB", "--trials", "1", "--out", str(tmp_path / "stress"))
+    assert code == 2 and "wpb stress plays without limits" in err and "--compression" in err, err
+    # A sidecar naming a bad limit value is named with its file.
+    sidecar = tmp_path / "t" / "final_model.env.json"
+    sidecar.write_text(sidecar.read_text().replace("credit=0.75", "credit=2"))
+    code, _, err = wpb_run("eval", *grid, "--compression", "credit=0.5", "--out", str(tmp_path / "bad"))
+    assert code == 2 and f"{sidecar}: compression: credit" in err, err
 
 
 @pytest.mark.parametrize("argv", [["--algo", "value_keeper"],

@@ -102,30 +102,39 @@ def learned_labels(names: Sequence[Any]) -> set[str]:
     return learned
 
 
-def _refuse_misplaced_models(config: Settings, policies: list[Any]) -> None:
-    """A model trained under a limit beside the budget is evaluated under it (isolated: as its
-    process said). A model of the query tier's own env decides in that env: on its regimes,
-    without limits beside the budget (isolated, its process says so in one line itself)."""
+def trained_limits(item: Any, spec: Any, isolated: bool) -> tuple[tuple[str, ...], Any]:
+    """The limits beside the budget the agent of ``item`` was trained under (isolated: as its
+    process said), and the agent if it was built here (None). Only a saved SB3 model or an
+    exported policy is built again (an RLlib one would cost the most; ``wpb train`` does not
+    train those under limits)."""
     from agents.registry import agent_entry  # the CLI joins the packages
 
+    if isolated:
+        return spec.trained_limits, None
+    if agent_entry(agent_item(item)[0]).kind not in ("sb3", "policy"):
+        return (), None
+    agent = spec.factory()
+    return agent.trained_limits, agent
+
+
+def _refuse_misplaced_models(config: Settings, policies: list[Any], where: str | None = None) -> None:
+    """A model trained under a limit beside the budget is evaluated under it. A model of the query
+    tier's own env decides in that env: on its regimes, without limits beside the budget
+    (isolated, its process says so in one line itself). ``where``: the config file of an
+    ablation's variant (None: ``wpb eval``'s settings)."""
     from ..core.store_limits import LIMIT_NAMES
     from ..episodes.generators.queries import QUERY_REGIMES
 
     for item, spec in zip(config["agents"], policies, strict=True):
-        # Only an SB3 model may be either (building the others again could cost, an RLlib one's most).
-        agent = None
-        if config["isolate"]:
-            trained = spec.trained_limits
-        elif agent_entry(agent_item(item)[0]).kind == "sb3":
-            agent = spec.factory()
-            trained = agent.trained_limits
-        else:
-            continue
+        trained, agent = trained_limits(item, spec, config["isolate"])
         missing = [name for name in trained if config[name] is None]
         if missing:
-            raise InputError(f"agent {spec.label!r} was trained with {missing[0]}=; evaluate it under that limit "
-                             f"too (--{missing[0].replace('_', '-')}, with the values of your choice)")
-        if agent is None or not agent.query_tier:
+            name = missing[0]
+            give = (f"give '{name}:' in {where} too" if where is not None else
+                    f"evaluate it under that limit too (--{name.replace('_', '-')}, or '{name}:' in a --config file)")
+            raise InputError(f"{where + ': ' if where else ''}agent {spec.label!r} was trained with {name}=; {give}, "
+                             "with the values of your choice")
+        if agent is None or not getattr(agent, "query_tier", False):
             continue
         given = [name for name in LIMIT_NAMES if config[name] is not None]
         if given:
@@ -608,7 +617,7 @@ def _cmd_ablate(settings: Settings) -> int:
             refuse_pickled_models(config["agents"], f"{path}: data_only_models")
         store_limits(config)  # one at a time: refused here, before any work
         policies = policy_specs(config["agents"], config["isolate"], run_limits(config), walls)
-        _refuse_misplaced_models(config, policies)
+        _refuse_misplaced_models(config, policies, str(path))
         configs.append((config, policies, walls))
     runs = []
     for config, policies, walls in configs:

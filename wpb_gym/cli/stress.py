@@ -26,7 +26,7 @@ def _cmd_stress(settings: Settings) -> int:
     from tqdm import tqdm
 
     from ..evaluation.stress import STRESS_JSON, StressSettings, run_stress
-    from .evaluation import external_agents, policy_specs
+    from .evaluation import external_agents, policy_specs, trained_limits
 
     if importlib.util.find_spec("optuna") is None:
         raise InputError("wpb stress searches with Optuna: pip install 'writepolicybench-gym[stress]'")
@@ -45,6 +45,12 @@ def _cmd_stress(settings: Settings) -> int:
     except ValueError as error:
         raise InputError(f"--regime {settings.regime} --length {settings.length}: {one_line(str(error))}") from None
     specs = policy_specs(settings.agents)
+    for item, spec in zip(settings.agents, specs, strict=True):
+        trained = trained_limits(item, spec, isolated=False)[0]
+        if trained:
+            raise InputError(f"--agents {spec.label}: was trained with {trained[0]}=, and wpb stress plays without "
+                             f"limits beside the budget; evaluate it under one with wpb eval "
+                             f"--{trained[0].replace('_', '-')}")
     refused = [spec.label for spec in specs if not spec.runs_on(settings.track)]
     if refused:
         raise InputError(f"--track {settings.track}: {', '.join(refused)} cannot play it (each declares another track)")

@@ -40,14 +40,15 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     given = dict(settings.env_kwargs or ())
     # Limits beside the budget: the SB3 algorithms train under one given in the env arguments
     # (the model then needs it in evaluation: wpb eval --kind-budgets / --write-time /
-    # --compression); value_keeper, the bandit learners and the query tier decide without them,
-    # and wpb eval evaluates what they train under one, their private memory keeping it.
-    unlimited = dict(reserved)
-    for name in LIMIT_NAMES:
-        unlimited[name] = (f"{settings.algo} trains without limits beside the budget (the query tier has none); "
-                           f"wpb eval --{name.replace('_', '-')} evaluates a trained model under it")
-    if settings.algo == "value_keeper" or settings.algo in LEARNER_ALGOS or given.get("regime") in QUERY_REGIMES:
-        reserved = unlimited
+    # --compression); value_keeper, the bandit learners and a recipe on the query tier's own env
+    # train without them, and wpb eval evaluates what they train under one.
+    def unlimited(trainer: str) -> dict[str, str]:
+        return {**reserved, **{name: f"not taken: {trainer} trains without limits beside the budget (wpb eval "
+                                     f"--{name.replace('_', '-')} evaluates what it trains under one)"
+                               for name in LIMIT_NAMES}}
+
+    if settings.algo == "value_keeper" or settings.algo in LEARNER_ALGOS:
+        reserved = unlimited(settings.algo)
     if settings.algo == "value_keeper":
         for name in ("config", "resume", "init_from", "vec_env", "episode_workers"):
             if settings[name] is not None and settings[name] is not False:
@@ -87,12 +88,14 @@ def _training_run(settings: Settings) -> tuple[dict[str, Any], dict[str, Any], s
     where = config_file or f"the {settings.algo} defaults"
     regime = given.get("regime", config["env"].get("regime") if isinstance(config["env"], dict) else None)
     if config.get("query_env") is True:
-        return _query_env_run(settings, given, config, str(where), unlimited)
-    if regime in QUERY_REGIMES:
-        reserved = unlimited
+        return _query_env_run(settings, given, config, str(where), unlimited(f"{where}, on the query tier's own env,"))
     env_kwargs = env_arguments(given, "--env-kwargs", regime)  # the knobs are those of the regime trained
     config["env"] = {**env_arguments(config["env"], f"{where}: env", regime), **env_kwargs}
     check_regime(config["env"], "--env-kwargs" if "regime" in env_kwargs else f"{where}: env")
+    if config["env"].get("compression") is not None and regime in QUERY_REGIMES:
+        named = "--env-kwargs" if "compression" in env_kwargs else f"{where}: env"
+        raise InputError(f"{named}: compression: the query tier ({regime}) has no bound with compressed writes; "
+                         "train on a regime without queries")
     if settings.timesteps is not None:
         config["timesteps"] = settings.timesteps
     if settings.vec_env is not None:

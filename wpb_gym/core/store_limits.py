@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from .compression import Compression
@@ -52,3 +53,18 @@ class StoreLimits:
         return cls(KindShares.parse(data["kinds"]) if data["kinds"] else None,
                    WriteTime.parse(data["write_time"]) if data["write_time"] else None,
                    Compression.parse(data["compression"]) if data.get("compression") else None)
+
+    @classmethod
+    def of_arguments(cls, arguments: Mapping[str, Any], where: str = "") -> StoreLimits:
+        """The limits an env's arguments give (``kind_budgets=``, ``write_time=``,
+        ``compression=``: text, a mapping or the parsed value; None or absent: none), each
+        checked as the env checks it (an ``InputError`` naming ``where`` and the field)."""
+        parsers = {"kind_budgets": KindShares.parse, "write_time": WriteTime.parse, "compression": Compression.parse}
+        values = {name: parsers[name](arguments[name], f"{where}{name}")
+                  for name in LIMIT_NAMES if arguments.get(name) is not None}
+        return cls(values.get("kind_budgets"), values.get("write_time"), values.get("compression"))
+
+    def arguments(self) -> dict[str, str]:
+        """The env arguments of these limits, as text (``of_arguments`` reads them back)."""
+        given = {"kind_budgets": self.kinds, "write_time": self.write_time, "compression": self.compression}
+        return {name: value.text() for name, value in given.items() if value is not None}
