@@ -388,6 +388,24 @@ def _training_envs(run: TrainingRun) -> TrainingEnvs:
         raise
 
 
+def _refuse_other_limits(init_from: str | Path, env_config: Mapping[str, Any]) -> None:
+    """A model trained under a limit beside the budget observes its features (and with
+    compression has one more action): it goes on training under the same kind of limit only."""
+    from wpb_gym.core.store_limits import StoreLimits
+
+    from ..model_agent import read_env_kwargs
+
+    theirs = sorted(StoreLimits.of_arguments(read_env_kwargs(init_from, None)).arguments())
+    ours = sorted(StoreLimits.of_arguments(env_config).arguments())
+    if theirs != ours:
+        def named(limits: list[str]) -> str:
+            return f"under {limits[0]}=" if limits else "without limits beside the budget"
+
+        raise ValueError(f"--init-from {init_from}: the model was trained {named(theirs)}, this run trains "
+                         f"{named(ours)}: its observation has a limit's features only if it was trained under "
+                         "it; give the same kind of limit in --env-kwargs")
+
+
 def _starting_model(run: TrainingRun, train_env: Any, checkpoint: tuple[Path, int] | None) -> StartingModel:
     cls = algo_class(run.algo)
     config, tensorboard_log = run.config, str(run.out / "tb")
@@ -439,6 +457,8 @@ def train(
         raise ValueError("--resume continues this run's own checkpoints; it cannot start --init-from another model")
     if init_from is not None and not Path(init_from).is_file():
         raise FileNotFoundError(f"--init-from: {init_from}: no such model file")
+    if init_from is not None:
+        _refuse_other_limits(init_from, env_config)
     out = Path(out)
     torch.set_num_threads(int(config["torch_threads"]))
 

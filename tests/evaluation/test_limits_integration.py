@@ -165,6 +165,11 @@ def test_wpb_train_trains_under_a_limit_and_its_model_is_evaluated_under_one(wpb
     (tmp_path / "b.yaml").write_text(variant)
     code, _, err = wpb_run("ablate", str(tmp_path / "a.yaml"), str(tmp_path / "b.yaml"), "--seeds", "2")
     assert code == 2 and f"{tmp_path / 'b.yaml'}: agent" in err and "give 'compression:'" in err, err
+    # Training goes on from it under the same kind of limit only.
+    code, _, err = wpb_run("train", "--algo", "maskable_ppo", "--env-kwargs", "length=40", "--init-from", str(model),
+                           "--timesteps", "256", "--out", str(tmp_path / "again"))
+    assert code == 2 and "trained under compression=, this run trains without limits" in err, err
+    assert not (tmp_path / "again").exists()
     # wpb stress plays without limits: refused, naming wpb eval's option.
     code, _, err = wpb_run("stress", "--agents", f"sb3:{model}", "--regime", "breaking", "--length", "80",
                            "--budget", "1KB", "--trials", "1", "--out", str(tmp_path / "stress"))
