@@ -52,6 +52,15 @@ IGNORED_ENV_KWARGS = {
 } | {f.name for f in dataclasses.fields(GeneratorConfig)}  # options that only shaped training episodes
 
 
+def recorded_env_kwargs(env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """What a saved model's sidecar or an exported policy records of its env arguments: every
+    argument that shapes the observation, defaults included (a model must observe the same after
+    a default of the env changes), and a limit beside the budget it was trained under, as text
+    (its features, and with compression an action: an evaluation must then give it)."""
+    return {**env_defaults(*OBSERVATION_KWARGS), **{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS},
+            **StoreLimits.of_arguments(env_kwargs).arguments()}
+
+
 def env_defaults(*names: str) -> dict[str, Any]:
     """The env's default values of the arguments ``names`` (for files that must name every
     argument that shaped them, so that a later change of a default does not change them)."""

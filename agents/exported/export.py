@@ -21,7 +21,7 @@ import numpy as np
 
 from wpb_gym.core.store_limits import StoreLimits
 
-from ..model_agent import OBSERVATION_KWARGS, ModelAgent, env_defaults
+from ..model_agent import ModelAgent, recorded_env_kwargs
 from . import spaces
 from .folder import FORMAT, FORMAT_VERSION, check_out, discard_staged, publish_policy_folder, stage_policy_folder
 
@@ -83,9 +83,6 @@ def _manifest(library: str, algorithm: str, original: ModelAgent, source: str, p
               observation_space: Any, action_space: Any) -> dict[str, Any]:
     from wpb_gym.core.version import __version__
 
-    # Every argument that shapes the observation, defaults included: the policy must observe the
-    # same after a default of the env changes; and a limit it was trained under (its features).
-    given = _observed(original)
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -94,7 +91,7 @@ def _manifest(library: str, algorithm: str, original: ModelAgent, source: str, p
         **part,
         "observation_space": spaces.describe(observation_space),
         "action_space": spaces.describe(action_space),
-        "env_kwargs": {**env_defaults(*OBSERVATION_KWARGS), **given},  # (the limit as its text)
+        "env_kwargs": recorded_env_kwargs(original.env_kwargs),
         "exported_from": source,
         "exported_by": f"writepolicybench-gym {__version__}",
     }
@@ -115,24 +112,12 @@ def _checked(out: Path, manifest: dict[str, Any], state: Mapping[str, Any], orig
     return Export(out, manifest["library"], manifest["algorithm"], samples, episodes, actions)
 
 
-def _observed(original: ModelAgent) -> dict[str, Any]:
-    """The model's env arguments that shape what it observes: ``OBSERVATION_KWARGS`` and the
-    limits it was trained under, as text."""
-    return {**{k: v for k, v in original.env_kwargs.items() if k in OBSERVATION_KWARGS},
-            **_limits(original).arguments()}
-
-
-def _limits(original: ModelAgent) -> StoreLimits:
-    """The limits beside the budget the model was trained under (empty: none)."""
-    return StoreLimits.of_arguments(original.env_kwargs)
-
-
 def compare_on_samples(original: ModelAgent, exported: ModelAgent, samples: int, seed: int = 0) -> None:
     """Both decide alike on ``samples`` observations of the space, in one sequence (a recurrent
     policy carries its state along it), each with a random action mask that allows SKIP."""
     from wpb_gym.envs.env import WritePolicyBenchEnv
 
-    env = WritePolicyBenchEnv(**_observed(original))
+    env = WritePolicyBenchEnv(**recorded_env_kwargs(original.env_kwargs))
     space, n = env.observation_space, env.n_actions
     env.close()
     space.seed(seed)
@@ -155,7 +140,7 @@ def compare_on_episodes(original: ModelAgent, exported: ModelAgent, episodes: in
     from wpb_gym.evaluation.runner import run_episode
 
     config = make_config(CHECK_REGIME, length=CHECK_LENGTH)
-    limits = _limits(original)  # a model trained under a limit plays under it (its own values)
+    limits = StoreLimits.of_arguments(original.env_kwargs)  # a model trained under one plays under it
     beside = {"kind_budgets": limits.kinds_at(CHECK_BUDGET), "write_time": limits.write_time,
               "compression": limits.compression}
     compared = 0

@@ -288,17 +288,11 @@ def build_vec_env(env_kwargs: Mapping[str, Any], n_envs: int, seed: int, vec_env
 
 
 def save_env_kwargs(model_path: Path, env_kwargs: Mapping[str, Any]) -> None:
-    # Every argument that shapes the observation, defaults included: a model must load the same
-    # way after the env's defaults change (models of package 0.3.0 and before name only those
-    # given; model_agent.fit_slots reads their slots from the model's own observation space).
-    # A limit it was trained under appends features (and with compression an action): it is
-    # named too, so that evaluation requires one (the evaluator's own values are played).
-    from wpb_gym.core.store_limits import StoreLimits
+    # (Models of package 0.3.0 and before name only the arguments given; model_agent.fit_slots
+    # reads their slots from the model's own observation space.)
+    from ..model_agent import env_kwargs_path, recorded_env_kwargs
 
-    from ..model_agent import OBSERVATION_KWARGS, env_defaults, env_kwargs_path
-
-    kept = {**env_defaults(*OBSERVATION_KWARGS), **{k: v for k, v in env_kwargs.items() if k in OBSERVATION_KWARGS},
-            **StoreLimits.of_arguments(env_kwargs).arguments()}
+    kept = recorded_env_kwargs(env_kwargs)
     write_atomic(env_kwargs_path(model_path), json.dumps(kept, indent=2, sort_keys=True) + "\n")
 
 
