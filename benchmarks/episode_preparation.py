@@ -12,13 +12,15 @@ Two measurements per regime, each a ratio against a named reference measured in 
   side keeps one memo across its slices, as a vector env keeps one across episodes, and each
   slice reads episodes it has not read before (the same ones on both sides).
 
-And, for the paper's regimes, a third:
+And, for the regimes the vector env plays from their draws (the paper's four, and the contract
+regimes without text), a third:
 
 * ``from draws``: an episode made ready to play in the vector env from its random draws alone
-  (``paper_episodes.compile_drawn``, its arrays and reward function, then its U*(B) at 10 KB),
-  against the literal path: ``generate_episode``, ``describe_episode``, the reward function
-  started, ``compile_episode`` and ``RewardFunction.oracle_utility`` (a fresh memo per slice).
-  Both give the same arrays up to the names of ids (``tests/envs/test_paper_episodes.py``).
+  (``paper_episodes.compile_drawn`` or ``contract_episodes.compile_drawn``, its arrays and reward
+  function, then its U*(B) at 10 KB), against the literal path: ``generate_episode``,
+  ``describe_episode``, the reward function started, ``compile_episode`` and
+  ``RewardFunction.oracle_utility`` (a fresh memo per slice). Both give the same arrays up to
+  the names of ids (``tests/envs/test_paper_episodes.py``, ``test_contract_episodes.py``).
 
     python benchmarks/episode_preparation.py [--episodes 300] [--rounds 5] [--regimes breaking ...]
 """
@@ -36,10 +38,10 @@ from wpb_gym.envs.fast.contents import ContentMemo
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.fast.episode_arrays import compile_episode, describe_episode
 from wpb_gym.envs.fast.oracle_by_class import drawn_oracle
-from wpb_gym.envs.fast.paper_episodes import compile_drawn
+from wpb_gym.envs.fast import contract_episodes, paper_episodes
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.episodes.generators import contracts, paper
-from wpb_gym.episodes.generators.paper import PAPER_REGIMES, REGIMES, generate_episode, make_config
+from wpb_gym.episodes.generators.paper import REGIMES, generate_episode, make_config
 from wpb_gym.episodes.generators.text import VOCABULARY
 from wpb_gym.episodes.sources import EpisodeRecipe
 
@@ -97,6 +99,8 @@ def reader(slices: list[list[object]], memo: ContentMemo) -> Callable[[int], Non
 
 def from_draws(config: paper.GeneratorConfig, n: int) -> Callable[[int], None]:
     reward_fn = RewardFunction({"f1": 1.0}, False)
+    module = contract_episodes if config.change_model == "contract" else paper_episodes
+    compile_drawn = module.compile_drawn
 
     def prepare(r: int) -> None:
         for index in range(r * n, (r + 1) * n):
@@ -139,7 +143,9 @@ def main() -> None:
         per = 1e6 / (n * rounds)
         print(f"{regime:<18} {g['ours'] * per:>9,.0f}us {g['literal'] * per:>7,.0f}us {g['literal'] / g['ours']:>8.2f}x"
               f"   {d['ours'] * per:>9,.0f}us {d['literal'] * per:>7,.0f}us {d['literal'] / d['ours']:>8.2f}x")
-    drawn = [regime for regime in args.regimes if regime in PAPER_REGIMES]
+    drawn = [regime for regime in args.regimes
+             if any(module.drawn_compilable(EpisodeRecipe(make_config(regime), 0, 0))
+                    for module in (paper_episodes, contract_episodes))]
     if drawn:
         print("\nReady to play in the vector env (arrays, reward function, U*(B) at 10 KB), microseconds per episode")
         print(f"{'regime':<18} {'from draws':>11} {'made, read, compiled':>21} {'speed-up':>9}")

@@ -420,7 +420,7 @@ def test_wpb_train_prepares_the_episodes_the_core_makes_in_a_worker(tmp_path, mo
 
     monkeypatch.setattr(EpisodeWorkers, "take", counted)
     argv = ["train", "--algo", "maskable_ppo", "--config", str(tiny_config(tmp_path, timesteps=3000)),
-            "--env-kwargs", "regime=breaking", "length=80", "api_pool=4",  # made by the core, as contract episodes are
+            "--env-kwargs", "regime=mixed_sizes", "length=80", "api_pool=4",  # made by the core (renames, sections)
             "--episode-workers", "1",
             "--out", str(tmp_path / "run"), "--quiet"]
     assert wpb(argv) == 0

@@ -129,12 +129,17 @@ def test_functions_it_compiles_from_another_package_are_named_too():
     assert len(said) == 1 and "paper_structure.play first" in said[0]
 
 
-def test_the_core_compiles_the_generators_own_loop_and_names_it():
-    from wpb_gym.envs.fast import compile_cache, paper_episodes
-    from wpb_gym.episodes.generators import paper_structure
+def test_the_core_compiles_the_generators_own_loops_and_names_them():
+    from wpb_gym.envs.fast import compile_cache, contract_episodes, paper_episodes
+    from wpb_gym.episodes.generators import contract_structure, paper_structure
 
     assert paper_episodes.compiled_play.py_func is paper_structure.play
-    assert paper_structure.play.__module__ in compile_cache.COMPILED_FROM_ELSEWHERE
+    assert contract_episodes.compiled_play.py_func is contract_structure.play
+    assert contract_episodes.compiled_take.py_func is contract_structure.take_names
+    for module in (paper_structure, contract_structure):
+        assert module.__name__ in compile_cache.COMPILED_FROM_ELSEWHERE
+        # An edit of the module compiles the core afresh.
+        assert Path(module.__file__) in compile_cache.COMPILED_SOURCES
 
 
 def test_compilations_of_other_packages_are_not_its_business(probe):
@@ -184,7 +189,7 @@ def test_a_module_imported_on_its_own_caches_in_the_folder_keyed_on_all_sources(
     # numba's own folder is keyed on one file's stamp: code cached there by a module imported
     # before the core outlived edits of its callees in other files, and ran with stale sizes.
     script = ("from wpb_gym.envs.fast import paper_episodes, compile_cache\n"
-              "paper_episodes._state_sizes(3, 2, 2)\n"
+              "paper_episodes.state_sizes(3, 2, 2)\n"
               "print(compile_cache.cache_folder())\n")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_DISABLE_JIT": "0"}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

@@ -28,9 +28,10 @@ from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
 from python_path import python_env
 
-# The core compiles the paper's four regimes' episodes from their draws and makes every other
-# generated episode: the contract regimes' (``NUMBERED``: large ones, whose endpoints have more
-# names than the word pairs give), those with sections or guides. The tests play made ones.
+# The core compiles the episodes of the paper's four regimes and of the contract regimes without
+# text from their draws, and makes every other generated episode: those with sections or guides,
+# and contract ones whose endpoints may have more names than the word pairs give (``NUMBERED``).
+# The tests play made ones.
 PAPER_TEXT = {"regime": "default", "doc_prob": 0.3, "migration_guides": True}
 CONTRACT_TEXT = {"regime": "contract_mix"}
 MADE = [PAPER_TEXT, {"regime": "burst_redundancy", "doc_prob": 0.3}, CONTRACT_TEXT]

@@ -6,6 +6,8 @@ way, the reward function must start alike, and a vector env must step as the sin
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
@@ -68,9 +70,10 @@ DRAWN_AGAINST_MADE = {
 }
 
 
-def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int) -> None:
-    """``compile_drawn`` makes the arrays and labels of the made episode, and starts the reward
-    function alike."""
+def assert_drawn_as_made(recipe: EpisodeRecipe, track: str, reward: dict, dense: bool, budget: int,
+                         compile_drawn: Any = compile_drawn) -> None:
+    """``compile_drawn`` (``paper_episodes``', or ``contract_episodes``') makes the arrays and
+    labels of the made episode, and starts the reward function alike."""
     drawn_fn, made_fn = RewardFunction(reward, dense), RewardFunction(reward, dense)
     (static, floats, state), labels = compile_drawn(recipe, track, drawn_fn, budget)
     episode, (want_static, want_floats, want_state) = _literal(recipe, track, made_fn, budget)
@@ -226,7 +229,8 @@ def made(monkeypatch) -> list:
     """The recipes the vector env made into episodes (the single envs make theirs without one)."""
     recipes: list = []
     make = EpisodeRecipe.make
-    monkeypatch.setattr(EpisodeRecipe, "make", lambda recipe: recipes.append(recipe) or make(recipe))
+    monkeypatch.setattr(EpisodeRecipe, "make",
+                        lambda recipe, **compiled: recipes.append(recipe) or make(recipe, **compiled))
     return recipes
 
 

@@ -122,15 +122,14 @@ def test_rewards_other_than_f1_and_the_invalid_action_penalty():
                                    {"compression": "credit=0.7"}])
 @pytest.mark.parametrize("regime", ["reverts", "burst_drift"])
 def test_limits_step_as_the_single_envs(observation_mode, limit, regime):
-    # burst_drift's episodes are compiled from their draws (made where they have sections or
-    # compressed summaries), reverts' made.
+    # Both regimes' episodes are compiled from their draws (made where they have sections or
+    # compressed summaries).
     kwargs = {"regime": regime, "length": 60, "api_pool": 12, "budget_bytes": 4096,
               "observation_mode": observation_mode, "reward": {"f1": 0.5, "utility": 0.5}, **limit}
     assert play_both(3, 200, seed=4, invalid_share=0.3, **kwargs) >= 6
     vector = WritePolicyBenchVectorEnv(2, **kwargs)
     vector.reset(seed=0)
-    assert vector.core.drawn.all() == (regime == "burst_drift" and "doc_prob" not in limit
-                                       and "compression" not in limit)
+    assert vector.core.drawn.all() == ("doc_prob" not in limit and "compression" not in limit)
 
 
 def test_a_long_episode_of_ten_thousand_steps_and_a_megabyte():

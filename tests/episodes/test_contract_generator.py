@@ -13,10 +13,15 @@ from wpb_gym.episodes.generators.contracts import (
     COSMETIC_KINDS,
     FIRST_VERSION_MAX,
     REVERTIBLE_KINDS,
-    UTILITY_COSMETIC,
 )
 from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, generate_episode, make_config
-from wpb_gym.episodes.generators.utility_scale import UTILITY_DRIFT, UTILITY_ORDINARY, UTILITY_REPEAT, UTILITY_WARMUP
+from wpb_gym.episodes.generators.utility_scale import (
+    UTILITY_COSMETIC,
+    UTILITY_DRIFT,
+    UTILITY_ORDINARY,
+    UTILITY_REPEAT,
+    UTILITY_WARMUP,
+)
 from wpb_gym.episodes.jsonl import load_jsonl, write_jsonl
 
 
@@ -456,32 +461,77 @@ def test_names_drawn_in_blocks_are_the_names_drawn_one_call_at_a_time(regime, se
     assert _generated(config, seed, index, True) == _generated(config, seed, index, False)
 
 
-def test_names_taken_in_one_go_are_those_made_one_at_a_time_where_the_pairs_run_short():
-    from wpb_gym.episodes.generators.contracts import _PAIR_NAMES, _NameDraws, _ParamNames
+def _names_one_at_a_time(pairs: list[int], n_params: list[int]) -> tuple[list[str], int]:
+    """The literal rule: each endpoint takes the next pair's name unless it has that name (then
+    the pair after), numbering names once it has NAMES_BEFORE_NUMBERING; and how many names are
+    still to take when the pairs run out."""
+    from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING, pair_names
 
-    for already in (0, len(_PAIR_NAMES) // 2 - 3, len(_PAIR_NAMES) // 2):
-        made = []
-        for one_go in (True, False):
-            names = _NameDraws(np.random.default_rng(already), block=True)
-            names.reserve(8)
-            endpoint = _ParamNames(names)
-            endpoint.taken.update(f"taken_{i}" for i in range(already))  # names no pair makes
-            made.append(endpoint.take(6) if one_go else [endpoint.new() for _ in range(6)])
-        assert made[0] == made[1]
-        assert len(set(made[0])) == 6
+    words, stream, names = pair_names(), iter(pairs), []
+    for i, count in enumerate(n_params):
+        taken: set[str] = set()
+        while len(taken) < count:
+            pair = next(stream, None)
+            if pair is None:
+                return names, sum(n_params) - len(names)
+            name = words[pair] if len(taken) < NAMES_BEFORE_NUMBERING else f"{words[pair]}_{len(taken)}"
+            if name not in taken:
+                taken.add(name)
+                names.append(name)
+    return names, 0
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.integers(0, 2400), max_size=60) | st.lists(st.integers(0, 3), max_size=60),
+       n_params=st.lists(st.integers(1, 8), min_size=1, max_size=6))
+def test_starting_names_are_those_taken_one_at_a_time(pairs, n_params):
+    # Few distinct pairs make names collide (the endpoint takes the pair after), and too few
+    # pairs leave names to take (the generator draws that many more pairs and takes again).
+    from wpb_gym.episodes.generators.contract_structure import take_names
+    from wpb_gym.episodes.generators.contracts import pair_names
+
+    pair, suffix, missing = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
+    want, want_missing = _names_one_at_a_time(pairs, n_params)
+    assert missing == want_missing
+    if not missing:
+        words = pair_names()
+        assert [words[p] if k < 0 else f"{words[p]}_{k}" for p, k in zip(pair.tolist(), suffix.tolist())] == want
+
+
+def test_names_past_the_word_pairs_are_numbered_as_taken_one_at_a_time():
+    from wpb_gym.episodes.generators.contract_structure import NAMES_BEFORE_NUMBERING, take_names
+
+    rng = np.random.default_rng(4)
+    n_params = [NAMES_BEFORE_NUMBERING + 5, 3]
+    pairs = rng.integers(0, 2401, size=4 * sum(n_params)).tolist()
+    pair, suffix, missing = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
+    want, _ = _names_one_at_a_time(pairs, n_params)
+    assert missing == 0 and (suffix >= 0).sum() == 5
+    from wpb_gym.episodes.generators.contracts import pair_names
+
+    words = pair_names()
+    assert [words[p] if k < 0 else f"{words[p]}_{k}" for p, k in zip(pair.tolist(), suffix.tolist())] == want
 
 
 @pytest.mark.parametrize("regime", ["breaking", "contract_mix"])
-def test_endpoints_of_many_parameters_give_the_episodes_of_the_plain_optional_list(regime, monkeypatch):
-    """Differential: the generator finds an endpoint's optional parameters through a set of
-    the required ones; the plain list scan (quadratic in the parameters) gives the same
-    episodes, here with up to 1,500 names (numbered past the word pairs)."""
-    from wpb_gym.episodes.generators import contracts
-    from wpb_gym.episodes.jsonl import dumps_episode
-
-    config = make_config(regime, max_params=1500, api_pool=3, length=150, warmup=False, breaking_prob=0.8)
-    episodes = [generate_episode(config, 5, index) for index in range(2)]
-    kinds = [kind for episode in episodes for _, kind in episode.labels["change_kinds"]]
-    assert kinds.count("require_param") >= 3  # the kind that picks among the optional ones
-    monkeypatch.setattr(contracts, "_optional", lambda e: [p for p in e.params if p not in e.required])
-    assert [dumps_episode(e) for e in episodes] == [dumps_episode(generate_episode(config, 5, i)) for i in range(2)]
+def test_endpoints_of_many_parameters_change_as_their_kinds_say(regime):
+    """With up to 1,500 names an endpoint (numbered past the word pairs), every change still
+    does what its kind says, and the names of an endpoint are never repeated."""
+    config = make_config(regime, min_params=1250, max_params=1500, api_pool=3, length=150, warmup=False,
+                         breaking_prob=0.8)
+    for index in range(2):
+        episode = generate_episode(config, 5, index)
+        kinds = dict(episode.labels["change_kinds"])
+        assert list(kinds.values()).count("require_param") >= 1
+        replay = _replay(episode)
+        numbered = 0
+        for t, kind in kinds.items():
+            if kind not in ("remove_param", "require_param", "add_param", "relax_param") or replay[t][0] is None:
+                continue
+            (p0, r0, _), (p1, r1, _) = _contract(replay[t][0]), _contract(replay[t][1])
+            assert len(replay[t][1]["params"]) == len(p1)  # no name twice
+            changed = {"remove_param": (p0 - p1, r0 <= p0), "require_param": (r1 - r0, p0 == p1),
+                       "add_param": (p1 - p0, r0 == r1), "relax_param": (r0 - r1, p0 == p1)}[kind]
+            assert len(changed[0]) == 1 and changed[1]
+            numbered += sum(name.count("_") == 2 for name in p1)  # "word_word_<number>"
+        assert numbered > 0

@@ -54,18 +54,19 @@ class WritePolicyBenchVectorEnv(VectorEnv):
 
     ``episode_workers=k`` (default 0; POSIX only): k processes prepare, while the sub-envs play,
     the episode each sub-env's next autoreset will choose, where the core would otherwise make
-    it during the reset: every episode it does not compile from its draws (the contract
-    regimes', those with documentation sections or guides, those under compression, those past
-    its bounds, and every one with ``replay_generators=False``; the others take a fraction of a single env's reset). A
+    it during the reset: every episode it does not compile from its draws (those with
+    documentation sections, guides or renames, those under compression, those past its bounds,
+    and every one with ``replay_generators=False``; the others take a fraction of a single env's reset). A
     prepared episode is taken only if it is the one chosen, so the outputs are the same with or
     without workers. They start with the vector env when its episodes are such, on other CPUs,
     and stop with ``close()``.
 
     ``replay_generators`` (default True): the core plays an episode of the paper's four regimes
-    (without sections or guides) by running the paper generator's own loop
-    (``paper_structure.play``) compiled on its random draws, without making it; every other
-    generated episode is made by its Python generator and read as a single env reads it. False:
-    the paper regimes' too. The outputs are the same either way; False is for debugging and for
+    (without sections or guides) and of the contract regimes without text (``breaking``,
+    ``reverts``, ``noisy_priority``) by running the generator's own rules
+    (``paper_structure.play``, ``contract_structure.play``) compiled on its random draws,
+    without making it; every other generated episode is made by its Python generator and read as
+    a single env reads it. False: those too. The outputs are the same either way; False is for debugging and for
     measuring what the compiled loop gains
     (``benchmarks/vector_env.py --part generators``).
     """

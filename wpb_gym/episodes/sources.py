@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 from ..core.types import Episode
@@ -101,8 +102,10 @@ class EpisodeRecipe:
     def __len__(self) -> int:
         return self.config.length
 
-    def make(self) -> Episode:
-        return generate_episode(self.config, self.seed, self.index)
+    def make(self, **compiled: Any) -> Episode:
+        """The episode; ``compiled``: a contract regime's ``take_names`` and ``play`` (the
+        generator's own, compiled: the same episode)."""
+        return generate_episode(self.config, self.seed, self.index, **compiled)
 
 
 @dataclass(frozen=True)

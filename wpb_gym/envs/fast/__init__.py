@@ -7,11 +7,12 @@ observation described once by ``contents``) and turns it into flat arrays (``lay
 where each thing sits; ``arenas`` holds every sub-env's in three buffers); ``kernel`` steps
 many sub-envs over them in one compiled call (numba), with ``comparisons`` and ``memory`` as
 its parts, compiled without reference counting (``borrowing``). Generated episodes of the
-paper's four regimes are compiled from their random draws alone (NumPy's, as the generator
-makes them), by ``paper_episodes`` (their U*(B) by ``oracle_by_class``; those a step starts
-or ends, together by ``drawn_batches``): they are made only if read (``env.episode``). Every
-other episode (the contract regimes', the paper model's with documentation sections or
-migration guides or under compression, episodes from files) is made by its Python generator or read from its file
+paper's four regimes and of the contract regimes without text are compiled from their random
+draws alone (NumPy's, as the generator makes them), by ``paper_episodes`` and
+``contract_episodes`` (their U*(B) by ``oracle_by_class``; those a step ends, and the paper
+regimes' a step starts, together by ``drawn_batches``): they are made only if read
+(``env.episode``). Every other episode (those with documentation sections, migration guides or
+renames, or under compression, episodes from files) is made by its Python generator or read from its file
 and read by ``episode_arrays``; generated ones can be made, read and compiled ahead in worker
 processes (``episode_workers``). The env's Python parts (the store, the observation encoder,
 the reward function) are the statement the core is tested against: the differential tests play

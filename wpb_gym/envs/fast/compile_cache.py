@@ -20,22 +20,22 @@ from typing import Any
 from numba import njit
 from numba.core import config, event
 
-from ...episodes.generators import paper_structure
+from ...episodes.generators import contract_structure, paper_structure
 
 _HERE = Path(__file__).parent
 _GENERATORS = _HERE.parent.parent / "episodes" / "generators"
 # The modules outside this package whose functions the core compiles (the notice names them too).
-COMPILED_FROM_ELSEWHERE = (paper_structure.__name__,)
-# Compiled in from elsewhere: layout.py's feature positions and kind codes, and the paper
-# generator's loop (paper_structure.py) with the utilities it takes as constants.
-_COMPILED_FROM = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
-                  Path(paper_structure.__file__), _GENERATORS / "utility_scale.py")
+COMPILED_FROM_ELSEWHERE = (paper_structure.__name__, contract_structure.__name__)
+# Compiled in from elsewhere: layout.py's feature positions and kind codes, and the generators'
+# rules (paper_structure.py, contract_structure.py) with the utilities they take as constants.
+COMPILED_SOURCES = (_HERE.parent / "observation" / "features.py", _HERE.parent / "observation" / "stream_table.py",
+                  Path(paper_structure.__file__), Path(contract_structure.__file__), _GENERATORS / "utility_scale.py")
 
 
 @functools.cache
 def _sources_digest() -> str:
     digest = hashlib.sha256()
-    for path in [*sorted(_HERE.glob("*.py")), *_COMPILED_FROM]:
+    for path in [*sorted(_HERE.glob("*.py")), *COMPILED_SOURCES]:
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
 

@@ -6,7 +6,9 @@ scalars and its own reward function (labels and oracle), and the batched observa
 buffers. Each sub-env's single env chooses the episode (seeds, options, sampler); the core
 compiles it from its random draws when it is one of the paper regimes' (``paper_episodes``:
 the episode is not made; those a step starts are started together, and those it ends scored
-together, by ``drawn_batches``), else has it made by its generator, reads it as the encoder's
+together, by ``drawn_batches``) or of the contract regimes without text
+(``contract_episodes``: not made either, started one by one, scored together), else has it
+made by its generator (``contract_episodes.make``), reads it as the encoder's
 table would (``episode_arrays.describe_episode``) and compiles that, and steps it. The single
 env reads its row (``decisions``, ``slots``, ``episode``, ``oracle``) for what it shows beyond
 the observation; an episode the core cannot read is started on the single env's Python parts,
@@ -30,7 +32,7 @@ from ...episodes.sources import EpisodeList, EpisodeRecipe, GeneratedEpisodes
 from ...scoring.metrics import metric_row, metrics_of_labels
 from ...scoring.oracle import oracle_utility
 from ..rewards import REWARD_METRICS, closing_reward, terminal_reward
-from . import drawn_batches, episode_arrays, kernel, paper_episodes
+from . import contract_episodes, drawn_batches, episode_arrays, kernel, paper_episodes
 from .arenas import Arenas
 from .compile_cache import say_when_compiling
 from .contents import ContentMemo
@@ -80,7 +82,7 @@ say_when_compiling(__name__.rpartition(".")[0])
 # Every call into compiled code goes through CODE: on a first run, the Python twins of these
 # modules until numba has compiled them in the background (``first_run``).
 CODE = CoreCode({"kernel": kernel, "drawn_batches": drawn_batches, "episode_arrays": episode_arrays,
-                 "paper_episodes": paper_episodes})
+                 "paper_episodes": paper_episodes, "contract_episodes": contract_episodes})
 
 if numba_config.DISABLE_JIT:
     # NUMBA_DISABLE_JIT=1 runs these functions as Python over NumPy scalars, which warn where the
@@ -98,8 +100,11 @@ _CLOCK_END = 4
 
 def _from_draws(recipe: Any) -> Any:
     """The function compiling ``recipe``'s episode from its draws (``paper_episodes``: the paper
-    regimes' without sections or guides); None for an episode the core makes and reads."""
-    return CODE.paper_episodes.compile_drawn if drawn_compilable(recipe) else None
+    regimes' without sections or guides; ``contract_episodes``: the contract regimes' without
+    sections or renames); None for an episode the core makes and reads."""
+    if drawn_compilable(recipe):
+        return CODE.paper_episodes.compile_drawn
+    return CODE.contract_episodes.compile_drawn if contract_episodes.drawn_compilable(recipe) else None
 
 
 def _counted(row: np.ndarray) -> dict[str, int]:
@@ -163,7 +168,8 @@ class CompiledCore:
         self.oracles: list[list[float | None] | None] = [None] * n
         self.unstarted: list[int] = []  # sub-envs the last ``start`` failed to start
         self._one: tuple[np.ndarray, ...] | None = None  # step_one's arrays
-        # Sub-envs whose episode the core plays from its draws (``paper_episodes``), without
+        # Sub-envs whose episode the core plays from its draws (``paper_episodes``,
+        # ``contract_episodes``), without
         # making it, and scores on its arrays in half units (``drawn_batches.end_drawn``); and
         # their U*(B) when their reward function computed it at the start (a dense reward's;
         # None: not yet).
@@ -390,7 +396,7 @@ class CompiledCore:
         """Sub-env ``i``'s chosen episode, made if it came as a recipe."""
         episode, budget = self.pending[i]
         if isinstance(episode, EpisodeRecipe):
-            episode = episode.make()
+            episode = CODE.contract_episodes.make(episode)
             self.pending[i] = (episode, budget)
         return episode
 

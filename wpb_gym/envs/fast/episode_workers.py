@@ -1,10 +1,11 @@
 """Made episodes prepared ahead in worker processes: a sub-env's reset finds its arrays ready.
 
-The core compiles the paper regimes' episodes from their draws, but an episode it has to make
-(a contract regime's, one with documentation sections or guides, one under compression, one
-past the compiled bounds) is made, read and compiled when its sub-env resets: about as long as
-a single env's reset, while the other sub-envs wait. With ``episode_workers=k`` the core tells ``k`` worker processes, as
-soon as such a sub-env starts an episode, which episode its next autoreset will choose
+The core compiles the episodes of the paper regimes and of the contract regimes without text
+from their draws, but an episode it has to make (one with documentation sections, guides or
+renames, one under compression, one past the compiled bounds) is made, read and compiled when
+its sub-env resets: about as long as a single env's reset, while the other sub-envs wait.
+With ``episode_workers=k`` the core tells ``k`` worker processes, as soon as such a sub-env
+starts an episode, which episode its next autoreset will choose
 (``EpisodeSampler.peek``), and they make, read and compile it on other cores. At the reset a
 prepared episode is taken only if it is the one chosen (same recipe, same budget) and has
 arrived; anything else (a seeded reset, options, a worker still busy with it, a worker that
@@ -349,6 +350,7 @@ def serve(jobs: Connection, results: int) -> None:
     """A worker's loop: name its package, read the settings, then prepare each job until the
     pipe closes."""
     from .contents import ContentMemo
+    from .contract_episodes import make
     from .episode_arrays import read_and_compile, scored_labels
     _write(results, ("package", str(_PACKAGE)))
     track, reward_fn, limits = jobs.recv()
@@ -359,7 +361,7 @@ def serve(jobs: Connection, results: int) -> None:
         except EOFError:
             return
         try:
-            episode = recipe.make()
+            episode = make(recipe)
             fresh = reward_fn.fresh()
             arrays = read_and_compile(episode, track, memo, fresh, budget, recipe, limits)
             result = None if arrays is None else (arrays[0], arrays[1], len(arrays[2]), scored_labels(episode), fresh)

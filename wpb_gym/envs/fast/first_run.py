@@ -49,7 +49,7 @@ from .compile_cache import cache_folder
 from .episode_workers import child_environment
 
 # The modules whose functions the core calls (the core's entry points into compiled code).
-ENTRY_MODULES = ("kernel", "drawn_batches", "episode_arrays", "paper_episodes")
+ENTRY_MODULES = ("kernel", "drawn_batches", "episode_arrays", "paper_episodes", "contract_episodes")
 VARIABLE = "WPB_GYM_COMPILE"
 _HERE = Path(__file__).parent
 _PYTHON_PACKAGE = __name__.rpartition(".")[0] + "_as_python"
@@ -202,8 +202,9 @@ class CoreCode:
 def compile_everything(lock_fd: int | None = None) -> None:
     """Play small vector envs until every sub-env has ended an episode and started the next, on
     the paths a first run takes (the default regime on both tracks, with dense rewards on the
-    privileged one and with a utility reward, whose episodes start one by one, on the other; a
-    contract regime, whose episodes are made and read), and a single env's
+    privileged one and with a utility reward, whose episodes start one by one, on the other; two
+    contract regimes, one whose episodes are made and read and one played from its draws), and a
+    single env's
     ``expose_item``, so numba compiles and caches their functions; then write the mark.
     ``lock_fd``: the lock file its starter took for it (None: take it here; if another compile
     holds it, there is nothing to do)."""
@@ -224,10 +225,12 @@ def compile_everything(lock_fd: int | None = None) -> None:
         pass
     os.environ[VARIABLE] = "here"  # this process is the compile
     # The default regime's episodes started together (f1) and one by one (a reward that needs
-    # U*(B) at the start, as limits do), the privileged track's, and a contract regime's.
+    # U*(B) at the start, as limits do), the privileged track's, and a contract regime's made
+    # and read, and played from its draws.
     settings = ({"length": 20}, {"length": 20, "reward": "utility"},
                 {"length": 20, "track": "privileged", "dense_reward": True},
-                {"regime": "contract_mix", "length": 80, "api_pool": 6})
+                {"regime": "contract_mix", "length": 80, "api_pool": 6},
+                {"regime": "breaking", "length": 80, "api_pool": 6})
     for kwargs in settings:
         env = gym.make_vec("WritePolicyBench-v0", num_envs=2, vectorization_mode="vector_entry_point", **kwargs)
         _, info = env.reset(seed=0)

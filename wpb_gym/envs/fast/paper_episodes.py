@@ -82,13 +82,13 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     else:
         structure = compiled_play(n_params, uniforms, endpoints, paper_structure.dynamics(c))
         priorities = episode_priorities(c, recipe.seed, recipe.index, structure.utility)
-        metadata = _metadata_lengths(c.regime, priorities, T)
+        metadata = metadata_lengths(c.regime, priorities, T)
         compiled = _compile(structure, metadata, c.max_params + c.length + 1, HEADER_BYTES + INDEX_BYTES)
     static, floats, state_size, utility, costs, critical = compiled
-    return _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits)
+    return started_arrays(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits)
 
 
-def _started(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits=None):
+def started_arrays(static, floats, state_size, utility, costs, critical, priorities, reward_fn, budget, limits=None):
     """A drawn episode's ``(static, floats, state)`` and ``DrawnLabels`` from its compiled arrays
     (None for an empty ``static``: too large for int32), ``reward_fn`` started on it and its
     floats completed with its priorities (``priorities``: the privileged track's) and oracle."""
@@ -109,32 +109,32 @@ def _started(static, floats, state_size, utility, costs, critical, priorities, r
     if priorities is not None or reward_fn.oracle_prefix is not None or reward_fn.known_oracle is not None:
         # A priority as the table reads it: clipped to [0, 1], with -0.0 read as 0.0.
         clipped = None if priorities is None else np.where(priorities > 0, np.minimum(priorities, 1.0), 0.0)
-        floats = float_array(utility, clipped, floats[_deprecated_section(T)], None, reward_fn)
+        floats = float_array(utility, clipped, floats[deprecated_section(T)], None, reward_fn)
     return (static, floats, np.zeros(state_size, dtype=np.int32)), DrawnLabels(critical_steps, utility, costs)
 
 
 def unprivileged_settings(c: Any) -> tuple[Any, ...]:
     """``unprivileged_arrays``'s arguments after the draws, for episodes of config ``c``."""
-    return c.max_params, c.length, paper_structure.dynamics(c), _regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES
+    return c.max_params, c.length, paper_structure.dynamics(c), regime_metadata(c.regime), HEADER_BYTES + INDEX_BYTES
 
 
-def _deprecated_section(T: int) -> slice:
+def deprecated_section(T: int) -> slice:
     """Where the per-step deprecated flags sit in an episode's floats."""
     start = L.N_FLOATS + 1 + 2 * T
     return slice(start, start + T)
 
 
 @functools.lru_cache(maxsize=64)
-def _regime_metadata(regime: str) -> np.ndarray:
+def regime_metadata(regime: str) -> np.ndarray:
     return np.array([json_len({"mode": regime})], dtype=np.int64)
 
 
-def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
+def metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.ndarray:
     """The JSON length of each step's visible metadata: ``{"mode": regime}`` (one length for
     all), and its priority on the privileged track (one text per distinct float; by bits, as
     -0.0 prints apart from 0.0)."""
     if priorities is None:
-        return _regime_metadata(regime)
+        return regime_metadata(regime)
     bits, inverse = np.unique(priorities.view(np.int64), return_inverse=True)
     lengths = [json_len({"mode": regime, "priority": p}) for p in bits.view(np.float64).tolist()]
     return np.asarray(lengths, dtype=np.int64)[inverse.reshape(T)]
@@ -143,7 +143,7 @@ def _metadata_lengths(regime: str, priorities: np.ndarray | None, T: int) -> np.
 # The generator's own loop, compiled: the paper model's rules are stated once, in the generator.
 compiled_play = cached()(paper_structure.play)
 
-_state_sizes = cached()(L.state_sizes)
+state_sizes = cached()(L.state_sizes)
 
 
 # ``_compile`` and ``unprivileged_arrays`` are inlined into their compiled callers: each function numba
@@ -161,12 +161,12 @@ def _compile(structure, metadata, stride, entry_bytes):
     # At most: the header, 8 sections per step, 24 entries per content and its own parameter set;
     # and a memory with as many families as contents.
     if (L.HEADER_SIZE + 8 * T + 25 * n + 2 + param_numbers.shape[0] >= _MAX_STATIC
-            or sum(_state_sizes(T, n, n)) >= _MAX_STATIC):
+            or sum(state_sizes(T, n, n)) >= _MAX_STATIC):
         return np.zeros(0, dtype=np.int32), np.zeros(0), 0, utility, np.zeros(0, dtype=np.int64), critical
     static, costs, step_deprecated = _static(content_of, critical, metadata, endpoint, structure.version,
                                              structure.deprecated, param_start, param_numbers, stride, entry_bytes)
     position = 0
-    for k, size in enumerate(_state_sizes(T, np.int64(static[L.H_FAMILIES]), n)):
+    for k, size in enumerate(state_sizes(T, np.int64(static[L.H_FAMILIES]), n)):
         static[L.H_STATE + k] = position
         position += size
     none = np.zeros(0, dtype=np.float64)
@@ -182,7 +182,7 @@ def unprivileged_arrays(n_params, uniforms, endpoints, max_params, T, dynamics, 
 
 
 @cached(inline="always")
-def _static_sizes(T, n, n_fields, n_masks, mask_bits):
+def static_sizes(T, n, n_fields, n_masks, mask_bits):
     """Each static section's size (``layout``): T per step, one per content (and an offset
     more), ``n_fields`` per field section, the parameter sets' offsets and members."""
     sizes = np.zeros(L.N_STATIC, dtype=np.int64)
@@ -199,7 +199,50 @@ def _static_sizes(T, n, n_fields, n_masks, mask_bits):
 
 
 @cached(inline="always")
-def _digits(n):
+def version_ranks(versions):
+    """Per version up to the largest of ``versions`` (ints from 1), how many distinct ones of
+    them are lower: its rank among the episode's versions."""
+    top = versions.max()
+    present = np.zeros(top + 1, dtype=np.bool_)
+    for c in range(versions.shape[0]):
+        present[versions[c]] = True
+    rank = np.zeros(top + 1, dtype=np.int64)
+    for v in range(1, top + 1):
+        rank[v] = rank[v - 1] + present[v - 1]
+    return rank
+
+
+@cached(inline="always")
+def static_array(T, n_families, n_apis, none_value, sizes):
+    """An episode's static array of sections of ``sizes`` with its header filled but for the
+    state's offsets, and each section's offset."""
+    static = np.zeros(L.HEADER_SIZE + sizes.sum(), dtype=np.int32)
+    static[L.H_LENGTH], static[L.H_FAMILIES] = T, n_families
+    static[L.H_APIS], static[L.H_NONE_VALUE] = n_apis, none_value
+    at = np.empty(L.N_STATIC, dtype=np.int64)
+    position = L.HEADER_SIZE
+    for name in range(L.N_STATIC):
+        at[name] = static[L.H_STATIC + name] = position
+        position += sizes[name]
+    return static, at
+
+
+@cached(inline="always")
+def snapshot_step(static, at, t, cost, family, content, previous, critical, returns):
+    """Step ``t``'s entries in the static array of an episode of endpoint snapshots only, each
+    content with an api of its own (``at``: the sections' offsets)."""
+    static[at[L.COST] + t] = cost
+    static[at[L.KIND] + t] = L.KIND_ENDPOINT
+    static[at[L.FAMILY] + t] = family
+    static[at[L.API] + t] = content
+    static[at[L.CONTENT] + t] = content
+    static[at[L.PREVIOUS] + t] = previous
+    static[at[L.CRITICAL] + t] = critical
+    static[at[L.RETURNS] + t] = returns
+
+
+@cached(inline="always")
+def digits(n):
     count = 1
     while n >= 10:
         n //= 10
@@ -215,10 +258,10 @@ def _text_lengths(endpoint, version, deprecated, param_start, param_numbers):
     n = endpoint.shape[0]
     lengths = np.empty(n, dtype=np.int64)
     for c in range(n):
-        i_digits = _digits(endpoint[c])
-        total = 69 + 2 * _digits(version[c]) + i_digits + (4 if deprecated[c] else 5)
+        idigits = digits(endpoint[c])
+        total = 69 + 2 * digits(version[c]) + idigits + (4 if deprecated[c] else 5)
         for j in range(param_start[c], param_start[c + 1]):
-            total += 6 + i_digits + _digits(param_numbers[j])
+            total += 6 + idigits + digits(param_numbers[j])
         lengths[c] = total - 2
     return lengths
 
@@ -304,28 +347,12 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
             contract_ids[key] = n_contracts
             n_contracts += 1
         contract_of[c] = contract_ids[key]
-    # Version ranks among the episode's distinct versions.
-    top = version.max()
-    present = np.zeros(top + 1, dtype=np.bool_)
-    for c in range(n):
-        present[version[c]] = True
-    rank = np.zeros(top + 1, dtype=np.int64)  # how many distinct versions are lower
-    for v in range(1, top + 1):
-        rank[v] = rank[v - 1] + present[v - 1]
+    rank = version_ranks(version)
     # Value ids: ints by value (deprecated 0 / 1, versions), then the api strings, parameter lists and None.
-    api_base = top + 1
+    api_base = rank.shape[0]
     list_base = api_base + n
     none_value = list_base + n
-
-    sizes = _static_sizes(T, n, 4 * n, n_masks, mask_bits)
-    total = L.HEADER_SIZE + sizes.sum()
-    static = np.zeros(total, dtype=np.int32)
-    static[L.H_LENGTH], static[L.H_FAMILIES], static[L.H_APIS], static[L.H_NONE_VALUE] = T, n_families, n, none_value
-    at = np.empty(L.N_STATIC, dtype=np.int64)
-    position = L.HEADER_SIZE
-    for name in range(L.N_STATIC):
-        at[name] = static[L.H_STATIC + name] = position
-        position += sizes[name]
+    static, at = static_array(T, n_families, n, none_value, static_sizes(T, n, 4 * n, n_masks, mask_bits))
 
     last_of_family = np.full(n_families, -1, dtype=np.int64)
     # The literal path asks whether an earlier step of the family showed the contract; a
@@ -336,16 +363,9 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
         family = family_of_endpoint[endpoint[c]]
         previous = last_of_family[family]
         contract = contract_of[c]
-        static[at[L.COST] + t] = costs[t]
-        static[at[L.KIND] + t] = L.KIND_ENDPOINT
-        static[at[L.FAMILY] + t] = family
-        static[at[L.API] + t] = c
-        static[at[L.CONTENT] + t] = c
-        static[at[L.PREVIOUS] + t] = previous
-        static[at[L.CRITICAL] + t] = critical[t]
         returns = (previous >= 0 and contract != contract_of[content_of[previous]]
                    and first_of_contract[contract] >= 0)
-        static[at[L.RETURNS] + t] = returns
+        snapshot_step(static, at, t, costs[t], family, c, previous, critical[t], returns)
         if first_of_contract[contract] < 0:
             first_of_contract[contract] = t
         last_of_family[family] = t
@@ -360,10 +380,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
         static[at[L.FIELD_OFFSETS] + c + 1] = 4 * (c + 1)
         # The fields in key order (api, deprecated, params, version): each length is the key's
         # text and ": " plus the value's JSON text.
-        i_digits = _digits(endpoint[c])
+        idigits = digits(endpoint[c])
         names = 0
         for j in range(param_start[c], param_start[c + 1]):
-            names += 4 + i_digits + _digits(param_numbers[j])
+            names += 4 + idigits + digits(param_numbers[j])
         f = at[L.FIELD_KEYS] + 4 * c
         v = at[L.FIELD_VALUES] + 4 * c
         g = at[L.FIELD_LENGTHS] + 4 * c
@@ -371,10 +391,10 @@ def _static(content_of, critical, metadata, endpoint, version, deprecated, param
             static[f + k] = k
         static[v], static[v + 1], static[v + 2], static[v + 3] = (
             api_base + c, 1 if deprecated[c] else 0, list_base + first_set[c], version[c])
-        static[g] = 7 + 17 + _digits(version[c]) + i_digits
+        static[g] = 7 + 17 + digits(version[c]) + idigits
         static[g + 1] = 14 + (4 if deprecated[c] else 5)
         static[g + 2] = 10 + names + 2 * (param_start[c + 1] - param_start[c])
-        static[g + 3] = 11 + _digits(version[c])
+        static[g + 3] = 11 + digits(version[c])
         static[at[L.FIELD_IS_API] + 4 * c] = 1
     bits = at[L.MASK_BITS]
     for m in range(n_masks):

@@ -82,7 +82,7 @@ from ...core.checks import finite, require_int
 from ...core.setting_values import MAX_LENGTH
 from ...core.types import MAX_UTILITY, Episode
 from . import paper_structure
-from .contracts import generate_contract_steps
+from .contracts import contract_structure, generate_contract_steps
 from .text import filler_text, stream_date
 
 PRIORITY_SCALE = 6.0
@@ -311,15 +311,16 @@ def _episode_stream(regime: str, seed: int, index: int, child: int) -> np.random
     return np.random.SeedSequence(list(_entropy(regime, seed)), spawn_key=(index, child))
 
 
-def generate_episode(config: GeneratorConfig, seed: int, index: int = 0) -> Episode:
-    """Episode ``index`` of the set ``(config, seed)``; see the module docstring."""
+def generate_episode(config: GeneratorConfig, seed: int, index: int = 0, **compiled: Any) -> Episode:
+    """Episode ``index`` of the set ``(config, seed)``; see the module docstring. ``compiled``: a
+    contract regime's ``take_names`` and ``play`` (``contract_structure``'s, compiled)."""
     seed, index = require_int(seed, "seed"), require_int(index, "index")
     c = config
     # The three streams of episode_seed(...).spawn(3): structure, priority noise, text.
     rng = _structure_rng(c, seed, index)
     if c.change_model == "contract":
         text_rng = np.random.default_rng(_episode_stream(c.regime, seed, index, 2))
-        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, filler_text, stream_date)
+        steps_obs, utility, labels = generate_contract_steps(c, rng, text_rng, filler_text, stream_date, **compiled)
     else:
         # Only documentation sections and migration guides draw text: no generator without them.
         text_rng = (
@@ -387,6 +388,12 @@ def paper_draws(c: GeneratorConfig, rng: np.random.Generator) -> tuple[np.ndarra
 def structure_draws(c: GeneratorConfig, seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``paper_draws`` of episode ``index`` of ``(c, seed)``, from the stream ``generate_episode`` gives it."""
     return paper_draws(c, _structure_rng(c, seed, index))
+
+
+def contract_episode_structure(c: GeneratorConfig, seed: int, index: int, **compiled: Any) -> Any:
+    """``contracts.contract_structure`` of episode ``index`` of ``(c, seed)`` (a contract regime's),
+    from the stream ``generate_episode`` gives it; ``compiled``: its ``take_names`` and ``play``."""
+    return contract_structure(c, _structure_rng(c, seed, index), True, **compiled)
 
 
 def _structure_rng(c: GeneratorConfig, seed: int, index: int) -> np.random.Generator:

@@ -15,6 +15,7 @@ as it is, and the vector env's compiled core compiles this same function
 
 from __future__ import annotations
 
+import functools
 from typing import Any, NamedTuple, get_type_hints
 
 import numpy as np
@@ -43,12 +44,19 @@ class Dynamics(NamedTuple):
 
 
 def dynamics(config: Any) -> Dynamics:
-    """The ``Dynamics`` of a ``GeneratorConfig``, each field of its own type (a config takes an
-    int for a probability; compiled code would be compiled again for it)."""
-    return Dynamics(*(kind(getattr(config, name)) for name, kind in _FIELD_TYPES.items()))
+    """The ``Dynamics`` of a ``GeneratorConfig``."""
+    return typed_settings(Dynamics, config)
 
 
-_FIELD_TYPES = get_type_hints(Dynamics)
+def typed_settings(settings: Any, config: Any) -> Any:
+    """``settings`` (a NamedTuple class) of ``config``'s fields of the same names, each of its own
+    type (a config takes an int for a probability; compiled code would be compiled again for it)."""
+    return settings(*(kind(getattr(config, name)) for name, kind in _field_types(settings)))
+
+
+@functools.cache
+def _field_types(settings: Any) -> tuple[tuple[str, type], ...]:
+    return tuple(get_type_hints(settings).items())
 
 
 class Structure(NamedTuple):

@@ -31,11 +31,12 @@ def config_options(regime: str) -> tuple[str, ...]:
     return tuple(name for name in fields if name not in ("regime", "length"))
 
 
-def generate_episode(config: RegimeConfig, seed: int, index: int = 0) -> Episode:
-    """Episode ``index`` of the set ``(config, seed)``, whichever regime ``config`` is of."""
+def generate_episode(config: RegimeConfig, seed: int, index: int = 0, **compiled: Any) -> Episode:
+    """Episode ``index`` of the set ``(config, seed)``, whichever regime ``config`` is of
+    (``compiled``: see ``paper.generate_episode``)."""
     if isinstance(config, QueryTierConfig):
         return queries.generate_query_episode(config, seed, index)
-    return paper.generate_episode(config, seed, index)
+    return paper.generate_episode(config, seed, index, **compiled)
 
 
 def generate_episodes(config: RegimeConfig, seed: int, n: int, start: int = 0) -> Iterator[Episode]:
