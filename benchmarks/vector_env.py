@@ -77,8 +77,10 @@ from env_throughput import on_python_parts  # noqa: E402
 # Throughput is measured on compiled code: never on the Python a first run plays while numba
 # compiles in the background (``--part compile`` measures that first run on its own).
 os.environ.setdefault("WPB_GYM_COMPILE", "here")
-from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, REGIMES
+from wpb_gym.envs.fast.contract_episodes import drawn_compilable  # noqa: E402
+from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING  # noqa: E402
+from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, PAPER_REGIMES, REGIMES, make_config  # noqa: E402
+from wpb_gym.episodes.sources import EpisodeRecipe  # noqa: E402
 
 # Slow episodes the core makes and reads: endpoints of up to 1,201 names, more than the word pairs
 # give (the generator numbers the rest), several times a contract regime's reset. An episode worker
@@ -178,7 +180,8 @@ def measure_train(n_envs_list: list[int], steps: int, rounds: int, regime: str |
             "MaskablePPO, NativeVecEnv": (maskable("native"), True),
             "  the same, as SB3 runs it": (maskable("native", hyper), False),
         }
-        if made or regime not in (None, *PAPER_REGIMES):  # episodes the core makes: a worker prepares them
+        if made or (regime not in (None, *PAPER_REGIMES)  # episodes the core makes: a worker prepares them
+                    and not drawn_compilable(EpisodeRecipe(make_config(regime), 0, 0))):
             runs["  the same, 1 episode worker"] = (maskable("native", workers=1), True)
         totals = {name: [0, 0.0, 0.0, 0.0, 0.0] for name in runs}  # steps, seconds: all, rollouts, env, updates
         prepared = [0, 0]  # resets the worker had ready in the timed runs, resets
@@ -398,8 +401,9 @@ def measure_reset(resets: int, rounds: int) -> None:
 
 def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None:
     """Per contract regime, on the default regime with sections and guides ("default, text") and
-    on large episodes (``MADE``: "made"), all made by their generator and read, what a sub-env's
-    reset adds to the batch step it falls in, with and without an episode worker, against a
+    on large episodes (``MADE``: "made"), what a sub-env's reset adds to the batch step it falls
+    in, with and without an episode worker (for the episodes made by their generator and read:
+    the contract regimes without text are played from their draws), against a
     single env's unseeded ``reset()``, in alternating slices. A ``n``-env vector env plays random
     valid actions and every step is timed: the stall is the time steps that reset sub-envs take
     beyond the mean of steps that reset none, per reset; "prepared" is the share of resets whose
@@ -414,7 +418,9 @@ def measure_stall(seconds: float, rounds: int, pace: float, n: int = 64) -> None
           f" {pace * 1e3:g} ms between steps (ratios: against a single env's reset)")
     print(f"{'regime':<15} {'single env':>10} {'no worker':>10} {'ratio':>6} {'env-steps/s':>12}"
           f" {'1 worker':>10} {'ratio':>6} {'env-steps/s':>12} {'prepared':>9}")
-    settings = [(regime, {"regime": regime}, (0, 1)) for regime in CONTRACT_REGIMES]
+    # The contract regimes without text are played from their draws: no worker prepares them.
+    settings = [(regime, {"regime": regime}, (0,) if drawn_compilable(EpisodeRecipe(make_config(regime), 0, 0))
+                 else (0, 1)) for regime in CONTRACT_REGIMES]
     settings += [("default, text", {"regime": "default", "doc_prob": 0.3, "migration_guides": True}, (0, 1)),
                  ("made", MADE, (0, 1))]
     for regime, kwargs, kinds in settings:

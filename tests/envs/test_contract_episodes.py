@@ -18,7 +18,12 @@ from wpb_gym.envs.fast.contract_episodes import compile_drawn, drawn_compilable
 from wpb_gym.envs.fast.core import CompiledCore  # noqa: F401  (binds numba's cache folder)
 from wpb_gym.envs.rewards import RewardFunction
 from wpb_gym.episodes.generators import contract_structure
-from wpb_gym.episodes.generators.paper import CONTRACT_REGIMES, contract_episode_structure, make_config
+from wpb_gym.episodes.generators.paper import (
+    CONTRACT_REGIMES,
+    GeneratorConfig,
+    contract_episode_structure,
+    make_config,
+)
 from wpb_gym.episodes.jsonl import dumps_episode
 from wpb_gym.episodes.sources import EpisodeRecipe
 
@@ -37,7 +42,8 @@ def contract_options(draw) -> dict:
         "api_pool": pool,
         "warmup": warmup,
         "min_params": low,
-        "max_params": draw(st.integers(low, 40)),
+        # Up to the most a drawn episode takes: long lists, names that collide and retry.
+        "max_params": draw(st.one_of(st.integers(low, 40), st.integers(max(low, 500), 599))),
         "drift_prob": draw(st.sampled_from([0.0, 0.2, 0.6, 1.0])),
         "bursts": draw(st.booleans()),
         "burst_drift_prob": draw(st.sampled_from([0.0, 0.6, 1.0])),
@@ -103,6 +109,31 @@ def test_added_names_that_run_short_of_pairs_are_drawn_and_played_again():
     structure = contract_episode_structure(c, 0, 0, play=counting)
     assert lacking[0] > 0 and lacking[-1] == 0 and structure.lacking == 0
     assert (structure.change == contract_structure.ADD_PARAM).sum() > 400 // 4
+
+
+# Every generator setting is read by episodes played from their draws, or unused by them (text
+# and the paper model's knobs: drawn_compilable leaves out episodes with sections or renames).
+_READ = {"regime", "length", "api_pool", "min_params", "max_params", "drift_prob", "bursts", "burst_interval",
+         "burst_len", "burst_drift_prob", "redundancy", "redundancy_prob", "priority_noise",
+         "priority_correlation", "change_model", "doc_prob", "breaking_prob", "renames", "revert_prob",
+         "revert_window", "initially_deprecated", "warmup"}
+_UNUSED_WITHOUT_TEXT = {"doc_min_bytes", "doc_max_bytes", "doc_utility", "guide_min_bytes", "guide_max_bytes",
+                        "migration_guides", "remove_param_prob", "deprecate_prob"}
+
+
+def test_every_generator_setting_is_read_or_unused_by_contract_episodes_played_from_draws():
+    fields = set(GeneratorConfig.__dataclass_fields__)
+    assert fields == _READ | _UNUSED_WITHOUT_TEXT and not _READ & _UNUSED_WITHOUT_TEXT
+    # The unused ones change nothing of such an episode.
+    recipe = EpisodeRecipe(make_config("reverts", length=80, api_pool=5), 3, 1)
+    changed = EpisodeRecipe(make_config("reverts", length=80, api_pool=5, doc_min_bytes=7, doc_max_bytes=9,
+                                        doc_utility=3.0, guide_min_bytes=5, guide_max_bytes=6,
+                                        migration_guides=True, remove_param_prob=0.1, deprecate_prob=0.9), 3, 1)
+    assert drawn_compilable(changed)
+    assert dumps_episode(recipe.make()) == dumps_episode(changed.make())
+    a = compile_drawn(recipe, "unprivileged", RewardFunction({"f1": 1.0}, False), 2_000)[0]
+    b = compile_drawn(changed, "unprivileged", RewardFunction({"f1": 1.0}, False), 2_000)[0]
+    assert all(np.array_equal(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))  # floats: U*(B) NaN
 
 
 @pytest.mark.parametrize("regime", CONTRACT_REGIMES)

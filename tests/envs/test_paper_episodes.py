@@ -266,7 +266,7 @@ def test_a_long_paper_episode_played_from_draws_steps_as_the_single_envs(regime,
 
 
 @settings(max_examples=300, deadline=None)
-@given(steps=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([0.0, 0.5, 1.0, 5.0, 6.0])), max_size=60),
+@given(steps=st.lists(st.tuples(st.integers(0, 400), st.sampled_from([0.0, 0.5, 1.0, 2.0, 5.0, 6.0])), max_size=60),
        budget=st.integers(0, 6000))
 @example(steps=[(10, 0.5), (10, 0.5), (10, 0.5), (5, 1.0), (30, 1.0)], budget=35)  # the last class fits exactly
 def test_the_oracle_of_drawn_episodes_is_the_scoring_oracle(steps, budget):

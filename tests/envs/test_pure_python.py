@@ -17,12 +17,13 @@ from wpb_gym.envs.env import WritePolicyBenchEnv
 from wpb_gym.envs.vector import WritePolicyBenchVectorEnv
 
 # The core's start paths: the paper regimes' batched start from their draws; a contract regime's
-# episode made and read, with the oracle's U*(B) at start (privileged, dense); SameStep's reset
-# inside a step.
+# episode started alone from its draws, with the oracle's U*(B) at start (privileged, dense); one
+# with text, made (its rules compiled) and read; SameStep's reset inside a step.
 CASES = {
     "default": ({"length": 30}, "NextStep"),
     "breaking": ({"regime": "breaking", "length": 30, "api_pool": 6, "track": "privileged",
                   "dense_reward": True}, "NextStep"),
+    "contract_mix": ({"regime": "contract_mix", "length": 30, "api_pool": 6, "dense_reward": True}, "NextStep"),
     "default_same_step": ({"regime": "burst_redundancy", "length": 30}, "SameStep"),
 }
 

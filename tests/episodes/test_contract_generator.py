@@ -389,6 +389,32 @@ def test_episodes_without_the_warm_up_are_pinned():
     assert h.hexdigest()[:16] == "e4e28c644b02f68c"
 
 
+@pytest.mark.parametrize(("regime", "options", "seed", "indices", "digest"), [
+    # Endpoints of more names than the word pairs give (numbered), from the start.
+    ("breaking", {"min_params": 1250, "max_params": 1500, "api_pool": 3, "length": 150, "warmup": False,
+                  "breaking_prob": 0.8}, 5, [0, 1], "e531f8a09313381c"),
+    ("contract_mix", {"min_params": 1250, "max_params": 1500, "api_pool": 3, "length": 150, "warmup": False,
+                      "breaking_prob": 0.8}, 5, [0, 1], "4226b1b57281d873"),
+    # More added names than a quarter of the steps has pairs for: the stream played again.
+    ("breaking", {"api_pool": 1, "length": 400, "drift_prob": 1.0, "breaking_prob": 0.0, "warmup": False},
+     0, [0, 1, 2], "367db1d1dde226c8"),
+    # Starting names that collide often: pairs drawn again and again before the warm-up's order.
+    ("breaking", {"api_pool": 64, "min_params": 900, "max_params": 1100, "length": 200}, 5, [0],
+     "8e0897e2b9ff4e3b"),
+])
+def test_episodes_of_the_name_streams_edges_are_pinned(regime, options, seed, indices, digest):
+    """Golden: episodes whose names take the name stream's rarer paths, as the generator made
+    them before its rules were written as loops over arrays."""
+    import hashlib
+
+    from wpb_gym.episodes.jsonl import dumps_episode
+
+    h = hashlib.sha256()
+    for index in indices:
+        h.update(dumps_episode(generate_episode(make_config(regime, **options), seed, index)).encode())
+    assert h.hexdigest()[:16] == digest
+
+
 def test_warm_up_options_are_checked():
     expected = r"GeneratorConfig.length: regime 'breaking' .*64 endpoints.*got 64.*warmup=False"
     with pytest.raises(ValueError, match=expected):
@@ -461,24 +487,25 @@ def test_names_drawn_in_blocks_are_the_names_drawn_one_call_at_a_time(regime, se
     assert _generated(config, seed, index, True) == _generated(config, seed, index, False)
 
 
-def _names_one_at_a_time(pairs: list[int], n_params: list[int]) -> tuple[list[str], int]:
+def _names_one_at_a_time(pairs: list[int], n_params: list[int]) -> tuple[list[str], int, int]:
     """The literal rule: each endpoint takes the next pair's name unless it has that name (then
-    the pair after), numbering names once it has NAMES_BEFORE_NUMBERING; and how many names are
-    still to take when the pairs run out."""
+    the pair after), numbering names once it has NAMES_BEFORE_NUMBERING; how many names are still
+    to take when the pairs run out, and how many pairs were used."""
     from wpb_gym.episodes.generators.contracts import NAMES_BEFORE_NUMBERING, pair_names
 
-    words, stream, names = pair_names(), iter(pairs), []
-    for i, count in enumerate(n_params):
+    words, names, used = pair_names(), [], 0
+    for count in n_params:
         taken: set[str] = set()
         while len(taken) < count:
-            pair = next(stream, None)
-            if pair is None:
-                return names, sum(n_params) - len(names)
+            if used == len(pairs):
+                return names, sum(n_params) - len(names), used
+            pair = pairs[used]
+            used += 1
             name = words[pair] if len(taken) < NAMES_BEFORE_NUMBERING else f"{words[pair]}_{len(taken)}"
             if name not in taken:
                 taken.add(name)
                 names.append(name)
-    return names, 0
+    return names, 0, used
 
 
 @settings(max_examples=150, deadline=None)
@@ -490,9 +517,9 @@ def test_starting_names_are_those_taken_one_at_a_time(pairs, n_params):
     from wpb_gym.episodes.generators.contract_structure import take_names
     from wpb_gym.episodes.generators.contracts import pair_names
 
-    pair, suffix, missing = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
-    want, want_missing = _names_one_at_a_time(pairs, n_params)
-    assert missing == want_missing
+    pair, suffix, missing, used = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
+    want, want_missing, want_used = _names_one_at_a_time(pairs, n_params)
+    assert (missing, used) == (want_missing, want_used)
     if not missing:
         words = pair_names()
         assert [words[p] if k < 0 else f"{words[p]}_{k}" for p, k in zip(pair.tolist(), suffix.tolist())] == want
@@ -504,9 +531,9 @@ def test_names_past_the_word_pairs_are_numbered_as_taken_one_at_a_time():
     rng = np.random.default_rng(4)
     n_params = [NAMES_BEFORE_NUMBERING + 5, 3]
     pairs = rng.integers(0, 2401, size=4 * sum(n_params)).tolist()
-    pair, suffix, missing = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
-    want, _ = _names_one_at_a_time(pairs, n_params)
-    assert missing == 0 and (suffix >= 0).sum() == 5
+    pair, suffix, missing, used = take_names(np.array(pairs, dtype=np.int64), np.array(n_params, dtype=np.int64))
+    want, _, want_used = _names_one_at_a_time(pairs, n_params)
+    assert missing == 0 and used == want_used and (suffix >= 0).sum() == 5
     from wpb_gym.episodes.generators.contracts import pair_names
 
     words = pair_names()

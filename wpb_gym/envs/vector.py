@@ -65,10 +65,10 @@ class WritePolicyBenchVectorEnv(VectorEnv):
     (without sections or guides) and of the contract regimes without text (``breaking``,
     ``reverts``, ``noisy_priority``) by running the generator's own rules
     (``paper_structure.play``, ``contract_structure.play``) compiled on its random draws,
-    without making it; every other generated episode is made by its Python generator and read as
-    a single env reads it. False: those too. The outputs are the same either way; False is for debugging and for
-    measuring what the compiled loop gains
-    (``benchmarks/vector_env.py --part generators``).
+    without making it; every other generated episode is made by its generator (a contract
+    regime's running its rules compiled) and read as a single env reads it. False: those too.
+    The outputs are the same either way; False is for debugging and for measuring what the
+    compiled rules gain (``benchmarks/vector_env.py --part generators``).
     """
 
     metadata = {**WritePolicyBenchEnv.metadata, "autoreset_mode": AutoresetMode.NEXT_STEP}

@@ -99,10 +99,14 @@ def compile_drawn(recipe: EpisodeRecipe, track: str, reward_fn: Any, budget: int
     return started_arrays(*compiled, priorities, reward_fn, budget, limits)
 
 
+# Lists longer than this are sorted by NumPy, shorter ones by insertion (no array made per list).
+_SHORT_LIST = 32
+
+
 @cached(inline="always")
 def _sorted_lists(contents, start, items, key):
     """Each content's list (``items[start[s]:start[s + 1]]`` of its state ``s``) in ascending
-    ``key`` order (an insertion sort: the lists are short), as offsets and items."""
+    ``key`` order (distinct keys), as offsets and items."""
     total = 0
     for c in range(contents.shape[0]):
         total += start[contents[c] + 1] - start[contents[c]]
@@ -112,6 +116,12 @@ def _sorted_lists(contents, start, items, key):
     for c in range(contents.shape[0]):
         s = contents[c]
         out_start[c] = position
+        if start[s + 1] - start[s] > _SHORT_LIST:
+            listed = items[start[s]:start[s + 1]]
+            for j in np.argsort(key[listed]):
+                out[position] = listed[j]
+                position += 1
+            continue
         for j in range(start[s], start[s + 1]):
             value = items[j]
             k = position
@@ -197,6 +207,11 @@ def contract_arrays(content_of, critical, utility, state_endpoint, state_version
         for c in range(n):
             list_start[half * n + c] = position
             a = position
+            if starts[c + 1] - starts[c] > _SHORT_LIST:
+                for value in np.sort(bit_of_pair[name_pair[names[starts[c]:starts[c + 1]]]]):
+                    members[position] = value
+                    position += 1
+                continue
             for j in range(starts[c], starts[c + 1]):  # ascending ids, by insertion
                 value = bit_of_pair[name_pair[names[j]]]
                 k = position

@@ -63,7 +63,7 @@ def start_drawn(indices, n_params, uniforms, endpoints, budgets, max_params, T, 
 def end_drawn(indices, statics, floats, states, spans, scalars, search, max_combinations):
     """What sub-env ``indices[j]``'s finished drawn episode is scored on: how many steps its
     memory retains (W, ``kernel.retained``), how many of them are critical, their utility in
-    half units (every utility of the paper regimes is a half: the sum is exact) and their
+    half units (every utility of the regimes played from their draws is a half: the sum is exact) and their
     staleness (``T - 1 - t``) summed, its number of critical steps, and U*(B) in half units
     where ``search[j]`` (-1: not searched, or more than ``max_combinations`` to try)."""
     out = np.empty((indices.shape[0], 6), dtype=np.int64)

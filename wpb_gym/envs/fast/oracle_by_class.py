@@ -1,7 +1,7 @@
-"""U*(B) of an episode played from its draws (``paper_episodes``), in compiled code: its
-utilities come in a few classes of halves (0.5, 1, 5, 6, and 0, which no optimum takes), so the
-WRITE-only knapsack is solved by trying the counts of each class, as ``scoring.oracle``'s
-enumerated search does. Tested equal to ``scoring.oracle.oracle_utility``
+"""U*(B) of an episode played from its draws (``paper_episodes``, ``contract_episodes``), in
+compiled code: its utilities come in a few classes of halves (0.5, 1, 2, 5, 6, and 0, which no
+optimum takes), so the WRITE-only knapsack is solved by trying the counts of each class, as
+``scoring.oracle``'s enumerated search does. Tested equal to ``scoring.oracle.oracle_utility``
 (``tests/envs/test_paper_episodes.py``)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ A name is a word pair (an index into ``contracts``' pair names) and a suffix: -1
 of names its endpoint had taken when the pairs ran short (``NAMES_BEFORE_NUMBERING``); two names
 are equal exactly when both are. The name stream's pairs are drawn by the caller, which cannot
 know ahead how many a retry (a pair the endpoint has taken already) will use: each function says
-how many pairs it lacked, and the caller draws more and plays again.
+when the pairs ran short, and the caller draws more and plays again.
 
 Both are plain Python over NumPy arrays in the subset numba compiles: the generator runs them
 as they are, and the vector env's core compiles these same functions, so the rules are written
@@ -90,8 +90,9 @@ class Structure(NamedTuple):
     ``required[required_start[s]:required_start[s + 1]]`` in list order (indices into the names).
     Per name: ``name_pair`` and ``name_suffix``.
 
-    ``lacking``: 0, or how many more of the added names' pairs the episode needs (play it again
-    with more)."""
+    ``lacking``: 0, or the steps left when the added names' pairs ran out: as many pairs more
+    usually suffice (a step adds one name at most, but a name may take more than one pair); play
+    it again with more."""
 
     kind: np.ndarray
     content_of: np.ndarray
@@ -115,12 +116,12 @@ class Structure(NamedTuple):
     lacking: int
 
 
-def take_names(pairs: np.ndarray, n_params: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+def take_names(pairs: np.ndarray, n_params: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, int]:
     """The endpoints' starting names, endpoint after endpoint, made of the name stream's first
     ``pairs``: each name the next pair, unless the endpoint has it already (then the pair after),
     numbered once the endpoint has taken ``NAMES_BEFORE_NUMBERING``. Their pairs and suffixes,
-    and how many names are still to take when the pairs run out (0: none; each needs a pair
-    more at least)."""
+    how many names are still to take when the pairs run out (0: none; each needs a pair more at
+    least), and how many pairs the names took."""
     total = 0
     for i in range(n_params.shape[0]):
         total += n_params[i]
@@ -133,7 +134,7 @@ def take_names(pairs: np.ndarray, n_params: np.ndarray) -> tuple[np.ndarray, np.
         count = 0
         while count < n_params[i]:
             if at >= pairs.shape[0]:
-                return pair, suffix, total - k
+                return pair, suffix, total - k, at
             p = pairs[at]
             at += 1
             if count >= NAMES_BEFORE_NUMBERING:
@@ -145,7 +146,7 @@ def take_names(pairs: np.ndarray, n_params: np.ndarray) -> tuple[np.ndarray, np.
                 pair[k], suffix[k] = p, -1
             k += 1
             count += 1
-    return pair, suffix, 0
+    return pair, suffix, 0, at
 
 
 def play(n_params: np.ndarray, n_required: np.ndarray, uniforms: np.ndarray, endpoint_draw: np.ndarray,

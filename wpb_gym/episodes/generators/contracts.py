@@ -155,14 +155,21 @@ def contract_structure(c: GeneratorConfig, rng: np.random.Generator, block_draws
     those of ``contract_structure``, or the same compiled)."""
     n_params, n_required, uniforms, endpoint_draw, revert_delay, name_rng, first_versions, deprecated = (
         contract_draws(c, rng, block_draws))
-    # The starting names take a pair each, and one more per retry: pairs are drawn until they
-    # suffice, never one more than is certain to be used, since the warm-up's order comes next.
+    # The starting names take a pair each, and one more per retry. The stream must be left where
+    # their last pair leaves it, since the warm-up's order is drawn next: when names collided and
+    # the pairs ran short, more are drawn ahead (twice as many each time), then the stream is
+    # wound back and exactly the pairs the names took are drawn again.
     pairs = _draw_pairs(name_rng, int(n_params.sum()), block_draws)
-    while True:
-        name_pair, name_suffix, missing = take_names(pairs, n_params)
-        if not missing:
-            break
-        pairs = np.concatenate([pairs, _draw_pairs(name_rng, int(missing), block_draws)])
+    name_pair, name_suffix, missing, used = take_names(pairs, n_params)
+    if missing:
+        state, ahead = name_rng.bit_generator.state, max(int(missing), 16)
+        while missing:
+            name_rng.bit_generator.state = state
+            more = np.concatenate([pairs, _draw_pairs(name_rng, ahead, block_draws)])
+            name_pair, name_suffix, missing, used = take_names(more, n_params)
+            ahead *= 2
+        name_rng.bit_generator.state = state
+        _draw_pairs(name_rng, used - len(pairs), block_draws)
     order = name_rng.permutation(c.api_pool) if c.warmup else np.zeros(0, dtype=np.int64)
     # From here on the name stream only names added parameters, so drawing ahead moves no other
     # draw; a quarter of the steps is more names than a stream adds (any more are drawn, and the
