@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     # "subproc": SB3's DummyVecEnv / SubprocVecEnv over single envs. Same episodes and results.
     "vec_env": "native",
     # Processes preparing the native vector env's next made episodes (those it does not compile
-    # from their draws: the contract regimes', those with sections or guides): "auto" is one where
+    # from their draws: those with sections, guides or renames): "auto" is one where
     # this process may use more CPUs than torch's threads take. It starts only if the env's
     # episodes are made.
     "episode_workers": "auto",
@@ -400,6 +400,47 @@ def _refuse_other_limits(init_from: str | Path, env_config: Mapping[str, Any]) -
                          "it; give the same kind of limit in --env-kwargs")
 
 
+# What a resumed run must share with the run its folder holds: what decides its episodes, its
+# observations and its model's selection. Its number of steps may grow; how it runs (the VecEnv,
+# episode workers, torch's threads, how often it checkpoints) may change; the hyperparameters
+# are the checkpoint's own (SB3 loads them with it, and config.json records its optimizer).
+_RUN_IDENTITY = ("algo", "seed", "held_out_episodes", "init_from", "config")
+_MAY_CHANGE = {"config.timesteps", "config.vec_env", "config.episode_workers", "config.torch_threads",
+               "config.checkpoint_every_steps", "config.hyperparams"}
+
+
+def _refuse_another_run(out: Path, saved: Mapping[str, Any]) -> None:
+    """``--resume`` continues the run ``out`` holds: refuse settings other than those its
+    ``config.json`` records, naming the first that differ (the checkpoints would go on training
+    on other episodes or settings, or fail inside SB3 on another observation's shape)."""
+    path = out / "config.json"
+    if not path.is_file():
+        return  # nothing started there: the missing checkpoint is named later
+    try:
+        recorded = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"--resume: {path}: not the settings of a run of wpb train ({error})") from None
+    ours = json.loads(json.dumps(saved, sort_keys=True, default=str))  # as config.json records them
+    differences: list[str] = []
+    for key in _RUN_IDENTITY:
+        _differences(recorded.get(key) if isinstance(recorded, dict) else None, ours.get(key), key, differences)
+    if differences:
+        more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
+        raise ValueError(f"--resume: {out} holds a run of other settings: {'; '.join(differences[:3])}{more}; "
+                         "resume it with its own settings (--timesteps may grow), or choose another --out")
+
+
+def _differences(theirs: Any, ours: Any, where: str, found: list[str]) -> None:
+    """Each setting under ``where`` whose value differs, as ``where.key: the run's, this one's``."""
+    if where in _MAY_CHANGE:
+        return
+    if isinstance(theirs, dict) and isinstance(ours, dict):
+        for key in sorted(set(theirs) | set(ours)):
+            _differences(theirs.get(key), ours.get(key), f"{where}.{key}", found)
+    elif theirs != ours:
+        found.append(f"{where} is {theirs!r} in the run, {ours!r} here")
+
+
 def _starting_model(run: TrainingRun, train_env: Any, checkpoint: tuple[Path, int] | None) -> StartingModel:
     cls = algo_class(run.algo)
     config, tensorboard_log = run.config, str(run.out / "tb")
@@ -474,6 +515,8 @@ def train(
             raise ValueError("imitation trains a fresh model; it cannot start --init-from another model")
         if env_config.get("observation_mode", "box") != "box" or config["policy"] != "MlpPolicy":
             raise ValueError("imitation: its teachers read box observations (observation_mode=box, MlpPolicy)")
+    if resume:
+        _refuse_another_run(out, saved)
     run = TrainingRun(algo=algo, out=out, config=config, env=env_config, held_out_env=eval_config,
                       eval_episodes=eval_episodes, seed=seed, resume=resume, init_from=init_from)
     created = not out.exists()

@@ -166,6 +166,17 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
     # The first part's monitor log is kept beside the resumed part's; load_results reads both.
     logs = sorted(p.name for p in (out / "monitor").glob("*.monitor.csv"))
     assert logs == ["native.monitor.csv", "native.until_128.monitor.csv"], logs
+    # Resuming under other settings is refused, naming them, before anything in the folder changes.
+    files = {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
+    resume = ["train", "--algo", "maskable_ppo", "--config", str(config), "--timesteps", "384", "--out", str(out),
+              "--resume", "--quiet"]
+    with one_line_error(capsys, r"other settings: config\.env\.regime is .* in the run, 'burst_drift' here"):
+        assert 2 == wpb([*resume, "--env-kwargs", "regime=burst_drift"])
+    with one_line_error(capsys, r"other settings: seed is 0 in the run, 3 here"):
+        assert 2 == wpb([*resume, "--seed", "3"])
+    with one_line_error(capsys, r"config\.env\.kind_budgets is None in the run, 'endpoint=20%' here"):
+        assert 2 == wpb([*resume, "--env-kwargs", "kind_budgets=endpoint=20%"])  # another observation
+    assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == files
     with one_line_error(capsys, "no checkpoint"):
         assert 2 == wpb(
             [
