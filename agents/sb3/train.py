@@ -358,12 +358,20 @@ def _newest_checkpoint(folder: Path) -> tuple[Path, int] | None:
 
 def _checkpoint_to_resume(run: TrainingRun) -> tuple[Path, int] | None:
     """The newest checkpoint of a resumed run, and its steps; the monitor logs so far are set
-    aside beside the resumed run's (SB3 rewrites its files)."""
-    newest = _newest_checkpoint(run.out / "checkpoints") if run.resume else None
-    if newest is not None:
-        for log in sorted((run.out / "monitor").glob("*.monitor.csv")):
-            if ".until_" not in log.name:
-                log.rename(log.with_name(log.name.replace(".monitor.csv", f".until_{newest[1]}.monitor.csv")))
+    aside beside the resumed run's (SB3 rewrites its files), each under a name of its own."""
+    if not run.resume:
+        return None
+    newest = _newest_checkpoint(run.out / "checkpoints")
+    if newest is None:  # before anything in the folder is touched
+        raise FileNotFoundError(f"--resume: no checkpoint in {run.out / 'checkpoints'}")
+    for log in sorted((run.out / "monitor").glob("*.monitor.csv")):
+        if ".until_" not in log.name:
+            stem, again = log.name.replace(".monitor.csv", f".until_{newest[1]}"), 1
+            target = log.with_name(f"{stem}.monitor.csv")
+            while target.exists():  # a resume that failed after setting its logs aside
+                again += 1
+                target = log.with_name(f"{stem}.{again}.monitor.csv")
+            log.rename(target)
     return newest
 
 
@@ -401,52 +409,93 @@ def _refuse_other_limits(init_from: str | Path, env_config: Mapping[str, Any]) -
 
 
 # What a resumed run must share with the run its folder holds: what decides its episodes, its
-# observations and its model's selection. Its number of steps may grow; how it runs (the VecEnv,
-# episode workers, torch's threads, how often it checkpoints) may change; the hyperparameters
-# are the checkpoint's own (SB3 loads them with it, and config.json records its optimizer).
-_RUN_IDENTITY = ("algo", "seed", "held_out_episodes", "init_from", "config")
+# observations and its model's selection. Its number of steps may change; how it runs (the
+# VecEnv, episode workers, torch's threads, how often it checkpoints) may change. The model
+# brings its own hyperparameters (SB3 loads them with it) and the run its --init-from: both are
+# taken from the run.
+_RUN_IDENTITY = ("algo", "seed", "held_out_episodes", "config")
 _MAY_CHANGE = {"config.timesteps", "config.vec_env", "config.episode_workers", "config.torch_threads",
                "config.checkpoint_every_steps", "config.hyperparams"}
+# What a resumed run's config.json keeps of the run's own record.
+_KEPT_ON_RESUME = ("init_from", "init_from_hyperparams", "imitation_history")
+_ABSENT = object()
+# The defaults under each part of the record (a run of an older version lacks settings added since).
+DEFAULTS_AT = {"config": json.loads(json.dumps(DEFAULTS))}
 
 
-def _refuse_another_run(out: Path, saved: Mapping[str, Any]) -> None:
-    """``--resume`` continues the run ``out`` holds: refuse settings other than those its
-    ``config.json`` records, naming the first that differ (the checkpoints would go on training
-    on other episodes or settings, or fail inside SB3 on another observation's shape)."""
+def _recorded_run(out: Path) -> dict[str, Any] | None:
+    """The ``config.json`` of the run ``out`` holds (None: no run started there, no checkpoint
+    either); a ValueError naming the file when it is not a run's record."""
     path = out / "config.json"
     if not path.is_file():
-        return  # nothing started there: the missing checkpoint is named later
+        if _newest_checkpoint(out / "checkpoints") is not None:
+            raise ValueError(f"--resume: {out} holds checkpoints but no config.json: not a run folder of "
+                             "wpb train, or one whose record was removed; its settings cannot be checked")
+        return None
     try:
         recorded = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
         raise ValueError(f"--resume: {path}: not the settings of a run of wpb train ({error})") from None
-    ours = json.loads(json.dumps(saved, sort_keys=True, default=str))  # as config.json records them
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("config"), dict):
+        raise ValueError(f"--resume: {path}: not the settings of a run of wpb train (no object with its 'config')")
+    return recorded
+
+
+def _refuse_another_run(out: Path, saved: dict[str, Any]) -> None:
+    """``--resume`` continues the run ``out`` holds: refuse settings other than those its
+    ``config.json`` records, naming the first that differ (the checkpoints would go on training
+    on other episodes or settings, or fail inside SB3 on another observation's shape). A setting
+    the run did not record (an older version's run) is the same if this run gives it at its
+    default. What the run brings of its own (``_KEPT_ON_RESUME``, its hyperparameters) is put
+    in ``saved``; a hyperparameter given otherwise here is named on stderr, as SB3 ignores it."""
+    recorded = _recorded_run(out)
+    if recorded is None:
+        return
+    try:  # as config.json records them (keys as text, tuples as lists)
+        ours = json.loads(json.dumps(saved, default=str))
+    except (TypeError, ValueError):
+        return  # a recipe JSON cannot record: building the model names what is wrong
     differences: list[str] = []
     for key in _RUN_IDENTITY:
-        _differences(recorded.get(key) if isinstance(recorded, dict) else None, ours.get(key), key, differences)
+        _differences(recorded.get(key, _ABSENT), ours.get(key, _ABSENT), key, differences, DEFAULTS_AT.get(key))
     if differences:
         more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
         raise ValueError(f"--resume: {out} holds a run of other settings: {'; '.join(differences[:3])}{more}; "
-                         "resume it with its own settings (--timesteps may grow), or choose another --out")
+                         "resume it with its own settings (--timesteps may change), or choose another --out")
+    for key in _KEPT_ON_RESUME:
+        if key in recorded:
+            saved[key] = recorded[key]
+    theirs = recorded["config"].get("hyperparams")
+    if isinstance(theirs, dict) and theirs != ours["config"].get("hyperparams"):
+        print(f"wpb train: the resumed model keeps the hyperparameters it was saved with ({json.dumps(theirs)}); "
+              "those given here are not used", file=sys.stderr)
+        saved["config"] = {**saved["config"], "hyperparams": theirs}
 
 
-def _differences(theirs: Any, ours: Any, where: str, found: list[str]) -> None:
-    """Each setting under ``where`` whose value differs, as ``where.key: the run's, this one's``."""
+def _differences(theirs: Any, ours: Any, where: str, found: list[str], default: Any = _ABSENT) -> None:
+    """Each setting under ``where`` whose value differs, as ``where: the run's, this one's``;
+    ``default``: the recipe's default there (a setting the run lacks is the same at it)."""
     if where in _MAY_CHANGE:
         return
+    if theirs is _ABSENT and (ours is _ABSENT or ours == default):
+        return
     if isinstance(theirs, dict) and isinstance(ours, dict):
+        defaults = default if isinstance(default, dict) else {}
         for key in sorted(set(theirs) | set(ours)):
-            _differences(theirs.get(key), ours.get(key), f"{where}.{key}", found)
+            _differences(theirs.get(key, _ABSENT), ours.get(key, _ABSENT), f"{where}.{key}", found,
+                         defaults.get(key, _ABSENT))
     elif theirs != ours:
-        found.append(f"{where} is {theirs!r} in the run, {ours!r} here")
+        found.append(f"{where} is {_shown(theirs)} in the run, {_shown(ours)} here")
+
+
+def _shown(value: Any) -> str:
+    return "absent" if value is _ABSENT else repr(value)
 
 
 def _starting_model(run: TrainingRun, train_env: Any, checkpoint: tuple[Path, int] | None) -> StartingModel:
     cls = algo_class(run.algo)
     config, tensorboard_log = run.config, str(run.out / "tb")
     policy = "MlpLstmPolicy" if run.algo == "recurrent_ppo" and config["policy"] == "MlpPolicy" else config["policy"]
-    if run.resume and checkpoint is None:
-        raise FileNotFoundError(f"--resume: no checkpoint in {run.out / 'checkpoints'}")
     if checkpoint is not None:
         path, steps = checkpoint
         model = cls.load(path, env=train_env, device="cpu", tensorboard_log=tensorboard_log)

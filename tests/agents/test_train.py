@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -170,13 +171,47 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
     files = {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()}
     resume = ["train", "--algo", "maskable_ppo", "--config", str(config), "--timesteps", "384", "--out", str(out),
               "--resume", "--quiet"]
-    with one_line_error(capsys, r"other settings: config\.env\.regime is .* in the run, 'burst_drift' here"):
+    with one_line_error(capsys, r"other settings: config\.env\.regime is absent in the run, 'burst_drift' here"):
         assert 2 == wpb([*resume, "--env-kwargs", "regime=burst_drift"])
     with one_line_error(capsys, r"other settings: seed is 0 in the run, 3 here"):
         assert 2 == wpb([*resume, "--seed", "3"])
-    with one_line_error(capsys, r"config\.env\.kind_budgets is None in the run, 'endpoint=20%' here"):
+    with one_line_error(capsys, r"config\.env\.kind_budgets is absent in the run, 'endpoint=20%' here"):
         assert 2 == wpb([*resume, "--env-kwargs", "kind_budgets=endpoint=20%"])  # another observation
     assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == files
+    # A run without a checkpoint, or without a record, is refused before anything in it changes.
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare)
+    for checkpoint in (bare / "checkpoints").iterdir():
+        checkpoint.unlink()
+    kept = {path: path.read_bytes() for path in sorted(bare.rglob("*")) if path.is_file()}
+    with one_line_error(capsys, "no checkpoint"):
+        assert 2 == wpb([*resume[:-3], str(bare), "--resume", "--quiet"])
+    (bare / "config.json").write_text("[1, 2]")
+    with one_line_error(capsys, "not the settings of a run of wpb train"):
+        assert 2 == wpb([*resume[:-3], str(bare), "--resume", "--quiet"])
+    assert {path: path.read_bytes() for path in sorted(bare.rglob("*")) if path.is_file()} == {
+        **kept, bare / "config.json": b"[1, 2]"}
+
+
+def test_a_run_started_from_another_model_resumes_with_its_own_record(tmp_path, capsys):
+    config = tiny_config(tmp_path)
+    base = ["train", "--algo", "maskable_ppo", "--config", str(config), "--quiet"]
+    assert wpb([*base, "--timesteps", "128", "--out", str(tmp_path / "first")]) == 0
+    start = tmp_path / "first" / "final_model.zip"
+    out = tmp_path / "second"
+    assert wpb([*base, "--timesteps", "128", "--init-from", str(start), "--out", str(out)]) == 0
+    recorded = json.loads((out / "config.json").read_text())
+    changed = tmp_path / "changed.yaml"  # other hyperparameters: the checkpoint keeps its own, and says so
+    changed.write_text(yaml.safe_dump({**TINY, "hyperparams": {**TINY["hyperparams"], "n_epochs": 2}}))
+    capsys.readouterr()
+    resumed = ["train", "--algo", "maskable_ppo", "--config", str(changed), "--quiet", "--timesteps", "256",
+               "--out", str(out), "--resume"]
+    assert wpb(resumed) == 0
+    assert "keeps the hyperparameters it was saved with" in capsys.readouterr().err
+    again = json.loads((out / "config.json").read_text())
+    assert again["init_from"] == recorded["init_from"] == str(start)
+    assert again["init_from_hyperparams"] == recorded["init_from_hyperparams"]
+    assert again["config"]["hyperparams"] == recorded["config"]["hyperparams"] and again["trained_timesteps"] == 256
     with one_line_error(capsys, "no checkpoint"):
         assert 2 == wpb(
             [
