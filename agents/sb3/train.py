@@ -37,6 +37,7 @@ it. A policy whose logits turn NaN then fails at sampling (torch's multinomial).
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -419,8 +420,19 @@ _MAY_CHANGE = {"config.timesteps", "config.vec_env", "config.episode_workers", "
 # What a resumed run's config.json keeps of the run's own record.
 _KEPT_ON_RESUME = ("init_from", "init_from_hyperparams", "imitation_history")
 _ABSENT = object()
-# The defaults under each part of the record (a run of an older version lacks settings added since).
-DEFAULTS_AT = {"config": json.loads(json.dumps(DEFAULTS))}
+
+
+def _record_defaults() -> dict[str, Any]:
+    """The defaults under each part of a run's record: a setting absent on one side is the same
+    as the other side's if that is its default (an env argument written out at its default; a
+    recipe setting an older version did not record). The env's are its constructor's, under the
+    recipe's own."""
+    from wpb_gym.envs.env import WritePolicyBenchEnv
+
+    env = {name: parameter.default for name, parameter in inspect.signature(WritePolicyBenchEnv).parameters.items()
+           if parameter.default is not inspect.Parameter.empty}
+    recipe = json.loads(json.dumps({**DEFAULTS, "env": {**env, **DEFAULTS["env"]}}, default=str))
+    return {"config": recipe}
 
 
 def _recorded_run(out: Path) -> dict[str, Any] | None:
@@ -456,8 +468,10 @@ def _refuse_another_run(out: Path, saved: dict[str, Any]) -> None:
     except (TypeError, ValueError):
         return  # a recipe JSON cannot record: building the model names what is wrong
     differences: list[str] = []
+    defaults = _record_defaults()
     for key in _RUN_IDENTITY:
-        _differences(recorded.get(key, _ABSENT), ours.get(key, _ABSENT), key, differences, DEFAULTS_AT.get(key))
+        _differences(recorded.get(key, _ABSENT), ours.get(key, _ABSENT), key, differences,
+                     defaults.get(key, _ABSENT))
     if differences:
         more = f" (and {len(differences) - 3} more)" if len(differences) > 3 else ""
         raise ValueError(f"--resume: {out} holds a run of other settings: {'; '.join(differences[:3])}{more}; "
@@ -477,7 +491,7 @@ def _differences(theirs: Any, ours: Any, where: str, found: list[str], default: 
     ``default``: the recipe's default there (a setting the run lacks is the same at it)."""
     if where in _MAY_CHANGE:
         return
-    if theirs is _ABSENT and (ours is _ABSENT or ours == default):
+    if (theirs is _ABSENT and (ours is _ABSENT or ours == default)) or (ours is _ABSENT and theirs == default):
         return
     if isinstance(theirs, dict) and isinstance(ours, dict):
         defaults = default if isinstance(default, dict) else {}

@@ -178,6 +178,8 @@ def test_wpb_train_resumes_from_the_newest_checkpoint(tmp_path, capsys):
     with one_line_error(capsys, r"config\.env\.kind_budgets is absent in the run, 'endpoint=20%' here"):
         assert 2 == wpb([*resume, "--env-kwargs", "kind_budgets=endpoint=20%"])  # another observation
     assert {path: path.read_bytes() for path in sorted(out.rglob("*")) if path.is_file()} == files
+    # An env argument written out at its default is the same setting.
+    assert wpb([*resume, "--env-kwargs", "track=unprivileged", "slot_order=relevance"]) == 0
     # A run without a checkpoint, or without a record, is refused before anything in it changes.
     bare = tmp_path / "bare"
     shutil.copytree(out, bare)
