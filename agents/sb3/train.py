@@ -457,8 +457,8 @@ def _refuse_another_run(out: Path, saved: dict[str, Any]) -> None:
     """``--resume`` continues the run ``out`` holds: refuse settings other than those its
     ``config.json`` records, naming the first that differ (the checkpoints would go on training
     on other episodes or settings, or fail inside SB3 on another observation's shape). A setting
-    the run did not record (an older version's run) is the same if this run gives it at its
-    default. What the run brings of its own (``_KEPT_ON_RESUME``, its hyperparameters) is put
+    given on one side only is the same if the other has it at its default (``_record_defaults``).
+    What the run brings of its own (``_KEPT_ON_RESUME``, its hyperparameters) is put
     in ``saved``; a hyperparameter given otherwise here is named on stderr, as SB3 ignores it."""
     recorded = _recorded_run(out)
     if recorded is None:
@@ -488,7 +488,7 @@ def _refuse_another_run(out: Path, saved: dict[str, Any]) -> None:
 
 def _differences(theirs: Any, ours: Any, where: str, found: list[str], default: Any = _ABSENT) -> None:
     """Each setting under ``where`` whose value differs, as ``where: the run's, this one's``;
-    ``default``: the recipe's default there (a setting the run lacks is the same at it)."""
+    ``default``: its default there (a setting absent on one side is the same at it)."""
     if where in _MAY_CHANGE:
         return
     if (theirs is _ABSENT and (ours is _ABSENT or ours == default)) or (ours is _ABSENT and theirs == default):
