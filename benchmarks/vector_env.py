@@ -255,8 +255,10 @@ def measure_generators(n: int, seconds: float, rounds: int, regimes: list[str], 
           f" {'vs CartPole PPO':>16}")
     for regime in regimes:
         kwargs = {} if regime == "default" else {"regime": regime}
-        # Only the paper's four regimes are replayed; the others are made either way.
-        sides = {"replayed (default)": (True, 0), **made} if regime in PAPER_REGIMES else made
+        # The paper's four regimes and the contract regimes without text are replayed; the others
+        # are made either way.
+        replayed = regime in PAPER_REGIMES or drawn_compilable(EpisodeRecipe(make_config(regime), 0, 0))
+        sides = {"replayed (default)": (True, 0), **made} if replayed else made
         envs = {"cartpole": gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")}
         envs.update({name: gym.make_vec("WritePolicyBench-v0", num_envs=n, replay_generators=replay,
                                         episode_workers=workers, **kwargs)
