@@ -275,3 +275,66 @@ def test_content_scores_are_standard_normal_over_random_parameter_names():
               for _ in range(4000)]
     assert abs(np.mean(scores)) < 0.1 and abs(np.std(scores) - 1.0) < 0.1
     assert content_score([]) == 0.0 and content_score(["not-a-word"]) == 0.0
+
+
+# ----------------------------------------------------------------------------- pinned episodes
+# Twelve endpoints whose every breaking change is reverted three steps on: endpoints are often
+# removed or wait for reverts, and come back. Digests of the episodes' JSONL lines and of
+# the endless streams' first 1,236 steps, as the generator made them when they were pinned.
+_PINNED_OPTIONS = {"endpoints": 12, "families": 2, "length": 12 + 400, "checkpoint_interval": 10,
+                   "volatile_share": 1.0, "volatile_revert_prob": 1.0, "revert_window": 3}
+_PINNED = {
+    "queries_easy": ("603a093efeabd2d247e6e4b3c43dd8e5e1a583e4edd44c3fb17d668545fd0320",
+                     "e5903992dc56f12bed1d22212c4b21be86aa5182eeda2010990b9db093758f18",
+                     "8a0be316da8d01c121200b59aeba9b9ae1951bf131d14b07365804829e5ea32b"),
+    "queries_medium": ("a9e0eebf11146d866f7a0e65547564dc1bf8e7c6bd80e923a9c995c75e2063ee",
+                       "11ab0c0059ee3395b3b41376513914d3aea8a7c89e2b3802236455fdf22775e9",
+                       "ca8fdaaae35c328c7440584d68e39f7d032d91d813a08ba009a06c9185c1d293"),
+    "queries_hard": ("6f80799b9b83a212891e4ef9fce2b2bde709c875b8fd22c7acb612394e9e3470",
+                     "9a536ff30ebf9006bf66b62a9ecde103ee6f654329ce033d63908b52dc3a97a0",
+                     "e19fb3448a63a524bfeeb24c7955d37b5f799c4a5a3fdb547a6ce20861694350"),
+}
+
+
+@pytest.mark.parametrize("regime", QUERY_REGIMES)
+def test_episodes_and_endless_streams_are_the_pinned_ones(regime):
+    import hashlib
+
+    from wpb_gym.episodes.generators.queries import query_stream
+
+    c = make_config(regime, **_PINNED_OPTIONS)
+    episodes = [generate_episode(c, 7, index) for index in range(2)]
+    digests = [hashlib.sha256(dumps_episode(episode).encode()).hexdigest() for episode in episodes]
+    endless = hashlib.sha256()
+    for _, step in zip(range(3 * c.length), query_stream(c, 5, 0)):
+        endless.update(json.dumps([step.t, step.observation, step.metadata, step.asked, step.change_kind,
+                                   step.reverted_change], sort_keys=True, default=str).encode())
+    assert (*digests, endless.hexdigest()) == _PINNED[regime]
+    kinds = Counter(kind for episode in episodes for _, kind in episode.labels["change_kinds"])
+    assert kinds["remove_endpoint"] > 0 and kinds["revert"] > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**63 - 1), n=st.integers(1, 40), t=st.integers(0, 60), data=st.data())
+def test_the_endpoint_to_change_is_drawn_as_a_pass_over_the_endpoints_draws_it(seed, n, t, data):
+    """The arrays' draw against the literal rule: the endpoints free at ``t`` (no revert pending
+    past it) and not removed, else the free ones, weighted by their family's change weight."""
+    import numpy as np
+
+    from wpb_gym.episodes.generators.queries import _draw_changing, _Flags
+
+    flags = _Flags(np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n))),
+                   np.array(data.draw(st.lists(st.integers(-1, 80), min_size=n, max_size=n)), dtype=np.int64))
+    weights = np.array(data.draw(st.lists(st.floats(0.05, 20.0), min_size=n, max_size=n)))
+    free = [int(until) < t for until in flags.frozen_until.tolist()]
+    live = [f and not removed for f, removed in zip(free, flags.removed.tolist(), strict=True)]
+    candidates = live if any(live) else free
+    literal = np.random.default_rng(seed)
+    if any(candidates):
+        w = np.array([weight if ok else 0.0 for weight, ok in zip(weights.tolist(), candidates, strict=True)])
+        want = int(literal.choice(n, p=w / w.sum()))
+    else:
+        want = None
+    rng = np.random.default_rng(seed)
+    assert _draw_changing(rng, flags, weights, t) == want
+    assert rng.bit_generator.state == literal.bit_generator.state

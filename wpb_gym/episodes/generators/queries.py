@@ -259,12 +259,25 @@ def query_episode_seed(regime: str, seed: int, index: int) -> np.random.SeedSequ
     return np.random.SeedSequence([seed, key], spawn_key=(index,))
 
 
+class _Flags(NamedTuple):
+    """Every endpoint's ``removed`` flag and ``frozen_until`` step (a revert is pending until
+    then; -1: none), as arrays: each change step draws its endpoint among those free and not
+    removed, a comparison of whole arrays rather than a pass over thousands of endpoints."""
+
+    removed: np.ndarray
+    frozen_until: np.ndarray
+
+    @classmethod
+    def of(cls, n: int) -> _Flags:
+        return cls(np.zeros(n, dtype=bool), np.full(n, -1, dtype=np.int64))
+
+
 class _Endpoint:
-    __slots__ = ("index", "api", "family", "version", "params", "required", "deprecated", "removed",
-                 "names", "frozen_until", "snapshot_obj", "summary")
+    __slots__ = ("index", "api", "family", "version", "params", "required", "deprecated", "names", "snapshot_obj",
+                 "summary", "_flags")
 
     def __init__(self, index: int, api: str, family: int, version: int, params: list[str], n_required: int,
-                 names: list[str]) -> None:
+                 names: list[str], flags: _Flags) -> None:
         self.index = index
         self.api = api
         self.family = family
@@ -272,11 +285,26 @@ class _Endpoint:
         self.params = params
         self.required = params[:n_required]
         self.deprecated = False
-        self.removed = False
         self.names = names  # fresh names for added parameters, in the order they are used
-        self.frozen_until = -1  # a revert is pending until this step
         self.snapshot_obj: dict[str, Any] | None = None
         self.summary: str | None = None
+        self._flags = flags  # its removed flag and frozen_until step, at its index
+
+    @property
+    def removed(self) -> bool:
+        return bool(self._flags.removed[self.index])
+
+    @removed.setter
+    def removed(self, value: bool) -> None:
+        self._flags.removed[self.index] = value
+
+    @property
+    def frozen_until(self) -> int:
+        return int(self._flags.frozen_until[self.index])
+
+    @frozen_until.setter
+    def frozen_until(self, step: int) -> None:
+        self._flags.frozen_until[self.index] = step
 
     def contract(self) -> tuple[list[str], list[str], bool, bool]:
         return list(self.params), list(self.required), self.deprecated, self.removed
@@ -364,6 +392,7 @@ class QueryStream:
         self.revert_prob = np.where(volatile, c.volatile_revert_prob, c.stable_revert_prob)
 
         self.endpoints: list[_Endpoint] = []
+        self._flags = _Flags.of(N)
         for i in range(N):
             n_params = int(np.exp(rng.uniform(np.log(c.min_params), np.log(c.max_params + 1))))
             n_params = min(max(n_params, c.min_params), c.max_params)
@@ -373,7 +402,7 @@ class QueryStream:
             n_required = int(rng.integers(0, n_params + 1)) // 2
             self.endpoints.append(_Endpoint(i, f"api.{self.family_names[family_of[i]]}.endpoint_{i}",
                                             int(family_of[i]), int(rng.integers(1, FIRST_VERSION_MAX + 1)),
-                                            names[:n_params], n_required, names[n_params:]))
+                                            names[:n_params], n_required, names[n_params:], self._flags))
         if c.summary_max_bytes > 0:
             lo, hi = max(c.summary_min_bytes, 1), c.summary_max_bytes + 1
             has_summary = rng.random(N) < c.summary_prob
@@ -420,7 +449,7 @@ class QueryStream:
             self._forget()
             return StreamStep(t, observation, {"mode": c.regime}, asked, None, None)
         rng, endpoints, pending = self.rng, self.endpoints, self._pending
-        i = None if t in pending else _draw_changing(rng, endpoints, self._family_weights, t)
+        i = None if t in pending else _draw_changing(rng, self._flags, self._family_weights, t)
         breaking = False
         reverted_change = None
         if i is None:  # a revert due now, or every endpoint waits for one: the first comes now
@@ -519,17 +548,17 @@ def generate_query_steps(c: QueryTierConfig, stream_rng: np.random.Generator,
     return observations, metadata, labels
 
 
-def _draw_changing(rng: np.random.Generator, endpoints: list[_Endpoint], weights: np.ndarray, t: int) -> int | None:
+def _draw_changing(rng: np.random.Generator, flags: _Flags, weights: np.ndarray, t: int) -> int | None:
     """An endpoint that may change at ``t``, drawn with its family's change weight (None when
     every endpoint waits for a revert)."""
-    free = np.fromiter((e.frozen_until < t for e in endpoints), dtype=bool, count=len(endpoints))
-    live = free & np.fromiter((not e.removed for e in endpoints), dtype=bool, count=len(endpoints))
+    free = flags.frozen_until < t
+    live = free & ~flags.removed
     if not live.any():  # every endpoint removed or waiting for a revert: the removed ones come back
         live = free
     if not live.any():
         return None
     w = np.where(live, weights, 0.0)
-    return int(rng.choice(len(endpoints), p=w / w.sum()))
+    return int(rng.choice(len(weights), p=w / w.sum()))
 
 
 def _apply_change(rng: np.random.Generator, e: _Endpoint, kind: str) -> None:
