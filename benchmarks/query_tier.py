@@ -5,10 +5,11 @@ run (this machine's speed drifts):
 
 * ``env``: env-steps/s of ``gym.make("WritePolicyBench-Queries<Tier>-v0")`` with random valid
   actions (the valid action with the largest uniform draw), against ``gym.make("CartPole-v1")``
-  with random actions. The query tier's env makes its stream as it plays (``QueryStream``), so
-  this includes the generator.
+  with random actions. The env makes each episode's stream when it resets
+  (``generate_query_episode``), so this includes the generator.
 * ``stream``: steps/s of the tier's ``QueryStream`` alone (the fixed-length episode's steps,
-  made one by one as the env makes them), against the same CartPole-v1 figure.
+  made one by one as ``generate_query_episode`` makes them), against the same CartPole-v1
+  figure.
 
 To compare two checkouts, run the script with each on ``PYTHONPATH`` (the package is then
 imported from there) and compare the ratios:
@@ -71,9 +72,10 @@ def stream(tier: str) -> Callable[[float], tuple[int, float]]:
         nonlocal index, steps_of
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
-            if next(steps_of, None) is None:
+            if next(steps_of, None) is None:  # the episode is over: the next one starts
                 index += 1
                 steps_of = iter(query_stream(config, 0, index, horizon=config.length))
+                continue
             steps += 1
         return steps, time.perf_counter() - start
 

@@ -278,40 +278,56 @@ def test_content_scores_are_standard_normal_over_random_parameter_names():
 
 
 # ----------------------------------------------------------------------------- pinned episodes
-# Twelve endpoints whose every breaking change is reverted three steps on: endpoints are often
-# removed or wait for reverts, and come back. Digests of the episodes' JSONL lines and of
-# the endless streams' first 1,236 steps, as the generator made them when they were pinned.
-_PINNED_OPTIONS = {"endpoints": 12, "families": 2, "length": 12 + 400, "checkpoint_interval": 10,
-                   "volatile_share": 1.0, "volatile_revert_prob": 1.0, "revert_window": 3}
+# Digests of two episodes' JSONL lines and of an endless stream's first 3 x length steps per
+# tier, as the generator made them when they were pinned. "reverts": twelve endpoints whose
+# every breaking change is reverted three steps on. "crowded": three endpoints, often all
+# removed or waiting for a revert, so that a removed one comes back or a revert comes early.
+_PINNED_OPTIONS = {
+    "reverts": {"endpoints": 12, "families": 2, "length": 12 + 400, "checkpoint_interval": 10,
+                "volatile_share": 1.0, "volatile_revert_prob": 1.0, "revert_window": 3},
+    "crowded": {"endpoints": 3, "families": 2, "length": 203, "checkpoint_interval": 10, "breaking_prob": 0.8,
+                "volatile_share": 0.5, "volatile_revert_prob": 1.0, "stable_revert_prob": 0.0, "revert_window": 12},
+}
 _PINNED = {
-    "queries_easy": ("603a093efeabd2d247e6e4b3c43dd8e5e1a583e4edd44c3fb17d668545fd0320",
-                     "e5903992dc56f12bed1d22212c4b21be86aa5182eeda2010990b9db093758f18",
-                     "8a0be316da8d01c121200b59aeba9b9ae1951bf131d14b07365804829e5ea32b"),
-    "queries_medium": ("a9e0eebf11146d866f7a0e65547564dc1bf8e7c6bd80e923a9c995c75e2063ee",
-                       "11ab0c0059ee3395b3b41376513914d3aea8a7c89e2b3802236455fdf22775e9",
-                       "ca8fdaaae35c328c7440584d68e39f7d032d91d813a08ba009a06c9185c1d293"),
-    "queries_hard": ("6f80799b9b83a212891e4ef9fce2b2bde709c875b8fd22c7acb612394e9e3470",
-                     "9a536ff30ebf9006bf66b62a9ecde103ee6f654329ce033d63908b52dc3a97a0",
-                     "e19fb3448a63a524bfeeb24c7955d37b5f799c4a5a3fdb547a6ce20861694350"),
+    ("reverts", "queries_easy"): ("603a093efeabd2d247e6e4b3c43dd8e5e1a583e4edd44c3fb17d668545fd0320",
+                                  "e5903992dc56f12bed1d22212c4b21be86aa5182eeda2010990b9db093758f18",
+                                  "8a0be316da8d01c121200b59aeba9b9ae1951bf131d14b07365804829e5ea32b"),
+    ("reverts", "queries_medium"): ("a9e0eebf11146d866f7a0e65547564dc1bf8e7c6bd80e923a9c995c75e2063ee",
+                                    "11ab0c0059ee3395b3b41376513914d3aea8a7c89e2b3802236455fdf22775e9",
+                                    "ca8fdaaae35c328c7440584d68e39f7d032d91d813a08ba009a06c9185c1d293"),
+    ("reverts", "queries_hard"): ("6f80799b9b83a212891e4ef9fce2b2bde709c875b8fd22c7acb612394e9e3470",
+                                  "9a536ff30ebf9006bf66b62a9ecde103ee6f654329ce033d63908b52dc3a97a0",
+                                  "e19fb3448a63a524bfeeb24c7955d37b5f799c4a5a3fdb547a6ce20861694350"),
+    ("crowded", "queries_easy"): ("270c8bf607824f82ef999d17a3e6490050bf185747d095611c150824475bdaba",
+                                  "48e9db42e5080bd1515e77f6c79a00153cec8e978cc1cb3839cf650f50e50936",
+                                  "113dbfc1227bc44dfddb77e3c16f252ab1e21bbb56da25e61fedc4c83531f225"),
+    ("crowded", "queries_medium"): ("1f1f4f346d4d40a7052871ec85b7520d6127a7fd08544b5e332fadc6ba59ffd9",
+                                    "c9b3fcfa43b78959ea26aa7e2326dc18c4af89b672d5c5caf3b5f8b5d11d1695",
+                                    "2ac7f4e5e064757f38d1e1ccb6288f9b350c2fc61ea96fe342e5614e914befbc"),
+    ("crowded", "queries_hard"): ("e8cc07c9620e132d9ddb171c0ecdd55ffdd55fd217e67898f4173b26cfeec1a8",
+                                  "246fb5aa11fe98b04c6ebf471f06f4d0bb765a29df8f3d54290a153eb02f06f4",
+                                  "b3a05552982ff5b6deb4bf414527c15ee0e12506258d7d08a44cf39b5fd05cb9"),
 }
 
 
-@pytest.mark.parametrize("regime", QUERY_REGIMES)
-def test_episodes_and_endless_streams_are_the_pinned_ones(regime):
+@pytest.mark.parametrize(("options", "regime"), sorted(_PINNED))
+def test_episodes_and_endless_streams_are_the_pinned_ones(options, regime):
     import hashlib
 
     from wpb_gym.episodes.generators.queries import query_stream
 
-    c = make_config(regime, **_PINNED_OPTIONS)
+    c = make_config(regime, **_PINNED_OPTIONS[options])
     episodes = [generate_episode(c, 7, index) for index in range(2)]
     digests = [hashlib.sha256(dumps_episode(episode).encode()).hexdigest() for episode in episodes]
     endless = hashlib.sha256()
     for _, step in zip(range(3 * c.length), query_stream(c, 5, 0)):
         endless.update(json.dumps([step.t, step.observation, step.metadata, step.asked, step.change_kind,
                                    step.reverted_change], sort_keys=True, default=str).encode())
-    assert (*digests, endless.hexdigest()) == _PINNED[regime]
+    assert (*digests, endless.hexdigest()) == _PINNED[options, regime]
     kinds = Counter(kind for episode in episodes for _, kind in episode.labels["change_kinds"])
     assert kinds["remove_endpoint"] > 0 and kinds["revert"] > 0
+    if options == "crowded":
+        assert kinds["restore_endpoint"] > 0
 
 
 @settings(max_examples=200, deadline=None)

@@ -288,7 +288,7 @@ class _Endpoint:
         self.names = names  # fresh names for added parameters, in the order they are used
         self.snapshot_obj: dict[str, Any] | None = None
         self.summary: str | None = None
-        self._flags = flags  # its removed flag and frozen_until step, at its index
+        self._flags = flags
 
     @property
     def removed(self) -> bool:
