@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym
+from wpb_gym.envs.query_env import MERGE, SKIP, WRITE
 from wpb_gym.episodes.generators.queries import QUERY_REGIMES, query_config, query_stream
 
 
@@ -44,8 +45,8 @@ def cartpole(seconds: float) -> tuple[int, float]:
     return steps, time.perf_counter() - start
 
 
-def query_env(tier: str) -> Callable[[float], tuple[int, float]]:
-    env = gym.make(f"WritePolicyBench-Queries{tier.removeprefix('queries_').capitalize()}-v0")
+def query_env(tier: str, actions: str, **env_kwargs: int) -> Callable[[float], tuple[int, float]]:
+    env = gym.make(f"WritePolicyBench-Queries{tier.removeprefix('queries_').capitalize()}-v0", **env_kwargs)
     _, info = env.reset(seed=0)
     rng = np.random.default_rng(0)
 
@@ -54,7 +55,11 @@ def query_env(tier: str) -> Callable[[float], tuple[int, float]]:
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             mask = info["action_mask"]
-            _, _, terminated, truncated, info = env.step(int((rng.random(mask.shape) * mask).argmax()))
+            if actions == "random":
+                action = int((rng.random(mask.shape) * mask).argmax())
+            else:  # "fill": WRITE, else MERGE, else SKIP; never EXPIRE, so memory stays full
+                action = WRITE if mask[WRITE] else MERGE if mask[MERGE] else SKIP
+            _, _, terminated, truncated, info = env.step(action)
             steps += 1
             if terminated or truncated:
                 _, info = env.reset()
@@ -87,12 +92,20 @@ def main() -> None:
     parser.add_argument("--tiers", nargs="+", default=list(QUERY_REGIMES), choices=list(QUERY_REGIMES))
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds per slice")
     parser.add_argument("--rounds", type=int, default=3, help="slices per side")
+    parser.add_argument("--actions", choices=["random", "fill"], default="random",
+                        help="the env's actions: random valid ones, or WRITE / MERGE / SKIP, never EXPIRE (memory fills)")
+    parser.add_argument("--budget", type=int, default=None, help="the env's budget_bytes (default: its own)")
+    parser.add_argument("--slots", type=int, default=None, help="the env's slots (default: its own)")
+    parser.add_argument("--word-buckets", type=int, default=None, help="the env's word_buckets (default: its own)")
     args = parser.parse_args()
+    env_kwargs = {name: value for name, value in (("budget_bytes", args.budget), ("slots", args.slots),
+                                                   ("word_buckets", args.word_buckets)) if value is not None}
     print(f"wpb_gym from {wpb_gym.__file__}")
-    print(f"Steps per second ({args.rounds} alternating slices of {args.seconds:g} s per side)")
+    print(f"Steps per second ({args.rounds} alternating slices of {args.seconds:g} s per side), {args.actions} actions"
+          + (f", env {env_kwargs}" if env_kwargs else ""))
     print(f"{'tier':<16} {'CartPole-v1':>12} {'env':>9} {'ratio':>8} {'stream':>9} {'ratio':>8}")
     for tier in args.tiers:
-        sides = {"cartpole": cartpole, "env": query_env(tier), "stream": stream(tier)}
+        sides = {"cartpole": cartpole, "env": query_env(tier, args.actions, **env_kwargs), "stream": stream(tier)}
         totals = {name: [0, 0.0] for name in sides}
         for r in range(args.rounds):
             for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):

@@ -75,6 +75,49 @@ def test_the_mask_is_what_the_store_accepts_and_slots_show_the_endpoint_first():
             break
 
 
+def _literal_mask(env: QueryTierEnv) -> np.ndarray:
+    """What the store accepts now, asked afresh through the public API."""
+    step, store, t = env.current_step(), env.store, env.t
+    mask = np.zeros(env.action_space.n, dtype=bool)
+    mask[SKIP] = True
+    mask[WRITE] = store.check(MemoryAction.write(step), t).accepted
+    merge = env.decode_action(MERGE)
+    mask[MERGE] = merge.action == "MERGE" and store.check(merge, t).accepted
+    for k, item in enumerate(env.slot_items()):
+        mask[3 + k] = item is not None and item.t < t
+    return mask
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_mask_follows_every_change_of_state_however_it_is_asked(seed):
+    # The env answers the mask once per state: after an accepted, a rejected or an EXPIRE
+    # action, an item exposed in a slot, a reset, and a caller that wrote into a mask it got.
+    env = small_env(budget_bytes=6000, slots=2)  # more items held than slots show
+    rng = np.random.default_rng(seed)
+    _, info = env.reset(seed=seed)
+    exposed = 0
+    for n in range(400):
+        mask = env.action_masks()
+        assert np.array_equal(mask, _literal_mask(env)) and np.array_equal(info["action_mask"], mask)
+        mask[:] = False  # the caller's copy: the env's answer does not move
+        assert np.array_equal(env.action_masks(), _literal_mask(env))
+        held = env.store.items()
+        if held and rng.random() < 0.4:
+            shown = {item.t for item in env.slot_items() if item is not None}
+            item = held[int(rng.integers(len(held)))]
+            env.expose_item(item.t)
+            exposed += item.t not in shown
+            assert np.array_equal(env.action_masks(), _literal_mask(env))
+            info["action_mask"] = env.action_masks()
+        choice = rng.random()
+        action = int(rng.integers(env.action_space.n)) if choice < 0.3 else int(rng.choice(np.flatnonzero(
+            env.action_masks())))
+        _, _, done, _, info = env.step(action)
+        if done or n == 200:
+            _, info = env.reset(seed=seed + n)
+    assert exposed >= 5
+
+
 def test_an_invalid_action_is_a_skip_with_its_penalty():
     env = small_env(budget_bytes=0, invalid_action_penalty=0.25)
     env.reset(seed=0)

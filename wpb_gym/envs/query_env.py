@@ -223,6 +223,9 @@ class QueryTierEnv(gym.Env):
         self.observation_space = spaces.Box(0.0, 1.0, (self.n_features,), np.float32)
         self.reset_count = 0
         self._episode: Episode | None = None
+        # The valid actions now, once asked (None: not yet). The observation, the info and a
+        # masked policy (SB3's MaskablePPO asks the env) each want them for the same state.
+        self._mask: np.ndarray | None = None
         self._stream: QueryStream | None = None
 
     def _set_endless(self, endless: Any, threshold: Any, window: Any, ramp: Any, episodes: Any) -> None:
@@ -348,6 +351,7 @@ class QueryTierEnv(gym.Env):
             self._checkpoints = sorted(self._asked_at) if self.answers else shown
             self._tracker = QueryStreamTracker()
         self._store = ByteMemoryStore(budget)
+        self._mask = None
         self._content = ContentTracker() if self._bags is not None else None
         self._word_rows: dict[str, np.ndarray] = {}
         self._latest_show: dict[str, int] = {}
@@ -445,6 +449,7 @@ class QueryTierEnv(gym.Env):
             raise RuntimeError("the episode is over: call reset()")
         action = int(action)
         mask = self.action_masks()
+        self._mask = None  # whatever it does, the action changes what is valid next
         step = self._step_at(self._t)
         reward = 0.0
         if not 0 <= action < len(mask) or not mask[action]:
@@ -480,6 +485,11 @@ class QueryTierEnv(gym.Env):
         return max(bases, key=lambda item: item.t) if bases else None
 
     def action_masks(self) -> np.ndarray:
+        if self._mask is None:
+            self._mask = self._valid_actions()
+        return self._mask.copy()
+
+    def _valid_actions(self) -> np.ndarray:
         mask = np.zeros(3 + self.K, dtype=bool)
         mask[SKIP] = True
         if self.is_over():
@@ -541,6 +551,7 @@ class QueryTierEnv(gym.Env):
             if shown is not None and shown.t == t:
                 return k
         self._slots[self.K - 1] = item
+        self._mask = None
         return self.K - 1
 
     # ------------------------------------------------------------------ observation
@@ -558,6 +569,7 @@ class QueryTierEnv(gym.Env):
 
         items = sorted(self._store.iter_items(), key=order)[: self.K]
         self._slots: list[MemoryItem | None] = items + [None] * (self.K - len(items))
+        self._mask = None
 
     def _schedule(self, t: int) -> tuple[float, float, int, bool, int]:
         """(progress, age scale, the next checkpoint, a checkpoint passed?, checkpoint gap) at ``t``."""
