@@ -5,7 +5,7 @@ run (this machine's speed drifts):
 
 * ``env``: env-steps/s of ``gym.make("WritePolicyBench-Queries<Tier>-v0")`` with random valid
   actions (the valid action with the largest uniform draw), against ``gym.make("CartPole-v1")``
-  with random actions. The env makes each episode's stream when it resets
+  with random actions (``env_throughput.CartPoleRunner``). The env makes each episode's stream when it resets
   (``generate_query_episode``), so this includes the generator.
 * ``stream``: steps/s of the tier's ``QueryStream`` alone (the fixed-length episode's steps,
   made one by one as ``generate_query_episode`` makes them), against the same CartPole-v1
@@ -28,21 +28,9 @@ import gymnasium as gym
 import numpy as np
 
 import wpb_gym
+from env_throughput import CartPoleRunner
 from wpb_gym.envs.query_env import MERGE, SKIP, WRITE
 from wpb_gym.episodes.generators.queries import QUERY_REGIMES, query_config, query_stream
-
-
-def cartpole(seconds: float) -> tuple[int, float]:
-    env = gym.make("CartPole-v1")
-    env.reset(seed=0)
-    rng = np.random.default_rng(0)
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        _, _, terminated, truncated, _ = env.step(int(rng.integers(0, 2)))
-        steps += 1
-        if terminated or truncated:
-            env.reset()
-    return steps, time.perf_counter() - start
 
 
 def query_env(tier: str, actions: str, **env_kwargs: int) -> Callable[[float], tuple[int, float]]:
@@ -105,7 +93,7 @@ def main() -> None:
           + (f", env {env_kwargs}" if env_kwargs else ""))
     print(f"{'tier':<16} {'CartPole-v1':>12} {'env':>9} {'ratio':>8} {'stream':>9} {'ratio':>8}")
     for tier in args.tiers:
-        sides = {"cartpole": cartpole, "env": query_env(tier, args.actions, **env_kwargs), "stream": stream(tier)}
+        sides = {"cartpole": CartPoleRunner().run, "env": query_env(tier, args.actions, **env_kwargs), "stream": stream(tier)}
         totals = {name: [0, 0.0] for name in sides}
         for r in range(args.rounds):
             for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
